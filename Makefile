@@ -1,0 +1,38 @@
+# Thin wrapper over CMake/CTest. `make test` installs what is missing, builds the
+# release and sanitizer trees and runs the whole suite.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc)
+
+.PHONY: all deps build build-asan test test-fast train bench clean
+
+all: build
+
+deps:
+	@bash tools/install_deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+build-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DLC_SANITIZE=ON >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+# Release build: every test. Sanitizer build: the single-process unit tests.
+test: build build-asan
+	cd $(BUILD) && ctest --output-on-failure
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -L unit
+
+test-fast: build
+	cd $(BUILD) && ctest --output-on-failure
+
+# The default training job: built-in task, small model.
+train: build
+	./$(BUILD)/longctx train --model tiny --data task:copy --seq 64 --batch 4 --steps 300 --lr 3e-3
+
+bench: build
+	./$(BUILD)/longctx bench --model bench-s --seq 1024,4096,16384 --threads 2
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

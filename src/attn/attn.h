@@ -1,0 +1,34 @@
+// The one attention interface the model calls. Every parallel strategy (local,
+// Ulysses, ring, 2D, double ring) implements it. The model hands over this rank's
+// tokens' q/k/v (RoPE already applied with global positions) and gets this rank's
+// output rows back; how heads and keys are exchanged is the strategy's business.
+#ifndef LC_ATTN_H
+#define LC_ATTN_H
+
+#include <stddef.h>
+
+#include "core/arena.h"
+#include "core/status.h"
+
+typedef struct lc_attn lc_attn;
+struct lc_attn {
+  const char *name;
+  int Hq, Hkv, D; // model's head counts and head dim
+  // Bytes the strategy keeps per layer between forward and backward for T local tokens
+  // (e.g. the log-sum-exp). The model stores them as checkpoint memory.
+  size_t (*saved_bytes)(const lc_attn *a, int T);
+  // q[T,Hq,D], k/v[T,Hkv,D] -> out[T,Hq,D]; fills `saved`.
+  lc_status (*fwd)(lc_attn *a, float *out, void *saved, const float *q, const float *k,
+                   const float *v, int T, lc_arena *arena);
+  // dq/dk/dv OVERWRITTEN (same shapes as q/k/v); `out` and `saved` from the forward.
+  lc_status (*bwd)(lc_attn *a, float *dq, float *dk, float *dv, const float *dout,
+                   const float *out, const void *saved, const float *q, const float *k,
+                   const float *v, int T, lc_arena *arena);
+  void *ctx;
+};
+
+// Single process: causal attention over the T local tokens, which are the whole
+// sequence in order.
+void lc_attn_local_init(lc_attn *a, int Hq, int Hkv, int D);
+
+#endif

@@ -1,0 +1,684 @@
+// Blockwise (flash) attention on CPUs: forward with online softmax, stable merge,
+// delta, and a FlashAttention-2 style backward.
+//
+// Layout trick ("transposed" tiles). A work item owns one block of BQ = 64 query rows
+// of one head. Its queries are packed once, transposed, as Qt[D][BQ] (pre-scaled by
+// scale*log2(e), so the softmax runs in base 2), and every score tile is computed
+// transposed: St[BK keys][BQ queries] = K_blk * Qt. A row of St is 4 AVX-512 vectors
+// across the 64 queries, so the softmax statistics (column max, column sum) are plain
+// vertical vector ops, the per-query rescale factors are vectors, and K, V are used
+// in place, in their natural row-major layout, as the broadcast operand of the
+// register-blocked micro-kernel (C[R x 64] += A[R x K] * B[K x 64], A broadcast,
+// B rows of 4 vectors). The output accumulator is Ot[D][BQ] (Ot = alpha*Ot + V^T Pt),
+// transposed back once per item. No K/V packing per tile, no Tq x Tk matrix.
+//
+// Threads: forward items (head, q block) are independent (each owns its output rows);
+// schedule(dynamic), heaviest (last, causal) blocks first.
+// Backward: see lc_flash_bwd below (race-free and deterministic for a fixed thread count).
+#include "attn/flash.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#define BQ 64 // query rows per item = 4 vectors of 16 floats (fixed by the kernels)
+#ifndef LC_FLASH_BK
+#define LC_FLASH_BK 64 // key rows per tile
+#endif
+#define BK LC_FLASH_BK
+
+#define LOG2E 1.4426950408889634
+#define LN2 0.6931471805599453
+
+#define LC_AI static inline __attribute__((always_inline))
+
+static int max_threads(void) {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+static int thread_id(void) {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+static int team_size(void) {
+#ifdef _OPENMP
+  return omp_get_num_threads();
+#else
+  return 1;
+#endif
+}
+
+static long rup16(long n) { return (n + 15) & ~15L; }
+
+// ---------------------------------------------------------------------------------
+// exp2 with relative error < 1e-7 (degree-6 polynomial on [-0.5, 0.5], least squares
+// on the relative error; coefficients fitted in long double). Inputs below -126 give
+// exactly 0 (so -INFINITY -> 0 and no denormals), inputs must be <= 127 (softmax
+// arguments are <= 0 up to rounding).
+// ---------------------------------------------------------------------------------
+#define EXP2_C1 6.931471825e-01f
+#define EXP2_C2 2.402264774e-01f
+#define EXP2_C3 5.550329015e-02f
+#define EXP2_C4 9.618373588e-03f
+#define EXP2_C5 1.339984825e-03f
+#define EXP2_C6 1.537070493e-04f
+
+#if defined(__AVX512F__)
+// n = round(x) with the 1.5*2^23 trick (the integer n sits in the low mantissa bits of
+// t, so t's bits << 23 is n in the exponent field); 2^x = p(x - n) * 2^n by an integer
+// add to the exponent. Lanes with x < -126 (incl. -inf, where t, f are inf/NaN) are
+// zeroed by the mask; for x >= -126 the result is a normal number (n >= -126, and
+// n = -126 implies f >= 0, p >= 1). Plain adds/FMAs/shifts: no p0-only rndscale/scalef.
+LC_AI __m512 exp2v(__m512 x) {
+  const __m512 magic = _mm512_set1_ps(12582912.0f); // 1.5 * 2^23
+  __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_GE_OQ);
+  __m512 t = _mm512_add_ps(x, magic);
+  __m512 f = _mm512_sub_ps(x, _mm512_sub_ps(t, magic));
+  __m512 p = _mm512_set1_ps(EXP2_C6);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(EXP2_C5));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(EXP2_C4));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(EXP2_C3));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(EXP2_C2));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(EXP2_C1));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  __m512i e = _mm512_slli_epi32(_mm512_castps_si512(t), 23);
+  return _mm512_castsi512_ps(_mm512_maskz_add_epi32(ok, _mm512_castps_si512(p), e));
+}
+#endif
+
+static inline float exp2s(float x) {
+  if (!(x >= -126.0f)) return 0.0f; // also -INFINITY (NaN never reaches here)
+  float n = rintf(x);
+  float f = x - n;
+  float p = EXP2_C6;
+  p = fmaf(p, f, EXP2_C5);
+  p = fmaf(p, f, EXP2_C4);
+  p = fmaf(p, f, EXP2_C3);
+  p = fmaf(p, f, EXP2_C2);
+  p = fmaf(p, f, EXP2_C1);
+  p = fmaf(p, f, 1.0f);
+  return ldexpf(p, (int)n);
+}
+
+// ---------------------------------------------------------------------------------
+// Micro-kernel: C[r][0..16*NC) (mode 0: =, mode 1: +=, mode 2: = alpha[c]*C +)
+//   sum_{k<K} A[r*sar + k*sak] * B[k*ldb + c],  r < R.
+// R, NC, mode are compile-time constants after inlining, so the R x NC accumulators
+// live in registers (R*NC <= 24 + NC B-vectors + 1 broadcast <= 32 zmm).
+// ---------------------------------------------------------------------------------
+#if defined(__AVX512F__)
+LC_AI void mk(const int R, const int NC, const int mode, int K, const float *restrict A,
+              long sar, long sak, const float *restrict B, long ldb, float *restrict C, long ldc,
+              const float *restrict alpha) {
+  __m512 acc[16][4];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) {
+      if (mode == 0)
+        acc[r][c] = _mm512_setzero_ps();
+      else if (mode == 1)
+        acc[r][c] = _mm512_loadu_ps(C + r * ldc + 16 * c);
+      else
+        acc[r][c] = _mm512_mul_ps(_mm512_loadu_ps(C + r * ldc + 16 * c),
+                                  _mm512_loadu_ps(alpha + 16 * c));
+    }
+#pragma GCC unroll 2
+  for (int k = 0; k < K; k++) {
+    __m512 b[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) b[c] = _mm512_loadu_ps(B + k * ldb + 16 * c);
+    const float *a = A + k * sak;
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++) {
+      __m512 av = _mm512_set1_ps(a[r * sar]);
+#pragma GCC unroll 4
+      for (int c = 0; c < NC; c++) acc[r][c] = _mm512_fmadd_ps(av, b[c], acc[r][c]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) _mm512_storeu_ps(C + r * ldc + 16 * c, acc[r][c]);
+}
+#else
+LC_AI void mk(const int R, const int NC, const int mode, int K, const float *restrict A,
+              long sar, long sak, const float *restrict B, long ldb, float *restrict C, long ldc,
+              const float *restrict alpha) {
+  const int N = 16 * NC;
+  for (int r = 0; r < R; r++) {
+    float *cr = C + r * ldc;
+    if (mode == 0)
+      for (int c = 0; c < N; c++) cr[c] = 0.0f;
+    else if (mode == 2)
+      for (int c = 0; c < N; c++) cr[c] *= alpha[c];
+    for (int k = 0; k < K; k++) {
+      float a = A[r * sar + k * sak];
+      const float *b = B + k * ldb;
+      for (int c = 0; c < N; c++) cr[c] += a * b[c];
+    }
+  }
+}
+#endif
+
+// All M rows: tiles of RM rows, then the remainder with its own constant R.
+#define MK_CASE(n)                                                          \
+  case n:                                                                   \
+    if (n < RM) mk(n < RM ? n : 1, NC, mode, K, A + r * sar, sar, sak, B, ldb, C + r * ldc, ldc, alpha); \
+    break;
+LC_AI void mk_rows(const int NC, const int RM, const int mode, int M, int K, const float *A,
+                   long sar, long sak, const float *B, long ldb, float *C, long ldc,
+                   const float *alpha) {
+  int r = 0;
+  for (; r + RM <= M; r += RM) mk(RM, NC, mode, K, A + r * sar, sar, sak, B, ldb, C + r * ldc, ldc, alpha);
+  switch (M - r) {
+    MK_CASE(1) MK_CASE(2) MK_CASE(3) MK_CASE(4) MK_CASE(5) MK_CASE(6) MK_CASE(7)
+    MK_CASE(8) MK_CASE(9) MK_CASE(10) MK_CASE(11) MK_CASE(12) MK_CASE(13) MK_CASE(14)
+    MK_CASE(15)
+    default: break;
+  }
+}
+#undef MK_CASE
+
+// Tile products used by the kernels (all with 64-wide B/C rows unless stated).
+// St[M][64] = A[M rows, lda apart][K] * Bt[K][64]   (A = K or V rows, natural layout)
+static void tile_abt(int M, int K, const float *A, long lda, const float *Bt, float *C) {
+  mk_rows(4, 6, 0, M, K, A, lda, 1, Bt, BQ, C, BQ, NULL);
+}
+// Ct[M][64] = alpha * Ct + A^T * P, A element (r, k) at A[k*lda + r]   (Ot += V^T Pt)
+static void tile_atb_scale(int M, int K, const float *A, long lda, const float *P, float *C,
+                           const float *alpha) {
+  mk_rows(4, 6, 2, M, K, A, 1, lda, P, BQ, C, BQ, alpha);
+}
+// Ct[M][64] += A^T * P   (dQt += K^T dSt)
+static void tile_atb_acc(int M, int K, const float *A, long lda, const float *P, float *C) {
+  mk_rows(4, 6, 1, M, K, A, 1, lda, P, BQ, C, BQ, NULL);
+}
+// C[M][N] += P[M][K] (rows 64 apart) * B[K][N] (rows ldb apart), N = Dp multiple of 16.
+// (dV += Pt dO, dK += dSt Q)
+static void tile_ab_acc(int M, int K, const float *P, const float *B, long ldb, float *C, long ldc,
+                        int N) {
+  int c0 = 0;
+  for (; c0 + 64 <= N; c0 += 64) mk_rows(4, 6, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL);
+  switch ((N - c0) / 16) {
+    case 1: mk_rows(1, 14, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL); break;
+    case 2: mk_rows(2, 10, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL); break;
+    case 3: mk_rows(3, 7, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL); break;
+    default: break;
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// Elementwise parts on a tile St[nk][64] (row r = key j0+r, column i = query i0+i).
+// ---------------------------------------------------------------------------------
+
+// Causal mask: key position kpos0 + r is hidden from query position qpos0 + i iff
+// kpos0 + r > qpos0 + i, i.e. i < kpos0 + r - qpos0.
+static void tile_mask(float *S, int nk, long kpos0, long qpos0) {
+  long r0 = qpos0 - kpos0 + 1; // rows r < r0 have thr <= 0: nothing hidden
+  for (int r = r0 > 0 ? (int)(r0 < nk ? r0 : nk) : 0; r < nk; r++) {
+    long thr = kpos0 + r - qpos0; // columns i < thr are hidden (thr grows with r)
+    int n = thr >= BQ ? BQ : (int)thr;
+    float *row = S + (long)r * BQ;
+    for (int i = 0; i < n; i++) row[i] = -INFINITY;
+  }
+}
+
+// Online-softmax update for one tile (forward). m, l: running max / sum per query
+// (base 2); alpha: the factor the accumulator must be rescaled by. St becomes Pt.
+static void tile_softmax(float *S, int nk, float *m, float *l, float *alpha) {
+#if defined(__AVX512F__)
+  for (int c = 0; c < 4; c++) {
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int r = 0; r < nk; r++) mx = _mm512_max_ps(mx, _mm512_loadu_ps(S + r * BQ + 16 * c));
+    __m512 mold = _mm512_loadu_ps(m + 16 * c);
+    __m512 mnew = _mm512_max_ps(mold, mx);
+    // rows that saw no visible key yet keep m = -inf; use 0 as the reference there
+    __mmask16 none = _mm512_cmp_ps_mask(mnew, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
+    __m512 mref = _mm512_mask_blend_ps(none, mnew, _mm512_setzero_ps());
+    __m512 al = exp2v(_mm512_sub_ps(mold, mref)); // mold = -inf -> 0
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    int r = 0;
+    for (; r + 2 <= nk; r += 2) {
+      __m512 p0 = exp2v(_mm512_sub_ps(_mm512_loadu_ps(S + r * BQ + 16 * c), mref));
+      __m512 p1 = exp2v(_mm512_sub_ps(_mm512_loadu_ps(S + (r + 1) * BQ + 16 * c), mref));
+      _mm512_storeu_ps(S + r * BQ + 16 * c, p0);
+      _mm512_storeu_ps(S + (r + 1) * BQ + 16 * c, p1);
+      s0 = _mm512_add_ps(s0, p0);
+      s1 = _mm512_add_ps(s1, p1);
+    }
+    if (r < nk) {
+      __m512 p0 = exp2v(_mm512_sub_ps(_mm512_loadu_ps(S + r * BQ + 16 * c), mref));
+      _mm512_storeu_ps(S + r * BQ + 16 * c, p0);
+      s0 = _mm512_add_ps(s0, p0);
+    }
+    __m512 lnew = _mm512_fmadd_ps(_mm512_loadu_ps(l + 16 * c), al, _mm512_add_ps(s0, s1));
+    _mm512_storeu_ps(l + 16 * c, lnew);
+    _mm512_storeu_ps(m + 16 * c, mnew);
+    _mm512_storeu_ps(alpha + 16 * c, al);
+  }
+#else
+  for (int i = 0; i < BQ; i++) {
+    float mx = -INFINITY;
+    for (int r = 0; r < nk; r++) mx = fmaxf(mx, S[r * BQ + i]);
+    float mnew = fmaxf(m[i], mx);
+    float mref = mnew == -INFINITY ? 0.0f : mnew;
+    float al = exp2s(m[i] - mref);
+    float sum = 0;
+    for (int r = 0; r < nk; r++) {
+      float p = exp2s(S[r * BQ + i] - mref);
+      S[r * BQ + i] = p;
+      sum += p;
+    }
+    l[i] = l[i] * al + sum;
+    m[i] = mnew;
+    alpha[i] = al;
+  }
+#endif
+}
+
+// Backward: Pt = exp2(St - lse2) in place (lse2 = +inf for rows with no key -> 0).
+static void tile_probs(float *S, int nk, const float *lse2) {
+#if defined(__AVX512F__)
+  __m512 L0 = _mm512_loadu_ps(lse2), L1 = _mm512_loadu_ps(lse2 + 16);
+  __m512 L2 = _mm512_loadu_ps(lse2 + 32), L3 = _mm512_loadu_ps(lse2 + 48);
+  for (int r = 0; r < nk; r++) {
+    float *row = S + r * BQ;
+    _mm512_storeu_ps(row, exp2v(_mm512_sub_ps(_mm512_loadu_ps(row), L0)));
+    _mm512_storeu_ps(row + 16, exp2v(_mm512_sub_ps(_mm512_loadu_ps(row + 16), L1)));
+    _mm512_storeu_ps(row + 32, exp2v(_mm512_sub_ps(_mm512_loadu_ps(row + 32), L2)));
+    _mm512_storeu_ps(row + 48, exp2v(_mm512_sub_ps(_mm512_loadu_ps(row + 48), L3)));
+  }
+#else
+  for (int r = 0; r < nk; r++)
+    for (int i = 0; i < BQ; i++) S[r * BQ + i] = exp2s(S[r * BQ + i] - lse2[i]);
+#endif
+}
+
+// Backward: dSt = scale * Pt * (dPt - delta) in place of dPt.
+static void tile_dscores(float *dP, const float *P, int nk, const float *delta, float scale) {
+#if defined(__AVX512F__)
+  __m512 sc = _mm512_set1_ps(scale);
+  __m512 d[4];
+  for (int c = 0; c < 4; c++) d[c] = _mm512_loadu_ps(delta + 16 * c);
+  for (int r = 0; r < nk; r++)
+    for (int c = 0; c < 4; c++) {
+      long o = r * BQ + 16 * c;
+      __m512 ps = _mm512_mul_ps(_mm512_loadu_ps(P + o), sc);
+      _mm512_storeu_ps(dP + o, _mm512_mul_ps(ps, _mm512_sub_ps(_mm512_loadu_ps(dP + o), d[c])));
+    }
+#else
+  for (int r = 0; r < nk; r++)
+    for (int i = 0; i < BQ; i++) {
+      long o = r * BQ + i;
+      dP[o] = scale * P[o] * (dP[o] - delta[i]);
+    }
+#endif
+}
+
+// ---------------------------------------------------------------------------------
+// Shapes and the causal key range of a query block.
+// ---------------------------------------------------------------------------------
+static lc_status check_shape(const lc_attn_shape *s, const char *fn) {
+  if (!s) return lc_fail(LC_EINVAL, "%s: shape is NULL", fn);
+  if (s->Tq < 0 || s->Tk < 0 || s->Hq < 1 || s->Hkv < 1 || s->D < 1 || s->Hq % s->Hkv != 0)
+    return lc_fail(LC_EINVAL, "%s: bad shape Tq=%d Tk=%d Hq=%d Hkv=%d D=%d (need Hq %% Hkv == 0)",
+                   fn, s->Tq, s->Tk, s->Hq, s->Hkv, s->D);
+  if (!(s->scale == s->scale)) return lc_fail(LC_EINVAL, "%s: scale is NaN", fn);
+  return LC_OK;
+}
+
+// Keys [0, *kend) may be visible to some row of the query block [i0, i0+nq); keys
+// [0, *kfull) are visible to all of its rows (so only [kfull, kend) needs masking).
+static void key_range(const lc_attn_shape *s, long i0, int nq, long *kfull, long *kend) {
+  if (!s->causal) {
+    *kfull = *kend = s->Tk;
+    return;
+  }
+  long qlo = s->q_start + i0, qhi = qlo + nq - 1;
+  long e = qhi - s->k_start + 1, f = qlo - s->k_start + 1;
+  if (e < 0) e = 0;
+  if (e > s->Tk) e = s->Tk;
+  if (f < 0) f = 0;
+  if (f > s->Tk) f = s->Tk;
+  *kfull = f;
+  *kend = e;
+}
+
+// ---------------------------------------------------------------------------------
+// Forward
+// ---------------------------------------------------------------------------------
+typedef struct {
+  float *Qt, *S, *Ot, *m, *l, *alpha;
+} fwd_ws;
+
+static long fwd_ws_floats(int D) { return 2 * rup16((long)D * BQ) + (long)BK * BQ + 3 * BQ; }
+
+static void fwd_ws_carve(fwd_ws *w, float *base, int D) {
+  w->Qt = base;
+  base += rup16((long)D * BQ);
+  w->Ot = base;
+  base += rup16((long)D * BQ);
+  w->S = base;
+  base += (long)BK * BQ;
+  w->m = base;
+  w->l = base + BQ;
+  w->alpha = base + 2 * BQ;
+}
+
+static void fwd_item(float *out, float *lse, const float *q, const float *k, const float *v,
+                     const lc_attn_shape *s, int h, int ib, fwd_ws *w) {
+  const int D = s->D, Hq = s->Hq, Tq = s->Tq;
+  const int g = h / (Hq / s->Hkv);
+  const long ldq = (long)Hq * D, ldk = (long)s->Hkv * D;
+  const long i0 = (long)ib * BQ;
+  const int nq = (int)(Tq - i0 < BQ ? Tq - i0 : BQ);
+  long kfull, kend;
+  key_range(s, i0, nq, &kfull, &kend);
+
+  if (kend <= 0) { // no key visible to any row of this block
+    for (int i = 0; i < nq; i++) {
+      lse[(long)h * Tq + i0 + i] = -INFINITY;
+      memset(out + (i0 + i) * ldq + (long)h * D, 0, sizeof(float) * (size_t)D);
+    }
+    return;
+  }
+
+  // Qt[d][i] = q * scale * log2(e); padded query columns are 0.
+  const float qs = (float)(s->scale * LOG2E);
+  for (int d = 0; d < D; d++) {
+    float *row = w->Qt + (long)d * BQ;
+    for (int i = nq; i < BQ; i++) row[i] = 0.0f;
+  }
+  for (int i = 0; i < nq; i++) {
+    const float *qr = q + (i0 + i) * ldq + (long)h * D;
+    for (int d = 0; d < D; d++) w->Qt[(long)d * BQ + i] = qr[d] * qs;
+  }
+  memset(w->Ot, 0, sizeof(float) * (size_t)D * BQ);
+  for (int i = 0; i < BQ; i++) {
+    w->m[i] = -INFINITY;
+    w->l[i] = 0.0f;
+  }
+
+  const float *kh = k + (long)g * D, *vh = v + (long)g * D;
+  for (long j0 = 0; j0 < kend; j0 += BK) {
+    int nk = (int)(kend - j0 < BK ? kend - j0 : BK);
+    tile_abt(nk, D, kh + j0 * ldk, ldk, w->Qt, w->S);
+    if (j0 + nk > kfull) tile_mask(w->S, nk, s->k_start + j0, s->q_start + i0);
+    tile_softmax(w->S, nk, w->m, w->l, w->alpha);
+    tile_atb_scale(D, nk, vh + j0 * ldk, ldk, w->S, w->Ot, w->alpha);
+  }
+
+  for (int i = 0; i < nq; i++) {
+    float *orow = out + (i0 + i) * ldq + (long)h * D;
+    float li = w->l[i];
+    if (li > 0.0f) {
+      float inv = 1.0f / li;
+      lse[(long)h * Tq + i0 + i] = (float)(((double)w->m[i] + log2((double)li)) * LN2);
+      for (int d = 0; d < D; d++) orow[d] = w->Ot[(long)d * BQ + i] * inv;
+    } else {
+      lse[(long)h * Tq + i0 + i] = -INFINITY;
+      for (int d = 0; d < D; d++) orow[d] = 0.0f;
+    }
+  }
+}
+
+lc_status lc_flash_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                       const lc_attn_shape *s, lc_arena *arena) {
+  LC_TRY(check_shape(s, "lc_flash_fwd"));
+  if (s->Tq == 0 || s->Hq == 0) return LC_OK;
+  if (!out || !lse || !q || (s->Tk > 0 && (!k || !v)))
+    return lc_fail(LC_EINVAL, "lc_flash_fwd: NULL tensor");
+  const int nqb = (s->Tq + BQ - 1) / BQ;
+  const long nitems = (long)nqb * s->Hq;
+  int nt = max_threads();
+  if (nt > nitems) nt = (int)nitems;
+  const long per = fwd_ws_floats(s->D);
+  float *ws = lc_alloc(arena, LC_MEM_SCRATCH, sizeof(float) * (size_t)(per * nt),
+                       "attention workspace");
+  if (!ws) return LC_ENOMEM;
+
+#pragma omp parallel num_threads(nt)
+  {
+    fwd_ws w;
+    fwd_ws_carve(&w, ws + per * thread_id(), s->D);
+#pragma omp for schedule(dynamic, 1)
+    for (long it = 0; it < nitems; it++) {
+      // last query blocks first: under a causal mask they see the most keys
+      int ib = nqb - 1 - (int)(it / s->Hq), h = (int)(it % s->Hq);
+      fwd_item(out, lse, q, k, v, s, h, ib, &w);
+    }
+  }
+  lc_free(arena, ws);
+  return LC_OK;
+}
+
+// ---------------------------------------------------------------------------------
+// Merge and delta
+// ---------------------------------------------------------------------------------
+void lc_attn_merge(float *out_a, float *lse_a, const float *out_b, const float *lse_b, int Tq,
+                   int Hq, int D) {
+  const long n = (long)Tq * Hq;
+#pragma omp parallel for schedule(static) if (n * D > 32768)
+  for (long r = 0; r < n; r++) {
+    long t = r / Hq, h = r % Hq;
+    float *oa = out_a + r * D;
+    const float *ob = out_b + r * D;
+    float la = lse_a[h * Tq + t], lb = lse_b[h * Tq + t];
+    if (lb == -INFINITY) continue; // nothing to add (also covers both -inf: a stays as is)
+    if (la == -INFINITY) {
+      lse_a[h * Tq + t] = lb;
+      memcpy(oa, ob, sizeof(float) * (size_t)D);
+      continue;
+    }
+    double mx = la > lb ? la : lb, mn = la > lb ? lb : la;
+    double l = mx + log1p(exp(mn - mx));
+    float wa = (float)exp((double)la - l), wb = (float)exp((double)lb - l);
+    for (int d = 0; d < D; d++) oa[d] = wa * oa[d] + wb * ob[d];
+    lse_a[h * Tq + t] = (float)l;
+  }
+}
+
+void lc_attn_delta(float *delta, const float *dout, const float *out, int Tq, int Hq, int D) {
+  const long n = (long)Tq * Hq;
+#pragma omp parallel for schedule(static) if (n * D > 32768)
+  for (long r = 0; r < n; r++) {
+    long t = r / Hq, h = r % Hq;
+    const float *a = dout + r * D, *b = out + r * D;
+    float acc = 0.0f;
+    for (int d = 0; d < D; d++) acc += a[d] * b[d];
+    delta[h * Tq + t] = acc;
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// Backward
+//
+// Work item = (q head h, q block ib), as in the forward: it owns its dq rows (dQt
+// accumulated in a per-thread [D][64] tile and added to dq once per item and phase),
+// re-uses its packed Qt/dOt for every key tile, and reads K, V in place.
+// dK/dV contributions of different items collide (all q blocks and all q heads of a
+// group hit the same key rows), so they go into per-thread buffers dKb/dVb[Hkv][Ck][Dp]
+// covering one key chunk of Ck rows. The backward runs chunk by chunk ("phases"):
+//   zero own buffers -> items of this chunk, schedule(static, 1) -> barrier ->
+//   dk/dv rows of the chunk += sum over threads t = 0..P-1 of buffer t (parallel over
+//   rows, fixed order) -> barrier.
+// No two threads ever write the same float outside a barrier-separated step, so it
+// is race-free without atomics or locks, and because the item -> thread map is static
+// and every sum runs in a fixed order, results are bitwise reproducible for a given
+// thread count. Workspace: P * (2*Hkv*Ck*Dp + O(D*64 + 64*64)) floats; Ck is chosen
+// so the chunk buffers stay around 4 MiB per thread (O(threads * block) memory).
+// ---------------------------------------------------------------------------------
+typedef struct {
+  float *Qt, *dOt, *Qn, *dOn, *S, *dP, *dQt, *lse2, *dlt, *dkb, *dvb;
+} bwd_ws;
+
+static long bwd_ws_floats(int D, int Hkv, long Ck) {
+  long Dp = rup16(D);
+  return 3 * rup16((long)D * BQ) + 2 * (long)BQ * Dp + 2 * (long)BK * BQ + 2 * BQ +
+         2 * (long)Hkv * Ck * Dp;
+}
+
+static void bwd_ws_carve(bwd_ws *w, float *b, int D, int Hkv, long Ck) {
+  long Dp = rup16(D), tD = rup16((long)D * BQ);
+  w->Qt = b; b += tD;
+  w->dOt = b; b += tD;
+  w->dQt = b; b += tD;
+  w->Qn = b; b += (long)BQ * Dp;
+  w->dOn = b; b += (long)BQ * Dp;
+  w->S = b; b += (long)BK * BQ;
+  w->dP = b; b += (long)BK * BQ;
+  w->lse2 = b; b += BQ;
+  w->dlt = b; b += BQ;
+  w->dkb = b; b += (long)Hkv * Ck * Dp;
+  w->dvb = b;
+}
+
+// One item restricted to key rows [c0, c1) (c0 a multiple of BK).
+static void bwd_item(float *dq, const float *dout, const float *q, const float *k,
+                     const float *v, const float *lse, const float *delta,
+                     const lc_attn_shape *s, int h, int ib, long c0, long c1, long Ck,
+                     bwd_ws *w) {
+  const int D = s->D, Hq = s->Hq, Tq = s->Tq;
+  const long Dp = rup16(D);
+  const int g = h / (Hq / s->Hkv);
+  const long ldq = (long)Hq * D, ldk = (long)s->Hkv * D;
+  const long i0 = (long)ib * BQ;
+  const int nq = (int)(Tq - i0 < BQ ? Tq - i0 : BQ);
+  long kfull, kend;
+  key_range(s, i0, nq, &kfull, &kend);
+  if (kend > c1) kend = c1;
+  if (kend <= c0) return;
+
+  // pack: Qt (scaled, transposed), dOt (transposed), Qn, dOn (natural, padded to Dp)
+  const float qs = (float)(s->scale * LOG2E);
+  for (int d = 0; d < D; d++)
+    for (int i = nq; i < BQ; i++) w->Qt[(long)d * BQ + i] = w->dOt[(long)d * BQ + i] = 0.0f;
+  memset(w->Qn, 0, sizeof(float) * (size_t)(BQ * Dp));
+  memset(w->dOn, 0, sizeof(float) * (size_t)(BQ * Dp));
+  for (int i = 0; i < nq; i++) {
+    const float *qr = q + (i0 + i) * ldq + (long)h * D;
+    const float *dr = dout + (i0 + i) * ldq + (long)h * D;
+    for (int d = 0; d < D; d++) {
+      w->Qt[(long)d * BQ + i] = qr[d] * qs;
+      w->dOt[(long)d * BQ + i] = dr[d];
+    }
+    memcpy(w->Qn + i * Dp, qr, sizeof(float) * (size_t)D);
+    memcpy(w->dOn + i * Dp, dr, sizeof(float) * (size_t)D);
+  }
+  for (int i = 0; i < BQ; i++) {
+    float L = i < nq ? lse[(long)h * Tq + i0 + i] : -INFINITY;
+    // a row that sees no key has lse = -inf and must get P = 0: use +inf
+    w->lse2[i] = L == -INFINITY ? INFINITY : (float)(L * LOG2E);
+    w->dlt[i] = i < nq ? delta[(long)h * Tq + i0 + i] : 0.0f;
+  }
+  memset(w->dQt, 0, sizeof(float) * (size_t)D * BQ);
+
+  const float *kh = k + (long)g * D, *vh = v + (long)g * D;
+  float *dkb = w->dkb + (long)g * Ck * Dp, *dvb = w->dvb + (long)g * Ck * Dp;
+  for (long j0 = c0; j0 < kend; j0 += BK) {
+    int nk = (int)(kend - j0 < BK ? kend - j0 : BK);
+    const float *kj = kh + j0 * ldk, *vj = vh + j0 * ldk;
+    tile_abt(nk, D, kj, ldk, w->Qt, w->S);
+    if (j0 + nk > kfull) tile_mask(w->S, nk, s->k_start + j0, s->q_start + i0);
+    tile_probs(w->S, nk, w->lse2);
+    tile_abt(nk, D, vj, ldk, w->dOt, w->dP);
+    tile_dscores(w->dP, w->S, nk, w->dlt, s->scale);
+    tile_ab_acc(nk, nq, w->S, w->dOn, Dp, dvb + (j0 - c0) * Dp, Dp, (int)Dp);
+    tile_ab_acc(nk, nq, w->dP, w->Qn, Dp, dkb + (j0 - c0) * Dp, Dp, (int)Dp);
+    tile_atb_acc(D, nk, kj, ldk, w->dP, w->dQt);
+  }
+
+  for (int i = 0; i < nq; i++) {
+    float *r = dq + (i0 + i) * ldq + (long)h * D;
+    for (int d = 0; d < D; d++) r[d] += w->dQt[(long)d * BQ + i];
+  }
+}
+
+lc_status lc_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                       const float *k, const float *v, const float *lse, const float *delta,
+                       const lc_attn_shape *s, lc_arena *arena) {
+  LC_TRY(check_shape(s, "lc_flash_bwd"));
+  if (s->Tq == 0 || s->Tk == 0) return LC_OK;
+  if (!dq || !dk || !dv || !dout || !q || !k || !v || !lse || !delta)
+    return lc_fail(LC_EINVAL, "lc_flash_bwd: NULL tensor");
+  const int D = s->D, Hkv = s->Hkv, Tk = s->Tk;
+  const long Dp = rup16(D);
+  const int nqb = (s->Tq + BQ - 1) / BQ;
+  // key chunk: about 4 MiB of dK/dV buffers per thread, a multiple of BK
+  long Ck = (4L << 20) / (long)(sizeof(float) * 2 * Hkv * Dp);
+  Ck = Ck / BK * BK;
+  if (Ck < BK) Ck = BK;
+  long Tkr = ((long)Tk + BK - 1) / BK * BK;
+  if (Ck > Tkr) Ck = Tkr;
+  int nt = max_threads();
+  long nitems_max = (long)nqb * s->Hq;
+  if (nt > nitems_max) nt = (int)nitems_max;
+  const long per = bwd_ws_floats(D, Hkv, Ck);
+  float *ws = lc_alloc(arena, LC_MEM_SCRATCH, sizeof(float) * (size_t)(per * nt),
+                       "attention workspace");
+  if (!ws) return LC_ENOMEM;
+
+#pragma omp parallel num_threads(nt)
+  {
+    const int P = team_size();
+    bwd_ws w;
+    bwd_ws_carve(&w, ws + per * thread_id(), D, Hkv, Ck);
+    for (long c0 = 0; c0 < Tk; c0 += Ck) {
+      const long c1 = c0 + Ck < Tk ? c0 + Ck : Tk;
+      const long rows = c1 - c0;
+      for (int g = 0; g < Hkv; g++) {
+        memset(w.dkb + (long)g * Ck * Dp, 0, sizeof(float) * (size_t)(rows * Dp));
+        memset(w.dvb + (long)g * Ck * Dp, 0, sizeof(float) * (size_t)(rows * Dp));
+      }
+      // first q block that sees a key of this chunk (kend grows with ib)
+      int ib_lo = 0;
+      if (s->causal) {
+        long first_q = s->k_start + c0 - s->q_start; // query row index seeing key c0
+        ib_lo = first_q <= 0 ? 0 : (int)(first_q / BQ);
+        if (ib_lo > nqb) ib_lo = nqb;
+      }
+      const long nitems = (long)(nqb - ib_lo) * s->Hq;
+#pragma omp for schedule(static, 1)
+      for (long it = 0; it < nitems; it++) {
+        int ib = nqb - 1 - (int)(it / s->Hq), h = (int)(it % s->Hq);
+        bwd_item(dq, dout, q, k, v, lse, delta, s, h, ib, c0, c1, Ck, &w);
+      }
+      // implicit barrier: all buffers of this chunk are complete
+#pragma omp for schedule(static)
+      for (long rr = 0; rr < (long)Hkv * rows; rr++) {
+        int g = (int)(rr / rows);
+        long j = rr % rows;
+        float *dkr = dk + (c0 + j) * Hkv * (long)D + (long)g * D;
+        float *dvr = dv + (c0 + j) * Hkv * (long)D + (long)g * D;
+        // dk += b_0 + b_1 + ... in thread order: deterministic
+        for (int t = 0; t < P; t++) {
+          bwd_ws wt;
+          bwd_ws_carve(&wt, ws + per * t, D, Hkv, Ck);
+          const float *kb = wt.dkb + ((long)g * Ck + j) * Dp;
+          const float *vb = wt.dvb + ((long)g * Ck + j) * Dp;
+          for (int d = 0; d < D; d++) {
+            dkr[d] += kb[d];
+            dvr[d] += vb[d];
+          }
+        }
+      }
+      // implicit barrier: buffers may be reused
+    }
+  }
+  lc_free(arena, ws);
+  return LC_OK;
+}

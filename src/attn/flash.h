@@ -1,0 +1,39 @@
+// Blockwise (flash) causal attention on one (q block, k/v block) pair with an online
+// softmax. Returns out and the log-sum-exp of every query row, so partial results
+// over different key ranges merge exactly (ring attention builds on this).
+// No Tq x Tk matrix is ever allocated: workspace is O(threads * block^2).
+#ifndef LC_FLASH_H
+#define LC_FLASH_H
+
+#include "core/arena.h"
+#include "core/status.h"
+
+typedef struct {
+  int Tq, Tk;           // rows of q and of k/v
+  int Hq, Hkv, D;       // query heads, kv heads (Hq % Hkv == 0; q head h uses kv head h/(Hq/Hkv)), head dim
+  long q_start, k_start; // global positions of q row 0 and k row 0 (causal mask: key pos > query pos hidden)
+  int causal;           // 0: every key visible
+  float scale;          // softmax scale, usually 1/sqrt(D)
+} lc_attn_shape;
+
+// q[Tq,Hq,D], k/v[Tk,Hkv,D] -> out[Tq,Hq,D], lse[Hq,Tq] (natural log).
+// A query row that sees no key gets out = 0 and lse = -INFINITY.
+lc_status lc_flash_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+                       const lc_attn_shape *s, lc_arena *arena);
+
+// Merge a second partial result (out_b, lse_b) over other keys into (out_a, lse_a), in
+// place, with the stable form lse = max + log1p(exp(min - max)). -INFINITY rows are fine.
+void lc_attn_merge(float *out_a, float *lse_a, const float *out_b, const float *lse_b, int Tq,
+                   int Hq, int D);
+
+// delta[Hq,Tq] = sum_d dout[t,h,d] * out[t,h,d]  (of the final, merged output)
+void lc_attn_delta(float *delta, const float *dout, const float *out, int Tq, int Hq, int D);
+
+// Backward for one (q block, k/v block) pair, ACCUMULATING: dq[Tq,Hq,D] +=, dk/dv[Tk,Hkv,D] +=.
+// lse and delta are those of the final merged forward (so blocks can be processed
+// independently, in any order, on any rank).
+lc_status lc_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                       const float *k, const float *v, const float *lse, const float *delta,
+                       const lc_attn_shape *s, lc_arena *arena);
+
+#endif

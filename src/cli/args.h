@@ -1,0 +1,23 @@
+// Table-driven --flag VALUE parsing for the longctx subcommands.
+#ifndef LC_ARGS_H
+#define LC_ARGS_H
+
+#include "core/status.h"
+
+typedef enum { LC_ARG_INT, LC_ARG_LONG, LC_ARG_FLOAT, LC_ARG_STR } lc_arg_type;
+
+typedef struct {
+  const char *name; // without the leading --
+  lc_arg_type type;
+  void *dst;        // int*, long*, float*, const char**
+  const char *help;
+  int seen;         // set by the parser
+} lc_flag;
+
+// Parses argv[0..argc) as "--name value" or "--name=value" pairs. Errors: unknown flag,
+// missing value, malformed or out-of-range number, repeated flag.
+lc_status lc_args_parse(int argc, char **argv, lc_flag *flags, int n);
+void lc_args_help(const char *cmd, const lc_flag *flags, int n);
+const lc_flag *lc_args_find(const lc_flag *flags, int n, const char *name);
+
+#endif

@@ -1,0 +1,185 @@
+// longctx bench: machine sgemm rate, the attention kernel alone, and whole training
+// steps of a model at several sequence lengths. Prints a markdown table.
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/flash.h"
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "core/timer.h"
+#include "train/trainer.h"
+
+// Best-of-n GFLOP/s of C[M,N] = A[M,K] B[K,N]^T (the layout of our linear layers).
+static double sgemm_gflops(int M, int N, int K, int reps) {
+  float *a = malloc(sizeof(float) * (size_t)M * K), *b = malloc(sizeof(float) * (size_t)N * K),
+        *c = malloc(sizeof(float) * (size_t)M * N);
+  lc_rng r;
+  lc_rng_seed(&r, 1);
+  lc_rng_fill_normal(&r, a, (long)M * K, 1.0f);
+  lc_rng_fill_normal(&r, b, (long)N * K, 1.0f);
+  double best = 1e30;
+  for (int i = 0; i < reps + 1; i++) {
+    double t0 = lc_now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
+    double dt = lc_now() - t0;
+    if (i > 0 && dt < best) best = dt; // first call warms up threads and caches
+  }
+  free(a);
+  free(b);
+  free(c);
+  return 2.0 * M * N * K / best / 1e9;
+}
+
+// Causal self-attention kernel at T tokens: forward and backward GFLOP/s.
+// FLOPs: forward 4*Hq*D*T(T+1)/2 (QK^T and PV over visible pairs), backward 2.5x.
+static lc_status attn_gflops(int T, int Hq, int Hkv, int D, double *fwd, double *bwd) {
+  lc_arena ar;
+  lc_arena_init(&ar, 0);
+  size_t nq = (size_t)T * Hq * D, nk = (size_t)T * Hkv * D;
+  float *q = malloc(4 * nq), *k = malloc(4 * nk), *v = malloc(4 * nk), *o = malloc(4 * nq),
+        *dout = malloc(4 * nq), *dq = calloc(nq, 4), *dk = calloc(nk, 4), *dv = calloc(nk, 4),
+        *lse = malloc(4 * (size_t)Hq * T), *delta = malloc(4 * (size_t)Hq * T);
+  lc_rng r;
+  lc_rng_seed(&r, 2);
+  lc_rng_fill_normal(&r, q, (long)nq, 1.0f);
+  lc_rng_fill_normal(&r, k, (long)nk, 1.0f);
+  lc_rng_fill_normal(&r, v, (long)nk, 1.0f);
+  lc_rng_fill_normal(&r, dout, (long)nq, 1.0f);
+  lc_attn_shape s = {.Tq = T, .Tk = T, .Hq = Hq, .Hkv = Hkv, .D = D, .causal = 1,
+                     .scale = 1.0f / sqrtf((float)D)};
+  double flops = 4.0 * Hq * D * ((double)T * (T + 1) / 2.0);
+  double bf = 1e30, bb = 1e30;
+  lc_status st = LC_OK;
+  int reps = T <= 4096 ? 3 : 2;
+  for (int i = 0; i < reps && st == LC_OK; i++) {
+    double t0 = lc_now();
+    st = lc_flash_fwd(o, lse, q, k, v, &s, &ar);
+    double t1 = lc_now();
+    lc_attn_delta(delta, dout, o, T, Hq, D);
+    double t2 = lc_now();
+    if (st == LC_OK) st = lc_flash_bwd(dq, dk, dv, dout, q, k, v, lse, delta, &s, &ar);
+    double t3 = lc_now();
+    bf = fmin(bf, t1 - t0);
+    bb = fmin(bb, t3 - t2);
+  }
+  *fwd = flops / bf / 1e9;
+  *bwd = 2.5 * flops / bb / 1e9;
+  free(q), free(k), free(v), free(o), free(dout), free(dq), free(dk), free(dv), free(lse), free(delta);
+  return st;
+}
+
+static int parse_list(const char *s, int *out, int max) {
+  int n = 0;
+  const char *p = s;
+  while (*p && n < max) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || v <= 0 || v > (1 << 26)) return -1;
+    if (*end == 'K' || *end == 'k') v *= 1024, end++;
+    out[n++] = (int)v;
+    if (*end == ',') end++;
+    else if (*end) return -1;
+    p = end;
+  }
+  return *p ? -1 : n;
+}
+
+int lc_cmd_bench(int argc, char **argv) {
+  const char *model = "bench-s", *seqs = "1024,4096,16384", *ckpt = "none";
+  int threads = 0, steps = 2, mlp_tile = 0, loss_tile = 0, skip_model = 0;
+  lc_flag flags[] = {
+      {"model", LC_ARG_STR, &model, "preset (default bench-s)", 0},
+      {"seq", LC_ARG_STR, &seqs, "comma-separated sequence lengths, K = 1024 (default 1024,4096,16384)", 0},
+      {"steps", LC_ARG_INT, &steps, "timed training steps per length after one warm-up (default 2)", 0},
+      {"threads", LC_ARG_INT, &threads, "OpenMP/BLAS threads (default all)", 0},
+      {"checkpoint", LC_ARG_STR, &ckpt, "none | full | selective (default none)", 0},
+      {"mlp-tile", LC_ARG_INT, &mlp_tile, "tokens per MLP tile, 0 = untiled (default 0)", 0},
+      {"loss-tile", LC_ARG_INT, &loss_tile, "tokens per loss tile, 0 = untiled (default 0)", 0},
+      {"kernels-only", LC_ARG_INT, &skip_model, "1 = only sgemm and attention kernel (default 0)", 0},
+  };
+  const int nf = (int)(sizeof flags / sizeof flags[0]);
+  for (int i = 0; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      lc_args_help("bench", flags, nf);
+      return 0;
+    }
+  lc_train_opts o;
+  memset(&o, 0, sizeof o);
+  int S[16], nS = 0, used = 0;
+  lc_status st = lc_args_parse(argc, argv, flags, nf);
+  if (st == LC_OK) st = lc_cli_model(model, &o.cfg);
+  if (st == LC_OK) st = lc_ckpt_parse(ckpt, &o.mopts.ckpt);
+  if (st == LC_OK) st = lc_cli_threads(threads, &used);
+  if (st == LC_OK && (nS = parse_list(seqs, S, 16)) <= 0)
+    st = lc_fail(LC_EINVAL, "--seq '%s': give positive lengths separated by commas, e.g. 1024,4K", seqs);
+  if (st == LC_OK && steps < 1) st = lc_fail(LC_EINVAL, "--steps %d: use at least 1", steps);
+  if (st != LC_OK) {
+    lc_cli_error(lc_errmsg());
+    return 2;
+  }
+  const lc_config *c = &o.cfg;
+  printf("longctx bench: model %s, %d threads, checkpoint %s, mlp-tile %d, loss-tile %d\n", c->name,
+         used, ckpt, mlp_tile, loss_tile);
+  double g1 = sgemm_gflops(2048, 2048, 2048, 3);
+  double g2 = sgemm_gflops(4096, c->ffn, c->dim, 3);
+  double gemm = fmax(g1, g2);
+  printf("sgemm: 2048^3 %.1f GFLOP/s; 4096x%dx%d %.1f GFLOP/s (reference = best, %.1f)\n", g1,
+         c->ffn, c->dim, g2, gemm);
+  printf("\nattention kernel (causal, Hq %d, Hkv %d, D %d; FLOPs fwd = 4*Hq*D*S(S+1)/2, bwd = 2.5x fwd)\n",
+         c->n_heads, c->n_kv_heads, c->head_dim);
+  printf("| S | fwd GFLOP/s | fwd / sgemm | bwd GFLOP/s | bwd / sgemm |\n|---|---|---|---|---|\n");
+  for (int i = 0; i < nS; i++) {
+    double f, b;
+    if (attn_gflops(S[i], c->n_heads, c->n_kv_heads, c->head_dim, &f, &b) != LC_OK) {
+      lc_cli_error(lc_errmsg());
+      return 1;
+    }
+    printf("| %d | %.1f | %.0f%% | %.1f | %.0f%% |\n", S[i], f, 100 * f / gemm, b, 100 * b / gemm);
+    fflush(stdout);
+  }
+  if (skip_model) return 0;
+  printf("\ntraining step (batch 1; model FLOPs = 3 x (2 x S x matmul weights + 4 x layers x heads x head_dim x S(S+1)/2))\n");
+  printf("| S | step s | tokens/s | GFLOP/s | / sgemm | peak | params | grads | optimizer | checkpoints | activations | scratch |\n");
+  printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (int i = 0; i < nS; i++) {
+    o.mopts.mlp_tile = mlp_tile;
+    o.mopts.loss_tile = loss_tile;
+    o.data_spec = "task:copy";
+    o.seq = S[i];
+    o.batch = 1;
+    o.steps = steps + 1;
+    o.lr = 1e-4f;
+    o.lr_min = 1e-5f;
+    o.beta1 = 0.9f, o.beta2 = 0.95f, o.eps = 1e-8f, o.clip = 1.0f;
+    o.seed = 1;
+    lc_trainer tr;
+    if (lc_trainer_init(&tr, &o) != LC_OK) {
+      lc_cli_error(lc_errmsg());
+      return 1;
+    }
+    double best = 1e30;
+    lc_step_metrics m;
+    for (int s = 0; s <= steps; s++) {
+      if (lc_trainer_step(&tr, &m) != LC_OK) {
+        lc_cli_error(lc_errmsg());
+        lc_trainer_free(&tr);
+        return 1;
+      }
+      if (s > 0 && m.seconds < best) best = m.seconds;
+    }
+    double flops = 3.0 * lc_config_fwd_flops(c, S[i]);
+    char b[LC_MEM_NCAT + 1][32];
+    lc_fmt_bytes(b[LC_MEM_NCAT], 32, (double)tr.arena.peak_total);
+    for (int k = 0; k < LC_MEM_NCAT; k++) lc_fmt_bytes(b[k], 32, (double)tr.arena.peak[k]);
+    printf("| %d | %.3f | %.0f | %.1f | %.0f%% | %s | %s | %s | %s | %s | %s | %s |\n", S[i], best,
+           S[i] / best, flops / best / 1e9, 100 * flops / best / 1e9 / gemm, b[LC_MEM_NCAT],
+           b[LC_MEM_PARAMS], b[LC_MEM_GRADS], b[LC_MEM_OPTIM], b[LC_MEM_CKPT], b[LC_MEM_ACT],
+           b[LC_MEM_SCRATCH]);
+    fflush(stdout);
+    lc_trainer_free(&tr);
+  }
+  return 0;
+}

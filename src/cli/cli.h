@@ -1,0 +1,24 @@
+// Subcommands of the longctx program. Each returns the process exit code.
+#ifndef LC_CLI_H
+#define LC_CLI_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+#include "model/config.h"
+
+int lc_cmd_train(int argc, char **argv);
+int lc_cmd_bench(int argc, char **argv);
+
+// Prints "longctx: error: <message>" to stderr (rank 0 only in multi-process runs).
+void lc_cli_error(const char *msg);
+// Human-readable bytes, e.g. "12.3 MiB".
+const char *lc_fmt_bytes(char *buf, int n, double bytes);
+// Resolves --model: a preset name (HF directories come with the model I/O).
+lc_status lc_cli_model(const char *spec, lc_config *cfg);
+// Sets the OpenMP (and so OpenBLAS) thread count; threads <= 0 keeps the default.
+lc_status lc_cli_threads(int threads, int *used);
+// Current resident set size of this process in bytes (0 if unknown).
+size_t lc_rss_bytes(void);
+
+#endif

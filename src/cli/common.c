@@ -1,0 +1,34 @@
+#define _POSIX_C_SOURCE 200809L
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+void lc_cli_error(const char *msg) { fprintf(stderr, "longctx: error: %s\n", msg); }
+
+const char *lc_fmt_bytes(char *buf, int n, double b) {
+  if (b >= 1024.0 * 1024 * 1024) snprintf(buf, (size_t)n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  else if (b >= 1024.0 * 1024) snprintf(buf, (size_t)n, "%.1f MiB", b / (1024.0 * 1024));
+  else snprintf(buf, (size_t)n, "%.1f KiB", b / 1024.0);
+  return buf;
+}
+
+lc_status lc_cli_model(const char *spec, lc_config *cfg) { return lc_config_preset(cfg, spec); }
+
+lc_status lc_cli_threads(int threads, int *used) {
+  if (threads < 0) return lc_fail(LC_EINVAL, "--threads %d: use a positive count (0 = default)", threads);
+  if (threads > 0) omp_set_num_threads(threads);
+  *used = omp_get_max_threads();
+  return LC_OK;
+}
+
+size_t lc_rss_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long size = 0, rss = 0;
+  int ok = fscanf(f, "%lu %lu", &size, &rss) == 2;
+  fclose(f);
+  return ok ? (size_t)rss * (size_t)sysconf(_SC_PAGESIZE) : 0;
+}

@@ -1,0 +1,25 @@
+// longctx: train Llama-family models on very long sequences.
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: longctx COMMAND [flags]\n"
+          "commands:\n"
+          "  train   train a model (longctx train --help)\n"
+          "  bench   measure throughput, FLOP rate and memory (longctx bench --help)\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!strcmp(argv[1], "train")) return lc_cmd_train(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "bench")) return lc_cmd_bench(argc - 2, argv + 2);
+  fprintf(stderr, "longctx: error: unknown command '%s': use train or bench (longctx --help)\n",
+          argv[1]);
+  return 2;
+}

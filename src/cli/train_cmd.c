@@ -1,0 +1,201 @@
+// longctx train: flag parsing, settings table, progress lines and the --log-json file.
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "core/timer.h"
+#include "train/trainer.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+typedef struct {
+  const char *model, *data, *ckpt, *log_json;
+  int seq, batch, threads, mlp_tile, loss_tile;
+  long steps, warmup, seed;
+  float lr, lr_min, wd, clip, mem_gib, peak_gflops;
+} train_flags;
+
+// Tile sizes a user gets without asking: MLP tiles of 1024 tokens; loss tiles whose
+// [tile, vocab] logits stay within 32 MiB. Both never larger than the sequence.
+static int auto_mlp_tile(int seq) { return seq > 1024 ? 1024 : 0; }
+static int auto_loss_tile(int seq, int vocab) {
+  int t = (int)((32u << 20) / (4u * (unsigned)vocab));
+  t = t < 16 ? 16 : t & ~15;
+  return t >= seq ? 0 : t;
+}
+
+// Multi-process runs need the distributed layout (--hp/--cp); refuse to start N copies.
+static int launched_multi(void) {
+  const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (v && atoi(v) > 1) return atoi(v);
+  }
+  return 0;
+}
+
+static void print_settings(const lc_train_opts *o, const lc_trainer *t, int threads,
+                           const char *ckpt_src, int mlp_auto, int loss_auto) {
+  const lc_config *c = &o->cfg;
+  char b[32];
+  printf("longctx train\n");
+  printf("  %-14s %s (dim %d, layers %d, heads %d, kv heads %d, ffn %d, vocab %d%s)\n", "model",
+         c->name, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->ffn, c->vocab,
+         c->tie_embeddings ? ", tied head" : "");
+  printf("  %-14s %.3f M\n", "parameters", (double)lc_config_n_params(c) / 1e6);
+  printf("  %-14s %s\n", "data", t->data.desc);
+  printf("  %-14s seq %d x batch %d, %ld steps\n", "batch", o->seq, o->batch, o->steps);
+  printf("  %-14s AdamW lr %g (warmup %ld, cosine to %g) wd %g clip %g\n", "optimizer", o->lr,
+         o->warmup, o->lr_min, o->wd, o->clip);
+  printf("  %-14s checkpoint %s%s, mlp-tile %s, loss-tile %s\n", "memory",
+         lc_ckpt_name(o->mopts.ckpt), ckpt_src,
+         o->mopts.mlp_tile ? (snprintf(b, sizeof b, "%d%s", o->mopts.mlp_tile, mlp_auto ? " (auto)" : ""), b) : "untiled",
+         o->mopts.loss_tile ? (snprintf(b + 16, 16, "%d%s", o->mopts.loss_tile, loss_auto ? " (auto)" : ""), b + 16) : "untiled");
+  printf("  %-14s 1 process, %d threads, seed %llu\n", "layout", threads, (unsigned long long)o->seed);
+  printf("  %-14s 3 x (2 x tokens x matmul weights + 4 x layers x heads x head_dim x S(S+1)/2) = %.3g per step\n",
+         "model FLOPs", 3.0 * lc_config_fwd_flops(c, o->seq) * o->batch);
+  if (o->mem_cap) printf("  %-14s %s\n", "memory cap", lc_fmt_bytes(b, sizeof b, (double)o->mem_cap));
+  fflush(stdout);
+}
+
+static void log_json(FILE *f, const lc_step_metrics *m, double flops, double peak_gflops) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "step", (double)m->step);
+  cJSON_AddNumberToObject(o, "loss", m->loss);
+  cJSON_AddNumberToObject(o, "lr", m->lr);
+  cJSON_AddNumberToObject(o, "grad_norm", m->grad_norm);
+  cJSON_AddNumberToObject(o, "tokens", (double)m->tokens);
+  cJSON_AddNumberToObject(o, "tokens_per_s", m->tokens / m->seconds);
+  cJSON_AddNumberToObject(o, "gflops", flops / m->seconds / 1e9);
+  cJSON_AddNumberToObject(o, "mfu", flops / m->seconds / 1e9 / peak_gflops);
+  cJSON_AddNumberToObject(o, "step_seconds", m->seconds);
+  cJSON_AddNumberToObject(o, "peak_bytes", (double)m->peak_bytes);
+  cJSON *pk = cJSON_AddObjectToObject(o, "peak_bytes_by_category");
+  for (int c = 0; c < LC_MEM_NCAT; c++)
+    cJSON_AddNumberToObject(pk, lc_mem_cat_name((lc_mem_cat)c), (double)m->peak[c]);
+  cJSON_AddNumberToObject(o, "rss_bytes", (double)lc_rss_bytes());
+  char *s = cJSON_PrintUnformatted(o);
+  fprintf(f, "%s\n", s);
+  fflush(f);
+  free(s);
+  cJSON_Delete(o);
+}
+
+int lc_cmd_train(int argc, char **argv) {
+  train_flags F = {.model = "tiny", .data = "task:copy", .ckpt = NULL, .log_json = NULL,
+                   .seq = 256, .batch = 1, .threads = 0, .mlp_tile = -1, .loss_tile = -1,
+                   .steps = 100, .warmup = 10, .seed = 1, .lr = 1e-3f, .lr_min = -1.0f,
+                   .wd = 0.1f, .clip = 1.0f, .mem_gib = 0.0f, .peak_gflops = 0.0f};
+  lc_flag flags[] = {
+      {"model", LC_ARG_STR, &F.model, "preset: tiny, demo, bench-s (default tiny)", 0},
+      {"data", LC_ARG_STR, &F.data, "task:copy or a file read as bytes (default task:copy)", 0},
+      {"seq", LC_ARG_INT, &F.seq, "tokens per sequence (default 256)", 0},
+      {"batch", LC_ARG_INT, &F.batch, "sequences per step (default 1)", 0},
+      {"steps", LC_ARG_LONG, &F.steps, "optimizer steps (default 100)", 0},
+      {"lr", LC_ARG_FLOAT, &F.lr, "peak learning rate (default 1e-3; 0 = evaluate only)", 0},
+      {"lr-min", LC_ARG_FLOAT, &F.lr_min, "final learning rate of the cosine (default lr/10)", 0},
+      {"warmup", LC_ARG_LONG, &F.warmup, "linear warmup steps (default 10)", 0},
+      {"wd", LC_ARG_FLOAT, &F.wd, "AdamW weight decay on matrices (default 0.1)", 0},
+      {"clip", LC_ARG_FLOAT, &F.clip, "global gradient-norm clip, 0 = off (default 1.0)", 0},
+      {"seed", LC_ARG_LONG, &F.seed, "seed of weights and data (default 1)", 0},
+      {"threads", LC_ARG_INT, &F.threads, "OpenMP/BLAS threads (default: OMP_NUM_THREADS or all cores)", 0},
+      {"checkpoint", LC_ARG_STR, &F.ckpt, "none | full | selective (default selective)", 0},
+      {"mlp-tile", LC_ARG_INT, &F.mlp_tile, "tokens per MLP tile, 0 = untiled (default: auto)", 0},
+      {"loss-tile", LC_ARG_INT, &F.loss_tile, "tokens per logits+loss tile, 0 = untiled (default: auto)", 0},
+      {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default none)", 0},
+      {"peak-gflops", LC_ARG_FLOAT, &F.peak_gflops, "peak GFLOP/s for mfu (default 117 per thread)", 0},
+      {"log-json", LC_ARG_STR, &F.log_json, "write one JSON object per step to this file", 0},
+  };
+  const int nf = (int)(sizeof flags / sizeof flags[0]);
+  for (int i = 0; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      lc_args_help("train", flags, nf);
+      return 0;
+    }
+  int nranks = launched_multi();
+  if (nranks) {
+    fprintf(stderr, "longctx: error: started as %d processes, but this build trains on one process; "
+                    "run without mpirun\n", nranks);
+    return 2;
+  }
+  lc_train_opts o;
+  memset(&o, 0, sizeof o);
+  int threads = 0;
+  lc_status st = lc_args_parse(argc, argv, flags, nf);
+  if (st == LC_OK) st = lc_cli_model(F.model, &o.cfg);
+  if (st == LC_OK) st = lc_ckpt_parse(F.ckpt ? F.ckpt : "selective", &o.mopts.ckpt);
+  if (st == LC_OK) st = lc_cli_threads(F.threads, &threads);
+  if (st == LC_OK && F.mem_gib < 0) st = lc_fail(LC_EINVAL, "--mem-limit must be positive GiB");
+  if (st == LC_OK && F.seq < 2) st = lc_fail(LC_EINVAL, "--seq %d is too short: use at least 2 tokens", F.seq);
+  if (st == LC_OK && (F.mlp_tile < -1 || F.loss_tile < -1))
+    st = lc_fail(LC_EINVAL, "--mlp-tile and --loss-tile must be >= 0 (0 = untiled)");
+  if (st != LC_OK) {
+    lc_cli_error(lc_errmsg());
+    return 2;
+  }
+  int mlp_auto = F.mlp_tile < 0, loss_auto = F.loss_tile < 0;
+  o.mopts.mlp_tile = mlp_auto ? auto_mlp_tile(F.seq) : F.mlp_tile;
+  o.mopts.loss_tile = loss_auto ? auto_loss_tile(F.seq, o.cfg.vocab) : F.loss_tile;
+  o.data_spec = F.data;
+  o.seq = F.seq;
+  o.batch = F.batch;
+  o.steps = F.steps;
+  o.warmup = F.warmup;
+  o.lr = F.lr;
+  o.lr_min = F.lr_min >= 0 ? F.lr_min : F.lr / 10.0f;
+  o.wd = F.wd;
+  o.clip = F.clip;
+  o.beta1 = 0.9f;
+  o.beta2 = 0.95f;
+  o.eps = 1e-8f;
+  o.seed = (uint64_t)F.seed;
+  o.mem_cap = (size_t)(F.mem_gib * GIB);
+  double peak_gflops = F.peak_gflops > 0 ? F.peak_gflops : 117.0 * threads;
+
+  lc_trainer tr;
+  st = lc_trainer_init(&tr, &o);
+  if (st != LC_OK) {
+    lc_cli_error(lc_errmsg());
+    return 1;
+  }
+  print_settings(&o, &tr, threads, F.ckpt ? "" : " (default)", mlp_auto, loss_auto);
+  FILE *jf = NULL;
+  if (F.log_json && !(jf = fopen(F.log_json, "w"))) {
+    fprintf(stderr, "longctx: error: cannot write --log-json %s; check the directory exists\n", F.log_json);
+    lc_trainer_free(&tr);
+    return 1;
+  }
+  const double flops = 3.0 * lc_config_fwd_flops(&o.cfg, o.seq) * o.batch;
+  int rc = 0;
+  double t_start = lc_now();
+  lc_step_metrics m;
+  for (long s = 0; s < o.steps; s++) {
+    st = lc_trainer_step(&tr, &m);
+    if (st != LC_OK) {
+      lc_cli_error(lc_errmsg());
+      rc = 1;
+      break;
+    }
+    char b[32];
+    printf("step %5ld/%ld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | %.1f GFLOP/s | peak %s\n",
+           m.step, o.steps, m.loss, m.lr, m.grad_norm, m.tokens / m.seconds,
+           flops / m.seconds / 1e9, lc_fmt_bytes(b, sizeof b, (double)m.peak_bytes));
+    fflush(stdout);
+    if (jf) log_json(jf, &m, flops, peak_gflops);
+  }
+  if (rc == 0 && o.steps > 0) {
+    char b[32];
+    printf("done: %ld steps in %.1f s; peak memory %s:", o.steps, lc_now() - t_start,
+           lc_fmt_bytes(b, sizeof b, (double)tr.arena.peak_total));
+    for (int c = 0; c < LC_MEM_NCAT; c++)
+      printf(" %s %s%s", lc_mem_cat_name((lc_mem_cat)c),
+             lc_fmt_bytes(b, sizeof b, (double)tr.arena.peak[c]), c + 1 < LC_MEM_NCAT ? "," : "\n");
+  }
+  if (jf) fclose(jf);
+  lc_trainer_free(&tr);
+  return rc;
+}

@@ -1,0 +1,84 @@
+#define _POSIX_C_SOURCE 200809L
+#include "core/arena.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Each block carries a 64-byte header (keeps the payload 64-byte aligned) with
+// its size and category so lc_free can account for it.
+typedef struct {
+  size_t bytes;
+  int cat;
+  uint32_t magic;
+} lc_block_hdr;
+#define LC_HDR 64
+#define LC_MAGIC 0x4c43414eu
+
+void lc_arena_init(lc_arena *a, size_t cap_bytes) {
+  memset(a, 0, sizeof *a);
+  a->cap = cap_bytes;
+}
+
+static const char *fmt_mib(char *buf, size_t n, size_t bytes) {
+  snprintf(buf, n, "%.1f MiB", (double)bytes / (1024.0 * 1024.0));
+  return buf;
+}
+
+void *lc_alloc(lc_arena *a, lc_mem_cat cat, size_t bytes, const char *what) {
+  char b1[32], b2[32], b3[32];
+  if (a->cap && a->cur_total + bytes > a->cap) {
+    lc_fail(LC_ENOMEM,
+            "out of memory: %s needs %s but the memory cap of %s leaves %s; "
+            "shorten --seq, use more ranks, or enable --checkpoint/--mlp-tile/--loss-tile",
+            what ? what : "buffer", fmt_mib(b1, sizeof b1, bytes), fmt_mib(b2, sizeof b2, a->cap),
+            fmt_mib(b3, sizeof b3, a->cap - a->cur_total));
+    return NULL;
+  }
+  void *raw = NULL;
+  if (bytes > SIZE_MAX - LC_HDR || posix_memalign(&raw, 64, bytes + LC_HDR) != 0) {
+    lc_fail(LC_ENOMEM,
+            "out of memory: the system could not provide %s for %s; "
+            "shorten --seq, use more ranks, or enable --checkpoint/--mlp-tile/--loss-tile",
+            fmt_mib(b1, sizeof b1, bytes), what ? what : "buffer");
+    return NULL;
+  }
+  lc_block_hdr *h = raw;
+  h->bytes = bytes;
+  h->cat = (int)cat;
+  h->magic = LC_MAGIC;
+  a->cur[cat] += bytes;
+  if (a->cur[cat] > a->peak[cat]) a->peak[cat] = a->cur[cat];
+  a->cur_total += bytes;
+  if (a->cur_total > a->peak_total) a->peak_total = a->cur_total;
+  a->n_allocs++;
+  return (char *)raw + LC_HDR;
+}
+
+void *lc_calloc(lc_arena *a, lc_mem_cat cat, size_t bytes, const char *what) {
+  void *p = lc_alloc(a, cat, bytes, what);
+  if (p) memset(p, 0, bytes);
+  return p;
+}
+
+void lc_free(lc_arena *a, void *p) {
+  if (!p) return;
+  lc_block_hdr *h = (lc_block_hdr *)((char *)p - LC_HDR);
+  if (h->magic != LC_MAGIC) abort(); // freeing something the arena did not allocate
+  h->magic = 0;
+  a->cur[h->cat] -= h->bytes;
+  a->cur_total -= h->bytes;
+  free(h);
+}
+
+void lc_arena_reset_peaks(lc_arena *a) {
+  for (int c = 0; c < LC_MEM_NCAT; c++) a->peak[c] = a->cur[c];
+  a->peak_total = a->cur_total;
+}
+
+const char *lc_mem_cat_name(lc_mem_cat c) {
+  static const char *names[LC_MEM_NCAT] = {"params", "grads", "optimizer", "checkpoints",
+                                           "activations", "scratch", "comm"};
+  return (c >= 0 && c < LC_MEM_NCAT) ? names[c] : "?";
+}

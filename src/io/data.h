@@ -1,0 +1,31 @@
+// Training data. A sample is drawn deterministically from (seed, sample index), so
+// data-parallel groups and resumed runs get exactly the samples they should.
+// Sources: task:copy (built-in learnable task) or a file read as bytes (vocab 256).
+#ifndef LC_DATA_H
+#define LC_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef enum { LC_DATA_TASK_COPY, LC_DATA_BYTES } lc_data_kind;
+
+typedef struct {
+  lc_data_kind kind;
+  int vocab;
+  int copy_len;         // task:copy segment length
+  unsigned char *bytes; // LC_DATA_BYTES: file contents
+  size_t n_bytes;
+  char desc[300];
+} lc_data;
+
+// spec: "task:copy" or a file path. seq: tokens per sample (the file must hold seq+1 bytes).
+lc_status lc_data_open(lc_data *d, const char *spec, int vocab, int seq);
+void lc_data_close(lc_data *d);
+// tokens[S] and pre-shifted targets[S] (targets[t] = token at t+1; -100 = not counted)
+// of sample `index`. Returns the number of counted targets.
+int lc_data_sample(const lc_data *d, uint64_t seed, uint64_t index, int *tokens, int *targets,
+                   int S);
+
+#endif

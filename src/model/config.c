@@ -1,0 +1,71 @@
+#include "model/config.h"
+
+#include <string.h>
+
+typedef struct {
+  const char *name;
+  int dim, n_layers, n_heads, n_kv_heads, ffn, vocab;
+} lc_preset;
+
+// DESIGN.md's presets. Vocab 256 = bytes.
+static const lc_preset presets[] = {
+    {"tiny", 64, 2, 4, 2, 176, 256},
+    {"demo", 256, 4, 8, 4, 704, 256},
+    {"bench-s", 512, 8, 8, 4, 1408, 32000},
+};
+
+const char *lc_config_preset_names(void) { return "tiny, demo, bench-s"; }
+
+lc_status lc_config_preset(lc_config *cfg, const char *name) {
+  for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+    const lc_preset *p = &presets[i];
+    if (strcmp(p->name, name) != 0) continue;
+    memset(cfg, 0, sizeof *cfg);
+    strncpy(cfg->name, p->name, sizeof cfg->name - 1);
+    cfg->dim = p->dim;
+    cfg->n_layers = p->n_layers;
+    cfg->n_heads = p->n_heads;
+    cfg->n_kv_heads = p->n_kv_heads;
+    cfg->head_dim = p->dim / p->n_heads;
+    cfg->ffn = p->ffn;
+    cfg->vocab = p->vocab;
+    cfg->norm_eps = 1e-5f;
+    cfg->rope_theta = 10000.0;
+    cfg->tie_embeddings = 0;
+    cfg->max_pos = 1 << 24;
+    return LC_OK;
+  }
+  return lc_fail(LC_EINVAL, "unknown model preset '%s': use one of %s, or a Hugging Face model directory",
+                 name, lc_config_preset_names());
+}
+
+lc_status lc_config_validate(const lc_config *c) {
+  if (c->dim <= 0 || c->n_layers <= 0 || c->n_heads <= 0 || c->n_kv_heads <= 0 || c->ffn <= 0 ||
+      c->vocab <= 0)
+    return lc_fail(LC_EINVAL, "model config: hidden_size, num_hidden_layers, num_attention_heads, "
+                              "num_key_value_heads, intermediate_size and vocab_size must be positive");
+  if (c->dim % c->n_heads != 0 || c->head_dim != c->dim / c->n_heads)
+    return lc_fail(LC_EINVAL, "model config: hidden_size %d is not num_attention_heads %d x head_dim",
+                   c->dim, c->n_heads);
+  if (c->head_dim % 2 != 0)
+    return lc_fail(LC_EINVAL, "model config: head_dim %d must be even for RoPE", c->head_dim);
+  if (c->n_heads % c->n_kv_heads != 0)
+    return lc_fail(LC_EINVAL, "model config: num_key_value_heads %d must divide num_attention_heads %d",
+                   c->n_kv_heads, c->n_heads);
+  if (!(c->norm_eps > 0) || !(c->rope_theta > 0))
+    return lc_fail(LC_EINVAL, "model config: rms_norm_eps and rope_theta must be positive");
+  return LC_OK;
+}
+
+long long lc_config_n_params(const lc_config *c) {
+  long long C = c->dim, D = c->head_dim, F = c->ffn, V = c->vocab;
+  long long per_layer = 2 * C + C * c->n_heads * D * 2 + C * c->n_kv_heads * D * 2 + 3 * C * F;
+  return V * C * (c->tie_embeddings ? 1 : 2) + C + per_layer * c->n_layers;
+}
+
+double lc_config_fwd_flops(const lc_config *c, long S) {
+  double C = c->dim, D = c->head_dim, F = c->ffn, V = c->vocab;
+  double mm = c->n_layers * (C * c->n_heads * D * 2 + C * c->n_kv_heads * D * 2 + 3 * C * F) + V * C;
+  double attn = 4.0 * c->n_layers * c->n_heads * D * ((double)S * (S + 1) / 2.0);
+  return 2.0 * S * mm + attn;
+}

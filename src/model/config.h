@@ -1,0 +1,35 @@
+// Llama model configuration (the fields of HF config.json that longctx uses) and presets.
+#ifndef LC_CONFIG_H
+#define LC_CONFIG_H
+
+#include "core/status.h"
+
+typedef struct {
+  char name[64];
+  int dim;        // hidden_size
+  int n_layers;   // num_hidden_layers
+  int n_heads;    // num_attention_heads
+  int n_kv_heads; // num_key_value_heads
+  int head_dim;   // dim / n_heads
+  int ffn;        // intermediate_size
+  int vocab;      // vocab_size
+  float norm_eps; // rms_norm_eps
+  double rope_theta;
+  int tie_embeddings; // tie_word_embeddings: lm_head shares embed_tokens
+  int max_pos;        // max_position_embeddings
+} lc_config;
+
+// Fills cfg from a preset name (tiny, demo, bench-s). LC_EINVAL for an unknown name.
+lc_status lc_config_preset(lc_config *cfg, const char *name);
+// Checks internal consistency (dims positive, heads divide dim, kv heads divide heads, even head_dim).
+lc_status lc_config_validate(const lc_config *cfg);
+// "tiny, demo, bench-s"
+const char *lc_config_preset_names(void);
+
+// Parameter count (elements).
+long long lc_config_n_params(const lc_config *cfg);
+// Model FLOPs of one forward pass over one sequence of S tokens (matmuls + causal attention):
+// 2*S*(matmul weights) + 4*n_layers*n_heads*head_dim*S*(S+1)/2. A training step is 3x this.
+double lc_config_fwd_flops(const lc_config *cfg, long S);
+
+#endif

@@ -1,0 +1,155 @@
+#include "model/layer.h"
+
+#include <string.h>
+
+#include "ops/ops.h"
+
+#define F32(n) (sizeof(float) * (size_t)(n))
+
+static int mlp_tiled(const lc_layer_ctx *c) { return c->mlp_tile > 0 && c->mlp_tile < c->T; }
+
+// ---------------------------------------------------------------- MLP
+// Forward over tiles: rows [t0, t0+n) of x_mid -> x_out. Scratch: n2 [n,C], rstd [n],
+// gate/up/h [n,F].
+static lc_status mlp_fwd_tiled(const lc_layer_ctx *c, const lc_layer_weights *w,
+                               const float *x_mid, float *x_out) {
+  const int C = c->cfg->dim, F = c->cfg->ffn, tile = c->mlp_tile;
+  lc_arena *ar = c->arena;
+  float *n2 = lc_alloc(ar, LC_MEM_SCRATCH, F32((size_t)tile * C), "MLP tile norm");
+  float *rstd = lc_alloc(ar, LC_MEM_SCRATCH, F32(tile), "MLP tile rstd");
+  float *gu = lc_alloc(ar, LC_MEM_SCRATCH, F32((size_t)3 * tile * F), "MLP tile gate/up/h");
+  lc_status st = LC_OK;
+  if (!n2 || !rstd || !gu) {
+    st = LC_ENOMEM;
+    goto done;
+  }
+  float *gate = gu, *up = gu + (size_t)tile * F, *h = gu + (size_t)2 * tile * F;
+  for (int t0 = 0; t0 < c->T; t0 += tile) {
+    int n = c->T - t0 < tile ? c->T - t0 : tile;
+    const float *xm = x_mid + (size_t)t0 * C;
+    float *xo = x_out + (size_t)t0 * C;
+    lc_rmsnorm_fwd(n2, rstd, xm, w->ln2, n, C, c->cfg->norm_eps);
+    lc_matmul_fwd(gate, n2, w->wgate, n, C, F);
+    lc_matmul_fwd(up, n2, w->wup, n, C, F);
+    lc_swiglu_fwd(h, gate, up, (size_t)n * F);
+    lc_matmul_fwd(xo, h, w->wdown, n, F, C);
+    lc_add_inplace(xo, xm, (size_t)n * C);
+  }
+done:
+  lc_free(ar, gu);
+  lc_free(ar, rstd);
+  lc_free(ar, n2);
+  return st;
+}
+
+// Backward of rows [t0, t0+n): dx (dL/dx_out rows) becomes dL/dx_mid rows. n2/rstd/gate/up/h
+// either come from forward (untiled) or are recomputed here into scratch (tiled).
+static void mlp_bwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g,
+                         const float *xm, const float *n2, const float *rstd, const float *gate,
+                         const float *up, const float *h, float *dx, int n, float *dh, float *dg,
+                         float *du, float *dn2) {
+  const int C = c->cfg->dim, F = c->cfg->ffn;
+  // x_out = x_mid + h @ Wdown^T
+  lc_matmul_bwd(dh, g->wdown, dx, h, w->wdown, n, F, C, 0);
+  // h = silu(gate) * up
+  lc_swiglu_bwd(dg, du, dh, gate, up, (size_t)n * F);
+  // gate = n2 @ Wg^T, up = n2 @ Wu^T
+  lc_matmul_bwd(dn2, g->wgate, dg, n2, w->wgate, n, C, F, 0);
+  lc_matmul_bwd(dn2, g->wup, du, n2, w->wup, n, C, F, 1);
+  // n2 = rmsnorm(x_mid): gradient added to dx (the residual path already carries dx_out)
+  lc_rmsnorm_bwd(dx, g->ln2, dn2, xm, w->ln2, rstd, n, C);
+}
+
+static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g,
+                         const lc_layer_acts *a, float *dx) {
+  const int C = c->cfg->dim, F = c->cfg->ffn, T = c->T;
+  const int tiled = mlp_tiled(c);
+  const int tile = tiled ? c->mlp_tile : T;
+  lc_arena *ar = c->arena;
+  // Gradient scratch: dh, dg, du [tile,F], dn2 [tile,C]; plus recompute buffers when tiled.
+  size_t fwd_floats = tiled ? (size_t)tile * C + tile + (size_t)3 * tile * F : 0;
+  float *grad = lc_alloc(ar, LC_MEM_SCRATCH, F32((size_t)3 * tile * F + (size_t)tile * C),
+                         "MLP backward tile");
+  float *rec = fwd_floats ? lc_alloc(ar, LC_MEM_SCRATCH, F32(fwd_floats), "MLP recompute tile") : NULL;
+  if (!grad || (fwd_floats && !rec)) {
+    lc_free(ar, rec);
+    lc_free(ar, grad);
+    return LC_ENOMEM;
+  }
+  float *dh = grad, *dg = dh + (size_t)tile * F, *du = dg + (size_t)tile * F,
+        *dn2 = du + (size_t)tile * F;
+  if (!tiled) {
+    mlp_bwd_rows(c, w, g, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h, dx, T, dh, dg, du, dn2);
+  } else {
+    float *n2 = rec, *rstd = n2 + (size_t)tile * C, *gate = rstd + tile,
+          *up = gate + (size_t)tile * F, *h = up + (size_t)tile * F;
+    for (int t0 = 0; t0 < T; t0 += tile) {
+      int n = T - t0 < tile ? T - t0 : tile;
+      const float *xm = a->x_mid + (size_t)t0 * C;
+      lc_rmsnorm_fwd(n2, rstd, xm, w->ln2, n, C, c->cfg->norm_eps);
+      lc_matmul_fwd(gate, n2, w->wgate, n, C, F);
+      lc_matmul_fwd(up, n2, w->wup, n, C, F);
+      lc_swiglu_fwd(h, gate, up, (size_t)n * F);
+      mlp_bwd_rows(c, w, g, xm, n2, rstd, gate, up, h, dx + (size_t)t0 * C, n, dh, dg, du, dn2);
+    }
+  }
+  lc_free(ar, rec);
+  lc_free(ar, grad);
+  return LC_OK;
+}
+
+// ---------------------------------------------------------------- layer
+lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_acts *a,
+                       const float *x_in, float *x_out, int skip_attn) {
+  const lc_config *cfg = c->cfg;
+  const int T = c->T, C = cfg->dim, D = cfg->head_dim, F = cfg->ffn;
+  const int HQ = cfg->n_heads * D, HKV = cfg->n_kv_heads * D;
+  lc_rmsnorm_fwd(a->ln1, a->rstd1, x_in, w->ln1, T, C, cfg->norm_eps);
+  lc_matmul_fwd(a->q, a->ln1, w->wq, T, C, HQ);
+  lc_matmul_fwd(a->k, a->ln1, w->wk, T, C, HKV);
+  lc_matmul_fwd(a->v, a->ln1, w->wv, T, C, HKV);
+  lc_rope_fwd(a->q, c->rope_cos, c->rope_sin, T, cfg->n_heads, D);
+  lc_rope_fwd(a->k, c->rope_cos, c->rope_sin, T, cfg->n_kv_heads, D);
+  if (!skip_attn) LC_TRY(c->attn->fwd(c->attn, a->att, a->saved, a->q, a->k, a->v, T, c->arena));
+  lc_matmul_fwd(a->x_mid, a->att, w->wo, T, HQ, C);
+  lc_add_inplace(a->x_mid, x_in, (size_t)T * C);
+  if (mlp_tiled(c)) return x_out ? mlp_fwd_tiled(c, w, a->x_mid, x_out) : LC_OK;
+  lc_rmsnorm_fwd(a->ln2, a->rstd2, a->x_mid, w->ln2, T, C, cfg->norm_eps);
+  lc_matmul_fwd(a->gate, a->ln2, w->wgate, T, C, F);
+  lc_matmul_fwd(a->up, a->ln2, w->wup, T, C, F);
+  lc_swiglu_fwd(a->h, a->gate, a->up, (size_t)T * F);
+  if (x_out) {
+    lc_matmul_fwd(x_out, a->h, w->wdown, T, F, C);
+    lc_add_inplace(x_out, a->x_mid, (size_t)T * C);
+  }
+  return LC_OK;
+}
+
+lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g,
+                       const lc_layer_acts *a, const float *x_in, float *dx) {
+  const lc_config *cfg = c->cfg;
+  const int T = c->T, C = cfg->dim, D = cfg->head_dim;
+  const int HQ = cfg->n_heads * D, HKV = cfg->n_kv_heads * D;
+  lc_arena *ar = c->arena;
+  LC_TRY(mlp_bwd(c, w, g, a, dx)); // dx: dL/dx_out -> dL/dx_mid
+
+  // Attention half. Scratch: datt, dq [T,HQ], dk, dv [T,HKV], dn1 [T,C].
+  size_t n_scr = (size_t)T * (2 * (size_t)HQ + 2 * (size_t)HKV + C);
+  float *scr = lc_alloc(ar, LC_MEM_SCRATCH, F32(n_scr), "attention backward buffers");
+  if (!scr) return LC_ENOMEM;
+  float *datt = scr, *dq = datt + (size_t)T * HQ, *dk = dq + (size_t)T * HQ,
+        *dv = dk + (size_t)T * HKV, *dn1 = dv + (size_t)T * HKV;
+  // x_mid = x_in + att @ Wo^T
+  lc_matmul_bwd(datt, g->wo, dx, a->att, w->wo, T, HQ, C, 0);
+  lc_status st = c->attn->bwd(c->attn, dq, dk, dv, datt, a->att, a->saved, a->q, a->k, a->v, T, ar);
+  if (st == LC_OK) {
+    lc_rope_bwd(dq, c->rope_cos, c->rope_sin, T, cfg->n_heads, D);
+    lc_rope_bwd(dk, c->rope_cos, c->rope_sin, T, cfg->n_kv_heads, D);
+    lc_matmul_bwd(dn1, g->wq, dq, a->ln1, w->wq, T, C, HQ, 0);
+    lc_matmul_bwd(dn1, g->wk, dk, a->ln1, w->wk, T, C, HKV, 1);
+    lc_matmul_bwd(dn1, g->wv, dv, a->ln1, w->wv, T, C, HKV, 1);
+    lc_rmsnorm_bwd(dx, g->ln1, dn1, x_in, w->ln1, a->rstd1, T, C); // dx: -> dL/dx_in
+  }
+  lc_free(ar, scr);
+  return st;
+}

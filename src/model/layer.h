@@ -1,0 +1,53 @@
+// One Llama decoder layer, forward and backward, on this rank's T tokens.
+//   x_mid = x_in + o_proj(attn(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))),  n1 = rmsnorm1(x_in)
+//   x_out = x_mid + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                 n2 = rmsnorm2(x_mid)
+// The MLP runs over sequence tiles of `mlp_tile` tokens when tiled; its backward then
+// recomputes the tile's n2/gate/up/h, so no [T, ffn] buffer exists.
+#ifndef LC_LAYER_H
+#define LC_LAYER_H
+
+#include "attn/attn.h"
+#include "core/arena.h"
+#include "model/config.h"
+#include "model/params.h"
+
+// Activations of one layer that backward reads. Which ones are kept per layer and which
+// are recomputed depends on the checkpoint policy (model.c).
+typedef struct {
+  float *ln1;   // [T,C]  rmsnorm1 output
+  float *rstd1; // [T]
+  float *q;     // [T,Hq*D]  after RoPE
+  float *k;     // [T,Hkv*D] after RoPE
+  float *v;     // [T,Hkv*D]
+  float *att;   // [T,Hq*D]  attention output (input of o_proj)
+  void *saved;  // attention strategy state (e.g. lse)
+  float *x_mid; // [T,C]  residual after attention
+  // Untiled MLP only (NULL when tiled): kept from forward so backward need not recompute.
+  float *ln2;   // [T,C]
+  float *rstd2; // [T]
+  float *gate;  // [T,F]
+  float *up;    // [T,F]
+  float *h;     // [T,F]
+} lc_layer_acts;
+
+// Everything a layer computation needs besides weights and activations.
+typedef struct {
+  const lc_config *cfg;
+  lc_attn *attn;
+  const float *rope_cos, *rope_sin; // [T, D/2]
+  int T;
+  int mlp_tile;   // tokens per MLP tile; <= 0 or >= T: untiled (acts->ln2.. must be set)
+  lc_arena *arena;
+} lc_layer_ctx;
+
+// Forward. x_out may be NULL (recompute for backward: stops after the MLP's saved parts).
+// skip_attn: att/saved are already valid (selective checkpointing), attention is not re-run.
+lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_acts *a,
+                       const float *x_in, float *x_out, int skip_attn);
+
+// Backward. dx[T,C] holds dL/dx_out on entry and dL/dx_in on return. Weight gradients are
+// accumulated into g.
+lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g,
+                       const lc_layer_acts *a, const float *x_in, float *dx);
+
+#endif

@@ -1,0 +1,39 @@
+#include "model/loss.h"
+
+#include <string.h>
+
+#include "ops/ops.h"
+
+#define F32(n) (sizeof(float) * (size_t)(n))
+
+lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights *g,
+                          const float *x, const int *targets, int T, int tile, float loss_scale,
+                          float *dx, double *loss_sum, lc_arena *arena) {
+  const int C = cfg->dim, V = cfg->vocab;
+  if (tile <= 0 || tile > T) tile = T;
+  // Scratch per tile: normed [tile,C], rstd [tile], logits [tile,V], dnormed [tile,C].
+  size_t n = (size_t)tile * (2 * (size_t)C + 1 + (size_t)V);
+  float *buf = lc_alloc(arena, LC_MEM_SCRATCH, F32(n), tile == T ? "logits" : "loss tile");
+  if (!buf) return LC_ENOMEM;
+  float *nrm = buf, *dnrm = nrm + (size_t)tile * C, *logits = dnrm + (size_t)tile * C,
+        *rstd = logits + (size_t)tile * V;
+  if (dx) memset(dx, 0, F32((size_t)T * C));
+  double total = 0;
+  for (int t0 = 0; t0 < T; t0 += tile) {
+    int m = T - t0 < tile ? T - t0 : tile;
+    int counted = 0;
+    for (int t = 0; t < m && !counted; t++) counted = targets[t0 + t] >= 0;
+    if (!counted) continue; // no loss, no gradient from these rows
+    const float *xt = x + (size_t)t0 * C;
+    lc_rmsnorm_fwd(nrm, rstd, xt, w->norm, m, C, cfg->norm_eps);
+    lc_matmul_fwd(logits, nrm, w->head, m, C, V);
+    total += lc_xent_fwd_bwd(logits, targets + t0, m, V, loss_scale); // logits -> dlogits
+    if (dx) {
+      lc_matmul_bwd(dnrm, g->head, logits, nrm, w->head, m, C, V, 0);
+      lc_rmsnorm_bwd(dx + (size_t)t0 * C, g->norm, dnrm, xt, w->norm, rstd, m, C);
+    }
+  }
+  *loss_sum += total;
+  lc_free(arena, buf);
+  return LC_OK;
+}

@@ -1,0 +1,18 @@
+// Final RMSNorm -> LM head -> cross-entropy, over sequence tiles, with the gradient of
+// each tile computed in the same pass: an [T, vocab] matrix exists only when untiled.
+#ifndef LC_LOSS_H
+#define LC_LOSS_H
+
+#include "core/arena.h"
+#include "model/config.h"
+#include "model/params.h"
+
+// x[T,C] final residual stream. targets[T] (< 0: not counted). Adds the loss sum over
+// counted tokens to *loss_sum. If dx != NULL: dx[T,C] is OVERWRITTEN with
+// d(loss_scale * loss_sum)/dx and g->norm, g->head are accumulated.
+// tile <= 0 or >= T: one tile. Tiles with no counted token are skipped.
+lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights *g,
+                          const float *x, const int *targets, int T, int tile, float loss_scale,
+                          float *dx, double *loss_sum, lc_arena *arena);
+
+#endif

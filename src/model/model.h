@@ -1,0 +1,51 @@
+// The Llama model: parameters, gradients, and one forward+loss+backward pass over this
+// rank's tokens of one sequence, under a checkpointing policy and tile sizes.
+#ifndef LC_MODEL_H
+#define LC_MODEL_H
+
+#include <stdint.h>
+
+#include "attn/attn.h"
+#include "core/arena.h"
+#include "model/config.h"
+#include "model/params.h"
+
+typedef enum {
+  LC_CKPT_NONE = 0,  // keep every activation backward reads
+  LC_CKPT_FULL,      // keep each layer's input; recompute the layer in backward
+  LC_CKPT_SELECTIVE, // also keep attention output + its saved state: never recompute attention
+} lc_ckpt_policy;
+
+typedef struct {
+  lc_ckpt_policy ckpt;
+  int mlp_tile;  // tokens per MLP tile (0 = untiled)
+  int loss_tile; // tokens per logits+loss tile (0 = untiled)
+} lc_model_opts;
+
+const char *lc_ckpt_name(lc_ckpt_policy p);
+lc_status lc_ckpt_parse(const char *s, lc_ckpt_policy *p);
+
+typedef struct {
+  lc_config cfg;
+  lc_param_info *table; // HF-named tensors in flat order (malloc'd)
+  int n_tensors;
+  size_t n_flat;        // floats in the flat buffers (tensors padded to 16 floats)
+  float *params, *grads;
+  lc_weights w, g;      // views into params / grads
+} lc_model;
+
+// Allocates zeroed params and grads from the arena.
+lc_status lc_model_create(lc_model *m, const lc_config *cfg, lc_arena *arena);
+void lc_model_destroy(lc_model *m, lc_arena *arena);
+void lc_model_init_random(lc_model *m, uint64_t seed);
+void lc_model_zero_grads(lc_model *m);
+
+// Forward, loss and (if want_grads) backward over T tokens: tokens[T] in [0, vocab),
+// targets[T] (< 0 = not counted), pos[T] global positions for RoPE. Adds the loss sum
+// over counted tokens to *loss_sum and ACCUMULATES d(loss_scale * loss_sum)/d(params)
+// into m->grads.
+lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
+                           const int *targets, const int *pos, int T, float loss_scale,
+                           int want_grads, double *loss_sum, lc_arena *arena);
+
+#endif

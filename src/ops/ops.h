@@ -1,0 +1,57 @@
+// Element-wise and BLAS-backed operators of the Llama layer. Each forward has its
+// backward beside it (in the op's own .c file). Layout: row-major, T = tokens,
+// C = model dim, row t of an [T, X] matrix starts at t*X. Backward functions
+// ACCUMULATE (+=) into parameter gradients; for input gradients the comment says.
+#ifndef LC_OPS_H
+#define LC_OPS_H
+
+#include <stddef.h>
+
+// ---- matmul.c: linear layer with the HF weight layout W[N, K] ----
+// out[T,N] = inp[T,K] @ W[N,K]^T
+void lc_matmul_fwd(float *out, const float *inp, const float *w, int T, int K, int N);
+// dinp[T,K] = (accumulate ? dinp + : ) dout[T,N] @ W ; dw[N,K] += dout^T @ inp.
+// Either dinp or dw may be NULL to skip it.
+void lc_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                   int T, int K, int N, int accumulate);
+
+// ---- rmsnorm.c (HF LlamaRMSNorm) ----
+// rstd[t] = 1/sqrt(mean_c(inp[t,c]^2) + eps); out[t,c] = inp[t,c] * rstd[t] * w[c]
+void lc_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int T, int C,
+                    float eps);
+// dinp[T,C] += d/dinp ; dw[C] += d/dw   (rstd from the forward)
+void lc_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                    const float *rstd, int T, int C);
+
+// ---- rope.c (HF rotate-half convention) ----
+// Table for T positions: angle[t,i] = pos[t] * theta^(-2i/D), i < D/2;
+// cos_t/sin_t are [T, D/2]. Computed in double, stored as float.
+void lc_rope_table(float *cos_t, float *sin_t, const int *pos, int T, int D, double theta);
+// x[T,H,D] rotated in place: for i < D/2, (a, b) = (x[i], x[i+D/2]):
+// x[i] = a*cos - b*sin ; x[i+D/2] = b*cos + a*sin
+void lc_rope_fwd(float *x, const float *cos_t, const float *sin_t, int T, int H, int D);
+// dx[T,H,D] in place: gradient through the rotation (the inverse rotation).
+void lc_rope_bwd(float *dx, const float *cos_t, const float *sin_t, int T, int H, int D);
+
+// ---- swiglu.c: h = silu(g) * u over n elements ----
+void lc_swiglu_fwd(float *h, const float *g, const float *u, size_t n);
+// dg, du OVERWRITTEN (may not alias dh)
+void lc_swiglu_bwd(float *dg, float *du, const float *dh, const float *g, const float *u,
+                   size_t n);
+
+// ---- embedding.c ----
+// out[T,C] = wte[tokens[t], :]  (tokens already validated to be in [0, V))
+void lc_embedding_fwd(float *out, const int *tokens, const float *wte, int T, int C);
+// dwte[V,C] += scatter of dout rows
+void lc_embedding_bwd(float *dwte, const float *dout, const int *tokens, int T, int C);
+
+// ---- crossentropy.c: fused softmax cross-entropy forward + backward ----
+// For each row t with targets[t] >= 0: loss_t = logsumexp(logits[t,:]) - logits[t,target].
+// Returns sum_t loss_t (double). logits is REPLACED by dlogits = scale*(softmax - onehot) on
+// counted rows and 0 on ignored rows (targets[t] < 0, e.g. -100).
+double lc_xent_fwd_bwd(float *logits, const int *targets, int T, int V, float scale);
+
+// ---- elementwise helpers (elementwise.c) ----
+void lc_add_inplace(float *y, const float *x, size_t n); // y += x
+
+#endif

@@ -1,0 +1,68 @@
+#include "train/optim.h"
+
+#include <math.h>
+#include <string.h>
+
+lc_status lc_adamw_create(lc_adamw *o, size_t n, lc_arena *arena) {
+  memset(o, 0, sizeof *o);
+  o->m = lc_calloc(arena, LC_MEM_OPTIM, sizeof(float) * n, "AdamW first moment");
+  o->v = o->m ? lc_calloc(arena, LC_MEM_OPTIM, sizeof(float) * n, "AdamW second moment") : NULL;
+  if (!o->m || !o->v) {
+    lc_adamw_destroy(o, arena);
+    return LC_ENOMEM;
+  }
+  o->n = n;
+  return LC_OK;
+}
+
+void lc_adamw_destroy(lc_adamw *o, lc_arena *arena) {
+  lc_free(arena, o->v);
+  lc_free(arena, o->m);
+  o->m = o->v = NULL;
+}
+
+void lc_adamw_update(lc_adamw *o, const lc_adamw_hp *hp, float *params, const float *grads,
+                     const lc_param_info *table, int n_tensors) {
+  o->step++;
+  const double bc1 = 1.0 - pow(hp->beta1, (double)o->step);
+  const double bc2 = 1.0 - pow(hp->beta2, (double)o->step);
+  const float b1 = hp->beta1, b2 = hp->beta2, eps = hp->eps, lr = hp->lr;
+  const float step_size = (float)(lr / bc1), inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
+  for (int i = 0; i < n_tensors; i++) {
+    const size_t off = table[i].offset, n = table[i].numel;
+    const float wd = table[i].decay ? hp->weight_decay : 0.0f;
+    float *p = params + off, *m = o->m + off, *v = o->v + off;
+    const float *g = grads + off;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t j = 0; j < n; j++) {
+      m[j] = b1 * m[j] + (1.0f - b1) * g[j];
+      v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
+      float denom = sqrtf(v[j]) * inv_sqrt_bc2 + eps;
+      p[j] -= lr * wd * p[j] + step_size * m[j] / denom;
+    }
+  }
+}
+
+double lc_sumsq(const float *g, size_t n) {
+  double s = 0;
+#pragma omp parallel for reduction(+ : s) schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
+  return s;
+}
+
+float lc_clip_scale(float *g, size_t n, double norm, float max_norm) {
+  if (!(max_norm > 0) || !(norm > max_norm)) return 1.0f;
+  float s = (float)(max_norm / (norm + 1e-6));
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (size_t i = 0; i < n; i++) g[i] *= s;
+  return s;
+}
+
+float lc_lr_at(long step, long total, long warmup, float lr, float lr_min) {
+  if (warmup > 0 && step < warmup) return lr * (float)(step + 1) / (float)warmup;
+  long decay_steps = total - warmup;
+  if (decay_steps <= 1) return lr;
+  double t = (double)(step - warmup) / (double)(decay_steps - 1);
+  if (t > 1) t = 1;
+  return lr_min + (lr - lr_min) * (float)(0.5 * (1.0 + cos(3.141592653589793 * t)));
+}

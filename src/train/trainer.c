@@ -1,0 +1,91 @@
+#include "train/trainer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/timer.h"
+
+lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o) {
+  memset(t, 0, sizeof *t);
+  t->o = *o;
+  if (o->seq < 2) return lc_fail(LC_EINVAL, "--seq %d is too short: use at least 2 tokens", o->seq);
+  if (o->batch < 1) return lc_fail(LC_EINVAL, "--batch %d: use at least 1 sequence per step", o->batch);
+  if (o->steps < 0) return lc_fail(LC_EINVAL, "--steps %ld: must be >= 0", o->steps);
+  if (o->warmup < 0) return lc_fail(LC_EINVAL, "--warmup %ld: must be >= 0", o->warmup);
+  if (!(o->lr >= 0) || !(o->wd >= 0) || !(o->clip >= 0))
+    return lc_fail(LC_EINVAL, "--lr, --wd and --clip must be >= 0");
+  if (o->mopts.mlp_tile < 0 || o->mopts.loss_tile < 0)
+    return lc_fail(LC_EINVAL, "--mlp-tile and --loss-tile must be >= 0 (0 = untiled)");
+  if ((long)o->seq > (long)o->cfg.max_pos)
+    return lc_fail(LC_EINVAL, "--seq %d exceeds the model's max_position_embeddings %d", o->seq,
+                   o->cfg.max_pos);
+  lc_arena_init(&t->arena, o->mem_cap);
+  LC_TRY(lc_data_open(&t->data, o->data_spec, o->cfg.vocab, o->seq));
+  lc_status st = lc_model_create(&t->model, &o->cfg, &t->arena);
+  if (st == LC_OK) st = lc_adamw_create(&t->opt, t->model.n_flat, &t->arena);
+  if (st != LC_OK) {
+    lc_trainer_free(t);
+    return st;
+  }
+  lc_model_init_random(&t->model, o->seed);
+  lc_attn_local_init(&t->attn, o->cfg.n_heads, o->cfg.n_kv_heads, o->cfg.head_dim);
+  size_t n = (size_t)o->batch * o->seq;
+  t->tokens = malloc(sizeof(int) * n);
+  t->targets = malloc(sizeof(int) * n);
+  t->pos = malloc(sizeof(int) * (size_t)o->seq);
+  if (!t->tokens || !t->targets || !t->pos) {
+    lc_trainer_free(t);
+    return lc_fail(LC_ENOMEM, "out of memory for the token buffers (--batch x --seq too large)");
+  }
+  for (int i = 0; i < o->seq; i++) t->pos[i] = i;
+  return LC_OK;
+}
+
+void lc_trainer_free(lc_trainer *t) {
+  free(t->pos);
+  free(t->targets);
+  free(t->tokens);
+  lc_adamw_destroy(&t->opt, &t->arena);
+  lc_model_destroy(&t->model, &t->arena);
+  lc_data_close(&t->data);
+  t->tokens = t->targets = t->pos = NULL;
+}
+
+lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
+  const lc_train_opts *o = &t->o;
+  const int S = o->seq;
+  double t0 = lc_now();
+  memset(m, 0, sizeof *m);
+  // Draw the whole batch first: the loss is divided by the batch's counted tokens.
+  long counted = 0;
+  for (int b = 0; b < o->batch; b++)
+    counted += lc_data_sample(&t->data, o->seed, t->next_sample + (uint64_t)b,
+                              t->tokens + (size_t)b * S, t->targets + (size_t)b * S, S);
+  t->next_sample += (uint64_t)o->batch;
+  float scale = counted > 0 ? 1.0f / (float)counted : 0.0f;
+  lc_model_zero_grads(&t->model);
+  double loss_sum = 0;
+  for (int b = 0; b < o->batch; b++)
+    LC_TRY(lc_model_fwd_bwd(&t->model, &o->mopts, &t->attn, t->tokens + (size_t)b * S,
+                            t->targets + (size_t)b * S, t->pos, S, scale, 1, &loss_sum, &t->arena));
+  double norm = sqrt(lc_sumsq(t->model.grads, t->model.n_flat));
+  if (!isfinite(norm))
+    return lc_fail(LC_EINVAL, "step %ld: the gradient is not finite (norm %g); lower --lr or set --clip",
+                   t->step + 1, norm);
+  lc_clip_scale(t->model.grads, t->model.n_flat, norm, o->clip);
+  lc_adamw_hp hp = {.lr = lc_lr_at(t->step, o->steps, o->warmup, o->lr, o->lr_min),
+                    .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->wd};
+  lc_adamw_update(&t->opt, &hp, t->model.params, t->model.grads, t->model.table, t->model.n_tensors);
+  t->step++;
+  m->step = t->step;
+  m->loss = counted > 0 ? loss_sum / (double)counted : 0.0;
+  m->lr = hp.lr;
+  m->grad_norm = norm;
+  m->tokens = (long)o->batch * S;
+  m->counted = counted;
+  m->seconds = lc_now() - t0;
+  m->peak_bytes = t->arena.peak_total;
+  memcpy(m->peak, t->arena.peak, sizeof m->peak);
+  return LC_OK;
+}

@@ -1,0 +1,53 @@
+// The training loop of one process: data -> forward/backward over each sequence of the
+// batch -> gradient clipping -> AdamW with the LR schedule.
+#ifndef LC_TRAINER_H
+#define LC_TRAINER_H
+
+#include <stdint.h>
+
+#include "attn/attn.h"
+#include "core/arena.h"
+#include "io/data.h"
+#include "model/model.h"
+#include "train/optim.h"
+
+typedef struct {
+  lc_config cfg;
+  lc_model_opts mopts;
+  const char *data_spec;
+  int seq, batch;
+  long steps, warmup;
+  float lr, lr_min, wd, clip, beta1, beta2, eps;
+  uint64_t seed;
+  size_t mem_cap; // arena cap in bytes (0 = none)
+} lc_train_opts;
+
+typedef struct {
+  long step;        // 1-based index of the update just made
+  double loss;      // mean loss over counted tokens, measured before the update
+  float lr;         // LR used for the update
+  double grad_norm; // global gradient norm before clipping
+  long tokens;      // tokens processed in the step
+  long counted;     // tokens that counted in the loss
+  double seconds;   // wall time of the step
+  size_t peak_bytes;
+  size_t peak[LC_MEM_NCAT];
+} lc_step_metrics;
+
+typedef struct {
+  lc_train_opts o;
+  lc_arena arena;
+  lc_model model;
+  lc_adamw opt;
+  lc_data data;
+  lc_attn attn;
+  long step;           // updates done
+  uint64_t next_sample; // index of the next sample the data stream hands out
+  int *tokens, *targets, *pos; // [batch * seq], [batch * seq], [seq]
+} lc_trainer;
+
+lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o);
+lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m);
+void lc_trainer_free(lc_trainer *t);
+
+#endif

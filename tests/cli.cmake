@@ -1,0 +1,3 @@
+# End-to-end tests of the longctx program (exit codes, messages, log files).
+add_test(NAME cli_train COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_test.sh $<TARGET_FILE:longctx>)
+set_tests_properties(cli_train PROPERTIES LABELS cli TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=2")

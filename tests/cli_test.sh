@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# End-to-end checks of `longctx train`: a short run writes the progress lines and a
+# --log-json file with the documented keys; every bad input exits non-zero with a
+# one-line message that names the problem.
+set -u
+BIN="$1"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+
+# A short run.
+if "$BIN" train --model tiny --seq 64 --steps 3 --log-json "$TMP/log.jsonl" >"$TMP/out" 2>"$TMP/err"; then ok; else bad "short run exited $?: $(cat "$TMP/err")"; fi
+[ "$(grep -c '^step ' "$TMP/out")" = 3 ] && ok || bad "expected 3 progress lines: $(cat "$TMP/out")"
+grep -q 'checkpoint selective (default)' "$TMP/out" && ok || bad "settings table lacks the default checkpoint policy"
+[ "$(wc -l <"$TMP/log.jsonl")" = 3 ] && ok || bad "expected 3 JSON lines"
+for key in step loss lr grad_norm tokens tokens_per_s mfu peak_bytes rss_bytes; do
+  grep -q "\"$key\":" "$TMP/log.jsonl" && ok || bad "log-json lacks $key"
+done
+grep -q '"step":3,' "$TMP/log.jsonl" && ok || bad "last JSON line is not step 3"
+
+# Bad input: non-zero exit and a message naming the problem.
+expect_error() { # expected-substring args...
+  local want="$1"; shift
+  "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [ $rc -ne 0 ] && grep -q -- "$want" "$TMP/err" && [ "$(wc -l <"$TMP/err")" -le 2 ]; then ok
+  else bad "'$*': rc=$rc, stderr: $(cat "$TMP/err") (wanted '$want')"; fi
+}
+expect_error "unknown flag '--bogus'" train --bogus 1
+expect_error "--seq 'abc' is not an integer" train --seq abc
+expect_error "--seq needs a value" train --seq
+expect_error "unknown model preset 'huge'" train --model huge
+expect_error "--seq 1 is too short" train --seq 1
+expect_error "--checkpoint 'some'" train --checkpoint some
+expect_error "cannot open" train --data "$TMP/missing.txt"
+expect_error "unknown built-in task" train --data task:nope
+expect_error "needs a model with vocab 256" train --model bench-s --data "$0"
+expect_error "--lr 'x'" train --lr x
+expect_error "--mlp-tile and --loss-tile must be >= 0" train --mlp-tile -3
+expect_error "out of memory" train --model demo --seq 4096 --mem-limit 0.01 --steps 1
+expect_error "unknown command 'fly'" fly
+OMPI_COMM_WORLD_SIZE=2 expect_error "this build trains on one process" train --steps 1
+echo "cli_test: $pass passed, $fail failed"
+[ $fail -eq 0 ]

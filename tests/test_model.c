@@ -1,0 +1,235 @@
+// Whole-model checks on small shapes:
+//  1. gradient of the loss vs central finite differences, per parameter tensor, along
+//     random directions (tiny preset geometry, GQA, untied and tied head);
+//  2. every checkpoint policy x MLP tile x loss tile gives the plain path's loss and grads;
+//  3. peak activation memory grows linearly in S (no S x S buffer);
+//  4. bad token ids are rejected with a clear error.
+#include <string.h>
+
+#include "attn/attn.h"
+#include "model/model.h"
+#include "testutil.h"
+
+static lc_arena arena;
+
+// Loss (mean over counted tokens) at the model's current parameters, optionally with grads.
+static double run(lc_model *m, lc_model_opts *o, const int *tok, const int *tgt, const int *pos,
+                  int T, int grads) {
+  lc_attn attn;
+  lc_attn_local_init(&attn, m->cfg.n_heads, m->cfg.n_kv_heads, m->cfg.head_dim);
+  int counted = 0;
+  for (int t = 0; t < T; t++) counted += tgt[t] >= 0;
+  double loss = 0;
+  if (grads) lc_model_zero_grads(m);
+  lc_status st = lc_model_fwd_bwd(m, o, &attn, tok, tgt, pos, T, 1.0f / counted, grads, &loss, &arena);
+  CHECK(st == LC_OK, "fwd_bwd failed: %s", lc_errmsg());
+  return loss / counted;
+}
+
+// Weights with a larger spread than the default init, so every path carries gradient
+// well above float noise; norm weights around 1 (not all ones).
+static void randomize(lc_model *m, uint64_t seed) {
+  lc_rng r;
+  lc_rng_seed(&r, seed);
+  for (int i = 0; i < m->n_tensors; i++) {
+    float *p = m->params + m->table[i].offset;
+    long n = (long)m->table[i].numel;
+    if (m->table[i].ndim == 1) {
+      for (long j = 0; j < n; j++) p[j] = 1.0f + 0.2f * lc_rng_normal(&r);
+    } else {
+      float std = 1.0f / sqrtf((float)m->table[i].shape[1]);
+      if (strstr(m->table[i].name, "embed")) std = 1.0f;
+      lc_rng_fill_normal(&r, p, n, std);
+    }
+  }
+}
+
+static void make_batch(lc_rng *r, int *tok, int *tgt, int *pos, int T, int V) {
+  for (int t = 0; t < T; t++) {
+    tok[t] = (int)lc_rng_below(r, (uint32_t)V);
+    tgt[t] = (t % 5 == 3) ? -100 : (int)lc_rng_below(r, (uint32_t)V); // some ignored labels
+    pos[t] = t;
+  }
+}
+
+static void test_fd(int tied) {
+  lc_config cfg;
+  lc_config_preset(&cfg, "tiny");
+  cfg.tie_embeddings = tied;
+  cfg.n_layers = 2;
+  cfg.rope_theta = 500.0; // non-default theta: positions matter more at small T
+  lc_model m;
+  CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
+  randomize(&m, 7 + tied);
+  const int T = 19;
+  int tok[19], tgt[19], pos[19];
+  lc_rng r;
+  lc_rng_seed(&r, 11);
+  make_batch(&r, tok, tgt, pos, T, cfg.vocab);
+  lc_model_opts o = {LC_CKPT_NONE, 0, 0};
+  run(&m, &o, tok, tgt, pos, T, 1);
+  float *g = malloc(sizeof(float) * m.n_flat);
+  memcpy(g, m.grads, sizeof(float) * m.n_flat);
+  // Per tensor: directional derivative along a random unit direction u.
+  // FD: (L(p + h u) - L(p - h u)) / 2h with h = 1e-2 (|u| = 1). Loss ~5.5 in fp32 has
+  // rounding noise ~1e-6 -> FD noise ~1e-4 absolute; truncation O(h^2 * curvature) ~1e-4.
+  // Tolerance: |fd - g.u| <= 3e-4 + 2e-2 |g.u|.
+  int worst_i = -1;
+  double worst = 0;
+  for (int i = 0; i < m.n_tensors; i++) {
+    size_t off = m.table[i].offset, n = m.table[i].numel;
+    // u = g/|g| + r/|r| (r random), normalised: the derivative along u is large (~|g|/sqrt 2)
+    // yet u also probes directions other than the computed gradient's.
+    float *u = lc_t_randn(&r, (long)n, 1.0f);
+    double nr = 0, ng = 0, nu = 0, gu = 0;
+    for (size_t j = 0; j < n; j++) {
+      nr += (double)u[j] * u[j];
+      ng += (double)g[off + j] * g[off + j];
+    }
+    nr = sqrt(nr);
+    ng = sqrt(ng) + 1e-30;
+    for (size_t j = 0; j < n; j++) {
+      u[j] = (float)(u[j] / nr + g[off + j] / ng);
+      nu += (double)u[j] * u[j];
+    }
+    nu = sqrt(nu);
+    for (size_t j = 0; j < n; j++) {
+      u[j] = (float)(u[j] / nu);
+      gu += (double)g[off + j] * u[j];
+    }
+    const float h = 1e-2f;
+    float *p = m.params + off;
+    float *save = malloc(sizeof(float) * n);
+    memcpy(save, p, sizeof(float) * n);
+    for (size_t j = 0; j < n; j++) p[j] = save[j] + h * u[j];
+    double lp = run(&m, &o, tok, tgt, pos, T, 0);
+    for (size_t j = 0; j < n; j++) p[j] = save[j] - h * u[j];
+    double lm = run(&m, &o, tok, tgt, pos, T, 0);
+    memcpy(p, save, sizeof(float) * n);
+    double fd = (lp - lm) / (2.0 * h);
+    double ratio = fabs(fd - gu) / (3e-4 + 2e-2 * fabs(gu));
+    CHECK(ratio <= 1.0, "%s%s: analytic %.6g vs finite difference %.6g", tied ? "[tied] " : "",
+          m.table[i].name, gu, fd);
+    CHECK(fabs(gu) > 1e-3, "%s: gradient along u is %.3g, too small to test", m.table[i].name, gu);
+    if (ratio > worst) { worst = ratio; worst_i = i; }
+    free(save);
+    free(u);
+  }
+  printf("model FD (%s head): worst ratio %.3f at %s\n", tied ? "tied" : "untied", worst,
+         worst_i >= 0 ? m.table[worst_i].name : "-");
+  free(g);
+  lc_model_destroy(&m, &arena);
+}
+
+static void test_policies(void) {
+  lc_config cfg;
+  lc_config_preset(&cfg, "tiny");
+  cfg.n_layers = 3;
+  lc_model m;
+  CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
+  randomize(&m, 3);
+  const int T = 37;
+  int tok[37], tgt[37], pos[37];
+  lc_rng r;
+  lc_rng_seed(&r, 5);
+  make_batch(&r, tok, tgt, pos, T, cfg.vocab);
+  lc_model_opts ref_o = {LC_CKPT_NONE, 0, 0};
+  double ref_loss = run(&m, &ref_o, tok, tgt, pos, T, 1);
+  float *ref = malloc(sizeof(float) * m.n_flat);
+  memcpy(ref, m.grads, sizeof(float) * m.n_flat);
+  double gmax = 0;
+  for (size_t j = 0; j < m.n_flat; j++) gmax = fmax(gmax, fabs(ref[j]));
+  const lc_ckpt_policy pols[] = {LC_CKPT_NONE, LC_CKPT_FULL, LC_CKPT_SELECTIVE};
+  const int mts[] = {0, 5, 16, 37}, lts[] = {0, 7, 64};
+  for (int a = 0; a < 3; a++)
+    for (int b = 0; b < 4; b++)
+      for (int c = 0; c < 3; c++) {
+        lc_model_opts o = {pols[a], mts[b], lts[c]};
+        double loss = run(&m, &o, tok, tgt, pos, T, 1);
+        // Same arithmetic in a different order (tiles change GEMM shapes and summation
+        // order): fp32 rounding, relative ~1e-6. Bound: 1e-5 relative on the loss, and
+        // 1e-4 of the largest gradient entry elementwise.
+        CHECK(fabs(loss - ref_loss) <= 1e-5 * fabs(ref_loss), "loss %s/mlp %d/loss %d: %.9g vs %.9g",
+              lc_ckpt_name(pols[a]), mts[b], lts[c], loss, ref_loss);
+        double worst = 0;
+        for (size_t j = 0; j < m.n_flat; j++) worst = fmax(worst, fabs(m.grads[j] - ref[j]));
+        CHECK(worst <= 1e-4 * gmax, "grads %s/mlp %d/loss %d: max diff %.3g (max |g| %.3g)",
+              lc_ckpt_name(pols[a]), mts[b], lts[c], worst, gmax);
+      }
+  free(ref);
+  lc_model_destroy(&m, &arena);
+}
+
+// Activation peak (everything but params/grads) of one fwd+bwd at T tokens.
+static double act_peak(lc_model *m, lc_model_opts *o, int T) {
+  int *tok = malloc(sizeof(int) * T), *tgt = malloc(sizeof(int) * T), *pos = malloc(sizeof(int) * T);
+  lc_rng r;
+  lc_rng_seed(&r, 9);
+  make_batch(&r, tok, tgt, pos, T, m->cfg.vocab);
+  lc_arena_reset_peaks(&arena);
+  size_t base = arena.cur_total;
+  run(m, o, tok, tgt, pos, T, 1);
+  free(tok);
+  free(tgt);
+  free(pos);
+  return (double)(arena.peak_total - base);
+}
+
+static void test_memory_linear(void) {
+  lc_config cfg;
+  lc_config_preset(&cfg, "tiny");
+  lc_model m;
+  CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
+  lc_model_init_random(&m, 1);
+  const lc_ckpt_policy pols[] = {LC_CKPT_NONE, LC_CKPT_FULL, LC_CKPT_SELECTIVE};
+  for (int a = 0; a < 3; a++) {
+    lc_model_opts o = {pols[a], 0, 0};
+    double p1 = act_peak(&m, &o, 1024), p2 = act_peak(&m, &o, 2048);
+    // Linear memory: doubling S at most doubles the activation peak, plus constant-size
+    // kernel workspaces (hence 2.1, the bound). A quadratic buffer would give ~4x.
+    CHECK(p2 <= 2.1 * p1, "%s: activation peak %.0f at S=2048 vs %.0f at S=1024 (ratio %.3f)",
+          lc_ckpt_name(pols[a]), p2, p1, p2 / p1);
+    printf("activation peak %-9s S=1024 %.2f MiB, S=2048 %.2f MiB (x%.3f)\n", lc_ckpt_name(pols[a]),
+           p1 / 1048576, p2 / 1048576, p2 / p1);
+  }
+  lc_model_destroy(&m, &arena);
+}
+
+static void test_bad_tokens(void) {
+  lc_config cfg;
+  lc_config_preset(&cfg, "tiny");
+  lc_model m;
+  lc_model_create(&m, &cfg, &arena);
+  int tok[4] = {1, 2, 256, 3}, tgt[4] = {2, 3, 4, 5}, pos[4] = {0, 1, 2, 3};
+  lc_attn attn;
+  lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
+  double loss = 0;
+  lc_model_opts o = {LC_CKPT_NONE, 0, 0};
+  lc_status st = lc_model_fwd_bwd(&m, &o, &attn, tok, tgt, pos, 4, 1.0f, 1, &loss, &arena);
+  CHECK(st == LC_EINVAL && strstr(lc_errmsg(), "256") && strstr(lc_errmsg(), "position 2"),
+        "out-of-vocab token: status %d, message '%s'", st, lc_errmsg());
+  // A capped arena turns a too-long sequence into a clean out-of-memory status.
+  lc_arena small;
+  lc_arena_init(&small, 1 << 20);
+  int T = 4096;
+  int *tk = calloc(T, sizeof(int)), *tg = calloc(T, sizeof(int)), *ps = calloc(T, sizeof(int));
+  for (int t = 0; t < T; t++) ps[t] = t;
+  st = lc_model_fwd_bwd(&m, &o, &attn, tk, tg, ps, T, 1.0f, 1, &loss, &small);
+  CHECK(st == LC_ENOMEM && strstr(lc_errmsg(), "out of memory"), "capped arena: status %d '%s'", st, lc_errmsg());
+  CHECK(small.cur_total == 0, "capped arena leaked %zu bytes after the failure", small.cur_total);
+  free(tk);
+  free(tg);
+  free(ps);
+  lc_model_destroy(&m, &arena);
+}
+
+int main(void) {
+  lc_arena_init(&arena, 0);
+  test_fd(0);
+  test_fd(1);
+  test_policies();
+  test_memory_linear();
+  test_bad_tokens();
+  CHECK(arena.cur_total == 0, "arena still holds %zu bytes at exit", arena.cur_total);
+  return lc_test_finish("test_model");
+}

@@ -1,0 +1,14 @@
+# Every tests/test_*.c is one test binary. Single-process tests carry the label "unit"
+# (run under the sanitizer build too); MPI tests are registered in tests/mpi.cmake.
+file(GLOB LC_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.c)
+foreach(src ${LC_TEST_SOURCES})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src})
+  target_link_libraries(${name} PRIVATE longctx_lib)
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT 600
+    ENVIRONMENT "OMP_NUM_THREADS=2")
+endforeach()
+if(EXISTS ${CMAKE_SOURCE_DIR}/tests/cli.cmake)
+  include(${CMAKE_SOURCE_DIR}/tests/cli.cmake)
+endif()

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the Debian packages longctx builds with, if any is missing.
+set -e
+PKGS="build-essential cmake libopenblas-openmp-dev libopenmpi-dev openmpi-bin libcjson-dev"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "installing:$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
