@@ -26,6 +26,14 @@
 #endif
 #if defined(__AVX512F__)
 #include <immintrin.h>
+#else
+// Portable path: GCC/Clang vector extensions (8 floats: AVX2 ymm, 2 x SSE/NEON).
+// ISO C mode disables FMA contraction in GCC; a*b+c must become an FMA here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=fast")
+#endif
+typedef float v8f __attribute__((vector_size(32)));
+typedef int v8i __attribute__((vector_size(32)));
 #endif
 
 #define BQ 64 // query rows per item = 4 vectors of 16 floats (fixed by the kernels)
@@ -113,6 +121,34 @@ static inline float exp2s(float x) {
   return ldexpf(p, (int)n);
 }
 
+#if !defined(__AVX512F__)
+static inline __attribute__((always_inline)) v8f ld8(const float *p) {
+  v8f x;
+  memcpy(&x, p, sizeof x);
+  return x;
+}
+static inline __attribute__((always_inline)) void st8(float *p, v8f x) { memcpy(p, &x, sizeof x); }
+static inline __attribute__((always_inline)) v8f splat8(float a) {
+  v8f x = {a, a, a, a, a, a, a, a};
+  return x;
+}
+// Same algorithm as the AVX-512 exp2v (see there).
+static inline __attribute__((always_inline)) v8f exp2v8(v8f x) {
+  v8i ok = x >= splat8(-126.0f);
+  v8f t = x + splat8(12582912.0f);
+  v8f f = x - (t - splat8(12582912.0f));
+  v8f p = splat8(EXP2_C6);
+  p = p * f + splat8(EXP2_C5);
+  p = p * f + splat8(EXP2_C4);
+  p = p * f + splat8(EXP2_C3);
+  p = p * f + splat8(EXP2_C2);
+  p = p * f + splat8(EXP2_C1);
+  p = p * f + splat8(1.0f);
+  v8i r = ((v8i)p + ((v8i)t << 23)) & ok;
+  return (v8f)r;
+}
+#endif
+
 // ---------------------------------------------------------------------------------
 // Micro-kernel: C[r][0..16*NC) (mode 0: =, mode 1: +=, mode 2: = alpha[c]*C +)
 //   sum_{k<K} A[r*sar + k*sak] * B[k*ldb + c],  r < R.
@@ -158,20 +194,46 @@ LC_AI void mk(const int R, const int NC, const int mode, int K, const float *res
 LC_AI void mk(const int R, const int NC, const int mode, int K, const float *restrict A,
               long sar, long sak, const float *restrict B, long ldb, float *restrict C, long ldc,
               const float *restrict alpha) {
-  const int N = 16 * NC;
-  for (int r = 0; r < R; r++) {
-    float *cr = C + r * ldc;
-    if (mode == 0)
-      for (int c = 0; c < N; c++) cr[c] = 0.0f;
-    else if (mode == 2)
-      for (int c = 0; c < N; c++) cr[c] *= alpha[c];
-    for (int k = 0; k < K; k++) {
-      float a = A[r * sar + k * sak];
-      const float *b = B + k * ldb;
-      for (int c = 0; c < N; c++) cr[c] += a * b[c];
+  enum { W = 2 }; // v8f per 16 columns
+  v8f acc[16][8];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+    for (int c = 0; c < W * NC; c++) {
+      if (mode == 0)
+        acc[r][c] = splat8(0.0f);
+      else if (mode == 1)
+        acc[r][c] = ld8(C + r * ldc + 8 * c);
+      else
+        acc[r][c] = ld8(C + r * ldc + 8 * c) * ld8(alpha + 8 * c);
+    }
+  for (int k = 0; k < K; k++) {
+    const float *a = A + k * sak, *b = B + k * ldb;
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++) {
+      v8f av = splat8(a[r * sar]);
+  #pragma GCC unroll 8
+    for (int c = 0; c < W * NC; c++) acc[r][c] += av * ld8(b + 8 * c);
     }
   }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 8
+    for (int c = 0; c < W * NC; c++) st8(C + r * ldc + 8 * c, acc[r][c]);
 }
+#endif
+
+// Rows per register tile for NC = 1..4 vectors of 16 columns: (R*NC accumulators).
+#if defined(__AVX512F__)
+#define RM1 14
+#define RM2 10
+#define RM3 7
+#define RM4 6
+#else
+#define RM1 6
+#define RM2 3
+#define RM3 2
+#define RM4 1
 #endif
 
 // All M rows: tiles of RM rows, then the remainder with its own constant R.
@@ -196,27 +258,27 @@ LC_AI void mk_rows(const int NC, const int RM, const int mode, int M, int K, con
 // Tile products used by the kernels (all with 64-wide B/C rows unless stated).
 // St[M][64] = A[M rows, lda apart][K] * Bt[K][64]   (A = K or V rows, natural layout)
 static void tile_abt(int M, int K, const float *A, long lda, const float *Bt, float *C) {
-  mk_rows(4, 6, 0, M, K, A, lda, 1, Bt, BQ, C, BQ, NULL);
+  mk_rows(4, RM4, 0, M, K, A, lda, 1, Bt, BQ, C, BQ, NULL);
 }
 // Ct[M][64] = alpha * Ct + A^T * P, A element (r, k) at A[k*lda + r]   (Ot += V^T Pt)
 static void tile_atb_scale(int M, int K, const float *A, long lda, const float *P, float *C,
                            const float *alpha) {
-  mk_rows(4, 6, 2, M, K, A, 1, lda, P, BQ, C, BQ, alpha);
+  mk_rows(4, RM4, 2, M, K, A, 1, lda, P, BQ, C, BQ, alpha);
 }
 // Ct[M][64] += A^T * P   (dQt += K^T dSt)
 static void tile_atb_acc(int M, int K, const float *A, long lda, const float *P, float *C) {
-  mk_rows(4, 6, 1, M, K, A, 1, lda, P, BQ, C, BQ, NULL);
+  mk_rows(4, RM4, 1, M, K, A, 1, lda, P, BQ, C, BQ, NULL);
 }
 // C[M][N] += P[M][K] (rows 64 apart) * B[K][N] (rows ldb apart), N = Dp multiple of 16.
 // (dV += Pt dO, dK += dSt Q)
 static void tile_ab_acc(int M, int K, const float *P, const float *B, long ldb, float *C, long ldc,
                         int N) {
   int c0 = 0;
-  for (; c0 + 64 <= N; c0 += 64) mk_rows(4, 6, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL);
+  for (; c0 + 64 <= N; c0 += 64) mk_rows(4, RM4, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL);
   switch ((N - c0) / 16) {
-    case 1: mk_rows(1, 14, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL); break;
-    case 2: mk_rows(2, 10, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL); break;
-    case 3: mk_rows(3, 7, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL); break;
+    case 1: mk_rows(1, RM1, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL); break;
+    case 2: mk_rows(2, RM2, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL); break;
+    case 3: mk_rows(3, RM3, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL); break;
     default: break;
   }
 }
@@ -271,21 +333,26 @@ static void tile_softmax(float *S, int nk, float *m, float *l, float *alpha) {
     _mm512_storeu_ps(alpha + 16 * c, al);
   }
 #else
-  for (int i = 0; i < BQ; i++) {
-    float mx = -INFINITY;
-    for (int r = 0; r < nk; r++) mx = fmaxf(mx, S[r * BQ + i]);
-    float mnew = fmaxf(m[i], mx);
-    float mref = mnew == -INFINITY ? 0.0f : mnew;
-    float al = exp2s(m[i] - mref);
-    float sum = 0;
+  for (int c = 0; c < BQ / 8; c++) {
+    v8f mx = splat8(-INFINITY);
     for (int r = 0; r < nk; r++) {
-      float p = exp2s(S[r * BQ + i] - mref);
-      S[r * BQ + i] = p;
-      sum += p;
+      v8f x = ld8(S + r * BQ + 8 * c);
+      mx = x > mx ? x : mx;
     }
-    l[i] = l[i] * al + sum;
-    m[i] = mnew;
-    alpha[i] = al;
+    v8f mold = ld8(m + 8 * c);
+    v8f mnew = mold > mx ? mold : mx;
+    // rows that saw no visible key yet keep m = -inf; use 0 as the reference there
+    v8f mref = mnew == splat8(-INFINITY) ? splat8(0.0f) : mnew;
+    v8f al = exp2v8(mold - mref);
+    v8f sum = splat8(0.0f);
+    for (int r = 0; r < nk; r++) {
+      v8f pr = exp2v8(ld8(S + r * BQ + 8 * c) - mref);
+      st8(S + r * BQ + 8 * c, pr);
+      sum += pr;
+    }
+    st8(l + 8 * c, ld8(l + 8 * c) * al + sum);
+    st8(m + 8 * c, mnew);
+    st8(alpha + 8 * c, al);
   }
 #endif
 }
@@ -304,7 +371,8 @@ static void tile_probs(float *S, int nk, const float *lse2) {
   }
 #else
   for (int r = 0; r < nk; r++)
-    for (int i = 0; i < BQ; i++) S[r * BQ + i] = exp2s(S[r * BQ + i] - lse2[i]);
+    for (int c = 0; c < BQ / 8; c++)
+      st8(S + r * BQ + 8 * c, exp2v8(ld8(S + r * BQ + 8 * c) - ld8(lse2 + 8 * c)));
 #endif
 }
 
@@ -322,9 +390,9 @@ static void tile_dscores(float *dP, const float *P, int nk, const float *delta, 
     }
 #else
   for (int r = 0; r < nk; r++)
-    for (int i = 0; i < BQ; i++) {
-      long o = r * BQ + i;
-      dP[o] = scale * P[o] * (dP[o] - delta[i]);
+    for (int c = 0; c < BQ / 8; c++) {
+      long o = r * BQ + 8 * c;
+      st8(dP + o, splat8(scale) * ld8(P + o) * (ld8(dP + o) - ld8(delta + 8 * c)));
     }
 #endif
 }
@@ -365,7 +433,9 @@ typedef struct {
   float *Qt, *S, *Ot, *m, *l, *alpha;
 } fwd_ws;
 
-static long fwd_ws_floats(int D) { return 2 * rup16((long)D * BQ) + (long)BK * BQ + 3 * BQ; }
+static long fwd_ws_floats(int D) {
+  return 2 * rup16((long)D * BQ) + (long)BK * BQ + 3 * BQ;
+}
 
 static void fwd_ws_carve(fwd_ws *w, float *base, int D) {
   w->Qt = base;
