@@ -41,6 +41,9 @@ expect_error "--lr 'x'" train --lr x
 expect_error "--mlp-tile and --loss-tile must be >= 0" train --mlp-tile -3
 expect_error "out of memory" train --model demo --seq 4096 --mem-limit 0.01 --steps 1
 expect_error "unknown command 'fly'" fly
-OMPI_COMM_WORLD_SIZE=2 expect_error "this build trains on one process" train --steps 1
+PMI_SIZE=2 expect_error "different MPI implementations" train --steps 1
+# Impossible layouts (a plain run is a world of 1).
+expect_error "world size 1 is not a multiple of hp x cp" train --cp 2
+expect_error "--placement 'diagonal'" train --placement diagonal
 echo "cli_test: $pass passed, $fail failed"
 [ $fail -eq 0 ]

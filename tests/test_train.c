@@ -27,7 +27,9 @@ int main(void) {
   o.eps = 1e-8f;
   o.seed = 1;
   lc_trainer tr;
-  CHECK(lc_trainer_init(&tr, &o) == LC_OK, "init: %s", lc_errmsg());
+  lc_comm *self = NULL;
+  CHECK(lc_comm_self(&self) == LC_OK, "self communicator");
+  CHECK(lc_trainer_init(&tr, &o, self) == LC_OK, "init: %s", lc_errmsg());
   double first = 0, last = 0;
   lc_step_metrics m;
   for (long s = 0; s < o.steps; s++) {
@@ -46,6 +48,7 @@ int main(void) {
   CHECK(last < LAST_MAX, "loss after %ld steps %.4f, want < %.2f", o.steps, last, LAST_MAX);
   CHECK(m.peak_bytes > 0 && m.peak[LC_MEM_PARAMS] > 0 && m.peak[LC_MEM_CKPT] > 0, "peaks recorded");
   lc_trainer_free(&tr);
+  lc_comm_destroy(self);
   CHECK(tr.arena.cur_total == 0, "arena empty after free (%zu bytes left)", tr.arena.cur_total);
   return lc_test_finish("test_train");
 }

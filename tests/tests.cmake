@@ -9,6 +9,7 @@ foreach(src ${LC_TEST_SOURCES})
   set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT 600
     ENVIRONMENT "OMP_NUM_THREADS=2")
 endforeach()
+include(${CMAKE_SOURCE_DIR}/tests/mpi.cmake)
 if(EXISTS ${CMAKE_SOURCE_DIR}/tests/cli.cmake)
   include(${CMAKE_SOURCE_DIR}/tests/cli.cmake)
 endif()

@@ -31,4 +31,14 @@ struct lc_attn {
 // sequence in order.
 void lc_attn_local_init(lc_attn *a, int Hq, int Hkv, int D);
 
+// Distributed: Ulysses over `head` (size hp) x zigzag ring over `ctx` (size cp) with
+// inner rings of `window` context ranks. S is the global sequence length.
+#include "dist/comm.h"
+lc_status lc_attn_2d_init(lc_attn *a, lc_comm *head, lc_comm *ctx, int window, long S, int Hq,
+                          int Hkv, int D);
+void lc_attn_2d_free(lc_attn *a);
+// Seconds spent in attention kernels inside the ring (the rest of attention time is
+// communication and packing).
+double lc_attn_2d_compute_seconds(const lc_attn *a);
+
 #endif

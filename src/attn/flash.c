@@ -27,13 +27,19 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #else
-// Portable path: GCC/Clang vector extensions (8 floats: AVX2 ymm, 2 x SSE/NEON).
-// ISO C mode disables FMA contraction in GCC; a*b+c must become an FMA here.
+// Portable path: GCC/Clang vector extensions, VW floats per vector (8 with AVX/AVX2,
+// else 4: SSE, NEON). ISO C mode disables FMA contraction in GCC; a*b+c must become
+// an FMA here.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("fp-contract=fast")
 #endif
-typedef float v8f __attribute__((vector_size(32)));
-typedef int v8i __attribute__((vector_size(32)));
+#if defined(__AVX__)
+#define VW 8
+#else
+#define VW 4
+#endif
+typedef float vf __attribute__((vector_size(4 * VW)));
+typedef int vi __attribute__((vector_size(4 * VW)));
 #endif
 
 #define BQ 64 // query rows per item = 4 vectors of 16 floats (fixed by the kernels)
@@ -107,45 +113,36 @@ LC_AI __m512 exp2v(__m512 x) {
 }
 #endif
 
-static inline float exp2s(float x) {
-  if (!(x >= -126.0f)) return 0.0f; // also -INFINITY (NaN never reaches here)
-  float n = rintf(x);
-  float f = x - n;
-  float p = EXP2_C6;
-  p = fmaf(p, f, EXP2_C5);
-  p = fmaf(p, f, EXP2_C4);
-  p = fmaf(p, f, EXP2_C3);
-  p = fmaf(p, f, EXP2_C2);
-  p = fmaf(p, f, EXP2_C1);
-  p = fmaf(p, f, 1.0f);
-  return ldexpf(p, (int)n);
-}
-
 #if !defined(__AVX512F__)
-static inline __attribute__((always_inline)) v8f ld8(const float *p) {
-  v8f x;
+static inline __attribute__((always_inline)) vf ldv(const float *p) {
+  vf x;
   memcpy(&x, p, sizeof x);
   return x;
 }
-static inline __attribute__((always_inline)) void st8(float *p, v8f x) { memcpy(p, &x, sizeof x); }
-static inline __attribute__((always_inline)) v8f splat8(float a) {
-  v8f x = {a, a, a, a, a, a, a, a};
+static inline __attribute__((always_inline)) void stv(float *p, vf x) { memcpy(p, &x, sizeof x); }
+static inline __attribute__((always_inline)) vf splatv(float a) {
+  vf x;
+  for (int i = 0; i < VW; i++) x[i] = a;
   return x;
 }
+// m ? a : b per lane (m from a vector comparison: all ones or zero)
+static inline __attribute__((always_inline)) vf selv(vi m, vf a, vf b) {
+  return (vf)(((vi)a & m) | ((vi)b & ~m));
+}
 // Same algorithm as the AVX-512 exp2v (see there).
-static inline __attribute__((always_inline)) v8f exp2v8(v8f x) {
-  v8i ok = x >= splat8(-126.0f);
-  v8f t = x + splat8(12582912.0f);
-  v8f f = x - (t - splat8(12582912.0f));
-  v8f p = splat8(EXP2_C6);
-  p = p * f + splat8(EXP2_C5);
-  p = p * f + splat8(EXP2_C4);
-  p = p * f + splat8(EXP2_C3);
-  p = p * f + splat8(EXP2_C2);
-  p = p * f + splat8(EXP2_C1);
-  p = p * f + splat8(1.0f);
-  v8i r = ((v8i)p + ((v8i)t << 23)) & ok;
-  return (v8f)r;
+static inline __attribute__((always_inline)) vf exp2vv(vf x) {
+  vi ok = x >= splatv(-126.0f);
+  vf t = x + splatv(12582912.0f);
+  vf f = x - (t - splatv(12582912.0f));
+  vf p = splatv(EXP2_C6);
+  p = p * f + splatv(EXP2_C5);
+  p = p * f + splatv(EXP2_C4);
+  p = p * f + splatv(EXP2_C3);
+  p = p * f + splatv(EXP2_C2);
+  p = p * f + splatv(EXP2_C1);
+  p = p * f + splatv(1.0f);
+  vi r = ((vi)p + ((vi)t << 23)) & ok;
+  return (vf)r;
 }
 #endif
 
@@ -194,36 +191,37 @@ LC_AI void mk(const int R, const int NC, const int mode, int K, const float *res
 LC_AI void mk(const int R, const int NC, const int mode, int K, const float *restrict A,
               long sar, long sak, const float *restrict B, long ldb, float *restrict C, long ldc,
               const float *restrict alpha) {
-  enum { W = 2 }; // v8f per 16 columns
-  v8f acc[16][8];
+  enum { W = 16 / VW }; // vectors per 16 columns
+  vf acc[16][16];
 #pragma GCC unroll 16
   for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int c = 0; c < W * NC; c++) {
       if (mode == 0)
-        acc[r][c] = splat8(0.0f);
+        acc[r][c] = splatv(0.0f);
       else if (mode == 1)
-        acc[r][c] = ld8(C + r * ldc + 8 * c);
+        acc[r][c] = ldv(C + r * ldc + VW * c);
       else
-        acc[r][c] = ld8(C + r * ldc + 8 * c) * ld8(alpha + 8 * c);
+        acc[r][c] = ldv(C + r * ldc + VW * c) * ldv(alpha + VW * c);
     }
   for (int k = 0; k < K; k++) {
     const float *a = A + k * sak, *b = B + k * ldb;
 #pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
-      v8f av = splat8(a[r * sar]);
-  #pragma GCC unroll 8
-    for (int c = 0; c < W * NC; c++) acc[r][c] += av * ld8(b + 8 * c);
+      vf av = splatv(a[r * sar]);
+#pragma GCC unroll 16
+      for (int c = 0; c < W * NC; c++) acc[r][c] += av * ldv(b + VW * c);
     }
   }
 #pragma GCC unroll 16
   for (int r = 0; r < R; r++)
-#pragma GCC unroll 8
-    for (int c = 0; c < W * NC; c++) st8(C + r * ldc + 8 * c, acc[r][c]);
+#pragma GCC unroll 16
+    for (int c = 0; c < W * NC; c++) stv(C + r * ldc + VW * c, acc[r][c]);
 }
 #endif
 
-// Rows per register tile for NC = 1..4 vectors of 16 columns: (R*NC accumulators).
+// Rows per register tile for NC = 1..4 groups of 16 columns (R*NC*16/VW accumulators:
+// 24 of the 32 zmm with AVX-512; 8..12 vectors in the portable path).
 #if defined(__AVX512F__)
 #define RM1 14
 #define RM2 10
@@ -333,26 +331,26 @@ static void tile_softmax(float *S, int nk, float *m, float *l, float *alpha) {
     _mm512_storeu_ps(alpha + 16 * c, al);
   }
 #else
-  for (int c = 0; c < BQ / 8; c++) {
-    v8f mx = splat8(-INFINITY);
+  for (int c = 0; c < BQ / VW; c++) {
+    vf mx = splatv(-INFINITY);
     for (int r = 0; r < nk; r++) {
-      v8f x = ld8(S + r * BQ + 8 * c);
-      mx = x > mx ? x : mx;
+      vf x = ldv(S + r * BQ + VW * c);
+      mx = selv(x > mx, x, mx);
     }
-    v8f mold = ld8(m + 8 * c);
-    v8f mnew = mold > mx ? mold : mx;
+    vf mold = ldv(m + VW * c);
+    vf mnew = selv(mold > mx, mold, mx);
     // rows that saw no visible key yet keep m = -inf; use 0 as the reference there
-    v8f mref = mnew == splat8(-INFINITY) ? splat8(0.0f) : mnew;
-    v8f al = exp2v8(mold - mref);
-    v8f sum = splat8(0.0f);
+    vf mref = selv(mnew == splatv(-INFINITY), splatv(0.0f), mnew);
+    vf al = exp2vv(mold - mref);
+    vf sum = splatv(0.0f);
     for (int r = 0; r < nk; r++) {
-      v8f pr = exp2v8(ld8(S + r * BQ + 8 * c) - mref);
-      st8(S + r * BQ + 8 * c, pr);
+      vf pr = exp2vv(ldv(S + r * BQ + VW * c) - mref);
+      stv(S + r * BQ + VW * c, pr);
       sum += pr;
     }
-    st8(l + 8 * c, ld8(l + 8 * c) * al + sum);
-    st8(m + 8 * c, mnew);
-    st8(alpha + 8 * c, al);
+    stv(l + VW * c, ldv(l + VW * c) * al + sum);
+    stv(m + VW * c, mnew);
+    stv(alpha + VW * c, al);
   }
 #endif
 }
@@ -371,8 +369,8 @@ static void tile_probs(float *S, int nk, const float *lse2) {
   }
 #else
   for (int r = 0; r < nk; r++)
-    for (int c = 0; c < BQ / 8; c++)
-      st8(S + r * BQ + 8 * c, exp2v8(ld8(S + r * BQ + 8 * c) - ld8(lse2 + 8 * c)));
+    for (int c = 0; c < BQ / VW; c++)
+      stv(S + r * BQ + VW * c, exp2vv(ldv(S + r * BQ + VW * c) - ldv(lse2 + VW * c)));
 #endif
 }
 
@@ -390,10 +388,95 @@ static void tile_dscores(float *dP, const float *P, int nk, const float *delta, 
     }
 #else
   for (int r = 0; r < nk; r++)
-    for (int c = 0; c < BQ / 8; c++) {
-      long o = r * BQ + 8 * c;
-      st8(dP + o, splat8(scale) * ld8(P + o) * (ld8(dP + o) - ld8(delta + 8 * c)));
+    for (int c = 0; c < BQ / VW; c++) {
+      long o = r * BQ + VW * c;
+      stv(dP + o, splatv(scale) * ldv(P + o) * (ldv(dP + o) - ldv(delta + VW * c)));
     }
+#endif
+}
+
+// ---------------------------------------------------------------------------------
+// Transposed packing of a query block and transposed write-back.
+// pack_t:   dst[d*BQ + i] = src[i*ld + d] * sc   (i < BQ, d < D; rows i >= n are 0)
+// unpack_t: dst[i*ld + d] (= | +=) src[d*BQ + i] * rs[i]   (i < n, d < D; rs NULL: 1)
+// ---------------------------------------------------------------------------------
+#if defined(__AVX512F__)
+// In-register 16x16 transpose (unpack 32-bit, unpack 64-bit, two 128-bit lane shuffles).
+LC_AI void tr16(__m512 v[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4)
+    for (int j = 0; j < 2; j++) { // v[i + 2j + {0,1}]: lane columns 2j, 2j+1 of rows i..i+3
+      __m512d a = _mm512_castps_pd(t[i + j]), b = _mm512_castps_pd(t[i + j + 2]);
+      v[i + 2 * j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      v[i + 2 * j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    }
+  for (int i = 0; i < 16; i += 8)
+    for (int j = 0; j < 4; j++) {
+      t[i + j] = _mm512_shuffle_f32x4(v[i + j], v[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_f32x4(v[i + j], v[i + j + 4], 0xdd);
+    }
+  for (int j = 0; j < 8; j++) {
+    v[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+    v[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+  }
+}
+#endif
+
+static void pack_t(float *dst, const float *src, long ld, int n, int D, float sc) {
+#if defined(__AVX512F__)
+  const __m512 vs = _mm512_set1_ps(sc);
+  for (int i0 = 0; i0 < BQ; i0 += 16)
+    for (int d0 = 0; d0 < D; d0 += 16) {
+      int nc = D - d0 < 16 ? D - d0 : 16;
+      __mmask16 mk16 = (__mmask16)((1u << nc) - 1u);
+      __m512 v[16];
+      for (int r = 0; r < 16; r++)
+        v[r] = i0 + r < n ? _mm512_maskz_loadu_ps(mk16, src + (long)(i0 + r) * ld + d0)
+                          : _mm512_setzero_ps();
+      tr16(v);
+      for (int c = 0; c < nc; c++)
+        _mm512_storeu_ps(dst + (long)(d0 + c) * BQ + i0, _mm512_mul_ps(v[c], vs));
+    }
+#else
+  for (int d = 0; d < D; d++)
+    for (int i = n; i < BQ; i++) dst[(long)d * BQ + i] = 0.0f;
+  for (int i = 0; i < n; i++)
+    for (int d = 0; d < D; d++) dst[(long)d * BQ + i] = src[(long)i * ld + d] * sc;
+#endif
+}
+
+static void unpack_t(float *dst, long ld, const float *src, int n, int D, const float *rs,
+                     int acc) {
+#if defined(__AVX512F__)
+  for (int i0 = 0; i0 < n; i0 += 16)
+    for (int d0 = 0; d0 < D; d0 += 16) {
+      int nc = D - d0 < 16 ? D - d0 : 16;
+      __mmask16 mk16 = (__mmask16)((1u << nc) - 1u);
+      __m512 v[16];
+      for (int r = 0; r < 16; r++)
+        v[r] = r < nc ? _mm512_loadu_ps(src + (long)(d0 + r) * BQ + i0) : _mm512_setzero_ps();
+      tr16(v);
+      for (int c = 0; c < 16 && i0 + c < n; c++) {
+        float *o = dst + (long)(i0 + c) * ld + d0;
+        __m512 x = v[c];
+        if (rs) x = _mm512_mul_ps(x, _mm512_set1_ps(rs[i0 + c]));
+        if (acc) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk16, o));
+        _mm512_mask_storeu_ps(o, mk16, x);
+      }
+    }
+#else
+  for (int i = 0; i < n; i++) {
+    float *o = dst + (long)i * ld;
+    float r = rs ? rs[i] : 1.0f;
+    for (int d = 0; d < D; d++) {
+      float x = src[(long)d * BQ + i] * r;
+      o[d] = acc ? o[d] + x : x;
+    }
+  }
 #endif
 }
 
@@ -468,15 +551,7 @@ static void fwd_item(float *out, float *lse, const float *q, const float *k, con
   }
 
   // Qt[d][i] = q * scale * log2(e); padded query columns are 0.
-  const float qs = (float)(s->scale * LOG2E);
-  for (int d = 0; d < D; d++) {
-    float *row = w->Qt + (long)d * BQ;
-    for (int i = nq; i < BQ; i++) row[i] = 0.0f;
-  }
-  for (int i = 0; i < nq; i++) {
-    const float *qr = q + (i0 + i) * ldq + (long)h * D;
-    for (int d = 0; d < D; d++) w->Qt[(long)d * BQ + i] = qr[d] * qs;
-  }
+  pack_t(w->Qt, q + i0 * ldq + (long)h * D, ldq, nq, D, (float)(s->scale * LOG2E));
   memset(w->Ot, 0, sizeof(float) * (size_t)D * BQ);
   for (int i = 0; i < BQ; i++) {
     w->m[i] = -INFINITY;
@@ -492,18 +567,19 @@ static void fwd_item(float *out, float *lse, const float *q, const float *k, con
     tile_atb_scale(D, nk, vh + j0 * ldk, ldk, w->S, w->Ot, w->alpha);
   }
 
+  // out = Ot^T / l, lse = (m + log2 l) * ln 2; rows without a visible key: 0, -inf
+  float *inv = w->alpha;
   for (int i = 0; i < nq; i++) {
-    float *orow = out + (i0 + i) * ldq + (long)h * D;
     float li = w->l[i];
     if (li > 0.0f) {
-      float inv = 1.0f / li;
+      inv[i] = 1.0f / li;
       lse[(long)h * Tq + i0 + i] = (float)(((double)w->m[i] + log2((double)li)) * LN2);
-      for (int d = 0; d < D; d++) orow[d] = w->Ot[(long)d * BQ + i] * inv;
     } else {
+      inv[i] = 0.0f;
       lse[(long)h * Tq + i0 + i] = -INFINITY;
-      for (int d = 0; d < D; d++) orow[d] = 0.0f;
     }
   }
+  unpack_t(out + i0 * ldq + (long)h * D, ldq, w->Ot, nq, D, inv, 0);
 }
 
 lc_status lc_flash_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
@@ -634,20 +710,14 @@ static void bwd_item(float *dq, const float *dout, const float *q, const float *
   if (kend <= c0) return;
 
   // pack: Qt (scaled, transposed), dOt (transposed), Qn, dOn (natural, padded to Dp)
-  const float qs = (float)(s->scale * LOG2E);
-  for (int d = 0; d < D; d++)
-    for (int i = nq; i < BQ; i++) w->Qt[(long)d * BQ + i] = w->dOt[(long)d * BQ + i] = 0.0f;
+  const float *qb = q + i0 * ldq + (long)h * D, *db = dout + i0 * ldq + (long)h * D;
+  pack_t(w->Qt, qb, ldq, nq, D, (float)(s->scale * LOG2E));
+  pack_t(w->dOt, db, ldq, nq, D, 1.0f);
   memset(w->Qn, 0, sizeof(float) * (size_t)(BQ * Dp));
   memset(w->dOn, 0, sizeof(float) * (size_t)(BQ * Dp));
   for (int i = 0; i < nq; i++) {
-    const float *qr = q + (i0 + i) * ldq + (long)h * D;
-    const float *dr = dout + (i0 + i) * ldq + (long)h * D;
-    for (int d = 0; d < D; d++) {
-      w->Qt[(long)d * BQ + i] = qr[d] * qs;
-      w->dOt[(long)d * BQ + i] = dr[d];
-    }
-    memcpy(w->Qn + i * Dp, qr, sizeof(float) * (size_t)D);
-    memcpy(w->dOn + i * Dp, dr, sizeof(float) * (size_t)D);
+    memcpy(w->Qn + i * Dp, qb + i * ldq, sizeof(float) * (size_t)D);
+    memcpy(w->dOn + i * Dp, db + i * ldq, sizeof(float) * (size_t)D);
   }
   for (int i = 0; i < BQ; i++) {
     float L = i < nq ? lse[(long)h * Tq + i0 + i] : -INFINITY;
@@ -672,10 +742,7 @@ static void bwd_item(float *dq, const float *dout, const float *q, const float *
     tile_atb_acc(D, nk, kj, ldk, w->dP, w->dQt);
   }
 
-  for (int i = 0; i < nq; i++) {
-    float *r = dq + (i0 + i) * ldq + (long)h * D;
-    for (int d = 0; d < D; d++) r[d] += w->dQt[(long)d * BQ + i];
-  }
+  unpack_t(dq + i0 * ldq + (long)h * D, ldq, w->dQt, nq, D, NULL, 1);
 }
 
 lc_status lc_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
@@ -710,18 +777,19 @@ lc_status lc_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const
     for (long c0 = 0; c0 < Tk; c0 += Ck) {
       const long c1 = c0 + Ck < Tk ? c0 + Ck : Tk;
       const long rows = c1 - c0;
+      // first q block that sees a key of this chunk (kend grows with ib)
+      long ib_lo = 0;
+      if (s->causal) {
+        long first_q = s->k_start + c0 - s->q_start; // query row index seeing key c0
+        ib_lo = first_q <= 0 ? 0 : first_q / BQ;
+        if (ib_lo > nqb) ib_lo = nqb;
+      }
+      const long nitems = (nqb - ib_lo) * s->Hq;
+      if (nitems == 0) continue; // the same decision in every thread: no key of it is seen
       for (int g = 0; g < Hkv; g++) {
         memset(w.dkb + (long)g * Ck * Dp, 0, sizeof(float) * (size_t)(rows * Dp));
         memset(w.dvb + (long)g * Ck * Dp, 0, sizeof(float) * (size_t)(rows * Dp));
       }
-      // first q block that sees a key of this chunk (kend grows with ib)
-      int ib_lo = 0;
-      if (s->causal) {
-        long first_q = s->k_start + c0 - s->q_start; // query row index seeing key c0
-        ib_lo = first_q <= 0 ? 0 : (int)(first_q / BQ);
-        if (ib_lo > nqb) ib_lo = nqb;
-      }
-      const long nitems = (long)(nqb - ib_lo) * s->Hq;
 #pragma omp for schedule(static, 1)
       for (long it = 0; it < nitems; it++) {
         int ib = nqb - 1 - (int)(it / s->Hq), h = (int)(it % s->Hq);

@@ -156,7 +156,8 @@ int lc_cmd_bench(int argc, char **argv) {
     o.beta1 = 0.9f, o.beta2 = 0.95f, o.eps = 1e-8f, o.clip = 1.0f;
     o.seed = 1;
     lc_trainer tr;
-    if (lc_trainer_init(&tr, &o) != LC_OK) {
+    lc_comm *self = NULL;
+    if (lc_comm_self(&self) != LC_OK || lc_trainer_init(&tr, &o, self) != LC_OK) {
       lc_cli_error(lc_errmsg());
       return 1;
     }
@@ -166,6 +167,7 @@ int lc_cmd_bench(int argc, char **argv) {
       if (lc_trainer_step(&tr, &m) != LC_OK) {
         lc_cli_error(lc_errmsg());
         lc_trainer_free(&tr);
+        lc_comm_destroy(self);
         return 1;
       }
       if (s > 0 && m.seconds < best) best = m.seconds;
@@ -180,6 +182,7 @@ int lc_cmd_bench(int argc, char **argv) {
            b[LC_MEM_SCRATCH]);
     fflush(stdout);
     lc_trainer_free(&tr);
+    lc_comm_destroy(self);
   }
   return 0;
 }

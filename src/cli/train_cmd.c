@@ -1,5 +1,6 @@
 // longctx train: flag parsing, settings table, progress lines and the --log-json file.
 #include <cjson/cJSON.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +14,8 @@
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 typedef struct {
-  const char *model, *data, *ckpt, *log_json;
-  int seq, batch, threads, mlp_tile, loss_tile;
+  const char *model, *data, *ckpt, *log_json, *placement;
+  int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window;
   long steps, warmup, seed;
   float lr, lr_min, wd, clip, mem_gib, peak_gflops;
 } train_flags;
@@ -28,8 +29,9 @@ static int auto_loss_tile(int seq, int vocab) {
   return t >= seq ? 0 : t;
 }
 
-// Multi-process runs need the distributed layout (--hp/--cp); refuse to start N copies.
-static int launched_multi(void) {
+// World size the launcher meant (0 if not launched by mpirun): a launcher of one MPI
+// with a binary of the other starts N one-rank jobs, which must not train N copies.
+static int launcher_size(void) {
   const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
     const char *v = getenv(vars[i]);
@@ -55,7 +57,33 @@ static void print_settings(const lc_train_opts *o, const lc_trainer *t, int thre
          lc_ckpt_name(o->mopts.ckpt), ckpt_src,
          o->mopts.mlp_tile ? (snprintf(b, sizeof b, "%d%s", o->mopts.mlp_tile, mlp_auto ? " (auto)" : ""), b) : "untiled",
          o->mopts.loss_tile ? (snprintf(b + 16, 16, "%d%s", o->mopts.loss_tile, loss_auto ? " (auto)" : ""), b + 16) : "untiled");
-  printf("  %-14s 1 process, %d threads, seed %llu\n", "layout", threads, (unsigned long long)o->seed);
+  const lc_grid *g = &t->grid;
+  printf("  %-14s %d process%s = dp %d x cp %d x hp %d, %s, ring window %d, attention %s, %d threads/rank, seed %llu\n",
+         "layout", g->world, g->world > 1 ? "es" : "", g->dp, g->cp, g->hp,
+         lc_placement_name(g->placement), g->window, t->attn.name, threads, (unsigned long long)o->seed);
+  printf("  %-14s %d tokens per rank (S / (cp x hp)), %d sequence%s per data-parallel group\n", "tokens",
+         t->T, t->local_batch, t->local_batch > 1 ? "s" : "");
+  if (g->world > 1) {
+    // Which ranks form which group (the placement formulas of DESIGN.md).
+    for (int d = 0; d < g->dp; d++) {
+      printf("  %-14s", d == 0 ? "groups" : "");
+      printf(" dp %d: head groups", d);
+      for (int c = 0; c < g->cp; c++) {
+        printf(" [");
+        for (int h = 0; h < g->hp; h++)
+          printf("%s%d", h ? " " : "", lc_grid_rank_of(g->cp, g->hp, g->placement, d, c, h));
+        printf("]");
+      }
+      printf(", rings");
+      for (int h = 0; h < g->hp; h++) {
+        printf(" [");
+        for (int c = 0; c < g->cp; c++)
+          printf("%s%d", c ? " " : "", lc_grid_rank_of(g->cp, g->hp, g->placement, d, c, h));
+        printf("]");
+      }
+      printf("\n");
+    }
+  }
   printf("  %-14s 3 x (2 x tokens x matmul weights + 4 x layers x heads x head_dim x S(S+1)/2) = %.3g per step\n",
          "model FLOPs", 3.0 * lc_config_fwd_flops(c, o->seq) * o->batch);
   if (o->mem_cap) printf("  %-14s %s\n", "memory cap", lc_fmt_bytes(b, sizeof b, (double)o->mem_cap));
@@ -85,47 +113,28 @@ static void log_json(FILE *f, const lc_step_metrics *m, double flops, double pea
   cJSON_Delete(o);
 }
 
-int lc_cmd_train(int argc, char **argv) {
-  train_flags F = {.model = "tiny", .data = "task:copy", .ckpt = NULL, .log_json = NULL,
-                   .seq = 256, .batch = 1, .threads = 0, .mlp_tile = -1, .loss_tile = -1,
-                   .steps = 100, .warmup = 10, .seed = 1, .lr = 1e-3f, .lr_min = -1.0f,
-                   .wd = 0.1f, .clip = 1.0f, .mem_gib = 0.0f, .peak_gflops = 0.0f};
-  lc_flag flags[] = {
-      {"model", LC_ARG_STR, &F.model, "preset: tiny, demo, bench-s (default tiny)", 0},
-      {"data", LC_ARG_STR, &F.data, "task:copy or a file read as bytes (default task:copy)", 0},
-      {"seq", LC_ARG_INT, &F.seq, "tokens per sequence (default 256)", 0},
-      {"batch", LC_ARG_INT, &F.batch, "sequences per step (default 1)", 0},
-      {"steps", LC_ARG_LONG, &F.steps, "optimizer steps (default 100)", 0},
-      {"lr", LC_ARG_FLOAT, &F.lr, "peak learning rate (default 1e-3; 0 = evaluate only)", 0},
-      {"lr-min", LC_ARG_FLOAT, &F.lr_min, "final learning rate of the cosine (default lr/10)", 0},
-      {"warmup", LC_ARG_LONG, &F.warmup, "linear warmup steps (default 10)", 0},
-      {"wd", LC_ARG_FLOAT, &F.wd, "AdamW weight decay on matrices (default 0.1)", 0},
-      {"clip", LC_ARG_FLOAT, &F.clip, "global gradient-norm clip, 0 = off (default 1.0)", 0},
-      {"seed", LC_ARG_LONG, &F.seed, "seed of weights and data (default 1)", 0},
-      {"threads", LC_ARG_INT, &F.threads, "OpenMP/BLAS threads (default: OMP_NUM_THREADS or all cores)", 0},
-      {"checkpoint", LC_ARG_STR, &F.ckpt, "none | full | selective (default selective)", 0},
-      {"mlp-tile", LC_ARG_INT, &F.mlp_tile, "tokens per MLP tile, 0 = untiled (default: auto)", 0},
-      {"loss-tile", LC_ARG_INT, &F.loss_tile, "tokens per logits+loss tile, 0 = untiled (default: auto)", 0},
-      {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default none)", 0},
-      {"peak-gflops", LC_ARG_FLOAT, &F.peak_gflops, "peak GFLOP/s for mfu (default 117 per thread)", 0},
-      {"log-json", LC_ARG_STR, &F.log_json, "write one JSON object per step to this file", 0},
-  };
-  const int nf = (int)(sizeof flags / sizeof flags[0]);
-  for (int i = 0; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      lc_args_help("train", flags, nf);
-      return 0;
-    }
-  int nranks = launched_multi();
-  if (nranks) {
-    fprintf(stderr, "longctx: error: started as %d processes, but this build trains on one process; "
-                    "run without mpirun\n", nranks);
+static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags *Fp,
+                     lc_comm **world_out) {
+  lc_status st = lc_comm_mpi_world(world_out);
+  if (st != LC_OK) {
+    lc_cli_error(lc_errmsg());
+    return 1;
+  }
+  lc_comm *w = *world_out;
+  const int rank = w->rank;
+  int rc = 0;
+  int want = launcher_size();
+  if (want > 1 && w->size != want) {
+    fprintf(stderr, "longctx: error: the launcher started %d processes but MPI reports a world of %d: "
+                    "mpirun and longctx come from different MPI implementations; use the mpirun of the "
+                    "MPI longctx was built with\n", want, w->size);
     return 2;
   }
   lc_train_opts o;
   memset(&o, 0, sizeof o);
   int threads = 0;
-  lc_status st = lc_args_parse(argc, argv, flags, nf);
+  st = lc_args_parse(argc, argv, flags, nf); // writes through flags[] into *Fp
+  train_flags F = *Fp;
   if (st == LC_OK) st = lc_cli_model(F.model, &o.cfg);
   if (st == LC_OK) st = lc_ckpt_parse(F.ckpt ? F.ckpt : "selective", &o.mopts.ckpt);
   if (st == LC_OK) st = lc_cli_threads(F.threads, &threads);
@@ -133,8 +142,9 @@ int lc_cmd_train(int argc, char **argv) {
   if (st == LC_OK && F.seq < 2) st = lc_fail(LC_EINVAL, "--seq %d is too short: use at least 2 tokens", F.seq);
   if (st == LC_OK && (F.mlp_tile < -1 || F.loss_tile < -1))
     st = lc_fail(LC_EINVAL, "--mlp-tile and --loss-tile must be >= 0 (0 = untiled)");
+  if (st == LC_OK) st = lc_placement_parse(F.placement, &o.placement);
   if (st != LC_OK) {
-    lc_cli_error(lc_errmsg());
+    if (rank == 0) lc_cli_error(lc_errmsg());
     return 2;
   }
   int mlp_auto = F.mlp_tile < 0, loss_auto = F.loss_tile < 0;
@@ -154,32 +164,44 @@ int lc_cmd_train(int argc, char **argv) {
   o.eps = 1e-8f;
   o.seed = (uint64_t)F.seed;
   o.mem_cap = (size_t)(F.mem_gib * GIB);
+  o.hp = F.hp;
+  o.cp = F.cp;
+  o.window = F.window ? F.window : F.cp;
   double peak_gflops = F.peak_gflops > 0 ? F.peak_gflops : 117.0 * threads;
 
   lc_trainer tr;
-  st = lc_trainer_init(&tr, &o);
+  st = lc_trainer_init(&tr, &o, w);
   if (st != LC_OK) {
-    lc_cli_error(lc_errmsg());
+    // Layout and input errors are found identically on every rank; rank 0 reports.
+    if (rank == 0) lc_cli_error(lc_errmsg());
     return 1;
   }
-  print_settings(&o, &tr, threads, F.ckpt ? "" : " (default)", mlp_auto, loss_auto);
+  if (rank == 0) print_settings(&o, &tr, threads, F.ckpt ? "" : " (default)", mlp_auto, loss_auto);
   FILE *jf = NULL;
-  if (F.log_json && !(jf = fopen(F.log_json, "w"))) {
-    fprintf(stderr, "longctx: error: cannot write --log-json %s; check the directory exists\n", F.log_json);
+  int bad_log = rank == 0 && F.log_json && !(jf = fopen(F.log_json, "w"));
+  double bad_d = bad_log;
+  lc_allreduce_sum(w, &bad_d, 1, LC_DT_F64);
+  if (bad_d > 0) {
+    if (rank == 0)
+      fprintf(stderr, "longctx: error: cannot write --log-json %s; check the directory exists\n", F.log_json);
     lc_trainer_free(&tr);
     return 1;
   }
   const double flops = 3.0 * lc_config_fwd_flops(&o.cfg, o.seq) * o.batch;
-  int rc = 0;
+  rc = 0;
   double t_start = lc_now();
   lc_step_metrics m;
   for (long s = 0; s < o.steps; s++) {
     st = lc_trainer_step(&tr, &m);
     if (st != LC_OK) {
-      lc_cli_error(lc_errmsg());
+      // May have failed on this rank only: the others could wait in a collective forever.
+      fprintf(stderr, "longctx: error (rank %d): %s\n", rank, lc_errmsg());
+      fflush(stderr);
+      if (w->size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
       rc = 1;
       break;
     }
+    if (rank != 0) continue;
     char b[32];
     printf("step %5ld/%ld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | %.1f GFLOP/s | peak %s\n",
            m.step, o.steps, m.loss, m.lr, m.grad_norm, m.tokens / m.seconds,
@@ -187,7 +209,7 @@ int lc_cmd_train(int argc, char **argv) {
     fflush(stdout);
     if (jf) log_json(jf, &m, flops, peak_gflops);
   }
-  if (rc == 0 && o.steps > 0) {
+  if (rc == 0 && o.steps > 0 && rank == 0) {
     char b[32];
     printf("done: %ld steps in %.1f s; peak memory %s:", o.steps, lc_now() - t_start,
            lc_fmt_bytes(b, sizeof b, (double)tr.arena.peak_total));
@@ -197,5 +219,51 @@ int lc_cmd_train(int argc, char **argv) {
   }
   if (jf) fclose(jf);
   lc_trainer_free(&tr);
+  return rc;
+}
+
+int lc_cmd_train(int argc, char **argv) {
+  train_flags F = {.model = "tiny", .data = "task:copy", .ckpt = NULL, .log_json = NULL,
+                   .seq = 256, .batch = 1, .threads = 0, .mlp_tile = -1, .loss_tile = -1,
+                   .steps = 100, .warmup = 10, .seed = 1, .lr = 1e-3f, .lr_min = -1.0f,
+                   .wd = 0.1f, .clip = 1.0f, .mem_gib = 0.0f, .peak_gflops = 0.0f,
+                   .placement = "head-first", .hp = 1, .cp = 1, .window = 0};
+  lc_flag flags[] = {
+      {"model", LC_ARG_STR, &F.model, "preset: tiny, demo, bench-s (default tiny)", 0},
+      {"data", LC_ARG_STR, &F.data, "task:copy or a file read as bytes (default task:copy)", 0},
+      {"seq", LC_ARG_INT, &F.seq, "tokens per sequence (default 256)", 0},
+      {"batch", LC_ARG_INT, &F.batch, "sequences per step (default 1)", 0},
+      {"steps", LC_ARG_LONG, &F.steps, "optimizer steps (default 100)", 0},
+      {"lr", LC_ARG_FLOAT, &F.lr, "peak learning rate (default 1e-3; 0 = evaluate only)", 0},
+      {"lr-min", LC_ARG_FLOAT, &F.lr_min, "final learning rate of the cosine (default lr/10)", 0},
+      {"warmup", LC_ARG_LONG, &F.warmup, "linear warmup steps (default 10)", 0},
+      {"wd", LC_ARG_FLOAT, &F.wd, "AdamW weight decay on matrices (default 0.1)", 0},
+      {"clip", LC_ARG_FLOAT, &F.clip, "global gradient-norm clip, 0 = off (default 1.0)", 0},
+      {"seed", LC_ARG_LONG, &F.seed, "seed of weights and data (default 1)", 0},
+      {"threads", LC_ARG_INT, &F.threads, "OpenMP/BLAS threads (default: OMP_NUM_THREADS or all cores)", 0},
+      {"hp", LC_ARG_INT, &F.hp, "head-parallel (Ulysses) degree (default 1)", 0},
+      {"cp", LC_ARG_INT, &F.cp, "context-parallel (ring) degree (default 1)", 0},
+      {"ring-window", LC_ARG_INT, &F.window, "inner ring size of the double ring, divides cp (default cp)", 0},
+      {"placement", LC_ARG_STR, &F.placement, "head-first | context-first (default head-first)", 0},
+      {"checkpoint", LC_ARG_STR, &F.ckpt, "none | full | selective (default selective)", 0},
+      {"mlp-tile", LC_ARG_INT, &F.mlp_tile, "tokens per MLP tile, 0 = untiled (default: auto)", 0},
+      {"loss-tile", LC_ARG_INT, &F.loss_tile, "tokens per logits+loss tile, 0 = untiled (default: auto)", 0},
+      {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default none)", 0},
+      {"peak-gflops", LC_ARG_FLOAT, &F.peak_gflops, "peak GFLOP/s for mfu (default 117 per thread)", 0},
+      {"log-json", LC_ARG_STR, &F.log_json, "write one JSON object per step to this file", 0},
+  };
+  const int nf = (int)(sizeof flags / sizeof flags[0]);
+  for (int i = 0; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      lc_args_help("train", flags, nf);
+      return 0;
+    }
+  // MPI: always initialised, so `mpirun -np N longctx train` and a plain run share one path.
+  int provided = 0;
+  MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+  lc_comm *world = NULL;
+  int rc = run_train(argc, argv, flags, nf, &F, &world);
+  lc_comm_destroy(world);
+  MPI_Finalize();
   return rc;
 }

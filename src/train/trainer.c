@@ -6,9 +6,14 @@
 
 #include "core/timer.h"
 
-lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o) {
+lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world) {
   memset(t, 0, sizeof *t);
   t->o = *o;
+  t->world = world;
+  if (t->o.hp == 0) t->o.hp = 1;
+  if (t->o.cp == 0) t->o.cp = 1;
+  if (t->o.window == 0) t->o.window = t->o.cp;
+  o = &t->o;
   if (o->seq < 2) return lc_fail(LC_EINVAL, "--seq %d is too short: use at least 2 tokens", o->seq);
   if (o->batch < 1) return lc_fail(LC_EINVAL, "--batch %d: use at least 1 sequence per step", o->batch);
   if (o->steps < 0) return lc_fail(LC_EINVAL, "--steps %ld: must be >= 0", o->steps);
@@ -20,25 +25,42 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o) {
   if ((long)o->seq > (long)o->cfg.max_pos)
     return lc_fail(LC_EINVAL, "--seq %d exceeds the model's max_position_embeddings %d", o->seq,
                    o->cfg.max_pos);
+  LC_TRY(lc_config_validate(&o->cfg));
+  LC_TRY(lc_grid_validate(world->size, o->hp, o->cp, o->window, &o->cfg, o->seq, o->batch));
   lc_arena_init(&t->arena, o->mem_cap);
   LC_TRY(lc_data_open(&t->data, o->data_spec, o->cfg.vocab, o->seq));
-  lc_status st = lc_model_create(&t->model, &o->cfg, &t->arena);
+  lc_status st = lc_grid_create(&t->grid, world, o->hp, o->cp, o->window, o->placement);
+  if (st != LC_OK) {
+    lc_data_close(&t->data);
+    return st;
+  }
+  t->T = o->seq / (o->hp * o->cp);
+  t->local_batch = o->batch / t->grid.dp;
+  t->distributed = o->hp * o->cp > 1;
+  if (t->distributed)
+    st = lc_attn_2d_init(&t->attn, t->grid.head, t->grid.ctx, o->window, o->seq, o->cfg.n_heads,
+                         o->cfg.n_kv_heads, o->cfg.head_dim);
+  else
+    lc_attn_local_init(&t->attn, o->cfg.n_heads, o->cfg.n_kv_heads, o->cfg.head_dim);
+  if (st == LC_OK) st = lc_model_create(&t->model, &o->cfg, &t->arena);
   if (st == LC_OK) st = lc_adamw_create(&t->opt, t->model.n_flat, &t->arena);
   if (st != LC_OK) {
     lc_trainer_free(t);
     return st;
   }
   lc_model_init_random(&t->model, o->seed);
-  lc_attn_local_init(&t->attn, o->cfg.n_heads, o->cfg.n_kv_heads, o->cfg.head_dim);
-  size_t n = (size_t)o->batch * o->seq;
+  size_t n = (size_t)t->local_batch * t->T;
+  t->full_tok = malloc(sizeof(int) * (size_t)o->seq);
+  t->full_tgt = malloc(sizeof(int) * (size_t)o->seq);
   t->tokens = malloc(sizeof(int) * n);
   t->targets = malloc(sizeof(int) * n);
-  t->pos = malloc(sizeof(int) * (size_t)o->seq);
-  if (!t->tokens || !t->targets || !t->pos) {
+  t->pos = malloc(sizeof(int) * (size_t)t->T);
+  if (!t->tokens || !t->targets || !t->pos || !t->full_tok || !t->full_tgt) {
     lc_trainer_free(t);
     return lc_fail(LC_ENOMEM, "out of memory for the token buffers (--batch x --seq too large)");
   }
-  for (int i = 0; i < o->seq; i++) t->pos[i] = i;
+  for (int i = 0; i < t->T; i++)
+    t->pos[i] = (int)lc_layout_index(o->seq, o->cp, o->hp, t->grid.c, t->grid.h, i);
   return LC_OK;
 }
 
@@ -46,29 +68,54 @@ void lc_trainer_free(lc_trainer *t) {
   free(t->pos);
   free(t->targets);
   free(t->tokens);
+  free(t->full_tgt);
+  free(t->full_tok);
   lc_adamw_destroy(&t->opt, &t->arena);
   lc_model_destroy(&t->model, &t->arena);
+  if (t->distributed) lc_attn_2d_free(&t->attn);
+  lc_grid_destroy(&t->grid);
   lc_data_close(&t->data);
-  t->tokens = t->targets = t->pos = NULL;
+  t->tokens = t->targets = t->pos = t->full_tok = t->full_tgt = NULL;
+}
+
+// This rank's tokens of the batch: its data-parallel group's sequences, its slice of each.
+static long load_batch(lc_trainer *t) {
+  const lc_train_opts *o = &t->o;
+  long counted = 0;
+  for (int b = 0; b < t->local_batch; b++) {
+    uint64_t idx = t->next_sample + (uint64_t)t->grid.d * t->local_batch + (uint64_t)b;
+    lc_data_sample(&t->data, o->seed, idx, t->full_tok, t->full_tgt, o->seq);
+    int *tok = t->tokens + (size_t)b * t->T, *tgt = t->targets + (size_t)b * t->T;
+    for (int i = 0; i < t->T; i++) {
+      tok[i] = t->full_tok[t->pos[i]];
+      tgt[i] = t->full_tgt[t->pos[i]];
+      counted += tgt[i] >= 0;
+    }
+  }
+  return counted;
 }
 
 lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   const lc_train_opts *o = &t->o;
   const int S = o->seq;
   double t0 = lc_now();
+  lc_arena_reset_peaks(&t->arena);
   memset(m, 0, sizeof *m);
-  // Draw the whole batch first: the loss is divided by the batch's counted tokens.
-  long counted = 0;
-  for (int b = 0; b < o->batch; b++)
-    counted += lc_data_sample(&t->data, o->seed, t->next_sample + (uint64_t)b,
-                              t->tokens + (size_t)b * S, t->targets + (size_t)b * S, S);
+  // Draw the whole batch first: the loss is divided by the batch's counted tokens (all ranks).
+  double counted_d = (double)load_batch(t);
+  LC_TRY(lc_allreduce_sum(t->world, &counted_d, 1, LC_DT_F64));
+  long counted = (long)counted_d;
   t->next_sample += (uint64_t)o->batch;
   float scale = counted > 0 ? 1.0f / (float)counted : 0.0f;
   lc_model_zero_grads(&t->model);
   double loss_sum = 0;
-  for (int b = 0; b < o->batch; b++)
-    LC_TRY(lc_model_fwd_bwd(&t->model, &o->mopts, &t->attn, t->tokens + (size_t)b * S,
-                            t->targets + (size_t)b * S, t->pos, S, scale, 1, &loss_sum, &t->arena));
+  for (int b = 0; b < t->local_batch; b++)
+    LC_TRY(lc_model_fwd_bwd(&t->model, &o->mopts, &t->attn, t->tokens + (size_t)b * t->T,
+                            t->targets + (size_t)b * t->T, t->pos, t->T, scale, 1, &loss_sum,
+                            &t->arena));
+  // Every rank saw different tokens: sum the loss and the gradients over the world.
+  LC_TRY(lc_allreduce_sum(t->world, &loss_sum, 1, LC_DT_F64));
+  LC_TRY(lc_allreduce_sum(t->world, t->model.grads, t->model.n_flat, LC_DT_F32));
   double norm = sqrt(lc_sumsq(t->model.grads, t->model.n_flat));
   if (!isfinite(norm))
     return lc_fail(LC_EINVAL, "step %ld: the gradient is not finite (norm %g); lower --lr or set --clip",

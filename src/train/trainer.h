@@ -7,6 +7,7 @@
 
 #include "attn/attn.h"
 #include "core/arena.h"
+#include "dist/grid.h"
 #include "io/data.h"
 #include "model/model.h"
 #include "train/optim.h"
@@ -20,6 +21,8 @@ typedef struct {
   float lr, lr_min, wd, clip, beta1, beta2, eps;
   uint64_t seed;
   size_t mem_cap; // arena cap in bytes (0 = none)
+  int hp, cp, window; // layout (0 = 1; window 0 = cp)
+  lc_placement placement;
 } lc_train_opts;
 
 typedef struct {
@@ -27,7 +30,7 @@ typedef struct {
   double loss;      // mean loss over counted tokens, measured before the update
   float lr;         // LR used for the update
   double grad_norm; // global gradient norm before clipping
-  long tokens;      // tokens processed in the step
+  long tokens;      // tokens processed in the step (all ranks)
   long counted;     // tokens that counted in the loss
   double seconds;   // wall time of the step
   size_t peak_bytes;
@@ -41,12 +44,19 @@ typedef struct {
   lc_adamw opt;
   lc_data data;
   lc_attn attn;
-  long step;           // updates done
+  lc_comm *world; // not owned
+  lc_grid grid;
+  int distributed; // attention is the 2D strategy (hp*cp > 1)
+  int T;           // local tokens per sequence: seq / (hp*cp)
+  int local_batch; // sequences per data-parallel group: batch / dp
+  long step;            // updates done
   uint64_t next_sample; // index of the next sample the data stream hands out
-  int *tokens, *targets, *pos; // [batch * seq], [batch * seq], [seq]
+  int *full_tok, *full_tgt;    // one whole sample [seq]
+  int *tokens, *targets, *pos; // local shards [local_batch * T], positions [T]
 } lc_trainer;
 
-lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o);
+// Collective over `world` (every rank calls it with the same options).
+lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world);
 lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m);
 void lc_trainer_free(lc_trainer *t);
 

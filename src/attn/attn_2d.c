@@ -1,0 +1,174 @@
+// 2D attention (LoongTrain): Ulysses head parallelism (all-to-all inside the head
+// group) around zigzag ring attention over the context group. hp = 1 is the pure
+// ring, cp = 1 pure Ulysses.
+//
+// Shapes per rank: T = S/(cp*hp) local tokens with all heads; after the all-to-all
+// Tc = S/cp tokens (the context rank's two chunks) with Hl = Hq/hp query heads and
+// Hkvl kv heads (Hkv/hp, or 1 replicated kv head when hp > Hkv).
+//
+// Saved between forward and backward (selective checkpointing keeps it, so backward
+// never re-runs the forward ring or all-to-alls): the LSE, and for hp > 1 also the
+// head-layout q, k, v and output.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/attn.h"
+#include "attn/ring.h"
+
+#define F32(n) (sizeof(float) * (size_t)(n))
+
+typedef struct {
+  lc_comm *head;
+  int hp, Hl, Hkvl, rep; // rep: replicas of each kv head (hp / Hkv when hp > Hkv, else 1)
+  lc_ring ring;
+} attn2d;
+
+static size_t sz_q(const attn2d *x, int T) { return (size_t)T * x->hp * x->Hl * x->ring.D; }
+static size_t sz_kv(const attn2d *x, int T) { return (size_t)T * x->hp * x->Hkvl * x->ring.D; }
+static size_t sz_lse(const attn2d *x, int T) { return (size_t)T * x->hp * x->Hl; }
+
+static size_t saved_bytes_2d(const lc_attn *a, int T) {
+  const attn2d *x = a->ctx;
+  size_t n = sz_lse(x, T);
+  if (x->hp > 1) n += 2 * sz_q(x, T) + 2 * sz_kv(x, T);
+  return F32(n);
+}
+
+// [T, hp*Hs, D] (this rank's tokens, all head slots) -> [hp*T, Hs, D] (context tokens, one slice).
+static lc_status a2a_fwd(attn2d *x, float *dst, const float *src, int T, int Hs, float *pack) {
+  const int hp = x->hp, D = x->ring.D;
+  const size_t row = (size_t)Hs * D;
+  for (int p = 0; p < hp; p++)
+    for (int t = 0; t < T; t++)
+      memcpy(pack + ((size_t)p * T + t) * row, src + ((size_t)t * hp + p) * row, F32(row));
+  return lc_alltoall(x->head, pack, dst, (size_t)T * row, LC_DT_F32);
+}
+
+// Inverse: [hp*T, Hs, D] -> [T, hp*Hs, D].
+static lc_status a2a_bwd(attn2d *x, float *dst, const float *src, int T, int Hs, float *pack) {
+  const int hp = x->hp, D = x->ring.D;
+  const size_t row = (size_t)Hs * D;
+  LC_TRY(lc_alltoall(x->head, src, pack, (size_t)T * row, LC_DT_F32));
+  for (int p = 0; p < hp; p++)
+    for (int t = 0; t < T; t++)
+      memcpy(dst + ((size_t)t * hp + p) * row, pack + ((size_t)p * T + t) * row, F32(row));
+  return LC_OK;
+}
+
+// kv [T, Hkv, D] -> [T, hp, D] with slot s holding kv head s / rep.
+static void kv_expand(float *dst, const float *src, int T, int Hkv, int rep, int D) {
+  for (int t = 0; t < T; t++)
+    for (int s = 0; s < Hkv * rep; s++)
+      memcpy(dst + ((size_t)t * Hkv * rep + s) * D, src + ((size_t)t * Hkv + s / rep) * D, F32(D));
+}
+
+// Sum of the replicas' gradients: [T, hp, D] -> [T, Hkv, D].
+static void kv_reduce(float *dst, const float *src, int T, int Hkv, int rep, int D) {
+  for (int t = 0; t < T; t++)
+    for (int h = 0; h < Hkv; h++) {
+      float *o = dst + ((size_t)t * Hkv + h) * D;
+      const float *in = src + ((size_t)t * Hkv * rep + (size_t)h * rep) * D;
+      memcpy(o, in, F32(D));
+      for (int r = 1; r < rep; r++)
+        for (int d = 0; d < D; d++) o[d] += in[(size_t)r * D + d];
+    }
+}
+
+static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, const float *k,
+                        const float *v, int T, lc_arena *ar) {
+  attn2d *x = a->ctx;
+  float *lse = saved;
+  if (x->hp == 1) return lc_ring_fwd(&x->ring, out, lse, q, k, v, ar);
+  float *qh = lse + sz_lse(x, T), *kh = qh + sz_q(x, T), *vh = kh + sz_kv(x, T),
+        *oh = vh + sz_kv(x, T);
+  // Pack buffer (largest exchange) + expanded kv when replicating.
+  size_t npack = sz_q(x, T) > sz_kv(x, T) ? sz_q(x, T) : sz_kv(x, T);
+  size_t nexp = x->rep > 1 ? (size_t)T * x->hp * a->D : 0;
+  float *pack = lc_alloc(ar, LC_MEM_COMM, F32(npack + nexp), "Ulysses all-to-all buffer");
+  if (!pack) return LC_ENOMEM;
+  lc_status st = a2a_fwd(x, qh, q, T, x->Hl, pack);
+  const float *ks = k, *vs = v;
+  float *exp = pack + npack;
+  for (int m = 0; m < 2 && st == LC_OK; m++) {
+    const float *src = m == 0 ? ks : vs;
+    if (x->rep > 1) {
+      kv_expand(exp, src, T, a->Hkv, x->rep, a->D);
+      src = exp;
+    }
+    st = a2a_fwd(x, m == 0 ? kh : vh, src, T, x->Hkvl, pack);
+  }
+  if (st == LC_OK) st = lc_ring_fwd(&x->ring, oh, lse, qh, kh, vh, ar);
+  if (st == LC_OK) st = a2a_bwd(x, out, oh, T, x->Hl, pack);
+  lc_free(ar, pack);
+  return st;
+}
+
+static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const float *dout,
+                        const float *out, const void *saved, const float *q, const float *k,
+                        const float *v, int T, lc_arena *ar) {
+  attn2d *x = a->ctx;
+  const float *lse = saved;
+  if (x->hp == 1) return lc_ring_bwd(&x->ring, dq, dk, dv, dout, out, lse, q, k, v, ar);
+  const float *qh = lse + sz_lse(x, T), *kh = qh + sz_q(x, T), *vh = kh + sz_kv(x, T),
+              *oh = vh + sz_kv(x, T);
+  size_t nq = sz_q(x, T), nkv = sz_kv(x, T);
+  size_t nexp = x->rep > 1 ? (size_t)T * x->hp * a->D : 0;
+  // doh, dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack; expanded kv gradient.
+  float *b = lc_alloc(ar, LC_MEM_COMM, F32(3 * nq + 2 * nkv + nexp), "Ulysses backward buffers");
+  if (!b) return LC_ENOMEM;
+  float *doh = b, *dqh = doh + nq, *dkh = dqh + nq, *dvh = dkh + nkv, *pack = dvh + nkv,
+        *exp = pack + nq;
+  lc_status st = a2a_fwd(x, doh, dout, T, x->Hl, pack);
+  if (st == LC_OK) st = lc_ring_bwd(&x->ring, dqh, dkh, dvh, doh, oh, lse, qh, kh, vh, ar);
+  if (st == LC_OK) st = a2a_bwd(x, dq, dqh, T, x->Hl, pack);
+  for (int m = 0; m < 2 && st == LC_OK; m++) {
+    float *dst = m == 0 ? dk : dv;
+    const float *src = m == 0 ? dkh : dvh;
+    if (x->rep > 1) {
+      st = a2a_bwd(x, exp, src, T, x->Hkvl, pack);
+      if (st == LC_OK) kv_reduce(dst, exp, T, a->Hkv, x->rep, a->D);
+    } else {
+      st = a2a_bwd(x, dst, src, T, x->Hkvl, pack);
+    }
+  }
+  lc_free(ar, b);
+  return st;
+}
+
+lc_status lc_attn_2d_init(lc_attn *a, lc_comm *head, lc_comm *ctx, int window, long S, int Hq,
+                          int Hkv, int D) {
+  memset(a, 0, sizeof *a);
+  attn2d *x = calloc(1, sizeof *x);
+  if (!x) return lc_fail(LC_ENOMEM, "out of memory for the attention strategy");
+  int hp = head->size;
+  x->head = head;
+  x->hp = hp;
+  x->Hl = Hq / hp;
+  x->rep = hp > Hkv ? hp / Hkv : 1;
+  x->Hkvl = hp > Hkv ? 1 : Hkv / hp;
+  x->ring.ctx = ctx;
+  x->ring.window = window;
+  x->ring.S = S;
+  x->ring.Hq = x->Hl;
+  x->ring.Hkv = x->Hkvl;
+  x->ring.D = D;
+  x->ring.scale = 1.0f / sqrtf((float)D);
+  x->ring.poll_rows = 256;
+  a->name = hp > 1 && ctx->size > 1 ? "2d" : hp > 1 ? "ulysses" : "ring";
+  a->Hq = Hq;
+  a->Hkv = Hkv;
+  a->D = D;
+  a->saved_bytes = saved_bytes_2d;
+  a->fwd = fwd_2d;
+  a->bwd = bwd_2d;
+  a->ctx = x;
+  return LC_OK;
+}
+
+void lc_attn_2d_free(lc_attn *a) {
+  free(a->ctx);
+  a->ctx = NULL;
+}
+
+double lc_attn_2d_compute_seconds(const lc_attn *a) { return ((const attn2d *)a->ctx)->ring.compute_seconds; }

@@ -1,0 +1,288 @@
+// Ring attention. Each context rank keeps its queries and sees every k/v block once:
+// a block travels the inner ring (window ranks) while the outer ring pre-fetches the
+// next window's block. Causal work per block pair is decided by global positions:
+// zigzag chunks make every step carry equal work.
+#include "attn/ring.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/flash.h"
+#include "core/timer.h"
+
+enum { TAG_KV = 101, TAG_OUTER = 102, TAG_DKV = 103, TAG_OWNER = 104 };
+
+#define F32(n) (sizeof(float) * (size_t)(n))
+
+typedef struct {
+  int cp, w, outer, c, W, i;
+  long Lc, Tc;
+  size_t nkv; // floats of one of k or v: Tc*Hkv*D
+} geo;
+
+static geo geometry(const lc_ring *r) {
+  geo g;
+  g.cp = r->ctx->size;
+  g.w = r->window;
+  g.outer = g.cp / g.w;
+  g.c = r->ctx->rank;
+  g.W = g.c / g.w;
+  g.i = g.c % g.w;
+  g.Tc = r->S / g.cp;
+  g.Lc = g.Tc / 2;
+  g.nkv = (size_t)g.Tc * r->Hkv * r->D;
+  return g;
+}
+
+static int inner_next(const geo *g) { return g->W * g->w + (g->i + 1) % g->w; }
+static int inner_prev(const geo *g) { return g->W * g->w + (g->i - 1 + g->w) % g->w; }
+static int outer_next(const geo *g) { return ((g->W + 1) % g->outer) * g->w + g->i; }
+static int outer_prev(const geo *g) { return ((g->W - 1 + g->outer) % g->outer) * g->w + g->i; }
+// Owner of the block held at outer step o, inner step j.
+static int owner_at(const geo *g, int o, int j) {
+  return ((g->W - o + g->outer) % g->outer) * g->w + (g->i - j + g->w) % g->w;
+}
+// Global position of chunk a (0 or 1) of context rank c.
+static long chunk_start(const geo *g, int c, int a) { return (a == 0 ? c : 2 * g->cp - 1 - c) * g->Lc; }
+
+static void poll(lc_comm *cm, lc_req *reqs, int n) {
+  for (int k = 0; k < n; k++) lc_test(cm, &reqs[k]);
+}
+
+// Copies rows [r0, r0+n) of a per-chunk [H][Lc] array into a contiguous [H][n] one, or back.
+static void lse_rows(float *dst, const float *src, int H, long Lc, long r0, int n, int back) {
+  for (int h = 0; h < H; h++) {
+    if (!back) memcpy(dst + (size_t)h * n, src + (size_t)h * Lc + r0, F32(n));
+    else memcpy((float *)src + (size_t)h * Lc + r0, dst + (size_t)h * n, F32(n));
+  }
+}
+
+// Forward of local q against the block (k, v) owned by context rank `owner`.
+static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, float *lse,
+                           const float *q, const float *k, const float *v, float *tmp_o,
+                           float *tmp_l, float *tmp_a, lc_req *reqs, int nreq, lc_arena *ar) {
+  const int H = r->Hq, D = r->D;
+  for (int a = 0; a < 2; a++)
+    for (int b = 0; b < 2; b++) {
+      long qs = chunk_start(g, g->c, a), ks = chunk_start(g, owner, b);
+      if (ks > qs + g->Lc - 1) continue; // every key after every query: nothing visible
+      for (long r0 = 0; r0 < g->Lc; r0 += r->poll_rows) {
+        int n = (int)(g->Lc - r0 < r->poll_rows ? g->Lc - r0 : r->poll_rows);
+        if (ks > qs + r0 + n - 1) break;
+        lc_attn_shape s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
+                           .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale};
+        const float *qa = q + ((size_t)a * g->Lc + r0) * H * D;
+        LC_TRY(lc_flash_fwd(tmp_o, tmp_l, qa, k + (size_t)b * g->Lc * r->Hkv * D,
+                            v + (size_t)b * g->Lc * r->Hkv * D, &s, ar));
+        float *lse_a = lse + (size_t)a * H * g->Lc;
+        lse_rows(tmp_a, lse_a, H, g->Lc, r0, n, 0);
+        lc_attn_merge(out + ((size_t)a * g->Lc + r0) * H * D, tmp_a, tmp_o, tmp_l, n, H, D);
+        lse_rows(tmp_a, lse_a, H, g->Lc, r0, n, 1);
+        poll(r->ctx, reqs, nreq);
+      }
+    }
+  return LC_OK;
+}
+
+lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const float *k,
+                      const float *v, lc_arena *ar) {
+  geo g = geometry(r);
+  const int H = r->Hq, D = r->D;
+  const int P = r->poll_rows;
+  memset(out, 0, F32((size_t)g.Tc * H * D));
+  for (size_t x = 0; x < (size_t)2 * H * g.Lc; x++) lse[x] = -INFINITY;
+  // Block buffers ([k | v]): start-of-window block, outer prefetch, two inner buffers.
+  size_t blk = 2 * g.nkv;
+  int nbuf = g.cp == 1 ? 1 : g.outer > 1 ? 4 : 3;
+  float *buf = lc_alloc(ar, LC_MEM_COMM, F32(blk * nbuf), "ring k/v buffers");
+  float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, F32((size_t)P * H * D + 2 * (size_t)P * H), "ring merge tiles");
+  lc_status st = LC_OK;
+  if (!buf || !tmp) {
+    st = LC_ENOMEM;
+    goto done;
+  }
+  float *tmp_o = tmp, *tmp_l = tmp_o + (size_t)P * H * D, *tmp_a = tmp_l + (size_t)P * H;
+  float *start = buf, *onext = nbuf == 4 ? buf + 3 * blk : NULL;
+  float *xy[2] = {nbuf >= 3 ? buf + blk : NULL, nbuf >= 3 ? buf + 2 * blk : NULL};
+  memcpy(start, k, F32(g.nkv));
+  memcpy(start + g.nkv, v, F32(g.nkv));
+  for (int o = 0; o < g.outer && st == LC_OK; o++) {
+    lc_req reqs[4] = {{{0}, 0}};
+    if (o + 1 < g.outer) {
+      st = lc_isend(r->ctx, start, blk, LC_DT_F32, outer_next(&g), TAG_OUTER, &reqs[2]);
+      if (st == LC_OK) st = lc_irecv(r->ctx, onext, blk, LC_DT_F32, outer_prev(&g), TAG_OUTER, &reqs[3]);
+    }
+    float *cur = start;
+    for (int j = 0; j < g.w && st == LC_OK; j++) {
+      float *nxt = xy[j % 2];
+      if (j + 1 < g.w) {
+        st = lc_isend(r->ctx, cur, blk, LC_DT_F32, inner_next(&g), TAG_KV, &reqs[0]);
+        if (st == LC_OK) st = lc_irecv(r->ctx, nxt, blk, LC_DT_F32, inner_prev(&g), TAG_KV, &reqs[1]);
+      }
+      double t0 = lc_now();
+      if (st == LC_OK)
+        st = fwd_block(r, &g, owner_at(&g, o, j), out, lse, q, cur, cur + g.nkv, tmp_o, tmp_l,
+                       tmp_a, reqs, 4, ar);
+      r->compute_seconds += lc_now() - t0;
+      for (int x = 0; x < 2; x++) {
+        lc_status s2 = lc_wait(r->ctx, &reqs[x]);
+        if (st == LC_OK) st = s2;
+      }
+      cur = nxt;
+    }
+    for (int x = 2; x < 4; x++) {
+      lc_status s2 = lc_wait(r->ctx, &reqs[x]);
+      if (st == LC_OK) st = s2;
+    }
+    float *t = start;
+    start = onext;
+    onext = t;
+  }
+done:
+  lc_free(ar, tmp);
+  lc_free(ar, buf);
+  return st;
+}
+
+// Backward of local q against the block owned by `owner`: dq +=, dk/dv (block) +=.
+static lc_status bwd_block(lc_ring *r, const geo *g, int owner, float *dq, float *dk, float *dv,
+                           const float *dout, const float *lse, const float *delta,
+                           const float *q, const float *k, const float *v, float *tmp_l,
+                           float *tmp_d, lc_req *reqs, int nreq, lc_arena *ar) {
+  const int H = r->Hq, D = r->D;
+  const size_t kb = (size_t)g->Lc * r->Hkv * D;
+  for (int a = 0; a < 2; a++)
+    for (int b = 0; b < 2; b++) {
+      long qs = chunk_start(g, g->c, a), ks = chunk_start(g, owner, b);
+      if (ks > qs + g->Lc - 1) continue;
+      for (long r0 = 0; r0 < g->Lc; r0 += r->poll_rows) {
+        int n = (int)(g->Lc - r0 < r->poll_rows ? g->Lc - r0 : r->poll_rows);
+        if (ks > qs + r0 + n - 1) break;
+        lc_attn_shape s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
+                           .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale};
+        size_t qo = ((size_t)a * g->Lc + r0) * H * D;
+        lse_rows(tmp_l, lse + (size_t)a * H * g->Lc, H, g->Lc, r0, n, 0);
+        lse_rows(tmp_d, delta + (size_t)a * H * g->Lc, H, g->Lc, r0, n, 0);
+        LC_TRY(lc_flash_bwd(dq + qo, dk + b * kb, dv + b * kb, dout + qo, q + qo, k + b * kb,
+                            v + b * kb, tmp_l, tmp_d, &s, ar));
+        poll(r->ctx, reqs, nreq);
+      }
+    }
+  return LC_OK;
+}
+
+lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *dout,
+                      const float *out, const float *lse, const float *q, const float *k,
+                      const float *v, lc_arena *ar) {
+  geo g = geometry(r);
+  const int H = r->Hq, D = r->D, P = r->poll_rows;
+  const size_t blk = 2 * g.nkv;
+  const int n_owner = g.outer - 1;
+  memset(dq, 0, F32((size_t)g.Tc * H * D));
+  memset(dk, 0, F32(g.nkv));
+  memset(dv, 0, F32(g.nkv));
+  // k/v: start, outer prefetch, 2 inner. dk/dv: 2 block accumulators, 1 incoming,
+  // 1 window total, and one per outer step sent back to its owner.
+  size_t n_kv = 4 * blk, n_d = (4 + (size_t)n_owner) * blk;
+  float *kvb = lc_alloc(ar, LC_MEM_COMM, F32(n_kv), "ring k/v buffers");
+  float *db = lc_alloc(ar, LC_MEM_COMM, F32(n_d), "ring dk/dv buffers");
+  float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, F32(2 * (size_t)g.Tc * H + 2 * (size_t)P * H), "ring delta");
+  lc_req *oreq = calloc((size_t)n_owner + 1, sizeof *oreq);
+  lc_status st = LC_OK;
+  if (!kvb || !db || !tmp || !oreq) {
+    st = kvb && db && tmp ? lc_fail(LC_ENOMEM, "out of memory for ring requests") : LC_ENOMEM;
+    goto done;
+  }
+  float *delta = tmp, *tmp_l = delta + (size_t)g.Tc * H, *tmp_d = tmp_l + (size_t)P * H;
+  for (int a = 0; a < 2; a++) {
+    size_t qo = (size_t)a * g.Lc * H * D;
+    lc_attn_delta(delta + (size_t)a * H * g.Lc, dout + qo, out + qo, (int)g.Lc, H, D);
+  }
+  float *start = kvb, *onext = kvb + blk, *xy[2] = {kvb + 2 * blk, kvb + 3 * blk};
+  float *bd[2] = {db, db + blk}, *acc_in = db + 2 * blk, *total = db + 3 * blk;
+  memcpy(start, k, F32(g.nkv));
+  memcpy(start + g.nkv, v, F32(g.nkv));
+  for (int o = 0; o < g.outer && st == LC_OK; o++) {
+    // reqs: 0/1 inner k/v send/recv, 2/3 outer k/v send/recv, 4 dkv recv, 5/6 dkv sends
+    lc_req reqs[7] = {{{0}, 0}};
+    if (o + 1 < g.outer) {
+      st = lc_isend(r->ctx, start, blk, LC_DT_F32, outer_next(&g), TAG_OUTER, &reqs[2]);
+      if (st == LC_OK) st = lc_irecv(r->ctx, onext, blk, LC_DT_F32, outer_prev(&g), TAG_OUTER, &reqs[3]);
+    }
+    float *cur = start;
+    for (int j = 0; j < g.w && st == LC_OK; j++) {
+      float *nxt = xy[j % 2], *acc = bd[j % 2];
+      if (j + 1 < g.w) {
+        st = lc_isend(r->ctx, cur, blk, LC_DT_F32, inner_next(&g), TAG_KV, &reqs[0]);
+        if (st == LC_OK) st = lc_irecv(r->ctx, nxt, blk, LC_DT_F32, inner_prev(&g), TAG_KV, &reqs[1]);
+      }
+      if (st == LC_OK && j > 0) st = lc_irecv(r->ctx, acc_in, blk, LC_DT_F32, inner_prev(&g), TAG_DKV, &reqs[4]);
+      // acc was sent two steps ago: that send must be done before it is reused.
+      if (st == LC_OK) st = lc_wait(r->ctx, &reqs[5 + j % 2]);
+      memset(acc, 0, F32(blk));
+      double t0 = lc_now();
+      if (st == LC_OK)
+        st = bwd_block(r, &g, owner_at(&g, o, j), dq, acc, acc + g.nkv, dout, lse, delta, q, cur,
+                       cur + g.nkv, tmp_l, tmp_d, reqs, 7, ar);
+      r->compute_seconds += lc_now() - t0;
+      if (st == LC_OK && j > 0) {
+        st = lc_wait(r->ctx, &reqs[4]);
+        for (size_t x = 0; x < blk; x++) acc[x] += acc_in[x];
+      }
+      if (g.w > 1 && st == LC_OK)
+        st = lc_isend(r->ctx, acc, blk, LC_DT_F32, inner_next(&g), TAG_DKV, &reqs[5 + j % 2]);
+      for (int x = 0; x < 2; x++) {
+        lc_status s2 = lc_wait(r->ctx, &reqs[x]);
+        if (st == LC_OK) st = s2;
+      }
+      cur = nxt;
+    }
+    // The block this rank started the window with comes back with every window rank's part.
+    float *win = g.w > 1 ? total : bd[0];
+    if (st == LC_OK && g.w > 1) {
+      lc_req rq = {{0}, 0};
+      st = lc_irecv(r->ctx, total, blk, LC_DT_F32, inner_prev(&g), TAG_DKV, &rq);
+      if (st == LC_OK) st = lc_wait(r->ctx, &rq);
+    }
+    for (int x = 5; x < 7; x++) {
+      lc_status s2 = lc_wait(r->ctx, &reqs[x]);
+      if (st == LC_OK) st = s2;
+    }
+    if (st == LC_OK) {
+      if (o == 0) {
+        for (size_t x = 0; x < g.nkv; x++) dk[x] += win[x], dv[x] += win[g.nkv + x];
+      } else {
+        float *sb = db + (4 + (size_t)(o - 1)) * blk;
+        memcpy(sb, win, F32(blk));
+        st = lc_isend(r->ctx, sb, blk, LC_DT_F32, owner_at(&g, o, 0), TAG_OWNER, &oreq[o - 1]);
+      }
+    }
+    for (int x = 2; x < 4; x++) {
+      lc_status s2 = lc_wait(r->ctx, &reqs[x]);
+      if (st == LC_OK) st = s2;
+    }
+    float *t = start;
+    start = onext;
+    onext = t;
+  }
+  // Partial dk/dv of this rank's block from the other windows.
+  for (int o = 1; o < g.outer && st == LC_OK; o++) {
+    lc_req rq = {{0}, 0};
+    int from = ((g.W + o) % g.outer) * g.w + g.i;
+    st = lc_irecv(r->ctx, acc_in, blk, LC_DT_F32, from, TAG_OWNER, &rq);
+    if (st == LC_OK) st = lc_wait(r->ctx, &rq);
+    if (st == LC_OK)
+      for (size_t x = 0; x < g.nkv; x++) dk[x] += acc_in[x], dv[x] += acc_in[g.nkv + x];
+  }
+  for (int o = 0; o < n_owner; o++) {
+    lc_status s2 = lc_wait(r->ctx, &oreq[o]);
+    if (st == LC_OK) st = s2;
+  }
+done:
+  free(oreq);
+  lc_free(ar, tmp);
+  lc_free(ar, db);
+  lc_free(ar, kvb);
+  return st;
+}

@@ -1,0 +1,30 @@
+// Zigzag causal ring attention over the context-parallel ranks, with the double ring
+// (inner rings of `window` consecutive context ranks; the outer transfer to the next
+// window runs in the background). Built on the blockwise kernel and the LSE merge.
+#ifndef LC_RING_H
+#define LC_RING_H
+
+#include "core/arena.h"
+#include "dist/comm.h"
+
+typedef struct {
+  lc_comm *ctx;    // ring communicator: rank = context rank c, size = cp
+  int window;      // inner ring size, divides cp (cp: plain ring)
+  long S;          // global sequence length (divisible by 2*cp)
+  int Hq, Hkv, D;  // heads held here (after any Ulysses exchange)
+  float scale;
+  int poll_rows;   // q rows per kernel call; MPI is polled between calls
+  // statistics (accumulated)
+  double compute_seconds;
+} lc_ring;
+
+// This context rank's Tc = S/cp tokens: chunk c then chunk 2cp-1-c.
+// q[Tc,Hq,D], k/v[Tc,Hkv,D] -> out[Tc,Hq,D], lse[2][Hq][Tc/2] (per chunk).
+lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const float *k,
+                      const float *v, lc_arena *arena);
+// dq/dk/dv OVERWRITTEN. out and lse from lc_ring_fwd.
+lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *dout,
+                      const float *out, const float *lse, const float *q, const float *k,
+                      const float *v, lc_arena *arena);
+
+#endif

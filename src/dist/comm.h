@@ -1,0 +1,78 @@
+// The communicator interface. Attention and training code talk to other ranks only
+// through this, so an NCCL implementation can sit beside the MPI one. Counts are in
+// elements of the given dtype. Each communicator counts the bytes it sent and the
+// seconds spent waiting, for the benchmarks.
+#ifndef LC_COMM_H
+#define LC_COMM_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+
+typedef enum { LC_DT_F32 = 0, LC_DT_F64, LC_DT_I32, LC_DT_I64 } lc_dtype;
+size_t lc_dtype_size(lc_dtype t);
+
+typedef struct lc_comm lc_comm;
+
+// A pending non-blocking transfer (opaque storage for the implementation's handle).
+typedef struct {
+  unsigned char opaque[16];
+  int active;
+} lc_req;
+
+typedef struct {
+  lc_status (*allreduce_sum)(lc_comm *c, void *buf, size_t n, lc_dtype t);
+  lc_status (*allgather)(lc_comm *c, const void *send, void *recv, size_t n_per_rank, lc_dtype t);
+  lc_status (*alltoall)(lc_comm *c, const void *send, void *recv, size_t n_per_rank, lc_dtype t);
+  lc_status (*isend)(lc_comm *c, const void *buf, size_t n, lc_dtype t, int peer, int tag, lc_req *r);
+  lc_status (*irecv)(lc_comm *c, void *buf, size_t n, lc_dtype t, int peer, int tag, lc_req *r);
+  int (*test)(lc_comm *c, lc_req *r); // 1 when complete (or inactive)
+  lc_status (*wait)(lc_comm *c, lc_req *r);
+  lc_status (*barrier)(lc_comm *c);
+  // Sub-communicator of the ranks with the same color, ordered by key.
+  lc_status (*split)(lc_comm *c, int color, int key, lc_comm **out);
+  void (*destroy)(lc_comm *c);
+} lc_comm_ops;
+
+struct lc_comm {
+  const lc_comm_ops *ops;
+  int rank, size;
+  void *impl;
+  // statistics
+  double bytes_sent;   // bytes this rank handed to the network through this communicator
+  double wait_seconds; // time blocked in collectives and waits
+};
+
+// MPI implementation over a duplicate of MPI_COMM_WORLD (MPI must be initialised).
+lc_status lc_comm_mpi_world(lc_comm **out);
+// A one-rank communicator that needs no MPI (single-process runs and unit tests).
+lc_status lc_comm_self(lc_comm **out);
+
+static inline lc_status lc_allreduce_sum(lc_comm *c, void *buf, size_t n, lc_dtype t) {
+  return c->size == 1 ? LC_OK : c->ops->allreduce_sum(c, buf, n, t);
+}
+static inline lc_status lc_allgather(lc_comm *c, const void *s, void *r, size_t n, lc_dtype t) {
+  return c->ops->allgather(c, s, r, n, t);
+}
+static inline lc_status lc_alltoall(lc_comm *c, const void *s, void *r, size_t n, lc_dtype t) {
+  return c->ops->alltoall(c, s, r, n, t);
+}
+static inline lc_status lc_isend(lc_comm *c, const void *b, size_t n, lc_dtype t, int peer, int tag,
+                                 lc_req *r) {
+  return c->ops->isend(c, b, n, t, peer, tag, r);
+}
+static inline lc_status lc_irecv(lc_comm *c, void *b, size_t n, lc_dtype t, int peer, int tag,
+                                 lc_req *r) {
+  return c->ops->irecv(c, b, n, t, peer, tag, r);
+}
+static inline int lc_test(lc_comm *c, lc_req *r) { return r->active ? c->ops->test(c, r) : 1; }
+static inline lc_status lc_wait(lc_comm *c, lc_req *r) { return r->active ? c->ops->wait(c, r) : LC_OK; }
+static inline lc_status lc_barrier(lc_comm *c) { return c->ops->barrier(c); }
+static inline lc_status lc_comm_split(lc_comm *c, int color, int key, lc_comm **out) {
+  return c->ops->split(c, color, key, out);
+}
+static inline void lc_comm_destroy(lc_comm *c) {
+  if (c) c->ops->destroy(c);
+}
+
+#endif

@@ -1,0 +1,161 @@
+// MPI implementation of the communicator interface (portable MPI-3).
+#include <limits.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/timer.h"
+#include "dist/comm.h"
+
+_Static_assert(sizeof(MPI_Request) <= sizeof(((lc_req *)0)->opaque), "MPI_Request fits lc_req");
+
+typedef struct {
+  MPI_Comm comm;
+} mpi_impl;
+
+static MPI_Comm C(lc_comm *c) { return ((mpi_impl *)c->impl)->comm; }
+
+static MPI_Datatype dt(lc_dtype t) {
+  switch (t) {
+    case LC_DT_F32: return MPI_FLOAT;
+    case LC_DT_F64: return MPI_DOUBLE;
+    case LC_DT_I32: return MPI_INT;
+    case LC_DT_I64: return MPI_LONG_LONG;
+  }
+  return MPI_BYTE;
+}
+
+static lc_status mpi_err(int rc, const char *what) {
+  if (rc == MPI_SUCCESS) return LC_OK;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  return lc_fail(LC_ECOMM, "MPI %s failed: %s", what, msg);
+}
+
+// Collectives take int counts: large buffers go in slices of at most 2^30 elements.
+#define SLICE ((size_t)1 << 30)
+
+static lc_status m_allreduce(lc_comm *c, void *buf, size_t n, lc_dtype t) {
+  double t0 = lc_now();
+  size_t es = lc_dtype_size(t);
+  for (size_t off = 0; off < n; off += SLICE) {
+    size_t k = n - off < SLICE ? n - off : SLICE;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * es, (int)k, dt(t), MPI_SUM, C(c));
+    if (rc != MPI_SUCCESS) return mpi_err(rc, "allreduce");
+    // ring all-reduce sends ~2 (p-1)/p of the buffer
+    c->bytes_sent += 2.0 * (double)(c->size - 1) / c->size * (double)(k * es);
+  }
+  c->wait_seconds += lc_now() - t0;
+  return LC_OK;
+}
+
+static lc_status check_count(size_t n, const char *what) {
+  if (n > (size_t)INT_MAX)
+    return lc_fail(LC_ECOMM, "%s of %zu elements per rank exceeds MPI's int count; use more ranks", what, n);
+  return LC_OK;
+}
+
+static lc_status m_allgather(lc_comm *c, const void *s, void *r, size_t n, lc_dtype t) {
+  LC_TRY(check_count(n, "all-gather"));
+  double t0 = lc_now();
+  int rc = MPI_Allgather(s, (int)n, dt(t), r, (int)n, dt(t), C(c));
+  c->bytes_sent += (double)(c->size - 1) * (double)(n * lc_dtype_size(t));
+  c->wait_seconds += lc_now() - t0;
+  return mpi_err(rc, "all-gather");
+}
+
+static lc_status m_alltoall(lc_comm *c, const void *s, void *r, size_t n, lc_dtype t) {
+  LC_TRY(check_count(n, "all-to-all"));
+  double t0 = lc_now();
+  int rc = MPI_Alltoall(s, (int)n, dt(t), r, (int)n, dt(t), C(c));
+  c->bytes_sent += (double)(c->size - 1) * (double)(n * lc_dtype_size(t));
+  c->wait_seconds += lc_now() - t0;
+  return mpi_err(rc, "all-to-all");
+}
+
+static lc_status m_isend(lc_comm *c, const void *b, size_t n, lc_dtype t, int peer, int tag, lc_req *r) {
+  LC_TRY(check_count(n, "send"));
+  MPI_Request q;
+  int rc = MPI_Isend(b, (int)n, dt(t), peer, tag, C(c), &q);
+  memcpy(r->opaque, &q, sizeof q);
+  r->active = rc == MPI_SUCCESS;
+  c->bytes_sent += (double)(n * lc_dtype_size(t));
+  return mpi_err(rc, "isend");
+}
+
+static lc_status m_irecv(lc_comm *c, void *b, size_t n, lc_dtype t, int peer, int tag, lc_req *r) {
+  LC_TRY(check_count(n, "receive"));
+  MPI_Request q;
+  int rc = MPI_Irecv(b, (int)n, dt(t), peer, tag, C(c), &q);
+  memcpy(r->opaque, &q, sizeof q);
+  r->active = rc == MPI_SUCCESS;
+  return mpi_err(rc, "irecv");
+}
+
+static int m_test(lc_comm *c, lc_req *r) {
+  (void)c;
+  MPI_Request q;
+  memcpy(&q, r->opaque, sizeof q);
+  int done = 0;
+  MPI_Test(&q, &done, MPI_STATUS_IGNORE);
+  memcpy(r->opaque, &q, sizeof q);
+  if (done) r->active = 0;
+  return done;
+}
+
+static lc_status m_wait(lc_comm *c, lc_req *r) {
+  double t0 = lc_now();
+  MPI_Request q;
+  memcpy(&q, r->opaque, sizeof q);
+  int rc = MPI_Wait(&q, MPI_STATUS_IGNORE);
+  r->active = 0;
+  c->wait_seconds += lc_now() - t0;
+  return mpi_err(rc, "wait");
+}
+
+static lc_status m_barrier(lc_comm *c) { return mpi_err(MPI_Barrier(C(c)), "barrier"); }
+
+static const lc_comm_ops mpi_ops;
+
+static lc_status wrap(MPI_Comm mc, lc_comm **out) {
+  lc_comm *c = calloc(1, sizeof *c);
+  mpi_impl *im = calloc(1, sizeof *im);
+  if (!c || !im) {
+    free(c);
+    free(im);
+    MPI_Comm_free(&mc);
+    return lc_fail(LC_ENOMEM, "out of memory creating a communicator");
+  }
+  im->comm = mc;
+  c->ops = &mpi_ops;
+  c->impl = im;
+  MPI_Comm_rank(mc, &c->rank);
+  MPI_Comm_size(mc, &c->size);
+  *out = c;
+  return LC_OK;
+}
+
+static lc_status m_split(lc_comm *c, int color, int key, lc_comm **out) {
+  MPI_Comm nc;
+  int rc = MPI_Comm_split(C(c), color, key, &nc);
+  if (rc != MPI_SUCCESS) return mpi_err(rc, "comm split");
+  return wrap(nc, out);
+}
+
+static void m_destroy(lc_comm *c) {
+  mpi_impl *im = c->impl;
+  MPI_Comm_free(&im->comm);
+  free(im);
+  free(c);
+}
+
+static const lc_comm_ops mpi_ops = {m_allreduce, m_allgather, m_alltoall, m_isend, m_irecv,
+                                    m_test,      m_wait,      m_barrier,  m_split, m_destroy};
+
+lc_status lc_comm_mpi_world(lc_comm **out) {
+  MPI_Comm d;
+  int rc = MPI_Comm_dup(MPI_COMM_WORLD, &d);
+  if (rc != MPI_SUCCESS) return mpi_err(rc, "comm dup");
+  return wrap(d, out);
+}

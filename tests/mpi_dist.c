@@ -1,0 +1,281 @@
+// Distributed equivalence, run under `mpirun -np N mpi_dist N`:
+//  A. the distributed attention (out, LSE, dq, dk, dv) equals the single-process kernel
+//     on the same full inputs, for every layout of N ranks (Ulysses, ring, 2D, double
+//     ring; both placements; GQA with kv heads < hp);
+//  B. a whole training step (loss and every parameter gradient) under each layout,
+//     with data parallelism and with selective checkpointing + tiles, equals one process;
+//  C. token layout round trip (shard then gather is the identity) and layout errors.
+// Every rank checks its own part; the exit code is non-zero if any rank failed.
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/attn.h"
+#include "attn/flash.h"
+#include "dist/grid.h"
+#include "train/trainer.h"
+#include "testutil.h"
+
+static int rank0;
+static lc_comm *world;
+
+typedef struct {
+  int hp, cp, w;
+} layout;
+
+// Max |a - b| over max |b|: the error relative to the tensor's scale.
+static double rel_err(const float *a, const float *b, size_t n) {
+  double e = 0, m = 0;
+  for (size_t i = 0; i < n; i++) {
+    e = fmax(e, fabs((double)a[i] - b[i]));
+    m = fmax(m, fabs((double)b[i]));
+  }
+  return m > 0 ? e / m : e;
+}
+
+// ---------------------------------------------------------------- A. attention
+static void test_attention(layout L, lc_placement pl, int Hq, int Hkv) {
+  const int D = 16;
+  const long SS = 2L * L.cp * L.hp * 12; // 12 tokens per half-chunk slice: uneven vs kernel blocks
+  const int N = world->size;
+  if (L.hp * L.cp != N) return;
+  lc_arena ar;
+  lc_arena_init(&ar, 0);
+  // Full inputs, identical on every rank.
+  lc_rng r;
+  lc_rng_seed(&r, 1000 + L.hp * 10 + L.cp);
+  size_t nq = (size_t)SS * Hq * D, nk = (size_t)SS * Hkv * D;
+  float *q = lc_t_randn(&r, (long)nq, 1.0f), *k = lc_t_randn(&r, (long)nk, 1.0f),
+        *v = lc_t_randn(&r, (long)nk, 1.0f), *dout = lc_t_randn(&r, (long)nq, 1.0f);
+  float *o = malloc(4 * nq), *lse = malloc(4 * (size_t)Hq * SS), *delta = malloc(4 * (size_t)Hq * SS);
+  float *dq = calloc(nq, 4), *dk = calloc(nk, 4), *dv = calloc(nk, 4);
+  lc_attn_shape s = {.Tq = (int)SS, .Tk = (int)SS, .Hq = Hq, .Hkv = Hkv, .D = D, .causal = 1,
+                     .scale = 1.0f / sqrtf((float)D)};
+  CHECK(lc_flash_fwd(o, lse, q, k, v, &s, &ar) == LC_OK, "reference fwd");
+  lc_attn_delta(delta, dout, o, (int)SS, Hq, D);
+  CHECK(lc_flash_bwd(dq, dk, dv, dout, q, k, v, lse, delta, &s, &ar) == LC_OK, "reference bwd");
+
+  lc_grid g;
+  CHECK(lc_grid_create(&g, world, L.hp, L.cp, L.w, pl) == LC_OK, "grid: %s", lc_errmsg());
+  lc_attn at;
+  CHECK(lc_attn_2d_init(&at, g.head, g.ctx, L.w, SS, Hq, Hkv, D) == LC_OK, "attn init");
+  const int T = (int)(SS / N);
+  float *ql = malloc(4 * (size_t)T * Hq * D), *kl = malloc(4 * (size_t)T * Hkv * D),
+        *vl = malloc(4 * (size_t)T * Hkv * D), *dol = malloc(4 * (size_t)T * Hq * D);
+  float *ol = malloc(4 * (size_t)T * Hq * D), *dql = malloc(4 * (size_t)T * Hq * D),
+        *dkl = malloc(4 * (size_t)T * Hkv * D), *dvl = malloc(4 * (size_t)T * Hkv * D);
+  float *ref_o = malloc(4 * (size_t)T * Hq * D), *ref_dq = malloc(4 * (size_t)T * Hq * D),
+        *ref_dk = malloc(4 * (size_t)T * Hkv * D), *ref_dv = malloc(4 * (size_t)T * Hkv * D);
+  long *gi = malloc(sizeof(long) * T);
+  for (int t = 0; t < T; t++) {
+    gi[t] = lc_layout_index(SS, L.cp, L.hp, g.c, g.h, t);
+    memcpy(ql + (size_t)t * Hq * D, q + gi[t] * Hq * D, 4 * (size_t)Hq * D);
+    memcpy(dol + (size_t)t * Hq * D, dout + gi[t] * Hq * D, 4 * (size_t)Hq * D);
+    memcpy(kl + (size_t)t * Hkv * D, k + gi[t] * Hkv * D, 4 * (size_t)Hkv * D);
+    memcpy(vl + (size_t)t * Hkv * D, v + gi[t] * Hkv * D, 4 * (size_t)Hkv * D);
+    memcpy(ref_o + (size_t)t * Hq * D, o + gi[t] * Hq * D, 4 * (size_t)Hq * D);
+    memcpy(ref_dq + (size_t)t * Hq * D, dq + gi[t] * Hq * D, 4 * (size_t)Hq * D);
+    memcpy(ref_dk + (size_t)t * Hkv * D, dk + gi[t] * Hkv * D, 4 * (size_t)Hkv * D);
+    memcpy(ref_dv + (size_t)t * Hkv * D, dv + gi[t] * Hkv * D, 4 * (size_t)Hkv * D);
+  }
+  void *saved = malloc(at.saved_bytes(&at, T));
+  lc_status st = at.fwd(&at, ol, saved, ql, kl, vl, T, &ar);
+  CHECK(st == LC_OK, "dist fwd: %s", lc_errmsg());
+  st = at.bwd(&at, dql, dkl, dvl, dol, ol, saved, ql, kl, vl, T, &ar);
+  CHECK(st == LC_OK, "dist bwd: %s", lc_errmsg());
+  // The LSE lives in head layout: [2 chunks][Hq/hp heads][S/(2cp) rows] of context rank c.
+  const int Hl = Hq / L.hp;
+  const long Lc = SS / (2 * L.cp);
+  double e_lse = 0;
+  const float *dl = saved;
+  for (int a = 0; a < 2; a++)
+    for (int h = 0; h < Hl; h++)
+      for (long i = 0; i < Lc; i++) {
+        long pos = (a == 0 ? g.c : 2 * L.cp - 1 - g.c) * Lc + i;
+        double ref = lse[(size_t)(g.h * Hl + h) * SS + pos];
+        e_lse = fmax(e_lse, fabs(dl[((size_t)a * Hl + h) * Lc + i] - ref) / (1 + fabs(ref)));
+      }
+  // fp32 throughout; the distributed path sums in another order (LSE merges across ring
+  // steps, dk/dv partials summed across ranks): errors ~1e-7..1e-6 relative to each
+  // tensor's scale. Bound 2e-5 (a wrong mask, chunk or head mapping gives O(1e-1..1)).
+  const double tol = 2e-5;
+  double e[5] = {rel_err(ol, ref_o, (size_t)T * Hq * D), e_lse, rel_err(dql, ref_dq, (size_t)T * Hq * D),
+                 rel_err(dkl, ref_dk, (size_t)T * Hkv * D), rel_err(dvl, ref_dv, (size_t)T * Hkv * D)};
+  const char *nm[5] = {"out", "lse", "dq", "dk", "dv"};
+  for (int x = 0; x < 5; x++)
+    CHECK(e[x] <= tol, "attention hp %d cp %d w %d %s Hq %d Hkv %d rank %d: %s error %.3g", L.hp,
+          L.cp, L.w, lc_placement_name(pl), Hq, Hkv, world->rank, nm[x], e[x]);
+  double worst = 0;
+  for (int x = 0; x < 5; x++) worst = fmax(worst, e[x]);
+  MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (rank0)
+    printf("attention %-14s hp %d cp %d w %d Hq %d Hkv %d S %ld: worst rel error %.2e\n",
+           lc_placement_name(pl), L.hp, L.cp, L.w, Hq, Hkv, SS, worst);
+  CHECK(ar.cur_total == 0, "arena balanced");
+  free(saved), free(gi);
+  free(ql), free(kl), free(vl), free(dol), free(ol), free(dql), free(dkl), free(dvl);
+  free(ref_o), free(ref_dq), free(ref_dk), free(ref_dv);
+  free(q), free(k), free(v), free(dout), free(o), free(lse), free(delta), free(dq), free(dk), free(dv);
+  lc_attn_2d_free(&at);
+  lc_grid_destroy(&g);
+}
+
+// ---------------------------------------------------------------- B. training step
+static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch) {
+  lc_train_opts o;
+  memset(&o, 0, sizeof o);
+  lc_config_preset(&o.cfg, "tiny");
+  // GQA with more heads than the preset: 8 query heads, 2 kv heads, head_dim 8.
+  o.cfg.n_heads = 8;
+  o.cfg.n_kv_heads = 2;
+  o.cfg.head_dim = 8;
+  o.cfg.rope_theta = 1000.0;
+  o.mopts.ckpt = LC_CKPT_NONE;
+  o.data_spec = "task:copy";
+  o.seq = 64;
+  o.batch = batch;
+  o.steps = 1;
+  o.lr = 1e-3f;
+  o.beta1 = 0.9f, o.beta2 = 0.95f, o.eps = 1e-8f;
+  o.clip = 0.0f; // grads stay as computed: compared directly
+  o.seed = 5;
+  o.hp = hp, o.cp = cp, o.window = w, o.placement = pl;
+  return o;
+}
+
+static void test_step(layout L, lc_placement pl, int dp, lc_model_opts mo, const char *what) {
+  if (L.hp * L.cp * dp != world->size) return;
+  int batch = 2 * dp;
+  // Reference: one process, same batch.
+  lc_comm *self;
+  lc_comm_self(&self);
+  lc_train_opts ro = step_opts(1, 1, 1, pl, batch);
+  ro.mopts = mo;
+  lc_trainer ref;
+  CHECK(lc_trainer_init(&ref, &ro, self) == LC_OK, "reference init: %s", lc_errmsg());
+  lc_step_metrics rm;
+  CHECK(lc_trainer_step(&ref, &rm) == LC_OK, "reference step: %s", lc_errmsg());
+  lc_train_opts o = step_opts(L.hp, L.cp, L.w, pl, batch);
+  o.mopts = mo;
+  lc_trainer tr;
+  CHECK(lc_trainer_init(&tr, &o, world) == LC_OK, "init: %s", lc_errmsg());
+  lc_step_metrics m;
+  CHECK(lc_trainer_step(&tr, &m) == LC_OK, "step: %s", lc_errmsg());
+  // fp32, same math in another order: loss relative 1e-6 expected; bound 1e-5.
+  double el = fabs(m.loss - rm.loss) / fabs(rm.loss);
+  CHECK(el <= 1e-5, "%s hp %d cp %d w %d dp %d %s: loss %.9g vs %.9g", what, L.hp, L.cp, L.w, dp,
+        lc_placement_name(pl), m.loss, rm.loss);
+  CHECK(m.counted == rm.counted, "counted tokens %ld vs %ld", m.counted, rm.counted);
+  // Gradients per tensor, relative to the tensor's largest entry: bound 1e-4 (observed
+  // ~1e-6; a missing contribution or a wrong position is O(1)).
+  double worst = 0;
+  const char *wn = "";
+  for (int i = 0; i < tr.model.n_tensors; i++) {
+    const lc_param_info *p = &tr.model.table[i];
+    double e = rel_err(tr.model.grads + p->offset, ref.model.grads + p->offset, p->numel);
+    if (e > worst) worst = e, wn = p->name;
+    CHECK(e <= 1e-4, "%s hp %d cp %d w %d dp %d %s: grad %s error %.3g", what, L.hp, L.cp, L.w, dp,
+          lc_placement_name(pl), p->name, e);
+  }
+  double ww = worst;
+  MPI_Allreduce(MPI_IN_PLACE, &ww, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (rank0)
+    printf("step %-9s %-14s dp %d hp %d cp %d w %d: loss %.6f (ref %.6f), worst grad rel error %.2e (%s)\n",
+           what, lc_placement_name(pl), dp, L.hp, L.cp, L.w, m.loss, rm.loss, ww, wn);
+  lc_trainer_free(&tr);
+  lc_trainer_free(&ref);
+  lc_comm_destroy(self);
+}
+
+// ---------------------------------------------------------------- C. layout
+static void test_layout(void) {
+  // Shard then gather is the identity, for every (cp, hp) of up to 8 ranks.
+  const int cps[] = {1, 2, 4, 8}, hps[] = {1, 2, 4, 8};
+  for (int a = 0; a < 4; a++)
+    for (int b = 0; b < 4; b++) {
+      int cp = cps[a], hp = hps[b];
+      if (cp * hp > 8) continue;
+      long S = 2L * cp * hp * 3;
+      char *seen = calloc((size_t)S, 1);
+      int ok = 1;
+      for (int c = 0; c < cp; c++)
+        for (int h = 0; h < hp; h++)
+          for (long i = 0; i < S / (cp * hp); i++) {
+            long gidx = lc_layout_index(S, cp, hp, c, h, i);
+            if (gidx < 0 || gidx >= S || seen[gidx]) ok = 0;
+            else seen[gidx] = 1;
+            // zigzag: context rank c holds chunks c and 2cp-1-c only
+            long chunk = gidx / (S / (2 * cp));
+            if (chunk != c && chunk != 2 * cp - 1 - c) ok = 0;
+          }
+      for (long x = 0; x < S; x++) ok &= seen[x];
+      CHECK(ok, "layout cp %d hp %d is not a permutation with zigzag chunks", cp, hp);
+      free(seen);
+    }
+  // Placement formulas (DESIGN.md).
+  CHECK(lc_grid_rank_of(4, 2, LC_PLACE_HEAD_FIRST, 0, 1, 1) == 3, "head-first rank");
+  CHECK(lc_grid_rank_of(4, 2, LC_PLACE_CONTEXT_FIRST, 0, 1, 1) == 5, "context-first rank");
+  // Impossible layouts give clear errors.
+  lc_config cfg;
+  lc_config_preset(&cfg, "tiny"); // 4 heads, 2 kv heads
+  struct {
+    int world, hp, cp, w;
+    long S;
+    int batch;
+    const char *want;
+  } bad[] = {
+      {6, 2, 2, 2, 64, 1, "not a multiple of hp x cp"},
+      {8, 8, 1, 1, 64, 1, "does not divide the model's 4 attention heads"},
+      {4, 2, 2, 2, 60, 1, "not divisible by 2 x cp x hp"},
+      {8, 1, 8, 3, 64, 1, "--ring-window 3 must divide --cp 8"},
+      {4, 2, 1, 1, 64, 1, "not divisible by the 2 data-parallel groups"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    lc_status st = lc_grid_validate(bad[i].world, bad[i].hp, bad[i].cp, bad[i].w, &cfg, bad[i].S, bad[i].batch);
+    CHECK(st == LC_EINVAL && strstr(lc_errmsg(), bad[i].want), "layout error %zu: '%s'", i, lc_errmsg());
+  }
+  lc_config c3 = cfg;
+  c3.n_heads = 6, c3.n_kv_heads = 3, c3.head_dim = 64 / 6;
+  CHECK(lc_grid_validate(2, 2, 1, 1, &c3, 64, 1) == LC_EINVAL && strstr(lc_errmsg(), "divide one another"),
+        "hp vs kv heads: %s", lc_errmsg());
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int expect = argc > 1 ? atoi(argv[1]) : -1;
+  CHECK(lc_comm_mpi_world(&world) == LC_OK, "world");
+  rank0 = world->rank == 0;
+  // A launcher of another MPI starts N one-rank jobs: catch it.
+  CHECK(world->size == expect, "world size %d, expected %d (mpirun from another MPI?)", world->size, expect);
+  if (world->size == expect) {
+    if (rank0) test_layout();
+    const lc_placement pls[] = {LC_PLACE_HEAD_FIRST, LC_PLACE_CONTEXT_FIRST};
+    const layout lays[] = {{2, 1, 1}, {4, 1, 1}, {8, 1, 1}, {1, 2, 2}, {1, 4, 4}, {1, 8, 8},
+                           {2, 2, 2}, {2, 4, 4}, {4, 2, 2}, {1, 8, 2}, {1, 8, 4}, {1, 4, 2},
+                           {2, 4, 2}, {1, 2, 1}};
+    const int nl = (int)(sizeof lays / sizeof lays[0]);
+    for (int p = 0; p < 2; p++)
+      for (int i = 0; i < nl; i++) {
+        test_attention(lays[i], pls[p], 8, 2); // GQA, kv heads < hp for hp 4, 8
+        if (lays[i].hp <= 4) test_attention(lays[i], pls[p], 4, 4);
+      }
+    lc_model_opts plain = {LC_CKPT_NONE, 0, 0}, sel = {LC_CKPT_SELECTIVE, 5, 7}, full = {LC_CKPT_FULL, 8, 0};
+    for (int p = 0; p < 2; p++)
+      for (int i = 0; i < nl; i++) test_step(lays[i], pls[p], 1, plain, "plain");
+    // Data parallel x sequence parallel, and memory options.
+    const layout sp2[] = {{2, 1, 1}, {1, 2, 2}};
+    for (int p = 0; p < 2; p++)
+      for (int i = 0; i < 2; i++) test_step(sp2[i], pls[p], world->size / 2, plain, "dp");
+    for (int i = 0; i < nl; i++) test_step(lays[i], LC_PLACE_HEAD_FIRST, 1, sel, "selective");
+    for (int i = 0; i < nl; i++) test_step(lays[i], LC_PLACE_CONTEXT_FIRST, 1, full, "full");
+    test_step((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, world->size, plain, "dp-only");
+  }
+  int fails = lc_t_fail;
+  MPI_Allreduce(MPI_IN_PLACE, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  int passes = lc_t_pass;
+  MPI_Allreduce(MPI_IN_PLACE, &passes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank0) printf("mpi_dist (%d ranks): %d passed, %d failed\n", world->size, passes, fails);
+  lc_comm_destroy(world);
+  MPI_Finalize();
+  return fails ? 1 : 0;
+}
