@@ -27,9 +27,11 @@ test: build build-asan
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure
 
-# The default training job: built-in task, small model.
+# The default training job: built-in task, small model, sequence-parallel over 2 MPI ranks.
+MPIRUN ?= mpirun --allow-run-as-root --oversubscribe
 train: build
-	./$(BUILD)/longctx train --model tiny --data task:copy --seq 64 --batch 4 --steps 300 --lr 3e-3
+	OMP_NUM_THREADS=1 $(MPIRUN) -np 2 ./$(BUILD)/longctx train --model tiny --data task:copy \
+	  --cp 2 --seq 64 --batch 4 --steps 300 --lr 3e-3 --threads 1
 
 bench: build
 	./$(BUILD)/longctx bench --model bench-s --seq 1024,4096,16384 --threads 2

@@ -40,5 +40,9 @@ void lc_attn_2d_free(lc_attn *a);
 // Seconds spent in attention kernels inside the ring (the rest of attention time is
 // communication and packing).
 double lc_attn_2d_compute_seconds(const lc_attn *a);
+// Bytes this rank should send per layer for T local tokens by the formulas (Ulysses:
+// 4 all-to-alls forward + 4 backward; ring: cp-1 k/v hops forward, k/v + dk/dv hops
+// backward). fwd_passes: 2 when full checkpointing re-runs the forward.
+double lc_attn_2d_bytes_per_layer(const lc_attn *a, int T, int fwd_passes);
 
 #endif

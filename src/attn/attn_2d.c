@@ -172,3 +172,19 @@ void lc_attn_2d_free(lc_attn *a) {
 }
 
 double lc_attn_2d_compute_seconds(const lc_attn *a) { return ((const attn2d *)a->ctx)->ring.compute_seconds; }
+
+double lc_attn_2d_bytes_per_layer(const lc_attn *a, int T, int fwd_passes) {
+  const attn2d *x = a->ctx;
+  const double D = a->D, f = 4.0;
+  double bytes = 0;
+  if (x->hp > 1) // q, k, v and out (forward); dout, dq, dk, dv (backward): (hp-1) peers each
+    bytes += (fwd_passes + 1) * (x->hp - 1) * (double)T * D * (2.0 * x->Hl + 2.0 * x->Hkvl) * f;
+  const int cp = x->ring.ctx->size, w = x->ring.window, outer = cp / w;
+  if (cp > 1) {
+    double blk = 2.0 * (double)(x->ring.S / cp) * x->Hkvl * D * f; // one k/v (or dk/dv) block
+    double fwd_hops = cp - 1;                                      // outer*(w-1) inner + (outer-1) outer
+    double bwd_hops = (cp - 1) + (w > 1 ? cp : 0) + (outer - 1);   // k/v again, dk/dv around, partials home
+    bytes += (fwd_passes * fwd_hops + bwd_hops) * blk;
+  }
+  return bytes;
+}

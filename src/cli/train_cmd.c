@@ -106,6 +106,11 @@ static void log_json(FILE *f, const lc_step_metrics *m, double flops, double pea
   for (int c = 0; c < LC_MEM_NCAT; c++)
     cJSON_AddNumberToObject(pk, lc_mem_cat_name((lc_mem_cat)c), (double)m->peak[c]);
   cJSON_AddNumberToObject(o, "rss_bytes", (double)lc_rss_bytes());
+  cJSON_AddNumberToObject(o, "attn_bytes_sent", m->attn_bytes);
+  cJSON_AddNumberToObject(o, "attn_bytes_formula", m->attn_bytes_formula);
+  cJSON_AddNumberToObject(o, "grad_bytes_sent", m->grad_bytes);
+  cJSON_AddNumberToObject(o, "comm_wait_s", m->comm_wait_s);
+  cJSON_AddNumberToObject(o, "attn_kernel_s", m->attn_kernel_s);
   char *s = cJSON_PrintUnformatted(o);
   fprintf(f, "%s\n", s);
   fflush(f);
@@ -167,7 +172,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   o.hp = F.hp;
   o.cp = F.cp;
   o.window = F.window ? F.window : F.cp;
-  double peak_gflops = F.peak_gflops > 0 ? F.peak_gflops : 117.0 * threads;
+  double peak_gflops = F.peak_gflops > 0 ? F.peak_gflops : 117.0 * threads * w->size;
 
   lc_trainer tr;
   st = lc_trainer_init(&tr, &o, w);
@@ -249,7 +254,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"mlp-tile", LC_ARG_INT, &F.mlp_tile, "tokens per MLP tile, 0 = untiled (default: auto)", 0},
       {"loss-tile", LC_ARG_INT, &F.loss_tile, "tokens per logits+loss tile, 0 = untiled (default: auto)", 0},
       {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default none)", 0},
-      {"peak-gflops", LC_ARG_FLOAT, &F.peak_gflops, "peak GFLOP/s for mfu (default 117 per thread)", 0},
+      {"peak-gflops", LC_ARG_FLOAT, &F.peak_gflops, "peak GFLOP/s of the whole job for mfu (default 117 per thread per rank)", 0},
       {"log-json", LC_ARG_STR, &F.log_json, "write one JSON object per step to this file", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);

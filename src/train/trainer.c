@@ -100,6 +100,9 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   const int S = o->seq;
   double t0 = lc_now();
   lc_arena_reset_peaks(&t->arena);
+  lc_comm *cs[3] = {t->grid.head, t->grid.ctx, t->world};
+  double b0[3], w0 = 0, k0 = t->distributed ? lc_attn_2d_compute_seconds(&t->attn) : 0;
+  for (int i = 0; i < 3; i++) b0[i] = cs[i]->bytes_sent, w0 += cs[i]->wait_seconds;
   memset(m, 0, sizeof *m);
   // Draw the whole batch first: the loss is divided by the batch's counted tokens (all ranks).
   double counted_d = (double)load_batch(t);
@@ -132,6 +135,16 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   m->tokens = (long)o->batch * S;
   m->counted = counted;
   m->seconds = lc_now() - t0;
+  m->attn_bytes = cs[0]->bytes_sent - b0[0] + cs[1]->bytes_sent - b0[1];
+  m->grad_bytes = cs[2]->bytes_sent - b0[2];
+  for (int i = 0; i < 3; i++) m->comm_wait_s += cs[i]->wait_seconds;
+  m->comm_wait_s -= w0;
+  if (t->distributed) {
+    m->attn_kernel_s = lc_attn_2d_compute_seconds(&t->attn) - k0;
+    int passes = o->mopts.ckpt == LC_CKPT_FULL ? 2 : 1;
+    m->attn_bytes_formula = (double)t->local_batch * o->cfg.n_layers *
+                            lc_attn_2d_bytes_per_layer(&t->attn, t->T, passes);
+  }
   m->peak_bytes = t->arena.peak_total;
   memcpy(m->peak, t->arena.peak, sizeof m->peak);
   return LC_OK;

@@ -35,6 +35,12 @@ typedef struct {
   double seconds;   // wall time of the step
   size_t peak_bytes;
   size_t peak[LC_MEM_NCAT];
+  // communication of this rank in the step
+  double attn_bytes;          // sent by the attention (all-to-alls + ring)
+  double attn_bytes_formula;  // what the formulas say it should send
+  double grad_bytes;          // sent by the gradient and loss all-reduces
+  double comm_wait_s;         // blocked in collectives/waits (attention + all-reduces)
+  double attn_kernel_s;       // inside attention kernels of the ring
 } lc_step_metrics;
 
 typedef struct {
