@@ -290,7 +290,7 @@ static void test_merge(lc_rng *r) {
   double want_l = 1000.0 + log(4.0 / 3.0);
   CHECK(fabs(la[0] - want_l) < 1e-3 && fabs(oa[0] - 1.5) < 1e-5 && fabs(oa[1] - 2.5) < 1e-5,
         "merge large lse: lse %.6f out %.6f %.6f", la[0], oa[0], oa[1]);
-  float oc[2] = {0, 0}, lc1[1] = {-INFINITY}, od[2] = {0, 0}, ld[1] = {-INFINITY};
+  float oc[2] = {5, 6}, lc1[1] = {-INFINITY}, od[2] = {7, 8}, ld[1] = {-INFINITY};
   lc_attn_merge(oc, lc1, od, ld, 1, 1, 2);
   CHECK(lc1[0] == -INFINITY && oc[0] == 0 && oc[1] == 0, "merge both -inf");
 }

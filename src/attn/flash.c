@@ -9,12 +9,16 @@
 // vertical vector ops, the per-query rescale factors are vectors, and K, V are used
 // in place, in their natural row-major layout, as the broadcast operand of the
 // register-blocked micro-kernel (C[R x 64] += A[R x K] * B[K x 64], A broadcast,
-// B rows of 4 vectors). The output accumulator is Ot[D][BQ] (Ot = alpha*Ot + V^T Pt),
-// transposed back once per item. No K/V packing per tile, no Tq x Tk matrix.
+// B rows of 4 vectors, 6 x 4 zmm accumulators). The output accumulator is Ot[D][BQ]
+// (Ot = alpha*Ot + V^T Pt, the rescale fused into the kernel), transposed back once
+// per item (16x16 in-register transposes). No K/V packing, no Tq x Tk matrix; only
+// diagonal tiles are masked, fully hidden tiles are skipped.
 //
 // Threads: forward items (head, q block) are independent (each owns its output rows);
 // schedule(dynamic), heaviest (last, causal) blocks first.
 // Backward: see lc_flash_bwd below (race-free and deterministic for a fixed thread count).
+// Without AVX-512 the same algorithm runs on GCC/Clang vector extensions (AVX2, SSE,
+// NEON) with smaller register tiles.
 #include "attn/flash.h"
 
 #include <math.h>
@@ -624,7 +628,10 @@ void lc_attn_merge(float *out_a, float *lse_a, const float *out_b, const float *
     float *oa = out_a + r * D;
     const float *ob = out_b + r * D;
     float la = lse_a[h * Tq + t], lb = lse_b[h * Tq + t];
-    if (lb == -INFINITY) continue; // nothing to add (also covers both -inf: a stays as is)
+    if (lb == -INFINITY) {
+      if (la == -INFINITY) memset(oa, 0, sizeof(float) * (size_t)D); // no key in either
+      continue;                                                      // nothing to add
+    }
     if (la == -INFINITY) {
       lse_a[h * Tq + t] = lb;
       memcpy(oa, ob, sizeof(float) * (size_t)D);

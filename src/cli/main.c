@@ -9,7 +9,8 @@ static void usage(FILE *f) {
           "usage: longctx COMMAND [flags]\n"
           "commands:\n"
           "  train   train a model (longctx train --help)\n"
-          "  bench   measure throughput, FLOP rate and memory (longctx bench --help)\n");
+          "  bench   measure throughput, FLOP rate and memory (longctx bench --help)\n"
+          "  generate  continue a prompt with a model (longctx generate --help)\n");
 }
 
 int main(int argc, char **argv) {
@@ -19,7 +20,8 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "train")) return lc_cmd_train(argc - 2, argv + 2);
   if (!strcmp(argv[1], "bench")) return lc_cmd_bench(argc - 2, argv + 2);
-  fprintf(stderr, "longctx: error: unknown command '%s': use train or bench (longctx --help)\n",
+  if (!strcmp(argv[1], "generate")) return lc_cmd_generate(argc - 2, argv + 2);
+  fprintf(stderr, "longctx: error: unknown command '%s': use train, bench or generate (longctx --help)\n",
           argv[1]);
   return 2;
 }

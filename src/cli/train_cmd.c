@@ -15,7 +15,7 @@
 
 typedef struct {
   const char *model, *data, *ckpt, *log_json, *placement;
-  int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window;
+  int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window, eval_every, eval_samples;
   long steps, warmup, seed;
   float lr, lr_min, wd, clip, mem_gib, peak_gflops;
 } train_flags;
@@ -148,6 +148,8 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   if (st == LC_OK && (F.mlp_tile < -1 || F.loss_tile < -1))
     st = lc_fail(LC_EINVAL, "--mlp-tile and --loss-tile must be >= 0 (0 = untiled)");
   if (st == LC_OK) st = lc_placement_parse(F.placement, &o.placement);
+  if (st == LC_OK && (F.eval_every < 0 || F.eval_samples < 1))
+    st = lc_fail(LC_EINVAL, "--eval-every must be >= 0 and --eval-samples >= 1");
   if (st != LC_OK) {
     if (rank == 0) lc_cli_error(lc_errmsg());
     return 2;
@@ -196,6 +198,12 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   rc = 0;
   double t_start = lc_now();
   lc_step_metrics m;
+  if (F.eval_every > 0 && tr.data.kind == LC_DATA_BYTES) {
+    if (rank == 0) lc_cli_error("--eval-every needs held-out data: use task:passkey or task:copy");
+    if (jf) fclose(jf);
+    lc_trainer_free(&tr);
+    return 2;
+  }
   for (long s = 0; s < o.steps; s++) {
     st = lc_trainer_step(&tr, &m);
     if (st != LC_OK) {
@@ -206,13 +214,34 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
       rc = 1;
       break;
     }
-    if (rank != 0) continue;
-    char b[32];
-    printf("step %5ld/%ld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | %.1f GFLOP/s | peak %s\n",
-           m.step, o.steps, m.loss, m.lr, m.grad_norm, m.tokens / m.seconds,
-           flops / m.seconds / 1e9, lc_fmt_bytes(b, sizeof b, (double)m.peak_bytes));
-    fflush(stdout);
-    if (jf) log_json(jf, &m, flops, peak_gflops);
+    if (rank == 0) {
+      char b[32];
+      printf("step %5ld/%ld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | %.1f GFLOP/s | peak %s\n",
+             m.step, o.steps, m.loss, m.lr, m.grad_norm, m.tokens / m.seconds,
+             flops / m.seconds / 1e9, lc_fmt_bytes(b, sizeof b, (double)m.peak_bytes));
+      fflush(stdout);
+      if (jf) log_json(jf, &m, flops, peak_gflops);
+    }
+    if (F.eval_every > 0 && (m.step % F.eval_every == 0 || m.step == o.steps)) {
+      double el = 0, acc = 0;
+      st = lc_trainer_eval(&tr, F.eval_samples, &el, &acc);
+      if (st != LC_OK) {
+        fprintf(stderr, "longctx: error (rank %d): %s\n", rank, lc_errmsg());
+        if (w->size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+        rc = 1;
+        break;
+      }
+      if (rank == 0) {
+        printf("eval  %5ld | held-out loss %.4f | accuracy %.1f%% (%d samples)\n", m.step, el,
+               100 * acc, F.eval_samples);
+        fflush(stdout);
+        if (jf) {
+          fprintf(jf, "{\"step\":%ld,\"eval_loss\":%.6f,\"eval_accuracy\":%.4f,\"eval_samples\":%d}\n",
+                  m.step, el, acc, F.eval_samples);
+          fflush(jf);
+        }
+      }
+    }
   }
   if (rc == 0 && o.steps > 0 && rank == 0) {
     char b[32];
@@ -232,7 +261,8 @@ int lc_cmd_train(int argc, char **argv) {
                    .seq = 256, .batch = 1, .threads = 0, .mlp_tile = -1, .loss_tile = -1,
                    .steps = 100, .warmup = 10, .seed = 1, .lr = 1e-3f, .lr_min = -1.0f,
                    .wd = 0.1f, .clip = 1.0f, .mem_gib = 0.0f, .peak_gflops = 0.0f,
-                   .placement = "head-first", .hp = 1, .cp = 1, .window = 0};
+                   .placement = "head-first", .hp = 1, .cp = 1, .window = 0,
+                   .eval_every = 0, .eval_samples = 64};
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &F.model, "preset: tiny, demo, bench-s (default tiny)", 0},
       {"data", LC_ARG_STR, &F.data, "task:copy or a file read as bytes (default task:copy)", 0},
@@ -256,6 +286,8 @@ int lc_cmd_train(int argc, char **argv) {
       {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default none)", 0},
       {"peak-gflops", LC_ARG_FLOAT, &F.peak_gflops, "peak GFLOP/s of the whole job for mfu (default 117 per thread per rank)", 0},
       {"log-json", LC_ARG_STR, &F.log_json, "write one JSON object per step to this file", 0},
+      {"eval-every", LC_ARG_INT, &F.eval_every, "evaluate held-out samples every N steps and at the end, 0 = never (default 0)", 0},
+      {"eval-samples", LC_ARG_INT, &F.eval_samples, "held-out samples per evaluation (default 64)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
   for (int i = 0; i < argc; i++)

@@ -12,9 +12,17 @@
 lc_status lc_data_open(lc_data *d, const char *spec, int vocab, int seq) {
   memset(d, 0, sizeof *d);
   d->vocab = vocab;
+  if (!strcmp(spec, "task:passkey")) {
+    if (vocab < 128) return lc_fail(LC_EINVAL, "task:passkey is text: it needs a vocabulary of at least 128 tokens");
+    if (seq < lc_passkey_min_seq())
+      return lc_fail(LC_EINVAL, "task:passkey needs --seq >= %d (record + question)", lc_passkey_min_seq());
+    d->kind = LC_DATA_TASK_PASSKEY;
+    snprintf(d->desc, sizeof d->desc, "task:passkey (5-digit key hidden in filler, asked at the end; loss on the key)");
+    return LC_OK;
+  }
   if (!strncmp(spec, "task:", 5)) {
     if (strcmp(spec, "task:copy") != 0)
-      return lc_fail(LC_EINVAL, "--data %s: unknown built-in task; use task:copy or a file path", spec);
+      return lc_fail(LC_EINVAL, "--data %s: unknown built-in task; use task:copy, task:passkey or a file path", spec);
     if (vocab < 2) return lc_fail(LC_EINVAL, "task:copy needs a vocabulary of at least 2 tokens");
     d->kind = LC_DATA_TASK_COPY;
     d->copy_len = COPY_LEN;
@@ -69,6 +77,7 @@ int lc_data_sample(const lc_data *d, uint64_t seed, uint64_t index, int *tokens,
   lc_rng r;
   sample_rng(&r, seed, index);
   int counted = 0;
+  if (d->kind == LC_DATA_TASK_PASSKEY) return lc_passkey_sample(seed, index, 0, tokens, targets, S);
   if (d->kind == LC_DATA_BYTES) {
     uint64_t span = d->n_bytes - (size_t)S; // start in [0, n - S - 1]
     size_t start = (size_t)(lc_rng_u64(&r) % span);
@@ -93,6 +102,73 @@ int lc_data_sample(const lc_data *d, uint64_t seed, uint64_t index, int *tokens,
       targets[i - 1] = rep ? tok : -100;
       counted += rep;
     }
+  }
+  return counted;
+}
+
+lc_status lc_data_sample_eval(const lc_data *d, uint64_t seed, uint64_t index, int *tokens,
+                              int *targets, int S, int *counted) {
+  if (d->kind == LC_DATA_TASK_PASSKEY) {
+    *counted = lc_passkey_sample(seed, index, 1, tokens, targets, S);
+  } else if (d->kind == LC_DATA_TASK_COPY) {
+    *counted = lc_data_sample(d, seed ^ 0x2545f4914f6cdd1dull, index, tokens, targets, S);
+  } else {
+    return lc_fail(LC_EINVAL, "--eval-every needs held-out data: use task:passkey or task:copy");
+  }
+  return LC_OK;
+}
+
+// ---------------------------------------------------------------- task:passkey
+static const char *const filler[] = {
+    "The grass is green. ", "The sky is blue. ", "The sun is yellow. ", "Here we go. ",
+    "There and back again. ", "The river flows on. ",
+};
+#define N_FILLER (sizeof filler / sizeof filler[0])
+static const char record_fmt[] = "The pass key is %s. Remember it. ";
+static const char question_fmt[] = "What is the pass key? The pass key is %s";
+#define KEY_LEN 5
+
+int lc_passkey_min_seq(void) { return 2 * (int)(sizeof record_fmt + sizeof question_fmt) + 16; }
+
+int lc_passkey_sample(uint64_t seed, uint64_t index, int eval, int *tokens, int *targets, int S) {
+  lc_rng r;
+  // Held-out samples come from a disjoint stream of the same seed.
+  sample_rng(&r, seed ^ (eval ? 0x5bd1e9955bd1e995ull : 0), index ^ (eval ? 0xffffffffull << 32 : 0));
+  char key[KEY_LEN + 1];
+  for (int i = 0; i < KEY_LEN; i++) key[i] = (char)('0' + lc_rng_below(&r, 10));
+  key[KEY_LEN] = 0;
+  char rec[64], q[80];
+  int nrec = snprintf(rec, sizeof rec, record_fmt, key);
+  int nq = snprintf(q, sizeof q, question_fmt, key);
+  // Stream of S+1 tokens: filler, the record at `at`, the question at the very end.
+  int n = S + 1;
+  int qat = n - nq;
+  int hi = eval ? n / 2 - nrec - KEY_LEN : qat - nrec; // eval: answer >= S/2 after the record
+  int at = (int)lc_rng_below(&r, (uint32_t)(hi > 1 ? hi : 1));
+  int i = 0;
+  while (i < n) {
+    const char *f = filler[lc_rng_below(&r, N_FILLER)];
+    for (int j = 0; f[j] && i < n; j++, i++) {
+      int tok = (unsigned char)f[j];
+      if (i < S) tokens[i] = tok;
+      if (i > 0) targets[i - 1] = tok;
+    }
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    const char *txt = pass ? q : rec;
+    int start = pass ? qat : at, len = pass ? nq : nrec;
+    for (int j = 0; j < len; j++) {
+      int p = start + j, tok = (unsigned char)txt[j];
+      if (p < S) tokens[p] = tok;
+      if (p > 0) targets[p - 1] = tok;
+    }
+  }
+  // Only the key digits of the answer count.
+  int counted = 0;
+  for (int t = 0; t < S; t++) {
+    int answer = t + 1 >= n - KEY_LEN;
+    if (!answer) targets[t] = -100;
+    counted += answer;
   }
   return counted;
 }

@@ -9,7 +9,7 @@
 
 #include "core/status.h"
 
-typedef enum { LC_DATA_TASK_COPY, LC_DATA_BYTES } lc_data_kind;
+typedef enum { LC_DATA_TASK_COPY, LC_DATA_TASK_PASSKEY, LC_DATA_BYTES } lc_data_kind;
 
 typedef struct {
   lc_data_kind kind;
@@ -20,12 +20,26 @@ typedef struct {
   char desc[300];
 } lc_data;
 
-// spec: "task:copy" or a file path. seq: tokens per sample (the file must hold seq+1 bytes).
+// spec: "task:copy", "task:passkey" or a file path. seq: tokens per sample (the file must
+// hold seq+1 bytes).
 lc_status lc_data_open(lc_data *d, const char *spec, int vocab, int seq);
 void lc_data_close(lc_data *d);
 // tokens[S] and pre-shifted targets[S] (targets[t] = token at t+1; -100 = not counted)
 // of sample `index`. Returns the number of counted targets.
 int lc_data_sample(const lc_data *d, uint64_t seed, uint64_t index, int *tokens, int *targets,
                    int S);
+
+// A held-out sample (never drawn for training) for evaluation; LC_EINVAL for file data,
+// which has no held-out split.
+lc_status lc_data_sample_eval(const lc_data *d, uint64_t seed, uint64_t index, int *tokens,
+                              int *targets, int S, int *counted);
+
+// task:passkey: filler text with a record "The pass key is NNNNN. Remember it." hidden in
+// it and the question "What is the pass key? The pass key is NNNNN" at the end; only the
+// key digits of the answer count. Held-out samples (eval = 1) come from another stream
+// and put the record at least S/2 tokens before the answer. Returns the counted targets.
+int lc_passkey_sample(uint64_t seed, uint64_t index, int eval, int *tokens, int *targets, int S);
+// Shortest sequence a passkey sample fits in.
+int lc_passkey_min_seq(void);
 
 #endif

@@ -136,6 +136,54 @@ static int json_uint(const cJSON *j, unsigned long long *v) {
 
 // ---------------------------------------------------------------- reader
 
+// JSON text must be UTF-8 without raw control characters inside strings (as the reference
+// implementation's strict parser demands; cJSON alone would accept both). Returns the offset
+// of the first offending byte, or -1.
+static long header_text_problem(const unsigned char *h, size_t n, const char **why) {
+  int in_str = 0;
+  size_t i = 0;
+  while (i < n) {
+    unsigned char c = h[i];
+    if (c < 0x80) {
+      if (c == 0) {
+        *why = "a NUL byte";
+        return (long)i;
+      }
+      if (in_str && c < 0x20) {
+        *why = "a raw control character inside a string";
+        return (long)i;
+      }
+      if (in_str && c == '\\' && i + 1 < n && h[i + 1] < 0x80 && h[i + 1] != 0) {
+        i += 2;
+        continue;
+      }
+      if (c == '"') in_str = !in_str;
+      i++;
+      continue;
+    }
+    int len;
+    uint32_t cp;
+    if (c >= 0xc2 && c <= 0xdf) len = 2, cp = c & 0x1fu;
+    else if (c >= 0xe0 && c <= 0xef) len = 3, cp = c & 0x0fu;
+    else if (c >= 0xf0 && c <= 0xf4) len = 4, cp = c & 0x07u;
+    else len = 0, cp = 0;
+    int ok = len > 0 && i + (size_t)len <= n;
+    for (int k = 1; ok && k < len; k++) {
+      ok = (h[i + (size_t)k] & 0xc0) == 0x80;
+      cp = cp << 6 | (h[i + (size_t)k] & 0x3fu);
+    }
+    if (ok && ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+               (cp >= 0xd800 && cp <= 0xdfff)))
+      ok = 0;
+    if (!ok) {
+      *why = "invalid UTF-8";
+      return (long)i;
+    }
+    i += (size_t)len;
+  }
+  return -1;
+}
+
 static lc_status parse_tensor(lc_st_file *f, const cJSON *c, lc_st_tensor *t,
                               unsigned long long data_len) {
   char nb[96];
@@ -268,6 +316,13 @@ static lc_status parse_header(lc_st_file *f) {
     return st;
   }
   hdr[hn] = 0;
+  const char *why = NULL;
+  long bad = header_text_problem((const unsigned char *)hdr, (size_t)hn, &why);
+  if (bad >= 0) {
+    free(hdr);
+    return lc_fail(LC_EFORMAT, "%s: header is not valid JSON text: %s at byte %ld of %llu; the "
+                   "file is corrupt or not safetensors", P, why, bad, hn);
+  }
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(hdr, (size_t)hn, &end, 0);
   if (!root) {

@@ -8,7 +8,7 @@
 
 lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights *g,
                           const float *x, const int *targets, int T, int tile, float loss_scale,
-                          float *dx, double *loss_sum, lc_arena *arena) {
+                          float *dx, double *loss_sum, long *n_wrong, lc_arena *arena) {
   const int C = cfg->dim, V = cfg->vocab;
   if (tile <= 0 || tile > T) tile = T;
   // Scratch per tile: normed [tile,C], rstd [tile], logits [tile,V], dnormed [tile,C].
@@ -27,6 +27,16 @@ lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights 
     const float *xt = x + (size_t)t0 * C;
     lc_rmsnorm_fwd(nrm, rstd, xt, w->norm, m, C, cfg->norm_eps);
     lc_matmul_fwd(logits, nrm, w->head, m, C, V);
+    if (n_wrong)
+      for (int t = 0; t < m; t++) {
+        int y = targets[t0 + t];
+        if (y < 0) continue;
+        const float *row = logits + (size_t)t * V;
+        int best = 0;
+        for (int v = 1; v < V; v++)
+          if (row[v] > row[best]) best = v;
+        *n_wrong += best != y;
+      }
     total += lc_xent_fwd_bwd(logits, targets + t0, m, V, loss_scale); // logits -> dlogits
     if (dx) {
       lc_matmul_bwd(dnrm, g->head, logits, nrm, w->head, m, C, V, 0);

@@ -11,8 +11,9 @@
 // counted tokens to *loss_sum. If dx != NULL: dx[T,C] is OVERWRITTEN with
 // d(loss_scale * loss_sum)/dx and g->norm, g->head are accumulated.
 // tile <= 0 or >= T: one tile. Tiles with no counted token are skipped.
+// n_wrong (optional): adds the number of counted tokens whose argmax logit is not the target.
 lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights *g,
                           const float *x, const int *targets, int T, int tile, float loss_scale,
-                          float *dx, double *loss_sum, lc_arena *arena);
+                          float *dx, double *loss_sum, long *n_wrong, lc_arena *arena);
 
 #endif

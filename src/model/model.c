@@ -114,9 +114,9 @@ static lc_status check_tokens(const lc_config *c, const int *tokens, const int *
   return LC_OK;
 }
 
-lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
-                           const int *targets, const int *pos, int T, float loss_scale,
-                           int want_grads, double *loss_sum, lc_arena *arena) {
+static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
+                            const int *targets, const int *pos, int T, float loss_scale,
+                            int want_grads, double *loss_sum, long *n_wrong, lc_arena *arena) {
   const lc_config *cfg = &m->cfg;
   const int L = cfg->n_layers, C = cfg->dim, D = cfg->head_dim;
   if (T <= 0) return lc_fail(LC_EINVAL, "a sequence needs at least one token");
@@ -181,7 +181,7 @@ lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, c
   if (st != LC_OK) goto done;
   // Loss (and its gradient w.r.t. x_L, head and final norm, in the same pass).
   st = lc_loss_fwd_bwd(cfg, &m->w, &m->g, xL, targets, T, o->loss_tile, loss_scale,
-                       want_grads ? dx : NULL, loss_sum, arena);
+                       want_grads ? dx : NULL, loss_sum, n_wrong, arena);
   if (st != LC_OK || !want_grads) goto done;
   // Backward, recomputing what the policy did not keep.
   for (int l = L - 1; l >= 0 && st == LC_OK; l--) {
@@ -196,4 +196,16 @@ done:
   lc_free(arena, act);
   lc_free(arena, ck);
   return st;
+}
+
+lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
+                           const int *targets, const int *pos, int T, float loss_scale,
+                           int want_grads, double *loss_sum, lc_arena *arena) {
+  return model_pass(m, o, attn, tokens, targets, pos, T, loss_scale, want_grads, loss_sum, NULL, arena);
+}
+
+lc_status lc_model_eval(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
+                        const int *targets, const int *pos, int T, double *loss_sum,
+                        long *n_wrong, lc_arena *arena) {
+  return model_pass(m, o, attn, tokens, targets, pos, T, 1.0f, 0, loss_sum, n_wrong, arena);
 }

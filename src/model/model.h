@@ -48,4 +48,9 @@ lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, c
                            const int *targets, const int *pos, int T, float loss_scale,
                            int want_grads, double *loss_sum, lc_arena *arena);
 
+// Forward only: loss sum and the number of counted tokens whose argmax is wrong.
+lc_status lc_model_eval(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
+                        const int *targets, const int *pos, int T, double *loss_sum,
+                        long *n_wrong, lc_arena *arena);
+
 #endif

@@ -149,3 +149,38 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   memcpy(m->peak, t->arena.peak, sizeof m->peak);
   return LC_OK;
 }
+
+lc_status lc_trainer_eval(lc_trainer *t, int n, double *loss, double *accuracy) {
+  const lc_train_opts *o = &t->o;
+  const int dp = t->grid.dp;
+  // wrong[i]: wrong tokens of sample i summed over the ranks that hold parts of it.
+  double *acc = calloc((size_t)n + 2, sizeof(double));
+  if (!acc) return lc_fail(LC_ENOMEM, "out of memory for evaluation");
+  lc_status st = LC_OK;
+  for (int i = t->grid.d; i < n && st == LC_OK; i += dp) {
+    int counted_full = 0;
+    st = lc_data_sample_eval(&t->data, o->seed, (uint64_t)i, t->full_tok, t->full_tgt, o->seq, &counted_full);
+    if (st != LC_OK) break;
+    long counted = 0, wrong = 0;
+    for (int j = 0; j < t->T; j++) {
+      t->tokens[j] = t->full_tok[t->pos[j]];
+      t->targets[j] = t->full_tgt[t->pos[j]];
+      counted += t->targets[j] >= 0;
+    }
+    double ls = 0;
+    st = lc_model_eval(&t->model, &o->mopts, &t->attn, t->tokens, t->targets, t->pos, t->T, &ls,
+                       &wrong, &t->arena);
+    acc[i] += (double)wrong;
+    acc[n] += ls;
+    acc[n + 1] += (double)counted;
+  }
+  if (st == LC_OK) st = lc_allreduce_sum(t->world, acc, (size_t)n + 2, LC_DT_F64);
+  if (st == LC_OK) {
+    int right = 0;
+    for (int i = 0; i < n; i++) right += acc[i] == 0;
+    *accuracy = n > 0 ? (double)right / n : 0;
+    *loss = acc[n + 1] > 0 ? acc[n] / acc[n + 1] : 0;
+  }
+  free(acc);
+  return st;
+}

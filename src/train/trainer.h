@@ -65,5 +65,8 @@ typedef struct {
 lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world);
 lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m);
 void lc_trainer_free(lc_trainer *t);
+// Evaluates n held-out samples (collective): mean loss over their counted tokens and the
+// fraction of samples whose counted tokens are all predicted right (argmax).
+lc_status lc_trainer_eval(lc_trainer *t, int n, double *loss, double *accuracy);
 
 #endif

@@ -1,0 +1,238 @@
+// longctx generate: load a model (HF directory or random preset), decode a prompt with the
+// KV cache and print the continuation; decoding speed goes to stderr.
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "core/timer.h"
+#include "model/generate.h"
+#include "model/hf.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+typedef struct {
+  const char *model, *prompt;
+  int max_new, top_k, threads;
+  long seed;
+  float temperature, mem_gib;
+} gen_flags;
+
+static int is_dir(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+// --model: an existing directory is a Hugging Face model; otherwise a preset name.
+static lc_status load_model(const char *spec, uint64_t seed, lc_model *m, int *random_init,
+                            lc_arena *a) {
+  lc_config cfg;
+  *random_init = !is_dir(spec);
+  if (*random_init) {
+    if (strchr(spec, '/') || strchr(spec, '.'))
+      return lc_fail(LC_EINVAL, "--model '%s': no such directory; pass a Hugging Face model "
+                                "directory (config.json + model.safetensors) or a preset (%s)",
+                     spec, lc_config_preset_names());
+    LC_TRY(lc_config_preset(&cfg, spec));
+    LC_TRY(lc_model_create(m, &cfg, a));
+    lc_model_init_random(m, seed);
+  } else {
+    LC_TRY(lc_hf_read_config(spec, &cfg));
+    LC_TRY(lc_model_create(m, &cfg, a));
+    lc_status st = lc_hf_load_weights(spec, m);
+    if (st != LC_OK) {
+      lc_model_destroy(m, a);
+      return st;
+    }
+  }
+  // Inference needs no gradient buffer: give its memory back (the views into it go too).
+  lc_free(a, m->grads);
+  m->grads = NULL;
+  memset(&m->g, 0, sizeof m->g);
+  return LC_OK;
+}
+
+// Byte vocabulary: the prompt's bytes. Otherwise space/comma-separated ids below vocab.
+static lc_status parse_prompt(const char *s, int vocab, int **out, int *n) {
+  size_t len = strlen(s);
+  int *ids = malloc(sizeof(int) * (len + 1));
+  if (!ids) return lc_fail(LC_ENOMEM, "out of memory for a prompt of %zu bytes", len);
+  int k = 0;
+  if (vocab == 256) {
+    for (size_t i = 0; i < len; i++) ids[k++] = (unsigned char)s[i];
+  } else {
+    const char *p = s;
+    while (*p) {
+      if (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') {
+        p++;
+        continue;
+      }
+      size_t w = strcspn(p, " ,\t\n");
+      char *end = NULL;
+      errno = 0;
+      long v = strtol(p, &end, 10);
+      if (end != p + w || errno || v < 0 || v >= vocab || *p == '+' || *p == '-') {
+        lc_fail(LC_EINVAL, "--prompt piece '%.*s' is not a token id below the vocabulary size %d: "
+                           "this model is not byte-level, so the prompt is space- or "
+                           "comma-separated token ids",
+                (int)(w > 40 ? 40 : w), p, vocab);
+        free(ids);
+        return LC_EINVAL;
+      }
+      ids[k++] = (int)v;
+      p += w;
+    }
+  }
+  if (k == 0) {
+    free(ids);
+    return lc_fail(LC_EINVAL, "--prompt has no tokens: give at least one %s",
+                   vocab == 256 ? "byte" : "token id");
+  }
+  *out = ids;
+  *n = k;
+  return LC_OK;
+}
+
+static void print_token(int tok, int bytes, int first) {
+  if (!bytes) printf(first ? "%d" : " %d", tok);
+  else if (tok >= 0x20 && tok < 0x7f && tok != '\\') putchar(tok);
+  else printf("\\x%02x", tok);
+}
+
+static size_t default_mem_cap(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+}
+
+static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cache,
+                        int **prompt, float **logits) {
+  int threads = 0, random_init = 0, n_prompt = 0;
+  lc_status st = lc_cli_threads(F->threads, &threads);
+  if (st == LC_OK && F->max_new < 1)
+    st = lc_fail(LC_EINVAL, "--max-new %d: generate at least 1 token", F->max_new);
+  if (st == LC_OK && F->top_k < 0)
+    st = lc_fail(LC_EINVAL, "--top-k %d: use a positive count, or 0 for the whole vocabulary", F->top_k);
+  if (st == LC_OK && F->temperature < 0)
+    st = lc_fail(LC_EINVAL, "--temperature %g: use 0 (greedy) or a positive value", F->temperature);
+  if (st == LC_OK && F->mem_gib < 0) st = lc_fail(LC_EINVAL, "--mem-limit must be positive GiB");
+  if (st != LC_OK) {
+    lc_cli_error(lc_errmsg());
+    return 2;
+  }
+  a->cap = F->mem_gib > 0 ? (size_t)(F->mem_gib * GIB) : default_mem_cap();
+  st = load_model(F->model, (uint64_t)F->seed, m, &random_init, a);
+  if (st == LC_OK) st = parse_prompt(F->prompt, m->cfg.vocab, prompt, &n_prompt);
+  if (st != LC_OK) {
+    lc_cli_error(lc_errmsg());
+    return st == LC_EINVAL ? 2 : 1;
+  }
+  const lc_config *cfg = &m->cfg;
+  long long need = (long long)n_prompt + F->max_new;
+  long long limit = cfg->max_pos > 0 ? cfg->max_pos : INT_MAX;
+  if (need > limit) {
+    fprintf(stderr, "longctx: error: prompt (%d tokens) + --max-new %d = %lld positions exceed the "
+                    "model's limit of %lld: lower --max-new or shorten the prompt\n",
+            n_prompt, F->max_new, need, limit);
+    return 2;
+  }
+  st = lc_kv_cache_create(cache, cfg, (int)need, a);
+  *logits = st == LC_OK ? lc_alloc(a, LC_MEM_ACT, sizeof(float) * (size_t)cfg->vocab, "logits") : NULL;
+  if (st == LC_OK && !*logits) st = LC_ENOMEM;
+  if (st != LC_OK) {
+    char b1[32], b2[32];
+    double bytes = 2.0 * cfg->n_layers * (double)need * cfg->n_kv_heads * cfg->head_dim * 4;
+    fprintf(stderr, "longctx: error: out of memory for the KV cache of %lld positions (%s) within "
+                    "the memory cap of %s: lower --max-new, shorten the prompt, or raise --mem-limit\n",
+            need, lc_fmt_bytes(b1, sizeof b1, bytes), lc_fmt_bytes(b2, sizeof b2, (double)a->cap));
+    return 1;
+  }
+
+  const int bytes = cfg->vocab == 256;
+  if (random_init)
+    printf("# model %s: preset with RANDOM weights (seed %ld), not a trained model: expect noise; "
+           "pass a Hugging Face model directory for real text\n", cfg->name, F->seed);
+  else
+    printf("# model %s: dim %d, layers %d, heads %d/%d kv, vocab %d\n", F->model, cfg->dim,
+           cfg->n_layers, cfg->n_heads, cfg->n_kv_heads, cfg->vocab);
+  for (int i = 0; i < n_prompt; i++) print_token((*prompt)[i], bytes, i == 0);
+  fflush(stdout);
+
+  lc_sampling sp = {.temperature = F->temperature, .top_k = F->top_k, .seed = (uint64_t)F->seed};
+  lc_rng rng;
+  lc_rng_seed(&rng, sp.seed);
+  double t0 = lc_now();
+  st = lc_decode(m, cache, *prompt, n_prompt, *logits, 0, a);
+  double t_prefill = lc_now() - t0, t1 = lc_now();
+  int steps = 0;
+  for (int i = 0; i < F->max_new && st == LC_OK; i++) {
+    int tok = lc_sample(*logits, cfg->vocab, &sp, &rng);
+    print_token(tok, bytes, 0);
+    fflush(stdout);
+    if (i + 1 < F->max_new) {
+      st = lc_decode(m, cache, &tok, 1, *logits, 0, a);
+      steps++;
+    }
+  }
+  double t_decode = lc_now() - t1;
+  printf("\n");
+  if (st != LC_OK) {
+    lc_cli_error(lc_errmsg());
+    return 1;
+  }
+  char b[32];
+  fprintf(stderr, "prefill: %d tokens in %.3f s (%.1f tok/s); decode: %d tokens in %.3f s "
+                  "(%.1f tok/s, %d threads); peak memory %s\n",
+          n_prompt, t_prefill, n_prompt / t_prefill, steps, t_decode,
+          steps > 0 ? steps / t_decode : 0.0, threads, lc_fmt_bytes(b, sizeof b, (double)a->peak_total));
+  return 0;
+}
+
+int lc_cmd_generate(int argc, char **argv) {
+  gen_flags F = {.model = "tiny", .prompt = NULL, .max_new = 64, .top_k = 0, .threads = 0,
+                 .seed = 1, .temperature = 0.0f, .mem_gib = 0.0f};
+  lc_flag flags[] = {
+      {"model", LC_ARG_STR, &F.model, "Hugging Face model directory, or a preset with random weights: tiny, demo, bench-s (default tiny)", 0},
+      {"prompt", LC_ARG_STR, &F.prompt, "prompt text (vocab-256 models: its bytes); other models: token ids separated by spaces or commas, e.g. '1,15043,3186' (required)", 0},
+      {"max-new", LC_ARG_INT, &F.max_new, "tokens to generate (default 64)", 0},
+      {"temperature", LC_ARG_FLOAT, &F.temperature, "softmax temperature; 0 = greedy (default 0)", 0},
+      {"top-k", LC_ARG_INT, &F.top_k, "sample among the k most likely tokens; 0 = all (default 0)", 0},
+      {"seed", LC_ARG_LONG, &F.seed, "seed of sampling (and of a preset's random weights) (default 1)", 0},
+      {"threads", LC_ARG_INT, &F.threads, "OpenMP/BLAS threads (default: OMP_NUM_THREADS or all cores)", 0},
+      {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default: physical memory)", 0},
+  };
+  const int nf = (int)(sizeof flags / sizeof flags[0]);
+  for (int i = 0; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      lc_args_help("generate", flags, nf);
+      printf("Prints the prompt and its continuation (bytes outside printable ASCII, and '\\', as "
+             "\\xNN; ids for non-byte vocabularies); prefill/decode tokens/s go to stderr.\n");
+      return 0;
+    }
+  lc_status st = lc_args_parse(argc, argv, flags, nf);
+  if (st == LC_OK && !F.prompt)
+    st = lc_fail(LC_EINVAL, "--prompt is required: give the text (or token ids) to continue");
+  if (st != LC_OK) {
+    lc_cli_error(lc_errmsg());
+    return 2;
+  }
+  lc_arena a;
+  lc_arena_init(&a, 0);
+  lc_model m;
+  memset(&m, 0, sizeof m);
+  lc_kv_cache cache;
+  memset(&cache, 0, sizeof cache);
+  int *prompt = NULL;
+  float *logits = NULL;
+  int rc = run_generate(&F, &a, &m, &cache, &prompt, &logits);
+  lc_free(&a, logits);
+  lc_kv_cache_destroy(&cache, &a);
+  if (m.params) lc_model_destroy(&m, &a);
+  free(prompt);
+  return rc;
+}

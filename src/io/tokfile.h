@@ -1,0 +1,48 @@
+// Token data files (written by tools/prepare_data.py or lc_tokfile_write):
+//   offset 0  magic "LCTOKENS" (8 bytes)
+//          8  uint32 version (1)
+//         12  uint32 dtype: bytes per token, 2 (uint16) or 4 (uint32)
+//         16  uint32 vocab_size of the tokenizer
+//         20  uint32 reserved, 0
+//         24  uint64 count of tokens
+//         32  count tokens
+// All integers little-endian. The file is memory-mapped read-only.
+#ifndef LC_TOKFILE_H
+#define LC_TOKFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+#define LC_TOKFILE_HEADER 32
+#define LC_TOKFILE_VERSION 1
+
+typedef struct {
+  char path[1024];
+  uint32_t version, bytes_per_token, vocab;
+  uint64_t count;
+  const unsigned char *toks; // count * bytes_per_token bytes
+  // private
+  void *map_;
+  size_t map_len_;
+} lc_tokfile;
+
+// Validates magic, version, dtype, reserved, vocab, count (0 is an error) and the file size
+// (a truncated file names the expected and the actual size).
+lc_status lc_tokfile_open(lc_tokfile *t, const char *path);
+// The same on bytes in memory (not copied: keep them alive until lc_tokfile_close).
+lc_status lc_tokfile_open_mem(lc_tokfile *t, const void *data, size_t len, const char *label);
+// Token i (i < count).
+uint32_t lc_tokfile_get(const lc_tokfile *t, uint64_t i);
+// LC_EINVAL if the header's vocab exceeds model_vocab, or (after a full scan) naming the first
+// token id >= model_vocab with its index and byte offset in the file.
+lc_status lc_tokfile_check_vocab(const lc_tokfile *t, int model_vocab);
+void lc_tokfile_close(lc_tokfile *t);
+
+// Writes n tokens atomically (temporary + fsync + rename). bytes_per_token 2 or 4; every
+// token must be < vocab (and < 65536 for 2 bytes).
+lc_status lc_tokfile_write(const char *path, const uint32_t *toks, uint64_t n, int bytes_per_token,
+                           uint32_t vocab);
+
+#endif

@@ -1,0 +1,221 @@
+#include "model/generate.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "attn/flash.h"
+#include "ops/ops.h"
+
+#define F32(n) (sizeof(float) * (size_t)(n))
+#define PAD16(n) (((size_t)(n) + 15) & ~(size_t)15)
+
+// ---------------------------------------------------------------- KV cache
+lc_status lc_kv_cache_create(lc_kv_cache *c, const lc_config *cfg, int max_len, lc_arena *a) {
+  memset(c, 0, sizeof *c);
+  LC_TRY(lc_config_validate(cfg));
+  if (max_len < 1)
+    return lc_fail(LC_EINVAL, "KV cache length %d: it must hold at least one position", max_len);
+  if (cfg->max_pos > 0 && max_len > cfg->max_pos)
+    return lc_fail(LC_EINVAL,
+                   "KV cache of %d positions exceeds the model's max_position_embeddings %d: "
+                   "use at most %d positions (shorter prompt or fewer new tokens)",
+                   max_len, cfg->max_pos, cfg->max_pos);
+  c->max_len = max_len;
+  c->n_layers = cfg->n_layers;
+  c->kv_dim = cfg->n_kv_heads * cfg->head_dim;
+  size_t floats = (size_t)2 * cfg->n_layers * (size_t)max_len * (size_t)c->kv_dim;
+  c->buf = lc_alloc(a, LC_MEM_ACT, F32(floats), "KV cache");
+  if (!c->buf) {
+    memset(c, 0, sizeof *c);
+    return LC_ENOMEM;
+  }
+  return LC_OK;
+}
+
+void lc_kv_cache_destroy(lc_kv_cache *c, lc_arena *a) {
+  lc_free(a, c->buf);
+  memset(c, 0, sizeof *c);
+}
+
+float *lc_kv_cache_k(const lc_kv_cache *c, int l) {
+  return c->buf + (size_t)2 * l * (size_t)c->max_len * (size_t)c->kv_dim;
+}
+
+float *lc_kv_cache_v(const lc_kv_cache *c, int l) {
+  return lc_kv_cache_k(c, l) + (size_t)c->max_len * (size_t)c->kv_dim;
+}
+
+// ---------------------------------------------------------------- decode
+// Working buffers for chunks of up to `ch` tokens (one LC_MEM_ACT block).
+typedef struct {
+  float *x, *ln, *rstd, *q, *att, *lse, *cos, *sin, *gate, *up, *h;
+  int *pos;
+} dec_bufs;
+
+static float *take(float **p, size_t n) {
+  float *r = *p;
+  *p += PAD16(n);
+  return r;
+}
+
+static size_t dec_floats(const lc_config *cfg, int ch, int carve, dec_bufs *b, float *base) {
+  const size_t C = cfg->dim, HQ = (size_t)cfg->n_heads * cfg->head_dim, F = cfg->ffn;
+  float *p = base;
+  dec_bufs d;
+  d.x = take(&p, ch * C);
+  d.ln = take(&p, ch * C);
+  d.rstd = take(&p, ch);
+  d.q = take(&p, ch * HQ);
+  d.att = take(&p, ch * HQ);
+  d.lse = take(&p, (size_t)cfg->n_heads * ch);
+  d.cos = take(&p, (size_t)ch * (cfg->head_dim / 2));
+  d.sin = take(&p, (size_t)ch * (cfg->head_dim / 2));
+  d.gate = take(&p, ch * F);
+  d.up = take(&p, ch * F);
+  d.h = take(&p, ch * F);
+  d.pos = (int *)take(&p, ch); // sizeof(int) == sizeof(float) on every supported platform
+  if (carve) *b = d;
+  return (size_t)(p - base);
+}
+
+// One chunk of nn tokens at positions p0.. through every layer; x holds their embeddings
+// on entry and the final residual stream on return. Appends k/v rows [p0, p0+nn).
+static lc_status dec_layers(const lc_model *m, lc_kv_cache *c, dec_bufs *b, int p0, int nn,
+                            lc_arena *a) {
+  const lc_config *cfg = &m->cfg;
+  const int C = cfg->dim, D = cfg->head_dim, F = cfg->ffn;
+  const int HQ = cfg->n_heads * D, KV = c->kv_dim;
+  for (int i = 0; i < nn; i++) b->pos[i] = p0 + i;
+  lc_rope_table(b->cos, b->sin, b->pos, nn, D, cfg->rope_theta);
+  lc_attn_shape s = {.Tq = nn, .Tk = p0 + nn, .Hq = cfg->n_heads, .Hkv = cfg->n_kv_heads,
+                     .D = D, .q_start = p0, .k_start = 0, .causal = 1,
+                     .scale = 1.0f / sqrtf((float)D)};
+  for (int l = 0; l < cfg->n_layers; l++) {
+    const lc_layer_weights *w = &m->w.layer[l];
+    float *kc = lc_kv_cache_k(c, l), *vc = lc_kv_cache_v(c, l);
+    float *kn = kc + (size_t)p0 * KV, *vn = vc + (size_t)p0 * KV;
+    // attention half: new k/v rows go straight into the cache
+    lc_rmsnorm_fwd(b->ln, b->rstd, b->x, w->ln1, nn, C, cfg->norm_eps);
+    lc_matmul_fwd(b->q, b->ln, w->wq, nn, C, HQ);
+    lc_matmul_fwd(kn, b->ln, w->wk, nn, C, KV);
+    lc_matmul_fwd(vn, b->ln, w->wv, nn, C, KV);
+    lc_rope_fwd(b->q, b->cos, b->sin, nn, cfg->n_heads, D);
+    lc_rope_fwd(kn, b->cos, b->sin, nn, cfg->n_kv_heads, D);
+    LC_TRY(lc_flash_fwd(b->att, b->lse, b->q, kc, vc, &s, a));
+    lc_matmul_fwd(b->ln, b->att, w->wo, nn, HQ, C);
+    lc_add_inplace(b->x, b->ln, (size_t)nn * C);
+    // MLP half
+    lc_rmsnorm_fwd(b->ln, b->rstd, b->x, w->ln2, nn, C, cfg->norm_eps);
+    lc_matmul_fwd(b->gate, b->ln, w->wgate, nn, C, F);
+    lc_matmul_fwd(b->up, b->ln, w->wup, nn, C, F);
+    lc_swiglu_fwd(b->h, b->gate, b->up, (size_t)nn * F);
+    lc_matmul_fwd(b->ln, b->h, w->wdown, nn, F, C);
+    lc_add_inplace(b->x, b->ln, (size_t)nn * C);
+  }
+  return LC_OK;
+}
+
+lc_status lc_decode(const lc_model *m, lc_kv_cache *c, const int *tokens, int n, float *logits,
+                    int all_logits, lc_arena *a) {
+  const lc_config *cfg = &m->cfg;
+  const int C = cfg->dim, V = cfg->vocab;
+  if (n < 1) return lc_fail(LC_EINVAL, "lc_decode: %d tokens: pass at least one token", n);
+  if (c->n_layers != cfg->n_layers || c->kv_dim != cfg->n_kv_heads * cfg->head_dim)
+    return lc_fail(LC_EINVAL, "lc_decode: the KV cache was created for another model config: "
+                              "create it from this model's config");
+  for (int i = 0; i < n; i++)
+    if (tokens[i] < 0 || tokens[i] >= V)
+      return lc_fail(LC_EINVAL, "token id %d (input token %d) is outside the vocabulary [0, %d): "
+                                "use ids below the vocabulary size",
+                     tokens[i], i, V);
+  if (n > c->max_len - c->len)
+    return lc_fail(LC_EINVAL, "decoding %d token%s at position %d needs %d positions but the KV "
+                              "cache holds %d: create a longer cache (fewer new tokens or a "
+                              "shorter prompt)",
+                   n, n == 1 ? "" : "s", c->len, c->len + n, c->max_len);
+  const int ch = n < LC_DECODE_CHUNK ? n : LC_DECODE_CHUNK;
+  size_t nf = dec_floats(cfg, ch, 0, NULL, NULL);
+  float *work = lc_alloc(a, LC_MEM_ACT, F32(nf), "decoding activations");
+  if (!work) return LC_ENOMEM;
+  dec_bufs b;
+  dec_floats(cfg, ch, 1, &b, work);
+  const int len0 = c->len;
+  lc_status st = LC_OK;
+  for (int t0 = 0; t0 < n && st == LC_OK; t0 += ch) {
+    const int nn = n - t0 < ch ? n - t0 : ch;
+    lc_embedding_fwd(b.x, tokens + t0, m->w.embed, nn, C);
+    st = dec_layers(m, c, &b, c->len, nn, a);
+    if (st != LC_OK) break;
+    c->len += nn;
+    if (all_logits) {
+      lc_rmsnorm_fwd(b.ln, b.rstd, b.x, m->w.norm, nn, C, cfg->norm_eps);
+      lc_matmul_fwd(logits + (size_t)t0 * V, b.ln, m->w.head, nn, C, V);
+    } else if (t0 + nn == n) {
+      lc_rmsnorm_fwd(b.ln, b.rstd, b.x + (size_t)(nn - 1) * C, m->w.norm, 1, C, cfg->norm_eps);
+      lc_matmul_fwd(logits, b.ln, m->w.head, 1, C, V);
+    }
+  }
+  if (st != LC_OK) c->len = len0; // rows past len are ignored: the cache is as before
+  lc_free(a, work);
+  return st;
+}
+
+// ---------------------------------------------------------------- sampling
+// Order-preserving map of a float to uint32 (NaN is mapped below -inf: never chosen).
+static uint32_t fkey(float f) {
+  if (f != f) return 0;
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+static int argmax(const float *l, int n) {
+  int best = 0;
+  for (int i = 1; i < n; i++)
+    if (l[i] > l[best] || l[best] != l[best]) best = i;
+  return best;
+}
+
+int lc_sample(const float *l, int vocab, const lc_sampling *s, lc_rng *rng) {
+  if (vocab <= 1) return 0;
+  int k = s->top_k <= 0 || s->top_k > vocab ? vocab : s->top_k;
+  if (!(s->temperature > 0) || k == 1) return argmax(l, vocab);
+  const int best = argmax(l, vocab);
+  const double mx = l[best], inv_t = 1.0 / s->temperature;
+  if (mx != mx) return 0; // every logit NaN
+  // Threshold key K = the k-th largest key: the largest K with count(key >= K) >= k, by
+  // bisection over the 32-bit keys (32 passes, no sort and no allocation).
+  uint32_t K = 0;
+  if (k < vocab) {
+    uint64_t lo = 0, hi = 0xFFFFFFFFu; // invariant: count(>= lo) >= k
+    while (lo < hi) {
+      uint64_t mid = (lo + hi + 1) / 2;
+      int cnt = 0;
+      for (int i = 0; i < vocab; i++) cnt += fkey(l[i]) >= mid;
+      if (cnt >= k) lo = mid;
+      else hi = mid - 1;
+    }
+    K = (uint32_t)lo;
+  }
+  // Selected: keys > K, then keys == K in index order until k are taken. Two passes with
+  // the same selection rule: the total, then the walk to the drawn mass.
+  int above = 0;
+  for (int i = 0; i < vocab; i++) above += fkey(l[i]) > K;
+  double total = 0;
+  for (int i = 0, ties = 0; i < vocab; i++) {
+    uint32_t key = fkey(l[i]);
+    if (key > K || (key == K && key != 0 && above + ties++ < k)) total += exp((l[i] - mx) * inv_t);
+  }
+  double u = (double)lc_rng_uniform(rng) * total, acc = 0;
+  int last = best;
+  for (int i = 0, ties = 0; i < vocab; i++) {
+    uint32_t key = fkey(l[i]);
+    if (key > K || (key == K && key != 0 && above + ties++ < k)) {
+      acc += exp((l[i] - mx) * inv_t);
+      last = i;
+      if (u < acc) return i;
+    }
+  }
+  return last; // u rounded up to total
+}

@@ -1,0 +1,555 @@
+#define _POSIX_C_SOURCE 200809L
+#include "model/hf.h"
+
+#include <cjson/cJSON.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/fsutil.h"
+#include "io/safetensors.h"
+
+#define HF_PATH 4096
+
+// ---------------------------------------------------------------- config.json
+
+static const cJSON *field(const cJSON *r, const char *k) {
+  const cJSON *j = cJSON_GetObjectItemCaseSensitive(r, k);
+  return (j && !cJSON_IsNull(j)) ? j : NULL;
+}
+
+static lc_status get_int(const cJSON *r, const char *L, const char *k, int required, int def,
+                         int *out) {
+  const cJSON *j = field(r, k);
+  if (!j) {
+    if (required)
+      return lc_fail(LC_EFORMAT, "%s: missing field %s, which a Llama config.json needs; add it "
+                     "(see the model's original config)", L, k);
+    *out = def;
+    return LC_OK;
+  }
+  double d = cJSON_IsNumber(j) ? j->valuedouble : -1;
+  if (!cJSON_IsNumber(j) || !(d >= 1) || d > INT_MAX || d != floor(d))
+    return lc_fail(LC_EFORMAT, "%s: field %s must be a positive integer; fix config.json", L, k);
+  *out = (int)d;
+  return LC_OK;
+}
+
+static lc_status get_pos(const cJSON *r, const char *L, const char *k, double def, double *out) {
+  const cJSON *j = field(r, k);
+  if (!j) {
+    *out = def;
+    return LC_OK;
+  }
+  if (!cJSON_IsNumber(j) || !(j->valuedouble > 0) || !isfinite(j->valuedouble))
+    return lc_fail(LC_EFORMAT, "%s: field %s must be a positive number; fix config.json", L, k);
+  *out = j->valuedouble;
+  return LC_OK;
+}
+
+static lc_status get_bool(const cJSON *r, const char *L, const char *k, int *out) {
+  const cJSON *j = field(r, k);
+  *out = 0;
+  if (!j) return LC_OK;
+  if (!cJSON_IsBool(j))
+    return lc_fail(LC_EFORMAT, "%s: field %s must be true or false; fix config.json", L, k);
+  *out = cJSON_IsTrue(j);
+  return LC_OK;
+}
+
+// rope_scaling / rope_parameters: only the plain ("default") RoPE is implemented.
+static lc_status check_rope(const cJSON *r, const char *L, const char *k) {
+  const cJSON *j = field(r, k);
+  if (!j) return LC_OK;
+  if (!cJSON_IsObject(j))
+    return lc_fail(LC_EFORMAT, "%s: field %s must be an object or null; fix config.json", L, k);
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "rope_type");
+  if (!t) t = cJSON_GetObjectItemCaseSensitive(j, "type");
+  const char *ty = cJSON_IsString(t) ? t->valuestring : NULL;
+  if (ty && !strcmp(ty, "default")) return LC_OK;
+  return lc_fail(LC_EINVAL, "%s: %s of type '%.40s' is not supported: longctx implements plain "
+                 "RoPE (rope_theta only); use a model without %s (setting it to null changes the "
+                 "model's positions)", L, k, ty ? ty : "(none)", k);
+}
+
+lc_status lc_hf_parse_config(const char *json, size_t len, const char *L, lc_config *cfg) {
+  const char *end = NULL;
+  cJSON *r = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+  if (!r)
+    return lc_fail(LC_EFORMAT, "%s: not valid JSON (error near byte %ld); fix or re-download "
+                   "config.json", L, end ? (long)(end - json) : 0L);
+  for (const char *p = end; p < json + len; p++) {
+    if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') continue;
+    cJSON_Delete(r);
+    return lc_fail(LC_EFORMAT, "%s: extra text after the JSON object (byte %ld); fix config.json",
+                   L, (long)(p - json));
+  }
+  if (!cJSON_IsObject(r)) {
+    cJSON_Delete(r);
+    return lc_fail(LC_EFORMAT, "%s: not a JSON object; a config.json is an object of settings", L);
+  }
+  lc_config c;
+  memset(&c, 0, sizeof c);
+  lc_status st = LC_OK;
+#define TRY_(x)                    \
+  do {                             \
+    if ((st = (x)) != LC_OK) goto done; \
+  } while (0)
+  // What model is it?
+  const cJSON *mt = field(r, "model_type"), *ar = field(r, "architectures");
+  if (!mt && !ar) {
+    st = lc_fail(LC_EFORMAT, "%s: neither model_type nor architectures is set; longctx reads Llama "
+                 "configs (model_type \"llama\", architectures [\"LlamaForCausalLM\"])", L);
+    goto done;
+  }
+  if (mt && (!cJSON_IsString(mt) || strcmp(mt->valuestring, "llama") != 0)) {
+    st = lc_fail(LC_EINVAL, "%s: model_type '%.40s' is not supported: longctx trains Llama models "
+                 "(model_type \"llama\")", L, cJSON_IsString(mt) ? mt->valuestring : "(not a string)");
+    goto done;
+  }
+  if (ar) {
+    int ok = cJSON_IsArray(ar) && cJSON_GetArraySize(ar) > 0;
+    const cJSON *it;
+    const char *bad = NULL;
+    if (ok) cJSON_ArrayForEach(it, ar) {
+        if (!cJSON_IsString(it)) { ok = 0; break; }
+        if (strcmp(it->valuestring, "LlamaForCausalLM") != 0) { bad = it->valuestring; ok = 0; break; }
+      }
+    if (!ok) {
+      st = lc_fail(LC_EINVAL, "%s: architectures %s%.40s%s is not supported: longctx trains "
+                   "LlamaForCausalLM models", L, bad ? "['" : "", bad ? bad : "(not a list of names)",
+                   bad ? "']" : "");
+      goto done;
+    }
+  }
+  // Sizes.
+  TRY_(get_int(r, L, "hidden_size", 1, 0, &c.dim));
+  TRY_(get_int(r, L, "intermediate_size", 1, 0, &c.ffn));
+  TRY_(get_int(r, L, "num_hidden_layers", 1, 0, &c.n_layers));
+  TRY_(get_int(r, L, "num_attention_heads", 1, 0, &c.n_heads));
+  TRY_(get_int(r, L, "num_key_value_heads", 0, c.n_heads, &c.n_kv_heads));
+  TRY_(get_int(r, L, "vocab_size", 1, 0, &c.vocab));
+  TRY_(get_int(r, L, "max_position_embeddings", 0, 2048, &c.max_pos));
+  c.head_dim = c.dim / c.n_heads;
+  if (field(r, "head_dim")) {
+    int hd;
+    TRY_(get_int(r, L, "head_dim", 1, 0, &hd));
+    if (c.dim % c.n_heads != 0 || hd != c.head_dim) {
+      st = lc_fail(LC_EINVAL, "%s: head_dim %d is not hidden_size / num_attention_heads (%d / %d): "
+                   "longctx supports only head_dim = hidden_size / num_attention_heads", L, hd,
+                   c.dim, c.n_heads);
+      goto done;
+    }
+  }
+  double eps, theta;
+  TRY_(get_pos(r, L, "rms_norm_eps", 1e-6, &eps));
+  c.norm_eps = (float)eps;
+  if (!(c.norm_eps > 0)) {
+    st = lc_fail(LC_EINVAL, "%s: rms_norm_eps %g underflows a float; fix config.json", L, eps);
+    goto done;
+  }
+  // transformers >= 5 keeps rope_theta inside rope_parameters.
+  const cJSON *rp = field(r, "rope_parameters");
+  TRY_(check_rope(r, L, "rope_parameters"));
+  TRY_(get_pos(r, L, "rope_theta", 10000.0, &theta));
+  if (!field(r, "rope_theta") && rp) TRY_(get_pos(rp, L, "rope_theta", 10000.0, &theta));
+  c.rope_theta = theta;
+  TRY_(get_bool(r, L, "tie_word_embeddings", &c.tie_embeddings));
+  // Settings longctx does not implement: errors, never silently ignored.
+  TRY_(check_rope(r, L, "rope_scaling"));
+  const cJSON *act = field(r, "hidden_act");
+  if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0)) {
+    st = lc_fail(LC_EINVAL, "%s: hidden_act '%.40s' is not supported: longctx's MLP is SwiGLU with "
+                 "silu (hidden_act \"silu\")", L, cJSON_IsString(act) ? act->valuestring : "(not a string)");
+    goto done;
+  }
+  static const char *const biases[] = {"attention_bias", "mlp_bias"};
+  for (int i = 0; i < 2; i++) {
+    int b;
+    TRY_(get_bool(r, L, biases[i], &b));
+    if (b) {
+      st = lc_fail(LC_EINVAL, "%s: %s true is not supported: longctx's Llama layers have no bias "
+                   "terms; use a model with %s false", L, biases[i], biases[i]);
+      goto done;
+    }
+  }
+  const cJSON *tp = field(r, "pretraining_tp");
+  if (tp && (!cJSON_IsNumber(tp) || tp->valuedouble != 1)) {
+    st = lc_fail(LC_EINVAL, "%s: pretraining_tp %g is not supported: set it to 1 (it only changes "
+                 "how HF slices its matmuls; the weights are the same)", L,
+                 cJSON_IsNumber(tp) ? tp->valuedouble : -1.0);
+    goto done;
+  }
+  const cJSON *dr = field(r, "attention_dropout");
+  if (dr && (!cJSON_IsNumber(dr) || dr->valuedouble != 0)) {
+    st = lc_fail(LC_EINVAL, "%s: attention_dropout %g is not supported: longctx has no dropout; "
+                 "set it to 0.0", L, cJSON_IsNumber(dr) ? dr->valuedouble : -1.0);
+    goto done;
+  }
+  if (field(r, "quantization_config")) {
+    st = lc_fail(LC_EINVAL, "%s: quantization_config is set: quantized checkpoints are not "
+                 "supported; use the model's unquantized (float) weights", L);
+    goto done;
+  }
+  snprintf(c.name, sizeof c.name, "hf");
+  st = lc_config_validate(&c);
+  if (st != LC_OK) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", lc_errmsg());
+    st = lc_fail(st, "%s: %s", L, msg);
+    goto done;
+  }
+done:
+#undef TRY_
+  cJSON_Delete(r);
+  if (st == LC_OK) *cfg = c;
+  return st;
+}
+
+lc_status lc_hf_read_config(const char *dir, lc_config *cfg) {
+  char path[HF_PATH];
+  LC_TRY(lc_path_join(path, sizeof path, dir, "config.json"));
+  if (!lc_is_file(path)) {
+    if (!lc_is_dir(dir))
+      return lc_fail(LC_EIO, "%s is not a directory: give a preset name or a Hugging Face Llama "
+                     "model directory", dir);
+    return lc_fail(LC_EIO, "%s has no config.json: give a Hugging Face Llama model directory", dir);
+  }
+  char *json;
+  size_t len;
+  LC_TRY(lc_read_file(path, (size_t)16 << 20, &json, &len));
+  lc_status st = lc_hf_parse_config(json, len, path, cfg);
+  free(json);
+  if (st == LC_OK) {
+    // The model's name: the directory's last component.
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && dir[b - 1] != '/') b--;
+    snprintf(cfg->name, sizeof cfg->name, "%.*s", (int)(n - b), dir + b);
+  }
+  return st;
+}
+
+// Shortest text that reads back (through strtod, as cJSON reads) to exactly v.
+static void fmt_real(char *b, size_t cap, double v, int is_float) {
+  if (v == floor(v) && fabs(v) < 1e15) {
+    snprintf(b, cap, "%.1f", v);
+    return;
+  }
+  for (int p = 1; p <= 17; p++) {
+    snprintf(b, cap, "%.*g", p, v);
+    double r = strtod(b, NULL);
+    if (is_float ? (float)r == (float)v : r == v) return;
+  }
+}
+
+lc_status lc_hf_write_config(const char *dir, const lc_config *c) {
+  LC_TRY(lc_config_validate(c));
+  if (c->max_pos <= 0 || !isfinite(c->norm_eps) || !isfinite(c->rope_theta))
+    return lc_fail(LC_EINVAL, "model config: max_position_embeddings must be positive and "
+                   "rms_norm_eps, rope_theta finite");
+  char path[HF_PATH], eps[64], theta[64], text[4096];
+  LC_TRY(lc_path_join(path, sizeof path, dir, "config.json"));
+  fmt_real(eps, sizeof eps, c->norm_eps, 1);
+  fmt_real(theta, sizeof theta, c->rope_theta, 0);
+  int k = snprintf(text, sizeof text,
+                   "{\n"
+                   "  \"architectures\": [\"LlamaForCausalLM\"],\n"
+                   "  \"model_type\": \"llama\",\n"
+                   "  \"torch_dtype\": \"float32\",\n"
+                   "  \"hidden_size\": %d,\n"
+                   "  \"intermediate_size\": %d,\n"
+                   "  \"num_hidden_layers\": %d,\n"
+                   "  \"num_attention_heads\": %d,\n"
+                   "  \"num_key_value_heads\": %d,\n"
+                   "  \"head_dim\": %d,\n"
+                   "  \"hidden_act\": \"silu\",\n"
+                   "  \"rms_norm_eps\": %s,\n"
+                   "  \"rope_theta\": %s,\n"
+                   "  \"rope_scaling\": null,\n"
+                   "  \"vocab_size\": %d,\n"
+                   "  \"tie_word_embeddings\": %s,\n"
+                   "  \"max_position_embeddings\": %d,\n"
+                   "  \"attention_bias\": false,\n"
+                   "  \"attention_dropout\": 0.0,\n"
+                   "  \"mlp_bias\": false,\n"
+                   "  \"pretraining_tp\": 1,\n"
+                   "  \"initializer_range\": 0.02,\n"
+                   "  \"use_cache\": true,\n"
+                   "  \"bos_token_id\": null,\n"
+                   "  \"eos_token_id\": null\n"
+                   "}\n",
+                   c->dim, c->ffn, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, eps, theta,
+                   c->vocab, c->tie_embeddings ? "true" : "false", c->max_pos);
+  if (k < 0 || (size_t)k >= sizeof text) return lc_fail(LC_EINVAL, "%s: config text too long", path);
+  return lc_write_file_atomic(path, text, (size_t)k);
+}
+
+int lc_hf_is_model_dir(const char *dir) {
+  char path[HF_PATH];
+  if (lc_path_join(path, sizeof path, dir, "config.json") != LC_OK) return 0;
+  return lc_is_file(path);
+}
+
+// ---------------------------------------------------------------- weights
+
+typedef struct {
+  const char *name;
+  int shard;
+} wm_entry;
+
+static int cmp_wm(const void *a, const void *b) {
+  return strcmp(((const wm_entry *)a)->name, ((const wm_entry *)b)->name);
+}
+static int find_wm(const void *key, const void *e) {
+  return strcmp((const char *)key, ((const wm_entry *)e)->name);
+}
+
+static int cmp_tab(const void *a, const void *b) {
+  return strcmp((*(const lc_param_info *const *)a)->name, (*(const lc_param_info *const *)b)->name);
+}
+static int find_tab(const void *key, const void *e) {
+  return strcmp((const char *)key, (*(const lc_param_info *const *)e)->name);
+}
+
+static void shape_str(char *b, size_t cap, int nd, const long long *s) {
+  int m = snprintf(b, cap, "[");
+  for (int i = 0; i < nd && m < (int)cap - 24; i++)
+    m += snprintf(b + m, cap - (size_t)m, "%s%lld", i ? ", " : "", s[i]);
+  snprintf(b + m, cap - (size_t)m, "]");
+}
+
+static int ends_with(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && !strcmp(s + a - b, suf);
+}
+
+typedef struct {
+  int n_files;
+  char **files;      // full paths
+  lc_st_file *st;    // opened shards
+  int n_open;
+  cJSON *index;      // parsed index.json (names of wm point into it)
+  wm_entry *wm;
+  int n_wm;
+  const lc_param_info **order; // table entries sorted by name
+  int *shard_of;     // per table entry: shard holding it (-1: not yet found)
+  const lc_st_tensor **tens;
+} loader;
+
+static void loader_free(loader *L) {
+  for (int i = 0; i < L->n_open; i++) lc_st_close(&L->st[i]);
+  for (int i = 0; i < L->n_files; i++) free(L->files[i]);
+  free(L->files);
+  free(L->st);
+  cJSON_Delete(L->index);
+  free(L->wm);
+  free(L->order);
+  free(L->shard_of);
+  free(L->tens);
+}
+
+static lc_status add_file(loader *L, const char *path) {
+  char **f = realloc(L->files, sizeof *f * (size_t)(L->n_files + 1));
+  if (!f) return lc_fail(LC_ENOMEM, "out of memory listing shards");
+  L->files = f;
+  L->files[L->n_files] = strdup(path);
+  if (!L->files[L->n_files]) return lc_fail(LC_ENOMEM, "out of memory listing shards");
+  L->n_files++;
+  return LC_OK;
+}
+
+static lc_status read_index(loader *L, const char *dir, const char *ipath) {
+  char *json;
+  size_t len;
+  LC_TRY(lc_read_file(ipath, (size_t)64 << 20, &json, &len));
+  L->index = cJSON_ParseWithLength(json, len);
+  free(json);
+  if (!L->index || !cJSON_IsObject(L->index))
+    return lc_fail(LC_EFORMAT, "%s: not a JSON object; fix or re-download the index", ipath);
+  const cJSON *wm = cJSON_GetObjectItemCaseSensitive(L->index, "weight_map");
+  if (!cJSON_IsObject(wm))
+    return lc_fail(LC_EFORMAT, "%s: missing the \"weight_map\" object (tensor name -> shard file)",
+                   ipath);
+  int n = cJSON_GetArraySize(wm);
+  L->wm = calloc((size_t)n + 1, sizeof *L->wm);
+  if (!L->wm) return lc_fail(LC_ENOMEM, "out of memory reading %s", ipath);
+  const cJSON *it;
+  cJSON_ArrayForEach(it, wm) {
+    if (!cJSON_IsString(it) || !it->valuestring[0])
+      return lc_fail(LC_EFORMAT, "%s: weight_map entry '%.80s' is not a shard file name", ipath,
+                     it->string);
+    const char *s = it->valuestring;
+    if (s[0] == '/' || !strcmp(s, "..") || !strncmp(s, "../", 3) || strstr(s, "/../") ||
+        ends_with(s, "/.."))
+      return lc_fail(LC_EFORMAT, "%s: shard file '%.80s' is outside the model directory; shard "
+                     "names must be relative names inside it", ipath, s);
+    char full[HF_PATH];
+    LC_TRY(lc_path_join(full, sizeof full, dir, s));
+    int k = 0;
+    while (k < L->n_files && strcmp(L->files[k], full) != 0) k++;
+    if (k == L->n_files) LC_TRY(add_file(L, full));
+    L->wm[L->n_wm].name = it->string;
+    L->wm[L->n_wm].shard = k;
+    L->n_wm++;
+  }
+  if (L->n_wm == 0) return lc_fail(LC_EFORMAT, "%s: weight_map is empty", ipath);
+  qsort(L->wm, (size_t)L->n_wm, sizeof *L->wm, cmp_wm);
+  for (int i = 1; i < L->n_wm; i++)
+    if (!strcmp(L->wm[i - 1].name, L->wm[i].name))
+      return lc_fail(LC_EFORMAT, "%s: weight_map lists '%.80s' twice", ipath, L->wm[i].name);
+  return LC_OK;
+}
+
+lc_status lc_hf_load_weights(const char *dir, lc_model *m) {
+  char single[HF_PATH], ipath[HF_PATH];
+  LC_TRY(lc_path_join(single, sizeof single, dir, "model.safetensors"));
+  LC_TRY(lc_path_join(ipath, sizeof ipath, dir, "model.safetensors.index.json"));
+  loader L;
+  memset(&L, 0, sizeof L);
+  lc_status st = LC_OK;
+  const char *what; // names the weights in messages
+  if (lc_is_file(single)) {
+    st = add_file(&L, single);
+    what = single;
+  } else if (lc_is_file(ipath)) {
+    st = read_index(&L, dir, ipath);
+    what = ipath;
+  } else {
+    char bin[HF_PATH];
+    int has_bin = lc_path_join(bin, sizeof bin, dir, "pytorch_model.bin") == LC_OK && lc_is_file(bin);
+    if (!has_bin && lc_path_join(bin, sizeof bin, dir, "pytorch_model.bin.index.json") == LC_OK)
+      has_bin = lc_is_file(bin);
+    if (has_bin)
+      return lc_fail(LC_EIO, "%s holds PyTorch .bin weights; longctx reads safetensors: convert "
+                     "them (in Python: model.save_pretrained(dir, safe_serialization=True))", dir);
+    return lc_fail(LC_EIO, "%s has neither model.safetensors nor model.safetensors.index.json: give "
+                   "a Hugging Face model directory with safetensors weights", dir);
+  }
+  int nt = m->n_tensors;
+  if (st == LC_OK) {
+    L.st = calloc((size_t)L.n_files, sizeof *L.st);
+    L.order = malloc(sizeof *L.order * (size_t)nt);
+    L.shard_of = malloc(sizeof *L.shard_of * (size_t)nt);
+    L.tens = calloc((size_t)nt, sizeof *L.tens);
+    if (!L.st || !L.order || !L.shard_of || !L.tens)
+      st = lc_fail(LC_ENOMEM, "out of memory loading %s", what);
+  }
+  if (st != LC_OK) {
+    loader_free(&L);
+    return st;
+  }
+  for (int i = 0; i < nt; i++) {
+    L.order[i] = &m->table[i];
+    L.shard_of[i] = -1;
+  }
+  qsort(L.order, (size_t)nt, sizeof *L.order, cmp_tab);
+  const lc_config *c = &m->cfg;
+  for (int s = 0; s < L.n_files && st == LC_OK; s++) {
+    st = lc_st_open(&L.st[s], L.files[s]);
+    if (st != LC_OK) break;
+    L.n_open++;
+    const lc_st_file *f = &L.st[s];
+    for (int i = 0; i < f->n && st == LC_OK; i++) {
+      const lc_st_tensor *t = &f->tensors[i];
+      if (L.wm) {
+        const wm_entry *w = bsearch(t->name, L.wm, (size_t)L.n_wm, sizeof *L.wm, find_wm);
+        if (w && w->shard != s) {
+          st = lc_fail(LC_EFORMAT, "%s: tensor '%.80s' is in %s but the index maps it to %s; fix "
+                       "the index", ipath, t->name, f->path, L.files[w->shard]);
+          break;
+        }
+      }
+      const lc_param_info *const *pp =
+          bsearch(t->name, L.order, (size_t)nt, sizeof *L.order, find_tab);
+      int idx = pp ? (int)(*pp - m->table) : -1, *hit = pp ? &idx : NULL;
+      long long want[2];
+      int want_nd;
+      if (hit) {
+        const lc_param_info *p = &m->table[*hit];
+        if (L.shard_of[*hit] >= 0) {
+          st = lc_fail(LC_EFORMAT, "tensor '%s' is in both %s and %s; remove one", p->name,
+                       L.files[L.shard_of[*hit]], f->path);
+          break;
+        }
+        want_nd = p->ndim;
+        want[0] = p->shape[0];
+        want[1] = p->shape[1];
+      } else if (ends_with(t->name, "rotary_emb.inv_freq")) {
+        continue; // a buffer HF recomputes; RoPE here comes from rope_theta
+      } else if (c->tie_embeddings && !strcmp(t->name, "lm_head.weight")) {
+        want_nd = 2; // tied: HF ignores it in favour of embed_tokens; so do we
+        want[0] = c->vocab;
+        want[1] = c->dim;
+      } else {
+        char nb[128];
+        snprintf(nb, sizeof nb, "%.100s", t->name);
+        for (char *q = nb; *q; q++)
+          if ((unsigned char)*q < 0x20) *q = '?';
+        st = lc_fail(LC_EFORMAT, "%s: unexpected tensor '%s': it is not part of a Llama model with "
+                     "this config (%d layers, %s embeddings); the weights do not match config.json",
+                     f->path, nb, c->n_layers, c->tie_embeddings ? "tied" : "untied");
+        break;
+      }
+      int same = t->ndim == want_nd;
+      for (int d = 0; same && d < want_nd; d++) same = t->shape[d] == want[d];
+      if (!same) {
+        char got_s[200], want_s[64];
+        shape_str(got_s, sizeof got_s, t->ndim, t->shape);
+        shape_str(want_s, sizeof want_s, want_nd, want);
+        st = lc_fail(LC_EFORMAT, "%s: tensor '%s' has shape %s but the config needs %s; the "
+                     "weights do not match config.json", f->path, t->name, got_s, want_s);
+        break;
+      }
+      if (hit) {
+        L.shard_of[*hit] = s;
+        L.tens[*hit] = t;
+      }
+    }
+  }
+  // Every index entry must be in the shard it names.
+  for (int i = 0; i < L.n_wm && st == LC_OK; i++) {
+    if (!lc_st_find(&L.st[L.wm[i].shard], L.wm[i].name))
+      st = lc_fail(LC_EFORMAT, "%s: the index maps '%.80s' to %s, which does not contain it; fix "
+                   "the index or re-download the shard", ipath, L.wm[i].name, L.files[L.wm[i].shard]);
+  }
+  for (int i = 0; i < nt && st == LC_OK; i++) {
+    if (L.shard_of[i] >= 0) continue;
+    const char *name = m->table[i].name;
+    st = lc_fail(LC_EFORMAT, "%s: tensor '%s' is missing%s", what, name,
+                 !strcmp(name, "lm_head.weight")
+                     ? " (if the model ties its output head to the embeddings, set "
+                       "tie_word_embeddings true in config.json)"
+                     : "; the weights do not match config.json");
+  }
+  for (int i = 0; i < nt && st == LC_OK; i++) {
+    const lc_param_info *p = &m->table[i];
+    st = lc_st_read_f32(&L.st[L.shard_of[i]], L.tens[i], m->params + p->offset, p->numel);
+  }
+  loader_free(&L);
+  return st;
+}
+
+lc_status lc_hf_save(const char *dir, const lc_model *m) {
+  char path[HF_PATH];
+  LC_TRY(lc_path_join(path, sizeof path, dir, "model.safetensors"));
+  LC_TRY(lc_mkdir_p(dir));
+  lc_st_entry *e = calloc((size_t)m->n_tensors + 1, sizeof *e);
+  if (!e) return lc_fail(LC_ENOMEM, "out of memory saving %s", dir);
+  for (int i = 0; i < m->n_tensors; i++) {
+    const lc_param_info *p = &m->table[i];
+    e[i].name = p->name;
+    e[i].ndim = p->ndim;
+    e[i].shape[0] = p->shape[0];
+    e[i].shape[1] = p->shape[1];
+    e[i].data = m->params + p->offset;
+  }
+  static const char *const meta[] = {"format", "pt"};
+  lc_status st = lc_st_write(path, e, m->n_tensors, meta, 1);
+  free(e);
+  LC_TRY(st);
+  return lc_hf_write_config(dir, &m->cfg);
+}

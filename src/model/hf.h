@@ -1,0 +1,38 @@
+// Hugging Face Llama model directories: config.json and model.safetensors (or sharded
+// model.safetensors.index.json + shards), with HF tensor names and shapes.
+#ifndef LC_HF_H
+#define LC_HF_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+#include "model/config.h"
+#include "model/model.h"
+
+// Reads DIR/config.json (LlamaForCausalLM / model_type "llama"). Required: hidden_size,
+// intermediate_size, num_hidden_layers, num_attention_heads, vocab_size. Defaults as in HF's
+// LlamaConfig: num_key_value_heads = heads, rms_norm_eps 1e-6, rope_theta 10000,
+// tie_word_embeddings false, max_position_embeddings 2048. Unsupported settings are errors
+// naming the field and the fix: rope_scaling (other than type "default"), attention_bias,
+// mlp_bias, pretraining_tp != 1, hidden_act other than silu, head_dim != hidden/heads,
+// attention_dropout != 0, quantization_config.
+lc_status lc_hf_read_config(const char *dir, lc_config *cfg);
+// The same from JSON text; `label` names it in messages.
+lc_status lc_hf_parse_config(const char *json, size_t len, const char *label, lc_config *cfg);
+// Writes an HF-loadable DIR/config.json (float32, bos/eos ids null) atomically.
+lc_status lc_hf_write_config(const char *dir, const lc_config *cfg);
+
+// Loads DIR/model.safetensors, else the shards of DIR/model.safetensors.index.json, into a
+// model created from the same config. Every tensor of m->table must be present with exactly
+// its HF shape; a tied model accepts (and ignores) lm_head.weight; *.rotary_emb.inv_freq is
+// ignored; any other tensor is an error. F32, BF16 and F16 are converted to float. On error
+// the model's weights may be partly overwritten.
+lc_status lc_hf_load_weights(const char *dir, lc_model *m);
+// Writes DIR/model.safetensors (F32, HF names; tied: no lm_head.weight) and DIR/config.json,
+// creating DIR; each file atomically.
+lc_status lc_hf_save(const char *dir, const lc_model *m);
+
+// 1 if DIR/config.json exists (tells an HF model directory from a preset name).
+int lc_hf_is_model_dir(const char *dir);
+
+#endif

@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+"""Golden reference data for longctx, produced by Hugging Face transformers itself.
+
+longctx must compute exactly what transformers' LlamaForCausalLM computes. This script
+builds two tiny random Llama models in float32, saves them the way transformers does,
+runs one batch through each with the plain (eager) softmax attention, and records the
+input, labels, loss, logits and the gradient of the loss w.r.t. every parameter.
+
+Run once by hand, from the repository root (Python 3.11 here; torch from PyPI, since
+download.pytorch.org was not reachable, so the default (CUDA-enabled, ~5.6 GB installed)
+wheel is used; the computation below is CPU-only):
+
+    python3 -m venv /tmp/gvenv
+    /tmp/gvenv/bin/pip install torch transformers safetensors numpy
+    /tmp/gvenv/bin/python tools/make_golden.py            # writes both golden dirs
+    /tmp/gvenv/bin/python tools/make_golden.py --verify tests/data/golden_untied
+    /tmp/gvenv/bin/python tools/make_golden.py --verify tests/data/golden_tied
+    /tmp/gvenv/bin/python tools/make_golden.py --check-load DIR   # any HF-format dir
+
+Versions the committed data was made with: torch 2.15.0, transformers 5.24.0,
+safetensors 0.8.0, numpy 2.4.6 (also recorded in each golden.json).
+
+Outputs, per case (tests/data/golden_untied: tie_word_embeddings False, seed 1234;
+tests/data/golden_tied: tie_word_embeddings True, seed 4321):
+  config.json, model.safetensors  -- exactly what save_pretrained(safe_serialization=True)
+                                     writes (float32, HF parameter names). Note that
+                                     transformers 5.x writes rope_theta inside
+                                     "rope_parameters": {"rope_theta": ..., "rope_type":
+                                     "default"}; 4.x wrote a top-level "rope_theta".
+                                     The tied model's file has no lm_head.weight.
+  golden.safetensors              -- all tensors F32:
+      input_ids  [1, S]   token ids stored as float32 (exact small integers)
+      labels     [1, S]   HF labels stored as float32, -100 = ignored
+      logits     [S, V]   logits of the single batch row
+      loss       [1]      the loss transformers returned (float32)
+      grad.<name>         d loss / d parameter, for each name in
+                          model.named_parameters() (HF names, e.g.
+                          model.layers.0.self_attn.q_proj.weight). The tied model has no
+                          grad.lm_head.weight: its grad.model.embed_tokens.weight is the
+                          sum of the embedding-lookup and output-projection gradients.
+  golden.json                     -- loss as a 17-significant-digit decimal string, S,
+                                     versions, seeds, conventions, tensor list, and the
+                                     float32-vs-float64 differences (a tolerance hint).
+
+Label conventions. HF takes labels aligned with input_ids and shifts them internally:
+logits[:, t] predicts labels[:, t+1] for t < S-1, the last logits row predicts nothing,
+and the loss is the mean of the token cross-entropies over the counted (label != -100)
+positions (nothing passed as num_items_in_batch, so plain mean). longctx uses
+pre-shifted targets: targets[t] = the token the model should predict at position t,
+-100 = not counted. So targets[t] = labels[t+1] for t < S-1 and targets[S-1] = -100.
+
+--check-load DIR loads an HF-format checkpoint directory (config.json + model.safetensors,
+e.g. one longctx wrote) with LlamaForCausalLM.from_pretrained(DIR), fails if any weight is
+missing, unexpected or of the wrong shape, and runs a forward on a fixed input that needs
+no RNG to reproduce: ids[t] = (31*t + 7) % vocab_size, t = 0..S-1 (S = 37 by default,
+--seq-len to change), labels = ids (all counted; so targets[t] = ids[t+1]). It prints the
+loss with 17 significant digits; --dump-logits FILE also writes the logits [S, V] (F32).
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+S = 37          # deliberately not a power of two
+VOCAB = 256
+IGNORE = -100
+
+CASES = [
+    # (directory, tie_word_embeddings, seed)
+    ("tests/data/golden_untied", False, 1234),
+    ("tests/data/golden_tied", True, 4321),
+]
+
+CONVENTIONS = {
+    "labels": "HF convention: labels aligned with input_ids; transformers shifts them "
+              "internally, so logits[t] predicts labels[t+1] for t < S-1 and the last "
+              "logits row predicts nothing. -100 = ignored.",
+    "loss": "mean over counted tokens: sum_t CE(logits[t], labels[t+1]) over t < S-1 "
+            "with labels[t+1] != -100, divided by the number of such t.",
+    "longctx_targets": "longctx uses pre-shifted targets: targets[t] = labels[t+1] for "
+                       "t < S-1, targets[S-1] = -100 (-100 = not counted).",
+    "input_ids_labels_dtype": "input_ids and labels are stored as F32 holding exact "
+                              "integer values (longctx reads F32/BF16/F16 only).",
+    "logits_layout": "logits is [S, vocab_size], the single batch row, row-major.",
+    "grads": "grad.<HF parameter name> = d loss / d parameter, same shape as the "
+             "parameter. Tied model: no lm_head entry; grad.model.embed_tokens.weight "
+             "holds the sum of both uses.",
+    "attention": "attn_implementation='eager' (plain softmax), float32 on CPU.",
+}
+
+
+def make_config(tie, LlamaConfig):
+    return LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=176,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        rms_norm_eps=1e-6,
+        rope_theta=500000.0,
+        max_position_embeddings=4096,
+        tie_word_embeddings=tie,
+        attention_bias=False,
+        mlp_bias=False,
+        hidden_act="silu",
+    )
+
+
+def init_weights(model, seed, torch):
+    """Larger spread than HF's 0.02 so every path carries signal."""
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.2 * torch.randn(p.shape, generator=g))
+
+
+def make_batch(seed, torch):
+    g = torch.Generator().manual_seed(seed + 2)
+    ids = torch.randint(0, VOCAB, (1, S), generator=g, dtype=torch.long)
+    labels = ids.clone()
+    # every 7th position, starting at 3 so that each ignored label lies in the shifted
+    # range 1..S-1 and really removes a term from the loss (positions 3,10,17,24,31).
+    labels[0, 3::7] = IGNORE
+    return ids, labels
+
+
+def forward_backward(model, ids, labels):
+    """transformers' own loss (labels passed in; it upcasts logits to float32)."""
+    model.zero_grad(set_to_none=True)
+    out = model(input_ids=ids, labels=labels)
+    out.loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    return out.loss.detach(), out.logits.detach()[0], grads
+
+
+def forward_backward_f64(model, ids, labels, torch):
+    """Same loss computed entirely in float64 (transformers' loss would cast the logits
+    to float32), for the float32-vs-float64 tolerance hint only."""
+    model.zero_grad(set_to_none=True)
+    logits = model(input_ids=ids).logits
+    assert logits.dtype == torch.float64
+    loss = torch.nn.functional.cross_entropy(
+        logits[0, :-1], labels[0, 1:], ignore_index=IGNORE, reduction="mean")
+    loss.backward()
+    grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    return loss.detach(), logits.detach()[0], grads
+
+
+def np_loss_f64(logits, labels):
+    """Loss recomputed in float64 numpy from [S, V] logits and [S] HF labels."""
+    lg = np.asarray(logits, dtype=np.float64)[:-1]
+    tgt = np.asarray(labels).astype(np.int64)[1:]
+    keep = tgt != IGNORE
+    lg, tgt = lg[keep], tgt[keep]
+    m = lg.max(axis=1, keepdims=True)
+    lse = m[:, 0] + np.log(np.exp(lg - m).sum(axis=1))
+    return float(np.mean(lse - lg[np.arange(len(tgt)), tgt])), int(keep.sum())
+
+
+def generate(rel_dir, tie, seed):
+    import torch
+    import transformers
+    import safetensors
+    from safetensors.torch import save_file
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    out_dir = os.path.join(REPO, rel_dir)
+    os.makedirs(out_dir, exist_ok=True)
+
+    cfg = make_config(tie, LlamaConfig)
+    model = LlamaForCausalLM(cfg).to(torch.float32)
+    init_weights(model, seed, torch)
+    model.save_pretrained(out_dir, safe_serialization=True)
+
+    # Reload what was saved, so the reference is computed from the files on disk.
+    model, info = LlamaForCausalLM.from_pretrained(
+        out_dir, attn_implementation="eager", dtype=torch.float32, output_loading_info=True)
+    bad = {k: v for k, v in info.items() if v}
+    if bad:
+        sys.exit(f"{rel_dir}: reload reported problems: {bad}")
+    model.train()  # no dropout in this config (attention_dropout 0), train() for clarity
+    assert model.config._attn_implementation == "eager"
+
+    ids, labels = make_batch(seed, torch)
+    loss, logits, grads = forward_backward(model, ids, labels)
+
+    # float64 copy of the same model: how far float32 is from exact, as a tolerance hint.
+    model64 = LlamaForCausalLM.from_pretrained(
+        out_dir, attn_implementation="eager", dtype=torch.float64)
+    loss64, logits64, grads64 = forward_backward_f64(model64, ids, labels, torch)
+    grad_diff = {}
+    for n, gr in grads.items():
+        d = (gr.double() - grads64[n]).abs().max().item()
+        scale = grads64[n].abs().max().item()
+        grad_diff[n] = {"max_abs_diff": d, "max_abs_f64": scale}
+
+    tensors = {
+        "input_ids": ids.to(torch.float32).contiguous(),
+        "labels": labels.to(torch.float32).contiguous(),
+        "logits": logits.to(torch.float32).contiguous(),
+        "loss": loss.reshape(1).to(torch.float32).contiguous(),
+    }
+    for n, gr in grads.items():
+        tensors["grad." + n] = gr.to(torch.float32).contiguous()
+    save_file(tensors, os.path.join(out_dir, "golden.safetensors"),
+              metadata={"format": "longctx-golden"})  # one key: several are written in random order
+
+    loss_np, counted = np_loss_f64(logits.numpy(), labels[0].numpy())
+    meta = {
+        "loss": "%.17g" % float(loss.item()),
+        "loss_f64_recomputed_from_logits": "%.17g" % loss_np,
+        "loss_model_f64": "%.17g" % float(loss64.item()),
+        "S": S,
+        "batch": 1,
+        "vocab_size": VOCAB,
+        "counted_tokens": counted,
+        "ignored_label_positions": [int(i) for i in range(3, S, 7)],
+        "seed": seed,
+        "tie_word_embeddings": tie,
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "safetensors": safetensors.__version__,
+            "numpy": np.__version__,
+            "python": sys.version.split()[0],
+        },
+        "init": "matrices and embeddings: normal(0, 0.2); RMSNorm weights: 1 + 0.1*normal",
+        "conventions": CONVENTIONS,
+        "tensors": {k: {"dtype": "F32", "shape": list(v.shape)} for k, v in tensors.items()},
+        "f32_vs_f64_model": {
+            "loss_abs_diff": abs(float(loss.item()) - float(loss64.item())),
+            "logits_max_abs_diff": (logits.double() - logits64).abs().max().item(),
+            "logits_max_abs": logits64.abs().max().item(),
+            "grads": grad_diff,
+        },
+        "command": "python tools/make_golden.py",
+    }
+    with open(os.path.join(out_dir, "golden.json"), "w") as f:
+        json.dump(meta, f, indent=2)
+        f.write("\n")
+    print(f"{rel_dir}: loss {meta['loss']} (f64 from logits {meta['loss_f64_recomputed_from_logits']},"
+          f" f64 model {meta['loss_model_f64']}), {counted} counted tokens,"
+          f" {len(grads)} parameter grads")
+
+
+def verify(d):
+    """Read golden.safetensors back with the safetensors package and check it."""
+    from safetensors import safe_open
+    from safetensors.numpy import load_file
+
+    path = os.path.join(d, "golden.safetensors")
+    with safe_open(path, framework="np") as f:
+        meta_st = f.metadata()
+    t = load_file(path)
+    meta = json.load(open(os.path.join(d, "golden.json")))
+    w = load_file(os.path.join(d, "model.safetensors"))
+    ok = True
+
+    def check(cond, msg):
+        nonlocal ok
+        print(("ok   " if cond else "FAIL ") + msg)
+        ok = ok and bool(cond)
+
+    for k, v in t.items():
+        check(v.dtype == np.float32, f"{k} {v.dtype} {list(v.shape)}")
+    ids, labels = t["input_ids"][0], t["labels"][0]
+    check(np.all(ids == np.round(ids)) and ids.min() >= 0 and ids.max() < VOCAB, "input_ids integral, in range")
+    check(np.all((labels == IGNORE) | (labels == ids)), "labels = input_ids or -100")
+    check(t["logits"].shape == (meta["S"], meta["vocab_size"]), "logits shape [S, V]")
+    loss_np, counted = np_loss_f64(t["logits"], labels)
+    rec = float(meta["loss"])
+    rel = abs(loss_np - rec) / abs(rec)
+    check(rel < 1e-6, f"loss recomputed in float64 from logits {loss_np:.17g} vs recorded {rec:.17g} (rel {rel:.2e})")
+    check(float(t["loss"][0]) == np.float32(rec), "loss tensor equals golden.json loss")
+    check(counted == meta["counted_tokens"], f"counted tokens {counted}")
+    grads = sorted(k[5:] for k in t if k.startswith("grad."))
+    check(set(grads) == set(w.keys()), f"one grad per saved parameter ({len(grads)})")
+    for n in grads:
+        g = t["grad." + n]
+        check(g.shape == w[n].shape and np.isfinite(g).all() and np.abs(g).max() > 0,
+              f"grad.{n} shape {list(g.shape)} finite, nonzero (max |g| {np.abs(g).max():.3e})")
+    print(f"metadata: {meta_st}")
+    print("VERIFY " + ("PASSED" if ok else "FAILED") + f": {d}")
+    return ok
+
+
+def check_load(d, seq_len, dump_logits):
+    import torch
+    from transformers import LlamaForCausalLM
+
+    model, info = LlamaForCausalLM.from_pretrained(
+        d, attn_implementation="eager", dtype=torch.float32, output_loading_info=True)
+    bad = {k: v for k, v in info.items() if v}
+    if bad:
+        print(f"FAIL: loading {d} reported problems: {bad}")
+        return False
+    model.eval()
+    V = model.config.vocab_size
+    ids = torch.tensor([[(31 * t + 7) % V for t in range(seq_len)]], dtype=torch.long)
+    with torch.no_grad():
+        out = model(input_ids=ids, labels=ids.clone())
+    loss = float(out.loss.item())
+    print(f"config: vocab {V}, hidden {model.config.hidden_size}, layers "
+          f"{model.config.num_hidden_layers}, heads {model.config.num_attention_heads}/"
+          f"{model.config.num_key_value_heads}, tied {model.config.tie_word_embeddings}, "
+          f"rope_theta {model.config.rope_parameters['rope_theta']}, eps {model.config.rms_norm_eps}")
+    print(f"input: ids[t] = (31*t + 7) % {V}, t = 0..{seq_len - 1}; labels = ids")
+    print("loss %.17g" % loss)
+    if dump_logits:
+        from safetensors.torch import save_file
+        save_file({"logits": out.logits[0].float().contiguous()}, dump_logits)
+        print(f"logits [{seq_len}, {V}] written to {dump_logits}")
+    if not math.isfinite(loss):
+        print("FAIL: loss is not finite")
+        return False
+    print(f"CHECK-LOAD PASSED: {d}")
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check-load", metavar="DIR", help="load an HF-format checkpoint dir and print the loss on a fixed input")
+    ap.add_argument("--seq-len", type=int, default=S, help="sequence length for --check-load (default 37)")
+    ap.add_argument("--dump-logits", metavar="FILE", help="with --check-load: write the logits to FILE (safetensors)")
+    ap.add_argument("--verify", metavar="DIR", help="read a golden dir back and recompute the loss in float64")
+    a = ap.parse_args()
+    if a.check_load:
+        sys.exit(0 if check_load(a.check_load, a.seq_len, a.dump_logits) else 1)
+    if a.verify:
+        sys.exit(0 if verify(a.verify) else 1)
+    for rel_dir, tie, seed in CASES:
+        generate(rel_dir, tie, seed)
+
+
+if __name__ == "__main__":
+    main()

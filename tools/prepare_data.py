@@ -1,0 +1,316 @@
+#!/usr/bin/env python3
+"""Turn text or JSONL into a longctx token file.
+
+    prepare_data.py --tokenizer DIR_OR_tokenizer.json --out data.tok [--eos-id N | --eos TOKEN] INPUT...
+    prepare_data.py --bytes --out data.tok INPUT...
+    prepare_data.py --self-test
+
+Each INPUT is a text file (the whole file is one document) or a JSONL file (``.jsonl``/
+``.jsonl.gz``, or ``--format jsonl``: one JSON object per line, its ``--field`` (default
+"text") is one document). Documents are tokenized with a Hugging Face ``tokenizers``
+tokenizer (``Tokenizer.from_file(tokenizer.json)``; no special tokens are added unless
+``--add-special-tokens``) or, with ``--bytes``, as UTF-8 bytes (vocab 256). If an EOS id
+is given, it is appended after every document, so documents stay separated.
+
+Output (all little-endian): magic "LCTOKENS", uint32 version 1, uint32 bytes per token (2
+for vocab <= 65536, else 4), uint32 vocab size, uint32 reserved 0, uint64 token count,
+then the tokens. The file is written atomically (temporary name, fsync, rename).
+"""
+import argparse
+import array
+import gzip
+import json
+import os
+import struct
+import sys
+
+MAGIC = b"LCTOKENS"
+VERSION = 1
+HEADER = struct.Struct("<8sIIIIQ")  # 32 bytes
+
+
+class PrepError(Exception):
+    pass
+
+
+def open_text(path):
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, "r", encoding="utf-8")
+
+
+def iter_documents(path, fmt, field):
+    if fmt == "auto":
+        fmt = "jsonl" if path.endswith((".jsonl", ".jsonl.gz", ".ndjson")) else "text"
+    try:
+        with open_text(path) as f:
+            if fmt == "text":
+                yield f.read()
+                return
+            for lineno, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise PrepError(f"{path}:{lineno}: not valid JSON ({e.msg}); each line of a "
+                                    f"JSONL file must be one JSON object")
+                if not isinstance(obj, dict) or field not in obj:
+                    raise PrepError(f"{path}:{lineno}: no field \"{field}\"; choose the text "
+                                    f"field with --field")
+                if not isinstance(obj[field], str):
+                    raise PrepError(f"{path}:{lineno}: field \"{field}\" is not a string")
+                yield obj[field]
+    except UnicodeDecodeError as e:
+        raise PrepError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})")
+    except OSError as e:
+        raise PrepError(f"{path}: cannot read ({e.strerror or e})")
+
+
+class ByteEncoder:
+    vocab = 256
+
+    def encode_batch(self, docs):
+        return [list(d.encode("utf-8")) for d in docs]
+
+
+class HFEncoder:
+    def __init__(self, path, add_special):
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise PrepError("the tokenizers package is missing: pip install tokenizers "
+                            "(or use --bytes)")
+        if os.path.isdir(path):
+            path = os.path.join(path, "tokenizer.json")
+        if not os.path.isfile(path):
+            raise PrepError(f"{path}: no such tokenizer file; give tokenizer.json or the model "
+                            f"directory holding it")
+        try:
+            self.tok = Tokenizer.from_file(path)
+        except Exception as e:  # the library raises plain Exceptions
+            raise PrepError(f"{path}: cannot load the tokenizer ({e})")
+        self.vocab = self.tok.get_vocab_size(with_added_tokens=True)
+        self.add_special = add_special
+
+    def encode_batch(self, docs):
+        encs = self.tok.encode_batch(docs, add_special_tokens=self.add_special)
+        return [e.ids for e in encs]
+
+    def token_id(self, token):
+        i = self.tok.token_to_id(token)
+        if i is None:
+            raise PrepError(f"--eos {token!r} is not a token of this tokenizer; give --eos-id")
+        return i
+
+
+def fsync_dir(path):
+    d = os.path.dirname(os.path.abspath(path))
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_tokens(out, enc, doc_iter, eos, bytes_per_token, batch_docs=256):
+    """Streams the documents' tokens into OUT atomically. Returns (documents, tokens)."""
+    typecode = "H" if bytes_per_token == 2 else "I"
+    if array.array(typecode).itemsize != bytes_per_token:
+        typecode = "L" if bytes_per_token == 4 else typecode
+    tmp = f"{out}.tmp.{os.getpid()}"
+    ndocs = ntoks = 0
+    try:
+        with open(tmp, "wb") as f:
+            f.write(HEADER.pack(MAGIC, VERSION, bytes_per_token, enc.vocab, 0, 0))
+            batch = []
+
+            def flush(batch):
+                nonlocal ntoks
+                for ids in enc.encode_batch(batch):
+                    if eos is not None:
+                        ids = list(ids) + [eos]
+                    a = array.array(typecode, ids)
+                    if sys.byteorder == "big":
+                        a.byteswap()
+                    f.write(a.tobytes())
+                    ntoks += len(ids)
+
+            for doc in doc_iter:
+                batch.append(doc)
+                ndocs += 1
+                if len(batch) >= batch_docs:
+                    flush(batch)
+                    batch = []
+            if batch:
+                flush(batch)
+            if ntoks == 0:
+                raise PrepError("the input holds no tokens; a token file needs at least one")
+            f.seek(0)
+            f.write(HEADER.pack(MAGIC, VERSION, bytes_per_token, enc.vocab, 0, ntoks))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+        fsync_dir(out)
+    except OverflowError:
+        raise PrepError(f"a token id does not fit {bytes_per_token}-byte tokens; use "
+                        f"--bytes-per-token 4")
+    except OSError as e:
+        raise PrepError(f"{out}: cannot write ({e.strerror or e}); the previous file (if any) "
+                        f"is untouched")
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return ndocs, ntoks
+
+
+def read_token_file(path):
+    """(vocab, bytes_per_token, tokens) of a token file; for tests and inspection."""
+    with open(path, "rb") as f:
+        data = f.read()
+    magic, ver, bpt, vocab, res, count = HEADER.unpack_from(data)
+    if magic != MAGIC or ver != VERSION or bpt not in (2, 4) or res != 0:
+        raise PrepError(f"{path}: not a version-1 longctx token file")
+    if len(data) != HEADER.size + count * bpt:
+        raise PrepError(f"{path}: size {len(data)} does not match {count} tokens")
+    a = array.array("H" if bpt == 2 else "I")
+    if a.itemsize != bpt:
+        a = array.array("L")
+    a.frombytes(data[HEADER.size:])
+    if sys.byteorder == "big":
+        a.byteswap()
+    return vocab, bpt, list(a)
+
+
+def run(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("inputs", nargs="*", help="text or JSONL files")
+    p.add_argument("--out", help="token file to write")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--tokenizer", help="tokenizer.json or a model directory holding it")
+    src.add_argument("--bytes", action="store_true", help="UTF-8 bytes as tokens (vocab 256)")
+    p.add_argument("--eos-id", type=int, help="token id appended after every document")
+    p.add_argument("--eos", help="token (e.g. '</s>') appended after every document")
+    p.add_argument("--format", choices=["auto", "text", "jsonl"], default="auto")
+    p.add_argument("--field", default="text", help="JSONL field holding the text (default text)")
+    p.add_argument("--add-special-tokens", action="store_true",
+                   help="let the tokenizer add its special tokens (e.g. BOS) to each document")
+    p.add_argument("--bytes-per-token", type=int, choices=[2, 4],
+                   help="default: 2 when the vocab fits 65536 ids, else 4")
+    p.add_argument("--self-test", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.self_test:
+        return self_test()
+    if not a.out or not a.inputs:
+        p.error("give --out FILE and at least one input file")
+    if not a.tokenizer and not a.bytes:
+        p.error("give --tokenizer tokenizer.json (or a model directory) or --bytes")
+    enc = ByteEncoder() if a.bytes else HFEncoder(a.tokenizer, a.add_special_tokens)
+    eos = a.eos_id
+    if a.eos is not None:
+        if a.bytes:
+            raise PrepError("--eos needs a tokenizer; with --bytes give --eos-id")
+        eos = enc.token_id(a.eos)
+    if eos is not None and not 0 <= eos < enc.vocab:
+        raise PrepError(f"--eos-id {eos} is outside the vocabulary [0, {enc.vocab})")
+    bpt = a.bytes_per_token or (2 if enc.vocab <= 65536 else 4)
+    if bpt == 2 and enc.vocab > 65536:
+        raise PrepError(f"vocab {enc.vocab} does not fit 2-byte tokens; use --bytes-per-token 4")
+
+    def docs():
+        for path in a.inputs:
+            yield from iter_documents(path, a.format, a.field)
+
+    ndocs, ntoks = write_tokens(a.out, enc, docs(), eos, bpt)
+    print(f"{a.out}: {ntoks} tokens from {ndocs} documents, vocab {enc.vocab}, "
+          f"{bpt} bytes per token")
+    return 0
+
+
+def main(argv=None):
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except PrepError as e:
+        print(f"prepare_data: error: {e}", file=sys.stderr)
+        return 1
+
+
+def self_test():
+    """Trains a small BPE tokenizer in-script and checks files against direct encodes."""
+    import tempfile
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers, decoders
+
+    sentences = [
+        "the quick brown fox jumps over the lazy dog",
+        "long context training spreads one sequence over many processes",
+        "ring attention passes keys and values around the ring",
+        "Ulysses swaps sequence and head sharding with an all-to-all",
+        "héllo wörld — unicode survives byte-level BPE",
+    ]
+    fails = []
+
+    def check(cond, what):
+        if not cond:
+            fails.append(what)
+
+    with tempfile.TemporaryDirectory() as d:
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        tok.train_from_iterator(sentences * 20, trainers.BpeTrainer(
+            vocab_size=400, special_tokens=["<unk>", "<s>", "</s>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        tj = os.path.join(d, "tokenizer.json")
+        tok.save(tj)
+        eos = tok.token_to_id("</s>")
+        vocab = tok.get_vocab_size(with_added_tokens=True)
+        jl = os.path.join(d, "docs.jsonl")
+        with open(jl, "w", encoding="utf-8") as f:
+            for s in sentences:
+                f.write(json.dumps({"text": s, "id": 1}) + "\n")
+            f.write("\n")
+        txt = os.path.join(d, "doc.txt")
+        with open(txt, "w", encoding="utf-8") as f:
+            f.write(sentences[0] + "\n" + sentences[4])
+        out = os.path.join(d, "out.tok")
+        check(main(["--tokenizer", d, "--eos", "</s>", "--out", out, jl, txt]) == 0, "jsonl+text run")
+        want = []
+        for s in sentences + [sentences[0] + "\n" + sentences[4]]:
+            want += tok.encode(s, add_special_tokens=False).ids + [eos]
+        v, bpt, got = read_token_file(out)
+        check(v == vocab and bpt == 2, f"header vocab {v} bpt {bpt}")
+        check(got == want, "tokens equal direct encodes with EOS after each document")
+        check(tok.decode(got[:len(tok.encode(sentences[0]).ids)]) == sentences[0], "decodes")
+        check(not [x for x in os.listdir(d) if ".tmp." in x], "no temp file left")
+        # 4-byte tokens on request; bytes mode.
+        check(main(["--tokenizer", tj, "--bytes-per-token", "4", "--out", out, txt]) == 0, "bpt 4")
+        check(read_token_file(out)[1:] == (4, tok.encode(sentences[0] + "\n" + sentences[4]).ids),
+              "4-byte file")
+        check(main(["--bytes", "--eos-id", "0", "--out", out, txt]) == 0, "bytes run")
+        v, bpt, got = read_token_file(out)
+        check(v == 256 and got == list((sentences[0] + "\n" + sentences[4]).encode()) + [0], "bytes")
+        # Errors: a JSONL line without the field, an unknown EOS token, an empty input.
+        bad = os.path.join(d, "bad.jsonl")
+        with open(bad, "w") as f:
+            f.write('{"text": "ok"}\n{"body": "no text"}\n')
+        before = open(out, "rb").read()
+        check(main(["--tokenizer", tj, "--out", out, bad]) == 1, "missing field fails")
+        check(open(out, "rb").read() == before, "failed run leaves the old file")
+        check(main(["--tokenizer", tj, "--eos", "<eos>", "--out", out, txt]) == 1, "unknown eos")
+        empty = os.path.join(d, "empty.txt")
+        open(empty, "w").close()
+        check(main(["--bytes", "--out", out, empty]) == 1, "empty input fails")
+        check(not [x for x in os.listdir(d) if ".tmp." in x], "no temp file after failures")
+    for f in fails:
+        print("FAIL", f, file=sys.stderr)
+    print(f"prepare_data self-test: {'ok' if not fails else str(len(fails)) + ' failed'}")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
