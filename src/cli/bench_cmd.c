@@ -121,8 +121,8 @@ int lc_cmd_bench(int argc, char **argv) {
     return 2;
   }
   const lc_config *c = &o.cfg;
-  printf("longctx bench: model %s, %d threads, checkpoint %s, mlp-tile %d, loss-tile %d\n", c->name,
-         used, ckpt, mlp_tile, loss_tile);
+  printf("longctx bench: model %s, %d threads, checkpoint %s, mlp-tile %d, loss-tile %d, OpenBLAS kernels %s\n",
+         c->name, used, ckpt, mlp_tile, loss_tile, openblas_get_corename());
   double g1 = sgemm_gflops(2048, 2048, 2048, 3);
   double g2 = sgemm_gflops(4096, c->ffn, c->dim, 3);
   double gemm = fmax(g1, g2);

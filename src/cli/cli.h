@@ -19,6 +19,9 @@ const char *lc_fmt_bytes(char *buf, int n, double bytes);
 lc_status lc_cli_model(const char *spec, lc_config *cfg);
 // Sets the OpenMP (and so OpenBLAS) thread count; threads <= 0 keeps the default.
 lc_status lc_cli_threads(int threads, int *used);
+// Re-executes the program with OPENBLAS_CORETYPE set when OpenBLAS fell back to its
+// slowest kernels on a CPU it does not know (see blas_env.c). Call first in main.
+void lc_blas_fix_coretype(char **argv);
 // Current resident set size of this process in bytes (0 if unknown).
 size_t lc_rss_bytes(void);
 

@@ -16,6 +16,8 @@
 #include "model/hf.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
+// Upper bound on --max-new: hours of decoding even for the tiny preset beyond it.
+#define LC_GEN_MAX_NEW (1 << 20)
 
 typedef struct {
   const char *model, *prompt;
@@ -116,6 +118,9 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
   lc_status st = lc_cli_threads(F->threads, &threads);
   if (st == LC_OK && F->max_new < 1)
     st = lc_fail(LC_EINVAL, "--max-new %d: generate at least 1 token", F->max_new);
+  if (st == LC_OK && F->max_new > LC_GEN_MAX_NEW)
+    st = lc_fail(LC_EINVAL, "--max-new %d is more than longctx generates in one run: use at most %d",
+                 F->max_new, LC_GEN_MAX_NEW);
   if (st == LC_OK && F->top_k < 0)
     st = lc_fail(LC_EINVAL, "--top-k %d: use a positive count, or 0 for the whole vocabulary", F->top_k);
   if (st == LC_OK && F->temperature < 0)

@@ -14,6 +14,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+  lc_blas_fix_coretype(argv);
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

@@ -9,12 +9,15 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "core/timer.h"
+#include "model/hf.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 typedef struct {
-  const char *model, *data, *ckpt, *log_json, *placement;
+  const char *model, *data, *ckpt, *log_json, *placement, *save, *resume;
+  int save_every, keep;
   int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window, eval_every, eval_samples;
   long steps, warmup, seed;
   float lr, lr_min, wd, clip, mem_gib, peak_gflops;
@@ -140,7 +143,17 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   int threads = 0;
   st = lc_args_parse(argc, argv, flags, nf); // writes through flags[] into *Fp
   train_flags F = *Fp;
-  if (st == LC_OK) st = lc_cli_model(F.model, &o.cfg);
+  // The model: a preset, an HF directory, or (resuming without --model) the checkpoint's.
+  char ckpt_dir[4096] = "";
+  int model_given = lc_args_find(flags, nf, "model")->seen;
+  if (st == LC_OK && F.resume) st = lc_checkpoint_resolve(F.resume, ckpt_dir, sizeof ckpt_dir);
+  int model_dir = 0;
+  if (st == LC_OK && F.resume && !model_given) {
+    st = lc_hf_read_config(ckpt_dir, &o.cfg);
+  } else if (st == LC_OK) {
+    model_dir = lc_hf_is_model_dir(F.model);
+    st = model_dir ? lc_hf_read_config(F.model, &o.cfg) : lc_cli_model(F.model, &o.cfg);
+  }
   if (st == LC_OK) st = lc_ckpt_parse(F.ckpt ? F.ckpt : "selective", &o.mopts.ckpt);
   if (st == LC_OK) st = lc_cli_threads(F.threads, &threads);
   if (st == LC_OK && F.mem_gib < 0) st = lc_fail(LC_EINVAL, "--mem-limit must be positive GiB");
@@ -148,6 +161,10 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   if (st == LC_OK && (F.mlp_tile < -1 || F.loss_tile < -1))
     st = lc_fail(LC_EINVAL, "--mlp-tile and --loss-tile must be >= 0 (0 = untiled)");
   if (st == LC_OK) st = lc_placement_parse(F.placement, &o.placement);
+  if (st == LC_OK && (F.save_every < 0 || F.keep < 1))
+    st = lc_fail(LC_EINVAL, "--save-every must be >= 0 and --keep >= 1");
+  if (st == LC_OK && F.save_every > 0 && !F.save)
+    st = lc_fail(LC_EINVAL, "--save-every needs --save DIR");
   if (st == LC_OK && (F.eval_every < 0 || F.eval_samples < 1))
     st = lc_fail(LC_EINVAL, "--eval-every must be >= 0 and --eval-samples >= 1");
   if (st != LC_OK) {
@@ -178,11 +195,18 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
 
   lc_trainer tr;
   st = lc_trainer_init(&tr, &o, w);
+  if (st == LC_OK && model_dir) st = lc_hf_load_weights(F.model, &tr.model);
+  if (st == LC_OK && F.resume) st = lc_checkpoint_load(&tr, ckpt_dir);
+  if (st == LC_OK && tr.step > o.steps)
+    st = lc_fail(LC_EINVAL, "the checkpoint is at step %ld, beyond --steps %ld; raise --steps", tr.step, o.steps);
   if (st != LC_OK) {
     // Layout and input errors are found identically on every rank; rank 0 reports.
     if (rank == 0) lc_cli_error(lc_errmsg());
+    if (tr.model.params) lc_trainer_free(&tr);
     return 1;
   }
+  if (rank == 0 && F.resume) printf("resumed from %s at step %ld\n", ckpt_dir, tr.step);
+  if (rank == 0 && model_dir) printf("loaded weights from %s\n", F.model);
   if (rank == 0) print_settings(&o, &tr, threads, F.ckpt ? "" : " (default)", mlp_auto, loss_auto);
   FILE *jf = NULL;
   int bad_log = rank == 0 && F.log_json && !(jf = fopen(F.log_json, "w"));
@@ -204,7 +228,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
     lc_trainer_free(&tr);
     return 2;
   }
-  for (long s = 0; s < o.steps; s++) {
+  for (long s = tr.step; s < o.steps; s++) {
     st = lc_trainer_step(&tr, &m);
     if (st != LC_OK) {
       // May have failed on this rank only: the others could wait in a collective forever.
@@ -221,6 +245,15 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
              flops / m.seconds / 1e9, lc_fmt_bytes(b, sizeof b, (double)m.peak_bytes));
       fflush(stdout);
       if (jf) log_json(jf, &m, flops, peak_gflops);
+    }
+    if (F.save && ((F.save_every > 0 && m.step % F.save_every == 0) || m.step == o.steps)) {
+      st = lc_checkpoint_save(&tr, F.save, F.keep);
+      if (st != LC_OK) {
+        if (rank == 0) lc_cli_error(lc_errmsg());
+        rc = 1;
+        break;
+      }
+      if (rank == 0) printf("saved %s/checkpoint-%ld\n", F.save, m.step);
     }
     if (F.eval_every > 0 && (m.step % F.eval_every == 0 || m.step == o.steps)) {
       double el = 0, acc = 0;
@@ -262,7 +295,8 @@ int lc_cmd_train(int argc, char **argv) {
                    .steps = 100, .warmup = 10, .seed = 1, .lr = 1e-3f, .lr_min = -1.0f,
                    .wd = 0.1f, .clip = 1.0f, .mem_gib = 0.0f, .peak_gflops = 0.0f,
                    .placement = "head-first", .hp = 1, .cp = 1, .window = 0,
-                   .eval_every = 0, .eval_samples = 64};
+                   .eval_every = 0, .eval_samples = 64, .save = NULL, .resume = NULL,
+                   .save_every = 0, .keep = 2};
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &F.model, "preset: tiny, demo, bench-s (default tiny)", 0},
       {"data", LC_ARG_STR, &F.data, "task:copy or a file read as bytes (default task:copy)", 0},
@@ -286,6 +320,10 @@ int lc_cmd_train(int argc, char **argv) {
       {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default none)", 0},
       {"peak-gflops", LC_ARG_FLOAT, &F.peak_gflops, "peak GFLOP/s of the whole job for mfu (default 117 per thread per rank)", 0},
       {"log-json", LC_ARG_STR, &F.log_json, "write one JSON object per step to this file", 0},
+      {"save", LC_ARG_STR, &F.save, "write checkpoints (HF model + optimizer + state) under this directory", 0},
+      {"save-every", LC_ARG_INT, &F.save_every, "checkpoint every N steps (default: only at the end)", 0},
+      {"keep", LC_ARG_INT, &F.keep, "checkpoints kept under --save (default 2)", 0},
+      {"resume", LC_ARG_STR, &F.resume, "continue from a checkpoint (a --save directory or one checkpoint-N)", 0},
       {"eval-every", LC_ARG_INT, &F.eval_every, "evaluate held-out samples every N steps and at the end, 0 = never (default 0)", 0},
       {"eval-samples", LC_ARG_INT, &F.eval_samples, "held-out samples per evaluation (default 64)", 0},
   };

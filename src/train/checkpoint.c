@@ -1,0 +1,299 @@
+#define _POSIX_C_SOURCE 200809L
+#include "train/checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/fsutil.h"
+#include "io/safetensors.h"
+#include "model/hf.h"
+
+#define PATHN 4096
+
+// Removes a directory that holds only files (a checkpoint directory).
+static void remove_flat_dir(const char *path) {
+  DIR *d = opendir(path);
+  if (!d) return;
+  struct dirent *e;
+  char p[PATHN];
+  while ((e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    if (lc_path_join(p, sizeof p, path, e->d_name) == LC_OK) unlink(p);
+  }
+  closedir(d);
+  rmdir(path);
+}
+
+static lc_status write_optimizer(const lc_trainer *t, const char *dir) {
+  const lc_model *m = &t->model;
+  int n = m->n_tensors;
+  lc_st_entry *e = calloc((size_t)2 * n, sizeof *e);
+  char(*names)[128] = calloc((size_t)2 * n, sizeof *names);
+  if (!e || !names) {
+    free(e);
+    free(names);
+    return lc_fail(LC_ENOMEM, "out of memory writing the optimizer state");
+  }
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < 2; k++) {
+      lc_st_entry *x = &e[2 * i + k];
+      snprintf(names[2 * i + k], sizeof names[0], "%s.%s", k ? "exp_avg_sq" : "exp_avg", m->table[i].name);
+      x->name = names[2 * i + k];
+      x->ndim = m->table[i].ndim;
+      x->shape[0] = m->table[i].shape[0];
+      x->shape[1] = m->table[i].shape[1];
+      x->data = (k ? t->opt.v : t->opt.m) + m->table[i].offset;
+    }
+  char step[32], path[PATHN];
+  snprintf(step, sizeof step, "%ld", t->opt.step);
+  const char *meta[] = {"adamw_step", step};
+  lc_status st = lc_path_join(path, sizeof path, dir, "optimizer.safetensors");
+  if (st == LC_OK) st = lc_st_write(path, e, 2 * n, meta, 1);
+  free(names);
+  free(e);
+  return st;
+}
+
+static lc_status write_state(const lc_trainer *t, const char *dir) {
+  const lc_train_opts *o = &t->o;
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "format", "longctx-checkpoint");
+  cJSON_AddNumberToObject(j, "version", 1);
+  cJSON_AddNumberToObject(j, "step", (double)t->step);
+  cJSON_AddNumberToObject(j, "next_sample", (double)t->next_sample);
+  char seed[32];
+  snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
+  cJSON_AddStringToObject(j, "seed", seed); // string: a uint64 does not fit a JSON double
+  cJSON_AddStringToObject(j, "data", o->data_spec);
+  cJSON_AddNumberToObject(j, "seq", o->seq);
+  cJSON_AddNumberToObject(j, "batch", o->batch);
+  cJSON *s = cJSON_AddObjectToObject(j, "schedule");
+  cJSON_AddNumberToObject(s, "lr", o->lr);
+  cJSON_AddNumberToObject(s, "lr_min", o->lr_min);
+  cJSON_AddNumberToObject(s, "warmup", (double)o->warmup);
+  cJSON_AddNumberToObject(s, "steps", (double)o->steps);
+  cJSON_AddNumberToObject(s, "weight_decay", o->wd);
+  cJSON_AddNumberToObject(s, "clip", o->clip);
+  cJSON *l = cJSON_AddObjectToObject(j, "layout");
+  cJSON_AddNumberToObject(l, "world", t->grid.world);
+  cJSON_AddNumberToObject(l, "dp", t->grid.dp);
+  cJSON_AddNumberToObject(l, "cp", t->grid.cp);
+  cJSON_AddNumberToObject(l, "hp", t->grid.hp);
+  cJSON_AddNumberToObject(l, "ring_window", t->grid.window);
+  cJSON_AddStringToObject(l, "placement", lc_placement_name(t->grid.placement));
+  char *txt = cJSON_Print(j);
+  cJSON_Delete(j);
+  if (!txt) return lc_fail(LC_ENOMEM, "out of memory writing trainer_state.json");
+  char path[PATHN];
+  lc_status st = lc_path_join(path, sizeof path, dir, "trainer_state.json");
+  if (st == LC_OK) st = lc_write_file_atomic(path, txt, strlen(txt));
+  free(txt);
+  return st;
+}
+
+// Keeps the newest `keep` checkpoint-<step> directories (by step number).
+static void prune(const char *dir, int keep) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  long steps[4096];
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < 4096) {
+    long s;
+    char extra;
+    if (sscanf(e->d_name, "checkpoint-%ld%c", &s, &extra) == 1) steps[n++] = s;
+    // A temporary left by a save that crashed: never published, safe to delete.
+    if (!strncmp(e->d_name, ".checkpoint-", 12) && strstr(e->d_name, ".tmp.")) {
+      char p[PATHN];
+      if (lc_path_join(p, sizeof p, dir, e->d_name) == LC_OK) remove_flat_dir(p);
+    }
+  }
+  closedir(d);
+  for (int i = 0; i < n; i++) {
+    int newer = 0;
+    for (int k = 0; k < n; k++) newer += steps[k] > steps[i];
+    if (newer >= keep) {
+      char name[64], p[PATHN];
+      snprintf(name, sizeof name, "checkpoint-%ld", steps[i]);
+      if (lc_path_join(p, sizeof p, dir, name) == LC_OK) remove_flat_dir(p);
+    }
+  }
+}
+
+static lc_status save_rank0(lc_trainer *t, const char *dir, int keep) {
+  char name[64], tmp[PATHN], final[PATHN], latest[PATHN];
+  snprintf(name, sizeof name, "checkpoint-%ld", t->step);
+  LC_TRY(lc_mkdir_p(dir));
+  char tname[96];
+  snprintf(tname, sizeof tname, ".%s.tmp.%d", name, (int)getpid());
+  LC_TRY(lc_path_join(tmp, sizeof tmp, dir, tname));
+  LC_TRY(lc_path_join(final, sizeof final, dir, name));
+  LC_TRY(lc_path_join(latest, sizeof latest, dir, "latest"));
+  remove_flat_dir(tmp);
+  if (mkdir(tmp, 0755) != 0)
+    return lc_fail(LC_EIO, "cannot create %s (%s); check --save points to a writable place", tmp, strerror(errno));
+  lc_status st = lc_hf_save(tmp, &t->model);
+  if (st == LC_OK) st = write_optimizer(t, tmp);
+  if (st == LC_OK) st = write_state(t, tmp);
+  if (st != LC_OK) {
+    remove_flat_dir(tmp);
+    return st;
+  }
+  // Test hook: die between writing and publishing (the crash-safety test uses it).
+  const char *crash = getenv("LONGCTX_TEST_CRASH");
+  if (crash && !strcmp(crash, "before-rename")) raise(SIGKILL);
+  if (lc_is_dir(final)) remove_flat_dir(final); // same step saved again
+  if (rename(tmp, final) != 0) {
+    int err = errno;
+    remove_flat_dir(tmp);
+    return lc_fail(LC_EIO, "cannot rename %s to %s (%s)", tmp, final, strerror(err));
+  }
+  char line[80];
+  int len = snprintf(line, sizeof line, "%s\n", name);
+  LC_TRY(lc_write_file_atomic(latest, line, (size_t)len));
+  prune(dir, keep < 1 ? 1 : keep);
+  return LC_OK;
+}
+
+lc_status lc_checkpoint_save(lc_trainer *t, const char *dir, int keep) {
+  lc_status st = LC_OK;
+  if (t->world->rank == 0) st = save_rank0(t, dir, keep);
+  // Every rank learns the outcome (the message stays with rank 0, which reports it).
+  double bad = st != LC_OK;
+  lc_status cs = lc_allreduce_sum(t->world, &bad, 1, LC_DT_F64);
+  if (cs != LC_OK) return cs;
+  if (bad > 0 && st == LC_OK) return lc_fail(LC_EIO, "saving the checkpoint failed on rank 0");
+  return st;
+}
+
+lc_status lc_checkpoint_resolve(const char *path, char *out, size_t cap) {
+  char p[PATHN];
+  LC_TRY(lc_path_join(p, sizeof p, path, "trainer_state.json"));
+  if (lc_is_file(p)) {
+    if (strlen(path) >= cap) return lc_fail(LC_EINVAL, "--resume path too long");
+    strcpy(out, path);
+    return LC_OK;
+  }
+  LC_TRY(lc_path_join(p, sizeof p, path, "latest"));
+  char *txt = NULL;
+  size_t len = 0;
+  if (!lc_is_file(p) || lc_read_file(p, 256, &txt, &len) != LC_OK)
+    return lc_fail(LC_EIO, "--resume %s: neither a checkpoint (no trainer_state.json) nor a --save "
+                   "directory (no 'latest' file)", path);
+  while (len && (txt[len - 1] == '\n' || txt[len - 1] == ' ')) txt[--len] = 0;
+  long s;
+  char extra;
+  int ok = sscanf(txt, "checkpoint-%ld%c", &s, &extra) == 1;
+  lc_status st = ok ? lc_path_join(out, cap, path, txt)
+                    : lc_fail(LC_EFORMAT, "--resume %s: 'latest' holds '%s', not checkpoint-<step>", path, txt);
+  free(txt);
+  return st;
+}
+
+static lc_status mismatch(const char *dir, const char *what, const char *saved, const char *now) {
+  return lc_fail(LC_EINVAL, "checkpoint %s was saved with %s %s but this run has %s; resume with the "
+                 "same %s", dir, what, saved, now, what);
+}
+
+static lc_status check_model(const char *dir, const lc_config *a, const lc_config *b) {
+  char x[64], y[64];
+#define SAME(f, name)                                                       \
+  if (a->f != b->f) {                                                       \
+    snprintf(x, sizeof x, "%g", (double)a->f);                              \
+    snprintf(y, sizeof y, "%g", (double)b->f);                              \
+    return lc_fail(LC_EINVAL, "checkpoint %s was saved for another model (%s %s, this run %s); "   \
+                   "omit --model or pass the model the checkpoint was trained with", dir, name, x, y); \
+  }
+  SAME(dim, "hidden_size");
+  SAME(n_layers, "num_hidden_layers");
+  SAME(n_heads, "num_attention_heads");
+  SAME(n_kv_heads, "num_key_value_heads");
+  SAME(ffn, "intermediate_size");
+  SAME(vocab, "vocab_size");
+  SAME(tie_embeddings, "tie_word_embeddings");
+  SAME(norm_eps, "rms_norm_eps");
+  SAME(rope_theta, "rope_theta");
+#undef SAME
+  return LC_OK;
+}
+
+static lc_status read_state(lc_trainer *t, const char *dir) {
+  char p[PATHN], *txt = NULL;
+  size_t len = 0;
+  LC_TRY(lc_path_join(p, sizeof p, dir, "trainer_state.json"));
+  LC_TRY(lc_read_file(p, 1 << 20, &txt, &len));
+  cJSON *j = cJSON_ParseWithLength(txt, len);
+  free(txt);
+  lc_status st = LC_OK;
+  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "format");
+  const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, "step");
+  const cJSON *next = cJSON_GetObjectItemCaseSensitive(j, "next_sample");
+  const cJSON *seed = cJSON_GetObjectItemCaseSensitive(j, "seed");
+  const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data");
+  const cJSON *seq = cJSON_GetObjectItemCaseSensitive(j, "seq");
+  const cJSON *batch = cJSON_GetObjectItemCaseSensitive(j, "batch");
+  if (!j || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "longctx-checkpoint") != 0 ||
+      !cJSON_IsNumber(step) || !cJSON_IsNumber(next) || !cJSON_IsString(seed) ||
+      !cJSON_IsString(data) || !cJSON_IsNumber(seq) || !cJSON_IsNumber(batch) || step->valuedouble < 0) {
+    cJSON_Delete(j);
+    return lc_fail(LC_EFORMAT, "%s is not a valid longctx trainer state (missing or malformed fields)", p);
+  }
+  char now[64], saved[64];
+  snprintf(now, sizeof now, "%llu", (unsigned long long)t->o.seed);
+  if (strcmp(seed->valuestring, now) != 0) st = mismatch(dir, "--seed", seed->valuestring, now);
+  else if (strcmp(data->valuestring, t->o.data_spec) != 0)
+    st = mismatch(dir, "--data", data->valuestring, t->o.data_spec);
+  else if ((int)seq->valuedouble != t->o.seq) {
+    snprintf(saved, sizeof saved, "%d", (int)seq->valuedouble);
+    snprintf(now, sizeof now, "%d", t->o.seq);
+    st = mismatch(dir, "--seq", saved, now);
+  } else if ((int)batch->valuedouble != t->o.batch) {
+    snprintf(saved, sizeof saved, "%d", (int)batch->valuedouble);
+    snprintf(now, sizeof now, "%d", t->o.batch);
+    st = mismatch(dir, "--batch", saved, now);
+  }
+  if (st == LC_OK) {
+    t->step = (long)step->valuedouble;
+    t->next_sample = (uint64_t)next->valuedouble;
+  }
+  cJSON_Delete(j);
+  return st;
+}
+
+static lc_status read_optimizer(lc_trainer *t, const char *dir) {
+  char p[PATHN];
+  LC_TRY(lc_path_join(p, sizeof p, dir, "optimizer.safetensors"));
+  lc_st_file f;
+  LC_TRY(lc_st_open(&f, p));
+  lc_status st = LC_OK;
+  const lc_model *m = &t->model;
+  for (int i = 0; i < m->n_tensors && st == LC_OK; i++)
+    for (int k = 0; k < 2 && st == LC_OK; k++) {
+      char name[160];
+      snprintf(name, sizeof name, "%s.%s", k ? "exp_avg_sq" : "exp_avg", m->table[i].name);
+      const lc_st_tensor *x = lc_st_find(&f, name);
+      if (!x) st = lc_fail(LC_EFORMAT, "%s lacks %s; the checkpoint is incomplete", p, name);
+      else st = lc_st_read_f32(&f, x, (k ? t->opt.v : t->opt.m) + m->table[i].offset, m->table[i].numel);
+    }
+  const char *s = st == LC_OK ? lc_st_meta(&f, "adamw_step") : NULL;
+  if (st == LC_OK && !s) st = lc_fail(LC_EFORMAT, "%s lacks the adamw_step metadata", p);
+  if (st == LC_OK) t->opt.step = atol(s);
+  lc_st_close(&f);
+  return st;
+}
+
+lc_status lc_checkpoint_load(lc_trainer *t, const char *dir) {
+  lc_config saved;
+  LC_TRY(lc_hf_read_config(dir, &saved));
+  LC_TRY(check_model(dir, &saved, &t->o.cfg));
+  LC_TRY(read_state(t, dir));
+  LC_TRY(lc_hf_load_weights(dir, &t->model));
+  return read_optimizer(t, dir);
+}
