@@ -5,6 +5,7 @@ foreach(src ${LC_TEST_SOURCES})
   get_filename_component(name ${src} NAME_WE)
   add_executable(${name} ${src})
   target_link_libraries(${name} PRIVATE longctx_lib)
+  target_compile_definitions(${name} PRIVATE LC_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES LABELS unit TIMEOUT 600
     ENVIRONMENT "OMP_NUM_THREADS=2")

@@ -1,0 +1,118 @@
+// Golden values from Hugging Face transformers itself (tools/make_golden.py; data in
+// tests/data/golden_{untied,tied}): the model is loaded through the HF directory code,
+// then the loss, every parameter gradient (training path) and the logits (KV-cache
+// decode path) must match what LlamaForCausalLM computed. Both cases use GQA,
+// rope_theta 500000 and rms_norm_eps 1e-6 (non-default).
+#include <string.h>
+
+#include "attn/attn.h"
+#include "io/safetensors.h"
+#include "model/generate.h"
+#include "model/hf.h"
+#include "model/model.h"
+#include "testutil.h"
+
+static float *read_tensor(lc_st_file *f, const char *name, size_t n) {
+  const lc_st_tensor *t = lc_st_find(f, name);
+  CHECK(t != NULL, "golden file lacks %s", name);
+  if (!t) return NULL;
+  float *x = malloc(sizeof(float) * n);
+  lc_status st = lc_st_read_f32(f, t, x, n);
+  CHECK(st == LC_OK, "read %s: %s", name, lc_errmsg());
+  return x;
+}
+
+static void check_case(const char *name) {
+  char dir[1024], path[1100];
+  snprintf(dir, sizeof dir, "%s/tests/data/%s", LC_SOURCE_DIR, name);
+  snprintf(path, sizeof path, "%s/golden.safetensors", dir);
+  lc_arena ar;
+  lc_arena_init(&ar, 0);
+  lc_config cfg;
+  lc_status st = lc_hf_read_config(dir, &cfg);
+  CHECK(st == LC_OK, "%s config: %s", name, lc_errmsg());
+  CHECK(cfg.rope_theta == 500000.0 && cfg.norm_eps == 1e-6f && cfg.n_kv_heads < cfg.n_heads,
+        "%s: config not read as written (theta %g eps %g)", name, cfg.rope_theta, cfg.norm_eps);
+  lc_model m;
+  CHECK(lc_model_create(&m, &cfg, &ar) == LC_OK, "create");
+  st = lc_hf_load_weights(dir, &m);
+  CHECK(st == LC_OK, "%s weights: %s", name, lc_errmsg());
+  lc_st_file g;
+  st = lc_st_open(&g, path);
+  CHECK(st == LC_OK, "%s: %s", path, lc_errmsg());
+  if (st != LC_OK) return;
+  const int S = 37, V = cfg.vocab;
+  float *ids = read_tensor(&g, "input_ids", S), *labels = read_tensor(&g, "labels", S);
+  float *logits = read_tensor(&g, "logits", (size_t)S * V), *loss = read_tensor(&g, "loss", 1);
+  int tok[37], tgt[37], pos[37], counted = 0;
+  for (int t = 0; t < S; t++) {
+    tok[t] = (int)ids[t];
+    tgt[t] = t + 1 < S ? (int)labels[t + 1] : -100; // HF shifts inside; longctx pre-shifts
+    counted += tgt[t] >= 0;
+    pos[t] = t;
+  }
+  // Training path: loss and gradients (plain and with checkpointing + tiles).
+  lc_attn attn;
+  lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
+  const lc_model_opts opts[2] = {{LC_CKPT_NONE, 0, 0}, {LC_CKPT_SELECTIVE, 8, 5}};
+  for (int k = 0; k < 2; k++) {
+    lc_model_zero_grads(&m);
+    double ls = 0;
+    st = lc_model_fwd_bwd(&m, &opts[k], &attn, tok, tgt, pos, S, 1.0f / counted, 1, &ls, &ar);
+    CHECK(st == LC_OK, "fwd_bwd: %s", lc_errmsg());
+    // transformers' own fp32 loss differs from its fp64 loss by ~4e-8 relative; ours
+    // rounds differently: bound 1e-5 relative.
+    double mine = ls / counted;
+    CHECK(fabs(mine - loss[0]) <= 1e-5 * fabs(loss[0]), "%s loss %.9f vs transformers %.9f", name, mine, loss[0]);
+    // Gradients: HF fp32 vs fp64 differ by ~3e-6 of each tensor's largest entry; bound
+    // 5e-5 of it (a wrong RoPE half, GQA mapping or norm term is O(1e-1)).
+    double worst = 0;
+    for (int i = 0; i < m.n_tensors; i++) {
+      const lc_param_info *p = &m.table[i];
+      char gname[160];
+      snprintf(gname, sizeof gname, "grad.%s", p->name);
+      float *ref = read_tensor(&g, gname, p->numel);
+      if (!ref) continue;
+      double e = 0, mx = 0;
+      for (size_t j = 0; j < p->numel; j++) {
+        e = fmax(e, fabs(m.grads[p->offset + j] - ref[j]));
+        mx = fmax(mx, fabs(ref[j]));
+      }
+      CHECK(mx > 0 && e <= 5e-5 * mx, "%s %s: max diff %.3g of max %.3g", name, p->name, e, mx);
+      worst = fmax(worst, e / mx);
+      free(ref);
+    }
+    printf("%s (%s): loss %.9f (transformers %.9f), worst gradient error %.2e of max\n", name,
+           k ? "selective+tiles" : "plain", mine, loss[0], worst);
+  }
+  // Decode path: logits of every position from one prefill, and token by token.
+  lc_kv_cache c;
+  CHECK(lc_kv_cache_create(&c, &cfg, S, &ar) == LC_OK, "cache");
+  float *out = malloc(sizeof(float) * (size_t)S * V);
+  st = lc_decode(&m, &c, tok, S, out, 1, &ar);
+  CHECK(st == LC_OK, "decode: %s", lc_errmsg());
+  // |logits| <= ~7; HF fp32 vs fp64 differ by up to 1e-5: bound 1e-4 absolute.
+  double e = 0;
+  for (size_t j = 0; j < (size_t)S * V; j++) e = fmax(e, fabs(out[j] - logits[j]));
+  CHECK(e <= 1e-4, "%s prefill logits: max diff %.3g", name, e);
+  lc_kv_cache_destroy(&c, &ar);
+  CHECK(lc_kv_cache_create(&c, &cfg, S, &ar) == LC_OK, "cache");
+  double e2 = 0;
+  for (int t = 0; t < S; t++) {
+    st = lc_decode(&m, &c, &tok[t], 1, out, 0, &ar);
+    for (int v = 0; v < V; v++) e2 = fmax(e2, fabs(out[v] - logits[(size_t)t * V + v]));
+  }
+  CHECK(st == LC_OK && e2 <= 1e-4, "%s token-by-token logits: max diff %.3g", name, e2);
+  printf("%s: logits max diff %.2e (prefill), %.2e (token by token)\n", name, e, e2);
+  lc_kv_cache_destroy(&c, &ar);
+  free(out), free(ids), free(labels), free(logits), free(loss);
+  lc_st_close(&g);
+  lc_model_destroy(&m, &ar);
+  CHECK(ar.cur_total == 0, "arena balanced");
+}
+
+int main(void) {
+  check_case("golden_untied");
+  check_case("golden_tied");
+  return lc_test_finish("test_golden");
+}
