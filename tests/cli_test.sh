@@ -45,5 +45,42 @@ PMI_SIZE=2 expect_error "different MPI implementations" train --steps 1
 # Impossible layouts (a plain run is a world of 1).
 expect_error "world size 1 is not a multiple of hp x cp" train --cp 2
 expect_error "--placement 'diagonal'" train --placement diagonal
+
+# Data files: a token file trains; empty, truncated and out-of-vocabulary files are refused.
+python3 - "$TMP" <<'PY'
+import struct, sys, os
+d = sys.argv[1]
+def tokfile(path, toks, vocab, bpt=2, count=None, cut=0):
+    body = b"".join(struct.pack("<H" if bpt == 2 else "<I", t) for t in toks)
+    hdr = b"LCTOKENS" + struct.pack("<IIII", 1, bpt, vocab, 0) + struct.pack("<Q", len(toks) if count is None else count)
+    open(path, "wb").write((hdr + body)[: len(hdr + body) - cut])
+toks = [(i * 7919) % 256 for i in range(4000)]
+tokfile(os.path.join(d, "good.tok"), toks, 256)
+tokfile(os.path.join(d, "trunc.tok"), toks, 256, cut=10)
+bad = list(toks); bad[123] = 300
+tokfile(os.path.join(d, "oov.tok"), bad, 256)      # header claims 256, token 123 is 300
+tokfile(os.path.join(d, "bigvocab.tok"), toks, 512)
+open(os.path.join(d, "empty.txt"), "wb").close()
+PY
+"$BIN" train --seq 64 --steps 2 --data "$TMP/good.tok" >"$TMP/out" 2>"$TMP/err" && grep -q "4000 tokens" "$TMP/out" && ok || bad "token file run: $(cat "$TMP/err")"
+expect_error "truncated" train --seq 64 --data "$TMP/trunc.tok"
+expect_error "token id 300 at index 123" train --seq 64 --data "$TMP/oov.tok"
+expect_error "tokenized with vocab 512" train --seq 64 --data "$TMP/bigvocab.tok"
+expect_error "is empty" train --seq 64 --data "$TMP/empty.txt"
+expect_error "--eval-every needs held-out data" train --seq 64 --steps 1 --data "$TMP/good.tok" --eval-every 1
+expect_error "task:passkey needs --seq" train --seq 32 --data task:passkey
+
+# Checkpoint/model directory errors.
+mkdir -p "$TMP/notamodel"
+expect_error "config.json" train --model "$TMP/notamodel"
+expect_error "--save-every needs --save" train --save-every 2
+
+# generate: a preset (random weights) and a saved model; bad input.
+"$BIN" generate --model tiny --prompt "Hello" --max-new 8 >"$TMP/gen" 2>"$TMP/err" && [ "$(sed -n 2p "$TMP/gen" | cut -c1-5)" = Hello ] && ok || bad "generate preset: $(cat "$TMP/err")"
+"$BIN" train --seq 64 --steps 2 --save "$TMP/ck" >/dev/null 2>&1 && "$BIN" generate --model "$TMP/ck/checkpoint-2" --prompt "ab" --max-new 4 >"$TMP/gen" 2>"$TMP/err" && ok || bad "generate from a checkpoint: $(cat "$TMP/err")"
+expect_error "--max-new" generate --model tiny --prompt x --max-new 0
+expect_error "unknown flag '--bogus'" generate --model tiny --prompt x --bogus 1
+expect_error "not a token id" generate --model bench-s --prompt "hello" --max-new 1
+
 echo "cli_test: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -31,12 +31,28 @@ struct lc_attn {
 // sequence in order.
 void lc_attn_local_init(lc_attn *a, int Hq, int Hkv, int D);
 
+// Arena bytes of a strategy, for the memory model (src/model/memplan.c). Everything a
+// forward (or backward) call allocates is live at once at its innermost point, so the
+// call's peak is exactly fwd_scratch + fwd_comm (bwd_scratch + bwd_comm). The strategies
+// size their buffers with the same functions.
+typedef struct {
+  size_t saved;                 // kept per layer from forward to backward (== saved_bytes)
+  size_t fwd_scratch, fwd_comm; // one forward call
+  size_t bwd_scratch, bwd_comm; // one backward call
+} lc_attn_mem;
+// `threads` <= 0: the current omp_get_max_threads().
+void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, lc_attn_mem *m);
+
 // Distributed: Ulysses over `head` (size hp) x zigzag ring over `ctx` (size cp) with
 // inner rings of `window` context ranks. S is the global sequence length.
 #include "dist/comm.h"
 lc_status lc_attn_2d_init(lc_attn *a, lc_comm *head, lc_comm *ctx, int window, long S, int Hq,
                           int Hkv, int D);
 void lc_attn_2d_free(lc_attn *a);
+// The same sizes for hp x cp ranks (window: inner ring size, divides cp) with T = S/(hp*cp)
+// local tokens, without communicators. LC_EINVAL (with a message) for an impossible layout.
+lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int Hq, int Hkv, int D, int threads,
+                         lc_attn_mem *m);
 // Seconds spent in attention kernels inside the ring (the rest of attention time is
 // communication and packing).
 double lc_attn_2d_compute_seconds(const lc_attn *a);

@@ -24,15 +24,55 @@ typedef struct {
   lc_ring ring;
 } attn2d;
 
+#define POLL_ROWS 256 // q rows per ring kernel call (MPI is polled between calls)
+
+// Heads per rank after the all-to-all: Hl query heads, Hkvl kv heads (replicated rep times
+// when hp > Hkv). x->ring gets the head counts and D; the rest is set by lc_attn_2d_init.
+static void heads_2d(attn2d *x, int hp, int Hq, int Hkv, int D) {
+  x->hp = hp;
+  x->Hl = Hq / hp;
+  x->rep = hp > Hkv ? hp / Hkv : 1;
+  x->Hkvl = hp > Hkv ? 1 : Hkv / hp;
+  x->ring.Hq = x->Hl;
+  x->ring.Hkv = x->Hkvl;
+  x->ring.D = D;
+}
+
 static size_t sz_q(const attn2d *x, int T) { return (size_t)T * x->hp * x->Hl * x->ring.D; }
 static size_t sz_kv(const attn2d *x, int T) { return (size_t)T * x->hp * x->Hkvl * x->ring.D; }
 static size_t sz_lse(const attn2d *x, int T) { return (size_t)T * x->hp * x->Hl; }
+// Forward pack buffer (largest exchange) + kv expanded to hp slots when replicating.
+static size_t sz_pack(const attn2d *x, int T) { return sz_q(x, T) > sz_kv(x, T) ? sz_q(x, T) : sz_kv(x, T); }
+static size_t sz_exp(const attn2d *x, int T) { return x->rep > 1 ? (size_t)T * x->hp * x->ring.D : 0; }
+// Backward: doh, dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack [Tc,Hl,D]; expanded kv gradient.
+static size_t sz_bwd(const attn2d *x, int T) { return 3 * sz_q(x, T) + 2 * sz_kv(x, T) + sz_exp(x, T); }
 
-static size_t saved_bytes_2d(const lc_attn *a, int T) {
-  const attn2d *x = a->ctx;
+static size_t saved_floats(const attn2d *x, int T) {
   size_t n = sz_lse(x, T);
   if (x->hp > 1) n += 2 * sz_q(x, T) + 2 * sz_kv(x, T);
-  return F32(n);
+  return n;
+}
+
+static size_t saved_bytes_2d(const lc_attn *a, int T) { return F32(saved_floats(a->ctx, T)); }
+
+lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int Hq, int Hkv, int D, int threads,
+                         lc_attn_mem *m) {
+  memset(m, 0, sizeof *m);
+  if (hp < 1 || cp < 1 || window < 1 || cp % window != 0 || Hq % hp != 0 ||
+      (hp % Hkv != 0 && Hkv % hp != 0) || S <= 0 || S % (2L * cp * hp) != 0)
+    return lc_fail(LC_EINVAL, "attention layout hp %d x cp %d (window %d) does not fit S %ld with %d heads "
+                   "and %d kv heads: see longctx train --help for the layout rules", hp, cp, window, S, Hq, Hkv);
+  attn2d x;
+  memset(&x, 0, sizeof x);
+  heads_2d(&x, hp, Hq, Hkv, D);
+  const int T = (int)(S / ((long)cp * hp));
+  lc_ring_mem(cp, window, S, x.Hl, x.Hkvl, D, POLL_ROWS, threads, m);
+  m->saved = F32(saved_floats(&x, T));
+  if (hp > 1) {
+    m->fwd_comm += F32(sz_pack(&x, T) + sz_exp(&x, T));
+    m->bwd_comm += F32(sz_bwd(&x, T));
+  }
+  return LC_OK;
 }
 
 // [T, hp*Hs, D] (this rank's tokens, all head slots) -> [hp*T, Hs, D] (context tokens, one slice).
@@ -83,9 +123,8 @@ static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, con
   float *qh = lse + sz_lse(x, T), *kh = qh + sz_q(x, T), *vh = kh + sz_kv(x, T),
         *oh = vh + sz_kv(x, T);
   // Pack buffer (largest exchange) + expanded kv when replicating.
-  size_t npack = sz_q(x, T) > sz_kv(x, T) ? sz_q(x, T) : sz_kv(x, T);
-  size_t nexp = x->rep > 1 ? (size_t)T * x->hp * a->D : 0;
-  float *pack = lc_alloc(ar, LC_MEM_COMM, F32(npack + nexp), "Ulysses all-to-all buffer");
+  size_t npack = sz_pack(x, T);
+  float *pack = lc_alloc(ar, LC_MEM_COMM, F32(npack + sz_exp(x, T)), "Ulysses all-to-all buffer");
   if (!pack) return LC_ENOMEM;
   lc_status st = a2a_fwd(x, qh, q, T, x->Hl, pack);
   const float *ks = k, *vs = v;
@@ -113,9 +152,8 @@ static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const float
   const float *qh = lse + sz_lse(x, T), *kh = qh + sz_q(x, T), *vh = kh + sz_kv(x, T),
               *oh = vh + sz_kv(x, T);
   size_t nq = sz_q(x, T), nkv = sz_kv(x, T);
-  size_t nexp = x->rep > 1 ? (size_t)T * x->hp * a->D : 0;
-  // doh, dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack; expanded kv gradient.
-  float *b = lc_alloc(ar, LC_MEM_COMM, F32(3 * nq + 2 * nkv + nexp), "Ulysses backward buffers");
+  // doh, dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack; expanded kv gradient (sz_bwd).
+  float *b = lc_alloc(ar, LC_MEM_COMM, F32(sz_bwd(x, T)), "Ulysses backward buffers");
   if (!b) return LC_ENOMEM;
   float *doh = b, *dqh = doh + nq, *dkh = dqh + nq, *dvh = dkh + nkv, *pack = dvh + nkv,
         *exp = pack + nq;
@@ -143,18 +181,12 @@ lc_status lc_attn_2d_init(lc_attn *a, lc_comm *head, lc_comm *ctx, int window, l
   if (!x) return lc_fail(LC_ENOMEM, "out of memory for the attention strategy");
   int hp = head->size;
   x->head = head;
-  x->hp = hp;
-  x->Hl = Hq / hp;
-  x->rep = hp > Hkv ? hp / Hkv : 1;
-  x->Hkvl = hp > Hkv ? 1 : Hkv / hp;
+  heads_2d(x, hp, Hq, Hkv, D);
   x->ring.ctx = ctx;
   x->ring.window = window;
   x->ring.S = S;
-  x->ring.Hq = x->Hl;
-  x->ring.Hkv = x->Hkvl;
-  x->ring.D = D;
   x->ring.scale = 1.0f / sqrtf((float)D);
-  x->ring.poll_rows = 256;
+  x->ring.poll_rows = POLL_ROWS;
   a->name = hp > 1 && ctx->size > 1 ? "2d" : hp > 1 ? "ulysses" : "ring";
   a->Hq = Hq;
   a->Hkv = Hkv;

@@ -5,15 +5,26 @@
 #include "attn/attn.h"
 #include "attn/flash.h"
 
-static size_t local_saved_bytes(const lc_attn *a, int T) {
-  return sizeof(float) * (size_t)a->Hq * (size_t)T; // lse[Hq, T]
+// lse[Hq, T] (saved) and delta[Hq, T] (backward scratch) have the same size.
+static size_t lse_bytes(int Hq, int T) { return sizeof(float) * (size_t)Hq * (size_t)T; }
+
+static size_t local_saved_bytes(const lc_attn *a, int T) { return lse_bytes(a->Hq, T); }
+
+static lc_attn_shape shape_of(int Hq, int Hkv, int D, int T) {
+  lc_attn_shape s = {.Tq = T, .Tk = T, .Hq = Hq, .Hkv = Hkv, .D = D,
+                     .q_start = 0, .k_start = 0, .causal = 1,
+                     .scale = 1.0f / sqrtf((float)D)};
+  return s;
 }
 
-static lc_attn_shape local_shape(const lc_attn *a, int T) {
-  lc_attn_shape s = {.Tq = T, .Tk = T, .Hq = a->Hq, .Hkv = a->Hkv, .D = a->D,
-                     .q_start = 0, .k_start = 0, .causal = 1,
-                     .scale = 1.0f / sqrtf((float)a->D)};
-  return s;
+static lc_attn_shape local_shape(const lc_attn *a, int T) { return shape_of(a->Hq, a->Hkv, a->D, T); }
+
+void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, lc_attn_mem *m) {
+  lc_attn_shape s = shape_of(Hq, Hkv, D, T);
+  memset(m, 0, sizeof *m);
+  m->saved = lse_bytes(Hq, T);
+  m->fwd_scratch = lc_flash_workspace_bytes(&s, 0, threads);
+  m->bwd_scratch = lse_bytes(Hq, T) + lc_flash_workspace_bytes(&s, 1, threads);
 }
 
 static lc_status local_fwd(lc_attn *a, float *out, void *saved, const float *q, const float *k,
@@ -26,7 +37,7 @@ static lc_status local_bwd(lc_attn *a, float *dq, float *dk, float *dv, const fl
                            const float *out, const void *saved, const float *q, const float *k,
                            const float *v, int T, lc_arena *arena) {
   lc_attn_shape s = local_shape(a, T);
-  float *delta = lc_alloc(arena, LC_MEM_SCRATCH, sizeof(float) * (size_t)a->Hq * T, "attention delta");
+  float *delta = lc_alloc(arena, LC_MEM_SCRATCH, lse_bytes(a->Hq, T), "attention delta");
   if (!delta) return LC_ENOMEM;
   lc_attn_delta(delta, dout, out, T, a->Hq, a->D);
   memset(dq, 0, sizeof(float) * (size_t)T * a->Hq * a->D);

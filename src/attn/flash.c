@@ -536,6 +536,14 @@ static void fwd_ws_carve(fwd_ws *w, float *base, int D) {
   w->alpha = base + 2 * BQ;
 }
 
+// Threads (at most one per work item) and floats of workspace per thread of a forward.
+static void fwd_plan(const lc_attn_shape *s, int threads, int *nt, long *per) {
+  const long nitems = (long)((s->Tq + BQ - 1) / BQ) * s->Hq;
+  *nt = threads;
+  if (*nt > nitems) *nt = (int)nitems;
+  *per = fwd_ws_floats(s->D);
+}
+
 static void fwd_item(float *out, float *lse, const float *q, const float *k, const float *v,
                      const lc_attn_shape *s, int h, int ib, fwd_ws *w) {
   const int D = s->D, Hq = s->Hq, Tq = s->Tq;
@@ -594,9 +602,9 @@ lc_status lc_flash_fwd(float *out, float *lse, const float *q, const float *k, c
     return lc_fail(LC_EINVAL, "lc_flash_fwd: NULL tensor");
   const int nqb = (s->Tq + BQ - 1) / BQ;
   const long nitems = (long)nqb * s->Hq;
-  int nt = max_threads();
-  if (nt > nitems) nt = (int)nitems;
-  const long per = fwd_ws_floats(s->D);
+  int nt;
+  long per;
+  fwd_plan(s, max_threads(), &nt, &per);
   float *ws = lc_alloc(arena, LC_MEM_SCRATCH, sizeof(float) * (size_t)(per * nt),
                        "attention workspace");
   if (!ws) return LC_ENOMEM;
@@ -700,6 +708,32 @@ static void bwd_ws_carve(bwd_ws *w, float *b, int D, int Hkv, long Ck) {
   w->dvb = b;
 }
 
+// Threads, key chunk Ck and floats of workspace per thread of a backward.
+static void bwd_plan(const lc_attn_shape *s, int threads, int *nt, long *Ck, long *per) {
+  const long Dp = rup16(s->D);
+  // key chunk: about 4 MiB of dK/dV buffers per thread, a multiple of BK
+  long ck = (4L << 20) / (long)(sizeof(float) * 2 * s->Hkv * Dp);
+  ck = ck / BK * BK;
+  if (ck < BK) ck = BK;
+  long Tkr = ((long)s->Tk + BK - 1) / BK * BK;
+  if (ck > Tkr) ck = Tkr;
+  long nitems_max = (long)((s->Tq + BQ - 1) / BQ) * s->Hq;
+  *nt = threads;
+  if (*nt > nitems_max) *nt = (int)nitems_max;
+  *Ck = ck;
+  *per = bwd_ws_floats(s->D, s->Hkv, ck);
+}
+
+size_t lc_flash_workspace_bytes(const lc_attn_shape *s, int bwd, int threads) {
+  if (!s || s->Tq <= 0 || s->Hq <= 0 || s->Hkv <= 0 || s->D <= 0 || (bwd && s->Tk <= 0)) return 0;
+  if (threads <= 0) threads = max_threads();
+  int nt;
+  long per, ck;
+  if (bwd) bwd_plan(s, threads, &nt, &ck, &per);
+  else fwd_plan(s, threads, &nt, &per);
+  return sizeof(float) * (size_t)per * (size_t)nt;
+}
+
 // One item restricted to key rows [c0, c1) (c0 a multiple of BK).
 static void bwd_item(float *dq, const float *dout, const float *q, const float *k,
                      const float *v, const float *lse, const float *delta,
@@ -762,16 +796,9 @@ lc_status lc_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const
   const int D = s->D, Hkv = s->Hkv, Tk = s->Tk;
   const long Dp = rup16(D);
   const int nqb = (s->Tq + BQ - 1) / BQ;
-  // key chunk: about 4 MiB of dK/dV buffers per thread, a multiple of BK
-  long Ck = (4L << 20) / (long)(sizeof(float) * 2 * Hkv * Dp);
-  Ck = Ck / BK * BK;
-  if (Ck < BK) Ck = BK;
-  long Tkr = ((long)Tk + BK - 1) / BK * BK;
-  if (Ck > Tkr) Ck = Tkr;
-  int nt = max_threads();
-  long nitems_max = (long)nqb * s->Hq;
-  if (nt > nitems_max) nt = (int)nitems_max;
-  const long per = bwd_ws_floats(D, Hkv, Ck);
+  int nt;
+  long Ck, per;
+  bwd_plan(s, max_threads(), &nt, &Ck, &per);
   float *ws = lc_alloc(arena, LC_MEM_SCRATCH, sizeof(float) * (size_t)(per * nt),
                        "attention workspace");
   if (!ws) return LC_ENOMEM;

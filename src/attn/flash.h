@@ -36,4 +36,9 @@ lc_status lc_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const
                        const float *k, const float *v, const float *lse, const float *delta,
                        const lc_attn_shape *s, lc_arena *arena);
 
+// Arena bytes (category scratch) of the workspace lc_flash_fwd (bwd = 0) or lc_flash_bwd
+// (bwd = 1) allocates for shape s with `threads` OpenMP threads (<= 0: the current
+// omp_get_max_threads()). The kernels size their workspace with this same computation.
+size_t lc_flash_workspace_bytes(const lc_attn_shape *s, int bwd, int threads);
+
 #endif

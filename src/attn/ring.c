@@ -35,6 +35,35 @@ static geo geometry(const lc_ring *r) {
   return g;
 }
 
+// Buffers of one k/v block ([k | v], 2*Tc*Hkv*D floats) each pass holds. Forward and
+// backward: the start-of-window block, two inner-ring buffers when the window has
+// several ranks, the outer prefetch when there are several windows. Backward adds
+// dk/dv blocks: one or two step accumulators, the incoming partial and the window total
+// (inner ring), and one block per outer step sent back to its owner.
+static int n_kv_blocks(int cp, int w) { return 1 + (w > 1 ? 2 : 0) + (cp / w > 1 ? 1 : 0); }
+static int n_d_blocks(int cp, int w) {
+  int outer = cp / w;
+  return (w > 1 ? 2 : 1) + (w > 1 || outer > 1 ? 1 : 0) + (w > 1 ? 1 : 0) + (outer - 1);
+}
+static size_t blk_floats(int cp, long S, int Hkv, int D) { return 2 * (size_t)(S / cp) * Hkv * D; }
+// Scratch: forward merge tiles; backward delta of the Tc local rows and lse/delta tiles.
+static size_t fwd_tmp_floats(int P, int H, int D) { return (size_t)P * H * D + 2 * (size_t)P * H; }
+static size_t bwd_tmp_floats(long Tc, int P, int H) { return 2 * (size_t)Tc * H + 2 * (size_t)P * H; }
+
+void lc_ring_mem(int cp, int window, long S, int Hq, int Hkv, int D, int poll_rows, int threads,
+                 lc_attn_mem *m) {
+  memset(m, 0, sizeof *m);
+  const long Tc = S / cp, Lc = Tc / 2;
+  const size_t blk = blk_floats(cp, S, Hkv, D);
+  // The largest kernel call: poll_rows (or all Lc) query rows against a Lc-row key chunk.
+  lc_attn_shape s = {.Tq = (int)(Lc < poll_rows ? Lc : poll_rows), .Tk = (int)Lc, .Hq = Hq,
+                     .Hkv = Hkv, .D = D, .causal = 1, .scale = 1.0f};
+  m->fwd_comm = F32(blk * n_kv_blocks(cp, window));
+  m->fwd_scratch = F32(fwd_tmp_floats(poll_rows, Hq, D)) + lc_flash_workspace_bytes(&s, 0, threads);
+  m->bwd_comm = F32(blk * n_kv_blocks(cp, window)) + F32(blk * n_d_blocks(cp, window));
+  m->bwd_scratch = F32(bwd_tmp_floats(Tc, poll_rows, Hq)) + lc_flash_workspace_bytes(&s, 1, threads);
+}
+
 static int inner_next(const geo *g) { return g->W * g->w + (g->i + 1) % g->w; }
 static int inner_prev(const geo *g) { return g->W * g->w + (g->i - 1 + g->w) % g->w; }
 static int outer_next(const geo *g) { return ((g->W + 1) % g->outer) * g->w + g->i; }
@@ -92,19 +121,19 @@ lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const 
   const int P = r->poll_rows;
   memset(out, 0, F32((size_t)g.Tc * H * D));
   for (size_t x = 0; x < (size_t)2 * H * g.Lc; x++) lse[x] = -INFINITY;
-  // Block buffers ([k | v]): start-of-window block, outer prefetch, two inner buffers.
+  // Block buffers ([k | v]): start-of-window block, two inner buffers, outer prefetch.
   size_t blk = 2 * g.nkv;
-  int nbuf = g.cp == 1 ? 1 : g.outer > 1 ? 4 : 3;
-  float *buf = lc_alloc(ar, LC_MEM_COMM, F32(blk * nbuf), "ring k/v buffers");
-  float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, F32((size_t)P * H * D + 2 * (size_t)P * H), "ring merge tiles");
+  float *buf = lc_alloc(ar, LC_MEM_COMM, F32(blk * n_kv_blocks(g.cp, g.w)), "ring k/v buffers");
+  float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, F32(fwd_tmp_floats(P, H, D)), "ring merge tiles");
   lc_status st = LC_OK;
   if (!buf || !tmp) {
     st = LC_ENOMEM;
     goto done;
   }
   float *tmp_o = tmp, *tmp_l = tmp_o + (size_t)P * H * D, *tmp_a = tmp_l + (size_t)P * H;
-  float *start = buf, *onext = nbuf == 4 ? buf + 3 * blk : NULL;
-  float *xy[2] = {nbuf >= 3 ? buf + blk : NULL, nbuf >= 3 ? buf + 2 * blk : NULL};
+  float *start = buf, *xy[2] = {NULL, NULL}, *onext = NULL, *bp = buf + blk;
+  if (g.w > 1) xy[0] = bp, xy[1] = bp + blk, bp += 2 * blk;
+  if (g.outer > 1) onext = bp;
   memcpy(start, k, F32(g.nkv));
   memcpy(start + g.nkv, v, F32(g.nkv));
   for (int o = 0; o < g.outer && st == LC_OK; o++) {
@@ -182,12 +211,12 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
   memset(dq, 0, F32((size_t)g.Tc * H * D));
   memset(dk, 0, F32(g.nkv));
   memset(dv, 0, F32(g.nkv));
-  // k/v: start, outer prefetch, 2 inner. dk/dv: 2 block accumulators, 1 incoming,
-  // 1 window total, and one per outer step sent back to its owner.
-  size_t n_kv = 4 * blk, n_d = (4 + (size_t)n_owner) * blk;
+  // k/v: start, 2 inner, outer prefetch. dk/dv: 1-2 block accumulators, 1 incoming,
+  // 1 window total, and one per outer step sent back to its owner (n_d_blocks).
+  size_t n_kv = (size_t)n_kv_blocks(g.cp, g.w) * blk, n_d = (size_t)n_d_blocks(g.cp, g.w) * blk;
   float *kvb = lc_alloc(ar, LC_MEM_COMM, F32(n_kv), "ring k/v buffers");
   float *db = lc_alloc(ar, LC_MEM_COMM, F32(n_d), "ring dk/dv buffers");
-  float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, F32(2 * (size_t)g.Tc * H + 2 * (size_t)P * H), "ring delta");
+  float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, F32(bwd_tmp_floats(g.Tc, P, H)), "ring delta");
   lc_req *oreq = calloc((size_t)n_owner + 1, sizeof *oreq);
   lc_status st = LC_OK;
   if (!kvb || !db || !tmp || !oreq) {
@@ -199,8 +228,15 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
     size_t qo = (size_t)a * g.Lc * H * D;
     lc_attn_delta(delta + (size_t)a * H * g.Lc, dout + qo, out + qo, (int)g.Lc, H, D);
   }
-  float *start = kvb, *onext = kvb + blk, *xy[2] = {kvb + 2 * blk, kvb + 3 * blk};
-  float *bd[2] = {db, db + blk}, *acc_in = db + 2 * blk, *total = db + 3 * blk;
+  float *start = kvb, *xy[2] = {NULL, NULL}, *onext = NULL, *bp = kvb + blk;
+  if (g.w > 1) xy[0] = bp, xy[1] = bp + blk, bp += 2 * blk;
+  if (g.outer > 1) onext = bp;
+  float *bd[2] = {db, NULL}, *acc_in = NULL, *total = NULL, *owner_blocks;
+  bp = db + blk;
+  if (g.w > 1) bd[1] = bp, bp += blk;
+  if (g.w > 1 || g.outer > 1) acc_in = bp, bp += blk;
+  if (g.w > 1) total = bp, bp += blk;
+  owner_blocks = bp;
   memcpy(start, k, F32(g.nkv));
   memcpy(start + g.nkv, v, F32(g.nkv));
   for (int o = 0; o < g.outer && st == LC_OK; o++) {
@@ -253,7 +289,7 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
       if (o == 0) {
         for (size_t x = 0; x < g.nkv; x++) dk[x] += win[x], dv[x] += win[g.nkv + x];
       } else {
-        float *sb = db + (4 + (size_t)(o - 1)) * blk;
+        float *sb = owner_blocks + (size_t)(o - 1) * blk;
         memcpy(sb, win, F32(blk));
         st = lc_isend(r->ctx, sb, blk, LC_DT_F32, owner_at(&g, o, 0), TAG_OWNER, &oreq[o - 1]);
       }

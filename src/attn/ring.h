@@ -4,6 +4,7 @@
 #ifndef LC_RING_H
 #define LC_RING_H
 
+#include "attn/attn.h"
 #include "core/arena.h"
 #include "dist/comm.h"
 
@@ -26,5 +27,12 @@ lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const 
 lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *dout,
                       const float *out, const float *lse, const float *q, const float *k,
                       const float *v, lc_arena *arena);
+
+// Arena bytes of lc_ring_fwd / lc_ring_bwd (saved = 0: the caller keeps the lse) for cp
+// context ranks with inner rings of `window`, heads held Hq/Hkv, poll_rows q rows per
+// kernel call, `threads` OpenMP threads (<= 0: current). The passes size their buffers
+// with the same functions.
+void lc_ring_mem(int cp, int window, long S, int Hq, int Hkv, int D, int poll_rows, int threads,
+                 lc_attn_mem *m);
 
 #endif

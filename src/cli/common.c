@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "io/fsutil.h"
+#include "model/hf.h"
 
 void lc_cli_error(const char *msg) { fprintf(stderr, "longctx: error: %s\n", msg); }
 
@@ -15,7 +17,11 @@ const char *lc_fmt_bytes(char *buf, int n, double b) {
   return buf;
 }
 
-lc_status lc_cli_model(const char *spec, lc_config *cfg) { return lc_config_preset(cfg, spec); }
+lc_status lc_cli_model(const char *spec, lc_config *cfg) {
+  // An existing directory is meant as a Hugging Face model: its own errors are clearer.
+  if (lc_is_dir(spec)) return lc_hf_read_config(spec, cfg);
+  return lc_config_preset(cfg, spec);
+}
 
 lc_status lc_cli_threads(int threads, int *used) {
   if (threads < 0) return lc_fail(LC_EINVAL, "--threads %d: use a positive count (0 = default)", threads);

@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "core/timer.h"
+#include "io/fsutil.h"
 #include "model/hf.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -151,8 +152,8 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   if (st == LC_OK && F.resume && !model_given) {
     st = lc_hf_read_config(ckpt_dir, &o.cfg);
   } else if (st == LC_OK) {
-    model_dir = lc_hf_is_model_dir(F.model);
-    st = model_dir ? lc_hf_read_config(F.model, &o.cfg) : lc_cli_model(F.model, &o.cfg);
+    model_dir = lc_is_dir(F.model);
+    st = lc_cli_model(F.model, &o.cfg);
   }
   if (st == LC_OK) st = lc_ckpt_parse(F.ckpt ? F.ckpt : "selective", &o.mopts.ckpt);
   if (st == LC_OK) st = lc_cli_threads(F.threads, &threads);
@@ -222,7 +223,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   rc = 0;
   double t_start = lc_now();
   lc_step_metrics m;
-  if (F.eval_every > 0 && tr.data.kind == LC_DATA_BYTES) {
+  if (F.eval_every > 0 && (tr.data.kind == LC_DATA_BYTES || tr.data.kind == LC_DATA_TOKENS)) {
     if (rank == 0) lc_cli_error("--eval-every needs held-out data: use task:passkey or task:copy");
     if (jf) fclose(jf);
     lc_trainer_free(&tr);

@@ -30,10 +30,30 @@ lc_status lc_data_open(lc_data *d, const char *spec, int vocab, int seq) {
              "task:copy (random %d-token segments, each repeated once; loss on the repeats)", COPY_LEN);
     return LC_OK;
   }
-  if (vocab != 256)
-    return lc_fail(LC_EINVAL, "--data %s: a plain file is read as bytes, which needs a model with "
-                   "vocab 256 (this one has %d)", spec, vocab);
   FILE *f = fopen(spec, "rb");
+  char magic[8] = {0};
+  if (f && fread(magic, 1, 8, f) == 8 && !memcmp(magic, "LCTOKENS", 8)) {
+    fclose(f);
+    LC_TRY(lc_tokfile_open(&d->tok, spec));
+    lc_status st = lc_tokfile_check_vocab(&d->tok, vocab);
+    if (st == LC_OK && d->tok.count < (uint64_t)seq + 1)
+      st = lc_fail(LC_EINVAL, "--data %s: holds %llu tokens but one sample of --seq %d needs %d; "
+                   "use more data or a smaller --seq", spec, (unsigned long long)d->tok.count, seq, seq + 1);
+    if (st != LC_OK) {
+      lc_tokfile_close(&d->tok);
+      return st;
+    }
+    d->kind = LC_DATA_TOKENS;
+    snprintf(d->desc, sizeof d->desc, "%s (%llu tokens, %u bytes each, tokenizer vocab %u)", spec,
+             (unsigned long long)d->tok.count, d->tok.bytes_per_token, d->tok.vocab);
+    return LC_OK;
+  }
+  if (f && vocab != 256) {
+    fclose(f);
+    return lc_fail(LC_EINVAL, "--data %s: not a token file (no LCTOKENS header), so it would be read as "
+                   "bytes, which needs a model with vocab 256 (this one has %d); convert it with "
+                   "tools/prepare_data.py", spec, vocab);
+  }
   if (!f) return lc_fail(LC_EIO, "--data %s: cannot open (%s); give an existing file or task:copy", spec, strerror(errno));
   if (fseek(f, 0, SEEK_END) != 0) {
     fclose(f);
@@ -41,6 +61,10 @@ lc_status lc_data_open(lc_data *d, const char *spec, int vocab, int seq) {
   }
   long n = ftell(f);
   rewind(f);
+  if (n == 0) {
+    fclose(f);
+    return lc_fail(LC_EINVAL, "--data %s: the file is empty; give a file with at least --seq + 1 bytes", spec);
+  }
   if (n < (long)seq + 1) {
     fclose(f);
     return lc_fail(LC_EINVAL, "--data %s: holds %ld bytes but one sample of --seq %d needs %d; "
@@ -66,6 +90,8 @@ lc_status lc_data_open(lc_data *d, const char *spec, int vocab, int seq) {
 void lc_data_close(lc_data *d) {
   free(d->bytes);
   d->bytes = NULL;
+  if (d->kind == LC_DATA_TOKENS) lc_tokfile_close(&d->tok);
+  d->kind = LC_DATA_BYTES;
 }
 
 static void sample_rng(lc_rng *r, uint64_t seed, uint64_t index) {
@@ -78,6 +104,14 @@ int lc_data_sample(const lc_data *d, uint64_t seed, uint64_t index, int *tokens,
   sample_rng(&r, seed, index);
   int counted = 0;
   if (d->kind == LC_DATA_TASK_PASSKEY) return lc_passkey_sample(seed, index, 0, tokens, targets, S);
+  if (d->kind == LC_DATA_TOKENS) {
+    uint64_t start = lc_rng_u64(&r) % (d->tok.count - (uint64_t)S); // start in [0, count - S - 1]
+    for (int t = 0; t < S; t++) {
+      tokens[t] = (int)lc_tokfile_get(&d->tok, start + t);
+      targets[t] = (int)lc_tokfile_get(&d->tok, start + t + 1);
+    }
+    return S;
+  }
   if (d->kind == LC_DATA_BYTES) {
     uint64_t span = d->n_bytes - (size_t)S; // start in [0, n - S - 1]
     size_t start = (size_t)(lc_rng_u64(&r) % span);

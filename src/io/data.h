@@ -8,8 +8,9 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "io/tokfile.h"
 
-typedef enum { LC_DATA_TASK_COPY, LC_DATA_TASK_PASSKEY, LC_DATA_BYTES } lc_data_kind;
+typedef enum { LC_DATA_TASK_COPY, LC_DATA_TASK_PASSKEY, LC_DATA_BYTES, LC_DATA_TOKENS } lc_data_kind;
 
 typedef struct {
   lc_data_kind kind;
@@ -17,11 +18,13 @@ typedef struct {
   int copy_len;         // task:copy segment length
   unsigned char *bytes; // LC_DATA_BYTES: file contents
   size_t n_bytes;
+  lc_tokfile tok;       // LC_DATA_TOKENS: a token file (tools/prepare_data.py)
   char desc[300];
 } lc_data;
 
-// spec: "task:copy", "task:passkey" or a file path. seq: tokens per sample (the file must
-// hold seq+1 bytes).
+// spec: "task:copy", "task:passkey" or a file path: a token file (starts with the magic
+// LCTOKENS) or any other file read as bytes (vocab 256 only). seq: tokens per sample (the
+// file must hold seq+1 tokens). Token ids >= vocab are an error naming file and offset.
 lc_status lc_data_open(lc_data *d, const char *spec, int vocab, int seq);
 void lc_data_close(lc_data *d);
 // tokens[S] and pre-shifted targets[S] (targets[t] = token at t+1; -100 = not counted)
