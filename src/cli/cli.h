@@ -9,6 +9,7 @@
 
 int lc_cmd_train(int argc, char **argv);
 int lc_cmd_bench(int argc, char **argv);
+int lc_cmd_plan(int argc, char **argv);
 int lc_cmd_generate(int argc, char **argv);
 
 // Prints "longctx: error: <message>" to stderr (rank 0 only in multi-process runs).

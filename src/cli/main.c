@@ -9,6 +9,7 @@ static void usage(FILE *f) {
           "usage: longctx COMMAND [flags]\n"
           "commands:\n"
           "  train   train a model (longctx train --help)\n"
+          "  plan    predict peak memory per rank and the longest sequence that fits (longctx plan --help)\n"
           "  bench   measure throughput, FLOP rate and memory (longctx bench --help)\n"
           "  generate  continue a prompt with a model (longctx generate --help)\n");
 }
@@ -20,9 +21,10 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!strcmp(argv[1], "train")) return lc_cmd_train(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "plan")) return lc_cmd_plan(argc - 2, argv + 2);
   if (!strcmp(argv[1], "bench")) return lc_cmd_bench(argc - 2, argv + 2);
   if (!strcmp(argv[1], "generate")) return lc_cmd_generate(argc - 2, argv + 2);
-  fprintf(stderr, "longctx: error: unknown command '%s': use train, bench or generate (longctx --help)\n",
+  fprintf(stderr, "longctx: error: unknown command '%s': use train, plan, bench or generate (longctx --help)\n",
           argv[1]);
   return 2;
 }

@@ -94,6 +94,32 @@ static void print_settings(const lc_train_opts *o, const lc_trainer *t, int thre
   fflush(stdout);
 }
 
+// Progress: on a terminal one status line rewritten in place (with ETA); otherwise (a
+// file, a pipe, CI) one line per step.
+typedef struct {
+  int tty, open; // open: the in-place line is on screen without its newline
+  double t0;
+  long first_step;
+} progress;
+
+static void progress_line(progress *p, const lc_step_metrics *m, long total, double flops) {
+  char b[32];
+  double done = (double)(m->step - p->first_step), el = lc_now() - p->t0;
+  double eta = done > 0 ? el / done * (double)(total - m->step) : 0;
+  printf("%sstep %5ld/%ld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | %.1f GFLOP/s | peak %s",
+         p->tty ? "\r\033[K" : "", m->step, total, m->loss, m->lr, m->grad_norm,
+         m->tokens / m->seconds, flops / m->seconds / 1e9, lc_fmt_bytes(b, sizeof b, (double)m->peak_bytes));
+  if (p->tty) printf(" | ETA %dm%02ds", (int)eta / 60, (int)eta % 60);
+  else printf("\n");
+  p->open = p->tty;
+  fflush(stdout);
+}
+
+static void progress_break(progress *p) {
+  if (p->open) printf("\n");
+  p->open = 0;
+}
+
 static void log_json(FILE *f, const lc_step_metrics *m, double flops, double peak_gflops) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "step", (double)m->step);
@@ -221,6 +247,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   }
   const double flops = 3.0 * lc_config_fwd_flops(&o.cfg, o.seq) * o.batch;
   rc = 0;
+  progress prog = {.tty = isatty(STDOUT_FILENO), .t0 = lc_now(), .first_step = tr.step};
   double t_start = lc_now();
   lc_step_metrics m;
   if (F.eval_every > 0 && (tr.data.kind == LC_DATA_BYTES || tr.data.kind == LC_DATA_TOKENS)) {
@@ -240,11 +267,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
       break;
     }
     if (rank == 0) {
-      char b[32];
-      printf("step %5ld/%ld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | %.1f GFLOP/s | peak %s\n",
-             m.step, o.steps, m.loss, m.lr, m.grad_norm, m.tokens / m.seconds,
-             flops / m.seconds / 1e9, lc_fmt_bytes(b, sizeof b, (double)m.peak_bytes));
-      fflush(stdout);
+      progress_line(&prog, &m, o.steps, flops);
       if (jf) log_json(jf, &m, flops, peak_gflops);
     }
     if (F.save && ((F.save_every > 0 && m.step % F.save_every == 0) || m.step == o.steps)) {
@@ -254,7 +277,10 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
         rc = 1;
         break;
       }
-      if (rank == 0) printf("saved %s/checkpoint-%ld\n", F.save, m.step);
+      if (rank == 0) {
+        progress_break(&prog);
+        printf("saved %s/checkpoint-%ld\n", F.save, m.step);
+      }
     }
     if (F.eval_every > 0 && (m.step % F.eval_every == 0 || m.step == o.steps)) {
       double el = 0, acc = 0;
@@ -266,6 +292,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
         break;
       }
       if (rank == 0) {
+        progress_break(&prog);
         printf("eval  %5ld | held-out loss %.4f | accuracy %.1f%% (%d samples)\n", m.step, el,
                100 * acc, F.eval_samples);
         fflush(stdout);
@@ -277,6 +304,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
       }
     }
   }
+  if (rank == 0) progress_break(&prog);
   if (rc == 0 && o.steps > 0 && rank == 0) {
     char b[32];
     printf("done: %ld steps in %.1f s; peak memory %s:", o.steps, lc_now() - t_start,

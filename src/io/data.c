@@ -158,11 +158,13 @@ static const char *const filler[] = {
     "There and back again. ", "The river flows on. ",
 };
 #define N_FILLER (sizeof filler / sizeof filler[0])
-static const char record_fmt[] = "The pass key is %s. Remember it. ";
-static const char question_fmt[] = "What is the pass key? The pass key is %s";
+// The key sits between '<' and '>', characters the filler never uses, so a model can find
+// it by content (an induction head) however far back it is.
+static const char record_fmt[] = "The pass key is <%s>. Remember it. ";
+static const char question_fmt[] = "What is the pass key? The pass key is <%s";
 #define KEY_LEN 5
 
-int lc_passkey_min_seq(void) { return 2 * (int)(sizeof record_fmt + sizeof question_fmt) + 16; }
+int lc_passkey_min_seq(void) { return (int)(sizeof record_fmt + sizeof question_fmt) + 2 * KEY_LEN + 16; }
 
 int lc_passkey_sample(uint64_t seed, uint64_t index, int eval, int *tokens, int *targets, int S) {
   lc_rng r;

@@ -5,16 +5,24 @@
 typedef struct {
   const char *name;
   int dim, n_layers, n_heads, n_kv_heads, ffn, vocab;
+  double rope_theta;
+  float norm_eps;
+  int max_pos;
+  int config_only;
 } lc_preset;
 
-// DESIGN.md's presets. Vocab 256 = bytes.
+// DESIGN.md's presets. Vocab 256 = bytes. Then configuration-only presets of real models
+// (their HF config.json values) for `longctx plan`: shapes without weights.
 static const lc_preset presets[] = {
-    {"tiny", 64, 2, 4, 2, 176, 256},
-    {"demo", 256, 4, 8, 4, 704, 256},
-    {"bench-s", 512, 8, 8, 4, 1408, 32000},
+    {"tiny", 64, 2, 4, 2, 176, 256, 10000.0, 1e-5f, 1 << 24, 0},
+    {"demo", 256, 4, 8, 4, 704, 256, 10000.0, 1e-5f, 1 << 24, 0},
+    {"bench-s", 512, 8, 8, 4, 1408, 32000, 10000.0, 1e-5f, 1 << 24, 0},
+    {"llama-3-8b", 4096, 32, 32, 8, 14336, 128256, 500000.0, 1e-5f, 8192, 1},
+    {"llama-3-70b", 8192, 80, 64, 8, 28672, 128256, 500000.0, 1e-5f, 8192, 1},
 };
 
 const char *lc_config_preset_names(void) { return "tiny, demo, bench-s"; }
+const char *lc_config_plan_preset_names(void) { return "llama-3-8b, llama-3-70b"; }
 
 lc_status lc_config_preset(lc_config *cfg, const char *name) {
   for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
@@ -29,14 +37,15 @@ lc_status lc_config_preset(lc_config *cfg, const char *name) {
     cfg->head_dim = p->dim / p->n_heads;
     cfg->ffn = p->ffn;
     cfg->vocab = p->vocab;
-    cfg->norm_eps = 1e-5f;
-    cfg->rope_theta = 10000.0;
+    cfg->norm_eps = p->norm_eps;
+    cfg->rope_theta = p->rope_theta;
     cfg->tie_embeddings = 0;
-    cfg->max_pos = 1 << 24;
+    cfg->max_pos = p->max_pos;
+    cfg->config_only = p->config_only;
     return LC_OK;
   }
-  return lc_fail(LC_EINVAL, "unknown model preset '%s': use one of %s, or a Hugging Face model directory",
-                 name, lc_config_preset_names());
+  return lc_fail(LC_EINVAL, "unknown model preset '%s': use one of %s (or, for plan only, %s), or a "
+                 "Hugging Face model directory", name, lc_config_preset_names(), lc_config_plan_preset_names());
 }
 
 lc_status lc_config_validate(const lc_config *c) {

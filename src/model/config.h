@@ -17,14 +17,18 @@ typedef struct {
   double rope_theta;
   int tie_embeddings; // tie_word_embeddings: lm_head shares embed_tokens
   int max_pos;        // max_position_embeddings
+  int config_only;    // 1: a real model's shape without weights, for `longctx plan` only
 } lc_config;
 
-// Fills cfg from a preset name (tiny, demo, bench-s). LC_EINVAL for an unknown name.
+// Fills cfg from a preset name (tiny, demo, bench-s, or a configuration-only preset of a
+// real model: llama-3-8b, llama-3-70b, which set config_only). LC_EINVAL for an unknown name.
 lc_status lc_config_preset(lc_config *cfg, const char *name);
 // Checks internal consistency (dims positive, heads divide dim, kv heads divide heads, even head_dim).
 lc_status lc_config_validate(const lc_config *cfg);
-// "tiny, demo, bench-s"
+// "tiny, demo, bench-s" (the trainable presets)
 const char *lc_config_preset_names(void);
+// "llama-3-8b, llama-3-70b" (configuration-only presets, for plan)
+const char *lc_config_plan_preset_names(void);
 
 // Parameter count (elements).
 long long lc_config_n_params(const lc_config *cfg);

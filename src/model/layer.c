@@ -6,7 +6,37 @@
 
 #define F32(n) (sizeof(float) * (size_t)(n))
 
-static int mlp_tiled(const lc_layer_ctx *c) { return c->mlp_tile > 0 && c->mlp_tile < c->T; }
+static int tiled_at(int mlp_tile, int T) { return mlp_tile > 0 && mlp_tile < T; }
+static int mlp_tiled(const lc_layer_ctx *c) { return tiled_at(c->mlp_tile, c->T); }
+
+// Buffer sizes in floats (n rows), shared by the allocations and lc_layer_mem_bytes.
+// MLP forward tile: n2 [n,C], rstd [n], gate/up/h [n,F] (three blocks).
+static size_t mlp_n2_floats(const lc_config *cfg, int n) { return (size_t)n * cfg->dim; }
+static size_t mlp_gu_floats(const lc_config *cfg, int n) { return (size_t)3 * n * cfg->ffn; }
+static size_t mlp_fwd_floats(const lc_config *cfg, int n) {
+  return mlp_n2_floats(cfg, n) + (size_t)n + mlp_gu_floats(cfg, n);
+}
+// MLP backward gradient tile: dh, dg, du [n,F], dn2 [n,C].
+static size_t mlp_grad_floats(const lc_config *cfg, int n) {
+  return (size_t)3 * n * cfg->ffn + (size_t)n * cfg->dim;
+}
+// Attention half of backward: datt [T,HQ] (then dn1 [T,C]: datt is dead by then), dq [T,HQ],
+// dk, dv [T,HKV].
+static size_t datt_floats(const lc_config *cfg, int T) {
+  size_t HQ = (size_t)cfg->n_heads * cfg->head_dim, C = (size_t)cfg->dim;
+  return (size_t)T * (HQ > C ? HQ : C);
+}
+static size_t attn_bwd_floats(const lc_config *cfg, int T) {
+  size_t HQ = (size_t)cfg->n_heads * cfg->head_dim, HKV = (size_t)cfg->n_kv_heads * cfg->head_dim;
+  return datt_floats(cfg, T) + (size_t)T * (HQ + 2 * HKV);
+}
+
+void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, lc_layer_mem *m) {
+  const int tiled = tiled_at(mlp_tile, T), tile = tiled ? mlp_tile : T;
+  m->mlp_fwd = tiled ? F32(mlp_fwd_floats(cfg, tile)) : 0;
+  m->mlp_bwd = F32(mlp_grad_floats(cfg, tile)) + (tiled ? F32(mlp_fwd_floats(cfg, tile)) : 0);
+  m->attn_bwd = F32(attn_bwd_floats(cfg, T));
+}
 
 // ---------------------------------------------------------------- MLP
 // Forward over tiles: rows [t0, t0+n) of x_mid -> x_out. Scratch: n2 [n,C], rstd [n],
@@ -15,9 +45,9 @@ static lc_status mlp_fwd_tiled(const lc_layer_ctx *c, const lc_layer_weights *w,
                                const float *x_mid, float *x_out) {
   const int C = c->cfg->dim, F = c->cfg->ffn, tile = c->mlp_tile;
   lc_arena *ar = c->arena;
-  float *n2 = lc_alloc(ar, LC_MEM_SCRATCH, F32((size_t)tile * C), "MLP tile norm");
+  float *n2 = lc_alloc(ar, LC_MEM_SCRATCH, F32(mlp_n2_floats(c->cfg, tile)), "MLP tile norm");
   float *rstd = lc_alloc(ar, LC_MEM_SCRATCH, F32(tile), "MLP tile rstd");
-  float *gu = lc_alloc(ar, LC_MEM_SCRATCH, F32((size_t)3 * tile * F), "MLP tile gate/up/h");
+  float *gu = lc_alloc(ar, LC_MEM_SCRATCH, F32(mlp_gu_floats(c->cfg, tile)), "MLP tile gate/up/h");
   lc_status st = LC_OK;
   if (!n2 || !rstd || !gu) {
     st = LC_ENOMEM;
@@ -67,9 +97,8 @@ static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
   const int tile = tiled ? c->mlp_tile : T;
   lc_arena *ar = c->arena;
   // Gradient scratch: dh, dg, du [tile,F], dn2 [tile,C]; plus recompute buffers when tiled.
-  size_t fwd_floats = tiled ? (size_t)tile * C + tile + (size_t)3 * tile * F : 0;
-  float *grad = lc_alloc(ar, LC_MEM_SCRATCH, F32((size_t)3 * tile * F + (size_t)tile * C),
-                         "MLP backward tile");
+  size_t fwd_floats = tiled ? mlp_fwd_floats(c->cfg, tile) : 0;
+  float *grad = lc_alloc(ar, LC_MEM_SCRATCH, F32(mlp_grad_floats(c->cfg, tile)), "MLP backward tile");
   float *rec = fwd_floats ? lc_alloc(ar, LC_MEM_SCRATCH, F32(fwd_floats), "MLP recompute tile") : NULL;
   if (!grad || (fwd_floats && !rec)) {
     lc_free(ar, rec);
@@ -133,12 +162,12 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   lc_arena *ar = c->arena;
   LC_TRY(mlp_bwd(c, w, g, a, dx)); // dx: dL/dx_out -> dL/dx_mid
 
-  // Attention half. Scratch: datt, dq [T,HQ], dk, dv [T,HKV], dn1 [T,C].
-  size_t n_scr = (size_t)T * (2 * (size_t)HQ + 2 * (size_t)HKV + C);
-  float *scr = lc_alloc(ar, LC_MEM_SCRATCH, F32(n_scr), "attention backward buffers");
+  // Attention half. Scratch: datt [T,HQ], dq [T,HQ], dk, dv [T,HKV]; dn1 [T,C] reuses
+  // datt's space once the attention backward has consumed datt.
+  float *scr = lc_alloc(ar, LC_MEM_SCRATCH, F32(attn_bwd_floats(cfg, T)), "attention backward buffers");
   if (!scr) return LC_ENOMEM;
-  float *datt = scr, *dq = datt + (size_t)T * HQ, *dk = dq + (size_t)T * HQ,
-        *dv = dk + (size_t)T * HKV, *dn1 = dv + (size_t)T * HKV;
+  float *datt = scr, *dq = datt + datt_floats(cfg, T), *dk = dq + (size_t)T * HQ,
+        *dv = dk + (size_t)T * HKV, *dn1 = datt;
   // x_mid = x_in + att @ Wo^T
   lc_matmul_bwd(datt, g->wo, dx, a->att, w->wo, T, HQ, C, 0);
   lc_status st = c->attn->bwd(c->attn, dq, dk, dv, datt, a->att, a->saved, a->q, a->k, a->v, T, ar);

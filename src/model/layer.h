@@ -45,6 +45,16 @@ typedef struct {
 lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_acts *a,
                        const float *x_in, float *x_out, int skip_attn);
 
+// Arena bytes (category scratch) the layer itself allocates for T tokens, by phase; the
+// attention strategy's own buffers are lc_attn_mem's. The layer sizes its buffers with
+// the same functions, so the memory model (memplan.c) and the allocations agree.
+typedef struct {
+  size_t mlp_fwd;  // tiled MLP forward: one tile's norm, rstd, gate/up/h (0 when untiled)
+  size_t mlp_bwd;  // MLP backward: gradient tile, plus the recompute tile when tiled
+  size_t attn_bwd; // attention half of backward: datt (reused for dn1), dq, dk, dv
+} lc_layer_mem;
+void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, lc_layer_mem *m);
+
 // Backward. dx[T,C] holds dL/dx_out on entry and dL/dx_in on return. Weight gradients are
 // accumulated into g.
 lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g,

@@ -6,14 +6,21 @@
 
 #define F32(n) (sizeof(float) * (size_t)(n))
 
+static int eff_tile(int T, int tile) { return tile <= 0 || tile > T ? T : tile; }
+
+size_t lc_loss_scratch_bytes(const lc_config *cfg, int T, int tile) {
+  tile = eff_tile(T, tile);
+  return F32((size_t)tile * (2 * (size_t)cfg->dim + 1 + (size_t)cfg->vocab));
+}
+
 lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights *g,
                           const float *x, const int *targets, int T, int tile, float loss_scale,
                           float *dx, double *loss_sum, long *n_wrong, lc_arena *arena) {
   const int C = cfg->dim, V = cfg->vocab;
-  if (tile <= 0 || tile > T) tile = T;
+  tile = eff_tile(T, tile);
   // Scratch per tile: normed [tile,C], rstd [tile], logits [tile,V], dnormed [tile,C].
-  size_t n = (size_t)tile * (2 * (size_t)C + 1 + (size_t)V);
-  float *buf = lc_alloc(arena, LC_MEM_SCRATCH, F32(n), tile == T ? "logits" : "loss tile");
+  float *buf = lc_alloc(arena, LC_MEM_SCRATCH, lc_loss_scratch_bytes(cfg, T, tile),
+                        tile == T ? "logits" : "loss tile");
   if (!buf) return LC_ENOMEM;
   float *nrm = buf, *dnrm = nrm + (size_t)tile * C, *logits = dnrm + (size_t)tile * C,
         *rstd = logits + (size_t)tile * V;

@@ -69,6 +69,32 @@ static act_sizes act_group_sizes(const lc_config *c, int T, size_t saved_bytes, 
   return s;
 }
 
+// Floats per layer of checkpoint storage and of shared working storage.
+static void pass_floats(const lc_config *cfg, const lc_model_opts *o, int T, size_t saved_bytes,
+                        size_t *per_layer_out, size_t *shared_out) {
+  const int C = cfg->dim, D = cfg->head_dim;
+  const int mlp_untiled = !(o->mlp_tile > 0 && o->mlp_tile < T);
+  const lc_ckpt_policy pol = o->ckpt;
+  act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled);
+  size_t per_layer = PAD16((size_t)T * C); // layer input
+  if (pol == LC_CKPT_NONE) per_layer += sz.proj + sz.attn + sz.mlp;
+  if (pol == LC_CKPT_SELECTIVE) per_layer += sz.attn;
+  size_t shared = 0;
+  if (pol == LC_CKPT_FULL) shared = sz.proj + sz.attn + sz.mlp;
+  if (pol == LC_CKPT_SELECTIVE) shared = sz.proj + sz.mlp;
+  shared += PAD16((size_t)T * C) * 2 + 2 * PAD16((size_t)T * (D / 2)); // x_L / dx, rope tables
+  *per_layer_out = per_layer;
+  *shared_out = shared;
+}
+
+void lc_model_pass_bytes(const lc_config *cfg, const lc_model_opts *o, int T,
+                         size_t attn_saved_bytes, size_t *ckpt, size_t *act) {
+  size_t per_layer, shared;
+  pass_floats(cfg, o, T, attn_saved_bytes, &per_layer, &shared);
+  *ckpt = F32(per_layer * cfg->n_layers);
+  *act = F32(shared);
+}
+
 static float *take(float **p, size_t n) {
   float *r = *p;
   *p += PAD16(n);
@@ -123,16 +149,12 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   LC_TRY(check_tokens(cfg, tokens, targets, T));
   const int mlp_untiled = !(o->mlp_tile > 0 && o->mlp_tile < T);
   const lc_ckpt_policy pol = o->ckpt;
-  act_sizes sz = act_group_sizes(cfg, T, attn->saved_bytes(attn, T), mlp_untiled);
+  const size_t saved_bytes = attn->saved_bytes(attn, T);
+  act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled);
 
   // Per-layer storage (checkpoints) and shared working storage (recomputed per layer).
-  size_t per_layer = PAD16((size_t)T * C); // layer input
-  if (pol == LC_CKPT_NONE) per_layer += sz.proj + sz.attn + sz.mlp;
-  if (pol == LC_CKPT_SELECTIVE) per_layer += sz.attn;
-  size_t shared = 0;
-  if (pol == LC_CKPT_FULL) shared = sz.proj + sz.attn + sz.mlp;
-  if (pol == LC_CKPT_SELECTIVE) shared = sz.proj + sz.mlp;
-  shared += PAD16((size_t)T * C) * 2 + 2 * PAD16((size_t)T * (D / 2)); // x_L / dx, rope tables
+  size_t per_layer, shared;
+  pass_floats(cfg, o, T, saved_bytes, &per_layer, &shared);
 
   lc_status st = LC_OK;
   float *ck = lc_alloc(arena, LC_MEM_CKPT, F32(per_layer * L), "layer checkpoints");

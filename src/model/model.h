@@ -48,6 +48,13 @@ lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, c
                            const int *targets, const int *pos, int T, float loss_scale,
                            int want_grads, double *loss_sum, lc_arena *arena);
 
+// Arena bytes a pass over T tokens holds from its start to its end: *ckpt (LC_MEM_CKPT:
+// per-layer storage the policy keeps) and *act (LC_MEM_ACT: the working layer, final hidden
+// state, its gradient, RoPE tables), given the attention strategy's saved bytes per layer
+// (lc_attn.saved_bytes). The pass allocates exactly these (memory model: memplan.c).
+void lc_model_pass_bytes(const lc_config *cfg, const lc_model_opts *o, int T,
+                         size_t attn_saved_bytes, size_t *ckpt, size_t *act);
+
 // Forward only: loss sum and the number of counted tokens whose argmax is wrong.
 lc_status lc_model_eval(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
                         const int *targets, const int *pos, int T, double *loss_sum,

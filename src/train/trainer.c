@@ -14,6 +14,7 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   if (t->o.cp == 0) t->o.cp = 1;
   if (t->o.window == 0) t->o.window = t->o.cp;
   o = &t->o;
+  if (o->cfg.config_only) return lc_fail(LC_EINVAL, "--model %s is a configuration-only preset (shape without weights, for longctx plan); train a preset (%s) or a Hugging Face model directory", o->cfg.name, lc_config_preset_names());
   if (o->seq < 2) return lc_fail(LC_EINVAL, "--seq %d is too short: use at least 2 tokens", o->seq);
   if (o->batch < 1) return lc_fail(LC_EINVAL, "--batch %d: use at least 1 sequence per step", o->batch);
   if (o->steps < 0) return lc_fail(LC_EINVAL, "--steps %ld: must be >= 0", o->steps);

@@ -1,0 +1,152 @@
+// longctx plan: the memory model (src/model/memplan.h) for any model, sequence length,
+// layout and memory options: predicted arena peak per category per rank, and the largest
+// sequence that fits a per-rank budget. Nothing is allocated or run.
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "model/hf.h"
+#include "model/memplan.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+// "131072", "128K", "1M" (K = 1024, M = 1024^2).
+static lc_status parse_seq(const char *s, long *out) {
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (end == s || errno || v <= 0) goto bad;
+  if (*end == 'K' || *end == 'k') v *= 1024, end++;
+  else if (*end == 'M' || *end == 'm') v *= 1024 * 1024, end++;
+  if (*end || v > LONG_MAX / 2) goto bad;
+  *out = (long)v;
+  return LC_OK;
+bad:
+  return lc_fail(LC_EINVAL, "--seq '%s' is not a positive length: give tokens, e.g. 131072, 128K or 1M", s);
+}
+
+static lc_status load_config(const char *spec, lc_config *cfg) {
+  if (lc_hf_is_model_dir(spec)) return lc_hf_read_config(spec, cfg);
+  return lc_config_preset(cfg, spec);
+}
+
+int lc_cmd_plan(int argc, char **argv) {
+  const char *model = NULL, *seq_s = NULL, *ckpt = "selective";
+  int batch = 1, hp = 1, cp = 1, window = 0, mlp_tile = -1, loss_tile = -1, threads = 0;
+  float budget_gib = 20.0f;
+  lc_flag flags[] = {
+      {"model", LC_ARG_STR, &model, "preset (tiny, demo, bench-s, llama-3-8b, llama-3-70b) or HF model directory", 0},
+      {"seq", LC_ARG_STR, &seq_s, "tokens per sequence, K = 1024, M = 1024^2 (e.g. 128K, 1M)", 0},
+      {"batch", LC_ARG_INT, &batch, "sequences per step (default 1; run one after another: no effect on the peak)", 0},
+      {"hp", LC_ARG_INT, &hp, "head-parallel (Ulysses) degree (default 1)", 0},
+      {"cp", LC_ARG_INT, &cp, "context-parallel (ring) degree (default 1)", 0},
+      {"ring-window", LC_ARG_INT, &window, "inner ring size of the double ring, divides cp (default cp)", 0},
+      {"checkpoint", LC_ARG_STR, &ckpt, "none | full | selective (default selective)", 0},
+      {"mlp-tile", LC_ARG_INT, &mlp_tile, "tokens per MLP tile, 0 = untiled (default: as train, auto)", 0},
+      {"loss-tile", LC_ARG_INT, &loss_tile, "tokens per logits+loss tile, 0 = untiled (default: as train, auto)", 0},
+      {"threads", LC_ARG_INT, &threads, "OpenMP threads per rank, sizes kernel workspaces (default: this machine's)", 0},
+      {"budget-gib", LC_ARG_FLOAT, &budget_gib, "memory per rank for the largest-S search, GiB (default 20)", 0},
+  };
+  const int nf = (int)(sizeof flags / sizeof flags[0]);
+  for (int i = 0; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      lc_args_help("plan", flags, nf);
+      return 0;
+    }
+  lc_config cfg;
+  lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0};
+  long S = 0;
+  int used = 0;
+  lc_status st = lc_args_parse(argc, argv, flags, nf);
+  if (st == LC_OK && !model) st = lc_fail(LC_EINVAL, "--model is required: a preset (%s, %s) or a Hugging Face "
+                                          "model directory", lc_config_preset_names(), lc_config_plan_preset_names());
+  if (st == LC_OK && !seq_s) st = lc_fail(LC_EINVAL, "--seq is required: tokens per sequence, e.g. 131072 or 128K");
+  if (st == LC_OK) st = load_config(model, &cfg);
+  if (st == LC_OK) st = parse_seq(seq_s, &S);
+  if (st == LC_OK) st = lc_ckpt_parse(ckpt, &o.ckpt);
+  if (st == LC_OK) st = lc_cli_threads(threads, &used);
+  if (st == LC_OK && batch < 1) st = lc_fail(LC_EINVAL, "--batch %d: use at least 1 sequence per step", batch);
+  if (st == LC_OK && (mlp_tile < -1 || loss_tile < -1))
+    st = lc_fail(LC_EINVAL, "--mlp-tile and --loss-tile must be >= 0 (0 = untiled)");
+  if (st == LC_OK && !(budget_gib > 0)) st = lc_fail(LC_EINVAL, "--budget-gib must be a positive number of GiB");
+  if (st == LC_OK && (hp < 1 || cp < 1 || window < 0))
+    st = lc_fail(LC_EINVAL, "--hp and --cp must be >= 1 and --ring-window >= 1 (default cp)");
+  if (st != LC_OK) {
+    lc_cli_error(lc_errmsg());
+    return 2;
+  }
+  if (window == 0) window = cp;
+  const int mlp_auto = mlp_tile < 0, loss_auto = loss_tile < 0;
+  o.mlp_tile = mlp_auto ? lc_memplan_auto_mlp_tile(S) : mlp_tile;
+  o.loss_tile = loss_auto ? lc_memplan_auto_loss_tile(S, cfg.vocab) : loss_tile;
+  lc_mem_estimate e;
+  st = lc_memplan_predict(&cfg, &o, S, hp, cp, window, used, &e);
+  if (st != LC_OK) {
+    lc_cli_error(lc_errmsg());
+    return 2;
+  }
+
+  char b[32], b2[32];
+  printf("longctx plan: %s (dim %d, layers %d, heads %d, kv heads %d, ffn %d, vocab %d%s), %.3f B parameters%s\n",
+         cfg.name, cfg.dim, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.ffn, cfg.vocab,
+         cfg.tie_embeddings ? ", tied head" : "", (double)lc_config_n_params(&cfg) / 1e9,
+         cfg.config_only ? " (configuration-only preset)" : "");
+  printf("  %-10s hp %d x cp %d (ring window %d) = %d ranks per sequence; S = %ld -> %ld tokens per rank; "
+         "batch %d (sequences run one after another: no effect on the peak)\n",
+         "layout", hp, cp, window, hp * cp, S, e.T, batch);
+  printf("  %-10s checkpoint %s, mlp-tile %s%s, loss-tile %s%s, %d threads per rank\n", "memory", lc_ckpt_name(o.ckpt),
+         e.mlp_tiled ? (snprintf(b, sizeof b, "%d", o.mlp_tile), b) : "untiled",
+         mlp_auto ? " (auto)" : (o.mlp_tile && !e.mlp_tiled ? " (tile >= tokens per rank)" : ""),
+         e.loss_tiled ? (snprintf(b2, sizeof b2, "%d", o.loss_tile), b2) : "untiled",
+         loss_auto ? " (auto)" : (o.loss_tile && !e.loss_tiled ? " (tile >= tokens per rank)" : ""), used);
+  if (S > cfg.max_pos)
+    printf("  %-10s S exceeds the model's max_position_embeddings %d: training would need RoPE scaling\n", "note",
+           cfg.max_pos);
+  printf("\npredicted arena peak per rank, one training step (fp32 weights, gradients, AdamW m and v)\n");
+  printf("| category | per rank | bytes per local token |\n|---|---|---|\n");
+  for (int c = 0; c < LC_MEM_NCAT; c++) {
+    int per_tok = c != LC_MEM_PARAMS && c != LC_MEM_GRADS && c != LC_MEM_OPTIM;
+    if (per_tok) snprintf(b2, sizeof b2, "%.0f", (double)e.peak[c] / (double)e.T);
+    printf("| %s | %s | %s |\n", lc_mem_cat_name((lc_mem_cat)c), lc_fmt_bytes(b, sizeof b, (double)e.peak[c]),
+           per_tok ? b2 : "");
+  }
+  snprintf(b2, sizeof b2, "%.0f", (double)(e.total - e.persistent) / (double)e.T);
+  printf("| total peak | %s | %s (all but params, grads, optimizer) |\n", lc_fmt_bytes(b, sizeof b, (double)e.total), b2);
+  size_t sum = 0;
+  for (int c = 0; c < LC_MEM_NCAT; c++) sum += e.peak[c];
+  printf("\nThe total peaks during the %s", lc_mem_phase_name(e.total_phase));
+  if (sum != e.total)
+    printf(" (the sum of the category peaks, %s, is larger: scratch and comm peak in different phases)",
+           lc_fmt_bytes(b, sizeof b, (double)sum));
+  printf(".\n");
+  if (hp * cp > 1)
+    printf("All %d ranks of the sequence group together: %s.\n", hp * cp,
+           lc_fmt_bytes(b, sizeof b, (double)e.total * hp * cp));
+  printf("Not counted (outside the arena): MPI and OpenBLAS buffers, thread stacks, token arrays (~20 bytes per "
+         "local token), the program itself.\n");
+
+  // Largest S: the same tiles (auto tiles: their value for long sequences).
+  lc_model_opts ob = o;
+  if (mlp_auto) ob.mlp_tile = lc_memplan_auto_mlp_tile(LONG_MAX);
+  if (loss_auto) ob.loss_tile = lc_memplan_auto_loss_tile(LONG_MAX, cfg.vocab);
+  const size_t budget = (size_t)((double)budget_gib * GIB);
+  long best = lc_memplan_max_seq(&cfg, &ob, hp, cp, window, used, budget);
+  if (best > 0) {
+    lc_mem_estimate eb;
+    lc_memplan_predict(&cfg, &ob, best, hp, cp, window, used, &eb);
+    printf("Largest S within %.2f GiB per rank: %ld tokens (%ld per rank, a multiple of 2 x cp x hp = %d; "
+           "predicted peak %s)\n", budget_gib, best, eb.T, 2 * cp * hp, lc_fmt_bytes(b, sizeof b, (double)eb.total));
+  } else if (e.persistent >= budget) {
+    printf("Largest S within %.2f GiB per rank: none: weights, gradients and AdamW state alone take %s on every "
+           "rank (replicated; ZeRO sharding would divide them); use a larger --budget-gib\n", budget_gib,
+           lc_fmt_bytes(b, sizeof b, (double)e.persistent));
+  } else {
+    printf("Largest S within %.2f GiB per rank: none: even S = %d does not fit; use a larger --budget-gib, "
+           "--checkpoint full or smaller tiles\n", budget_gib, 2 * cp * hp);
+  }
+  return 0;
+}

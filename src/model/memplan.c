@@ -1,0 +1,140 @@
+#include "model/memplan.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "attn/attn.h"
+#include "dist/grid.h"
+#include "model/layer.h"
+#include "model/loss.h"
+#include "model/params.h"
+
+const char *lc_mem_phase_name(lc_mem_phase p) {
+  static const char *names[LC_PHASE_N] = {"attention forward", "MLP forward tile", "loss",
+                                          "MLP backward", "attention backward"};
+  return (p >= 0 && p < LC_PHASE_N) ? names[p] : "?";
+}
+
+int lc_memplan_auto_mlp_tile(long seq) { return seq > 1024 ? 1024 : 0; }
+
+int lc_memplan_auto_loss_tile(long seq, int vocab) {
+  int t = (int)((32u << 20) / (4u * (unsigned)vocab));
+  t = t < 16 ? 16 : t & ~15;
+  return t >= seq ? 0 : t;
+}
+
+static int default_threads(void) {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+lc_status lc_memplan_predict(const lc_config *cfg, const lc_model_opts *o, long seq, int hp, int cp,
+                             int window, int threads, lc_mem_estimate *out) {
+  memset(out, 0, sizeof *out);
+  if (hp <= 0) hp = 1;
+  if (cp <= 0) cp = 1;
+  if (window <= 0) window = cp;
+  if (threads <= 0) threads = default_threads();
+  LC_TRY(lc_config_validate(cfg));
+  if (seq < 2) return lc_fail(LC_EINVAL, "--seq %ld is too short: use at least 2 tokens", seq);
+  if (o->mlp_tile < 0 || o->loss_tile < 0)
+    return lc_fail(LC_EINVAL, "--mlp-tile and --loss-tile must be >= 0 (0 = untiled)");
+  // One sequence group of hp*cp ranks, batch 1 per group: the layout rules of the trainer.
+  LC_TRY(lc_grid_validate(hp * cp, hp, cp, window, cfg, seq, 1));
+  const long T = seq / ((long)hp * cp);
+  if (T > INT_MAX / 4)
+    return lc_fail(LC_EINVAL, "--seq %ld gives %ld tokens per rank, more than longctx supports (%d); "
+                   "use more ranks (--hp/--cp)", seq, T, INT_MAX / 4);
+  const int Ti = (int)T;
+  out->seq = seq;
+  out->hp = hp, out->cp = cp, out->window = window, out->threads = threads;
+  out->T = T;
+  out->mlp_tiled = o->mlp_tile > 0 && o->mlp_tile < Ti;
+  out->loss_tiled = o->loss_tile > 0 && o->loss_tile < Ti;
+
+  // Persistent: flat parameters and gradients (lc_model_create), AdamW m and v.
+  lc_param_info *table = NULL;
+  int nt = 0;
+  size_t n_flat = 0;
+  LC_TRY(lc_param_table(cfg, &table, &nt, &n_flat));
+  free(table);
+  const size_t flat = sizeof(float) * n_flat;
+  out->peak[LC_MEM_PARAMS] = flat;
+  out->peak[LC_MEM_GRADS] = flat;
+  out->peak[LC_MEM_OPTIM] = 2 * flat;
+  out->persistent = 4 * flat;
+
+  // The attention strategy the trainer picks: local for one rank, else 2D.
+  lc_attn_mem am;
+  if (hp * cp == 1) lc_attn_local_mem(cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, Ti, threads, &am);
+  else LC_TRY(lc_attn_2d_mem(hp, cp, window, seq, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim,
+                             threads, &am));
+  out->attn_saved_per_layer = am.saved;
+
+  // Held for the whole pass.
+  lc_model_pass_bytes(cfg, o, Ti, am.saved, &out->peak[LC_MEM_CKPT], &out->peak[LC_MEM_ACT]);
+
+  // Short-lived buffers, phase by phase.
+  lc_layer_mem lm;
+  lc_layer_mem_bytes(cfg, Ti, o->mlp_tile, &lm);
+  size_t *s = out->phase_scratch, *c = out->phase_comm;
+  s[LC_PHASE_ATTN_FWD] = am.fwd_scratch, c[LC_PHASE_ATTN_FWD] = am.fwd_comm;
+  s[LC_PHASE_MLP_FWD] = lm.mlp_fwd;
+  s[LC_PHASE_LOSS] = lc_loss_scratch_bytes(cfg, Ti, o->loss_tile);
+  s[LC_PHASE_MLP_BWD] = lm.mlp_bwd;
+  s[LC_PHASE_ATTN_BWD] = lm.attn_bwd + am.bwd_scratch, c[LC_PHASE_ATTN_BWD] = am.bwd_comm;
+
+  size_t best = 0;
+  for (int p = 0; p < LC_PHASE_N; p++) {
+    if (s[p] > out->peak[LC_MEM_SCRATCH]) out->peak[LC_MEM_SCRATCH] = s[p];
+    if (c[p] > out->peak[LC_MEM_COMM]) out->peak[LC_MEM_COMM] = c[p];
+    if (s[p] + c[p] > best) best = s[p] + c[p], out->total_phase = (lc_mem_phase)p;
+  }
+  out->total = out->persistent + out->peak[LC_MEM_CKPT] + out->peak[LC_MEM_ACT] + best;
+  return LC_OK;
+}
+
+// Predicted total at S = k * unit, or SIZE_MAX if it cannot be predicted.
+static size_t total_at(const lc_config *cfg, const lc_model_opts *o, long k, long unit, int hp,
+                       int cp, int window, int threads) {
+  lc_mem_estimate e;
+  if (lc_memplan_predict(cfg, o, k * unit, hp, cp, window, threads, &e) != LC_OK) return SIZE_MAX;
+  return e.total;
+}
+
+// Largest k in [lo, hi] with total_at(k) <= budget, for a total nondecreasing in k; lo - 1 if none.
+static long search(const lc_config *cfg, const lc_model_opts *o, long lo, long hi, long unit, int hp,
+                   int cp, int window, int threads, size_t budget) {
+  if (lo > hi || total_at(cfg, o, lo, unit, hp, cp, window, threads) > budget) return lo - 1;
+  while (lo < hi) { // invariant: lo fits
+    long mid = lo + (hi - lo + 1) / 2;
+    if (total_at(cfg, o, mid, unit, hp, cp, window, threads) <= budget) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+long lc_memplan_max_seq(const lc_config *cfg, const lc_model_opts *o, int hp, int cp, int window,
+                        int threads, size_t budget_bytes) {
+  if (hp <= 0) hp = 1;
+  if (cp <= 0) cp = 1;
+  if (window <= 0) window = cp;
+  const long unit = 2L * cp * hp; // S must be a multiple of 2*cp*hp: T = k * 2 local tokens
+  lc_mem_estimate e;
+  if (lc_memplan_predict(cfg, o, unit, hp, cp, window, threads, &e) != LC_OK) return 0;
+  const long kmax = (long)(INT_MAX / 4) / 2; // T = 2k within the supported range
+  // The prediction grows with S except where the MLP becomes tiled (T > mlp_tile): there
+  // its [T, ffn] buffers give way to one tile, and memory drops. Search the tiled range
+  // first (T = 2k > mlp_tile), then the untiled one; each is nondecreasing in k.
+  long k_tiled = o->mlp_tile > 0 ? o->mlp_tile / 2 + 1 : 1;
+  long k = search(cfg, o, k_tiled, kmax, unit, hp, cp, window, threads, budget_bytes);
+  if (k < k_tiled) k = search(cfg, o, 1, k_tiled - 1, unit, hp, cp, window, threads, budget_bytes);
+  return k >= 1 ? k * unit : 0;
+}

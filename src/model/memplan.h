@@ -1,0 +1,76 @@
+// The memory model: predicted arena peak bytes per category (and of their sum) for one
+// training step of a model at sequence length S, under a checkpoint policy, tile sizes
+// and a sequence-parallel layout hp x cp. It is the seed of `longctx plan`.
+//
+// How it predicts. A step holds, from start to end, the parameters, gradients and AdamW
+// m and v (lc_model_create, lc_adamw_create) and, for each sequence it processes (one
+// after another, so the batch does not change the peak), the pass's checkpoint and
+// working-activation blocks (lc_model_pass_bytes). On top of that come short-lived
+// buffers in five phases, each freed before the next begins:
+//   attention forward   the strategy's forward buffers (flash workspace; ring k/v blocks,
+//                       Ulysses pack buffer)                     [also in FULL's recompute]
+//   MLP forward tile    one tile's norm/gate/up/h (tiled MLP only)
+//   loss                one logits tile with its normed rows (lc_loss_scratch_bytes)
+//   MLP backward        gradient tile (+ recompute tile when tiled)
+//   attention backward  the layer's datt/dq/dk/dv + the strategy's backward buffers
+// Every size comes from the function the allocating code itself uses (lc_model_pass_bytes,
+// lc_layer_mem_bytes, lc_loss_scratch_bytes, lc_attn_local_mem / lc_attn_2d_mem ->
+// lc_ring_mem -> lc_flash_workspace_bytes), so the prediction is exact for the arena.
+// Per-category peak = max over phases; the total peak = persistent + checkpoints +
+// activations + max over phases of (scratch + comm), which is less than the sum of the
+// per-category peaks when scratch and comm peak in different phases.
+//
+// Not in the arena, so not predicted: MPI's internal buffers, OpenBLAS/OpenMP thread
+// stacks and buffers, token index arrays (4 bytes x 5 per local token), the program.
+#ifndef LC_MEMPLAN_H
+#define LC_MEMPLAN_H
+
+#include <stddef.h>
+
+#include "core/arena.h"
+#include "model/config.h"
+#include "model/model.h"
+
+typedef enum {
+  LC_PHASE_ATTN_FWD = 0,
+  LC_PHASE_MLP_FWD,
+  LC_PHASE_LOSS,
+  LC_PHASE_MLP_BWD,
+  LC_PHASE_ATTN_BWD,
+  LC_PHASE_N
+} lc_mem_phase;
+
+const char *lc_mem_phase_name(lc_mem_phase p);
+
+typedef struct {
+  long seq;                 // S
+  int hp, cp, window;       // layout used (window: inner ring size)
+  int threads;              // OpenMP threads assumed for kernel workspaces
+  long T;                   // local tokens per rank: S / (hp*cp)
+  int mlp_tiled, loss_tiled; // whether the tiles take effect at this T
+  size_t peak[LC_MEM_NCAT]; // predicted peak bytes per category, per rank
+  size_t total;             // predicted peak of all categories together, per rank
+  lc_mem_phase total_phase; // the phase in which the total peaks
+  size_t persistent;        // params + grads + optimizer
+  size_t phase_scratch[LC_PHASE_N], phase_comm[LC_PHASE_N]; // short-lived bytes per phase
+  size_t attn_saved_per_layer; // attention state kept per layer (lse; Ulysses-layout q/k/v/out)
+} lc_mem_estimate;
+
+// Prediction for one step at sequence length seq on each of the hp*cp ranks of a sequence
+// group (hp, cp <= 0: 1; window <= 0: cp; threads <= 0: the current omp_get_max_threads()).
+// LC_EINVAL with a message for an invalid config or layout (the trainer's rules).
+lc_status lc_memplan_predict(const lc_config *cfg, const lc_model_opts *o, long seq, int hp, int cp,
+                             int window, int threads, lc_mem_estimate *out);
+
+// Largest S, a multiple of 2*cp*hp, whose predicted total peak per rank is <= budget_bytes;
+// 0 if none (or on an invalid layout: lc_errmsg() says why).
+long lc_memplan_max_seq(const lc_config *cfg, const lc_model_opts *o, int hp, int cp, int window,
+                        int threads, size_t budget_bytes);
+
+// The tile sizes `longctx train` picks when the user passes none (0 = untiled): MLP tiles
+// of 1024 tokens when S > 1024; loss tiles whose [tile, vocab] logits stay within 32 MiB
+// (a multiple of 16, at least 16), untiled when that covers S.
+int lc_memplan_auto_mlp_tile(long seq);
+int lc_memplan_auto_loss_tile(long seq, int vocab);
+
+#endif
