@@ -3,6 +3,7 @@
 // loss = m + log(s) - x[target]; dlogits = e_i * (scale/s) - scale*[i == target].
 // exp is a branch-free polynomial so the V-long loop auto-vectorizes (AVX-512) without
 // -ffast-math; its relative error (<= 8.2e-8) is about one float rounding of the result.
+#include "ops/fastexp.h"
 #include "ops/ops.h"
 
 #include <math.h>
@@ -10,27 +11,6 @@
 
 #define LC_XENT_PAR_MIN 32768L // T*V elements below which one thread is faster
 #define LC_XENT_CHUNKS 64      // fixed row chunks: the loss sum is independent of threads
-
-// Same function as lc_sw_expf in swiglu.c (see there): exp(x) with max rel. error 8.2e-8
-// on [-87, 88], 0 below -87 (the argument here is x - max <= 0).
-static inline float lc_xent_expf(float x) {
-  float xc = x < -87.0f ? -87.0f : x;
-  xc = xc > 88.0f ? 88.0f : xc;
-  union { float f; uint32_t u; } t, s;
-  t.f = xc * 1.44269504088896341f + 12582912.0f;
-  const float n = t.f - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  s.u = ((t.u + 127u) << 23) & -(uint32_t)(x >= -87.0f); // see lc_sw_expf
-  return p * s.f;
-}
 
 static double xent_row(float *x, int target, int V, float scale) {
   if (target < 0) { // ignored row: no loss, zero gradient
@@ -44,7 +24,7 @@ static double xent_row(float *x, int target, int V, float scale) {
   double s = 0.0;
 #pragma omp simd reduction(+ : s)
   for (int i = 0; i < V; i++) {
-    const float e = lc_xent_expf(x[i] - m);
+    const float e = lc_fast_expf(x[i] - m);
     x[i] = e;
     s += (double)e;
   }
