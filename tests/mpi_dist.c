@@ -166,6 +166,10 @@ static void test_step(layout L, lc_placement pl, int dp, lc_model_opts mo, const
   CHECK(el <= 1e-5, "%s hp %d cp %d w %d dp %d %s: loss %.9g vs %.9g", what, L.hp, L.cp, L.w, dp,
         lc_placement_name(pl), m.loss, rm.loss);
   CHECK(m.counted == rm.counted, "counted tokens %ld vs %ld", m.counted, rm.counted);
+  // Bytes the attention sent equal the formulas exactly: selective checkpointing does not
+  // re-run the forward ring or all-to-alls in backward (full does: twice the forward bytes).
+  CHECK(m.attn_bytes == m.attn_bytes_formula, "%s hp %d cp %d w %d: attention sent %.0f bytes, formulas say %.0f",
+        what, L.hp, L.cp, L.w, m.attn_bytes, m.attn_bytes_formula);
   // Gradients per tensor, relative to the tensor's largest entry: bound 1e-4 (observed
   // ~1e-6; a missing contribution or a wrong position is O(1)).
   double worst = 0;
