@@ -32,7 +32,7 @@ lc_status lc_grid_validate(int world, int hp, int cp, int window, const lc_confi
   if (hp % cfg->n_kv_heads != 0 && cfg->n_kv_heads % hp != 0)
     return lc_fail(LC_EINVAL, "--hp %d and the model's %d kv heads must divide one another", hp,
                    cfg->n_kv_heads);
-  if (seq % (2L * cp * hp) != 0)
+  if (cp * hp > 1 && seq % (2L * cp * hp) != 0) // one process: any length
     return lc_fail(LC_EINVAL, "--seq %ld is not divisible by 2 x cp x hp = %d; use a multiple of %d",
                    seq, 2 * cp * hp, 2 * cp * hp);
   if (batch % dp != 0)
