@@ -1,4 +1,13 @@
-// OpenBLAS picks its kernels from the CPU model when the library loads. Debian's
+// Two settings that must be in the environment before the OpenMP and BLAS libraries
+// load, so main() sets them and re-executes the program once:
+//
+// 1. OMP_WAIT_POLICY=active (unless the user set a policy). With libgomp's default
+//    (spin a while, then sleep on a futex) the OpenMP-flavoured OpenBLAS and our own
+//    parallel loops hand the cores back and forth through sleeps and wake-ups: a
+//    bench-s training step at S = 1K ran at 48 GFLOP/s on 2 threads (slower than on 1),
+//    and at 141 GFLOP/s with active waiting. One thread per rank never waits.
+//
+// 2. OpenBLAS picks its kernels from the CPU model when the library loads. Debian's
 // OpenBLAS 0.3.21 does not know recent Intel server cores (e.g. Emerald Rapids) and
 // falls back to its SSE3 "Prescott" kernels: ~4x slower sgemm. It honours
 // OPENBLAS_CORETYPE, but only at load time, so when we detect the fallback on a CPU
@@ -11,16 +20,16 @@
 
 #include "cli/cli.h"
 
-void lc_blas_fix_coretype(char **argv) {
-  if (getenv("OPENBLAS_CORETYPE") || getenv("LONGCTX_BLAS_REEXEC")) return;
+static const char *coretype_fix(void) {
+  if (getenv("OPENBLAS_CORETYPE")) return NULL;
   const char *core = openblas_get_corename();
-  if (!core) return;
+  if (!core) return NULL;
   static const char *const fallbacks[] = {"Prescott", "Core2", "Nehalem", "Sandybridge", "Katmai",
                                           "Penryn", "Dunnington", "unknown"};
   int fallback = 0;
   for (size_t i = 0; i < sizeof fallbacks / sizeof fallbacks[0]; i++)
     fallback |= strcasecmp(core, fallbacks[i]) == 0;
-  if (!fallback) return;
+  if (!fallback) return NULL;
   __builtin_cpu_init();
   const char *want = NULL;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -28,8 +37,16 @@ void lc_blas_fix_coretype(char **argv) {
     want = "SkylakeX";
   else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     want = "Haswell";
-  if (!want) return;
-  setenv("OPENBLAS_CORETYPE", want, 1);
-  setenv("LONGCTX_BLAS_REEXEC", "1", 1);
-  execv("/proc/self/exe", argv); // returns only on failure: keep going with the slow kernels
+  return want;
+}
+
+void lc_blas_fix_coretype(char **argv) {
+  if (getenv("LONGCTX_ENV_REEXEC")) return; // already done
+  int again = 0;
+  const char *core = coretype_fix();
+  if (core) setenv("OPENBLAS_CORETYPE", core, 1), again = 1;
+  if (!getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "active", 1), again = 1;
+  if (!again) return;
+  setenv("LONGCTX_ENV_REEXEC", "1", 1);
+  execv("/proc/self/exe", argv); // returns only on failure: keep going as we are
 }
