@@ -1,8 +1,8 @@
 // The memory model (src/model/memplan.c) against the arena:
 //  1. for none/full/selective x tiles off/on, at two sequence lengths, the measured peak
 //     per category and the total peak are within 5% of the prediction (the issue's bound;
-//     the model shares its sizes with the allocating code, so it should in fact be exact:
-//     the worst error is printed). A small config (tiny) runs whole training steps
+//     the model shares its sizes with the allocating code, so it is also checked to be
+//     exact to the byte). A small config (tiny) runs whole training steps
 //     (lc_trainer on lc_comm_self, optimizer included); a bench-s-shaped config (2 layers)
 //     runs lc_model_fwd_bwd passes on one model, to stay fast;
 //  2. the issue's claim: with full/selective checkpointing and tiling, peak activation
@@ -65,17 +65,21 @@ static int rel_ok(size_t meas, size_t pred, double tol) {
   return r <= tol;
 }
 
-// Issue bound: measured within 5% of predicted, per category and in total.
+// Issue bound: measured within 5% of predicted, per category and in total. The model takes
+// its sizes from the allocating code, so it must also be exact: a byte of difference means
+// an allocation the model does not know about (the 5% bound alone would miss, e.g., a
+// forgotten [Hq, T] buffer, ~1% of a category).
 static void compare(const char *label, const char *pol, int mlp_tile, int loss_tile, int seq,
                     const size_t *meas, size_t meas_total, const lc_mem_estimate *e, int with_optim) {
   size_t pred_total = e->total - (with_optim ? 0 : e->peak[LC_MEM_OPTIM]);
   for (int c = 0; c < LC_MEM_NCAT; c++) {
     size_t pred = c == LC_MEM_OPTIM && !with_optim ? 0 : e->peak[c];
-    CHECK(rel_ok(meas[c], pred, 0.05), "%s %s mlp %d loss %d S %d: %s measured %zu, predicted %zu", label,
-          pol, mlp_tile, loss_tile, seq, lc_mem_cat_name((lc_mem_cat)c), meas[c], pred);
+    CHECK(rel_ok(meas[c], pred, 0.05) && meas[c] == pred, "%s %s mlp %d loss %d S %d: %s measured %zu, "
+          "predicted %zu", label, pol, mlp_tile, loss_tile, seq, lc_mem_cat_name((lc_mem_cat)c), meas[c], pred);
   }
-  CHECK(rel_ok(meas_total, pred_total, 0.05), "%s %s mlp %d loss %d S %d: total measured %zu, predicted %zu",
-        label, pol, mlp_tile, loss_tile, seq, meas_total, pred_total);
+  CHECK(rel_ok(meas_total, pred_total, 0.05) && meas_total == pred_total,
+        "%s %s mlp %d loss %d S %d: total measured %zu, predicted %zu", label, pol, mlp_tile, loss_tile, seq,
+        meas_total, pred_total);
   printf("%-8s %-9s mlp %4d loss %4d S %5d: total measured %10zu predicted %10zu (peak in %s)\n", label,
          pol, mlp_tile, loss_tile, seq, meas_total, pred_total, lc_mem_phase_name(e->total_phase));
 }
@@ -122,7 +126,7 @@ static void test_prediction(void) {
     for (int t = 0; t < 2; t++)
       for (int s = 0; s < 2; s++) check_step("tiny", &tiny, pols[p], t ? 128 : 0, t ? 96 : 0, seqs[s]);
   // bench-s shape (dim 512, 8/4 heads, ffn 1408, vocab 32000) with 2 layers: the real
-  // width/vocab proportions, kept cheap. S = 256 and 512; weights left zero (the memory
+  // width/vocab proportions, kept cheap. S = 128 and 256; weights left zero (the memory
   // does not depend on their values).
   lc_config bs;
   lc_config_preset(&bs, "bench-s");
@@ -131,11 +135,11 @@ static void test_prediction(void) {
   lc_arena_init(&ar, 0);
   lc_model m;
   CHECK(lc_model_create(&m, &bs, &ar) == LC_OK, "create: %s", lc_errmsg());
-  const int bseqs[] = {256, 512};
+  const int bseqs[] = {128, 256};
   for (int p = 0; p < 3; p++)
     for (int t = 0; t < 2; t++)
       for (int s = 0; s < 2; s++) {
-        lc_model_opts o = {pols[p], t ? 128 : 0, t ? 64 : 0};
+        lc_model_opts o = {pols[p], t ? 96 : 0, t ? 48 : 0};
         lc_mem_estimate e;
         size_t peak[LC_MEM_NCAT], total;
         CHECK(lc_memplan_predict(&bs, &o, bseqs[s], 1, 1, 1, 0, &e) == LC_OK, "predict: %s", lc_errmsg());

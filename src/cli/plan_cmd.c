@@ -91,13 +91,14 @@ int lc_cmd_plan(int argc, char **argv) {
   }
 
   char b[32], b2[32];
-  printf("longctx plan: %s (dim %d, layers %d, heads %d, kv heads %d, ffn %d, vocab %d%s), %.3f B parameters%s\n",
+  const double np = (double)lc_config_n_params(&cfg);
+  printf("longctx plan: %s (dim %d, layers %d, heads %d, kv heads %d, ffn %d, vocab %d%s), %.3f %s parameters%s\n",
          cfg.name, cfg.dim, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.ffn, cfg.vocab,
-         cfg.tie_embeddings ? ", tied head" : "", (double)lc_config_n_params(&cfg) / 1e9,
+         cfg.tie_embeddings ? ", tied head" : "", np >= 1e9 ? np / 1e9 : np / 1e6, np >= 1e9 ? "B" : "M",
          cfg.config_only ? " (configuration-only preset)" : "");
-  printf("  %-10s hp %d x cp %d (ring window %d) = %d ranks per sequence; S = %ld -> %ld tokens per rank; "
+  printf("  %-10s hp %d x cp %d (ring window %d) = %d rank%s per sequence; S = %ld -> %ld tokens per rank; "
          "batch %d (sequences run one after another: no effect on the peak)\n",
-         "layout", hp, cp, window, hp * cp, S, e.T, batch);
+         "layout", hp, cp, window, hp * cp, hp * cp > 1 ? "s" : "", S, e.T, batch);
   printf("  %-10s checkpoint %s, mlp-tile %s%s, loss-tile %s%s, %d threads per rank\n", "memory", lc_ckpt_name(o.ckpt),
          e.mlp_tiled ? (snprintf(b, sizeof b, "%d", o.mlp_tile), b) : "untiled",
          mlp_auto ? " (auto)" : (o.mlp_tile && !e.mlp_tiled ? " (tile >= tokens per rank)" : ""),
