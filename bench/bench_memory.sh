@@ -6,7 +6,9 @@
 # them alike) and the best tokens/s is reported. Peaks are the arena's, by category
 # (deterministic: identical in every run). Then the predicted peaks of the memory model
 # for the same runs and the largest S that fits in 20 GiB.
-# Usage: bench/bench_memory.sh [LONGCTX_BINARY] [REPS]. Prints markdown.
+# Usage: bench/bench_memory.sh [LONGCTX_BINARY] [REPS] [RAW_DIR]. Prints markdown.
+# RAW_DIR (optional) keeps every run's output; runs already there count towards the best,
+# so a noisy machine can be sampled again later (REPS 0 = only print the table).
 set -euo pipefail
 BIN=${1:-build/longctx}
 REPS=${2:-2}
@@ -14,22 +16,30 @@ MODEL=bench-s
 SEQS=4096,16384
 MLP=1024
 LOSS=256
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+if [ -n "${3:-}" ]; then
+  TMP=$3
+  mkdir -p "$TMP"
+else
+  TMP=$(mktemp -d)
+  trap 'rm -rf "$TMP"' EXIT
+fi
 
 configs=("none 0 0" "none $MLP $LOSS" "full 0 0" "full $MLP $LOSS" "selective 0 0" "selective $MLP $LOSS")
 for r in $(seq 1 "$REPS"); do
   for c in "${configs[@]}"; do
     set -- $c
+    out="$TMP/$1_$2_$3_$(date +%Y%m%d-%H%M%S).txt"
     "$BIN" bench --model "$MODEL" --seq "$SEQS" --checkpoint "$1" --mlp-tile "$2" --loss-tile "$3" \
-      --steps 1 > "$TMP/$1_$2_$3_$r.txt"
-    echo "done: $1 mlp $2 loss $3 rep $r ($(date +%H:%M:%S), load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+      --steps 1 > "$out.part"
+    mv "$out.part" "$out"
+    echo "done: $1 mlp $2 loss $3 rep $r ($(date '+%F %H:%M:%S'), load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
   done
 done
 
-head -1 "$TMP/none_0_0_1.txt"
+n=$(ls "$TMP"/none_0_0_*.txt | wc -l)
+head -1 "$(ls "$TMP"/none_0_0_*.txt | head -1)"
 echo
-echo "| S | checkpoint | mlp-tile | loss-tile | tokens/s (best of $REPS) | step s | peak | params | grads | optimizer | checkpoints | activations | scratch | predicted peak |"
+echo "| S | checkpoint | mlp-tile | loss-tile | tokens/s (best of $n runs) | step s | peak | params | grads | optimizer | checkpoints | activations | scratch | predicted peak |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for s in 4096 16384; do
   for c in "${configs[@]}"; do
