@@ -1,17 +1,12 @@
-// Two settings that must be in the environment before the OpenMP and BLAS libraries
-// load, so main() sets them and re-executes the program once:
-//
-// 1. OMP_WAIT_POLICY=active (unless the user set a policy). With libgomp's default
-//    (spin a while, then sleep on a futex) the OpenMP-flavoured OpenBLAS and our own
-//    parallel loops hand the cores back and forth through sleeps and wake-ups: a
-//    bench-s training step at S = 1K ran at 48 GFLOP/s on 2 threads (slower than on 1),
-//    and at 141 GFLOP/s with active waiting. One thread per rank never waits.
-//
-// 2. OpenBLAS picks its kernels from the CPU model when the library loads. Debian's
+// OpenBLAS picks its kernels from the CPU model when the library loads. Debian's
 // OpenBLAS 0.3.21 does not know recent Intel server cores (e.g. Emerald Rapids) and
 // falls back to its SSE3 "Prescott" kernels: ~4x slower sgemm. It honours
 // OPENBLAS_CORETYPE, but only at load time, so when we detect the fallback on a CPU
 // with AVX-512 (or AVX2) we set the variable and re-execute ourselves once.
+//
+// (OMP_WAIT_POLICY is left to the user: on a quiet 2-core machine active, passive and
+// libgomp's default gave the same bench-s step time within run-to-run noise, and active
+// spinning would burn cores when MPI ranks x threads exceed them.)
 #define _GNU_SOURCE
 #include <cblas.h>
 #include <stdlib.h>
@@ -42,11 +37,9 @@ static const char *coretype_fix(void) {
 
 void lc_blas_fix_coretype(char **argv) {
   if (getenv("LONGCTX_ENV_REEXEC")) return; // already done
-  int again = 0;
   const char *core = coretype_fix();
-  if (core) setenv("OPENBLAS_CORETYPE", core, 1), again = 1;
-  if (!getenv("OMP_WAIT_POLICY")) setenv("OMP_WAIT_POLICY", "active", 1), again = 1;
-  if (!again) return;
+  if (!core) return;
+  setenv("OPENBLAS_CORETYPE", core, 1);
   setenv("LONGCTX_ENV_REEXEC", "1", 1);
   execv("/proc/self/exe", argv); // returns only on failure: keep going as we are
 }
