@@ -17,7 +17,7 @@ lc_status lc_data_open(lc_data *d, const char *spec, int vocab, int seq) {
     if (seq < lc_passkey_min_seq())
       return lc_fail(LC_EINVAL, "task:passkey needs --seq >= %d (record + question)", lc_passkey_min_seq());
     d->kind = LC_DATA_TASK_PASSKEY;
-    snprintf(d->desc, sizeof d->desc, "task:passkey (5-digit key hidden in filler, asked at the end; loss on the key)");
+    snprintf(d->desc, sizeof d->desc, "task:passkey (5-distinct-digit key hidden in filler, asked at the end; loss on the key)");
     return LC_OK;
   }
   if (!strncmp(spec, "task:", 5)) {
@@ -170,8 +170,17 @@ int lc_passkey_sample(uint64_t seed, uint64_t index, int eval, int *tokens, int 
   lc_rng r;
   // Held-out samples come from a disjoint stream of the same seed.
   sample_rng(&r, seed ^ (eval ? 0x5bd1e9955bd1e995ull : 0), index ^ (eval ? 0xffffffffull << 32 : 0));
-  char key[KEY_LEN + 1];
-  for (int i = 0; i < KEY_LEN; i++) key[i] = (char)('0' + lc_rng_below(&r, 10));
+  // Distinct digits (30240 keys): each key digit then follows a different token, so
+  // "the digit after the one just written" names exactly one place in the record, and
+  // retrieval needs only the classic two-step induction match (previous token, then
+  // content), not a longer-context one for keys like 12131.
+  char key[KEY_LEN + 1], digits[] = "0123456789";
+  for (int i = 0; i < KEY_LEN; i++) {
+    int j = i + (int)lc_rng_below(&r, (uint32_t)(10 - i));
+    char c = digits[j];
+    digits[j] = digits[i], digits[i] = c;
+    key[i] = c;
+  }
   key[KEY_LEN] = 0;
   char rec[64], q[80];
   int nrec = snprintf(rec, sizeof rec, record_fmt, key);
