@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long-range demo: the demo preset learns task:passkey (a 5-digit key hidden early in
+# The long-range demo: the demo preset learns task:passkey (a key of 5 distinct digits hidden early in
 # filler, asked for at the end) on 2 MPI ranks, each holding half of every sequence
 # (ring attention), evaluated on held-out samples whose record is at least S/2 tokens
 # before the answer; then the trained model answers a fresh prompt it has never seen.
@@ -21,7 +21,7 @@ OMP_NUM_THREADS=1 $MPIRUN -np 2 "$BUILD/longctx" train --model demo --data task:
 # filler, and the question, cut right before the key's digits.
 filler=("The grass is green. " "The sky is blue. " "The sun is yellow. " "Here we go. "
         "There and back again. " "The river flows on. ")
-key=$(printf '%05d' $(((RANDOM * 32768 + RANDOM) % 100000)))
+key=$(shuf -i 0-9 -n 5 | tr -d '\n') # 5 distinct digits, as the task writes them
 question="What is the pass key? The pass key is <"
 text=""
 while [ ${#text} -lt 8 ]; do text+="${filler[RANDOM % 6]}"; done
