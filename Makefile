@@ -30,8 +30,8 @@ test-fast: build
 # The default training job: built-in task, small model, sequence-parallel over 2 MPI ranks.
 MPIRUN ?= mpirun --allow-run-as-root --oversubscribe
 train: build
-	OMP_NUM_THREADS=1 $(MPIRUN) -np 2 ./$(BUILD)/longctx train --model tiny --data task:copy \
-	  --cp 2 --seq 64 --batch 4 --steps 300 --lr 3e-3 --threads 1
+	OMP_NUM_THREADS=1 $(MPIRUN) -np 2 ./$(BUILD)/longctx train --model demo --data task:copy \
+	  --cp 2 --seq 64 --batch 8 --steps 400 --lr 3e-3 --threads 1 --eval-every 100 --eval-samples 64
 
 bench: build
 	./$(BUILD)/longctx bench --model bench-s --seq 1024,4096,16384 --threads 2
