@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end checks of `longctx train`: a short run writes the progress lines and a
+# End-to-end checks of `longctx train` (and of plan, bench and generate): a short run writes the progress lines and a
 # --log-json file with the documented keys; every bad input exits non-zero with a
 # one-line message that names the problem.
 set -u
@@ -81,6 +81,20 @@ expect_error "--save-every needs --save" train --save-every 2
 expect_error "--max-new" generate --model tiny --prompt x --max-new 0
 expect_error "unknown flag '--bogus'" generate --model tiny --prompt x --bogus 1
 expect_error "not a token id" generate --model bench-s --prompt "hello" --max-new 1
+
+# plan: the memory model from the command line; bench's length list; their errors.
+"$BIN" plan --model bench-s --seq 128K >"$TMP/plan" 2>"$TMP/err" && ok || bad "plan exited $?: $(cat "$TMP/err")"
+grep -q 'S = 131072 -> 131072 tokens per rank' "$TMP/plan" && ok || bad "plan did not read 128K: $(head -3 "$TMP/plan")"
+grep -q '^| total peak | ' "$TMP/plan" && grep -q '^Largest S within 20.00 GiB per rank: [0-9]* tokens' "$TMP/plan" && ok || bad "plan output lacks the total or the largest S: $(cat "$TMP/plan")"
+"$BIN" plan --model llama-3-8b --seq 1M --hp 8 --cp 8 >"$TMP/plan" 2>"$TMP/err" && grep -q 'S = 1048576 -> 16384 tokens per rank' "$TMP/plan" && ok || bad "plan llama-3-8b 1M: $(cat "$TMP/err")"
+expect_error "--model is required" plan --seq 4K
+expect_error "--seq '4K,8K' is not a positive length" plan --model bench-s --seq 4K,8K
+expect_error "--seq '0' is not a positive length" plan --model bench-s --seq 0
+expect_error "not divisible by 2 x cp x hp = 6" plan --model bench-s --seq 100 --cp 3
+expect_error "configuration-only preset" train --model llama-3-8b
+expect_error "--seq '1024,': give positive lengths" bench --seq 1024,
+expect_error "--seq '1x': give positive lengths" bench --seq 1x
+"$BIN" bench --model tiny --seq 64,1K --kernels-only 1 >"$TMP/bench" 2>"$TMP/err" && grep -q '^| 1024 | ' "$TMP/bench" && grep -q '^| 64 | ' "$TMP/bench" && ok || bad "bench --seq 64,1K: $(cat "$TMP/err")"
 
 echo "cli_test: $pass passed, $fail failed"
 [ $fail -eq 0 ]

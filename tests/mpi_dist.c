@@ -123,7 +123,7 @@ static void test_attention(layout L, lc_placement pl, int Hq, int Hkv) {
 // ---------------------------------------------------------------- B. training step
 static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch) {
   lc_train_opts o;
-  memset(&o, 0, sizeof o);
+  lc_train_opts_init(&o);
   lc_config_preset(&o.cfg, "tiny");
   // GQA with more heads than the preset: 8 query heads, 2 kv heads, head_dim 8.
   o.cfg.n_heads = 8;
@@ -136,7 +136,6 @@ static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch
   o.batch = batch;
   o.steps = 1;
   o.lr = 1e-3f;
-  o.beta1 = 0.9f, o.beta2 = 0.95f, o.eps = 1e-8f;
   o.clip = 0.0f; // grads stay as computed: compared directly
   o.seed = 5;
   o.hp = hp, o.cp = cp, o.window = w, o.placement = pl;

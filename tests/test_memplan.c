@@ -32,7 +32,7 @@
 static lc_train_opts opts_for(const lc_config *cfg, lc_ckpt_policy pol, int mlp_tile, int loss_tile,
                               int seq) {
   lc_train_opts o;
-  memset(&o, 0, sizeof o);
+  lc_train_opts_init(&o);
   o.cfg = *cfg;
   o.mopts.ckpt = pol;
   o.mopts.mlp_tile = mlp_tile;
@@ -44,9 +44,6 @@ static lc_train_opts opts_for(const lc_config *cfg, lc_ckpt_policy pol, int mlp_
   o.lr = 1e-4f;
   o.lr_min = 1e-5f;
   o.clip = 1.0f;
-  o.beta1 = 0.9f;
-  o.beta2 = 0.95f;
-  o.eps = 1e-8f;
   o.seed = 1;
   return o;
 }

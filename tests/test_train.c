@@ -8,7 +8,8 @@
 #define LAST_MAX 3.5
 
 int main(void) {
-  lc_train_opts o = {0};
+  lc_train_opts o;
+  lc_train_opts_init(&o);
   lc_config_preset(&o.cfg, "tiny");
   o.mopts.ckpt = LC_CKPT_SELECTIVE;
   o.mopts.mlp_tile = 48;
@@ -22,9 +23,6 @@ int main(void) {
   o.lr_min = 3e-4f;
   o.wd = 0.1f;
   o.clip = 1.0f;
-  o.beta1 = 0.9f;
-  o.beta2 = 0.95f;
-  o.eps = 1e-8f;
   o.seed = 1;
   lc_trainer tr;
   lc_comm *self = NULL;

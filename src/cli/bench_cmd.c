@@ -71,22 +71,6 @@ static lc_status attn_gflops(int T, int Hq, int Hkv, int D, double *fwd, double 
   return st;
 }
 
-static int parse_list(const char *s, int *out, int max) {
-  int n = 0;
-  const char *p = s;
-  while (*p && n < max) {
-    char *end;
-    long v = strtol(p, &end, 10);
-    if (end == p || v <= 0 || v > (1 << 26)) return -1;
-    if (*end == 'K' || *end == 'k') v *= 1024, end++;
-    out[n++] = (int)v;
-    if (*end == ',') end++;
-    else if (*end) return -1;
-    p = end;
-  }
-  return *p ? -1 : n;
-}
-
 int lc_cmd_bench(int argc, char **argv) {
   const char *model = "bench-s", *seqs = "1024,4096,16384", *ckpt = "none";
   int threads = 0, steps = 2, mlp_tile = 0, loss_tile = 0, skip_model = 0;
@@ -107,13 +91,14 @@ int lc_cmd_bench(int argc, char **argv) {
       return 0;
     }
   lc_train_opts o;
-  memset(&o, 0, sizeof o);
-  int S[16], nS = 0, used = 0;
+  lc_train_opts_init(&o);
+  long S[16];
+  int nS = 0, used = 0;
   lc_status st = lc_args_parse(argc, argv, flags, nf);
   if (st == LC_OK) st = lc_cli_model(model, &o.cfg);
   if (st == LC_OK) st = lc_ckpt_parse(ckpt, &o.mopts.ckpt);
   if (st == LC_OK) st = lc_cli_threads(threads, &used);
-  if (st == LC_OK && (nS = parse_list(seqs, S, 16)) <= 0)
+  if (st == LC_OK && (nS = lc_cli_lengths(seqs, 1L << 26, S, 16)) <= 0)
     st = lc_fail(LC_EINVAL, "--seq '%s': give positive lengths separated by commas, e.g. 1024,4K", seqs);
   if (st == LC_OK && steps < 1) st = lc_fail(LC_EINVAL, "--steps %d: use at least 1", steps);
   if (st != LC_OK) {
@@ -133,11 +118,11 @@ int lc_cmd_bench(int argc, char **argv) {
   printf("| S | fwd GFLOP/s | fwd / sgemm | bwd GFLOP/s | bwd / sgemm |\n|---|---|---|---|---|\n");
   for (int i = 0; i < nS; i++) {
     double f, b;
-    if (attn_gflops(S[i], c->n_heads, c->n_kv_heads, c->head_dim, &f, &b) != LC_OK) {
+    if (attn_gflops((int)S[i], c->n_heads, c->n_kv_heads, c->head_dim, &f, &b) != LC_OK) {
       lc_cli_error(lc_errmsg());
       return 1;
     }
-    printf("| %d | %.1f | %.0f%% | %.1f | %.0f%% |\n", S[i], f, 100 * f / gemm, b, 100 * b / gemm);
+    printf("| %ld | %.1f | %.0f%% | %.1f | %.0f%% |\n", S[i], f, 100 * f / gemm, b, 100 * b / gemm);
     fflush(stdout);
   }
   if (skip_model) return 0;
@@ -148,12 +133,12 @@ int lc_cmd_bench(int argc, char **argv) {
     o.mopts.mlp_tile = mlp_tile;
     o.mopts.loss_tile = loss_tile;
     o.data_spec = "task:copy";
-    o.seq = S[i];
+    o.seq = (int)S[i];
     o.batch = 1;
     o.steps = steps + 1;
     o.lr = 1e-4f;
     o.lr_min = 1e-5f;
-    o.beta1 = 0.9f, o.beta2 = 0.95f, o.eps = 1e-8f, o.clip = 1.0f;
+    o.clip = 1.0f;
     o.seed = 1;
     lc_trainer tr;
     lc_comm *self = NULL;
@@ -176,7 +161,7 @@ int lc_cmd_bench(int argc, char **argv) {
     char b[LC_MEM_NCAT + 1][32];
     lc_fmt_bytes(b[LC_MEM_NCAT], 32, (double)tr.arena.peak_total);
     for (int k = 0; k < LC_MEM_NCAT; k++) lc_fmt_bytes(b[k], 32, (double)tr.arena.peak[k]);
-    printf("| %d | %.3f | %.0f | %.1f | %.0f%% | %s | %s | %s | %s | %s | %s | %s |\n", S[i], best,
+    printf("| %ld | %.3f | %.0f | %.1f | %.0f%% | %s | %s | %s | %s | %s | %s | %s |\n", S[i], best,
            S[i] / best, flops / best / 1e9, 100 * flops / best / 1e9 / gemm, b[LC_MEM_NCAT],
            b[LC_MEM_PARAMS], b[LC_MEM_GRADS], b[LC_MEM_OPTIM], b[LC_MEM_CKPT], b[LC_MEM_ACT],
            b[LC_MEM_SCRATCH]);

@@ -16,8 +16,12 @@ int lc_cmd_generate(int argc, char **argv);
 void lc_cli_error(const char *msg);
 // Human-readable bytes, e.g. "12.3 MiB".
 const char *lc_fmt_bytes(char *buf, int n, double bytes);
-// Resolves --model: a preset name (HF directories come with the model I/O).
+// Resolves --model: a preset name or a Hugging Face model directory.
 lc_status lc_cli_model(const char *spec, lc_config *cfg);
+// Parses comma-separated sequence lengths with an optional K (1024) or M (1024^2) suffix,
+// e.g. "1024,4K" or "1M", each in [1, limit], into out[0..max). Returns how many, or -1
+// if s is empty or malformed, a value is out of range, or there are more than max.
+int lc_cli_lengths(const char *s, long limit, long *out, int max);
 // Sets the OpenMP (and so OpenBLAS) thread count; threads <= 0 keeps the default.
 lc_status lc_cli_threads(int threads, int *used);
 // Re-executes the program with OPENBLAS_CORETYPE set when OpenBLAS fell back to its

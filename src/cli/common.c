@@ -1,5 +1,7 @@
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,6 +23,26 @@ lc_status lc_cli_model(const char *spec, lc_config *cfg) {
   // An existing directory is meant as a Hugging Face model: its own errors are clearer.
   if (lc_is_dir(spec)) return lc_hf_read_config(spec, cfg);
   return lc_config_preset(cfg, spec);
+}
+
+int lc_cli_lengths(const char *s, long limit, long *out, int max) {
+  int n = 0;
+  const char *p = s;
+  while (*p) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || errno || v <= 0 || n == max) return -1;
+    long long mult = 1;
+    if (*end == 'K' || *end == 'k') mult = 1024, end++;
+    else if (*end == 'M' || *end == 'm') mult = 1024 * 1024, end++;
+    if (v > limit / mult) return -1;
+    out[n++] = (long)(v * mult);
+    if (*end == ',' && end[1]) end++;
+    else if (*end) return -1;
+    p = end;
+  }
+  return n > 0 ? n : -1;
 }
 
 lc_status lc_cli_threads(int threads, int *used) {

@@ -1,7 +1,6 @@
 // longctx plan: the memory model (src/model/memplan.h) for any model, sequence length,
 // layout and memory options: predicted arena peak per category per rank, and the largest
 // sequence that fits a per-rank budget. Nothing is allocated or run.
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,30 +8,9 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
-#include "model/hf.h"
 #include "model/memplan.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-
-// "131072", "128K", "1M" (K = 1024, M = 1024^2).
-static lc_status parse_seq(const char *s, long *out) {
-  char *end = NULL;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (end == s || errno || v <= 0) goto bad;
-  if (*end == 'K' || *end == 'k') v *= 1024, end++;
-  else if (*end == 'M' || *end == 'm') v *= 1024 * 1024, end++;
-  if (*end || v > LONG_MAX / 2) goto bad;
-  *out = (long)v;
-  return LC_OK;
-bad:
-  return lc_fail(LC_EINVAL, "--seq '%s' is not a positive length: give tokens, e.g. 131072, 128K or 1M", s);
-}
-
-static lc_status load_config(const char *spec, lc_config *cfg) {
-  if (lc_hf_is_model_dir(spec)) return lc_hf_read_config(spec, cfg);
-  return lc_config_preset(cfg, spec);
-}
 
 int lc_cmd_plan(int argc, char **argv) {
   const char *model = NULL, *seq_s = NULL, *ckpt = "selective";
@@ -65,8 +43,9 @@ int lc_cmd_plan(int argc, char **argv) {
   if (st == LC_OK && !model) st = lc_fail(LC_EINVAL, "--model is required: a preset (%s, %s) or a Hugging Face "
                                           "model directory", lc_config_preset_names(), lc_config_plan_preset_names());
   if (st == LC_OK && !seq_s) st = lc_fail(LC_EINVAL, "--seq is required: tokens per sequence, e.g. 131072 or 128K");
-  if (st == LC_OK) st = load_config(model, &cfg);
-  if (st == LC_OK) st = parse_seq(seq_s, &S);
+  if (st == LC_OK) st = lc_cli_model(model, &cfg);
+  if (st == LC_OK && lc_cli_lengths(seq_s, LONG_MAX / 2, &S, 1) != 1)
+    st = lc_fail(LC_EINVAL, "--seq '%s' is not a positive length: give tokens, e.g. 131072, 128K or 1M", seq_s);
   if (st == LC_OK) st = lc_ckpt_parse(ckpt, &o.ckpt);
   if (st == LC_OK) st = lc_cli_threads(threads, &used);
   if (st == LC_OK && batch < 1) st = lc_fail(LC_EINVAL, "--batch %d: use at least 1 sequence per step", batch);

@@ -11,6 +11,7 @@
 #include "core/timer.h"
 #include "io/fsutil.h"
 #include "model/hf.h"
+#include "model/memplan.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -23,15 +24,6 @@ typedef struct {
   long steps, warmup, seed;
   float lr, lr_min, wd, clip, mem_gib, peak_gflops;
 } train_flags;
-
-// Tile sizes a user gets without asking: MLP tiles of 1024 tokens; loss tiles whose
-// [tile, vocab] logits stay within 32 MiB. Both never larger than the sequence.
-static int auto_mlp_tile(int seq) { return seq > 1024 ? 1024 : 0; }
-static int auto_loss_tile(int seq, int vocab) {
-  int t = (int)((32u << 20) / (4u * (unsigned)vocab));
-  t = t < 16 ? 16 : t & ~15;
-  return t >= seq ? 0 : t;
-}
 
 // World size the launcher meant (0 if not launched by mpirun): a launcher of one MPI
 // with a binary of the other starts N one-rank jobs, which must not train N copies.
@@ -166,7 +158,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
     return 2;
   }
   lc_train_opts o;
-  memset(&o, 0, sizeof o);
+  lc_train_opts_init(&o);
   int threads = 0;
   st = lc_args_parse(argc, argv, flags, nf); // writes through flags[] into *Fp
   train_flags F = *Fp;
@@ -199,8 +191,8 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
     return 2;
   }
   int mlp_auto = F.mlp_tile < 0, loss_auto = F.loss_tile < 0;
-  o.mopts.mlp_tile = mlp_auto ? auto_mlp_tile(F.seq) : F.mlp_tile;
-  o.mopts.loss_tile = loss_auto ? auto_loss_tile(F.seq, o.cfg.vocab) : F.loss_tile;
+  o.mopts.mlp_tile = mlp_auto ? lc_memplan_auto_mlp_tile(F.seq) : F.mlp_tile;
+  o.mopts.loss_tile = loss_auto ? lc_memplan_auto_loss_tile(F.seq, o.cfg.vocab) : F.loss_tile;
   o.data_spec = F.data;
   o.seq = F.seq;
   o.batch = F.batch;
@@ -210,9 +202,6 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   o.lr_min = F.lr_min >= 0 ? F.lr_min : F.lr / 10.0f;
   o.wd = F.wd;
   o.clip = F.clip;
-  o.beta1 = 0.9f;
-  o.beta2 = 0.95f;
-  o.eps = 1e-8f;
   o.seed = (uint64_t)F.seed;
   o.mem_cap = (size_t)(F.mem_gib * GIB);
   o.hp = F.hp;

@@ -39,8 +39,9 @@ lc_status lc_data_sample_eval(const lc_data *d, uint64_t seed, uint64_t index, i
 
 // task:passkey: filler text with a record "The pass key is <NNNNN>. Remember it." hidden
 // in it and the question "What is the pass key? The pass key is <NNNNN" at the end (5
-// distinct digits); only the key digits of the answer count. Held-out samples (eval = 1) come from another stream
-// and put the record at least S/2 tokens before the answer. Returns the counted targets.
+// distinct digits); only the key digits of the answer count. Held-out samples (eval = 1)
+// come from another stream and put the record at least S/2 tokens before the answer.
+// Returns the counted targets.
 int lc_passkey_sample(uint64_t seed, uint64_t index, int eval, int *tokens, int *targets, int S);
 // Shortest sequence a passkey sample fits in.
 int lc_passkey_min_seq(void);

@@ -30,6 +30,10 @@ const char *lc_config_preset_names(void);
 // "llama-3-8b, llama-3-70b" (configuration-only presets, for plan)
 const char *lc_config_plan_preset_names(void);
 
+// A sequence tile of `tile` tokens splits a pass over T tokens when 0 < tile < T; any
+// other value runs the op untiled (--mlp-tile, --loss-tile; the memory model agrees).
+static inline int lc_tile_splits(int tile, int T) { return tile > 0 && tile < T; }
+
 // Parameter count (elements).
 long long lc_config_n_params(const lc_config *cfg);
 // Model FLOPs of one forward pass over one sequence of S tokens (matmuls + causal attention):

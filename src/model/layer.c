@@ -6,8 +6,7 @@
 
 #define F32(n) (sizeof(float) * (size_t)(n))
 
-static int tiled_at(int mlp_tile, int T) { return mlp_tile > 0 && mlp_tile < T; }
-static int mlp_tiled(const lc_layer_ctx *c) { return tiled_at(c->mlp_tile, c->T); }
+static int mlp_tiled(const lc_layer_ctx *c) { return lc_tile_splits(c->mlp_tile, c->T); }
 
 // Buffer sizes in floats (n rows), shared by the allocations and lc_layer_mem_bytes.
 // MLP forward tile: n2 [n,C], rstd [n], gate/up/h [n,F] (three blocks).
@@ -32,7 +31,7 @@ static size_t attn_bwd_floats(const lc_config *cfg, int T) {
 }
 
 void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, lc_layer_mem *m) {
-  const int tiled = tiled_at(mlp_tile, T), tile = tiled ? mlp_tile : T;
+  const int tiled = lc_tile_splits(mlp_tile, T), tile = tiled ? mlp_tile : T;
   m->mlp_fwd = tiled ? F32(mlp_fwd_floats(cfg, tile)) : 0;
   m->mlp_bwd = F32(mlp_grad_floats(cfg, tile)) + (tiled ? F32(mlp_fwd_floats(cfg, tile)) : 0);
   m->attn_bwd = F32(attn_bwd_floats(cfg, T));

@@ -6,7 +6,7 @@
 
 #define F32(n) (sizeof(float) * (size_t)(n))
 
-static int eff_tile(int T, int tile) { return tile <= 0 || tile > T ? T : tile; }
+static int eff_tile(int T, int tile) { return lc_tile_splits(tile, T) ? tile : T; }
 
 size_t lc_loss_scratch_bytes(const lc_config *cfg, int T, int tile) {
   tile = eff_tile(T, tile);

@@ -56,8 +56,8 @@ lc_status lc_memplan_predict(const lc_config *cfg, const lc_model_opts *o, long 
   out->seq = seq;
   out->hp = hp, out->cp = cp, out->window = window, out->threads = threads;
   out->T = T;
-  out->mlp_tiled = o->mlp_tile > 0 && o->mlp_tile < Ti;
-  out->loss_tiled = o->loss_tile > 0 && o->loss_tile < Ti;
+  out->mlp_tiled = lc_tile_splits(o->mlp_tile, Ti);
+  out->loss_tiled = lc_tile_splits(o->loss_tile, Ti);
 
   // Persistent: flat parameters and gradients (lc_model_create), AdamW m and v.
   lc_param_info *table = NULL;

@@ -73,7 +73,7 @@ static act_sizes act_group_sizes(const lc_config *c, int T, size_t saved_bytes, 
 static void pass_floats(const lc_config *cfg, const lc_model_opts *o, int T, size_t saved_bytes,
                         size_t *per_layer_out, size_t *shared_out) {
   const int C = cfg->dim, D = cfg->head_dim;
-  const int mlp_untiled = !(o->mlp_tile > 0 && o->mlp_tile < T);
+  const int mlp_untiled = !lc_tile_splits(o->mlp_tile, T);
   const lc_ckpt_policy pol = o->ckpt;
   act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled);
   size_t per_layer = PAD16((size_t)T * C); // layer input
@@ -147,7 +147,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   const int L = cfg->n_layers, C = cfg->dim, D = cfg->head_dim;
   if (T <= 0) return lc_fail(LC_EINVAL, "a sequence needs at least one token");
   LC_TRY(check_tokens(cfg, tokens, targets, T));
-  const int mlp_untiled = !(o->mlp_tile > 0 && o->mlp_tile < T);
+  const int mlp_untiled = !lc_tile_splits(o->mlp_tile, T);
   const lc_ckpt_policy pol = o->ckpt;
   const size_t saved_bytes = attn->saved_bytes(attn, T);
   act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled);

@@ -6,6 +6,13 @@
 
 #include "core/timer.h"
 
+void lc_train_opts_init(lc_train_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->beta1 = 0.9f;
+  o->beta2 = 0.95f;
+  o->eps = 1e-8f;
+}
+
 lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world) {
   memset(t, 0, sizeof *t);
   t->o = *o;
@@ -14,7 +21,10 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   if (t->o.cp == 0) t->o.cp = 1;
   if (t->o.window == 0) t->o.window = t->o.cp;
   o = &t->o;
-  if (o->cfg.config_only) return lc_fail(LC_EINVAL, "--model %s is a configuration-only preset (shape without weights, for longctx plan); train a preset (%s) or a Hugging Face model directory", o->cfg.name, lc_config_preset_names());
+  if (o->cfg.config_only)
+    return lc_fail(LC_EINVAL, "--model %s is a configuration-only preset (shape without weights, for "
+                   "longctx plan); train a preset (%s) or a Hugging Face model directory", o->cfg.name,
+                   lc_config_preset_names());
   if (o->seq < 2) return lc_fail(LC_EINVAL, "--seq %d is too short: use at least 2 tokens", o->seq);
   if (o->batch < 1) return lc_fail(LC_EINVAL, "--batch %d: use at least 1 sequence per step", o->batch);
   if (o->steps < 0) return lc_fail(LC_EINVAL, "--steps %ld: must be >= 0", o->steps);

@@ -25,6 +25,9 @@ typedef struct {
   lc_placement placement;
 } lc_train_opts;
 
+// Zeroes o and sets the AdamW constants every run uses (beta1 0.9, beta2 0.95, eps 1e-8).
+void lc_train_opts_init(lc_train_opts *o);
+
 typedef struct {
   long step;        // 1-based index of the update just made
   double loss;      // mean loss over counted tokens, measured before the update
