@@ -74,3 +74,9 @@ void lc_args_help(const char *cmd, const lc_flag *flags, int n) {
   printf("usage: longctx %s [flags]\n", cmd);
   for (int i = 0; i < n; i++) printf("  --%-14s %s\n", flags[i].name, flags[i].help);
 }
+
+int lc_args_wants_help(int argc, char **argv) {
+  for (int i = 0; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
+  return 0;
+}

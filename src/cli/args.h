@@ -18,6 +18,8 @@ typedef struct {
 // missing value, malformed or out-of-range number, repeated flag.
 lc_status lc_args_parse(int argc, char **argv, lc_flag *flags, int n);
 void lc_args_help(const char *cmd, const lc_flag *flags, int n);
+// 1 if any argument is --help or -h.
+int lc_args_wants_help(int argc, char **argv);
 const lc_flag *lc_args_find(const lc_flag *flags, int n, const char *name);
 
 #endif

@@ -85,11 +85,10 @@ int lc_cmd_bench(int argc, char **argv) {
       {"kernels-only", LC_ARG_INT, &skip_model, "1 = only sgemm and attention kernel (default 0)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
-  for (int i = 0; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      lc_args_help("bench", flags, nf);
-      return 0;
-    }
+  if (lc_args_wants_help(argc, argv)) {
+    lc_args_help("bench", flags, nf);
+    return 0;
+  }
   lc_train_opts o;
   lc_train_opts_init(&o);
   long S[16];

@@ -212,13 +212,12 @@ int lc_cmd_generate(int argc, char **argv) {
       {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default: physical memory)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
-  for (int i = 0; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      lc_args_help("generate", flags, nf);
-      printf("Prints the prompt and its continuation (bytes outside printable ASCII, and '\\', as "
-             "\\xNN; ids for non-byte vocabularies); prefill/decode tokens/s go to stderr.\n");
-      return 0;
-    }
+  if (lc_args_wants_help(argc, argv)) {
+    lc_args_help("generate", flags, nf);
+    printf("Prints the prompt and its continuation (bytes outside printable ASCII, and '\\', as "
+           "\\xNN; ids for non-byte vocabularies); prefill/decode tokens/s go to stderr.\n");
+    return 0;
+  }
   lc_status st = lc_args_parse(argc, argv, flags, nf);
   if (st == LC_OK && !F.prompt)
     st = lc_fail(LC_EINVAL, "--prompt is required: give the text (or token ids) to continue");

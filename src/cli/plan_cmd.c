@@ -30,11 +30,10 @@ int lc_cmd_plan(int argc, char **argv) {
       {"budget-gib", LC_ARG_FLOAT, &budget_gib, "memory per rank for the largest-S search, GiB (default 20)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
-  for (int i = 0; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      lc_args_help("plan", flags, nf);
-      return 0;
-    }
+  if (lc_args_wants_help(argc, argv)) {
+    lc_args_help("plan", flags, nf);
+    return 0;
+  }
   lc_config cfg;
   lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0};
   long S = 0;

@@ -346,11 +346,10 @@ int lc_cmd_train(int argc, char **argv) {
       {"eval-samples", LC_ARG_INT, &F.eval_samples, "held-out samples per evaluation (default 64)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
-  for (int i = 0; i < argc; i++)
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      lc_args_help("train", flags, nf);
-      return 0;
-    }
+  if (lc_args_wants_help(argc, argv)) {
+    lc_args_help("train", flags, nf);
+    return 0;
+  }
   // MPI: always initialised, so `mpirun -np N longctx train` and a plain run share one path.
   int provided = 0;
   MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
