@@ -96,5 +96,9 @@ expect_error "--seq '1024,': give positive lengths" bench --seq 1024,
 expect_error "--seq '1x': give positive lengths" bench --seq 1x
 "$BIN" bench --model tiny --seq 64,1K --kernels-only 1 >"$TMP/bench" 2>"$TMP/err" && grep -q '^| 1024 | ' "$TMP/bench" && grep -q '^| 64 | ' "$TMP/bench" && ok || bad "bench --seq 64,1K: $(cat "$TMP/err")"
 
+for cmd in train plan bench generate; do
+  "$BIN" $cmd --help >"$TMP/help" 2>&1 && grep -q "^usage: longctx $cmd \[flags\]" "$TMP/help" && grep -q -- '--model' "$TMP/help" && ok || bad "$cmd --help: $(head -2 "$TMP/help")"
+done
+
 echo "cli_test: $pass passed, $fail failed"
 [ $fail -eq 0 ]
