@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fpenv.h"
 #include "ops/ops.h"
 #include "testutil.h"
 
@@ -555,6 +556,34 @@ static void test_thread_invariance(void) {
   free(tok); free(e1); free(e2); free(w1); free(w2); free(g1); free(g2);
 }
 
+
+// lc_fpenv_flush_denormals: afterwards a product below FLT_MIN is 0 (FTZ) and a subnormal
+// input reads as 0 (DAZ) on the calling thread and on every OpenMP thread. Before it, the
+// same product is the subnormal 1e-40 (checked, so the test can tell the two apart).
+// Runs last: it changes the floating-point environment of the process.
+static float subnormal_product(void) {
+  volatile float a = 1e-20f, b = 1e-20f;
+  return a * b;
+}
+static float subnormal_input(void) {
+  volatile float s = 1e-40f, big = 1e10f; // subnormal * 1e10 = 1e-30, a normal result
+  return s * big;
+}
+static void test_flush_denormals(void) {
+#if defined(__SSE__) || defined(__x86_64__) || defined(__aarch64__)
+  CHECK(subnormal_product() != 0.0f && subnormal_input() != 0.0f, "before: subnormals already flushed");
+  lc_fpenv_flush_denormals();
+  int bad = 0, threads = 0;
+#pragma omp parallel reduction(+ : bad, threads)
+  {
+    threads += 1;
+    bad += subnormal_product() != 0.0f || subnormal_input() != 0.0f;
+  }
+  CHECK(subnormal_product() == 0.0f && subnormal_input() == 0.0f, "FTZ/DAZ not set on the calling thread");
+  CHECK(bad == 0, "FTZ/DAZ not set on %d of %d OpenMP threads", bad, threads);
+#endif
+}
+
 int main(void) {
   verbose = getenv("LC_TEST_VERBOSE") != NULL;
   lc_rng_seed(&rng, 20240611);
@@ -604,5 +633,6 @@ int main(void) {
   test_add(100003);
 
   test_thread_invariance();
+  test_flush_denormals();
   return lc_test_finish("test_ops");
 }
