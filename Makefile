@@ -27,11 +27,11 @@ test: build build-asan
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure
 
-# The default training job: built-in task, small model, sequence-parallel over 2 MPI ranks.
+# The default training job: the long-range demo. The demo preset learns task:passkey
+# sequence-parallel over 2 MPI ranks (ring attention), then answers a fresh sample.
 MPIRUN ?= mpirun --allow-run-as-root --oversubscribe
 train: build
-	OMP_NUM_THREADS=1 $(MPIRUN) -np 2 ./$(BUILD)/longctx train --model demo --data task:copy \
-	  --cp 2 --seq 64 --batch 8 --steps 400 --lr 3e-3 --threads 1 --eval-every 100 --eval-samples 64
+	MPIRUN="$(MPIRUN)" bash tools/demo.sh $(BUILD) demo-out
 
 bench: build
 	./$(BUILD)/longctx bench --model bench-s --seq 1024,4096,16384 --threads 2

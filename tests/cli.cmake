@@ -3,3 +3,7 @@ add_test(NAME cli_train COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_test.sh $<TAR
 set_tests_properties(cli_train PROPERTIES LABELS cli TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=2")
 add_test(NAME cli_checkpoint COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_checkpoint.sh $<TARGET_FILE:longctx>)
 set_tests_properties(cli_checkpoint PROPERTIES LABELS cli TIMEOUT 600)
+# The README's demo (tools/demo.sh): >= 90% held-out passkey accuracy on 2 ranks (~2 min).
+add_test(NAME demo_passkey COMMAND bash ${CMAKE_SOURCE_DIR}/tests/demo_test.sh ${CMAKE_BINARY_DIR} ${MPIEXEC_EXECUTABLE})
+set_tests_properties(demo_passkey PROPERTIES LABELS demo TIMEOUT 900
+  ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")

@@ -81,6 +81,17 @@ expect_error "--save-every needs --save" train --save-every 2
 expect_error "--max-new" generate --model tiny --prompt x --max-new 0
 expect_error "unknown flag '--bogus'" generate --model tiny --prompt x --bogus 1
 expect_error "not a token id" generate --model bench-s --prompt "hello" --max-new 1
+# --prompt task:passkey: a fresh sample cut before its key, then the check of the answer.
+"$BIN" generate --model tiny --prompt task:passkey --seq 128 --seed 7 >"$TMP/gen" 2>"$TMP/err" && ok || bad "generate task:passkey: $(cat "$TMP/err")"
+grep -q '126 prompt tokens' "$TMP/gen" && ok || bad "task prompt of 128 - 3 + 1 tokens: $(sed -n 2p "$TMP/gen")"
+sed -n 3p "$TMP/gen" | cut -c1-126 | grep -q '^[ -~]*What is the pass key? The pass key is $' && ok || bad "task prompt (printable, 126 bytes) ends with the question, right before the key: $(sed -n 3p "$TMP/gen")"
+grep -q '^# expected ...: the answer is \(RIGHT\|WRONG\)$' "$TMP/gen" && ok || bad "task prompt verdict line: $(cat "$TMP/gen")"
+key=$(sed -n 3p "$TMP/gen" | sed -n 's/^.*The pass key is \(...\)\. Remember it\..*$/\1/p')
+grep -q "^# expected $key:" "$TMP/gen" && ok || bad "expected key '$key' is the one in the record: $(cat "$TMP/gen")"
+"$BIN" generate --model tiny --prompt task:passkey --seq 128 --seed 8 >"$TMP/gen2" 2>/dev/null && ! cmp -s "$TMP/gen" "$TMP/gen2" && ok || bad "another --seed gives another sample"
+expect_error "needs --seq >= 116" generate --model tiny --prompt task:passkey --seq 100
+expect_error "--seq applies only to --prompt task:passkey" generate --model tiny --prompt hello --seq 128
+expect_error "unknown built-in task prompt" generate --model tiny --prompt task:copy
 
 # plan: the memory model from the command line; bench's length list; their errors.
 "$BIN" plan --model bench-s --seq 128K >"$TMP/plan" 2>"$TMP/err" && ok || bad "plan exited $?: $(cat "$TMP/err")"

@@ -32,59 +32,104 @@ static void test_copy(void) {
         "unknown task message: %s", lc_errmsg());
 }
 
-// task:passkey: the record "The pass key is <KKKKK>." sits in filler, the question ends the
-// stream, only the 5 answer digits count, and held-out samples put the answer at least S/2
-// tokens after the record.
+// task:passkey: the record "The pass key is K7#. Remember it. K7# is the pass key." sits
+// in filler, the question ends the stream, only the 3 answer characters count, no
+// character of a key class appears anywhere but in the key (so the lookup is by content),
+// and held-out and fresh samples end the record at least S/2 tokens before the answer.
+static int key_class(int c) {
+  if (strchr("ABCDEFGJKLMNPQSUVXYZ", c) && c) return 0;
+  if (c >= '0' && c <= '9') return 1;
+  if (strchr("!#$%&*+=@^", c) && c) return 2;
+  return -1;
+}
+
 static void test_passkey(void) {
   lc_data d;
   const int S = 256;
+  CHECK(lc_passkey_key_len() == 3, "key length");
   CHECK(lc_data_open(&d, "task:passkey", 256, S) == LC_OK, "open task:passkey: %s", lc_errmsg());
   int tok[256], tgt[256], tok2[256], tgt2[256];
-  int far_min = S;
-  for (int eval = 0; eval < 2; eval++)
-    for (int idx = 0; idx < 200; idx++) {
+  int far_min = S, near_min = S, keys_seen[20 * 10 * 10] = {0}, distinct = 0;
+  const char *question = "What is the pass key? The pass key is ";
+  for (int split = 0; split < 3; split++)
+    for (int idx = 0; idx < 300; idx++) {
       int counted = 0;
-      if (eval)
+      if (split == 1)
         CHECK(lc_data_sample_eval(&d, 5, (uint64_t)idx, tok, tgt, S, &counted) == LC_OK, "eval sample");
-      else
+      else if (split == 0)
         counted = lc_data_sample(&d, 5, (uint64_t)idx, tok, tgt, S);
-      CHECK(counted == 5, "5 answer tokens count, got %d", counted);
+      else
+        counted = lc_passkey_sample(5, (uint64_t)idx, LC_PASSKEY_FRESH, tok, tgt, S);
+      CHECK(counted == 3, "3 answer tokens count, got %d", counted);
       char text[258];
       for (int t = 0; t < S; t++) text[t] = (char)tok[t];
       text[S] = 0;
-      const char *rec = strstr(text, "The pass key is <");
+      const char *rec = strstr(text, "The pass key is ");
       CHECK(rec != NULL, "record present");
       if (!rec) continue;
-      const char *key = rec + strlen("The pass key is <");
-      CHECK(key[5] == '>', "record closes after 5 digits");
-      int seen = 0;
-      for (int k = 0; k < 5; k++) {
-        CHECK(key[k] >= '0' && key[k] <= '9', "key digit");
-        CHECK(!(seen & (1 << (key[k] - '0'))), "key digits distinct");
-        seen |= 1 << (key[k] - '0');
-      }
-      const char *q = strstr(key, "What is the pass key? The pass key is <");
-      CHECK(q != NULL && q - text + 39 + 4 == S, "question ends the stream (4 digits inside)");
+      const char *key = rec + strlen("The pass key is ");
+      char want[64];
+      snprintf(want, sizeof want, "%.3s. Remember it. %.3s is the pass key. ", key, key);
+      CHECK(!strncmp(key, want, strlen(want)), "record reads '%s'", want);
+      for (int k = 0; k < 3; k++) CHECK(key_class(key[k]) == k, "key character %d of class %d", k, k);
+      // Every key-class character is one of the two record copies or the answer.
+      int rec_at = (int)(key - text), rec_end = (int)(rec - text) + (int)strlen(want) + 16;
       for (int t = 0; t < S; t++) {
-        int answer = t >= S - 5;
-        CHECK((tgt[t] >= 0) == answer, "only the answer digits count (t %d)", t);
-        if (answer) CHECK(tgt[t] == key[t - (S - 5)], "answer digit %d is the key's", t - (S - 5));
+        int in_key = (t >= rec_at && t < rec_at + 3) || (t >= rec_at + 18 && t < rec_at + 21) ||
+                     t >= S - 2;
+        CHECK((key_class(text[t]) >= 0) == in_key, "key-class character at %d only in the key", t);
+      }
+      CHECK(!strncmp(text + S - 2 - strlen(question), question, strlen(question)) &&
+                !strncmp(text + S - 2, key, 2),
+            "question ends the stream (2 key characters inside)");
+      for (int t = 0; t < S; t++) {
+        int answer = t >= S - 3;
+        CHECK((tgt[t] >= 0) == answer, "only the answer counts (t %d)", t);
+        if (answer) CHECK(tgt[t] == key[t - (S - 3)], "answer character %d is the key's", t - (S - 3));
         if (t + 1 < S) CHECK(tgt[t] < 0 || tgt[t] == tok[t + 1], "targets are the next tokens");
       }
-      int dist = (S - 4) - (int)(key - text); // first answer digit: stream position S - 4
-      if (eval && dist < far_min) far_min = dist;
-      if (eval) CHECK(dist >= S / 2, "held-out answer %d tokens after its record (< S/2)", dist);
+      // Positions from the record's last token to the first answer character (stream
+      // position S - 2, target S - 3).
+      int dist = (S - 2) - (rec_end - 1);
+      if (split) {
+        CHECK(dist >= S / 2, "held-out answer %d tokens after the end of its record (< S/2)", dist);
+        if (dist < far_min) far_min = dist;
+      } else if (dist < near_min) {
+        near_min = dist;
+      }
+      int kid = (int)(strchr("ABCDEFGJKLMNPQSUVXYZ", key[0]) - "ABCDEFGJKLMNPQSUVXYZ") * 100 +
+                (key[1] - '0') * 10 + (int)(strchr("!#$%&*+=@^", key[2]) - "!#$%&*+=@^");
+      distinct += !keys_seen[kid]++;
     }
-  printf("passkey: nearest held-out record %d tokens before the answer (S = %d)\n", far_min, S);
+  printf("passkey: nearest held-out record ends %d tokens before the answer (S = %d); nearest "
+         "training record %d; %d distinct keys in 900 samples\n", far_min, S, near_min, distinct);
+  CHECK(near_min < S / 4, "training records also sit close to the question (nearest %d)", near_min);
+  CHECK(distinct > 600, "keys spread over the 2000 (%d distinct of 900)", distinct);
   lc_data_sample(&d, 5, 3, tok, tgt, S);
   lc_data_sample(&d, 5, 3, tok2, tgt2, S);
   CHECK(!memcmp(tok, tok2, sizeof tok) && !memcmp(tgt, tgt2, sizeof tgt), "deterministic");
   int c = 0;
   CHECK(lc_data_sample_eval(&d, 5, 3, tok2, tgt2, S, &c) == LC_OK && memcmp(tok, tok2, sizeof tok),
         "held-out sample differs from the training sample of the same index");
+  lc_passkey_sample(5, 3, LC_PASSKEY_FRESH, tok, tgt, S);
+  CHECK(memcmp(tok, tok2, sizeof tok), "fresh sample differs from the held-out one");
   lc_data_close(&d);
   CHECK(lc_data_open(&d, "task:passkey", 64, S) == LC_EINVAL && strstr(lc_errmsg(), "vocabulary"),
         "small vocab message: %s", lc_errmsg());
+  // The shortest accepted sequence still holds a held-out sample.
+  const int M = lc_passkey_min_seq();
+  CHECK(M <= 128, "min seq %d: the demo's 128 must fit", M);
+  CHECK(lc_data_open(&d, "task:passkey", 256, M - 1) == LC_EINVAL, "below min seq refused");
+  CHECK(lc_data_open(&d, "task:passkey", 256, M) == LC_OK, "open at min seq %d", M);
+  int *tk = malloc(sizeof(int) * (size_t)M), *tg = malloc(sizeof(int) * (size_t)M);
+  for (int idx = 0; idx < 50; idx++) {
+    CHECK(lc_data_sample_eval(&d, 9, (uint64_t)idx, tk, tg, M, &c) == LC_OK && c == 3, "min-seq sample");
+    int found = 0;
+    for (int t = 0; t + 16 <= M / 2 + 1 && !found; t++) found = !memcmp(tk + t, (int[]){'T', 'h', 'e', ' ', 'p'}, 5 * sizeof(int));
+    CHECK(found, "min-seq held-out record starts in the first half (sample %d)", idx);
+  }
+  free(tk);
+  free(tg);
 }
 
 static void test_bytes(void) {

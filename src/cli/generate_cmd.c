@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "io/data.h"
 #include "core/timer.h"
 #include "model/generate.h"
 #include "model/hf.h"
@@ -21,7 +22,7 @@
 
 typedef struct {
   const char *model, *prompt;
-  int max_new, top_k, threads;
+  int max_new, top_k, threads, seq;
   long seed;
   float temperature, mem_gib;
 } gen_flags;
@@ -101,6 +102,31 @@ static lc_status parse_prompt(const char *s, int vocab, int **out, int *n) {
   return LC_OK;
 }
 
+// --prompt task:passkey: a fresh sample of the built-in task (a split that neither
+// training nor evaluation draws from), cut right before the key. expect[] gets the key.
+static lc_status passkey_prompt(const gen_flags *F, int vocab, int **out, int *n, int *expect,
+                                int *key_at) {
+  lc_data d;
+  LC_TRY(lc_data_open(&d, "task:passkey", vocab, F->seq));
+  lc_data_close(&d);
+  const int S = F->seq, K = lc_passkey_key_len();
+  int *tok = malloc(sizeof(int) * (size_t)S), *tgt = malloc(sizeof(int) * (size_t)S);
+  if (!tok || !tgt) {
+    free(tok);
+    free(tgt);
+    return lc_fail(LC_ENOMEM, "out of memory for a task:passkey prompt of %d tokens", S);
+  }
+  lc_passkey_sample((uint64_t)F->seed, 0, LC_PASSKEY_FRESH, tok, tgt, S);
+  for (int k = 0; k < K; k++) expect[k] = tgt[S - K + k];
+  *n = S - K + 1; // stream positions 0 .. S-K; the key starts at S-K+1
+  *key_at = -1;
+  for (int t = 0; t + K <= *n && *key_at < 0; t++)
+    if (!memcmp(tok + t, expect, sizeof(int) * (size_t)K)) *key_at = t;
+  free(tgt);
+  *out = tok;
+  return LC_OK;
+}
+
 static void print_token(int tok, int bytes, int first) {
   if (!bytes) printf(first ? "%d" : " %d", tok);
   else if (tok >= 0x20 && tok < 0x7f && tok != '\\') putchar(tok);
@@ -114,8 +140,15 @@ static size_t default_mem_cap(void) {
 
 static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cache,
                         int **prompt, float **logits) {
-  int threads = 0, random_init = 0, n_prompt = 0;
+  int threads = 0, random_init = 0, n_prompt = 0, expect[8], key_at = -1;
+  const int task = !strcmp(F->prompt, "task:passkey"), K = lc_passkey_key_len();
+  if (F->max_new == INT_MIN) F->max_new = task ? K : 64; // INT_MIN: not given
   lc_status st = lc_cli_threads(F->threads, &threads);
+  if (st == LC_OK && !task && !strncmp(F->prompt, "task:", 5))
+    st = lc_fail(LC_EINVAL, "--prompt %s: unknown built-in task prompt; use task:passkey or text", F->prompt);
+  if (st == LC_OK && !task && F->seq != INT_MIN)
+    st = lc_fail(LC_EINVAL, "--seq applies only to --prompt task:passkey (the sample's length)");
+  if (task && F->seq == INT_MIN) F->seq = 256;
   if (st == LC_OK && F->max_new < 1)
     st = lc_fail(LC_EINVAL, "--max-new %d: generate at least 1 token", F->max_new);
   if (st == LC_OK && F->max_new > LC_GEN_MAX_NEW)
@@ -132,7 +165,9 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
   }
   a->cap = F->mem_gib > 0 ? (size_t)(F->mem_gib * GIB) : default_mem_cap();
   st = load_model(F->model, (uint64_t)F->seed, m, &random_init, a);
-  if (st == LC_OK) st = parse_prompt(F->prompt, m->cfg.vocab, prompt, &n_prompt);
+  if (st == LC_OK)
+    st = task ? passkey_prompt(F, m->cfg.vocab, prompt, &n_prompt, expect, &key_at)
+              : parse_prompt(F->prompt, m->cfg.vocab, prompt, &n_prompt);
   if (st != LC_OK) {
     lc_cli_error(lc_errmsg());
     return st == LC_EINVAL ? 2 : 1;
@@ -165,6 +200,10 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
   else
     printf("# model %s: dim %d, layers %d, heads %d/%d kv, vocab %d\n", F->model, cfg->dim,
            cfg->n_layers, cfg->n_heads, cfg->n_kv_heads, cfg->vocab);
+  if (task)
+    printf("# a fresh task:passkey sample (seed %ld, %d prompt tokens): the key first appears at "
+           "position %d, %d tokens before the answer\n",
+           F->seed, n_prompt, key_at, n_prompt - key_at);
   for (int i = 0; i < n_prompt; i++) print_token((*prompt)[i], bytes, i == 0);
   fflush(stdout);
 
@@ -174,9 +213,10 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
   double t0 = lc_now();
   st = lc_decode(m, cache, *prompt, n_prompt, *logits, 0, a);
   double t_prefill = lc_now() - t0, t1 = lc_now();
-  int steps = 0;
+  int steps = 0, right = 0;
   for (int i = 0; i < F->max_new && st == LC_OK; i++) {
     int tok = lc_sample(*logits, cfg->vocab, &sp, &rng);
+    if (task && i < K) right += tok == expect[i];
     print_token(tok, bytes, 0);
     fflush(stdout);
     if (i + 1 < F->max_new) {
@@ -190,6 +230,11 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
     lc_cli_error(lc_errmsg());
     return 1;
   }
+  if (task) {
+    printf("# expected ");
+    for (int k = 0; k < K; k++) print_token(expect[k], bytes, k == 0);
+    printf(": the answer is %s\n", right == K ? "RIGHT" : "WRONG");
+  }
   char b[32];
   fprintf(stderr, "prefill: %d tokens in %.3f s (%.1f tok/s); decode: %d tokens in %.3f s "
                   "(%.1f tok/s, %d threads); peak memory %s\n",
@@ -199,12 +244,13 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
 }
 
 int lc_cmd_generate(int argc, char **argv) {
-  gen_flags F = {.model = "tiny", .prompt = NULL, .max_new = 64, .top_k = 0, .threads = 0,
+  gen_flags F = {.model = "tiny", .prompt = NULL, .max_new = INT_MIN, .seq = INT_MIN, .top_k = 0, .threads = 0,
                  .seed = 1, .temperature = 0.0f, .mem_gib = 0.0f};
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &F.model, "Hugging Face model directory, or a preset with random weights: tiny, demo, bench-s (default tiny)", 0},
-      {"prompt", LC_ARG_STR, &F.prompt, "prompt text (vocab-256 models: its bytes); other models: token ids separated by spaces or commas, e.g. '1,15043,3186' (required)", 0},
-      {"max-new", LC_ARG_INT, &F.max_new, "tokens to generate (default 64)", 0},
+      {"prompt", LC_ARG_STR, &F.prompt, "prompt text (vocab-256 models: its bytes); other models: token ids separated by spaces or commas, e.g. '1,15043,3186'; or task:passkey: a fresh sample of the built-in task, cut before the key, and a check of the answer (required)", 0},
+      {"max-new", LC_ARG_INT, &F.max_new, "tokens to generate (default 64; task:passkey: the key's 3)", 0},
+      {"seq", LC_ARG_INT, &F.seq, "with --prompt task:passkey: the sample's length, as trained (default 256)", 0},
       {"temperature", LC_ARG_FLOAT, &F.temperature, "softmax temperature; 0 = greedy (default 0)", 0},
       {"top-k", LC_ARG_INT, &F.top_k, "sample among the k most likely tokens; 0 = all (default 0)", 0},
       {"seed", LC_ARG_LONG, &F.seed, "seed of sampling (and of a preset's random weights) (default 1)", 0},

@@ -17,7 +17,7 @@ lc_status lc_data_open(lc_data *d, const char *spec, int vocab, int seq) {
     if (seq < lc_passkey_min_seq())
       return lc_fail(LC_EINVAL, "task:passkey needs --seq >= %d (record + question)", lc_passkey_min_seq());
     d->kind = LC_DATA_TASK_PASSKEY;
-    snprintf(d->desc, sizeof d->desc, "task:passkey (5-distinct-digit key hidden in filler, asked at the end; loss on the key)");
+    snprintf(d->desc, sizeof d->desc, "task:passkey (a 3-character pass key hidden in filler, asked at the end; loss on the key)");
     return LC_OK;
   }
   if (!strncmp(spec, "task:", 5)) {
@@ -103,7 +103,7 @@ int lc_data_sample(const lc_data *d, uint64_t seed, uint64_t index, int *tokens,
   lc_rng r;
   sample_rng(&r, seed, index);
   int counted = 0;
-  if (d->kind == LC_DATA_TASK_PASSKEY) return lc_passkey_sample(seed, index, 0, tokens, targets, S);
+  if (d->kind == LC_DATA_TASK_PASSKEY) return lc_passkey_sample(seed, index, LC_PASSKEY_TRAIN, tokens, targets, S);
   if (d->kind == LC_DATA_TOKENS) {
     uint64_t start = lc_rng_u64(&r) % (d->tok.count - (uint64_t)S); // start in [0, count - S - 1]
     for (int t = 0; t < S; t++) {
@@ -143,7 +143,7 @@ int lc_data_sample(const lc_data *d, uint64_t seed, uint64_t index, int *tokens,
 lc_status lc_data_sample_eval(const lc_data *d, uint64_t seed, uint64_t index, int *tokens,
                               int *targets, int S, int *counted) {
   if (d->kind == LC_DATA_TASK_PASSKEY) {
-    *counted = lc_passkey_sample(seed, index, 1, tokens, targets, S);
+    *counted = lc_passkey_sample(seed, index, LC_PASSKEY_EVAL, tokens, targets, S);
   } else if (d->kind == LC_DATA_TASK_COPY) {
     *counted = lc_data_sample(d, seed ^ 0x2545f4914f6cdd1dull, index, tokens, targets, S);
   } else {
@@ -158,37 +158,42 @@ static const char *const filler[] = {
     "There and back again. ", "The river flows on. ",
 };
 #define N_FILLER (sizeof filler / sizeof filler[0])
-// The key sits between '<' and '>', characters the filler never uses, so a model can find
-// it by content (an induction head) however far back it is.
-static const char record_fmt[] = "The pass key is <%s>. Remember it. ";
-static const char question_fmt[] = "What is the pass key? The pass key is <%s";
-#define KEY_LEN 5
+// The key is a short password: an upper-case letter, a digit and a symbol, each from an
+// alphabet the rest of the text never uses. Finding the needle is then a content match
+// (as in the classic passkey test, where only the key has digits): each answer character
+// is the one token of its class anywhere before it, however far back that is. The record
+// states the key twice, as the classic prompt does; that halves the samples the demo
+// preset needs to learn the lookup (measured: docs/NOTES.md).
+static const char record_fmt[] = "The pass key is %s. Remember it. %s is the pass key. ";
+static const char question_fmt[] = "What is the pass key? The pass key is %s";
+static const char *const key_alphabet[] = {"ABCDEFGJKLMNPQSUVXYZ", "0123456789", "!#$%&*+=@^"};
+#define KEY_LEN 3
+#define REC_LEN ((int)sizeof record_fmt - 1 - 4 + 2 * KEY_LEN) // two %s become keys
+#define Q_LEN ((int)sizeof question_fmt - 1 - 2 + KEY_LEN)
 
-int lc_passkey_min_seq(void) { return (int)(sizeof record_fmt + sizeof question_fmt) + 2 * KEY_LEN + 16; }
+// Held-out samples need the whole record in the first half and the question in the second.
+int lc_passkey_min_seq(void) { return 2 * (REC_LEN > Q_LEN ? REC_LEN : Q_LEN) + 2 * KEY_LEN; }
+int lc_passkey_key_len(void) { return KEY_LEN; }
 
-int lc_passkey_sample(uint64_t seed, uint64_t index, int eval, int *tokens, int *targets, int S) {
+int lc_passkey_sample(uint64_t seed, uint64_t index, lc_passkey_split split, int *tokens,
+                      int *targets, int S) {
   lc_rng r;
-  // Held-out samples come from a disjoint stream of the same seed.
-  sample_rng(&r, seed ^ (eval ? 0x5bd1e9955bd1e995ull : 0), index ^ (eval ? 0xffffffffull << 32 : 0));
-  // Distinct digits (30240 keys): each key digit then follows a different token, so
-  // "the digit after the one just written" names exactly one place in the record, and
-  // retrieval needs only the classic two-step induction match (previous token, then
-  // content), not a longer-context one for keys like 12131.
-  char key[KEY_LEN + 1], digits[] = "0123456789";
-  for (int i = 0; i < KEY_LEN; i++) {
-    int j = i + (int)lc_rng_below(&r, (uint32_t)(10 - i));
-    char c = digits[j];
-    digits[j] = digits[i], digits[i] = c;
-    key[i] = c;
-  }
+  // Each split is its own stream of the same seed: training never sees a held-out sample.
+  static const uint64_t salt[] = {0, 0x5bd1e9955bd1e995ull, 0x9e3779b97f4a7c15ull};
+  sample_rng(&r, seed ^ salt[split], index ^ (split ? 0xffffffffull << 32 : 0));
+  char key[KEY_LEN + 1];
+  for (int i = 0; i < KEY_LEN; i++)
+    key[i] = key_alphabet[i][lc_rng_below(&r, (uint32_t)strlen(key_alphabet[i]))];
   key[KEY_LEN] = 0;
-  char rec[64], q[80];
-  int nrec = snprintf(rec, sizeof rec, record_fmt, key);
+  char rec[REC_LEN + 1], q[Q_LEN + 1];
+  int nrec = snprintf(rec, sizeof rec, record_fmt, key, key);
   int nq = snprintf(q, sizeof q, question_fmt, key);
-  // Stream of S+1 tokens: filler, the record at `at`, the question at the very end.
+  // Stream of S+1 tokens: filler, the record at `at`, the question at the very end. The
+  // first answer token is stream position n - KEY_LEN; held-out and fresh samples end the
+  // record at least S/2 tokens before it.
   int n = S + 1;
   int qat = n - nq;
-  int hi = eval ? n / 2 - nrec - KEY_LEN : qat - nrec; // eval: answer >= S/2 after the record
+  int hi = split != LC_PASSKEY_TRAIN ? n - KEY_LEN - S / 2 - nrec + 2 : qat - nrec + 1;
   int at = (int)lc_rng_below(&r, (uint32_t)(hi > 1 ? hi : 1));
   int i = 0;
   while (i < n) {
@@ -208,7 +213,7 @@ int lc_passkey_sample(uint64_t seed, uint64_t index, int eval, int *tokens, int 
       if (p > 0) targets[p - 1] = tok;
     }
   }
-  // Only the key digits of the answer count.
+  // Only the key characters of the answer count.
   int counted = 0;
   for (int t = 0; t < S; t++) {
     int answer = t + 1 >= n - KEY_LEN;

@@ -37,13 +37,17 @@ int lc_data_sample(const lc_data *d, uint64_t seed, uint64_t index, int *tokens,
 lc_status lc_data_sample_eval(const lc_data *d, uint64_t seed, uint64_t index, int *tokens,
                               int *targets, int S, int *counted);
 
-// task:passkey: filler text with a record "The pass key is <NNNNN>. Remember it." hidden
-// in it and the question "What is the pass key? The pass key is <NNNNN" at the end (5
-// distinct digits); only the key digits of the answer count. Held-out samples (eval = 1)
-// come from another stream and put the record at least S/2 tokens before the answer.
-// Returns the counted targets.
-int lc_passkey_sample(uint64_t seed, uint64_t index, int eval, int *tokens, int *targets, int S);
-// Shortest sequence a passkey sample fits in.
+// task:passkey: filler text with a record "The pass key is K7#. Remember it. K7# is the
+// pass key." hidden in it and the question "What is the pass key? The pass key is K7#" at
+// the end. The key is an upper-case letter, a digit and a symbol (20 x 10 x 10 keys);
+// only its characters in the answer count. Splits are disjoint streams of one seed:
+// training samples put the record anywhere; held-out (eval) and fresh (demo prompt)
+// samples end it at least S/2 tokens before the answer. Returns the counted targets.
+typedef enum { LC_PASSKEY_TRAIN = 0, LC_PASSKEY_EVAL = 1, LC_PASSKEY_FRESH = 2 } lc_passkey_split;
+int lc_passkey_sample(uint64_t seed, uint64_t index, lc_passkey_split split, int *tokens,
+                      int *targets, int S);
+// Shortest sequence a passkey sample fits in; characters in a key.
 int lc_passkey_min_seq(void);
+int lc_passkey_key_len(void);
 
 #endif
