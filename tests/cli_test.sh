@@ -19,6 +19,10 @@ for key in step loss lr grad_norm tokens tokens_per_s mfu peak_bytes rss_bytes; 
   grep -q "\"$key\":" "$TMP/log.jsonl" && ok || bad "log-json lacks $key"
 done
 grep -q '"step":3,' "$TMP/log.jsonl" && ok || bad "last JSON line is not step 3"
+# --log-every: off a terminal, a line every N steps and at the last; no terminal escapes.
+"$BIN" train --model tiny --seq 64 --steps 7 --log-every 3 >"$TMP/out" 2>&1
+[ "$(grep '^step ' "$TMP/out" | awk '{printf "%s %s,", $1, $2}')" = "step 3/7,step 6/7,step 7/7," ] && ok || bad "--log-every 3 of 7 steps: $(grep '^step' "$TMP/out")"
+! grep -q $'\033' "$TMP/out" && ok || bad "escape codes in progress written to a file"
 
 # Bad input: non-zero exit and a message naming the problem.
 expect_error() { # expected-substring args...
@@ -38,6 +42,7 @@ expect_error "cannot open" train --data "$TMP/missing.txt"
 expect_error "unknown built-in task" train --data task:nope
 expect_error "needs a model with vocab 256" train --model bench-s --data "$0"
 expect_error "--lr 'x'" train --lr x
+expect_error "--log-every 0" train --log-every 0
 expect_error "--mlp-tile and --loss-tile must be >= 0" train --mlp-tile -3
 expect_error "out of memory" train --model demo --seq 4096 --mem-limit 0.01 --steps 1
 expect_error "unknown command 'fly'" fly

@@ -1,5 +1,6 @@
 // longctx generate: load a model (HF directory or random preset), decode a prompt with the
-// KV cache and print the continuation; decoding speed goes to stderr.
+// KV cache and print the continuation; decoding speed goes to stderr. The prompt may be a
+// fresh task:passkey sample, whose answer is then checked.
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <limits.h>
@@ -11,8 +12,8 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
-#include "io/data.h"
 #include "core/timer.h"
+#include "io/data.h"
 #include "model/generate.h"
 #include "model/hf.h"
 
@@ -253,7 +254,7 @@ int lc_cmd_generate(int argc, char **argv) {
       {"seq", LC_ARG_INT, &F.seq, "with --prompt task:passkey: the sample's length, as trained (default 256)", 0},
       {"temperature", LC_ARG_FLOAT, &F.temperature, "softmax temperature; 0 = greedy (default 0)", 0},
       {"top-k", LC_ARG_INT, &F.top_k, "sample among the k most likely tokens; 0 = all (default 0)", 0},
-      {"seed", LC_ARG_LONG, &F.seed, "seed of sampling (and of a preset's random weights) (default 1)", 0},
+      {"seed", LC_ARG_LONG, &F.seed, "seed of sampling, of a preset's random weights and of a task:passkey sample (default 1)", 0},
       {"threads", LC_ARG_INT, &F.threads, "OpenMP/BLAS threads (default: OMP_NUM_THREADS or all cores)", 0},
       {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default: physical memory)", 0},
   };

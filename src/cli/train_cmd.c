@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "cli/args.h"
@@ -20,7 +21,7 @@
 typedef struct {
   const char *model, *data, *ckpt, *log_json, *placement, *save, *resume;
   int save_every, keep;
-  int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window, eval_every, eval_samples;
+  int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window, eval_every, eval_samples, log_every;
   long steps, warmup, seed;
   float lr, lr_min, wd, clip, mem_gib, peak_gflops;
 } train_flags;
@@ -87,7 +88,7 @@ static void print_settings(const lc_train_opts *o, const lc_trainer *t, int thre
 }
 
 // Progress: on a terminal one status line rewritten in place (with ETA); otherwise (a
-// file, a pipe, CI) one line per step.
+// file, a pipe, CI) one line every --log-every steps.
 typedef struct {
   int tty, open; // open: the in-place line is on screen without its newline
   double t0;
@@ -105,6 +106,13 @@ static void progress_line(progress *p, const lc_step_metrics *m, long total, dou
   else printf("\n");
   p->open = p->tty;
   fflush(stdout);
+}
+
+// A terminal has a size. Open MPI hands every rank a pseudo-terminal of 0 x 0 whatever
+// mpirun's own output is (open-mpi/ompi#7868, #7900), so under it we print lines.
+static int stdout_is_terminal(void) {
+  struct winsize ws;
+  return isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0;
 }
 
 static void progress_break(progress *p) {
@@ -184,6 +192,8 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
     st = lc_fail(LC_EINVAL, "--save-every must be >= 0 and --keep >= 1");
   if (st == LC_OK && F.save_every > 0 && !F.save)
     st = lc_fail(LC_EINVAL, "--save-every needs --save DIR");
+  if (st == LC_OK && F.log_every < 1)
+    st = lc_fail(LC_EINVAL, "--log-every %d: print progress every N >= 1 steps", F.log_every);
   if (st == LC_OK && (F.eval_every < 0 || F.eval_samples < 1))
     st = lc_fail(LC_EINVAL, "--eval-every must be >= 0 and --eval-samples >= 1");
   if (st != LC_OK) {
@@ -236,7 +246,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   }
   const double flops = 3.0 * lc_config_fwd_flops(&o.cfg, o.seq) * o.batch;
   rc = 0;
-  progress prog = {.tty = isatty(STDOUT_FILENO), .t0 = lc_now(), .first_step = tr.step};
+  progress prog = {.tty = stdout_is_terminal(), .t0 = lc_now(), .first_step = tr.step};
   double t_start = lc_now();
   lc_step_metrics m;
   if (F.eval_every > 0 && (tr.data.kind == LC_DATA_BYTES || tr.data.kind == LC_DATA_TOKENS)) {
@@ -256,7 +266,8 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
       break;
     }
     if (rank == 0) {
-      progress_line(&prog, &m, o.steps, flops);
+      if (prog.tty || m.step % F.log_every == 0 || m.step == o.steps)
+        progress_line(&prog, &m, o.steps, flops);
       if (jf) log_json(jf, &m, flops, peak_gflops);
     }
     if (F.save && ((F.save_every > 0 && m.step % F.save_every == 0) || m.step == o.steps)) {
@@ -313,11 +324,11 @@ int lc_cmd_train(int argc, char **argv) {
                    .steps = 100, .warmup = 10, .seed = 1, .lr = 1e-3f, .lr_min = -1.0f,
                    .wd = 0.1f, .clip = 1.0f, .mem_gib = 0.0f, .peak_gflops = 0.0f,
                    .placement = "head-first", .hp = 1, .cp = 1, .window = 0,
-                   .eval_every = 0, .eval_samples = 64, .save = NULL, .resume = NULL,
+                   .eval_every = 0, .eval_samples = 64, .log_every = 1, .save = NULL, .resume = NULL,
                    .save_every = 0, .keep = 2};
   lc_flag flags[] = {
-      {"model", LC_ARG_STR, &F.model, "preset: tiny, demo, bench-s (default tiny)", 0},
-      {"data", LC_ARG_STR, &F.data, "task:copy or a file read as bytes (default task:copy)", 0},
+      {"model", LC_ARG_STR, &F.model, "a preset (tiny, demo, bench-s) or a Hugging Face Llama directory (default tiny)", 0},
+      {"data", LC_ARG_STR, &F.data, "task:copy, task:passkey, a token file (tools/prepare_data.py) or a file read as bytes (default task:copy)", 0},
       {"seq", LC_ARG_INT, &F.seq, "tokens per sequence (default 256)", 0},
       {"batch", LC_ARG_INT, &F.batch, "sequences per step (default 1)", 0},
       {"steps", LC_ARG_LONG, &F.steps, "optimizer steps (default 100)", 0},
@@ -337,6 +348,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"loss-tile", LC_ARG_INT, &F.loss_tile, "tokens per logits+loss tile, 0 = untiled (default: auto)", 0},
       {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default none)", 0},
       {"peak-gflops", LC_ARG_FLOAT, &F.peak_gflops, "peak GFLOP/s of the whole job for mfu (default 117 per thread per rank)", 0},
+      {"log-every", LC_ARG_INT, &F.log_every, "progress line every N steps when not on a terminal (on one, a status line is rewritten every step) (default 1)", 0},
       {"log-json", LC_ARG_STR, &F.log_json, "write one JSON object per step to this file", 0},
       {"save", LC_ARG_STR, &F.save, "write checkpoints (HF model + optimizer + state) under this directory", 0},
       {"save-every", LC_ARG_INT, &F.save_every, "checkpoint every N steps (default: only at the end)", 0},
