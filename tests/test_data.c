@@ -103,6 +103,7 @@ static void test_passkey(void) {
     }
   printf("passkey: nearest held-out record ends %d tokens before the answer (S = %d); nearest "
          "training record %d; %d distinct keys in 900 samples\n", far_min, S, near_min, distinct);
+  CHECK(far_min == S / 2, "the held-out bound is tight: nearest record %d, want S/2 = %d", far_min, S / 2);
   CHECK(near_min < S / 4, "training records also sit close to the question (nearest %d)", near_min);
   CHECK(distinct > 600, "keys spread over the 2000 (%d distinct of 900)", distinct);
   lc_data_sample(&d, 5, 3, tok, tgt, S);
@@ -121,15 +122,28 @@ static void test_passkey(void) {
   CHECK(M <= 128, "min seq %d: the demo's 128 must fit", M);
   CHECK(lc_data_open(&d, "task:passkey", 256, M - 1) == LC_EINVAL, "below min seq refused");
   CHECK(lc_data_open(&d, "task:passkey", 256, M) == LC_OK, "open at min seq %d", M);
-  int *tk = malloc(sizeof(int) * (size_t)M), *tg = malloc(sizeof(int) * (size_t)M);
-  for (int idx = 0; idx < 50; idx++) {
-    CHECK(lc_data_sample_eval(&d, 9, (uint64_t)idx, tk, tg, M, &c) == LC_OK && c == 3, "min-seq sample");
-    int found = 0;
-    for (int t = 0; t + 16 <= M / 2 + 1 && !found; t++) found = !memcmp(tk + t, (int[]){'T', 'h', 'e', ' ', 'p'}, 5 * sizeof(int));
-    CHECK(found, "min-seq held-out record starts in the first half (sample %d)", idx);
+  lc_data_close(&d);
+  // At the shortest length and one above it (odd), held-out records still end >= S/2
+  // tokens before the answer (their last token is the space after "pass key.").
+  for (int L = M; L <= M + 1; L++) {
+    int *tk = malloc(sizeof(int) * (size_t)L), *tg = malloc(sizeof(int) * (size_t)L);
+    int nearest = L;
+    for (int idx = 0; idx < 200; idx++) {
+      CHECK(lc_passkey_sample(9, (uint64_t)idx, LC_PASSKEY_EVAL, tk, tg, L) == 3, "sample at S = %d", L);
+      int end = -1; // last token of the record: the '.' of "is the pass key." + 1
+      for (int t = 0; t + 16 <= L && end < 0; t++) {
+        int match = 1;
+        for (int j = 0; j < 16; j++) match &= tk[t + j] == (unsigned char)"is the pass key."[j];
+        if (match) end = t + 16;
+      }
+      CHECK(end >= 0, "record present at S = %d", L);
+      int dist = (L - 2) - end;
+      if (end >= 0 && dist < nearest) nearest = dist;
+    }
+    CHECK(nearest >= L / 2, "S = %d: nearest held-out record %d tokens before the answer", L, nearest);
+    free(tk);
+    free(tg);
   }
-  free(tk);
-  free(tg);
 }
 
 static void test_bytes(void) {

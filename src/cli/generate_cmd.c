@@ -24,6 +24,7 @@
 typedef struct {
   const char *model, *prompt;
   int max_new, top_k, threads, seq;
+  int max_new_given, seq_given;
   long seed;
   float temperature, mem_gib;
 } gen_flags;
@@ -143,13 +144,14 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
                         int **prompt, float **logits) {
   int threads = 0, random_init = 0, n_prompt = 0, expect[8], key_at = -1;
   const int task = !strcmp(F->prompt, "task:passkey"), K = lc_passkey_key_len();
-  if (F->max_new == INT_MIN) F->max_new = task ? K : 64; // INT_MIN: not given
+  if (!F->max_new_given) F->max_new = task ? K : 64;
   lc_status st = lc_cli_threads(F->threads, &threads);
   if (st == LC_OK && !task && !strncmp(F->prompt, "task:", 5))
     st = lc_fail(LC_EINVAL, "--prompt %s: unknown built-in task prompt; use task:passkey or text", F->prompt);
-  if (st == LC_OK && !task && F->seq != INT_MIN)
+  if (st == LC_OK && !task && F->seq_given)
     st = lc_fail(LC_EINVAL, "--seq applies only to --prompt task:passkey (the sample's length)");
-  if (task && F->seq == INT_MIN) F->seq = 256;
+  if (st == LC_OK && task && F->max_new < K)
+    st = lc_fail(LC_EINVAL, "--max-new %d: a task:passkey answer is %d tokens; generate at least that many", F->max_new, K);
   if (st == LC_OK && F->max_new < 1)
     st = lc_fail(LC_EINVAL, "--max-new %d: generate at least 1 token", F->max_new);
   if (st == LC_OK && F->max_new > LC_GEN_MAX_NEW)
@@ -166,6 +168,13 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
   }
   a->cap = F->mem_gib > 0 ? (size_t)(F->mem_gib * GIB) : default_mem_cap();
   st = load_model(F->model, (uint64_t)F->seed, m, &random_init, a);
+  if (st == LC_OK && task) {
+    long long limit = m->cfg.max_pos > 0 ? m->cfg.max_pos : INT_MAX;
+    if ((long long)F->seq - K + 1 + F->max_new > limit)
+      st = lc_fail(LC_EINVAL, "--seq %d: the prompt (%d tokens) + --max-new %d exceed the model's "
+                              "limit of %lld positions: lower --seq",
+                   F->seq, F->seq - K + 1, F->max_new, limit);
+  }
   if (st == LC_OK)
     st = task ? passkey_prompt(F, m->cfg.vocab, prompt, &n_prompt, expect, &key_at)
               : parse_prompt(F->prompt, m->cfg.vocab, prompt, &n_prompt);
@@ -245,7 +254,7 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
 }
 
 int lc_cmd_generate(int argc, char **argv) {
-  gen_flags F = {.model = "tiny", .prompt = NULL, .max_new = INT_MIN, .seq = INT_MIN, .top_k = 0, .threads = 0,
+  gen_flags F = {.model = "tiny", .prompt = NULL, .max_new = 64, .seq = 256, .top_k = 0, .threads = 0,
                  .seed = 1, .temperature = 0.0f, .mem_gib = 0.0f};
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &F.model, "Hugging Face model directory, or a preset with random weights: tiny, demo, bench-s (default tiny)", 0},
@@ -266,6 +275,8 @@ int lc_cmd_generate(int argc, char **argv) {
     return 0;
   }
   lc_status st = lc_args_parse(argc, argv, flags, nf);
+  F.max_new_given = lc_args_find(flags, nf, "max-new")->seen;
+  F.seq_given = lc_args_find(flags, nf, "seq")->seen;
   if (st == LC_OK && !F.prompt)
     st = lc_fail(LC_EINVAL, "--prompt is required: give the text (or token ids) to continue");
   if (st != LC_OK) {

@@ -1,6 +1,7 @@
 #include "io/data.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 lc_status lc_data_open(lc_data *d, const char *spec, int vocab, int seq) {
   memset(d, 0, sizeof *d);
   d->vocab = vocab;
+  if (seq > INT_MAX / 2) return lc_fail(LC_EINVAL, "--seq %d is too long: use at most %d", seq, INT_MAX / 2);
   if (!strcmp(spec, "task:passkey")) {
     if (vocab < 128) return lc_fail(LC_EINVAL, "task:passkey is text: it needs a vocabulary of at least 128 tokens");
     if (seq < lc_passkey_min_seq())
