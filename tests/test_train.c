@@ -28,6 +28,10 @@ int main(void) {
   lc_comm *self = NULL;
   CHECK(lc_comm_self(&self) == LC_OK, "self communicator");
   CHECK(lc_trainer_init(&tr, &o, self) == LC_OK, "init: %s", lc_errmsg());
+#if defined(__SSE__) || defined(__x86_64__) || defined(__aarch64__)
+  volatile float tiny = 1e-20f;
+  CHECK(tiny * tiny == 0.0f, "lc_trainer_init sets flush-to-zero (1e-20 * 1e-20 is subnormal)");
+#endif
   double first = 0, last = 0;
   lc_step_metrics m;
   for (long s = 0; s < o.steps; s++) {

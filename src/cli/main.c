@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "core/fpenv.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -17,7 +16,6 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
   lc_blas_fix_coretype(argv);
-  lc_fpenv_flush_denormals();
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fpenv.h"
 #include "core/timer.h"
 
 void lc_train_opts_init(lc_train_opts *o) {
@@ -14,6 +15,7 @@ void lc_train_opts_init(lc_train_opts *o) {
 }
 
 lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world) {
+  lc_fpenv_flush_denormals(); // a run must not slow down as it learns (core/fpenv.h)
   memset(t, 0, sizeof *t);
   t->o = *o;
   t->world = world;

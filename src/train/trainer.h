@@ -65,6 +65,7 @@ typedef struct {
 } lc_trainer;
 
 // Collective over `world` (every rank calls it with the same options).
+// Also sets flush-to-zero on the calling and OpenMP threads (core/fpenv.h).
 lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world);
 lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m);
 void lc_trainer_free(lc_trainer *t);
