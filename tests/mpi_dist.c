@@ -13,6 +13,7 @@
 #include "attn/attn.h"
 #include "attn/flash.h"
 #include "dist/grid.h"
+#include "model/memplan.h"
 #include "train/trainer.h"
 #include "testutil.h"
 
@@ -34,9 +35,11 @@ static double rel_err(const float *a, const float *b, size_t n) {
 }
 
 // ---------------------------------------------------------------- A. attention
-static void test_attention(layout L, lc_placement pl, int Hq, int Hkv) {
-  const int D = 16;
-  const long SS = 2L * L.cp * L.hp * 12; // 12 tokens per half-chunk slice: uneven vs kernel blocks
+// rows: tokens per (half-chunk, head rank) slice, so the ring's chunks hold Lc = hp * rows
+// query rows. 12 is uneven against the kernel's 64-row blocks; Lc > 256 crosses the
+// ring's 256-row poll tiles (lc_ring.poll_rows), as every run with S / (2 cp) > 256 does.
+static void test_attention_rows(layout L, lc_placement pl, int Hq, int Hkv, int D, long rows) {
+  const long SS = 2L * L.cp * L.hp * rows;
   const int N = world->size;
   if (L.hp * L.cp != N) return;
   lc_arena ar;
@@ -79,10 +82,23 @@ static void test_attention(layout L, lc_placement pl, int Hq, int Hkv) {
     memcpy(ref_dv + (size_t)t * Hkv * D, dv + gi[t] * Hkv * D, 4 * (size_t)Hkv * D);
   }
   void *saved = malloc(at.saved_bytes(&at, T));
+  // The memory model's sizes of this strategy (lc_attn_2d_mem) are what each call holds
+  // at its peak, per category, in forward and in backward separately.
+  lc_attn_mem am;
+  CHECK(lc_attn_2d_mem(L.hp, L.cp, L.w, SS, Hq, Hkv, D, 0, &am) == LC_OK, "attn mem: %s", lc_errmsg());
+  CHECK(am.saved == at.saved_bytes(&at, T), "saved bytes %zu vs %zu", am.saved, at.saved_bytes(&at, T));
+  lc_arena_reset_peaks(&ar);
   lc_status st = at.fwd(&at, ol, saved, ql, kl, vl, T, &ar);
   CHECK(st == LC_OK, "dist fwd: %s", lc_errmsg());
+  CHECK(ar.peak[LC_MEM_COMM] == am.fwd_comm && ar.peak[LC_MEM_SCRATCH] == am.fwd_scratch,
+        "hp %d cp %d w %d forward: comm %zu scratch %zu bytes, memory model %zu, %zu", L.hp, L.cp, L.w,
+        ar.peak[LC_MEM_COMM], ar.peak[LC_MEM_SCRATCH], am.fwd_comm, am.fwd_scratch);
+  lc_arena_reset_peaks(&ar);
   st = at.bwd(&at, dql, dkl, dvl, dol, ol, saved, ql, kl, vl, T, &ar);
   CHECK(st == LC_OK, "dist bwd: %s", lc_errmsg());
+  CHECK(ar.peak[LC_MEM_COMM] == am.bwd_comm && ar.peak[LC_MEM_SCRATCH] == am.bwd_scratch,
+        "hp %d cp %d w %d backward: comm %zu scratch %zu bytes, memory model %zu, %zu", L.hp, L.cp, L.w,
+        ar.peak[LC_MEM_COMM], ar.peak[LC_MEM_SCRATCH], am.bwd_comm, am.bwd_scratch);
   // The LSE lives in head layout: [2 chunks][Hq/hp heads][S/(2cp) rows] of context rank c.
   const int Hl = Hq / L.hp;
   const long Lc = SS / (2 * L.cp);
@@ -120,74 +136,124 @@ static void test_attention(layout L, lc_placement pl, int Hq, int Hkv) {
   lc_grid_destroy(&g);
 }
 
+static void test_attention(layout L, lc_placement pl, int Hq, int Hkv) {
+  test_attention_rows(L, pl, Hq, Hkv, 16, 12);
+}
+
 // ---------------------------------------------------------------- B. training step
-static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch) {
+typedef struct {
+  lc_model_opts mo;
+  int kv_heads; // 2 (GQA) or 1 (replicated on every head rank when hp > 1)
+  float clip;   // 0: grads compared as computed; > 0: below the norm, the clipped update
+  int steps;
+} step_case;
+
+static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch, const step_case *c) {
   lc_train_opts o;
   lc_train_opts_init(&o);
   lc_config_preset(&o.cfg, "tiny");
   // GQA with more heads than the preset: 8 query heads, 2 kv heads, head_dim 8.
   o.cfg.n_heads = 8;
-  o.cfg.n_kv_heads = 2;
+  o.cfg.n_kv_heads = c->kv_heads;
   o.cfg.head_dim = 8;
   o.cfg.rope_theta = 1000.0;
-  o.mopts.ckpt = LC_CKPT_NONE;
+  o.mopts = c->mo;
   o.data_spec = "task:copy";
   o.seq = 64;
   o.batch = batch;
-  o.steps = 1;
+  o.steps = c->steps;
   o.lr = 1e-3f;
-  o.clip = 0.0f; // grads stay as computed: compared directly
+  o.warmup = 0;
+  o.clip = c->clip;
+  // AdamW's first update is lr * g / (|g| + eps): with the default eps 1e-8 a gradient
+  // entry within rounding of 0 may flip the update's sign. eps 1e-4 keeps the update a
+  // smooth function of g (error <= lr * |dg| / eps ~ 1e-7 absolute for |dg| ~ 1e-8).
+  o.eps = 1e-4f;
   o.seed = 5;
   o.hp = hp, o.cp = cp, o.window = w, o.placement = pl;
   return o;
 }
 
-static void test_step(layout L, lc_placement pl, int dp, lc_model_opts mo, const char *what) {
+// The same step under a layout and on one process: loss, grad norm, every gradient, the
+// updated parameters, arena peaks equal to the memory model, identical replicas, and
+// the attention bytes of the formulas.
+static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c, const char *what) {
   if (L.hp * L.cp * dp != world->size) return;
   int batch = 2 * dp;
   // Reference: one process, same batch.
   lc_comm *self;
   lc_comm_self(&self);
-  lc_train_opts ro = step_opts(1, 1, 1, pl, batch);
-  ro.mopts = mo;
+  lc_train_opts ro = step_opts(1, 1, 1, pl, batch, c);
   lc_trainer ref;
   CHECK(lc_trainer_init(&ref, &ro, self) == LC_OK, "reference init: %s", lc_errmsg());
   lc_step_metrics rm;
-  CHECK(lc_trainer_step(&ref, &rm) == LC_OK, "reference step: %s", lc_errmsg());
-  lc_train_opts o = step_opts(L.hp, L.cp, L.w, pl, batch);
-  o.mopts = mo;
+  for (int k = 0; k < c->steps; k++) CHECK(lc_trainer_step(&ref, &rm) == LC_OK, "reference step: %s", lc_errmsg());
+  lc_train_opts o = step_opts(L.hp, L.cp, L.w, pl, batch, c);
   lc_trainer tr;
   CHECK(lc_trainer_init(&tr, &o, world) == LC_OK, "init: %s", lc_errmsg());
   lc_step_metrics m;
-  CHECK(lc_trainer_step(&tr, &m) == LC_OK, "step: %s", lc_errmsg());
+  for (int k = 0; k < c->steps; k++) CHECK(lc_trainer_step(&tr, &m) == LC_OK, "step: %s", lc_errmsg());
+  char tag[160];
+  snprintf(tag, sizeof tag, "%s hp %d cp %d w %d dp %d %s kv %d", what, L.hp, L.cp, L.w, dp,
+           lc_placement_name(pl), c->kv_heads);
   // fp32, same math in another order: loss relative 1e-6 expected; bound 1e-5.
   double el = fabs(m.loss - rm.loss) / fabs(rm.loss);
-  CHECK(el <= 1e-5, "%s hp %d cp %d w %d dp %d %s: loss %.9g vs %.9g", what, L.hp, L.cp, L.w, dp,
-        lc_placement_name(pl), m.loss, rm.loss);
+  CHECK(el <= 1e-5, "%s: loss %.9g vs %.9g", tag, m.loss, rm.loss);
   CHECK(m.counted == rm.counted, "counted tokens %ld vs %ld", m.counted, rm.counted);
+  // The global gradient norm (before clipping) is the single-process one: same bound.
+  CHECK(fabs(m.grad_norm - rm.grad_norm) <= 1e-5 * rm.grad_norm, "%s: grad_norm %.9g vs %.9g", tag,
+        m.grad_norm, rm.grad_norm);
+  if (c->clip > 0) CHECK(rm.grad_norm > c->clip, "%s: clip %g below the norm %g", tag, c->clip, rm.grad_norm);
   // Bytes the attention sent equal the formulas exactly: selective checkpointing does not
   // re-run the forward ring or all-to-alls in backward (full does: twice the forward bytes).
-  CHECK(m.attn_bytes == m.attn_bytes_formula, "%s hp %d cp %d w %d: attention sent %.0f bytes, formulas say %.0f",
-        what, L.hp, L.cp, L.w, m.attn_bytes, m.attn_bytes_formula);
-  // Gradients per tensor, relative to the tensor's largest entry: bound 1e-4 (observed
-  // ~1e-6; a missing contribution or a wrong position is O(1)).
-  double worst = 0;
+  CHECK(m.attn_bytes == m.attn_bytes_formula, "%s: attention sent %.0f bytes, formulas say %.0f", tag,
+        m.attn_bytes, m.attn_bytes_formula);
+  // The memory model predicts every category's arena peak of this rank exactly (it takes
+  // its sizes from the allocating code: a byte off is an allocation it does not know).
+  lc_mem_estimate e;
+  CHECK(lc_memplan_predict(&o.cfg, &o.mopts, o.seq, L.hp, L.cp, L.w, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
+  for (int k = 0; k < LC_MEM_NCAT; k++)
+    CHECK(m.peak[k] == e.peak[k], "%s rank %d: %s peak measured %zu, predicted %zu", tag, world->rank,
+          lc_mem_cat_name((lc_mem_cat)k), m.peak[k], e.peak[k]);
+  CHECK(m.peak_bytes == e.total, "%s rank %d: total peak measured %zu, predicted %zu", tag, world->rank,
+        m.peak_bytes, e.total);
+  // Gradients (after clipping, when on) per tensor, relative to the tensor's largest
+  // entry: bound 1e-4 (observed ~1e-6; a missing contribution or a wrong position is O(1)).
+  // Parameters after the update(s): relative to the tensor's largest entry, bound 1e-5
+  // (observed ~1e-7: see eps above; a wrong clip scale or a skipped update moves them by
+  // ~lr = 1e-3 of entries ~0.02..1).
+  double worst = 0, worst_p = 0;
   const char *wn = "";
   for (int i = 0; i < tr.model.n_tensors; i++) {
     const lc_param_info *p = &tr.model.table[i];
-    double e = rel_err(tr.model.grads + p->offset, ref.model.grads + p->offset, p->numel);
-    if (e > worst) worst = e, wn = p->name;
-    CHECK(e <= 1e-4, "%s hp %d cp %d w %d dp %d %s: grad %s error %.3g", what, L.hp, L.cp, L.w, dp,
-          lc_placement_name(pl), p->name, e);
+    double e1 = rel_err(tr.model.grads + p->offset, ref.model.grads + p->offset, p->numel);
+    double e2 = rel_err(tr.model.params + p->offset, ref.model.params + p->offset, p->numel);
+    if (e1 > worst) worst = e1, wn = p->name;
+    if (e2 > worst_p) worst_p = e2;
+    CHECK(e1 <= 1e-4, "%s: grad %s error %.3g", tag, p->name, e1);
+    CHECK(e2 <= 1e-5, "%s: updated %s error %.3g", tag, p->name, e2);
   }
-  double ww = worst;
-  MPI_Allreduce(MPI_IN_PLACE, &ww, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  // Every rank holds the same parameters, bit for bit (replicas never drift apart).
+  size_t nb = sizeof(float) * tr.model.n_flat;
+  float *p0 = malloc(nb);
+  memcpy(p0, tr.model.params, nb);
+  MPI_Bcast(p0, (int)tr.model.n_flat, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  CHECK(!memcmp(p0, tr.model.params, nb), "%s: rank %d's parameters differ from rank 0's", tag, world->rank);
+  free(p0);
+  double ww[2] = {worst, worst_p};
+  MPI_Allreduce(MPI_IN_PLACE, ww, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   if (rank0)
-    printf("step %-9s %-14s dp %d hp %d cp %d w %d: loss %.6f (ref %.6f), worst grad rel error %.2e (%s)\n",
-           what, lc_placement_name(pl), dp, L.hp, L.cp, L.w, m.loss, rm.loss, ww, wn);
+    printf("step %-9s %-14s dp %d hp %d cp %d w %d kv %d: loss %.6f (ref %.6f), gnorm %.5f, worst grad rel "
+           "error %.2e (%s), params %.2e\n", what, lc_placement_name(pl), dp, L.hp, L.cp, L.w, c->kv_heads,
+           m.loss, rm.loss, m.grad_norm, ww[0], wn, ww[1]);
   lc_trainer_free(&tr);
   lc_trainer_free(&ref);
   lc_comm_destroy(self);
+}
+
+static void test_step(layout L, lc_placement pl, int dp, lc_model_opts mo, const char *what) {
+  step_case c = {mo, 2, 0.0f, 1};
+  test_step_case(L, pl, dp, &c, what);
 }
 
 // ---------------------------------------------------------------- C. layout
@@ -261,7 +327,12 @@ int main(int argc, char **argv) {
       for (int i = 0; i < nl; i++) {
         test_attention(lays[i], pls[p], 8, 2); // GQA, kv heads < hp for hp 4, 8
         if (lays[i].hp <= 4) test_attention(lays[i], pls[p], 4, 4);
+        test_attention(lays[i], pls[p], 8, 1); // one kv head: replicated whenever hp > 1
       }
+    // Ring chunks longer than the 256-row poll tile (Lc = 300 = 256 + 44 rows), cp <= 4.
+    for (int i = 0; i < nl; i++)
+      if (lays[i].cp > 1 && lays[i].cp <= 4 && 300 % lays[i].hp == 0)
+        test_attention_rows(lays[i], pls[i % 2], 4, 2, 8, 300 / lays[i].hp);
     lc_model_opts plain = {LC_CKPT_NONE, 0, 0}, sel = {LC_CKPT_SELECTIVE, 5, 7}, full = {LC_CKPT_FULL, 8, 0};
     for (int p = 0; p < 2; p++)
       for (int i = 0; i < nl; i++) test_step(lays[i], pls[p], 1, plain, "plain");
@@ -272,6 +343,15 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nl; i++) test_step(lays[i], LC_PLACE_HEAD_FIRST, 1, sel, "selective");
     for (int i = 0; i < nl; i++) test_step(lays[i], LC_PLACE_CONTEXT_FIRST, 1, full, "full");
     test_step((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, world->size, plain, "dp-only");
+    // Clipping below the norm, two updates: the clip scale comes from the global norm.
+    // One kv head: replicated on the head ranks, its gradient summed back (hp > 1).
+    step_case clip = {sel, 2, 0.05f, 2}, mqa = {plain, 1, 0.0f, 1};
+    for (int i = 0; i < nl; i++) {
+      if (i % 3 == 0) test_step_case(lays[i], LC_PLACE_HEAD_FIRST, 1, &clip, "clip");
+      if (lays[i].hp > 1) test_step_case(lays[i], LC_PLACE_CONTEXT_FIRST, 1, &mqa, "mqa");
+    }
+    test_step_case((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, world->size, &clip, "dp-clip");
+    if (world->size >= 4) test_step_case((layout){2, 1, 1}, LC_PLACE_HEAD_FIRST, world->size / 2, &clip, "dp-clip");
   }
   int fails = lc_t_fail;
   MPI_Allreduce(MPI_IN_PLACE, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -169,9 +169,70 @@ static void test_bytes(void) {
         "missing file message: %s", lc_errmsg());
 }
 
+// Every sample of a file is a window of the stream: token t is stream[start + t] and its
+// label is the next token of the stream, stream[start + t + 1], for every t up to the last.
+// The stream is a permutation (each id once), so tok[0] tells the start. Over many samples
+// the starts reach both ends: the file's first token is an input and its last a label.
+static void check_windows(const char *what, const lc_data *d, const uint32_t *stream, long n, int S) {
+  long *where = malloc(sizeof(long) * (size_t)n);
+  for (long i = 0; i < n; i++) where[stream[i]] = i;
+  int *tok = malloc(sizeof(int) * (size_t)S), *tgt = malloc(sizeof(int) * (size_t)S);
+  long bad = 0, lo = n, hi = -1;
+  for (uint64_t idx = 0; idx < 4000; idx++) {
+    bad += lc_data_sample(d, 7, idx, tok, tgt, S) != S; // every label counts
+    long start = where[tok[0]];
+    if (start < lo) lo = start;
+    if (start > hi) hi = start;
+    if (start + S >= n) bad++;
+    for (int t = 0; t < S && start + S < n; t++)
+      bad += tok[t] != (int)stream[start + t] || tgt[t] != (int)stream[start + t + 1];
+  }
+  CHECK(bad == 0, "%s: %ld tokens or labels are not the stream's (label t = token t + 1 of the stream)", what, bad);
+  CHECK(lo == 0 && hi == n - S - 1, "%s: starts span [%ld, %ld], want [0, %ld]", what, lo, hi, n - S - 1);
+  free(tok), free(tgt), free(where);
+}
+
+static void permutation(uint32_t *x, long n, uint64_t seed) {
+  lc_rng r;
+  lc_rng_seed(&r, seed);
+  for (long i = 0; i < n; i++) x[i] = (uint32_t)i;
+  for (long i = n - 1; i > 0; i--) {
+    long j = (long)lc_rng_below(&r, (uint32_t)(i + 1));
+    uint32_t t = x[i];
+    x[i] = x[j], x[j] = t;
+  }
+}
+
+static void test_file_labels(void) {
+  // Bytes: a file holding each byte value once.
+  uint32_t perm[3000];
+  permutation(perm, 256, 11);
+  char path[] = "/tmp/lc_test_labels_XXXXXX";
+  int fd = mkstemp(path);
+  unsigned char bytes[256];
+  for (int i = 0; i < 256; i++) bytes[i] = (unsigned char)perm[i];
+  CHECK(write(fd, bytes, 256) == 256, "write");
+  close(fd);
+  lc_data d;
+  CHECK(lc_data_open(&d, path, 256, 40) == LC_OK, "open bytes: %s", lc_errmsg());
+  check_windows("byte file", &d, perm, 256, 40);
+  lc_data_close(&d);
+  unlink(path);
+  // A token file (uint16 ids) holding each id below 3000 once.
+  permutation(perm, 3000, 12);
+  char tpath[] = "/tmp/lc_test_labels_tok_XXXXXX";
+  close(mkstemp(tpath));
+  CHECK(lc_tokfile_write(tpath, perm, 3000, 2, 3000) == LC_OK, "write tokens: %s", lc_errmsg());
+  CHECK(lc_data_open(&d, tpath, 3000, 64) == LC_OK, "open tokens: %s", lc_errmsg());
+  check_windows("token file", &d, perm, 3000, 64);
+  lc_data_close(&d);
+  unlink(tpath);
+}
+
 int main(void) {
   test_copy();
   test_passkey();
   test_bytes();
+  test_file_labels();
   return lc_test_finish("test_data");
 }

@@ -388,6 +388,22 @@ static void test_backward(lc_rng *r) {
   test_bwd_case(r, mk_shape(70, 90, 2, 1, 256, 10, 0, 1), 0);     // D = 256
   test_bwd_case(r, mk_shape(200, 200, 4, 2, 64, 0, 0, 1), 1);     // accumulate
   test_bwd_case(r, mk_shape(70, 90, 8, 1, 128, 20, 0, 1), 1);
+  // Several dK/dV key chunks (the backward runs chunk by chunk). At the real chunk size
+  // (~4 MiB of per-thread buffers): 16 kv heads of D = 128 chunk every 256 keys (llama-3-8b's
+  // 8 every 512), so 300 keys take two chunks, the second partial.
+  lc_attn_shape big = mk_shape(300, 300, 16, 16, 128, 0, 0, 1);
+  CHECK(lc_flash_bwd_key_chunk(&big) < big.Tk, "real-size case crosses a key chunk (chunk %ld, Tk %d)",
+        lc_flash_bwd_key_chunk(&big), big.Tk);
+  test_bwd_case(r, big, 0);
+  // Test-sized chunks of 64 keys: many chunks, partial last chunk, offsets, GQA, masked rows.
+  lc_flash_test_set_key_chunk(64);
+  lc_attn_shape chunked[] = {mk_shape(333, 333, 4, 2, 16, 0, 0, 1), mk_shape(130, 200, 4, 2, 64, 300, 100, 1),
+                             mk_shape(150, 190, 4, 2, 64, 0, 60, 1), mk_shape(100, 170, 3, 3, 24, 0, 0, 0)};
+  for (size_t i = 0; i < sizeof chunked / sizeof chunked[0]; i++) {
+    CHECK(lc_flash_bwd_key_chunk(&chunked[i]) == 64, "forced key chunk");
+    test_bwd_case(r, chunked[i], (int)(i & 1));
+  }
+  lc_flash_test_set_key_chunk(0);
 #ifdef _OPENMP
   // other thread counts (the dK/dV reduction runs over the team)
   int nt = omp_get_max_threads();

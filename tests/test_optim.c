@@ -2,6 +2,8 @@
 // schedule's shape, and gradient clipping.
 #include <string.h>
 
+#include "model/config.h"
+#include "model/params.h"
 #include "train/optim.h"
 #include "testutil.h"
 
@@ -74,8 +76,52 @@ static void test_clip(void) {
   CHECK(lc_clip_scale(g, 1000, 5.0, 0.0f) == 1.0f, "clip 0 = off");
 }
 
+// The parameter table's decay flags: exactly the 2-D weight matrices decay (embedding,
+// projections, LM head), never an RMSNorm weight; checked by shape, by HF name, and by
+// what AdamW does with them (zero gradients: only decay moves a parameter).
+static void test_decay_table(void) {
+  for (int tied = 0; tied < 2; tied++) {
+    lc_config c;
+    lc_config_preset(&c, "tiny");
+    c.tie_embeddings = tied;
+    lc_param_info *t = NULL;
+    int n = 0;
+    size_t total = 0;
+    CHECK(lc_param_table(&c, &t, &n, &total) == LC_OK, "table");
+    int matrices = 0;
+    for (int i = 0; i < n; i++) {
+      size_t len = strlen(t[i].name);
+      int norm = len >= 11 && !strcmp(t[i].name + len - 11, "norm.weight");
+      CHECK(t[i].decay == (t[i].ndim == 2) && norm == (t[i].ndim == 1), "%s (%d-D): decay flag %d", t[i].name,
+            t[i].ndim, t[i].decay);
+      matrices += t[i].ndim == 2;
+    }
+    CHECK(matrices == 7 * c.n_layers + (tied ? 1 : 2), "%d matrices (tied %d)", matrices, tied);
+    float *p = malloc(sizeof(float) * total), *p0 = malloc(sizeof(float) * total), *g = calloc(total, sizeof(float));
+    lc_rng r;
+    lc_rng_seed(&r, 9);
+    lc_rng_fill_normal(&r, p, (long)total, 1.0f);
+    memcpy(p0, p, sizeof(float) * total);
+    lc_arena a;
+    lc_arena_init(&a, 0);
+    lc_adamw o;
+    CHECK(lc_adamw_create(&o, total, &a) == LC_OK, "create");
+    lc_adamw_hp hp = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.5f};
+    lc_adamw_update(&o, &hp, p, g, t, n);
+    for (int i = 0; i < n; i++) {
+      long moved = 0;
+      for (size_t j = 0; j < t[i].numel; j++) moved += p[t[i].offset + j] != p0[t[i].offset + j];
+      CHECK(moved == (t[i].ndim == 2 ? (long)t[i].numel : 0), "%s: %ld of %zu entries decayed", t[i].name, moved,
+            t[i].numel);
+    }
+    lc_adamw_destroy(&o, &a);
+    free(p), free(p0), free(g), free(t);
+  }
+}
+
 int main(void) {
   test_adamw();
+  test_decay_table();
   test_schedule();
   test_clip();
   return lc_test_finish("test_optim");

@@ -708,15 +708,24 @@ static void bwd_ws_carve(bwd_ws *w, float *b, int D, int Hkv, long Ck) {
   w->dvb = b;
 }
 
-// Threads, key chunk Ck and floats of workspace per thread of a backward.
-static void bwd_plan(const lc_attn_shape *s, int threads, int *nt, long *Ck, long *per) {
+static long test_key_chunk; // lc_flash_test_set_key_chunk (0: automatic)
+
+void lc_flash_test_set_key_chunk(long rows) { test_key_chunk = rows > 0 ? (rows + BK - 1) / BK * BK : 0; }
+
+long lc_flash_bwd_key_chunk(const lc_attn_shape *s) {
   const long Dp = rup16(s->D);
   // key chunk: about 4 MiB of dK/dV buffers per thread, a multiple of BK
-  long ck = (4L << 20) / (long)(sizeof(float) * 2 * s->Hkv * Dp);
+  long ck = test_key_chunk ? test_key_chunk : (4L << 20) / (long)(sizeof(float) * 2 * s->Hkv * Dp);
   ck = ck / BK * BK;
   if (ck < BK) ck = BK;
   long Tkr = ((long)s->Tk + BK - 1) / BK * BK;
   if (ck > Tkr) ck = Tkr;
+  return ck;
+}
+
+// Threads, key chunk Ck and floats of workspace per thread of a backward.
+static void bwd_plan(const lc_attn_shape *s, int threads, int *nt, long *Ck, long *per) {
+  long ck = lc_flash_bwd_key_chunk(s);
   long nitems_max = (long)((s->Tq + BQ - 1) / BQ) * s->Hq;
   *nt = threads;
   if (*nt > nitems_max) *nt = (int)nitems_max;

@@ -41,4 +41,13 @@ lc_status lc_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const
 // omp_get_max_threads()). The kernels size their workspace with this same computation.
 size_t lc_flash_workspace_bytes(const lc_attn_shape *s, int bwd, int threads);
 
+// Key rows per dK/dV chunk of lc_flash_bwd for shape s (about 4 MiB of per-thread
+// buffers, a multiple of 64, at most Tk rounded up to 64). Tests use it to make sure a
+// shape crosses chunk boundaries.
+long lc_flash_bwd_key_chunk(const lc_attn_shape *s);
+// Test-only: force the key chunk to `rows` (a positive multiple of 64) so small shapes
+// cross chunk boundaries; 0 restores the automatic size. Not thread-safe; set it between
+// kernel calls.
+void lc_flash_test_set_key_chunk(long rows);
+
 #endif
