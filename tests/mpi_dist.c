@@ -165,6 +165,7 @@ static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch
   o.lr = 1e-3f;
   o.warmup = 0;
   o.clip = c->clip;
+  o.wd = 0.1f;
   // AdamW's first update is lr * g / (|g| + eps): with the default eps 1e-8 a gradient
   // entry within rounding of 0 may flip the update's sign. eps 1e-4 keeps the update a
   // smooth function of g (error <= lr * |dg| / eps ~ 1e-7 absolute for |dg| ~ 1e-8).
@@ -256,6 +257,104 @@ static void test_step(layout L, lc_placement pl, int dp, lc_model_opts mo, const
   test_step_case(L, pl, dp, &c, what);
 }
 
+// ---------------------------------------------------------------- D. ZeRO
+// FNV-1a of this rank's parameter storage, to compare replicas bit for bit.
+static uint64_t hash_bytes(const void *p, size_t n) {
+  const unsigned char *b = p;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+// A model whose tensors do not split evenly: dim 30 (3 heads of 10, one kv head), ffn 70,
+// vocab 251; its parameter count is not a multiple of 4 (checked), so shards cut tensors
+// anywhere and the flat buffer needs padding.
+static void odd_model(lc_config *c) {
+  lc_config_preset(c, "tiny");
+  c->dim = 30, c->n_heads = 3, c->n_kv_heads = 1, c->head_dim = 10, c->ffn = 70, c->vocab = 251;
+}
+
+// Stage `stage` over groups of Z ranks under layout L with dp data-parallel groups equals
+// zero 0 on the same layout after 3 AdamW steps: losses and norms per step, parameters
+// after; replicas bit-identical; arena peaks equal the memory model; bytes sent equal the
+// formulas; stage 3's model states within 16 x params / Z + gathered + padding.
+static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_model_opts mo, int odd,
+                      const char *what) {
+  if (L.hp * L.cp * dp != world->size) return;
+  const int steps = 3, W = world->size;
+  step_case c = {mo, 2, 0.2f, steps};
+  lc_train_opts o0 = step_opts(L.hp, L.cp, L.w, pl, 2 * dp, &c);
+  if (odd) odd_model(&o0.cfg);
+  lc_train_opts oz = o0;
+  oz.mopts.zero = stage;
+  oz.mopts.zero_group = Z;
+  lc_trainer ref, tr;
+  CHECK(lc_trainer_init(&ref, &o0, world) == LC_OK, "zero 0 init: %s", lc_errmsg());
+  CHECK(lc_trainer_init(&tr, &oz, world) == LC_OK, "zero %d init: %s", stage, lc_errmsg());
+  char tag[200];
+  snprintf(tag, sizeof tag, "%s zero %d Z %d: dp %d hp %d cp %d w %d %s %s%s", what, stage, Z, dp, L.hp, L.cp, L.w,
+           lc_placement_name(pl), lc_ckpt_name(mo.ckpt), odd ? " odd model" : "");
+  if (odd) CHECK(lc_config_n_params(&o0.cfg) % 4 != 0, "odd model: %lld parameters", lc_config_n_params(&o0.cfg));
+  double worst_l = 0, worst_n = 0;
+  lc_step_metrics m0, m;
+  for (int k = 0; k < steps; k++) {
+    CHECK(lc_trainer_step(&ref, &m0) == LC_OK, "zero 0 step: %s", lc_errmsg());
+    CHECK(lc_trainer_step(&tr, &m) == LC_OK, "%s step: %s", tag, lc_errmsg());
+    // Gradients summed in another order (reduce-scatter, then across groups): fp32
+    // rounding, ~1e-7 relative; bound 1e-5 (a missing or doubled contribution is O(1)).
+    worst_l = fmax(worst_l, fabs(m.loss - m0.loss) / fabs(m0.loss));
+    worst_n = fmax(worst_n, fabs(m.grad_norm - m0.grad_norm) / m0.grad_norm);
+    // Bytes for model states equal the formulas of the stage.
+    CHECK(m.grad_bytes == m.grad_bytes_formula, "%s: model-state bytes sent %.0f, formulas %.0f", tag,
+          m.grad_bytes, m.grad_bytes_formula);
+  }
+  CHECK(worst_l <= 1e-5 && worst_n <= 1e-5, "%s: loss error %.3g, grad norm error %.3g", tag, worst_l, worst_n);
+  // The clip (0.2) is below the norm, so the clipped update is compared too.
+  CHECK(m0.grad_norm > 0.2, "%s: norm %g not above the clip", tag, m0.grad_norm);
+  // Memory: every category of this rank equals the memory model; stage 3 within the bound.
+  lc_mem_estimate e;
+  CHECK(lc_memplan_predict(&oz.cfg, &oz.mopts, oz.seq, L.hp, L.cp, L.w, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
+  for (int k = 0; k < LC_MEM_NCAT; k++)
+    CHECK(m.peak[k] == e.peak[k], "%s rank %d: %s peak measured %zu, predicted %zu", tag, world->rank,
+          lc_mem_cat_name((lc_mem_cat)k), m.peak[k], e.peak[k]);
+  CHECK(m.peak_bytes == e.total, "%s rank %d: total peak %zu, predicted %zu", tag, world->rank, m.peak_bytes, e.total);
+  size_t states = m.peak[LC_MEM_PARAMS] + m.peak[LC_MEM_GRADS] + m.peak[LC_MEM_OPTIM] + m.peak[LC_MEM_GATHERED];
+  if (stage == 3) {
+    double bound = 16.0 * lc_config_n_params(&oz.cfg) / Z + (double)m.peak[LC_MEM_GATHERED] +
+                   (double)(m.peak[LC_MEM_GRADS] - tr.model.ps.n_grads * 4) + 4.0 * e.padding / Z;
+    CHECK(states <= bound, "%s: model states %zu bytes > bound %.0f", tag, states, bound);
+  }
+  // Parameters: gathered tensor by tensor to rank 0 against zero 0's (relative to each
+  // tensor's largest entry; AdamW eps 1e-4 keeps the update smooth: bound 2e-5).
+  double worst_p = 0;
+  size_t big = 0;
+  for (int i = 0; i < tr.model.n_tensors; i++) big = tr.model.table[i].numel > big ? tr.model.table[i].numel : big;
+  float *buf = malloc(sizeof(float) * big);
+  for (int i = 0; i < tr.model.n_tensors; i++) {
+    const lc_param_info *p = &tr.model.table[i];
+    const float *src = lc_pstore_tensor_ptr(&tr.model.ps, LC_PS_PARAMS, i);
+    if (!src) CHECK(lc_pstore_gather_tensor(&tr.model.ps, LC_PS_PARAMS, i, rank0 ? buf : NULL) == LC_OK,
+                    "gather: %s", lc_errmsg());
+    if (rank0) worst_p = fmax(worst_p, rel_err(src ? src : buf, ref.model.params + ref.model.table[i].offset, p->numel));
+  }
+  free(buf);
+  CHECK(worst_p <= 2e-5, "%s: parameters after %d steps differ by %.3g", tag, steps, worst_p);
+  // Replicas: rank r holds exactly what rank r mod Z of group 0 holds.
+  uint64_t h = hash_bytes(tr.model.ps.params, sizeof(float) * tr.model.ps.n_params);
+  uint64_t *hs = malloc(sizeof(uint64_t) * (size_t)W);
+  MPI_Allgather(&h, 1, MPI_UINT64_T, hs, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  CHECK(h == hs[world->rank % tr.model.ps.Z], "%s: rank %d's parameters differ from its replica's", tag, world->rank);
+  free(hs);
+  double ww[3] = {worst_l, worst_n, worst_p};
+  MPI_Allreduce(MPI_IN_PLACE, ww, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (rank0)
+    printf("%-46s loss %.1e norm %.1e params %.1e; states %zu B/rank (zero 0: %zu), sent %.0f B/step\n", tag, ww[0],
+           ww[1], ww[2], states, m0.peak[LC_MEM_PARAMS] + m0.peak[LC_MEM_GRADS] + m0.peak[LC_MEM_OPTIM],
+           m.grad_bytes);
+  lc_trainer_free(&tr);
+  lc_trainer_free(&ref);
+}
+
 // ---------------------------------------------------------------- C. layout
 static void test_layout(void) {
   // Shard then gather is the identity, for every (cp, hp) of up to 8 ranks.
@@ -333,7 +432,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nl; i++)
       if (lays[i].cp > 1 && lays[i].cp <= 4 && 300 % lays[i].hp == 0)
         test_attention_rows(lays[i], pls[i % 2], 4, 2, 8, 300 / lays[i].hp);
-    lc_model_opts plain = {LC_CKPT_NONE, 0, 0}, sel = {LC_CKPT_SELECTIVE, 5, 7}, full = {LC_CKPT_FULL, 8, 0};
+    lc_model_opts plain = {LC_CKPT_NONE, 0, 0, 0, 0}, sel = {LC_CKPT_SELECTIVE, 5, 7, 0, 0}, full = {LC_CKPT_FULL, 8, 0, 0, 0};
     for (int p = 0; p < 2; p++)
       for (int i = 0; i < nl; i++) test_step(lays[i], pls[p], 1, plain, "plain");
     // Data parallel x sequence parallel, and memory options.
@@ -351,6 +450,25 @@ int main(int argc, char **argv) {
       if (lays[i].hp > 1) test_step_case(lays[i], LC_PLACE_CONTEXT_FIRST, 1, &mqa, "mqa");
     }
     test_step_case((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, world->size, &clip, "dp-clip");
+    // ZeRO stages 1-3, over the whole world and in smaller groups (hybrid), under dp only,
+    // cp only, hp only and 2D, with full and selective checkpointing and tiles.
+    const int W = world->size;
+    if (W > 1) {
+      const layout only_dp = {1, 1, 1}, only_cp = {1, W, W}, only_hp = {W, 1, 1}, two_d = {2, W / 2, W / 2};
+      struct { layout L; int dp; const char *name; } zl[] = {
+          {only_dp, W, "dp"}, {only_cp, 1, "cp"}, {only_hp, 1, "hp"}, {two_d, 1, "2d"}};
+      for (int stage = 1; stage <= 3; stage++)
+        for (int zi = 0; zi < 2; zi++) {
+          const int Z = zi == 0 ? W : W / 2;
+          for (int i = 0; i < 4; i++) {
+            if (i == 3 && W < 4) continue;
+            test_zero(zl[i].L, (i + zi) % 2 ? LC_PLACE_CONTEXT_FIRST : LC_PLACE_HEAD_FIRST, zl[i].dp, stage, Z,
+                      (i + stage) % 2 ? full : sel, 0, zl[i].name);
+          }
+        }
+      for (int stage = 1; stage <= 3; stage++) test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, stage, W, sel, 1, "dp");
+      if (W >= 4) test_zero((layout){1, 2, 2}, LC_PLACE_HEAD_FIRST, W / 2, 3, W / 2, full, 1, "cp+dp");
+    }
     if (world->size >= 4) test_step_case((layout){2, 1, 1}, LC_PLACE_HEAD_FIRST, world->size / 2, &clip, "dp-clip");
   }
   int fails = lc_t_fail;

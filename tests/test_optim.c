@@ -8,7 +8,7 @@
 #include "testutil.h"
 
 static void test_adamw(void) {
-  lc_param_info table[2] = {{"w", 2, {3, 5}, 0, 15, 1}, {"norm", 1, {7, 1}, 16, 7, 0}};
+  lc_param_info table[2] = {{"w", 2, {3, 5}, 0, 15, 1, 0}, {"norm", 1, {7, 1}, 16, 7, 0, 0}};
   const size_t n = 23;
   lc_arena a;
   lc_arena_init(&a, 0);

@@ -25,6 +25,10 @@ struct lc_attn {
                    const float *out, const void *saved, const float *q, const float *k,
                    const float *v, int T, lc_arena *arena);
   void *ctx;
+  // Set by the caller for the duration of a call (may be NULL): progresses other
+  // communication in flight (ZeRO), polled where the strategy polls its own transfers.
+  void (*poll)(void *arg);
+  void *poll_arg;
 };
 
 // Single process: causal attention over the T local tokens, which are the whole

@@ -118,6 +118,8 @@ static void kv_reduce(float *dst, const float *src, int T, int Hkv, int rep, int
 static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, const float *k,
                         const float *v, int T, lc_arena *ar) {
   attn2d *x = a->ctx;
+  x->ring.extra_poll = a->poll;
+  x->ring.extra_arg = a->poll_arg;
   float *lse = saved;
   if (x->hp == 1) return lc_ring_fwd(&x->ring, out, lse, q, k, v, ar);
   float *qh = lse + sz_lse(x, T), *kh = qh + sz_q(x, T), *vh = kh + sz_kv(x, T),
@@ -147,6 +149,8 @@ static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const float
                         const float *out, const void *saved, const float *q, const float *k,
                         const float *v, int T, lc_arena *ar) {
   attn2d *x = a->ctx;
+  x->ring.extra_poll = a->poll;
+  x->ring.extra_arg = a->poll_arg;
   const float *lse = saved;
   if (x->hp == 1) return lc_ring_bwd(&x->ring, dq, dk, dv, dout, out, lse, q, k, v, ar);
   const float *qh = lse + sz_lse(x, T), *kh = qh + sz_q(x, T), *vh = kh + sz_kv(x, T),

@@ -75,8 +75,9 @@ static int owner_at(const geo *g, int o, int j) {
 // Global position of chunk a (0 or 1) of context rank c.
 static long chunk_start(const geo *g, int c, int a) { return (a == 0 ? c : 2 * g->cp - 1 - c) * g->Lc; }
 
-static void poll(lc_comm *cm, lc_req *reqs, int n) {
-  for (int k = 0; k < n; k++) lc_test(cm, &reqs[k]);
+static void poll(const lc_ring *r, lc_req *reqs, int n) {
+  for (int k = 0; k < n; k++) lc_test(r->ctx, &reqs[k]);
+  if (r->extra_poll) r->extra_poll(r->extra_arg);
 }
 
 // Copies rows [r0, r0+n) of a per-chunk [H][Lc] array into a contiguous [H][n] one, or back.
@@ -108,7 +109,7 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, floa
         lse_rows(tmp_a, lse_a, H, g->Lc, r0, n, 0);
         lc_attn_merge(out + ((size_t)a * g->Lc + r0) * H * D, tmp_a, tmp_o, tmp_l, n, H, D);
         lse_rows(tmp_a, lse_a, H, g->Lc, r0, n, 1);
-        poll(r->ctx, reqs, nreq);
+        poll(r, reqs, nreq);
       }
     }
   return LC_OK;
@@ -195,7 +196,7 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, float *dq, float
         lse_rows(tmp_d, delta + (size_t)a * H * g->Lc, H, g->Lc, r0, n, 0);
         LC_TRY(lc_flash_bwd(dq + qo, dk + b * kb, dv + b * kb, dout + qo, q + qo, k + b * kb,
                             v + b * kb, tmp_l, tmp_d, &s, ar));
-        poll(r->ctx, reqs, nreq);
+        poll(r, reqs, nreq);
       }
     }
   return LC_OK;

@@ -15,6 +15,8 @@ typedef struct {
   int Hq, Hkv, D;  // heads held here (after any Ulysses exchange)
   float scale;
   int poll_rows;   // q rows per kernel call; MPI is polled between calls
+  void (*extra_poll)(void *arg); // also polled between calls (may be NULL)
+  void *extra_arg;
   // statistics (accumulated)
   double compute_seconds;
 } lc_ring;

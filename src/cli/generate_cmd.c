@@ -57,9 +57,8 @@ static lc_status load_model(const char *spec, uint64_t seed, lc_model *m, int *r
     }
   }
   // Inference needs no gradient buffer: give its memory back (the views into it go too).
-  lc_free(a, m->grads);
+  lc_pstore_drop_grads(&m->ps);
   m->grads = NULL;
-  memset(&m->g, 0, sizeof m->g);
   return LC_OK;
 }
 

@@ -22,6 +22,7 @@ typedef struct {
   const char *model, *data, *ckpt, *log_json, *placement, *save, *resume;
   int save_every, keep;
   int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window, eval_every, eval_samples, log_every;
+  int zero, zero_group;
   long steps, warmup, seed;
   float lr, lr_min, wd, clip, mem_gib, peak_gflops;
 } train_flags;
@@ -35,6 +36,22 @@ static int launcher_size(void) {
     if (v && atoi(v) > 1) return atoi(v);
   }
   return 0;
+}
+
+// ZeRO: stage, groups and the predicted model-state bytes per rank (the memory model).
+static void print_zero(const lc_train_opts *o, const lc_trainer *t) {
+  const lc_pstore *ps = &t->model.ps;
+  char b[5][32];
+  lc_mem_estimate e;
+  if (lc_memplan_predict(&o->cfg, &o->mopts, o->seq, o->hp, o->cp, o->window, 0, &e) != LC_OK) return;
+  printf("  %-14s stage %d (%s)", "zero", ps->stage, lc_zero_stage_desc(ps->stage));
+  if (ps->stage > 0)
+    printf(", %d group%s of %d consecutive ranks, each a full copy split %d ways%s", ps->R, ps->R > 1 ? "s" : "",
+           ps->Z, ps->Z, ps->R > 1 ? "; gradients also summed across the groups" : "");
+  printf("\n  %-14s params %s, grads %s, AdamW %s, gathered %s; per rank, predicted (%s padding in the flat buffer)\n",
+         "model states", lc_fmt_bytes(b[0], 32, (double)e.peak[LC_MEM_PARAMS]),
+         lc_fmt_bytes(b[1], 32, (double)e.peak[LC_MEM_GRADS]), lc_fmt_bytes(b[2], 32, (double)e.peak[LC_MEM_OPTIM]),
+         lc_fmt_bytes(b[3], 32, (double)e.peak[LC_MEM_GATHERED]), lc_fmt_bytes(b[4], 32, (double)e.padding));
 }
 
 static void print_settings(const lc_train_opts *o, const lc_trainer *t, int threads,
@@ -60,6 +77,7 @@ static void print_settings(const lc_train_opts *o, const lc_trainer *t, int thre
          lc_placement_name(g->placement), g->window, t->attn.name, threads, (unsigned long long)o->seed);
   printf("  %-14s %d tokens per rank (S / (cp x hp)), %d sequence%s per data-parallel group\n", "tokens",
          t->T, t->local_batch, t->local_batch > 1 ? "s" : "");
+  print_zero(o, t);
   if (g->world > 1) {
     // Which ranks form which group (the placement formulas of DESIGN.md).
     for (int d = 0; d < g->dp; d++) {
@@ -196,6 +214,14 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
     st = lc_fail(LC_EINVAL, "--log-every %d: print progress every N >= 1 steps", F.log_every);
   if (st == LC_OK && (F.eval_every < 0 || F.eval_samples < 1))
     st = lc_fail(LC_EINVAL, "--eval-every must be >= 0 and --eval-samples >= 1");
+  if (st == LC_OK && (F.zero < 0 || F.zero > 3))
+    st = lc_fail(LC_EINVAL, "--zero %d is not a ZeRO stage: use 0 (replicated), 1 (AdamW moments sharded), "
+                 "2 (+ gradients) or 3 (+ weights)", F.zero);
+  if (st == LC_OK && lc_args_find(flags, nf, "zero-group")->seen && F.zero == 0)
+    st = lc_fail(LC_EINVAL, "--zero-group needs a sharded stage: add --zero 1, 2 or 3");
+  if (st == LC_OK && (F.zero_group < 0 || (F.zero_group > 0 && w->size % F.zero_group != 0)))
+    st = lc_fail(LC_EINVAL, "--zero-group %d does not divide the world of %d ranks; use a divisor of %d", F.zero_group,
+                 w->size, w->size);
   if (st != LC_OK) {
     if (rank == 0) lc_cli_error(lc_errmsg());
     return 2;
@@ -217,6 +243,8 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   o.hp = F.hp;
   o.cp = F.cp;
   o.window = F.window ? F.window : F.cp;
+  o.mopts.zero = F.zero;
+  o.mopts.zero_group = F.zero_group ? F.zero_group : w->size;
   double peak_gflops = F.peak_gflops > 0 ? F.peak_gflops : 117.0 * threads * w->size;
 
   lc_trainer tr;
@@ -325,7 +353,7 @@ int lc_cmd_train(int argc, char **argv) {
                    .wd = 0.1f, .clip = 1.0f, .mem_gib = 0.0f, .peak_gflops = 0.0f,
                    .placement = "head-first", .hp = 1, .cp = 1, .window = 0,
                    .eval_every = 0, .eval_samples = 64, .log_every = 1, .save = NULL, .resume = NULL,
-                   .save_every = 0, .keep = 2};
+                   .save_every = 0, .keep = 2, .zero = 0, .zero_group = 0};
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &F.model, "a preset (tiny, demo, bench-s) or a Hugging Face Llama directory (default tiny)", 0},
       {"data", LC_ARG_STR, &F.data, "task:copy, task:passkey, a token file (tools/prepare_data.py) or a file read as bytes (default task:copy)", 0},
@@ -343,6 +371,8 @@ int lc_cmd_train(int argc, char **argv) {
       {"cp", LC_ARG_INT, &F.cp, "context-parallel (ring) degree (default 1)", 0},
       {"ring-window", LC_ARG_INT, &F.window, "inner ring size of the double ring, divides cp (default cp)", 0},
       {"placement", LC_ARG_STR, &F.placement, "head-first | context-first (default head-first)", 0},
+      {"zero", LC_ARG_INT, &F.zero, "ZeRO stage: 0 replicated, 1 AdamW moments sharded, 2 + gradients, 3 + weights (default 0)", 0},
+      {"zero-group", LC_ARG_INT, &F.zero_group, "ranks per zero group (consecutive; divides the world): each group holds one copy of the states split this many ways, groups are replicas (default: the whole world)", 0},
       {"checkpoint", LC_ARG_STR, &F.ckpt, "none | full | selective (default selective)", 0},
       {"mlp-tile", LC_ARG_INT, &F.mlp_tile, "tokens per MLP tile, 0 = untiled (default: auto)", 0},
       {"loss-tile", LC_ARG_INT, &F.loss_tile, "tokens per logits+loss tile, 0 = untiled (default: auto)", 0},

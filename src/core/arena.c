@@ -78,7 +78,7 @@ void lc_arena_reset_peaks(lc_arena *a) {
 }
 
 const char *lc_mem_cat_name(lc_mem_cat c) {
-  static const char *names[LC_MEM_NCAT] = {"params", "grads", "optimizer", "checkpoints",
+  static const char *names[LC_MEM_NCAT] = {"params", "grads", "optimizer", "gathered", "checkpoints",
                                            "activations", "scratch", "comm"};
   return (c >= 0 && c < LC_MEM_NCAT) ? names[c] : "?";
 }

@@ -13,6 +13,7 @@ typedef enum {
   LC_MEM_PARAMS = 0, // model weights
   LC_MEM_GRADS,      // parameter gradients
   LC_MEM_OPTIM,      // optimizer state (AdamW m, v)
+  LC_MEM_GATHERED,   // ZeRO-3: full copies of sharded weights, gathered for one unit's use
   LC_MEM_CKPT,       // activations kept from forward for backward
   LC_MEM_ACT,        // working activations of the layer being computed
   LC_MEM_SCRATCH,    // kernel workspaces, tiles, temporaries

@@ -1,16 +1,21 @@
 // The communicator interface. Attention and training code talk to other ranks only
 // through this, so an NCCL implementation can sit beside the MPI one. Counts are in
 // elements of the given dtype. Each communicator counts the bytes it sent and the
-// seconds spent waiting, for the benchmarks.
+// seconds spent waiting, for the benchmarks. Bytes are counted by the algorithm-free
+// convention of ring collectives, per rank: all-reduce 2 (p-1)/p of the buffer, all-gather
+// and reduce-scatter (p-1) x the per-rank block, all-to-all (p-1) blocks.
+//
+// Non-blocking operations (point-to-point and collectives) return an lc_req that
+// completes through lc_test / lc_wait. Neither MPI moves a transfer while the caller
+// computes: poll lc_test between blocks of work.
 #ifndef LC_COMM_H
 #define LC_COMM_H
 
 #include <stddef.h>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
-typedef enum { LC_DT_F32 = 0, LC_DT_F64, LC_DT_I32, LC_DT_I64 } lc_dtype;
-size_t lc_dtype_size(lc_dtype t);
 
 typedef struct lc_comm lc_comm;
 
@@ -29,6 +34,16 @@ typedef struct {
   int (*test)(lc_comm *c, lc_req *r); // 1 when complete (or inactive)
   lc_status (*wait)(lc_comm *c, lc_req *r);
   lc_status (*barrier)(lc_comm *c);
+  // In place: buf[n] becomes the sum over ranks.
+  lc_status (*iallreduce_sum)(lc_comm *c, void *buf, size_t n, lc_dtype t, lc_req *r);
+  // recv[size * n] = every rank's block of n in rank order. send NULL: in place (this
+  // rank's block is already at recv + rank * n).
+  lc_status (*iallgather)(lc_comm *c, const void *send, void *recv, size_t n_per_rank, lc_dtype t,
+                          lc_req *r);
+  // recv[n] = block `rank` of the sum over ranks of send[size * n]. send NULL: in place
+  // (the input is recv[size * n]; the result lands in recv[0..n)).
+  lc_status (*ireduce_scatter_sum)(lc_comm *c, const void *send, void *recv, size_t n_per_rank,
+                                   lc_dtype t, lc_req *r);
   // Sub-communicator of the ranks with the same color, ordered by key.
   lc_status (*split)(lc_comm *c, int color, int key, lc_comm **out);
   void (*destroy)(lc_comm *c);
@@ -68,6 +83,16 @@ static inline lc_status lc_irecv(lc_comm *c, void *b, size_t n, lc_dtype t, int 
 static inline int lc_test(lc_comm *c, lc_req *r) { return r->active ? c->ops->test(c, r) : 1; }
 static inline lc_status lc_wait(lc_comm *c, lc_req *r) { return r->active ? c->ops->wait(c, r) : LC_OK; }
 static inline lc_status lc_barrier(lc_comm *c) { return c->ops->barrier(c); }
+static inline lc_status lc_iallreduce_sum(lc_comm *c, void *b, size_t n, lc_dtype t, lc_req *r) {
+  return c->ops->iallreduce_sum(c, b, n, t, r);
+}
+static inline lc_status lc_iallgather(lc_comm *c, const void *s, void *r, size_t n, lc_dtype t, lc_req *q) {
+  return c->ops->iallgather(c, s, r, n, t, q);
+}
+static inline lc_status lc_ireduce_scatter_sum(lc_comm *c, const void *s, void *r, size_t n, lc_dtype t,
+                                               lc_req *q) {
+  return c->ops->ireduce_scatter_sum(c, s, r, n, t, q);
+}
 static inline lc_status lc_comm_split(lc_comm *c, int color, int key, lc_comm **out) {
   return c->ops->split(c, color, key, out);
 }

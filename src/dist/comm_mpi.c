@@ -21,8 +21,15 @@ static MPI_Datatype dt(lc_dtype t) {
     case LC_DT_F64: return MPI_DOUBLE;
     case LC_DT_I32: return MPI_INT;
     case LC_DT_I64: return MPI_LONG_LONG;
+    case LC_DT_BF16: case LC_DT_F16: return MPI_UINT16_T; // moved, never summed by MPI
+    default: return MPI_BYTE;
   }
-  return MPI_BYTE;
+}
+
+// Sums are defined for the types MPI can add.
+static lc_status summable(lc_dtype t, const char *what) {
+  if (t == LC_DT_F32 || t == LC_DT_F64 || t == LC_DT_I32 || t == LC_DT_I64) return LC_OK;
+  return lc_fail(LC_EINVAL, "%s of %s elements: MPI sums only F32, F64, I32 and I64", what, lc_dtype_name(t));
 }
 
 static lc_status mpi_err(int rc, const char *what) {
@@ -37,6 +44,7 @@ static lc_status mpi_err(int rc, const char *what) {
 #define SLICE ((size_t)1 << 30)
 
 static lc_status m_allreduce(lc_comm *c, void *buf, size_t n, lc_dtype t) {
+  LC_TRY(summable(t, "all-reduce"));
   double t0 = lc_now();
   size_t es = lc_dtype_size(t);
   for (size_t off = 0; off < n; off += SLICE) {
@@ -114,6 +122,43 @@ static lc_status m_wait(lc_comm *c, lc_req *r) {
   return mpi_err(rc, "wait");
 }
 
+static void keep_req(lc_req *r, MPI_Request q, int rc) {
+  memcpy(r->opaque, &q, sizeof q);
+  r->active = rc == MPI_SUCCESS;
+}
+
+static lc_status m_iallreduce(lc_comm *c, void *b, size_t n, lc_dtype t, lc_req *r) {
+  r->active = 0;
+  LC_TRY(summable(t, "all-reduce"));
+  LC_TRY(check_count(n, "non-blocking all-reduce"));
+  MPI_Request q;
+  int rc = MPI_Iallreduce(MPI_IN_PLACE, b, (int)n, dt(t), MPI_SUM, C(c), &q);
+  keep_req(r, q, rc);
+  c->bytes_sent += 2.0 * (double)(c->size - 1) / c->size * (double)(n * lc_dtype_size(t));
+  return mpi_err(rc, "iallreduce");
+}
+
+static lc_status m_iallgather(lc_comm *c, const void *s, void *d, size_t n, lc_dtype t, lc_req *r) {
+  r->active = 0;
+  LC_TRY(check_count(n, "non-blocking all-gather"));
+  MPI_Request q;
+  int rc = MPI_Iallgather(s ? s : MPI_IN_PLACE, (int)n, dt(t), d, (int)n, dt(t), C(c), &q);
+  keep_req(r, q, rc);
+  c->bytes_sent += (double)(c->size - 1) * (double)(n * lc_dtype_size(t));
+  return mpi_err(rc, "iallgather");
+}
+
+static lc_status m_ireduce_scatter(lc_comm *c, const void *s, void *d, size_t n, lc_dtype t, lc_req *r) {
+  r->active = 0;
+  LC_TRY(summable(t, "reduce-scatter"));
+  LC_TRY(check_count(n, "non-blocking reduce-scatter"));
+  MPI_Request q;
+  int rc = MPI_Ireduce_scatter_block(s ? s : MPI_IN_PLACE, d, (int)n, dt(t), MPI_SUM, C(c), &q);
+  keep_req(r, q, rc);
+  c->bytes_sent += (double)(c->size - 1) * (double)(n * lc_dtype_size(t));
+  return mpi_err(rc, "ireduce_scatter");
+}
+
 static lc_status m_barrier(lc_comm *c) { return mpi_err(MPI_Barrier(C(c)), "barrier"); }
 
 static const lc_comm_ops mpi_ops;
@@ -150,8 +195,11 @@ static void m_destroy(lc_comm *c) {
   free(c);
 }
 
-static const lc_comm_ops mpi_ops = {m_allreduce, m_allgather, m_alltoall, m_isend, m_irecv,
-                                    m_test,      m_wait,      m_barrier,  m_split, m_destroy};
+static const lc_comm_ops mpi_ops = {
+    .allreduce_sum = m_allreduce, .allgather = m_allgather, .alltoall = m_alltoall, .isend = m_isend,
+    .irecv = m_irecv, .test = m_test, .wait = m_wait, .barrier = m_barrier, .split = m_split,
+    .destroy = m_destroy, .iallreduce_sum = m_iallreduce, .iallgather = m_iallgather,
+    .ireduce_scatter_sum = m_ireduce_scatter};
 
 lc_status lc_comm_mpi_world(lc_comm **out) {
   MPI_Comm d;

@@ -574,20 +574,16 @@ static int cmp_cstr(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-lc_status lc_st_write(const char *path, const lc_st_entry *e, int n, const char *const *meta_kv,
-                      int n_meta) {
+// Validates the entries (names, shapes; data when need_data) and builds the header.
+static lc_status build_header(const char *path, const lc_st_entry *e, int n, const char *const *meta_kv,
+                              int n_meta, int need_data, sbuf *h, size_t *numel) {
   char nb[96];
   if (n < 0 || n_meta < 0 || (n > 0 && !e) || (n_meta > 0 && !meta_kv))
     return lc_fail(LC_EINVAL, "%s: lc_st_write needs n >= 0 entries and n_meta >= 0 metadata pairs", path);
   for (int i = 0; i < 2 * n_meta; i++)
     if (!meta_kv[i]) return lc_fail(LC_EINVAL, "%s: metadata key or value %d is NULL", path, i);
-  size_t *numel = calloc((size_t)n + 1, sizeof *numel);
   const char **names = calloc((size_t)n + 1, sizeof *names);
-  if (!numel || !names) {
-    free(numel);
-    free(names);
-    return lc_fail(LC_ENOMEM, "%s: out of memory", path);
-  }
+  if (!names) return lc_fail(LC_ENOMEM, "%s: out of memory", path);
   lc_status st = LC_OK;
   for (int i = 0; i < n && st == LC_OK; i++) {
     const lc_st_entry *x = &e[i];
@@ -613,7 +609,7 @@ lc_status lc_st_write(const char *path, const lc_st_entry *e, int n, const char 
       ne *= v;
     }
     numel[i] = (size_t)ne;
-    if (st == LC_OK && ne && !x->data)
+    if (st == LC_OK && need_data && ne && !x->data)
       st = lc_fail(LC_EINVAL, "%s: tensor '%s' has no data", path, disp(x->name, nb, sizeof nb));
   }
   if (st == LC_OK) {
@@ -625,67 +621,110 @@ lc_status lc_st_write(const char *path, const lc_st_entry *e, int n, const char 
       }
   }
   free(names);
-  if (st != LC_OK) {
-    free(numel);
-    return st;
-  }
-  // Header.
-  sbuf h = {0};
-  sb_put(&h, "{", 1);
+  if (st != LC_OK) return st;
+  sb_put(h, "{", 1);
   int first = 1;
   if (n_meta > 0) {
-    sb_put(&h, "\"__metadata__\":{", 16);
+    sb_put(h, "\"__metadata__\":{", 16);
     for (int i = 0; i < n_meta; i++) {
-      if (i) sb_put(&h, ",", 1);
-      sb_json_str(&h, meta_kv[2 * i]);
-      sb_put(&h, ":", 1);
-      sb_json_str(&h, meta_kv[2 * i + 1]);
+      if (i) sb_put(h, ",", 1);
+      sb_json_str(h, meta_kv[2 * i]);
+      sb_put(h, ":", 1);
+      sb_json_str(h, meta_kv[2 * i + 1]);
     }
-    sb_put(&h, "}", 1);
+    sb_put(h, "}", 1);
     first = 0;
   }
   unsigned long long off = 0;
   for (int i = 0; i < n; i++) {
-    if (!first) sb_put(&h, ",", 1);
+    if (!first) sb_put(h, ",", 1);
     first = 0;
-    sb_json_str(&h, e[i].name);
-    sb_put(&h, ":{\"dtype\":\"F32\",\"shape\":[", 25);
-    for (int d = 0; d < e[i].ndim; d++) sb_printf(&h, "%s%lld", d ? "," : "", e[i].shape[d]);
+    sb_json_str(h, e[i].name);
+    sb_put(h, ":{\"dtype\":\"F32\",\"shape\":[", 25);
+    for (int d = 0; d < e[i].ndim; d++) sb_printf(h, "%s%lld", d ? "," : "", e[i].shape[d]);
     unsigned long long bytes = 4ull * numel[i];
-    sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", off, off + bytes);
+    sb_printf(h, "],\"data_offsets\":[%llu,%llu]}", off, off + bytes);
     off += bytes;
   }
-  sb_put(&h, "}", 1);
-  while (!h.oom && h.n % 8 != 0) sb_put(&h, " ", 1); // data starts 8-byte aligned
-  if (h.oom) {
-    free(h.p);
-    free(numel);
-    return lc_fail(LC_ENOMEM, "%s: out of memory building the header", path);
-  }
+  sb_put(h, "}", 1);
+  while (!h->oom && h->n % 8 != 0) sb_put(h, " ", 1); // data starts 8-byte aligned
+  if (h->oom) return lc_fail(LC_ENOMEM, "%s: out of memory building the header", path);
+  return LC_OK;
+}
+
+lc_status lc_st_writer_begin(lc_st_writer *w, const char *path, const lc_st_entry *e, int n,
+                             const char *const *meta_kv, int n_meta) {
+  memset(w, 0, sizeof *w);
+  w->af.fd = -1;
+  w->numel = calloc((size_t)n + 1, sizeof *w->numel);
+  if (!w->numel) return lc_fail(LC_ENOMEM, "%s: out of memory", path);
+  w->n = n;
+  sbuf h = {0};
+  lc_status st = build_header(path, e, n, meta_kv, n_meta, 0, &h, w->numel);
   unsigned char lb[8];
   for (int i = 0; i < 8; i++) lb[i] = (unsigned char)((unsigned long long)h.n >> (8 * i));
-  lc_atomic_file af;
-  st = lc_atomic_begin(&af, path);
-  if (st == LC_OK) st = lc_atomic_write(&af, lb, 8);
-  if (st == LC_OK) st = lc_atomic_write(&af, h.p, h.n);
+  if (st == LC_OK) st = lc_atomic_begin(&w->af, path);
+  if (st == LC_OK) st = lc_atomic_write(&w->af, lb, 8);
+  if (st == LC_OK) st = lc_atomic_write(&w->af, h.p, h.n);
   free(h.p);
-  for (int i = 0; i < n && st == LC_OK; i++) {
-    if (host_is_le()) {
-      st = lc_atomic_write(&af, e[i].data, 4 * numel[i]);
-    } else {
-      unsigned char buf[4096];
-      for (size_t j = 0; j < numel[i] && st == LC_OK; j += sizeof buf / 4) {
-        size_t k = numel[i] - j < sizeof buf / 4 ? numel[i] - j : sizeof buf / 4;
-        for (size_t q = 0; q < k; q++) {
-          uint32_t u;
-          memcpy(&u, &e[i].data[j + q], 4);
-          for (int b = 0; b < 4; b++) buf[4 * q + b] = (unsigned char)(u >> (8 * b));
-        }
-        st = lc_atomic_write(&af, buf, 4 * k);
+  if (st != LC_OK) lc_st_writer_abort(w);
+  return st;
+}
+
+lc_status lc_st_writer_put(lc_st_writer *w, const float *data, size_t numel) {
+  if (w->next >= w->n || numel != w->numel[w->next]) {
+    lc_status st = lc_fail(LC_EINVAL, "%s: tensor %d written with %zu elements, the header says %zu",
+                           w->af.path, w->next, numel, w->next < w->n ? w->numel[w->next] : 0);
+    lc_st_writer_abort(w);
+    return st;
+  }
+  lc_status st = LC_OK;
+  if (host_is_le()) {
+    st = lc_atomic_write(&w->af, data, 4 * numel);
+  } else {
+    unsigned char buf[4096];
+    for (size_t j = 0; j < numel && st == LC_OK; j += sizeof buf / 4) {
+      size_t k = numel - j < sizeof buf / 4 ? numel - j : sizeof buf / 4;
+      for (size_t q = 0; q < k; q++) {
+        uint32_t u;
+        memcpy(&u, &data[j + q], 4);
+        for (int b = 0; b < 4; b++) buf[4 * q + b] = (unsigned char)(u >> (8 * b));
       }
+      st = lc_atomic_write(&w->af, buf, 4 * k);
     }
   }
-  free(numel);
-  if (st == LC_OK) st = lc_atomic_commit(&af);
+  w->next++;
+  if (st != LC_OK) lc_st_writer_abort(w); // lc_atomic_write already removed the temporary
   return st;
+}
+
+lc_status lc_st_writer_commit(lc_st_writer *w) {
+  lc_status st = w->next == w->n ? LC_OK
+                                 : lc_fail(LC_EINVAL, "%s: %d of %d tensors written", w->af.path, w->next, w->n);
+  if (st == LC_OK) st = lc_atomic_commit(&w->af);
+  else lc_atomic_abort(&w->af);
+  free(w->numel);
+  w->numel = NULL;
+  return st;
+}
+
+void lc_st_writer_abort(lc_st_writer *w) {
+  lc_atomic_abort(&w->af);
+  free(w->numel);
+  w->numel = NULL;
+}
+
+lc_status lc_st_write(const char *path, const lc_st_entry *e, int n, const char *const *meta_kv,
+                      int n_meta) {
+  size_t *numel = calloc((size_t)n + 1, sizeof *numel);
+  if (!numel) return lc_fail(LC_ENOMEM, "%s: out of memory", path);
+  sbuf h = {0};
+  lc_status st = build_header(path, e, n, meta_kv, n_meta, 1, &h, numel); // data present
+  free(h.p);
+  free(numel);
+  LC_TRY(st);
+  lc_st_writer w;
+  LC_TRY(lc_st_writer_begin(&w, path, e, n, meta_kv, n_meta));
+  for (int i = 0; i < n; i++) LC_TRY(lc_st_writer_put(&w, e[i].data, w.numel[i]));
+  return lc_st_writer_commit(&w);
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "io/fsutil.h"
 
 // F32/BF16/F16 can be read as float. LC_ST_OTHER: a valid safetensors dtype that longctx
 // does not convert (I64, F64, U8, F8_E4M3, ...; its name is in lc_st_tensor.dtype_name):
@@ -70,6 +71,20 @@ typedef struct {
 // untouched.
 lc_status lc_st_write(const char *path, const lc_st_entry *e, int n, const char *const *meta_kv,
                       int n_meta);
+
+// The same, streamed: the header is written at begin (entries' data ignored), then each
+// tensor's data in entry order with put, then commit makes the file appear. Any failure
+// aborts the write (the temporary file removed, PATH untouched); the writer is then done.
+typedef struct {
+  lc_atomic_file af;
+  size_t *numel;
+  int n, next;
+} lc_st_writer;
+lc_status lc_st_writer_begin(lc_st_writer *w, const char *path, const lc_st_entry *e, int n,
+                             const char *const *meta_kv, int n_meta);
+lc_status lc_st_writer_put(lc_st_writer *w, const float *data, size_t numel);
+lc_status lc_st_writer_commit(lc_st_writer *w);
+void lc_st_writer_abort(lc_st_writer *w);
 
 // Exact conversions (subnormals, infinities and NaN payloads kept).
 float lc_bf16_to_f32(uint16_t h);

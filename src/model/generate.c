@@ -92,7 +92,7 @@ static lc_status dec_layers(const lc_model *m, lc_kv_cache *c, dec_bufs *b, int 
                      .D = D, .q_start = p0, .k_start = 0, .causal = 1,
                      .scale = 1.0f / sqrtf((float)D)};
   for (int l = 0; l < cfg->n_layers; l++) {
-    const lc_layer_weights *w = &m->w.layer[l];
+    const lc_layer_weights *w = &m->ps.w.layer[l];
     float *kc = lc_kv_cache_k(c, l), *vc = lc_kv_cache_v(c, l);
     float *kn = kc + (size_t)p0 * KV, *vn = vc + (size_t)p0 * KV;
     // attention half: new k/v rows go straight into the cache
@@ -144,16 +144,16 @@ lc_status lc_decode(const lc_model *m, lc_kv_cache *c, const int *tokens, int n,
   lc_status st = LC_OK;
   for (int t0 = 0; t0 < n && st == LC_OK; t0 += ch) {
     const int nn = n - t0 < ch ? n - t0 : ch;
-    lc_embedding_fwd(b.x, tokens + t0, m->w.embed, nn, C);
+    lc_embedding_fwd(b.x, tokens + t0, m->ps.w.embed, nn, C);
     st = dec_layers(m, c, &b, c->len, nn, a);
     if (st != LC_OK) break;
     c->len += nn;
     if (all_logits) {
-      lc_rmsnorm_fwd(b.ln, b.rstd, b.x, m->w.norm, nn, C, cfg->norm_eps);
-      lc_matmul_fwd(logits + (size_t)t0 * V, b.ln, m->w.head, nn, C, V);
+      lc_rmsnorm_fwd(b.ln, b.rstd, b.x, m->ps.w.norm, nn, C, cfg->norm_eps);
+      lc_matmul_fwd(logits + (size_t)t0 * V, b.ln, m->ps.w.head, nn, C, V);
     } else if (t0 + nn == n) {
-      lc_rmsnorm_fwd(b.ln, b.rstd, b.x + (size_t)(nn - 1) * C, m->w.norm, 1, C, cfg->norm_eps);
-      lc_matmul_fwd(logits, b.ln, m->w.head, 1, C, V);
+      lc_rmsnorm_fwd(b.ln, b.rstd, b.x + (size_t)(nn - 1) * C, m->ps.w.norm, 1, C, cfg->norm_eps);
+      lc_matmul_fwd(logits, b.ln, m->ps.w.head, 1, C, V);
     }
   }
   if (st != LC_OK) c->len = len0; // rows past len are ignored: the cache is as before

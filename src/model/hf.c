@@ -525,31 +525,83 @@ lc_status lc_hf_load_weights(const char *dir, lc_model *m) {
                        "tie_word_embeddings true in config.json)"
                      : "; the weights do not match config.json");
   }
-  for (int i = 0; i < nt && st == LC_OK; i++) {
-    const lc_param_info *p = &m->table[i];
-    st = lc_st_read_f32(&L.st[L.shard_of[i]], L.tens[i], m->params + p->offset, p->numel);
+  // Tensor by tensor into the store: in place when this rank holds whole tensors, else
+  // through one tensor's staging buffer of which the store keeps this rank's shard.
+  float *stage = NULL;
+  if (st == LC_OK && !lc_pstore_tensor_ptr(&m->ps, LC_PS_PARAMS, 0)) {
+    size_t big = 0;
+    for (int i = 0; i < nt; i++) big = m->table[i].numel > big ? m->table[i].numel : big;
+    stage = lc_alloc(m->ps.arena, LC_MEM_SCRATCH, sizeof(float) * big, "weight loading buffer");
+    if (!stage) st = LC_ENOMEM;
   }
+  for (int i = 0; i < nt && st == LC_OK; i++) {
+    float *dst = stage ? stage : lc_pstore_tensor_ptr(&m->ps, LC_PS_PARAMS, i);
+    st = lc_st_read_f32(&L.st[L.shard_of[i]], L.tens[i], dst, m->table[i].numel);
+    if (st == LC_OK && stage) lc_pstore_set_tensor(&m->ps, LC_PS_PARAMS, i, stage);
+  }
+  lc_free(m->ps.arena, stage);
   loader_free(&L);
   return st;
 }
 
-lc_status lc_hf_save(const char *dir, const lc_model *m) {
-  char path[HF_PATH];
-  LC_TRY(lc_path_join(path, sizeof path, dir, "model.safetensors"));
-  LC_TRY(lc_mkdir_p(dir));
-  lc_st_entry *e = calloc((size_t)m->n_tensors + 1, sizeof *e);
-  if (!e) return lc_fail(LC_ENOMEM, "out of memory saving %s", dir);
-  for (int i = 0; i < m->n_tensors; i++) {
-    const lc_param_info *p = &m->table[i];
-    e[i].name = p->name;
-    e[i].ndim = p->ndim;
-    e[i].shape[0] = p->shape[0];
-    e[i].shape[1] = p->shape[1];
-    e[i].data = m->params + p->offset;
+lc_status lc_hf_write_states(const char *path, lc_model *m, int n_states, const lc_ps_state *which,
+                             const char *const *prefix, const char *const *meta_kv, int n_meta) {
+  lc_pstore *ps = &m->ps;
+  const int root = !ps->world || ps->world->rank == 0, nt = m->n_tensors, ne = nt * n_states;
+  lc_status st = LC_OK, cs = LC_OK;
+  lc_st_writer w;
+  int open = 0;
+  float *buf = NULL;
+  char(*names)[160] = NULL;
+  if (root) {
+    lc_st_entry *e = calloc((size_t)ne + 1, sizeof *e);
+    names = calloc((size_t)ne + 1, sizeof *names);
+    size_t big = 0;
+    for (int i = 0; i < nt; i++) big = m->table[i].numel > big ? m->table[i].numel : big;
+    buf = lc_alloc(ps->arena, LC_MEM_SCRATCH, sizeof(float) * big, "tensor gather buffer");
+    if (!e || !names) st = lc_fail(LC_ENOMEM, "out of memory saving %s", path);
+    else if (!buf) st = LC_ENOMEM;
+    for (int i = 0; i < nt && st == LC_OK; i++)
+      for (int k = 0; k < n_states; k++) {
+        lc_st_entry *x = &e[i * n_states + k];
+        snprintf(names[i * n_states + k], sizeof names[0], "%s%s", prefix[k], m->table[i].name);
+        x->name = names[i * n_states + k];
+        x->ndim = m->table[i].ndim;
+        x->shape[0] = m->table[i].shape[0];
+        x->shape[1] = m->table[i].shape[1];
+      }
+    if (st == LC_OK) st = lc_st_writer_begin(&w, path, e, ne, meta_kv, n_meta);
+    open = st == LC_OK;
+    free(e);
   }
+  // Every rank takes part in every tensor's gather, even after rank 0 failed to write:
+  // the ranks sending to it must not wait forever.
+  for (int i = 0; i < nt; i++)
+    for (int k = 0; k < n_states; k++) {
+      const float *src = lc_pstore_tensor_ptr(ps, which[k], i);
+      if (!src && cs == LC_OK) cs = lc_pstore_gather_tensor(ps, which[k], i, buf), src = buf;
+      if (root && open && st == LC_OK && cs == LC_OK) {
+        st = lc_st_writer_put(&w, src, m->table[i].numel);
+        open = st == LC_OK;
+      }
+    }
+  if (root && open) st = cs == LC_OK ? lc_st_writer_commit(&w) : (lc_st_writer_abort(&w), st);
+  if (st == LC_OK) st = cs;
+  if (root) lc_free(ps->arena, buf);
+  free(names);
+  return st;
+}
+
+lc_status lc_hf_save(const char *dir, lc_model *m) {
+  const int root = !m->ps.world || m->ps.world->rank == 0;
+  char path[HF_PATH];
+  lc_status st = lc_path_join(path, sizeof path, dir, "model.safetensors");
+  if (st == LC_OK && root) st = lc_mkdir_p(dir);
   static const char *const meta[] = {"format", "pt"};
-  lc_status st = lc_st_write(path, e, m->n_tensors, meta, 1);
-  free(e);
-  LC_TRY(st);
-  return lc_hf_write_config(dir, &m->cfg);
+  const lc_ps_state which[1] = {LC_PS_PARAMS};
+  const char *const prefix[1] = {""};
+  lc_status ws = lc_hf_write_states(path, m, 1, which, prefix, meta, 1); // collective: always
+  if (st == LC_OK) st = ws;
+  if (st == LC_OK && root) st = lc_hf_write_config(dir, &m->cfg);
+  return st;
 }

@@ -29,8 +29,14 @@ lc_status lc_hf_write_config(const char *dir, const lc_config *cfg);
 // the model's weights may be partly overwritten.
 lc_status lc_hf_load_weights(const char *dir, lc_model *m);
 // Writes DIR/model.safetensors (F32, HF names; tied: no lm_head.weight) and DIR/config.json,
-// creating DIR; each file atomically.
-lc_status lc_hf_save(const char *dir, const lc_model *m);
+// creating DIR; each file atomically. Collective over the model's store: every rank calls
+// it, world rank 0 writes (sharded weights reach it one tensor at a time); the status
+// is rank 0's on rank 0 (others report their own communication failures only).
+lc_status lc_hf_save(const char *dir, lc_model *m);
+// The safetensors file at path of n_states states of every tensor (entry name = prefix[k] +
+// HF name, in table order, states interleaved), the same way (collective, rank 0 writes).
+lc_status lc_hf_write_states(const char *path, lc_model *m, int n_states, const lc_ps_state *which,
+                             const char *const *prefix, const char *const *meta_kv, int n_meta);
 
 // 1 if DIR/config.json exists (tells an HF model directory from a preset name).
 int lc_hf_is_model_dir(const char *dir);

@@ -8,6 +8,10 @@
 
 static int mlp_tiled(const lc_layer_ctx *c) { return lc_tile_splits(c->mlp_tile, c->T); }
 
+static void poll(const lc_layer_ctx *c) {
+  if (c->poll) c->poll(c->poll_arg);
+}
+
 // Buffer sizes in floats (n rows), shared by the allocations and lc_layer_mem_bytes.
 // MLP forward tile: n2 [n,C], rstd [n], gate/up/h [n,F] (three blocks).
 static size_t mlp_n2_floats(const lc_config *cfg, int n) { return (size_t)n * cfg->dim; }
@@ -59,9 +63,12 @@ static lc_status mlp_fwd_tiled(const lc_layer_ctx *c, const lc_layer_weights *w,
     float *xo = x_out + (size_t)t0 * C;
     lc_rmsnorm_fwd(n2, rstd, xm, w->ln2, n, C, c->cfg->norm_eps);
     lc_matmul_fwd(gate, n2, w->wgate, n, C, F);
+    poll(c);
     lc_matmul_fwd(up, n2, w->wup, n, C, F);
+    poll(c);
     lc_swiglu_fwd(h, gate, up, (size_t)n * F);
     lc_matmul_fwd(xo, h, w->wdown, n, F, C);
+    poll(c);
     lc_add_inplace(xo, xm, (size_t)n * C);
   }
 done:
@@ -80,11 +87,14 @@ static void mlp_bwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
   const int C = c->cfg->dim, F = c->cfg->ffn;
   // x_out = x_mid + h @ Wdown^T
   lc_matmul_bwd(dh, g->wdown, dx, h, w->wdown, n, F, C, 0);
+  poll(c);
   // h = silu(gate) * up
   lc_swiglu_bwd(dg, du, dh, gate, up, (size_t)n * F);
   // gate = n2 @ Wg^T, up = n2 @ Wu^T
   lc_matmul_bwd(dn2, g->wgate, dg, n2, w->wgate, n, C, F, 0);
+  poll(c);
   lc_matmul_bwd(dn2, g->wup, du, n2, w->wup, n, C, F, 1);
+  poll(c);
   // n2 = rmsnorm(x_mid): gradient added to dx (the residual path already carries dx_out)
   lc_rmsnorm_bwd(dx, g->ln2, dn2, xm, w->ln2, rstd, n, C);
 }
@@ -116,7 +126,9 @@ static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
       const float *xm = a->x_mid + (size_t)t0 * C;
       lc_rmsnorm_fwd(n2, rstd, xm, w->ln2, n, C, c->cfg->norm_eps);
       lc_matmul_fwd(gate, n2, w->wgate, n, C, F);
+      poll(c);
       lc_matmul_fwd(up, n2, w->wup, n, C, F);
+      poll(c);
       lc_swiglu_fwd(h, gate, up, (size_t)n * F);
       mlp_bwd_rows(c, w, g, xm, n2, rstd, gate, up, h, dx + (size_t)t0 * C, n, dh, dg, du, dn2);
     }
@@ -134,20 +146,27 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   const int HQ = cfg->n_heads * D, HKV = cfg->n_kv_heads * D;
   lc_rmsnorm_fwd(a->ln1, a->rstd1, x_in, w->ln1, T, C, cfg->norm_eps);
   lc_matmul_fwd(a->q, a->ln1, w->wq, T, C, HQ);
+  poll(c);
   lc_matmul_fwd(a->k, a->ln1, w->wk, T, C, HKV);
+  poll(c);
   lc_matmul_fwd(a->v, a->ln1, w->wv, T, C, HKV);
+  poll(c);
   lc_rope_fwd(a->q, c->rope_cos, c->rope_sin, T, cfg->n_heads, D);
   lc_rope_fwd(a->k, c->rope_cos, c->rope_sin, T, cfg->n_kv_heads, D);
   if (!skip_attn) LC_TRY(c->attn->fwd(c->attn, a->att, a->saved, a->q, a->k, a->v, T, c->arena));
   lc_matmul_fwd(a->x_mid, a->att, w->wo, T, HQ, C);
+  poll(c);
   lc_add_inplace(a->x_mid, x_in, (size_t)T * C);
   if (mlp_tiled(c)) return x_out ? mlp_fwd_tiled(c, w, a->x_mid, x_out) : LC_OK;
   lc_rmsnorm_fwd(a->ln2, a->rstd2, a->x_mid, w->ln2, T, C, cfg->norm_eps);
   lc_matmul_fwd(a->gate, a->ln2, w->wgate, T, C, F);
+  poll(c);
   lc_matmul_fwd(a->up, a->ln2, w->wup, T, C, F);
+  poll(c);
   lc_swiglu_fwd(a->h, a->gate, a->up, (size_t)T * F);
   if (x_out) {
     lc_matmul_fwd(x_out, a->h, w->wdown, T, F, C);
+    poll(c);
     lc_add_inplace(x_out, a->x_mid, (size_t)T * C);
   }
   return LC_OK;
@@ -169,13 +188,17 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
         *dv = dk + (size_t)T * HKV, *dn1 = datt;
   // x_mid = x_in + att @ Wo^T
   lc_matmul_bwd(datt, g->wo, dx, a->att, w->wo, T, HQ, C, 0);
+  poll(c);
   lc_status st = c->attn->bwd(c->attn, dq, dk, dv, datt, a->att, a->saved, a->q, a->k, a->v, T, ar);
   if (st == LC_OK) {
     lc_rope_bwd(dq, c->rope_cos, c->rope_sin, T, cfg->n_heads, D);
     lc_rope_bwd(dk, c->rope_cos, c->rope_sin, T, cfg->n_kv_heads, D);
     lc_matmul_bwd(dn1, g->wq, dq, a->ln1, w->wq, T, C, HQ, 0);
+    poll(c);
     lc_matmul_bwd(dn1, g->wk, dk, a->ln1, w->wk, T, C, HKV, 1);
+    poll(c);
     lc_matmul_bwd(dn1, g->wv, dv, a->ln1, w->wv, T, C, HKV, 1);
+    poll(c);
     lc_rmsnorm_bwd(dx, g->ln1, dn1, x_in, w->ln1, a->rstd1, T, C); // dx: -> dL/dx_in
   }
   lc_free(ar, scr);

@@ -38,6 +38,10 @@ typedef struct {
   int T;
   int mlp_tile;   // tokens per MLP tile; <= 0 or >= T: untiled (acts->ln2.. must be set)
   lc_arena *arena;
+  // Called between the layer's GEMMs (may be NULL): progresses communication in flight
+  // (ZeRO reductions and gathers), which MPI does not move on its own.
+  void (*poll)(void *arg);
+  void *poll_arg;
 } lc_layer_ctx;
 
 // Forward. x_out may be NULL (recompute for backward: stops after the MLP's saved parts).

@@ -12,12 +12,8 @@
 #include "model/layer.h"
 #include "model/loss.h"
 #include "model/params.h"
+#include "model/pstore.h"
 
-const char *lc_mem_phase_name(lc_mem_phase p) {
-  static const char *names[LC_PHASE_N] = {"attention forward", "MLP forward tile", "loss",
-                                          "MLP backward", "attention backward"};
-  return (p >= 0 && p < LC_PHASE_N) ? names[p] : "?";
-}
 
 int lc_memplan_auto_mlp_tile(long seq) { return seq > 1024 ? 1024 : 0; }
 
@@ -59,17 +55,20 @@ lc_status lc_memplan_predict(const lc_config *cfg, const lc_model_opts *o, long 
   out->mlp_tiled = lc_tile_splits(o->mlp_tile, Ti);
   out->loss_tiled = lc_tile_splits(o->loss_tile, Ti);
 
-  // Persistent: flat parameters and gradients (lc_model_create), AdamW m and v.
-  lc_param_info *table = NULL;
-  int nt = 0;
-  size_t n_flat = 0;
-  LC_TRY(lc_param_table(cfg, &table, &nt, &n_flat));
-  free(table);
-  const size_t flat = sizeof(float) * n_flat;
-  out->peak[LC_MEM_PARAMS] = flat;
-  out->peak[LC_MEM_GRADS] = flat;
-  out->peak[LC_MEM_OPTIM] = 2 * flat;
-  out->persistent = 4 * flat;
+  // Persistent: the parameter store's parameters, gradients and AdamW m and v, full or
+  // sharded Z ways by stage (lc_pstore_sizes, from the store's own layout).
+  const int stage = o->zero, Z = o->zero_group > 0 ? o->zero_group : hp * cp;
+  if (stage < 0 || stage > 3) return lc_fail(LC_EINVAL, "--zero %d is not a ZeRO stage: use 0, 1, 2 or 3", stage);
+  lc_ps_sizes zs;
+  LC_TRY(lc_pstore_sizes(cfg, stage, Z, &zs));
+  out->zero = stage;
+  out->zero_group = stage > 0 ? Z : 1;
+  out->padding = zs.padding;
+  out->peak[LC_MEM_PARAMS] = zs.params;
+  out->peak[LC_MEM_GRADS] = zs.grads;
+  out->peak[LC_MEM_OPTIM] = zs.optim;
+  out->persistent = zs.params + zs.grads + zs.optim;
+  out->model_states = out->persistent;
 
   // The attention strategy the trainer picks: local for one rank, else 2D.
   lc_attn_mem am;
@@ -90,13 +89,23 @@ lc_status lc_memplan_predict(const lc_config *cfg, const lc_model_opts *o, long 
   s[LC_PHASE_LOSS] = lc_loss_scratch_bytes(cfg, Ti, o->loss_tile);
   s[LC_PHASE_MLP_BWD] = lm.mlp_bwd;
   s[LC_PHASE_ATTN_BWD] = lm.attn_bwd + am.bwd_scratch, c[LC_PHASE_ATTN_BWD] = am.bwd_comm;
+  // ZeRO's temporary units alive in each phase: gathered weights (stage 3) and gradient
+  // buffers (stage >= 2), in the order the pass acquires them (lc_model_zero_transients).
+  size_t zg[LC_PHASE_N], zr[LC_PHASE_N], zb[LC_PHASE_N];
+  lc_model_zero_transients(cfg, o, stage, Z, zg, zr, zb, LC_PHASE_N);
 
-  size_t best = 0;
+  size_t best = 0, grad_tmp = 0;
   for (int p = 0; p < LC_PHASE_N; p++) {
+    out->phase_zero[p] = zb[p];
     if (s[p] > out->peak[LC_MEM_SCRATCH]) out->peak[LC_MEM_SCRATCH] = s[p];
     if (c[p] > out->peak[LC_MEM_COMM]) out->peak[LC_MEM_COMM] = c[p];
-    if (s[p] + c[p] > best) best = s[p] + c[p], out->total_phase = (lc_mem_phase)p;
+    if (zg[p] > out->peak[LC_MEM_GATHERED]) out->peak[LC_MEM_GATHERED] = zg[p];
+    if (zr[p] > grad_tmp) grad_tmp = zr[p];
+    if (s[p] + c[p] + zb[p] > best) best = s[p] + c[p] + zb[p], out->total_phase = (lc_mem_phase)p;
   }
+  out->peak[LC_MEM_GRADS] += grad_tmp;
+  out->model_states_peak = out->peak[LC_MEM_PARAMS] + out->peak[LC_MEM_GRADS] + out->peak[LC_MEM_OPTIM] +
+                           out->peak[LC_MEM_GATHERED];
   out->total = out->persistent + out->peak[LC_MEM_CKPT] + out->peak[LC_MEM_ACT] + best;
   return LC_OK;
 }

@@ -2,11 +2,13 @@
 // training step of a model at sequence length S, under a checkpoint policy, tile sizes
 // and a sequence-parallel layout hp x cp. It is the seed of `longctx plan`.
 //
-// How it predicts. A step holds, from start to end, the parameters, gradients and AdamW
-// m and v (lc_model_create, lc_adamw_create) and, for each sequence it processes (one
-// after another, so the batch does not change the peak), the pass's checkpoint and
-// working-activation blocks (lc_model_pass_bytes). On top of that come short-lived
-// buffers in five phases, each freed before the next begins:
+// How it predicts. A step holds, from start to end, the parameter store's parameters,
+// gradients and AdamW m and v, full or sharded by the ZeRO stage (lc_pstore_sizes) and,
+// for each sequence it processes (one after another, so the batch does not change the
+// peak), the pass's checkpoint and working-activation blocks (lc_model_pass_bytes). ZeRO
+// adds, per phase, the units gathered (stage 3) and the temporary gradient buffers in
+// flight (stage >= 2) (lc_model_zero_transients). On top of that come short-lived
+// buffers in the phases of a pass, each freed before the next begins:
 //   attention forward   the strategy's forward buffers (flash workspace; ring k/v blocks,
 //                       Ulysses pack buffer)                     [also in FULL's recompute]
 //   MLP forward tile    one tile's norm/gate/up/h (tiled MLP only)
@@ -31,16 +33,6 @@
 #include "model/config.h"
 #include "model/model.h"
 
-typedef enum {
-  LC_PHASE_ATTN_FWD = 0,
-  LC_PHASE_MLP_FWD,
-  LC_PHASE_LOSS,
-  LC_PHASE_MLP_BWD,
-  LC_PHASE_ATTN_BWD,
-  LC_PHASE_N
-} lc_mem_phase;
-
-const char *lc_mem_phase_name(lc_mem_phase p);
 
 typedef struct {
   long seq;                 // S
@@ -51,13 +43,20 @@ typedef struct {
   size_t peak[LC_MEM_NCAT]; // predicted peak bytes per category, per rank
   size_t total;             // predicted peak of all categories together, per rank
   lc_mem_phase total_phase; // the phase in which the total peaks
-  size_t persistent;        // params + grads + optimizer
+  size_t persistent;        // params + grads + optimizer held for the whole step
   size_t phase_scratch[LC_PHASE_N], phase_comm[LC_PHASE_N]; // short-lived bytes per phase
+  size_t phase_zero[LC_PHASE_N]; // ZeRO's gathered weights + temporary gradients per phase
+  int zero, zero_group;     // ZeRO stage and group size used
+  size_t model_states;      // persistent params + grads + optimizer bytes per rank
+  size_t model_states_peak; // their peaks with gathered weights and temporary gradients
+  size_t padding;           // bytes of padding in one full fp32 flat buffer (units split evenly)
   size_t attn_saved_per_layer; // attention state kept per layer (lse; Ulysses-layout q/k/v/out)
 } lc_mem_estimate;
 
 // Prediction for one step at sequence length seq on each of the hp*cp ranks of a sequence
-// group (hp, cp <= 0: 1; window <= 0: cp; threads <= 0: the current omp_get_max_threads()).
+// group (hp, cp <= 0: 1; window <= 0: cp; threads <= 0: the current omp_get_max_threads()),
+// with the model states held as ZeRO stage o->zero over groups of o->zero_group ranks
+// (0: hp*cp).
 // LC_EINVAL with a message for an invalid config or layout (the trainer's rules).
 lc_status lc_memplan_predict(const lc_config *cfg, const lc_model_opts *o, long seq, int hp, int cp,
                              int window, int threads, lc_mem_estimate *out);

@@ -22,36 +22,44 @@ lc_status lc_ckpt_parse(const char *s, lc_ckpt_policy *p) {
   return LC_OK;
 }
 
-lc_status lc_model_create(lc_model *m, const lc_config *cfg, lc_arena *arena) {
+const char *lc_mem_phase_name(lc_mem_phase p) {
+  static const char *names[LC_PHASE_N] = {"embedding forward", "attention forward", "MLP forward tile",
+                                          "loss", "MLP backward", "attention backward",
+                                          "embedding backward"};
+  return (p >= 0 && p < LC_PHASE_N) ? names[p] : "?";
+}
+
+static void shortcuts(lc_model *m) {
+  m->table = m->ps.lay.table;
+  m->n_tensors = m->ps.lay.n_tensors;
+  m->n_flat = m->ps.lay.total;
+  m->params = m->ps.params;
+  m->grads = m->ps.grads;
+}
+
+lc_status lc_model_create_zero(lc_model *m, const lc_config *cfg, int stage, int group, lc_comm *world,
+                               lc_arena *arena) {
   memset(m, 0, sizeof *m);
   LC_TRY(lc_config_validate(cfg));
   m->cfg = *cfg;
-  LC_TRY(lc_param_table(cfg, &m->table, &m->n_tensors, &m->n_flat));
-  m->params = lc_calloc(arena, LC_MEM_PARAMS, F32(m->n_flat), "parameters");
-  m->grads = m->params ? lc_calloc(arena, LC_MEM_GRADS, F32(m->n_flat), "gradients") : NULL;
-  if (!m->params || !m->grads) {
-    lc_model_destroy(m, arena);
-    return LC_ENOMEM;
-  }
-  lc_weights_view(&m->w, cfg, m->table, m->n_tensors, m->params);
-  lc_weights_view(&m->g, cfg, m->table, m->n_tensors, m->grads);
+  LC_TRY(lc_pstore_create(&m->ps, cfg, stage, group, world, arena));
+  shortcuts(m);
   return LC_OK;
 }
 
+lc_status lc_model_create(lc_model *m, const lc_config *cfg, lc_arena *arena) {
+  return lc_model_create_zero(m, cfg, 0, 0, NULL, arena);
+}
+
 void lc_model_destroy(lc_model *m, lc_arena *arena) {
-  lc_free(arena, m->grads);
-  lc_free(arena, m->params);
-  free(m->table);
+  (void)arena; // the store frees into the arena it was created with
+  lc_pstore_destroy(&m->ps);
   memset(m, 0, sizeof *m);
 }
 
-void lc_model_init_random(lc_model *m, uint64_t seed) {
-  lc_rng r;
-  lc_rng_seed(&r, seed);
-  lc_params_init(m->params, m->table, m->n_tensors, &r);
-}
+lc_status lc_model_init_random(lc_model *m, uint64_t seed) { return lc_pstore_init_random(&m->ps, seed); }
 
-void lc_model_zero_grads(lc_model *m) { memset(m->grads, 0, F32(m->n_flat)); }
+void lc_model_zero_grads(lc_model *m) { lc_pstore_step_begin(&m->ps, 0); }
 
 // ---- activation groups (floats per layer, each sub-buffer padded to 16 floats)
 // proj: ln1, rstd1, q, k, v, x_mid      attn: att + strategy state     mlp: ln2, rstd2, gate, up, h
@@ -93,6 +101,41 @@ void lc_model_pass_bytes(const lc_config *cfg, const lc_model_opts *o, int T,
   pass_floats(cfg, o, T, attn_saved_bytes, &per_layer, &shared);
   *ckpt = F32(per_layer * cfg->n_layers);
   *act = F32(shared);
+}
+
+// One occurrence of phase p with g gathered and r temporary gradient bytes alive.
+static void occur(size_t *G, size_t *R, size_t *GR, int p, size_t g, size_t r) {
+  if (g > G[p]) G[p] = g;
+  if (r > R[p]) R[p] = r;
+  if (g + r > GR[p]) GR[p] = g + r;
+}
+
+void lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z,
+                              size_t *G, size_t *R, size_t *GR, int n_phases) {
+  for (int p = 0; p < n_phases; p++) G[p] = R[p] = GR[p] = 0;
+  lc_ps_sizes z;
+  if (stage < 2 || n_phases < LC_PHASE_N || lc_pstore_sizes(cfg, stage, Z, &z) != LC_OK) return;
+  const int L = cfg->n_layers, g3 = stage >= 3;
+  const size_t e = z.unit_embed, l = z.unit_layer, f = z.unit_final, te = cfg->tie_embeddings ? e : 0;
+  // Forward: the unit in use and the next one's gather (model_pass's order).
+  occur(G, R, GR, LC_PHASE_EMBED_FWD, g3 ? e + l : 0, 0);
+  for (int k = 0; k < L; k++) {
+    size_t g = g3 ? l + (k + 1 < L ? l : f) : 0;
+    occur(G, R, GR, LC_PHASE_ATTN_FWD, g, 0);
+    occur(G, R, GR, LC_PHASE_MLP_FWD, g, 0);
+  }
+  // Loss: F (+ the tied embedding) gathered with layer L-1's prefetch; their gradients open.
+  occur(G, R, GR, LC_PHASE_LOSS, g3 ? f + te + l : 0, f + te);
+  // Backward of layer k: k and k-1 gathered; k's gradient, the previous unit's still in
+  // flight (F for the last layer) and the tied embedding's open buffer.
+  for (int k = L - 1; k >= 0; k--) {
+    size_t g = g3 ? l + (k > 0 ? l : 0) : 0, r = l + (k == L - 1 ? f : l) + te;
+    occur(G, R, GR, LC_PHASE_MLP_BWD, g, r);
+    occur(G, R, GR, LC_PHASE_ATTN_BWD, g, r);
+    if (o->ckpt == LC_CKPT_FULL) occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
+  }
+  // Embedding gradient: layer 0's still in flight.
+  occur(G, R, GR, LC_PHASE_EMBED_BWD, 0, l + e);
 }
 
 static float *take(float **p, size_t n) {
@@ -140,10 +183,13 @@ static lc_status check_tokens(const lc_config *c, const int *tokens, const int *
   return LC_OK;
 }
 
+static void poll_store(void *ps) { lc_pstore_poll(ps); }
+
 static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
                             const int *targets, const int *pos, int T, float loss_scale,
                             int want_grads, double *loss_sum, long *n_wrong, lc_arena *arena) {
   const lc_config *cfg = &m->cfg;
+  lc_pstore *ps = &m->ps;
   const int L = cfg->n_layers, C = cfg->dim, D = cfg->head_dim;
   if (T <= 0) return lc_fail(LC_EINVAL, "a sequence needs at least one token");
   LC_TRY(check_tokens(cfg, tokens, targets, T));
@@ -194,25 +240,65 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   }
   lc_rope_table(rcos, rsin, pos, T, D, cfg->rope_theta);
   lc_layer_ctx ctx = {.cfg = cfg, .attn = attn, .rope_cos = rcos, .rope_sin = rsin, .T = T,
-                      .mlp_tile = mlp_untiled ? 0 : o->mlp_tile, .arena = arena};
+                      .mlp_tile = mlp_untiled ? 0 : o->mlp_tile, .arena = arena,
+                      .poll = poll_store, .poll_arg = ps};
+  attn->poll = poll_store;
+  attn->poll_arg = ps;
+  // The store's units: E (embedding), layer l, F (final norm + untied head). Each is
+  // acquired (ZeRO-3: gathered) right before use with the next one's gather issued, and
+  // released after; gradient buffers open before a unit's backward and are handed to
+  // their reduction after it. lc_model_zero_transients mirrors this order exactly.
+  const int E = LC_UNIT_EMBED, F = lc_unit_final(L), tied = cfg->tie_embeddings;
+  lc_pstore_pass_begin(ps, want_grads);
 
   // Forward.
-  lc_embedding_fwd(xs[0], tokens, m->w.embed, T, C);
-  for (int l = 0; l < L && st == LC_OK; l++)
-    st = lc_layer_fwd(&ctx, &m->w.layer[l], &acts[l], xs[l], l + 1 < L ? xs[l + 1] : xL, 0);
+  st = lc_pstore_acquire(ps, E, lc_unit_layer(0));
   if (st != LC_OK) goto done;
-  // Loss (and its gradient w.r.t. x_L, head and final norm, in the same pass).
-  st = lc_loss_fwd_bwd(cfg, &m->w, &m->g, xL, targets, T, o->loss_tile, loss_scale,
-                       want_grads ? dx : NULL, loss_sum, n_wrong, arena);
+  lc_embedding_fwd(xs[0], tokens, ps->w.embed, T, C);
+  lc_pstore_release(ps, E);
+  for (int l = 0; l < L && st == LC_OK; l++) {
+    st = lc_pstore_acquire(ps, lc_unit_layer(l), l + 1 < L ? lc_unit_layer(l + 1) : F);
+    if (st == LC_OK)
+      st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xs[l], l + 1 < L ? xs[l + 1] : xL, 0);
+    lc_pstore_release(ps, lc_unit_layer(l));
+  }
+  if (st != LC_OK) goto done;
+  // Loss (and its gradient w.r.t. x_L, head and final norm, in the same pass). A tied head
+  // is the embedding: acquired again, and its gradient buffer stays open until the end.
+  const int bwd_first = want_grads ? lc_unit_layer(L - 1) : -1;
+  st = lc_pstore_acquire(ps, F, tied ? E : bwd_first);
+  if (st == LC_OK && tied) st = lc_pstore_acquire(ps, E, bwd_first);
+  if (st == LC_OK && want_grads) st = lc_pstore_grad_begin(ps, F);
+  if (st == LC_OK && want_grads && tied) st = lc_pstore_grad_begin(ps, E);
+  if (st == LC_OK)
+    st = lc_loss_fwd_bwd(cfg, &ps->w, &ps->g, xL, targets, T, o->loss_tile, loss_scale,
+                         want_grads ? dx : NULL, loss_sum, n_wrong, arena);
+  lc_pstore_release(ps, F);
+  if (tied) lc_pstore_release(ps, E);
   if (st != LC_OK || !want_grads) goto done;
+  st = lc_pstore_grad_end(ps, F);
   // Backward, recomputing what the policy did not keep.
   for (int l = L - 1; l >= 0 && st == LC_OK; l--) {
-    if (pol != LC_CKPT_NONE)
-      st = lc_layer_fwd(&ctx, &m->w.layer[l], &acts[l], xs[l], NULL, pol == LC_CKPT_SELECTIVE);
-    if (st == LC_OK) st = lc_layer_bwd(&ctx, &m->w.layer[l], &m->g.layer[l], &acts[l], xs[l], dx);
+    const int u = lc_unit_layer(l);
+    // The gradient buffer first: grad_begin retires the older reduction (of F or layer
+    // l+2) before this layer's weights and the next gather arrive, so the two never coexist.
+    st = lc_pstore_grad_begin(ps, u);
+    if (st == LC_OK) st = lc_pstore_acquire(ps, u, l > 0 ? lc_unit_layer(l - 1) : -1);
+    if (st == LC_OK && pol != LC_CKPT_NONE)
+      st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xs[l], NULL, pol == LC_CKPT_SELECTIVE);
+    if (st == LC_OK) st = lc_layer_bwd(&ctx, &ps->w.layer[l], &ps->g.layer[l], &acts[l], xs[l], dx);
+    lc_pstore_release(ps, u);
+    if (st == LC_OK) st = lc_pstore_grad_end(ps, u);
   }
-  if (st == LC_OK) lc_embedding_bwd(m->g.embed, dx, tokens, T, C);
+  if (st == LC_OK) st = lc_pstore_grad_begin(ps, E); // tied: already open (waits as any begin)
+  if (st == LC_OK) {
+    lc_embedding_bwd(ps->g.embed, dx, tokens, T, C);
+    st = lc_pstore_grad_end(ps, E);
+  }
 done:
+  if (st == LC_OK) st = lc_pstore_pass_end(ps);
+  attn->poll = NULL;
+  attn->poll_arg = NULL;
   free(xs);
   free(acts);
   lc_free(arena, act);

@@ -9,6 +9,7 @@
 #include "core/arena.h"
 #include "model/config.h"
 #include "model/params.h"
+#include "model/pstore.h"
 
 typedef enum {
   LC_CKPT_NONE = 0,  // keep every activation backward reads
@@ -20,24 +21,48 @@ typedef struct {
   lc_ckpt_policy ckpt;
   int mlp_tile;  // tokens per MLP tile (0 = untiled)
   int loss_tile; // tokens per logits+loss tile (0 = untiled)
+  int zero;      // ZeRO stage 0..3 of the model states (pstore.h)
+  int zero_group; // ranks per zero group (0: the whole world; the memory model: hp x cp)
 } lc_model_opts;
+
+// Phases of a training pass, for the memory model: short-lived buffers of one phase are
+// freed before the next begins (memplan.h).
+typedef enum {
+  LC_PHASE_EMBED_FWD = 0, // embedding lookup
+  LC_PHASE_ATTN_FWD,      // attention forward (also in full checkpointing's recompute)
+  LC_PHASE_MLP_FWD,       // one tiled MLP forward tile
+  LC_PHASE_LOSS,          // final norm, LM head, cross-entropy and their gradient
+  LC_PHASE_MLP_BWD,       // MLP backward
+  LC_PHASE_ATTN_BWD,      // attention half of a layer's backward
+  LC_PHASE_EMBED_BWD,     // embedding gradient
+  LC_PHASE_N
+} lc_mem_phase;
+
+const char *lc_mem_phase_name(lc_mem_phase p);
 
 const char *lc_ckpt_name(lc_ckpt_policy p);
 lc_status lc_ckpt_parse(const char *s, lc_ckpt_policy *p);
 
 typedef struct {
   lc_config cfg;
-  lc_param_info *table; // HF-named tensors in flat order (malloc'd)
+  lc_pstore ps;         // parameters, gradients, AdamW moments and which part this rank holds;
+                        // ps.w / ps.g are the views of the acquired weights and gradients
+  // Shortcuts into the store:
+  lc_param_info *table; // HF-named tensors in flat order
   int n_tensors;
-  size_t n_flat;        // floats in the flat buffers (tensors padded to 16 floats)
-  float *params, *grads;
-  lc_weights w, g;      // views into params / grads
+  size_t n_flat;        // floats of one full flat buffer (units padded)
+  float *params, *grads; // this rank's storage: the full buffers for a local model
 } lc_model;
 
-// Allocates zeroed params and grads from the arena.
+// A local model (one process, everything held here): zeroed params and grads from the arena.
 lc_status lc_model_create(lc_model *m, const lc_config *cfg, lc_arena *arena);
+// A model whose states are held as ZeRO `stage` over groups of `group` ranks of world
+// (0: the whole world) (pstore.h). Collective over world.
+lc_status lc_model_create_zero(lc_model *m, const lc_config *cfg, int stage, int group, lc_comm *world,
+                               lc_arena *arena);
 void lc_model_destroy(lc_model *m, lc_arena *arena);
-void lc_model_init_random(lc_model *m, uint64_t seed);
+lc_status lc_model_init_random(lc_model *m, uint64_t seed);
+// Zeroes the gradients (a local step; the trainer uses lc_pstore_step_begin).
 void lc_model_zero_grads(lc_model *m);
 
 // Forward, loss and (if want_grads) backward over T tokens: tokens[T] in [0, vocab),
@@ -47,6 +72,12 @@ void lc_model_zero_grads(lc_model *m);
 lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
                            const int *targets, const int *pos, int T, float loss_scale,
                            int want_grads, double *loss_sum, lc_arena *arena);
+
+// ZeRO's temporary units per phase of a training pass (memory model): the largest gathered
+// weights (stage 3) and temporary gradient buffers (stage >= 2) alive in each phase of
+// lc_mem_phase, and of the two together. Follows the acquire/release order of the pass.
+void lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z,
+                              size_t *gathered, size_t *grads, size_t *both, int n_phases);
 
 // Arena bytes a pass over T tokens holds from its start to its end: *ckpt (LC_MEM_CKPT:
 // per-layer storage the policy keeps) and *act (LC_MEM_ACT: the working layer, final hidden

@@ -4,10 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void add(lc_param_info *t, int *n, size_t *off, const char *name, int ndim, long r,
+static void add(lc_param_info *t, int *n, size_t *off, int unit, const char *name, int ndim, long r,
                 long c, int decay) {
   lc_param_info *p = &t[(*n)++];
   memset(p, 0, sizeof *p);
+  p->unit = unit;
   snprintf(p->name, sizeof p->name, "%s", name);
   p->ndim = ndim;
   p->shape[0] = r;
@@ -19,69 +20,114 @@ static void add(lc_param_info *t, int *n, size_t *off, const char *name, int ndi
   *off += (p->numel + 15) & ~(size_t)15;
 }
 
-lc_status lc_param_table(const lc_config *cfg, lc_param_info **table, int *n, size_t *total) {
+lc_status lc_param_layout_build(lc_param_layout *L, const lc_config *cfg, int shard_ways) {
+  memset(L, 0, sizeof *L);
   if (cfg->n_layers > LC_MAX_LAYERS)
     return lc_fail(LC_EINVAL, "model has %d layers; longctx supports at most %d", cfg->n_layers,
                    LC_MAX_LAYERS);
+  if (shard_ways < 1) return lc_fail(LC_EINVAL, "parameter layout split %d ways: use >= 1", shard_ways);
   int cap = 3 + 9 * cfg->n_layers;
+  L->n_units = cfg->n_layers + 2;
+  L->align = 16 * (size_t)shard_ways;
   lc_param_info *t = calloc((size_t)cap, sizeof *t);
-  if (!t) return lc_fail(LC_ENOMEM, "out of memory building the parameter table");
+  L->units = calloc((size_t)L->n_units, sizeof *L->units);
+  if (!t || !L->units) {
+    free(t);
+    free(L->units);
+    L->units = NULL;
+    return lc_fail(LC_ENOMEM, "out of memory building the parameter table");
+  }
   long C = cfg->dim, D = cfg->head_dim, F = cfg->ffn, V = cfg->vocab;
   long HQ = cfg->n_heads * D, HKV = cfg->n_kv_heads * D;
   int k = 0;
   size_t off = 0;
   char nm[96];
-  add(t, &k, &off, "model.embed_tokens.weight", 2, V, C, 1);
+  // Closes unit u: its tensors are table[t0..k); pads it to a multiple of align.
+#define CLOSE_UNIT(u, first)                                         \
+  do {                                                               \
+    lc_param_unit *U = &L->units[u];                                 \
+    U->t1 = k;                                                       \
+    U->t0 = (first);                                                 \
+    off = (off + L->align - 1) / L->align * L->align;                \
+    U->n = off - U->off;                                             \
+  } while (0)
+  L->units[LC_UNIT_EMBED].off = off;
+  add(t, &k, &off, LC_UNIT_EMBED, "model.embed_tokens.weight", 2, V, C, 1);
+  CLOSE_UNIT(LC_UNIT_EMBED, 0);
   for (int l = 0; l < cfg->n_layers; l++) {
+    int u = lc_unit_layer(l), t0 = k;
+    L->units[u].off = off;
 #define LNAME(s) (snprintf(nm, sizeof nm, "model.layers.%d.%s", l, s), nm)
-    add(t, &k, &off, LNAME("input_layernorm.weight"), 1, C, 0, 0);
-    add(t, &k, &off, LNAME("self_attn.q_proj.weight"), 2, HQ, C, 1);
-    add(t, &k, &off, LNAME("self_attn.k_proj.weight"), 2, HKV, C, 1);
-    add(t, &k, &off, LNAME("self_attn.v_proj.weight"), 2, HKV, C, 1);
-    add(t, &k, &off, LNAME("self_attn.o_proj.weight"), 2, C, HQ, 1);
-    add(t, &k, &off, LNAME("post_attention_layernorm.weight"), 1, C, 0, 0);
-    add(t, &k, &off, LNAME("mlp.gate_proj.weight"), 2, F, C, 1);
-    add(t, &k, &off, LNAME("mlp.up_proj.weight"), 2, F, C, 1);
-    add(t, &k, &off, LNAME("mlp.down_proj.weight"), 2, C, F, 1);
+    add(t, &k, &off, u, LNAME("input_layernorm.weight"), 1, C, 0, 0);
+    add(t, &k, &off, u, LNAME("self_attn.q_proj.weight"), 2, HQ, C, 1);
+    add(t, &k, &off, u, LNAME("self_attn.k_proj.weight"), 2, HKV, C, 1);
+    add(t, &k, &off, u, LNAME("self_attn.v_proj.weight"), 2, HKV, C, 1);
+    add(t, &k, &off, u, LNAME("self_attn.o_proj.weight"), 2, C, HQ, 1);
+    add(t, &k, &off, u, LNAME("post_attention_layernorm.weight"), 1, C, 0, 0);
+    add(t, &k, &off, u, LNAME("mlp.gate_proj.weight"), 2, F, C, 1);
+    add(t, &k, &off, u, LNAME("mlp.up_proj.weight"), 2, F, C, 1);
+    add(t, &k, &off, u, LNAME("mlp.down_proj.weight"), 2, C, F, 1);
 #undef LNAME
+    CLOSE_UNIT(u, t0);
   }
-  add(t, &k, &off, "model.norm.weight", 1, C, 0, 0);
-  if (!cfg->tie_embeddings) add(t, &k, &off, "lm_head.weight", 2, V, C, 1);
-  *table = t;
-  *n = k;
-  *total = off;
+  int uf = lc_unit_final(cfg->n_layers), t0 = k;
+  L->units[uf].off = off;
+  add(t, &k, &off, uf, "model.norm.weight", 1, C, 0, 0);
+  if (!cfg->tie_embeddings) add(t, &k, &off, uf, "lm_head.weight", 2, V, C, 1);
+  CLOSE_UNIT(uf, t0);
+#undef CLOSE_UNIT
+  L->table = t;
+  L->n_tensors = k;
+  L->total = off;
   return LC_OK;
+}
+
+void lc_param_layout_free(lc_param_layout *L) {
+  free(L->table);
+  free(L->units);
+  memset(L, 0, sizeof *L);
+}
+
+lc_status lc_param_table(const lc_config *cfg, lc_param_info **table, int *n, size_t *total) {
+  lc_param_layout L;
+  LC_TRY(lc_param_layout_build(&L, cfg, 1));
+  free(L.units);
+  *table = L.table;
+  *n = L.n_tensors;
+  *total = L.total;
+  return LC_OK;
+}
+
+float **lc_weights_slot(lc_weights *w, const lc_config *cfg, int i) {
+  if (i == 0) return &w->embed;
+  int k = i - 1;
+  if (k < 9 * cfg->n_layers) {
+    lc_layer_weights *L = &w->layer[k / 9];
+    float **f[9] = {&L->ln1, &L->wq, &L->wk, &L->wv, &L->wo, &L->ln2, &L->wgate, &L->wup, &L->wdown};
+    return f[k % 9];
+  }
+  return k == 9 * cfg->n_layers ? &w->norm : &w->head;
+}
+
+void lc_weights_tie(lc_weights *w, const lc_config *cfg) {
+  if (cfg->tie_embeddings) w->head = w->embed;
 }
 
 void lc_weights_view(lc_weights *w, const lc_config *cfg, const lc_param_info *t, int n,
                      float *flat) {
   memset(w, 0, sizeof *w);
-  int k = 0;
-  w->embed = flat + t[k++].offset;
-  for (int l = 0; l < cfg->n_layers; l++) {
-    lc_layer_weights *L = &w->layer[l];
-    L->ln1 = flat + t[k++].offset;
-    L->wq = flat + t[k++].offset;
-    L->wk = flat + t[k++].offset;
-    L->wv = flat + t[k++].offset;
-    L->wo = flat + t[k++].offset;
-    L->ln2 = flat + t[k++].offset;
-    L->wgate = flat + t[k++].offset;
-    L->wup = flat + t[k++].offset;
-    L->wdown = flat + t[k++].offset;
+  for (int i = 0; i < n; i++) *lc_weights_slot(w, cfg, i) = flat + t[i].offset;
+  lc_weights_tie(w, cfg);
+}
+
+void lc_param_init_tensor(float *dst, const lc_param_info *t, lc_rng *rng) {
+  if (t->ndim == 1) {
+    for (size_t j = 0; j < t->numel; j++) dst[j] = 1.0f;
+  } else {
+    lc_rng_fill_normal(rng, dst, (long)t->numel, 0.02f);
   }
-  w->norm = flat + t[k++].offset;
-  w->head = cfg->tie_embeddings ? w->embed : flat + t[k++].offset;
-  (void)n;
 }
 
 void lc_params_init(float *flat, const lc_param_info *t, int n, lc_rng *rng) {
-  for (int i = 0; i < n; i++) {
-    float *p = flat + t[i].offset;
-    if (t[i].ndim == 1) {
-      for (size_t j = 0; j < t[i].numel; j++) p[j] = 1.0f;
-    } else {
-      lc_rng_fill_normal(rng, p, (long)t[i].numel, 0.02f);
-    }
-  }
+  for (int i = 0; i < n; i++) lc_param_init_tensor(flat + t[i].offset, &t[i], rng);
 }

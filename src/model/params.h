@@ -17,7 +17,29 @@ typedef struct {
   size_t offset;  // element offset in the flat buffer
   size_t numel;
   int decay;      // 1: AdamW weight decay applies (matrices), 0: norms
+  int unit;       // the unit (see lc_param_layout) holding this tensor
 } lc_param_info;
+
+// A unit is what ZeRO moves at once: the embedding, one decoder layer, or the final norm
+// with the (untied) LM head. Units are contiguous in the flat buffer, in this order, each
+// padded so that it splits into equal, 16-float aligned shards.
+typedef struct {
+  size_t off, n; // floats [off, off + n) of the flat buffer; n a multiple of the layout's align
+  int t0, t1;    // its tensors: table[t0 .. t1)
+} lc_param_unit;
+
+#define LC_UNIT_EMBED 0
+static inline int lc_unit_layer(int l) { return 1 + l; }
+static inline int lc_unit_final(int n_layers) { return n_layers + 1; }
+
+typedef struct {
+  lc_param_info *table; // HF-named tensors in flat order
+  int n_tensors;
+  lc_param_unit *units; // n_layers + 2: embed, layers, final
+  int n_units;
+  size_t total;         // floats in the flat buffer (units padded)
+  size_t align;         // every unit's size is a multiple of this: 16 x shard ways
+} lc_param_layout;
 
 typedef struct {
   float *ln1;   // input_layernorm.weight          [C]
@@ -40,12 +62,23 @@ typedef struct {
   lc_layer_weights layer[LC_MAX_LAYERS];
 } lc_weights;
 
-// Builds the table (malloc'd, caller frees) in flat-buffer order.
+// The layout of the flat buffers for a store split `shard_ways` ways (1: unsharded): the
+// single description of where every tensor lives. Tensors are 16-float aligned; each unit
+// is padded to a multiple of 16 x shard_ways floats (the padding is zero and never read).
+lc_status lc_param_layout_build(lc_param_layout *L, const lc_config *cfg, int shard_ways);
+void lc_param_layout_free(lc_param_layout *L);
+// The unsharded table alone (malloc'd, caller frees) in flat-buffer order.
 lc_status lc_param_table(const lc_config *cfg, lc_param_info **table, int *n, size_t *total);
+// The view field of tensor i (table order) in w: &w->embed, &w->layer[l].wq, ... For a tied
+// model the head field follows the embedding (set both with lc_weights_tie).
+float **lc_weights_slot(lc_weights *w, const lc_config *cfg, int i);
+void lc_weights_tie(lc_weights *w, const lc_config *cfg);
 // Points the views into `flat` following the table order.
 void lc_weights_view(lc_weights *w, const lc_config *cfg, const lc_param_info *table, int n,
                      float *flat);
-// HF-style init: linear and embedding weights ~ N(0, 0.02), norm weights = 1.
+// HF-style init: linear and embedding weights ~ N(0, 0.02), norm weights = 1. Tensor by
+// tensor in table order from one stream, so the values do not depend on the layout.
+void lc_param_init_tensor(float *dst, const lc_param_info *t, lc_rng *rng);
 void lc_params_init(float *flat, const lc_param_info *table, int n, lc_rng *rng);
 
 #endif

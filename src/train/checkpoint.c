@@ -31,34 +31,16 @@ static void remove_flat_dir(const char *path) {
   rmdir(path);
 }
 
-static lc_status write_optimizer(const lc_trainer *t, const char *dir) {
-  const lc_model *m = &t->model;
-  int n = m->n_tensors;
-  lc_st_entry *e = calloc((size_t)2 * n, sizeof *e);
-  char(*names)[128] = calloc((size_t)2 * n, sizeof *names);
-  if (!e || !names) {
-    free(e);
-    free(names);
-    return lc_fail(LC_ENOMEM, "out of memory writing the optimizer state");
-  }
-  for (int i = 0; i < n; i++)
-    for (int k = 0; k < 2; k++) {
-      lc_st_entry *x = &e[2 * i + k];
-      snprintf(names[2 * i + k], sizeof names[0], "%s.%s", k ? "exp_avg_sq" : "exp_avg", m->table[i].name);
-      x->name = names[2 * i + k];
-      x->ndim = m->table[i].ndim;
-      x->shape[0] = m->table[i].shape[0];
-      x->shape[1] = m->table[i].shape[1];
-      x->data = (k ? t->opt.v : t->opt.m) + m->table[i].offset;
-    }
+// Collective (rank 0 writes): AdamW moments of every tensor, gathered one tensor at a time.
+static lc_status write_optimizer(lc_trainer *t, const char *dir) {
   char step[32], path[PATHN];
   snprintf(step, sizeof step, "%ld", t->opt.step);
   const char *meta[] = {"adamw_step", step};
+  const lc_ps_state which[2] = {LC_PS_EXP_AVG, LC_PS_EXP_AVG_SQ};
+  const char *const prefix[2] = {"exp_avg.", "exp_avg_sq."};
   lc_status st = lc_path_join(path, sizeof path, dir, "optimizer.safetensors");
-  if (st == LC_OK) st = lc_st_write(path, e, 2 * n, meta, 1);
-  free(names);
-  free(e);
-  return st;
+  lc_status ws = lc_hf_write_states(path, &t->model, 2, which, prefix, meta, 1); // collective: always
+  return st == LC_OK ? ws : st;
 }
 
 static lc_status write_state(const lc_trainer *t, const char *dir) {
@@ -88,6 +70,8 @@ static lc_status write_state(const lc_trainer *t, const char *dir) {
   cJSON_AddNumberToObject(l, "hp", t->grid.hp);
   cJSON_AddNumberToObject(l, "ring_window", t->grid.window);
   cJSON_AddStringToObject(l, "placement", lc_placement_name(t->grid.placement));
+  cJSON_AddNumberToObject(l, "zero", t->model.ps.stage);
+  cJSON_AddNumberToObject(l, "zero_group", t->model.ps.Z);
   char *txt = cJSON_Print(j);
   cJSON_Delete(j);
   if (!txt) return lc_fail(LC_ENOMEM, "out of memory writing trainer_state.json");
@@ -127,25 +111,33 @@ static void prune(const char *dir, int keep) {
   }
 }
 
-static lc_status save_rank0(lc_trainer *t, const char *dir, int keep) {
-  char name[64], tmp[PATHN], final[PATHN], latest[PATHN];
-  snprintf(name, sizeof name, "checkpoint-%ld", t->step);
-  LC_TRY(lc_mkdir_p(dir));
+// Every rank learns whether any failed. The message stays with the rank that failed (rank 0
+// for file errors, which reports them); the others get a generic one.
+static lc_status agree(lc_trainer *t, lc_status st) {
+  double bad = st != LC_OK;
+  lc_status cs = lc_allreduce_sum(t->world, &bad, 1, LC_DT_F64);
+  if (cs != LC_OK) return cs;
+  if (bad > 0 && st == LC_OK) return lc_fail(LC_EIO, "saving the checkpoint failed on another rank");
+  return st;
+}
+
+// Rank 0: DIR exists and holds a fresh, empty temporary directory for checkpoint `name`.
+static lc_status prepare_tmp(const char *dir, const char *name, char *tmp, size_t cap) {
   char tname[96];
   snprintf(tname, sizeof tname, ".%s.tmp.%d", name, (int)getpid());
-  LC_TRY(lc_path_join(tmp, sizeof tmp, dir, tname));
-  LC_TRY(lc_path_join(final, sizeof final, dir, name));
-  LC_TRY(lc_path_join(latest, sizeof latest, dir, "latest"));
+  LC_TRY(lc_mkdir_p(dir));
+  LC_TRY(lc_path_join(tmp, cap, dir, tname));
   remove_flat_dir(tmp);
   if (mkdir(tmp, 0755) != 0)
     return lc_fail(LC_EIO, "cannot create %s (%s); check --save points to a writable place", tmp, strerror(errno));
-  lc_status st = lc_hf_save(tmp, &t->model);
-  if (st == LC_OK) st = write_optimizer(t, tmp);
-  if (st == LC_OK) st = write_state(t, tmp);
-  if (st != LC_OK) {
-    remove_flat_dir(tmp);
-    return st;
-  }
+  return LC_OK;
+}
+
+// Rank 0: the written temporary directory becomes DIR/name, then DIR/latest names it.
+static lc_status publish(const char *dir, const char *name, const char *tmp, int keep) {
+  char final[PATHN], latest[PATHN];
+  LC_TRY(lc_path_join(final, sizeof final, dir, name));
+  LC_TRY(lc_path_join(latest, sizeof latest, dir, "latest"));
   // Test hook: die between writing and publishing (the crash-safety test uses it).
   const char *crash = getenv("LONGCTX_TEST_CRASH");
   if (crash && !strcmp(crash, "before-rename")) raise(SIGKILL);
@@ -163,14 +155,19 @@ static lc_status save_rank0(lc_trainer *t, const char *dir, int keep) {
 }
 
 lc_status lc_checkpoint_save(lc_trainer *t, const char *dir, int keep) {
-  lc_status st = LC_OK;
-  if (t->world->rank == 0) st = save_rank0(t, dir, keep);
-  // Every rank learns the outcome (the message stays with rank 0, which reports it).
-  double bad = st != LC_OK;
-  lc_status cs = lc_allreduce_sum(t->world, &bad, 1, LC_DT_F64);
-  if (cs != LC_OK) return cs;
-  if (bad > 0 && st == LC_OK) return lc_fail(LC_EIO, "saving the checkpoint failed on rank 0");
-  return st;
+  const int root = t->world->rank == 0;
+  char name[64], tmp[PATHN] = "";
+  snprintf(name, sizeof name, "checkpoint-%ld", t->step);
+  lc_status st = root ? prepare_tmp(dir, name, tmp, sizeof tmp) : LC_OK;
+  LC_TRY(agree(t, st));
+  // Weights and moments reach rank 0 one tensor at a time (ZeRO shards from their owners).
+  st = lc_hf_save(tmp, &t->model);
+  lc_status so = write_optimizer(t, tmp);
+  if (st == LC_OK) st = so;
+  if (st == LC_OK && root) st = write_state(t, tmp);
+  st = agree(t, st);
+  if (root) st = st == LC_OK ? publish(dir, name, tmp, keep) : (remove_flat_dir(tmp), st);
+  return agree(t, st);
 }
 
 lc_status lc_checkpoint_resolve(const char *path, char *out, size_t cap) {
@@ -273,15 +270,28 @@ static lc_status read_optimizer(lc_trainer *t, const char *dir) {
   lc_st_file f;
   LC_TRY(lc_st_open(&f, p));
   lc_status st = LC_OK;
-  const lc_model *m = &t->model;
+  lc_model *m = &t->model;
+  // In place when this rank holds whole moments, else through a staging buffer of which
+  // the store keeps this rank's shard.
+  float *stage = NULL;
+  if (!lc_pstore_tensor_ptr(&m->ps, LC_PS_EXP_AVG, 0)) {
+    size_t big = 0;
+    for (int i = 0; i < m->n_tensors; i++) big = m->table[i].numel > big ? m->table[i].numel : big;
+    stage = lc_alloc(&t->arena, LC_MEM_SCRATCH, sizeof(float) * big, "optimizer loading buffer");
+    if (!stage) st = LC_ENOMEM;
+  }
   for (int i = 0; i < m->n_tensors && st == LC_OK; i++)
     for (int k = 0; k < 2 && st == LC_OK; k++) {
       char name[160];
+      const lc_ps_state which = k ? LC_PS_EXP_AVG_SQ : LC_PS_EXP_AVG;
       snprintf(name, sizeof name, "%s.%s", k ? "exp_avg_sq" : "exp_avg", m->table[i].name);
       const lc_st_tensor *x = lc_st_find(&f, name);
+      float *dst = stage ? stage : lc_pstore_tensor_ptr(&m->ps, which, i);
       if (!x) st = lc_fail(LC_EFORMAT, "%s lacks %s; the checkpoint is incomplete", p, name);
-      else st = lc_st_read_f32(&f, x, (k ? t->opt.v : t->opt.m) + m->table[i].offset, m->table[i].numel);
+      else st = lc_st_read_f32(&f, x, dst, m->table[i].numel);
+      if (st == LC_OK && stage) lc_pstore_set_tensor(&m->ps, which, i, stage);
     }
+  lc_free(&t->arena, stage);
   const char *s = st == LC_OK ? lc_st_meta(&f, "adamw_step") : NULL;
   if (st == LC_OK && !s) st = lc_fail(LC_EFORMAT, "%s lacks the adamw_step metadata", p);
   if (st == LC_OK) t->opt.step = atol(s);

@@ -21,25 +21,44 @@ void lc_adamw_destroy(lc_adamw *o, lc_arena *arena) {
   o->m = o->v = NULL;
 }
 
+// p, g, m, v: n floats of one piece of a tensor.
+static void update_piece(float *p, const float *g, float *m, float *v, size_t n, float wd, float b1, float b2,
+                         float eps, float lr, float step_size, float inv_sqrt_bc2) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (size_t j = 0; j < n; j++) {
+    m[j] = b1 * m[j] + (1.0f - b1) * g[j];
+    v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
+    float denom = sqrtf(v[j]) * inv_sqrt_bc2 + eps;
+    p[j] -= lr * wd * p[j] + step_size * m[j] / denom;
+  }
+}
+
+// Bias-corrected step size lr / (1 - beta1^t) and 1 / sqrt(1 - beta2^t) of update t.
+static void corrections(const lc_adamw_hp *hp, long t, float *step_size, float *inv_sqrt_bc2) {
+  const double bc1 = 1.0 - pow(hp->beta1, (double)t), bc2 = 1.0 - pow(hp->beta2, (double)t);
+  *step_size = (float)(hp->lr / bc1);
+  *inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
+}
+
+void lc_adamw_update_segments(lc_adamw *o, const lc_adamw_hp *hp, float *params, const float *grads,
+                              const lc_ps_segment *seg, int n_seg) {
+  float ss, ib;
+  corrections(hp, ++o->step, &ss, &ib);
+  for (int i = 0; i < n_seg; i++) {
+    const lc_ps_segment *s = &seg[i];
+    update_piece(params + s->p, grads + s->g, o->m + s->o, o->v + s->o, s->n, s->decay ? hp->weight_decay : 0.0f,
+                 hp->beta1, hp->beta2, hp->eps, hp->lr, ss, ib);
+  }
+}
+
 void lc_adamw_update(lc_adamw *o, const lc_adamw_hp *hp, float *params, const float *grads,
                      const lc_param_info *table, int n_tensors) {
-  o->step++;
-  const double bc1 = 1.0 - pow(hp->beta1, (double)o->step);
-  const double bc2 = 1.0 - pow(hp->beta2, (double)o->step);
-  const float b1 = hp->beta1, b2 = hp->beta2, eps = hp->eps, lr = hp->lr;
-  const float step_size = (float)(lr / bc1), inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
+  float ss, ib;
+  corrections(hp, ++o->step, &ss, &ib);
   for (int i = 0; i < n_tensors; i++) {
-    const size_t off = table[i].offset, n = table[i].numel;
-    const float wd = table[i].decay ? hp->weight_decay : 0.0f;
-    float *p = params + off, *m = o->m + off, *v = o->v + off;
-    const float *g = grads + off;
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t j = 0; j < n; j++) {
-      m[j] = b1 * m[j] + (1.0f - b1) * g[j];
-      v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
-      float denom = sqrtf(v[j]) * inv_sqrt_bc2 + eps;
-      p[j] -= lr * wd * p[j] + step_size * m[j] / denom;
-    }
+    const size_t off = table[i].offset;
+    update_piece(params + off, grads + off, o->m + off, o->v + off, table[i].numel,
+                 table[i].decay ? hp->weight_decay : 0.0f, hp->beta1, hp->beta2, hp->eps, hp->lr, ss, ib);
   }
 }
 
@@ -50,9 +69,14 @@ double lc_sumsq(const float *g, size_t n) {
   return s;
 }
 
-float lc_clip_scale(float *g, size_t n, double norm, float max_norm) {
+float lc_clip_factor(double norm, float max_norm) {
   if (!(max_norm > 0) || !(norm > max_norm)) return 1.0f;
-  float s = (float)(max_norm / (norm + 1e-6));
+  return (float)(max_norm / (norm + 1e-6));
+}
+
+float lc_clip_scale(float *g, size_t n, double norm, float max_norm) {
+  const float s = lc_clip_factor(norm, max_norm);
+  if (s == 1.0f) return s;
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (size_t i = 0; i < n; i++) g[i] *= s;
   return s;

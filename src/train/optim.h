@@ -7,27 +7,37 @@
 
 #include "core/arena.h"
 #include "model/params.h"
+#include "model/pstore.h"
 
 typedef struct {
   float lr, beta1, beta2, eps, weight_decay;
 } lc_adamw_hp;
 
 typedef struct {
-  float *m, *v; // first and second moments, same flat layout as the parameters
+  float *m, *v; // first and second moments (owned when made by lc_adamw_create; a trainer
+                // points them at its parameter store's)
   size_t n;
   long step;    // updates applied so far
 } lc_adamw;
 
+// Standalone moments of n floats from the arena (tests; the trainer's live in its store).
 lc_status lc_adamw_create(lc_adamw *o, size_t n, lc_arena *arena);
 void lc_adamw_destroy(lc_adamw *o, lc_arena *arena);
-// One update of the tensors in `table` (weight decay only where table[i].decay).
+// One update of the tensors in `table` (weight decay only where table[i].decay), with
+// m and v in the table's layout.
 // p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p), with mhat/vhat bias-corrected.
 void lc_adamw_update(lc_adamw *o, const lc_adamw_hp *hp, float *params, const float *grads,
                      const lc_param_info *table, int n_tensors);
+// The same update on the pieces a parameter store assigns this rank (ZeRO): segment s
+// updates params[s.p..], grads[s.g..] and m/v[s.o..] for s.n floats.
+void lc_adamw_update_segments(lc_adamw *o, const lc_adamw_hp *hp, float *params, const float *grads,
+                              const lc_ps_segment *seg, int n_seg);
 
 // Sum of squares of g[0..n) accumulated in double.
 double lc_sumsq(const float *g, size_t n);
-// Scales g by min(1, max_norm / norm) when max_norm > 0. Returns the scale applied.
+// The clip factor: max_norm / (norm + 1e-6) when max_norm > 0 and norm > max_norm, else 1.
+float lc_clip_factor(double norm, float max_norm);
+// Scales g by lc_clip_factor(norm, max_norm). Returns the scale applied.
 float lc_clip_scale(float *g, size_t n, double norm, float max_norm);
 
 // LR at update `step` (0-based) of `total`: linear warmup over `warmup` steps from

@@ -22,6 +22,7 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   if (t->o.hp == 0) t->o.hp = 1;
   if (t->o.cp == 0) t->o.cp = 1;
   if (t->o.window == 0) t->o.window = t->o.cp;
+  if (t->o.mopts.zero_group == 0) t->o.mopts.zero_group = world->size;
   o = &t->o;
   if (o->cfg.config_only)
     return lc_fail(LC_EINVAL, "--model %s is a configuration-only preset (shape without weights, for "
@@ -55,13 +56,16 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
                          o->cfg.n_kv_heads, o->cfg.head_dim);
   else
     lc_attn_local_init(&t->attn, o->cfg.n_heads, o->cfg.n_kv_heads, o->cfg.head_dim);
-  if (st == LC_OK) st = lc_model_create(&t->model, &o->cfg, &t->arena);
-  if (st == LC_OK) st = lc_adamw_create(&t->opt, t->model.n_flat, &t->arena);
+  if (st == LC_OK) st = lc_model_create_zero(&t->model, &o->cfg, o->mopts.zero, o->mopts.zero_group, world, &t->arena);
+  if (st == LC_OK) st = lc_pstore_add_optimizer(&t->model.ps);
+  if (st == LC_OK) st = lc_model_init_random(&t->model, o->seed);
   if (st != LC_OK) {
     lc_trainer_free(t);
     return st;
   }
-  lc_model_init_random(&t->model, o->seed);
+  t->opt.m = t->model.ps.m;
+  t->opt.v = t->model.ps.v;
+  t->opt.n = t->model.ps.n_opt;
   size_t n = (size_t)t->local_batch * t->T;
   t->full_tok = malloc(sizeof(int) * (size_t)o->seq);
   t->full_tgt = malloc(sizeof(int) * (size_t)o->seq);
@@ -83,7 +87,7 @@ void lc_trainer_free(lc_trainer *t) {
   free(t->tokens);
   free(t->full_tgt);
   free(t->full_tok);
-  lc_adamw_destroy(&t->opt, &t->arena);
+  memset(&t->opt, 0, sizeof t->opt); // its moments belong to the store
   lc_model_destroy(&t->model, &t->arena);
   if (t->distributed) lc_attn_2d_free(&t->attn);
   lc_grid_destroy(&t->grid);
@@ -111,11 +115,14 @@ static long load_batch(lc_trainer *t) {
 lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   const lc_train_opts *o = &t->o;
   const int S = o->seq;
+  lc_pstore *ps = &t->model.ps;
   double t0 = lc_now();
   lc_arena_reset_peaks(&t->arena);
-  lc_comm *cs[3] = {t->grid.head, t->grid.ctx, t->world};
-  double b0[3], w0 = 0, k0 = t->distributed ? lc_attn_2d_compute_seconds(&t->attn) : 0;
-  for (int i = 0; i < 3; i++) b0[i] = cs[i]->bytes_sent, w0 += cs[i]->wait_seconds;
+  // Communicators: attention (head, ring); model states (world, zero group, replicas).
+  lc_comm *cs[5] = {t->grid.head, t->grid.ctx, t->world, ps->zg, ps->rep};
+  double b0[5] = {0}, w0 = 0, k0 = t->distributed ? lc_attn_2d_compute_seconds(&t->attn) : 0;
+  for (int i = 0; i < 5; i++)
+    if (cs[i]) b0[i] = cs[i]->bytes_sent, w0 += cs[i]->wait_seconds;
   memset(m, 0, sizeof *m);
   // Draw the whole batch first: the loss is divided by the batch's counted tokens (all ranks).
   double counted_d = (double)load_batch(t);
@@ -123,23 +130,28 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   long counted = (long)counted_d;
   t->next_sample += (uint64_t)o->batch;
   float scale = counted > 0 ? 1.0f / (float)counted : 0.0f;
-  lc_model_zero_grads(&t->model);
+  // Every rank saw different tokens: the store sums the gradients over the world (ZeRO:
+  // reduce-scatters them), unit by unit while backward runs.
+  lc_pstore_step_begin(ps, t->local_batch);
   double loss_sum = 0;
   for (int b = 0; b < t->local_batch; b++)
     LC_TRY(lc_model_fwd_bwd(&t->model, &o->mopts, &t->attn, t->tokens + (size_t)b * t->T,
                             t->targets + (size_t)b * t->T, t->pos, t->T, scale, 1, &loss_sum,
                             &t->arena));
-  // Every rank saw different tokens: sum the loss and the gradients over the world.
+  LC_TRY(lc_pstore_finish_grads(ps));
   LC_TRY(lc_allreduce_sum(t->world, &loss_sum, 1, LC_DT_F64));
-  LC_TRY(lc_allreduce_sum(t->world, t->model.grads, t->model.n_flat, LC_DT_F32));
-  double norm = sqrt(lc_sumsq(t->model.grads, t->model.n_flat));
+  double sumsq = 0;
+  LC_TRY(lc_pstore_grad_sumsq(ps, &sumsq));
+  double norm = sqrt(sumsq);
   if (!isfinite(norm))
     return lc_fail(LC_EINVAL, "step %ld: the gradient is not finite (norm %g); lower --lr or set --clip",
                    t->step + 1, norm);
-  lc_clip_scale(t->model.grads, t->model.n_flat, norm, o->clip);
+  const float clip = lc_clip_factor(norm, o->clip);
+  if (clip != 1.0f) lc_pstore_scale_grads(ps, clip);
   lc_adamw_hp hp = {.lr = lc_lr_at(t->step, o->steps, o->warmup, o->lr, o->lr_min),
                     .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->wd};
-  lc_adamw_update(&t->opt, &hp, t->model.params, t->model.grads, t->model.table, t->model.n_tensors);
+  lc_adamw_update_segments(&t->opt, &hp, ps->params, ps->grads, ps->seg, ps->n_seg);
+  LC_TRY(lc_pstore_sync_params(ps));
   t->step++;
   m->step = t->step;
   m->loss = counted > 0 ? loss_sum / (double)counted : 0.0;
@@ -149,8 +161,13 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   m->counted = counted;
   m->seconds = lc_now() - t0;
   m->attn_bytes = cs[0]->bytes_sent - b0[0] + cs[1]->bytes_sent - b0[1];
-  m->grad_bytes = cs[2]->bytes_sent - b0[2];
-  for (int i = 0; i < 3; i++) m->comm_wait_s += cs[i]->wait_seconds;
+  for (int i = 2; i < 5; i++)
+    if (cs[i]) m->grad_bytes += cs[i]->bytes_sent - b0[i];
+  const int W = t->world->size;
+  m->grad_bytes_formula = lc_pstore_step_bytes(ps, t->local_batch) +
+                          (W > 1 ? 2 * 2.0 * (W - 1) / W * sizeof(double) : 0.0); // counted + loss sums
+  for (int i = 0; i < 5; i++)
+    if (cs[i]) m->comm_wait_s += cs[i]->wait_seconds;
   m->comm_wait_s -= w0;
   if (t->distributed) {
     m->attn_kernel_s = lc_attn_2d_compute_seconds(&t->attn) - k0;

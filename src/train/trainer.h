@@ -41,7 +41,8 @@ typedef struct {
   // communication of this rank in the step
   double attn_bytes;          // sent by the attention (all-to-alls + ring)
   double attn_bytes_formula;  // what the formulas say it should send
-  double grad_bytes;          // sent by the gradient and loss all-reduces
+  double grad_bytes;          // sent for model states: gradient reductions, ZeRO gathers, loss and norm sums
+  double grad_bytes_formula;  // what the formulas say (lc_pstore_step_bytes + the loss sums)
   double comm_wait_s;         // blocked in collectives/waits (attention + all-reduces)
   double attn_kernel_s;       // inside attention kernels of the ring
 } lc_step_metrics;
@@ -49,8 +50,8 @@ typedef struct {
 typedef struct {
   lc_train_opts o;
   lc_arena arena;
-  lc_model model;
-  lc_adamw opt;
+  lc_model model;  // its store (model.ps) holds the parameters, gradients and AdamW moments
+  lc_adamw opt;    // AdamW's step count; m and v point into the store
   lc_data data;
   lc_attn attn;
   lc_comm *world; // not owned

@@ -1,0 +1,498 @@
+// The parameter store (pstore.h): storage by stage, per-unit gathers and gradient
+// reductions as small state machines progressed by polling, tensor-wise access.
+#include "model/pstore.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define F32(n) (sizeof(float) * (size_t)(n))
+#define TAG_TENSOR 301
+
+struct lc_ps_unit {
+  float *gath;  // stage 3: gathered weights [u.n] (NULL: not resident)
+  lc_req greq;  // its all-gather
+  float *gbuf;  // stage >= 2: temporary full gradient [u.n]
+  int gopen;    // between grad_begin and grad_end
+};
+
+// A gradient reduction in flight: phase 0 the group collective (all-reduce for stage 0,
+// reduce-scatter otherwise), phase 1 the all-reduce across replica groups.
+struct lc_ps_red {
+  int unit, phase, done;
+  lc_req req;
+};
+
+static lc_comm *red_comm(const lc_pstore *ps, const lc_ps_red *r);
+
+const char *lc_zero_stage_desc(int stage) {
+  switch (stage) {
+    case 0: return "replicated weights, gradients and AdamW moments";
+    case 1: return "AdamW moments sharded";
+    case 2: return "AdamW moments and gradients sharded";
+    case 3: return "AdamW moments, gradients and weights sharded";
+    default: return "?";
+  }
+}
+
+static size_t shard_floats(const lc_pstore *ps, int u) { return ps->lay.units[u].n / (size_t)ps->Z; }
+// Offset of unit u's shard in a shard buffer (every unit size is a multiple of Z).
+static size_t shard_off(const lc_pstore *ps, int u) { return ps->lay.units[u].off / (size_t)ps->Z; }
+// This rank's slice of unit u in full coordinates: [lo, lo + shard_floats).
+static size_t owned_lo(const lc_pstore *ps, int u) {
+  return ps->lay.units[u].off + (size_t)ps->zrank * shard_floats(ps, u);
+}
+
+static int params_sharded(const lc_pstore *ps) { return ps->stage >= 3; }
+static int grads_sharded(const lc_pstore *ps) { return ps->stage >= 2; }
+static int optim_sharded(const lc_pstore *ps) { return ps->stage >= 1; }
+
+// Points the views of unit u's tensors at `base`, a buffer holding the unit ([u.n] floats);
+// NULL clears them.
+static void set_views(lc_pstore *ps, lc_weights *w, int u, float *base) {
+  const lc_param_unit *U = &ps->lay.units[u];
+  for (int t = U->t0; t < U->t1; t++)
+    *lc_weights_slot(w, &ps->cfg, t) = base ? base + (ps->lay.table[t].offset - U->off) : NULL;
+  lc_weights_tie(w, &ps->cfg);
+}
+
+// The pieces of each tensor this rank updates: stage 0 everything, else its slice of
+// each unit.
+static lc_status build_segments(lc_pstore *ps) {
+  const lc_param_layout *L = &ps->lay;
+  ps->seg = calloc((size_t)L->n_tensors, sizeof *ps->seg);
+  if (!ps->seg) return lc_fail(LC_ENOMEM, "out of memory for the parameter store's segments");
+  int k = 0;
+  for (int u = 0; u < L->n_units; u++) {
+    const lc_param_unit *U = &L->units[u];
+    size_t lo = ps->stage == 0 ? U->off : owned_lo(ps, u);
+    size_t hi = ps->stage == 0 ? U->off + U->n : lo + shard_floats(ps, u);
+    for (int t = U->t0; t < U->t1; t++) {
+      const lc_param_info *T = &L->table[t];
+      size_t a = T->offset > lo ? T->offset : lo, b = T->offset + T->numel < hi ? T->offset + T->numel : hi;
+      if (a >= b) continue;
+      size_t local = ps->stage == 0 ? a : shard_off(ps, u) + (a - lo);
+      lc_ps_segment *s = &ps->seg[k++];
+      s->p = params_sharded(ps) ? local : a;
+      s->g = grads_sharded(ps) ? local : a;
+      s->o = optim_sharded(ps) ? local : a;
+      s->n = b - a;
+      s->decay = T->decay;
+      s->tensor = t;
+    }
+  }
+  ps->n_seg = k;
+  return LC_OK;
+}
+
+lc_status lc_pstore_create(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world,
+                           lc_arena *arena) {
+  memset(ps, 0, sizeof *ps);
+  const int W = world ? world->size : 1;
+  if (stage < 0 || stage > 3)
+    return lc_fail(LC_EINVAL, "--zero %d is not a ZeRO stage: use 0 (replicated), 1 (optimizer states), "
+                   "2 (+ gradients) or 3 (+ weights)", stage);
+  if (group == 0) group = W;
+  if (group < 1 || W % group != 0)
+    return lc_fail(LC_EINVAL, "--zero-group %d does not divide the world of %d ranks; use a divisor of %d "
+                   "(0 or omitted: the whole world)", group, W, W);
+  if (!world && stage != 0) return lc_fail(LC_EINVAL, "a local parameter store cannot be sharded");
+  ps->cfg = *cfg;
+  ps->stage = stage;
+  ps->world = world;
+  ps->arena = arena;
+  ps->Z = stage == 0 ? 1 : group;
+  ps->R = W / ps->Z;
+  lc_status st = LC_OK;
+  if (stage > 0) {
+    st = lc_comm_split(world, world->rank / ps->Z, world->rank, &ps->zg);
+    if (st == LC_OK) st = lc_comm_split(world, world->rank % ps->Z, world->rank, &ps->rep);
+    if (st != LC_OK) {
+      lc_pstore_destroy(ps);
+      return st;
+    }
+    ps->zrank = ps->zg->rank;
+    ps->rrank = ps->rep->rank;
+  }
+  st = lc_param_layout_build(&ps->lay, cfg, ps->Z);
+  if (st != LC_OK) {
+    lc_pstore_destroy(ps);
+    return st;
+  }
+  const size_t full = ps->lay.total, shard = full / (size_t)ps->Z;
+  ps->n_params = params_sharded(ps) ? shard : full;
+  ps->n_grads = grads_sharded(ps) ? shard : full;
+  ps->n_opt = optim_sharded(ps) ? shard : full;
+  ps->u_ = calloc((size_t)ps->lay.n_units, sizeof *ps->u_);
+  ps->red_ = calloc((size_t)ps->lay.n_units, sizeof *ps->red_);
+  if (!ps->u_ || !ps->red_) st = lc_fail(LC_ENOMEM, "out of memory for the parameter store");
+  if (st == LC_OK) st = build_segments(ps);
+  if (st == LC_OK) {
+    ps->params = lc_calloc(arena, LC_MEM_PARAMS, F32(ps->n_params), "parameters");
+    ps->grads = ps->params ? lc_calloc(arena, LC_MEM_GRADS, F32(ps->n_grads), "gradients") : NULL;
+    if (!ps->grads) st = LC_ENOMEM;
+  }
+  if (st != LC_OK) {
+    lc_pstore_destroy(ps);
+    return st;
+  }
+  // Views that never move: full parameters (stages 0-2), full gradients (stages 0-1).
+  for (int u = 0; u < ps->lay.n_units; u++) {
+    if (!params_sharded(ps)) set_views(ps, &ps->w, u, ps->params + ps->lay.units[u].off);
+    if (!grads_sharded(ps)) set_views(ps, &ps->g, u, ps->grads + ps->lay.units[u].off);
+  }
+  return LC_OK;
+}
+
+lc_status lc_pstore_add_optimizer(lc_pstore *ps) {
+  if (ps->m) return LC_OK;
+  ps->m = lc_calloc(ps->arena, LC_MEM_OPTIM, F32(ps->n_opt), "AdamW first moment");
+  ps->v = ps->m ? lc_calloc(ps->arena, LC_MEM_OPTIM, F32(ps->n_opt), "AdamW second moment") : NULL;
+  return ps->v ? LC_OK : LC_ENOMEM;
+}
+
+void lc_pstore_drop_grads(lc_pstore *ps) {
+  lc_free(ps->arena, ps->grads);
+  ps->grads = NULL;
+  ps->n_grads = 0;
+  memset(&ps->g, 0, sizeof ps->g);
+}
+
+void lc_pstore_destroy(lc_pstore *ps) {
+  if (ps->u_)
+    for (int u = 0; u < ps->lay.n_units; u++) {
+      if (ps->u_[u].greq.active) lc_wait(ps->zg, &ps->u_[u].greq);
+      lc_free(ps->arena, ps->u_[u].gath);
+    }
+  for (int i = 0; i < ps->n_red_; i++)
+    if (ps->red_[i].req.active) lc_wait(red_comm(ps, &ps->red_[i]), &ps->red_[i].req);
+  if (ps->u_)
+    for (int u = 0; u < ps->lay.n_units; u++) lc_free(ps->arena, ps->u_[u].gbuf);
+  lc_free(ps->arena, ps->v);
+  lc_free(ps->arena, ps->m);
+  lc_free(ps->arena, ps->grads);
+  lc_free(ps->arena, ps->params);
+  free(ps->seg);
+  free(ps->red_);
+  free(ps->u_);
+  lc_param_layout_free(&ps->lay);
+  lc_comm_destroy(ps->rep);
+  lc_comm_destroy(ps->zg);
+  memset(ps, 0, sizeof *ps);
+}
+
+// ---------------------------------------------------------------- tensor-wise access
+static float *state_buf(lc_pstore *ps, lc_ps_state which) {
+  return which == LC_PS_PARAMS ? ps->params : which == LC_PS_EXP_AVG ? ps->m : ps->v;
+}
+static int state_sharded(const lc_pstore *ps, lc_ps_state which) {
+  return which == LC_PS_PARAMS ? params_sharded(ps) : optim_sharded(ps);
+}
+
+// Intersection of tensor t with zero-group rank r's slice of its unit, in full coordinates.
+static void piece(const lc_pstore *ps, int t, int r, size_t *a, size_t *b) {
+  const lc_param_info *T = &ps->lay.table[t];
+  const int u = T->unit;
+  size_t lo = ps->lay.units[u].off + (size_t)r * shard_floats(ps, u), hi = lo + shard_floats(ps, u);
+  *a = T->offset > lo ? T->offset : lo;
+  *b = T->offset + T->numel < hi ? T->offset + T->numel : hi;
+  if (*b < *a) *b = *a;
+}
+
+float *lc_pstore_tensor_ptr(lc_pstore *ps, lc_ps_state which, int t) {
+  float *buf = state_buf(ps, which);
+  return state_sharded(ps, which) || !buf ? NULL : buf + ps->lay.table[t].offset;
+}
+
+void lc_pstore_set_tensor(lc_pstore *ps, lc_ps_state which, int t, const float *src) {
+  const lc_param_info *T = &ps->lay.table[t];
+  float *buf = state_buf(ps, which);
+  if (!state_sharded(ps, which)) {
+    memcpy(buf + T->offset, src, F32(T->numel));
+    return;
+  }
+  size_t a, b;
+  piece(ps, t, ps->zrank, &a, &b);
+  if (b > a) memcpy(buf + shard_off(ps, T->unit) + (a - owned_lo(ps, T->unit)), src + (a - T->offset), F32(b - a));
+}
+
+lc_status lc_pstore_gather_tensor(lc_pstore *ps, lc_ps_state which, int t, float *dst) {
+  const lc_param_info *T = &ps->lay.table[t];
+  const float *buf = state_buf(ps, which);
+  const int root = !ps->world || ps->world->rank == 0;
+  if (!state_sharded(ps, which)) {
+    if (root) memcpy(dst, buf + T->offset, F32(T->numel));
+    return LC_OK;
+  }
+  if (ps->rrank != 0) return LC_OK; // only zero group 0 (world ranks 0..Z-1) holds what rank 0 writes
+  const size_t mine = shard_off(ps, T->unit);
+  if (!root) {
+    size_t a, b;
+    piece(ps, t, ps->zrank, &a, &b);
+    if (b == a) return LC_OK;
+    lc_req r = {{0}, 0};
+    LC_TRY(lc_isend(ps->zg, buf + mine + (a - owned_lo(ps, T->unit)), b - a, LC_DT_F32, 0, TAG_TENSOR, &r));
+    return lc_wait(ps->zg, &r);
+  }
+  lc_status st = LC_OK;
+  for (int r = 0; r < ps->Z && st == LC_OK; r++) {
+    size_t a, b;
+    piece(ps, t, r, &a, &b);
+    if (b == a) continue;
+    if (r == 0) {
+      memcpy(dst + (a - T->offset), buf + mine + (a - owned_lo(ps, T->unit)), F32(b - a));
+      continue;
+    }
+    lc_req q = {{0}, 0};
+    st = lc_irecv(ps->zg, dst + (a - T->offset), b - a, LC_DT_F32, r, TAG_TENSOR, &q);
+    if (st == LC_OK) st = lc_wait(ps->zg, &q);
+  }
+  return st;
+}
+
+lc_status lc_pstore_init_random(lc_pstore *ps, uint64_t seed) {
+  size_t big = 0;
+  for (int t = 0; t < ps->lay.n_tensors; t++)
+    if (ps->lay.table[t].numel > big) big = ps->lay.table[t].numel;
+  float *tmp = lc_alloc(ps->arena, LC_MEM_SCRATCH, F32(big), "initialisation staging buffer");
+  if (!tmp) return LC_ENOMEM;
+  lc_rng r;
+  lc_rng_seed(&r, seed);
+  for (int t = 0; t < ps->lay.n_tensors; t++) {
+    lc_param_init_tensor(tmp, &ps->lay.table[t], &r);
+    lc_pstore_set_tensor(ps, LC_PS_PARAMS, t, tmp);
+  }
+  lc_free(ps->arena, tmp);
+  return LC_OK;
+}
+
+// ---------------------------------------------------------------- gathers (stage 3)
+static lc_status start_gather(lc_pstore *ps, int u) {
+  lc_ps_unit *x = &ps->u_[u];
+  if (x->gath) return LC_OK;
+  x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, F32(ps->lay.units[u].n), "gathered weights");
+  if (!x->gath) return LC_ENOMEM;
+  return lc_iallgather(ps->zg, ps->params + shard_off(ps, u), x->gath, shard_floats(ps, u), LC_DT_F32, &x->greq);
+}
+
+void lc_pstore_pass_begin(lc_pstore *ps, int want_grads) {
+  ps->want_grads_ = want_grads;
+  // Unknown pass count (lc_pstore_step_begin(ps, 0)): every pass is the last.
+  ps->last_ = ps->step_passes_ <= 0 || ps->passes_ + 1 >= ps->step_passes_;
+}
+
+lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next) {
+  if (!params_sharded(ps)) return LC_OK;
+  LC_TRY(start_gather(ps, unit));
+  LC_TRY(lc_wait(ps->zg, &ps->u_[unit].greq));
+  set_views(ps, &ps->w, unit, ps->u_[unit].gath);
+  if (next >= 0) LC_TRY(start_gather(ps, next));
+  return LC_OK;
+}
+
+void lc_pstore_release(lc_pstore *ps, int unit) {
+  if (!params_sharded(ps)) return;
+  lc_ps_unit *x = &ps->u_[unit];
+  if (x->greq.active) lc_wait(ps->zg, &x->greq); // released before use (an error path)
+  set_views(ps, &ps->w, unit, NULL);
+  lc_free(ps->arena, x->gath);
+  x->gath = NULL;
+}
+
+// ---------------------------------------------------------------- gradient reductions
+static lc_comm *red_comm(const lc_pstore *ps, const lc_ps_red *r) {
+  if (ps->stage == 0) return ps->world;
+  return r->phase == 0 ? ps->zg : ps->rep;
+}
+
+// The next step of reduction r, whose current collective has completed.
+static lc_status advance(lc_pstore *ps, lc_ps_red *r) {
+  const int u = r->unit;
+  const size_t s = shard_floats(ps, u);
+  if (ps->stage == 0 || r->phase == 1) {
+    r->done = 1;
+    return LC_OK;
+  }
+  float *slice; // this rank's reduced shard of the unit
+  if (ps->stage == 1) {
+    // The in-place reduce-scatter left the result at the unit's start: move it to its slice.
+    float *G = ps->grads + ps->lay.units[u].off;
+    slice = G + (size_t)ps->zrank * s;
+    if (ps->zrank != 0) memmove(slice, G, F32(s));
+  } else {
+    slice = ps->grads + shard_off(ps, u);
+  }
+  if (ps->R == 1) {
+    r->done = 1;
+    return LC_OK;
+  }
+  r->phase = 1;
+  return lc_iallreduce_sum(ps->rep, slice, s, LC_DT_F32, &r->req);
+}
+
+void lc_pstore_poll(lc_pstore *ps) {
+  for (int i = 0; i < ps->n_red_; i++) {
+    lc_ps_red *r = &ps->red_[i];
+    while (!r->done && lc_test(red_comm(ps, r), &r->req))
+      if (advance(ps, r) != LC_OK) break; // reported when the reduction is waited for
+  }
+  if (params_sharded(ps))
+    for (int u = 0; u < ps->lay.n_units; u++)
+      if (ps->u_[u].greq.active) lc_test(ps->zg, &ps->u_[u].greq);
+}
+
+// Completes the oldest reductions until at most `keep` are in flight; frees their
+// temporary gradient buffers (stage >= 2).
+static lc_status retire(lc_pstore *ps, int keep) {
+  lc_status st = LC_OK;
+  while (ps->n_red_ > keep) {
+    lc_ps_red *r = &ps->red_[0];
+    while (!r->done && st == LC_OK) {
+      st = lc_wait(red_comm(ps, r), &r->req);
+      if (st == LC_OK) st = advance(ps, r);
+    }
+    if (st != LC_OK) return st;
+    lc_ps_unit *x = &ps->u_[r->unit];
+    lc_free(ps->arena, x->gbuf);
+    x->gbuf = NULL;
+    memmove(ps->red_, ps->red_ + 1, sizeof *ps->red_ * (size_t)(ps->n_red_ - 1));
+    ps->n_red_--;
+  }
+  return st;
+}
+
+lc_status lc_pstore_grad_begin(lc_pstore *ps, int unit) {
+  LC_TRY(retire(ps, 1));
+  lc_ps_unit *x = &ps->u_[unit];
+  if (grads_sharded(ps) && !x->gbuf) {
+    x->gbuf = lc_calloc(ps->arena, LC_MEM_GRADS, F32(ps->lay.units[unit].n), "unit gradient buffer");
+    if (!x->gbuf) return LC_ENOMEM;
+    set_views(ps, &ps->g, unit, x->gbuf);
+  }
+  x->gopen = 1;
+  return LC_OK;
+}
+
+lc_status lc_pstore_grad_end(lc_pstore *ps, int unit) {
+  lc_ps_unit *x = &ps->u_[unit];
+  x->gopen = 0;
+  const lc_param_unit *U = &ps->lay.units[unit];
+  if (ps->stage <= 1 && !ps->last_) return LC_OK; // stages 0/1 accumulate, reduce once per step
+  if (ps->stage == 0 && (!ps->world || ps->world->size == 1)) return LC_OK;
+  lc_ps_red *r = &ps->red_[ps->n_red_];
+  memset(r, 0, sizeof *r);
+  r->unit = unit;
+  lc_status st;
+  const size_t s = shard_floats(ps, unit);
+  if (ps->stage == 0) {
+    st = lc_iallreduce_sum(ps->world, ps->grads + U->off, U->n, LC_DT_F32, &r->req);
+  } else if (ps->stage == 1) {
+    st = lc_ireduce_scatter_sum(ps->zg, NULL, ps->grads + U->off, s, LC_DT_F32, &r->req);
+  } else {
+    // The shard already holds earlier passes' sums: one replica adds them to its slice of
+    // the input, so the reduction leaves shard = earlier + this pass, counted once.
+    float *acc = ps->grads + shard_off(ps, unit);
+    if (ps->passes_ > 0 && ps->rrank == 0) {
+      float *mine = x->gbuf + (size_t)ps->zrank * s;
+      for (size_t i = 0; i < s; i++) mine[i] += acc[i];
+    }
+    set_views(ps, &ps->g, unit, NULL);
+    st = lc_ireduce_scatter_sum(ps->zg, x->gbuf, acc, s, LC_DT_F32, &r->req);
+  }
+  if (st != LC_OK) return st;
+  ps->n_red_++;
+  return LC_OK;
+}
+
+lc_status lc_pstore_pass_end(lc_pstore *ps) {
+  if (ps->want_grads_) ps->passes_++;
+  // Temporary gradient buffers never outlive their pass (stage >= 2).
+  return grads_sharded(ps) ? retire(ps, 0) : LC_OK;
+}
+
+void lc_pstore_step_begin(lc_pstore *ps, int passes) {
+  memset(ps->grads, 0, F32(ps->n_grads));
+  ps->passes_ = 0;
+  ps->step_passes_ = passes;
+}
+
+lc_status lc_pstore_finish_grads(lc_pstore *ps) { return retire(ps, 0); }
+
+lc_status lc_pstore_grad_sumsq(lc_pstore *ps, double *sumsq) {
+  double s = 0;
+  for (int i = 0; i < ps->n_seg; i++) {
+    const float *g = ps->grads + ps->seg[i].g;
+    const size_t n = ps->seg[i].n;
+#pragma omp parallel for reduction(+ : s) schedule(static) if (n > 65536)
+    for (size_t j = 0; j < n; j++) s += (double)g[j] * g[j];
+  }
+  // Stage 0: every rank holds the whole reduced gradient. Otherwise the group's shards
+  // make one whole (every group holds the same values).
+  if (ps->stage > 0) LC_TRY(lc_allreduce_sum(ps->zg, &s, 1, LC_DT_F64));
+  *sumsq = s;
+  return LC_OK;
+}
+
+void lc_pstore_scale_grads(lc_pstore *ps, float sc) {
+  for (int i = 0; i < ps->n_seg; i++) {
+    float *g = ps->grads + ps->seg[i].g;
+    const size_t n = ps->seg[i].n;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t j = 0; j < n; j++) g[j] *= sc;
+  }
+}
+
+lc_status lc_pstore_sync_params(lc_pstore *ps) {
+  if (ps->stage != 1 && ps->stage != 2) return LC_OK;
+  // In place: this rank's slice of each unit is already where the gather puts it.
+  lc_req q[2] = {{{0}, 0}, {{0}, 0}};
+  lc_status st = LC_OK;
+  for (int u = 0; u < ps->lay.n_units && st == LC_OK; u++) {
+    // two in flight: the next gather is issued before the previous one is waited for
+    lc_req *r = &q[u % 2];
+    st = lc_wait(ps->zg, r);
+    if (st == LC_OK)
+      st = lc_iallgather(ps->zg, NULL, ps->params + ps->lay.units[u].off, shard_floats(ps, u), LC_DT_F32, r);
+  }
+  for (int k = 0; k < 2; k++) {
+    lc_status s2 = lc_wait(ps->zg, &q[k]);
+    if (st == LC_OK) st = s2;
+  }
+  return st;
+}
+
+// ---------------------------------------------------------------- sizes and bytes
+lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *out) {
+  memset(out, 0, sizeof *out);
+  if (stage == 0 || Z < 1) Z = 1;
+  lc_param_layout L;
+  LC_TRY(lc_param_layout_build(&L, cfg, Z));
+  const size_t full = F32(L.total), shard = full / (size_t)Z;
+  out->params = stage >= 3 ? shard : full;
+  out->grads = stage >= 2 ? shard : full;
+  out->optim = 2 * (stage >= 1 ? shard : full);
+  out->unit_embed = F32(L.units[LC_UNIT_EMBED].n);
+  out->unit_layer = cfg->n_layers > 0 ? F32(L.units[lc_unit_layer(0)].n) : 0;
+  out->unit_final = F32(L.units[lc_unit_final(cfg->n_layers)].n);
+  size_t used = 0;
+  for (int t = 0; t < L.n_tensors; t++) used += F32(L.table[t].numel);
+  out->padding = full - used;
+  lc_param_layout_free(&L);
+  return LC_OK;
+}
+
+double lc_pstore_step_bytes(const lc_pstore *ps, int passes) {
+  const double f = sizeof(float), total = (double)ps->lay.total, Z = ps->Z, R = ps->R;
+  const int W = ps->world ? ps->world->size : 1;
+  if (ps->stage == 0) return W > 1 ? 2.0 * (W - 1) / W * total * f : 0.0;
+  // One reduction of every unit: reduce-scatter in the group, all-reduce across groups.
+  double red = (Z - 1) * (total / Z) * f + (R > 1 ? 2.0 * (R - 1) / R * (total / Z) * f : 0.0);
+  double bytes = red * (ps->stage == 1 ? 1 : passes);
+  bytes += 2.0 * (Z - 1) / Z * sizeof(double); // the norm's sum of squares
+  if (ps->stage <= 2) return bytes + (Z - 1) * (total / Z) * f; // parameters all-gathered
+  // Stage 3: per pass, forward gathers every unit once (the embedding twice when tied:
+  // the LM head at the loss), backward every layer again.
+  const lc_param_layout *L = &ps->lay;
+  double units = (double)L->total + (ps->cfg.tie_embeddings ? (double)L->units[LC_UNIT_EMBED].n : 0.0);
+  for (int l = 0; l < ps->cfg.n_layers; l++) units += (double)L->units[lc_unit_layer(l)].n;
+  return bytes + passes * (Z - 1) * (units / Z) * f;
+}

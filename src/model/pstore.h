@@ -1,0 +1,131 @@
+// The parameter store: the flat fp32 parameters, gradients and AdamW moments of a model,
+// and which part of them this rank holds (ZeRO; DESIGN.md, "Model states and ZeRO").
+//
+// The flat buffers follow lc_param_layout: units (embedding, each layer, final norm + head)
+// in order, each padded to split into Z equal shards. A zero group is Z consecutive ranks
+// holding one full copy of the states between them; rank i of a group holds shard i of
+// every unit. The W/Z groups are replicas of each other.
+//   stage 0  everything replicated; each unit's gradient is all-reduced over the world.
+//   stage 1  AdamW moments sharded. Gradients stay full-size in memory; at the end of the
+//            step's last backward pass each unit is reduce-scattered in the group (and
+//            all-reduced across groups); each rank updates its shard of the parameters,
+//            which are then all-gathered in the group (lc_pstore_sync_params).
+//   stage 2  also gradients: a unit's gradient lives in a temporary full buffer while
+//            backward produces it, is reduce-scattered as soon as the unit is done (every
+//            pass), and only this rank's shard is kept.
+//   stage 3  also parameters: a unit's weights are all-gathered into a temporary buffer
+//            when the model acquires them (the next unit's gather is issued at the same
+//            time, so it runs while this one computes) and freed when it releases them.
+// Gradient reductions and gathers are non-blocking; lc_pstore_poll progresses them (the
+// model calls it between blocks of work). Temporary buffers are freed at fixed points
+// (never on completion), so the memory peaks are the same in every run: at most two
+// units' gradients are in flight (lc_pstore_grad_begin waits for older ones).
+#ifndef LC_PSTORE_H
+#define LC_PSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "dist/comm.h"
+#include "model/config.h"
+#include "model/params.h"
+
+// The part of one tensor this rank updates, with its offsets in this rank's params,
+// grads and AdamW m/v buffers (each buffer is full-size or a shard, depending on stage).
+typedef struct {
+  size_t p, g, o, n; // offsets (floats) and length
+  int decay;         // AdamW weight decay applies
+  int tensor;        // table index
+} lc_ps_segment;
+
+typedef enum { LC_PS_PARAMS = 0, LC_PS_EXP_AVG, LC_PS_EXP_AVG_SQ } lc_ps_state;
+
+typedef struct lc_ps_unit lc_ps_unit;
+typedef struct lc_ps_red lc_ps_red;
+
+typedef struct {
+  lc_config cfg;
+  lc_param_layout lay;
+  int stage;        // 0..3
+  int Z, zrank;     // zero-group size and this rank's index in it (stage 0: 1, 0)
+  int R, rrank;     // replicas (W / Z groups) and this rank's group index
+  lc_comm *world;   // not owned; NULL: a local store (one process, nothing to reduce)
+  lc_comm *zg, *rep; // owned: the zero group and the replica group (NULL for stage 0)
+  lc_arena *arena;
+  float *params, *grads, *m, *v; // this rank's storage (full or shard, by stage)
+  size_t n_params, n_grads, n_opt; // floats in each
+  lc_ps_segment *seg; // this rank's pieces of every tensor (the optimizer's work)
+  int n_seg;
+  lc_weights w, g;    // views: the current weights and gradient buffers of acquired units
+  // private
+  lc_ps_unit *u_;
+  lc_ps_red *red_;
+  int n_red_, want_grads_, last_, passes_, step_passes_;
+} lc_pstore;
+
+// A store for cfg with parameters (zero) and gradients. world NULL: local (stage must be
+// 0). group: the zero-group size Z (0 = the whole world); it must divide the world size.
+lc_status lc_pstore_create(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world,
+                           lc_arena *arena);
+// AdamW moments m and v (zero), for training.
+lc_status lc_pstore_add_optimizer(lc_pstore *ps);
+// Inference: the gradient buffers go (their memory back to the arena).
+void lc_pstore_drop_grads(lc_pstore *ps);
+void lc_pstore_destroy(lc_pstore *ps);
+// HF-style random init (lc_param_init_tensor in table order): the same values for every
+// stage, group and world size.
+lc_status lc_pstore_init_random(lc_pstore *ps, uint64_t seed);
+
+// ---- one forward/backward pass (the model calls these; see model.c for the order)
+// want_grads: a training pass. Stages 0/1 reduce in the step's last pass (see step_begin).
+void lc_pstore_pass_begin(lc_pstore *ps, int want_grads);
+lc_status lc_pstore_pass_end(lc_pstore *ps);
+// Makes unit's weights available in ps->w (stage 3: gathered) and starts gathering `next`
+// (-1: none). Release drops the gathered copy (stage 3; otherwise nothing).
+lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next);
+void lc_pstore_release(lc_pstore *ps, int unit);
+// Gradient buffers of a unit in ps->g (zeroed when temporary), accumulated by backward.
+// Begin waits for all but the most recent reduction still in flight. End hands the
+// unit's gradient to its reduction (stage 0/1: only in the last pass).
+lc_status lc_pstore_grad_begin(lc_pstore *ps, int unit);
+lc_status lc_pstore_grad_end(lc_pstore *ps, int unit);
+// Progresses reductions and gathers in flight (never blocks).
+void lc_pstore_poll(lc_pstore *ps);
+
+// ---- the step around the passes
+// Zeroes the gradients for a step of `passes` training passes (0: unknown, every pass
+// reduces; only right for local stores and one-pass steps).
+void lc_pstore_step_begin(lc_pstore *ps, int passes);
+// Waits for every reduction: this rank's segments of ps->grads hold the step's sums.
+lc_status lc_pstore_finish_grads(lc_pstore *ps);
+// Sum of squares of the whole (reduced) gradient, identical on every rank (collective).
+lc_status lc_pstore_grad_sumsq(lc_pstore *ps, double *sumsq);
+void lc_pstore_scale_grads(lc_pstore *ps, float s);
+// After the update of this rank's segments: stages 1/2 all-gather the parameters.
+lc_status lc_pstore_sync_params(lc_pstore *ps);
+
+// ---- one tensor at a time (loading, saving)
+// Tensor t of `which` in place when this rank holds all of it (the buffer is replicated),
+// else NULL.
+float *lc_pstore_tensor_ptr(lc_pstore *ps, lc_ps_state which, int t);
+// Sets this rank's part of tensor t of `which` from the full tensor src (every rank calls it).
+void lc_pstore_set_tensor(lc_pstore *ps, lc_ps_state which, int t, const float *src);
+// Collective over the world: world rank 0 receives tensor t of `which` in full into dst
+// (other ranks pass NULL). Only zero group 0 sends; memory: one tensor on rank 0.
+lc_status lc_pstore_gather_tensor(lc_pstore *ps, lc_ps_state which, int t, float *dst);
+
+// ---- sizes, for the memory model and the byte formulas
+typedef struct {
+  size_t params, grads, optim; // persistent bytes per rank
+  size_t unit_embed, unit_layer, unit_final; // bytes of one unit's full (padded) copy
+  size_t padding;              // bytes of padding in one full fp32 flat buffer
+} lc_ps_sizes;
+lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *out);
+// Bytes this rank sends for model states in one training step of `passes` forward/backward
+// passes (the sequences of its data-parallel group), by the formulas of the stage.
+double lc_pstore_step_bytes(const lc_pstore *ps, int passes);
+
+const char *lc_zero_stage_desc(int stage);
+
+#endif
