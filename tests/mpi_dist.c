@@ -355,6 +355,46 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
   lc_trainer_free(&ref);
 }
 
+// The optimizer's pieces: in every zero group the ranks' segments cover each tensor element
+// exactly once and no padding, with the tensor's own decay flag (shards cut tensors
+// anywhere), and their local offsets stay inside this rank's buffers.
+static void test_segments(void) {
+  const int W = world->size;
+  for (int odd = 0; odd < 2; odd++)
+    for (int stage = 0; stage <= 3; stage++)
+      for (int Z = W; Z >= 1; Z /= 2) {
+        if (W % Z != 0 || (stage == 0 && Z != W)) continue;
+        lc_config c;
+        if (odd) odd_model(&c);
+        else lc_config_preset(&c, "tiny");
+        lc_arena ar;
+        lc_arena_init(&ar, 0);
+        lc_pstore ps;
+        CHECK(lc_pstore_create(&ps, &c, stage, Z, world, &ar) == LC_OK, "store: %s", lc_errmsg());
+        CHECK(lc_pstore_add_optimizer(&ps) == LC_OK, "moments");
+        int *cnt = calloc(ps.lay.total, sizeof(int)), bad = 0;
+        for (int i = 0; i < ps.n_seg; i++) {
+          const lc_ps_segment *g = &ps.seg[i];
+          const lc_param_info *t = &ps.lay.table[g->tensor];
+          bad += g->decay != t->decay || g->full < t->offset || g->full + g->n > t->offset + t->numel;
+          bad += g->p + g->n > ps.n_params || g->g + g->n > ps.n_grads || g->o + g->n > ps.n_opt;
+          for (size_t j = 0; j < g->n; j++) cnt[g->full + j]++;
+        }
+        lc_comm *grp = stage == 0 ? NULL : ps.zg;
+        if (grp) CHECK(lc_allreduce_sum(grp, cnt, ps.lay.total, LC_DT_I32) == LC_OK, "sum");
+        for (int i = 0; i < ps.lay.n_tensors; i++) {
+          const lc_param_info *t = &ps.lay.table[i];
+          for (size_t j = 0; j < t->numel; j++) bad += cnt[t->offset + j] != 1, cnt[t->offset + j] = 0;
+        }
+        for (size_t j = 0; j < ps.lay.total; j++) bad += cnt[j] != 0; // padding: nobody's
+        CHECK(bad == 0, "stage %d Z %d%s rank %d: %d segment errors", stage, Z, odd ? " odd model" : "", world->rank, bad);
+        CHECK(ps.lay.total % (16 * (size_t)(stage ? Z : 1)) == 0, "flat buffer splits evenly");
+        free(cnt);
+        lc_pstore_destroy(&ps);
+        CHECK(ar.cur_total == 0, "store freed");
+      }
+}
+
 // ---------------------------------------------------------------- C. layout
 static void test_layout(void) {
   // Shard then gather is the identity, for every (cp, hp) of up to 8 ranks.
@@ -453,6 +493,7 @@ int main(int argc, char **argv) {
     // ZeRO stages 1-3, over the whole world and in smaller groups (hybrid), under dp only,
     // cp only, hp only and 2D, with full and selective checkpointing and tiles.
     const int W = world->size;
+    test_segments();
     if (W > 1) {
       const layout only_dp = {1, 1, 1}, only_cp = {1, W, W}, only_hp = {W, 1, 1}, two_d = {2, W / 2, W / 2};
       struct { layout L; int dp; const char *name; } zl[] = {

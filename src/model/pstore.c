@@ -72,6 +72,7 @@ static lc_status build_segments(lc_pstore *ps) {
       if (a >= b) continue;
       size_t local = ps->stage == 0 ? a : shard_off(ps, u) + (a - lo);
       lc_ps_segment *s = &ps->seg[k++];
+      s->full = a;
       s->p = params_sharded(ps) ? local : a;
       s->g = grads_sharded(ps) ? local : a;
       s->o = optim_sharded(ps) ? local : a;

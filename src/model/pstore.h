@@ -34,7 +34,8 @@
 // The part of one tensor this rank updates, with its offsets in this rank's params,
 // grads and AdamW m/v buffers (each buffer is full-size or a shard, depending on stage).
 typedef struct {
-  size_t p, g, o, n; // offsets (floats) and length
+  size_t full;       // where the piece starts in the full flat buffer (the layout's offsets)
+  size_t p, g, o, n; // offsets (floats) in this rank's buffers and length
   int decay;         // AdamW weight decay applies
   int tensor;        // table index
 } lc_ps_segment;
