@@ -35,6 +35,28 @@ for layout in "2 --cp 2" "1"; do
     bad "resume on $np ranks: $(losses "$TMP/other.jsonl" | tr '\n' ' ')"
 done
 
+# ZeRO: a run under zero 3 on 4 ranks equals zero 0 to rounding; its checkpoint (shards
+# gathered tensor by tensor) resumes bit-identically under the same layout and stage, and
+# to rounding under zero 0 on one process and zero 2 on 2 ranks.
+close() { # ref.jsonl other.jsonl n: the last n losses of ref against other's, relative 1e-5
+  paste <(losses "$1" | tail -n "$3") <(losses "$2") |
+    awk -v n="$3" '{d=$2-$4; if (d<0) d=-d; if ($1!=$3 || d > 1e-5*$2) exit 1} END {if (NR!=n) exit 1}'
+}
+Z3="--hp 2 --cp 2 --zero 3"
+$MPI -np 4 "$BIN" train $COMMON --steps 8 $Z3 --save "$TMP/z3" --save-every 4 --log-json "$TMP/z3.jsonl" >/dev/null 2>&1 && ok || bad "zero 3 run"
+close "$TMP/ref.jsonl" "$TMP/z3.jsonl" 8 && ok || bad "zero 3 vs zero 0: $(losses "$TMP/z3.jsonl" | tr '\n' ' ')"
+grep -q '"zero":[[:space:]]*3,' "$TMP/z3/checkpoint-4/trainer_state.json" && ok || bad "trainer_state lacks the stage"
+$MPI -np 4 "$BIN" train $COMMON --steps 8 $Z3 --resume "$TMP/z3/checkpoint-4" --log-json "$TMP/z3same.jsonl" >/dev/null 2>&1 && ok || bad "zero 3 resume"
+diff <(losses "$TMP/z3.jsonl" | tail -n 4) <(losses "$TMP/z3same.jsonl") >/dev/null && ok ||
+  bad "zero 3 same-layout resume differs: $(losses "$TMP/z3same.jsonl" | tr '\n' ' ')"
+"$BIN" train $COMMON --steps 8 --resume "$TMP/z3/checkpoint-4" --log-json "$TMP/z0.jsonl" >/dev/null 2>&1 && ok || bad "zero 0 resume of zero 3"
+close "$TMP/z3.jsonl" "$TMP/z0.jsonl" 4 && ok || bad "zero 3 -> zero 0 on 1 process: $(losses "$TMP/z0.jsonl" | tr '\n' ' ')"
+$MPI -np 2 "$BIN" train $COMMON --steps 8 --cp 2 --zero 2 --resume "$TMP/z3/checkpoint-4" --log-json "$TMP/z2.jsonl" >/dev/null 2>&1 && ok || bad "zero 2 resume of zero 3"
+close "$TMP/z3.jsonl" "$TMP/z2.jsonl" 4 && ok || bad "zero 3 -> zero 2 on 2 ranks: $(losses "$TMP/z2.jsonl" | tr '\n' ' ')"
+# The other way: a zero 0 checkpoint resumes under zero 1 in groups of 2 (hybrid) on 4 ranks.
+$MPI -np 4 "$BIN" train $COMMON --steps 8 --hp 2 --cp 2 --zero 1 --zero-group 2 --resume "$TMP/ck/checkpoint-4" --log-json "$TMP/z1.jsonl" >/dev/null 2>&1 && ok || bad "zero 1 resume of zero 0"
+close "$TMP/ref.jsonl" "$TMP/z1.jsonl" 4 && ok || bad "zero 0 -> zero 1 groups of 2: $(losses "$TMP/z1.jsonl" | tr '\n' ' ')"
+
 # A crash between writing and publishing a checkpoint keeps the previous one.
 "$BIN" train $COMMON --steps 2 --save "$TMP/cr" >/dev/null 2>&1 && ok || bad "first save"
 { LONGCTX_TEST_CRASH=before-rename "$BIN" train $COMMON --steps 4 --resume "$TMP/cr" --save "$TMP/cr" >/dev/null 2>&1; } 2>/dev/null

@@ -91,16 +91,23 @@ static void compare(const char *label, const char *pol, int mlp_tile, int loss_t
          pol, mlp_tile, loss_tile, seq, meas_total, pred_total, lc_mem_phase_name(e->total_phase));
 }
 
-// A whole training step (optimizer included).
-static void check_step(const char *label, const lc_config *cfg, lc_ckpt_policy pol, int mlp_tile,
-                       int loss_tile, int seq) {
+// A whole training step (optimizer included), with the model states as ZeRO `zero` (one
+// process: a group of one, so stages differ only in their temporary units).
+static void check_step_zero(const char *label, const lc_config *cfg, lc_ckpt_policy pol, int mlp_tile,
+                            int loss_tile, int seq, int zero) {
   lc_train_opts o = opts_for(cfg, pol, mlp_tile, loss_tile, seq);
+  o.mopts.zero = zero;
   lc_mem_estimate e;
   lc_status st = lc_memplan_predict(cfg, &o.mopts, seq, 1, 1, 1, 0, &e);
   CHECK(st == LC_OK, "predict: %s", lc_errmsg());
   lc_step_metrics m;
   if (st != LC_OK || !measure(&o, &m)) return;
   compare(label, lc_ckpt_name(pol), mlp_tile, loss_tile, seq, m.peak, m.peak_bytes, &e, 1);
+}
+
+static void check_step(const char *label, const lc_config *cfg, lc_ckpt_policy pol, int mlp_tile,
+                       int loss_tile, int seq) {
+  check_step_zero(label, cfg, pol, mlp_tile, loss_tile, seq, 0);
 }
 
 // One forward+backward pass of m (params and grads live in *ar, nothing else); its peaks.
@@ -155,6 +162,17 @@ static void test_prediction(void) {
           compare("bench-s2", lc_ckpt_name(pols[p]), o.mlp_tile, o.loss_tile, bseqs[s], peak, total, &e, 0);
       }
   lc_model_destroy(&m, &ar);
+  // ZeRO stages 1-3 (on one process: temporary gathered units and gradient buffers), at the
+  // bench-s width with vocab 8000, so the embedding and head units (4.1 M floats) are larger
+  // than a layer (2.95 M) as in real models; tied and untied heads.
+  const struct { int zero, tied; lc_ckpt_policy pol; } zc[] = {
+      {1, 0, LC_CKPT_SELECTIVE}, {2, 1, LC_CKPT_FULL}, {3, 0, LC_CKPT_FULL}, {3, 1, LC_CKPT_SELECTIVE}};
+  for (int i = 0; i < 4; i++) {
+    lc_config c = bs;
+    c.vocab = 8000;
+    c.tie_embeddings = zc[i].tied;
+    check_step_zero(zc[i].tied ? "bs2-tied" : "bs2", &c, zc[i].pol, 48, 32, bseqs[1], zc[i].zero);
+  }
   printf("prediction vs arena: worst relative error %.2e (bound 5e-2)\n", worst_rel);
 }
 

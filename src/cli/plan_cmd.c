@@ -15,6 +15,7 @@
 int lc_cmd_plan(int argc, char **argv) {
   const char *model = NULL, *seq_s = NULL, *ckpt = "selective";
   int batch = 1, hp = 1, cp = 1, window = 0, mlp_tile = -1, loss_tile = -1, threads = 0;
+  int ranks = 0, zero = 0, zero_group = 0;
   float budget_gib = 20.0f;
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &model, "preset (tiny, demo, bench-s, llama-3-8b, llama-3-70b) or HF model directory", 0},
@@ -23,6 +24,9 @@ int lc_cmd_plan(int argc, char **argv) {
       {"hp", LC_ARG_INT, &hp, "head-parallel (Ulysses) degree (default 1)", 0},
       {"cp", LC_ARG_INT, &cp, "context-parallel (ring) degree (default 1)", 0},
       {"ring-window", LC_ARG_INT, &window, "inner ring size of the double ring, divides cp (default cp)", 0},
+      {"gpus", LC_ARG_INT, &ranks, "ranks (processes; GPUs on a GPU cluster) in the job: hp x cp x dp (default hp x cp)", 0},
+      {"zero", LC_ARG_INT, &zero, "ZeRO stage 0..3 (default 0)", 0},
+      {"zero-group", LC_ARG_INT, &zero_group, "ranks per zero group, divides --gpus (default: all of them)", 0},
       {"checkpoint", LC_ARG_STR, &ckpt, "none | full | selective (default selective)", 0},
       {"mlp-tile", LC_ARG_INT, &mlp_tile, "tokens per MLP tile, 0 = untiled (default: as train, auto)", 0},
       {"loss-tile", LC_ARG_INT, &loss_tile, "tokens per logits+loss tile, 0 = untiled (default: as train, auto)", 0},
@@ -53,11 +57,20 @@ int lc_cmd_plan(int argc, char **argv) {
   if (st == LC_OK && !(budget_gib > 0)) st = lc_fail(LC_EINVAL, "--budget-gib must be a positive number of GiB");
   if (st == LC_OK && (hp < 1 || cp < 1 || window < 0))
     st = lc_fail(LC_EINVAL, "--hp and --cp must be >= 1 and --ring-window >= 1 (default cp)");
+  if (st == LC_OK && ranks == 0) ranks = hp * cp;
+  if (st == LC_OK && (ranks < 1 || ranks % (hp * cp) != 0))
+    st = lc_fail(LC_EINVAL, "--gpus %d is not a multiple of hp x cp = %d (the rest is data parallelism)", ranks, hp * cp);
+  if (st == LC_OK && (zero < 0 || zero > 3)) st = lc_fail(LC_EINVAL, "--zero %d is not a ZeRO stage: use 0, 1, 2 or 3", zero);
+  if (st == LC_OK && zero_group && !zero) st = lc_fail(LC_EINVAL, "--zero-group needs a sharded stage: add --zero 1, 2 or 3");
+  if (st == LC_OK && (zero_group < 0 || (zero_group && ranks % zero_group != 0)))
+    st = lc_fail(LC_EINVAL, "--zero-group %d does not divide --gpus %d; use a divisor", zero_group, ranks);
   if (st != LC_OK) {
     lc_cli_error(lc_errmsg());
     return 2;
   }
   if (window == 0) window = cp;
+  o.zero = zero;
+  o.zero_group = zero_group ? zero_group : ranks;
   const int mlp_auto = mlp_tile < 0, loss_auto = loss_tile < 0;
   o.mlp_tile = mlp_auto ? lc_memplan_auto_mlp_tile(S) : mlp_tile;
   o.loss_tile = loss_auto ? lc_memplan_auto_loss_tile(S, cfg.vocab) : loss_tile;
@@ -68,7 +81,7 @@ int lc_cmd_plan(int argc, char **argv) {
     return 2;
   }
 
-  char b[32], b2[32];
+  char b[32], b2[32], b3[32];
   const double np = (double)lc_config_n_params(&cfg);
   printf("longctx plan: %s (dim %d, layers %d, heads %d, kv heads %d, ffn %d, vocab %d%s), %.3f %s parameters%s\n",
          cfg.name, cfg.dim, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.ffn, cfg.vocab,
@@ -77,6 +90,11 @@ int lc_cmd_plan(int argc, char **argv) {
   printf("  %-10s hp %d x cp %d (ring window %d) = %d rank%s per sequence; S = %ld -> %ld tokens per rank; "
          "batch %d (sequences run one after another: no effect on the peak)\n",
          "layout", hp, cp, window, hp * cp, hp * cp > 1 ? "s" : "", S, e.T, batch);
+  if (ranks > hp * cp) printf("  %-10s %d ranks = dp %d x (hp %d x cp %d)\n", "job", ranks, ranks / (hp * cp), hp, cp);
+  printf("  %-10s stage %d (%s)%s", "zero", zero, lc_zero_stage_desc(zero), zero ? ", " : "\n");
+  if (zero)
+    printf("groups of %d ranks, each a full copy of the model states split %d ways (%d group%s)\n", o.zero_group,
+           o.zero_group, ranks / o.zero_group, ranks / o.zero_group > 1 ? "s" : "");
   printf("  %-10s checkpoint %s, mlp-tile %s%s, loss-tile %s%s, %d threads per rank\n", "memory", lc_ckpt_name(o.ckpt),
          e.mlp_tiled ? (snprintf(b, sizeof b, "%d", o.mlp_tile), b) : "untiled",
          mlp_auto ? " (auto)" : (o.mlp_tile && !e.mlp_tiled ? " (tile >= tokens per rank)" : ""),
@@ -85,16 +103,21 @@ int lc_cmd_plan(int argc, char **argv) {
   if (S > cfg.max_pos)
     printf("  %-10s S exceeds the model's max_position_embeddings %d: training would need RoPE scaling\n", "note",
            cfg.max_pos);
-  printf("\npredicted arena peak per rank, one training step (fp32 weights, gradients, AdamW m and v)\n");
+  printf("\npredicted arena peak per rank, one training step (fp32 weights, gradients, AdamW m and v%s)\n",
+         zero == 3 ? "; gathered = layers all-gathered for use" : "");
   printf("| category | per rank | bytes per local token |\n|---|---|---|\n");
   for (int c = 0; c < LC_MEM_NCAT; c++) {
-    int per_tok = c != LC_MEM_PARAMS && c != LC_MEM_GRADS && c != LC_MEM_OPTIM;
+    int per_tok = c != LC_MEM_PARAMS && c != LC_MEM_GRADS && c != LC_MEM_OPTIM && c != LC_MEM_GATHERED;
     if (per_tok) snprintf(b2, sizeof b2, "%.0f", (double)e.peak[c] / (double)e.T);
     printf("| %s | %s | %s |\n", lc_mem_cat_name((lc_mem_cat)c), lc_fmt_bytes(b, sizeof b, (double)e.peak[c]),
            per_tok ? b2 : "");
   }
   snprintf(b2, sizeof b2, "%.0f", (double)(e.total - e.persistent) / (double)e.T);
   printf("| total peak | %s | %s (all but params, grads, optimizer) |\n", lc_fmt_bytes(b, sizeof b, (double)e.total), b2);
+  printf("\nModel states per rank: %s held for the whole step (params + grads + AdamW), %s at their peak with "
+         "temporary units; %s per parameter.\n", lc_fmt_bytes(b, sizeof b, (double)e.model_states),
+         lc_fmt_bytes(b2, sizeof b2, (double)e.model_states_peak), (snprintf(b3, sizeof b3, "%.2f bytes",
+         (double)e.model_states / np), b3));
   size_t sum = 0;
   for (int c = 0; c < LC_MEM_NCAT; c++) sum += e.peak[c];
   printf("\nThe total peaks during the %s", lc_mem_phase_name(e.total_phase));
@@ -121,8 +144,8 @@ int lc_cmd_plan(int argc, char **argv) {
            "predicted peak %s)\n", budget_gib, best, eb.T, 2 * cp * hp, lc_fmt_bytes(b, sizeof b, (double)eb.total));
   } else if (e.persistent >= budget) {
     printf("Largest S within %.2f GiB per rank: none: weights, gradients and AdamW state alone take %s on every "
-           "rank (replicated; ZeRO sharding would divide them); use a larger --budget-gib\n", budget_gib,
-           lc_fmt_bytes(b, sizeof b, (double)e.persistent));
+           "rank%s; use a larger --budget-gib\n", budget_gib, lc_fmt_bytes(b, sizeof b, (double)e.persistent),
+           zero < 3 ? " (--zero 3 over more ranks divides them)" : " (more ranks in the zero group divide them)");
   } else {
     printf("Largest S within %.2f GiB per rank: none: even S = %d does not fit; use a larger --budget-gib, "
            "--checkpoint full or smaller tiles\n", budget_gib, 2 * cp * hp);

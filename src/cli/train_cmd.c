@@ -157,7 +157,9 @@ static void log_json(FILE *f, const lc_step_metrics *m, double flops, double pea
   cJSON_AddNumberToObject(o, "attn_bytes_sent", m->attn_bytes);
   cJSON_AddNumberToObject(o, "attn_bytes_formula", m->attn_bytes_formula);
   cJSON_AddNumberToObject(o, "grad_bytes_sent", m->grad_bytes);
+  cJSON_AddNumberToObject(o, "grad_bytes_formula", m->grad_bytes_formula);
   cJSON_AddNumberToObject(o, "comm_wait_s", m->comm_wait_s);
+  cJSON_AddNumberToObject(o, "state_wait_s", m->state_wait_s);
   cJSON_AddNumberToObject(o, "attn_kernel_s", m->attn_kernel_s);
   char *s = cJSON_PrintUnformatted(o);
   fprintf(f, "%s\n", s);

@@ -120,9 +120,9 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   lc_arena_reset_peaks(&t->arena);
   // Communicators: attention (head, ring); model states (world, zero group, replicas).
   lc_comm *cs[5] = {t->grid.head, t->grid.ctx, t->world, ps->zg, ps->rep};
-  double b0[5] = {0}, w0 = 0, k0 = t->distributed ? lc_attn_2d_compute_seconds(&t->attn) : 0;
+  double b0[5] = {0}, ws0[5] = {0}, k0 = t->distributed ? lc_attn_2d_compute_seconds(&t->attn) : 0;
   for (int i = 0; i < 5; i++)
-    if (cs[i]) b0[i] = cs[i]->bytes_sent, w0 += cs[i]->wait_seconds;
+    if (cs[i]) b0[i] = cs[i]->bytes_sent, ws0[i] = cs[i]->wait_seconds;
   memset(m, 0, sizeof *m);
   // Draw the whole batch first: the loss is divided by the batch's counted tokens (all ranks).
   double counted_d = (double)load_batch(t);
@@ -167,8 +167,9 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   m->grad_bytes_formula = lc_pstore_step_bytes(ps, t->local_batch) +
                           (W > 1 ? 2 * 2.0 * (W - 1) / W * sizeof(double) : 0.0); // counted + loss sums
   for (int i = 0; i < 5; i++)
-    if (cs[i]) m->comm_wait_s += cs[i]->wait_seconds;
-  m->comm_wait_s -= w0;
+    if (cs[i]) m->comm_wait_s += cs[i]->wait_seconds - ws0[i];
+  for (int i = 2; i < 5; i++)
+    if (cs[i]) m->state_wait_s += cs[i]->wait_seconds - ws0[i];
   if (t->distributed) {
     m->attn_kernel_s = lc_attn_2d_compute_seconds(&t->attn) - k0;
     int passes = o->mopts.ckpt == LC_CKPT_FULL ? 2 : 1;

@@ -43,7 +43,8 @@ typedef struct {
   double attn_bytes_formula;  // what the formulas say it should send
   double grad_bytes;          // sent for model states: gradient reductions, ZeRO gathers, loss and norm sums
   double grad_bytes_formula;  // what the formulas say (lc_pstore_step_bytes + the loss sums)
-  double comm_wait_s;         // blocked in collectives/waits (attention + all-reduces)
+  double comm_wait_s;         // blocked in collectives/waits (attention + model states)
+  double state_wait_s;        // of which waiting for model-state communication (reductions, gathers, sums)
   double attn_kernel_s;       // inside attention kernels of the ring
 } lc_step_metrics;
 
