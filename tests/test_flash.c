@@ -53,7 +53,7 @@ static double maxabs_f(const float *x, long n) {
   return m;
 }
 static int visible(const lc_attn_shape *s, int i, int j) {
-  return !s->causal || s->k_start + j <= s->q_start + i;
+  return (!s->causal || s->k_start + j <= s->q_start + i) && (!s->lo || s->k_start + j >= s->lo[i]);
 }
 
 // Reference forward in double: out[Tq,Hq,D], lse[Hq,Tq] (-inf for rows with no key).
@@ -146,7 +146,7 @@ static void ref_bwd(double *dq, double *dk, double *dv, const float *dout, const
 
 static lc_attn_shape mk_shape(int Tq, int Tk, int Hq, int Hkv, int D, long qs, long ks,
                               int causal) {
-  lc_attn_shape s = {Tq, Tk, Hq, Hkv, D, qs, ks, causal, (float)(1.0 / sqrt((double)D))};
+  lc_attn_shape s = {Tq, Tk, Hq, Hkv, D, qs, ks, causal, (float)(1.0 / sqrt((double)D)), NULL};
   return s;
 }
 
@@ -579,6 +579,70 @@ static void test_errors(lc_rng *r) {
   free_problem(&p);
 }
 
+// Per-query lower bounds: documents packed in one sequence (each query sees only earlier
+// keys of its own document) and sliding windows (at most W most recent keys), forward
+// and backward against the double reference with the same tolerances, with query and key
+// blocks at offsets (the ring's use), documents shorter than a block and longer than
+// several, and forced key chunks of 64 in backward.
+// lo[i] for queries at global positions q0..q0+Tq-1: document starts every `docs` lengths
+// (cycled), window W (0: none).
+static int *bounds(const lc_attn_shape *s, const int *docs, int nd, int W) {
+  int *lo = malloc(sizeof(int) * (size_t)(s->Tq ? s->Tq : 1));
+  long start = 0, end = docs[0];
+  int di = 0;
+  for (int i = 0; i < s->Tq; i++) {
+    long g = s->q_start + i;
+    while (g >= end) start = end, di = (di + 1) % nd, end += docs[di];
+    long b = start;
+    if (W > 0 && g - W + 1 > b) b = g - W + 1;
+    lo[i] = (int)b;
+  }
+  return lo;
+}
+
+static void test_bounds(lc_rng *r) {
+  static const int mix[] = {5, 130, 1, 64, 17, 300, 2, 90};
+  struct {
+    int Tq, Tk, Hq, Hkv, D;
+    long q0, k0;
+    int W;
+  } c[] = {
+      {333, 333, 4, 2, 64, 0, 0, 0},    // documents only, one block pair
+      {333, 333, 4, 2, 32, 0, 0, 50},   // documents and a window shorter than most
+      {200, 200, 8, 1, 16, 0, 0, 7},    // window only (one long document at 0 ... )
+      {130, 200, 4, 2, 64, 300, 100, 0}, // ring-like offsets
+      {150, 150, 2, 2, 48, 450, 150, 40}, // keys before the queries, window
+      {100, 100, 3, 3, 24, 700, 0, 0},  // keys all before the queries' documents: nothing
+  };
+  for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+    lc_attn_shape s = mk_shape(c[k].Tq, c[k].Tk, c[k].Hq, c[k].Hkv, c[k].D, c[k].q0, c[k].k0, 1);
+    int one[] = {1 << 20};
+    int *lo = k == 2 ? bounds(&s, one, 1, c[k].W) : bounds(&s, mix, 8, c[k].W);
+    s.lo = lo;
+    test_fwd_case(r, s);
+    test_bwd_case(r, s, (int)(k & 1));
+    lc_flash_test_set_key_chunk(64);
+    test_bwd_case(r, s, 0);
+    lc_flash_test_set_key_chunk(0);
+    free(lo);
+  }
+  // A window at least S long and documents of length >= S are plain causal attention:
+  // the kernel gives the same bits as with no bound.
+  lc_attn_shape s = mk_shape(200, 200, 4, 2, 64, 0, 0, 1);
+  problem p = make_problem(r, s);
+  int big[] = {1 << 20};
+  int *lo = bounds(&s, big, 1, 200);
+  float *o1 = malloc(sizeof(float) * 200 * 4 * 64), *o2 = malloc(sizeof(float) * 200 * 4 * 64);
+  float *l1 = malloc(sizeof(float) * 800), *l2 = malloc(sizeof(float) * 800);
+  CHECK(lc_flash_fwd(o1, l1, p.q, p.k, p.v, &s, &A) == LC_OK, "plain");
+  s.lo = lo;
+  CHECK(lc_flash_fwd(o2, l2, p.q, p.k, p.v, &s, &A) == LC_OK, "window = S");
+  CHECK(!memcmp(o1, o2, sizeof(float) * 200 * 4 * 64) && !memcmp(l1, l2, sizeof(float) * 800),
+        "a window of S is plain causal attention");
+  free(o1), free(o2), free(l1), free(l2), free(lo);
+  free_problem(&p);
+}
+
 int main(void) {
   lc_rng r;
   lc_rng_seed(&r, 1234);
@@ -592,6 +656,7 @@ int main(void) {
   test_split_bwd(&r, mk_shape(333, 333, 8, 1, 16, 0, 0, 1), 77); // split inside a block
   test_split_bwd(&r, mk_shape(130, 150, 2, 2, 128, 100, 0, 1), 64);
   test_masked_rows(&r);
+  test_bounds(&r);
   test_errors(&r);
   for (int w = 0; w < W_N; w++) printf("worst error/tolerance, %s: %.3g\n", worst_name[w], worst[w]);
   return lc_test_finish("test_flash");

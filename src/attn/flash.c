@@ -289,16 +289,25 @@ static void tile_ab_acc(int M, int K, const float *P, const float *B, long ldb, 
 // Elementwise parts on a tile St[nk][64] (row r = key j0+r, column i = query i0+i).
 // ---------------------------------------------------------------------------------
 
-// Causal mask: key position kpos0 + r is hidden from query position qpos0 + i iff
-// kpos0 + r > qpos0 + i, i.e. i < kpos0 + r - qpos0.
-static void tile_mask(float *S, int nk, long kpos0, long qpos0) {
-  long r0 = qpos0 - kpos0 + 1; // rows r < r0 have thr <= 0: nothing hidden
-  for (int r = r0 > 0 ? (int)(r0 < nk ? r0 : nk) : 0; r < nk; r++) {
-    long thr = kpos0 + r - qpos0; // columns i < thr are hidden (thr grows with r)
-    int n = thr >= BQ ? BQ : (int)thr;
-    float *row = S + (long)r * BQ;
-    for (int i = 0; i < n; i++) row[i] = -INFINITY;
+// Mask of a tile: key position kpos0 + r is hidden from query position qpos0 + i when
+// causal and kpos0 + r > qpos0 + i (i.e. i < kpos0 + r - qpos0), and when lo is given and
+// kpos0 + r < lo[i] (i < nq: the block's real rows).
+static void tile_mask(float *S, int nk, long kpos0, long qpos0, int causal, const int *lo, int nq) {
+  if (causal) {
+    long r0 = qpos0 - kpos0 + 1; // rows r < r0 have thr <= 0: nothing hidden
+    for (int r = r0 > 0 ? (int)(r0 < nk ? r0 : nk) : 0; r < nk; r++) {
+      long thr = kpos0 + r - qpos0; // columns i < thr are hidden (thr grows with r)
+      int n = thr >= BQ ? BQ : (int)thr;
+      float *row = S + (long)r * BQ;
+      for (int i = 0; i < n; i++) row[i] = -INFINITY;
+    }
   }
+  if (lo)
+    for (int r = 0; r < nk; r++) {
+      const long kp = kpos0 + r;
+      float *row = S + (long)r * BQ;
+      for (int i = 0; i < nq; i++) row[i] = kp < lo[i] ? -INFINITY : row[i];
+    }
 }
 
 // Online-softmax update for one tile (forward). m, l: running max / sum per query
@@ -496,21 +505,32 @@ static lc_status check_shape(const lc_attn_shape *s, const char *fn) {
   return LC_OK;
 }
 
-// Keys [0, *kend) may be visible to some row of the query block [i0, i0+nq); keys
-// [0, *kfull) are visible to all of its rows (so only [kfull, kend) needs masking).
-static void key_range(const lc_attn_shape *s, long i0, int nq, long *kfull, long *kend) {
-  if (!s->causal) {
-    *kfull = *kend = s->Tk;
-    return;
+static long clampk(long x, long Tk) { return x < 0 ? 0 : x > Tk ? Tk : x; }
+
+// Keys of the query block [i0, i0+nq) (indices into k): [r->beg, r->end) may be visible to
+// some row; [r->free, r->full) to every row, so tiles reaching outside it need masking.
+// With per-row lower bounds the block skips every key before the smallest bound.
+typedef struct {
+  long beg, free, full, end;
+} krange;
+
+static krange key_range(const lc_attn_shape *s, long i0, int nq) {
+  krange r = {0, 0, s->Tk, s->Tk};
+  if (s->causal) {
+    long qlo = s->q_start + i0, qhi = qlo + nq - 1;
+    r.end = clampk(qhi - s->k_start + 1, s->Tk);
+    r.full = clampk(qlo - s->k_start + 1, s->Tk);
   }
-  long qlo = s->q_start + i0, qhi = qlo + nq - 1;
-  long e = qhi - s->k_start + 1, f = qlo - s->k_start + 1;
-  if (e < 0) e = 0;
-  if (e > s->Tk) e = s->Tk;
-  if (f < 0) f = 0;
-  if (f > s->Tk) f = s->Tk;
-  *kfull = f;
-  *kend = e;
+  if (s->lo) {
+    int mn = s->lo[i0], mx = s->lo[i0];
+    for (int i = 1; i < nq; i++) {
+      mn = s->lo[i0 + i] < mn ? s->lo[i0 + i] : mn;
+      mx = s->lo[i0 + i] > mx ? s->lo[i0 + i] : mx;
+    }
+    r.beg = clampk(mn - s->k_start, s->Tk);
+    r.free = clampk(mx - s->k_start, s->Tk);
+  }
+  return r;
 }
 
 // ---------------------------------------------------------------------------------
@@ -551,10 +571,10 @@ static void fwd_item(float *out, float *lse, const float *q, const float *k, con
   const long ldq = (long)Hq * D, ldk = (long)s->Hkv * D;
   const long i0 = (long)ib * BQ;
   const int nq = (int)(Tq - i0 < BQ ? Tq - i0 : BQ);
-  long kfull, kend;
-  key_range(s, i0, nq, &kfull, &kend);
+  const krange kr = key_range(s, i0, nq);
+  const int *lo = s->lo ? s->lo + i0 : NULL;
 
-  if (kend <= 0) { // no key visible to any row of this block
+  if (kr.end <= kr.beg) { // no key visible to any row of this block
     for (int i = 0; i < nq; i++) {
       lse[(long)h * Tq + i0 + i] = -INFINITY;
       memset(out + (i0 + i) * ldq + (long)h * D, 0, sizeof(float) * (size_t)D);
@@ -571,10 +591,11 @@ static void fwd_item(float *out, float *lse, const float *q, const float *k, con
   }
 
   const float *kh = k + (long)g * D, *vh = v + (long)g * D;
-  for (long j0 = 0; j0 < kend; j0 += BK) {
-    int nk = (int)(kend - j0 < BK ? kend - j0 : BK);
+  for (long j0 = kr.beg / BK * BK; j0 < kr.end; j0 += BK) {
+    int nk = (int)(kr.end - j0 < BK ? kr.end - j0 : BK);
     tile_abt(nk, D, kh + j0 * ldk, ldk, w->Qt, w->S);
-    if (j0 + nk > kfull) tile_mask(w->S, nk, s->k_start + j0, s->q_start + i0);
+    if (j0 + nk > kr.full || j0 < kr.free)
+      tile_mask(w->S, nk, s->k_start + j0, s->q_start + i0, s->causal, lo, nq);
     tile_softmax(w->S, nk, w->m, w->l, w->alpha);
     tile_atb_scale(D, nk, vh + j0 * ldk, ldk, w->S, w->Ot, w->alpha);
   }
@@ -754,10 +775,10 @@ static void bwd_item(float *dq, const float *dout, const float *q, const float *
   const long ldq = (long)Hq * D, ldk = (long)s->Hkv * D;
   const long i0 = (long)ib * BQ;
   const int nq = (int)(Tq - i0 < BQ ? Tq - i0 : BQ);
-  long kfull, kend;
-  key_range(s, i0, nq, &kfull, &kend);
-  if (kend > c1) kend = c1;
-  if (kend <= c0) return;
+  const krange kr = key_range(s, i0, nq);
+  const int *lo = s->lo ? s->lo + i0 : NULL;
+  const long kend = kr.end < c1 ? kr.end : c1, kbeg = kr.beg > c0 ? kr.beg / BK * BK : c0;
+  if (kend <= kbeg || kend <= kr.beg) return;
 
   // pack: Qt (scaled, transposed), dOt (transposed), Qn, dOn (natural, padded to Dp)
   const float *qb = q + i0 * ldq + (long)h * D, *db = dout + i0 * ldq + (long)h * D;
@@ -779,11 +800,12 @@ static void bwd_item(float *dq, const float *dout, const float *q, const float *
 
   const float *kh = k + (long)g * D, *vh = v + (long)g * D;
   float *dkb = w->dkb + (long)g * Ck * Dp, *dvb = w->dvb + (long)g * Ck * Dp;
-  for (long j0 = c0; j0 < kend; j0 += BK) {
+  for (long j0 = kbeg; j0 < kend; j0 += BK) {
     int nk = (int)(kend - j0 < BK ? kend - j0 : BK);
     const float *kj = kh + j0 * ldk, *vj = vh + j0 * ldk;
     tile_abt(nk, D, kj, ldk, w->Qt, w->S);
-    if (j0 + nk > kfull) tile_mask(w->S, nk, s->k_start + j0, s->q_start + i0);
+    if (j0 + nk > kr.full || j0 < kr.free)
+      tile_mask(w->S, nk, s->k_start + j0, s->q_start + i0, s->causal, lo, nq);
     tile_probs(w->S, nk, w->lse2);
     tile_abt(nk, D, vj, ldk, w->dOt, w->dP);
     tile_dscores(w->dP, w->S, nk, w->dlt, s->scale);

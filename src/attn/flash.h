@@ -14,6 +14,10 @@ typedef struct {
   long q_start, k_start; // global positions of q row 0 and k row 0 (causal mask: key pos > query pos hidden)
   int causal;           // 0: every key visible
   float scale;          // softmax scale, usually 1/sqrt(D)
+  // Optional per-query lower bound (documents, sliding window): lo[i] is the global position
+  // of the first key query row i may see; keys before it are hidden. NULL: no bound.
+  // Key tiles that no row of a query block may see are skipped.
+  const int *lo;
 } lc_attn_shape;
 
 // q[Tq,Hq,D], k/v[Tk,Hkv,D] -> out[Tq,Hq,D], lse[Hq,Tq] (natural log).
