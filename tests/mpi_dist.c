@@ -61,7 +61,7 @@ static void test_attention_rows(layout L, lc_placement pl, int Hq, int Hkv, int 
   lc_grid g;
   CHECK(lc_grid_create(&g, world, L.hp, L.cp, L.w, pl) == LC_OK, "grid: %s", lc_errmsg());
   lc_attn at;
-  CHECK(lc_attn_2d_init(&at, g.head, g.ctx, L.w, SS, Hq, Hkv, D) == LC_OK, "attn init");
+  CHECK(lc_attn_2d_init(&at, g.head, g.ctx, L.w, SS, 2, Hq, Hkv, D) == LC_OK, "attn init");
   const int T = (int)(SS / N);
   float *ql = malloc(4 * (size_t)T * Hq * D), *kl = malloc(4 * (size_t)T * Hkv * D),
         *vl = malloc(4 * (size_t)T * Hkv * D), *dol = malloc(4 * (size_t)T * Hq * D);
@@ -85,7 +85,7 @@ static void test_attention_rows(layout L, lc_placement pl, int Hq, int Hkv, int 
   // The memory model's sizes of this strategy (lc_attn_2d_mem) are what each call holds
   // at its peak, per category, in forward and in backward separately.
   lc_attn_mem am;
-  CHECK(lc_attn_2d_mem(L.hp, L.cp, L.w, SS, Hq, Hkv, D, 0, &am) == LC_OK, "attn mem: %s", lc_errmsg());
+  CHECK(lc_attn_2d_mem(L.hp, L.cp, L.w, SS, 2, Hq, Hkv, D, 0, &am) == LC_OK, "attn mem: %s", lc_errmsg());
   CHECK(am.saved == at.saved_bytes(&at, T), "saved bytes %zu vs %zu", am.saved, at.saved_bytes(&at, T));
   lc_arena_reset_peaks(&ar);
   lc_status st = at.fwd(&at, ol, saved, ql, kl, vl, T, &ar);
@@ -472,7 +472,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nl; i++)
       if (lays[i].cp > 1 && lays[i].cp <= 4 && 300 % lays[i].hp == 0)
         test_attention_rows(lays[i], pls[i % 2], 4, 2, 8, 300 / lays[i].hp);
-    lc_model_opts plain = {LC_CKPT_NONE, 0, 0, 0, 0}, sel = {LC_CKPT_SELECTIVE, 5, 7, 0, 0}, full = {LC_CKPT_FULL, 8, 0, 0, 0};
+    lc_model_opts plain = {LC_CKPT_NONE, 0, 0, 0, 0, 0}, sel = {LC_CKPT_SELECTIVE, 5, 7, 0, 0, 0}, full = {LC_CKPT_FULL, 8, 0, 0, 0, 0};
     for (int p = 0; p < 2; p++)
       for (int i = 0; i < nl; i++) test_step(lays[i], pls[p], 1, plain, "plain");
     // Data parallel x sequence parallel, and memory options.

@@ -54,7 +54,7 @@ static void check_case(const char *name) {
   // Training path: loss and gradients (plain and with checkpointing + tiles).
   lc_attn attn;
   lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
-  const lc_model_opts opts[2] = {{LC_CKPT_NONE, 0, 0, 0, 0}, {LC_CKPT_SELECTIVE, 8, 5, 0, 0}};
+  const lc_model_opts opts[2] = {{LC_CKPT_NONE, 0, 0, 0, 0, 0}, {LC_CKPT_SELECTIVE, 8, 5, 0, 0, 0}};
   for (int k = 0; k < 2; k++) {
     lc_model_zero_grads(&m);
     double ls = 0;

@@ -9,6 +9,7 @@
 
 #include "core/arena.h"
 #include "core/status.h"
+#include "dist/grid.h"
 
 typedef struct lc_attn lc_attn;
 struct lc_attn {
@@ -29,6 +30,11 @@ struct lc_attn {
   // communication in flight (ZeRO), polled where the strategy polls its own transfers.
   void (*poll)(void *arg);
   void *poll_arg;
+  // The sequence being processed, set by the caller for a pass (may be NULL): its layout
+  // over the context ranks (NULL: the strategy's default, zigzag) and lo[S], the first key
+  // position each token may see (documents, sliding window; NULL: plain causal).
+  const lc_seq_layout *layout;
+  const int *lo;
 };
 
 // Single process: causal attention over the T local tokens, which are the whole
@@ -47,16 +53,17 @@ typedef struct {
 // `threads` <= 0: the current omp_get_max_threads().
 void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, lc_attn_mem *m);
 
-// Distributed: Ulysses over `head` (size hp) x zigzag ring over `ctx` (size cp) with
-// inner rings of `window` context ranks. S is the global sequence length.
+// Distributed: Ulysses over `head` (size hp) x ring over `ctx` (size cp) with inner rings
+// of `window` context ranks. S is the global sequence length; each context rank holds
+// `chunks` chunks of it (2: zigzag by default; a pass may set another layout with as many).
 #include "dist/comm.h"
-lc_status lc_attn_2d_init(lc_attn *a, lc_comm *head, lc_comm *ctx, int window, long S, int Hq,
-                          int Hkv, int D);
+lc_status lc_attn_2d_init(lc_attn *a, lc_comm *head, lc_comm *ctx, int window, long S, int chunks,
+                          int Hq, int Hkv, int D);
 void lc_attn_2d_free(lc_attn *a);
 // The same sizes for hp x cp ranks (window: inner ring size, divides cp) with T = S/(hp*cp)
 // local tokens, without communicators. LC_EINVAL (with a message) for an impossible layout.
-lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int Hq, int Hkv, int D, int threads,
-                         lc_attn_mem *m);
+lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq, int Hkv, int D,
+                         int threads, lc_attn_mem *m);
 // Seconds spent in attention kernels inside the ring (the rest of attention time is
 // communication and packing).
 double lc_attn_2d_compute_seconds(const lc_attn *a);

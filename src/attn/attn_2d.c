@@ -22,7 +22,16 @@ typedef struct {
   lc_comm *head;
   int hp, Hl, Hkvl, rep; // rep: replicas of each kv head (hp / Hkv when hp > Hkv, else 1)
   lc_ring ring;
+  lc_seq_layout def;     // the layout used when a pass sets none
 } attn2d;
+
+// The ring follows the pass's sequence: its layout (or the default) and bounds.
+static void ring_for_pass(attn2d *x, const lc_attn *a) {
+  x->ring.extra_poll = a->poll;
+  x->ring.extra_arg = a->poll_arg;
+  x->ring.layout = a->layout ? a->layout : &x->def;
+  x->ring.lo = a->lo;
+}
 
 #define POLL_ROWS 256 // q rows per ring kernel call (MPI is polled between calls)
 
@@ -55,18 +64,18 @@ static size_t saved_floats(const attn2d *x, int T) {
 
 static size_t saved_bytes_2d(const lc_attn *a, int T) { return F32(saved_floats(a->ctx, T)); }
 
-lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int Hq, int Hkv, int D, int threads,
-                         lc_attn_mem *m) {
+lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq, int Hkv, int D,
+                         int threads, lc_attn_mem *m) {
   memset(m, 0, sizeof *m);
-  if (hp < 1 || cp < 1 || window < 1 || cp % window != 0 || Hq % hp != 0 ||
-      (hp % Hkv != 0 && Hkv % hp != 0) || S <= 0 || S % (2L * cp * hp) != 0)
+  if (hp < 1 || cp < 1 || window < 1 || cp % window != 0 || Hq % hp != 0 || chunks < 2 || chunks % 2 ||
+      (hp % Hkv != 0 && Hkv % hp != 0) || S <= 0 || S % (2L * cp * hp) != 0 || S % ((long)chunks * cp) != 0)
     return lc_fail(LC_EINVAL, "attention layout hp %d x cp %d (window %d) does not fit S %ld with %d heads "
                    "and %d kv heads: see longctx train --help for the layout rules", hp, cp, window, S, Hq, Hkv);
   attn2d x;
   memset(&x, 0, sizeof x);
   heads_2d(&x, hp, Hq, Hkv, D);
   const int T = (int)(S / ((long)cp * hp));
-  lc_ring_mem(cp, window, S, x.Hl, x.Hkvl, D, POLL_ROWS, threads, m);
+  lc_ring_mem(cp, window, S, chunks, x.Hl, x.Hkvl, D, POLL_ROWS, threads, m);
   m->saved = F32(saved_floats(&x, T));
   if (hp > 1) {
     m->fwd_comm += F32(sz_pack(&x, T) + sz_exp(&x, T));
@@ -118,8 +127,7 @@ static void kv_reduce(float *dst, const float *src, int T, int Hkv, int rep, int
 static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, const float *k,
                         const float *v, int T, lc_arena *ar) {
   attn2d *x = a->ctx;
-  x->ring.extra_poll = a->poll;
-  x->ring.extra_arg = a->poll_arg;
+  ring_for_pass(x, a);
   float *lse = saved;
   if (x->hp == 1) return lc_ring_fwd(&x->ring, out, lse, q, k, v, ar);
   float *qh = lse + sz_lse(x, T), *kh = qh + sz_q(x, T), *vh = kh + sz_kv(x, T),
@@ -149,8 +157,7 @@ static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const float
                         const float *out, const void *saved, const float *q, const float *k,
                         const float *v, int T, lc_arena *ar) {
   attn2d *x = a->ctx;
-  x->ring.extra_poll = a->poll;
-  x->ring.extra_arg = a->poll_arg;
+  ring_for_pass(x, a);
   const float *lse = saved;
   if (x->hp == 1) return lc_ring_bwd(&x->ring, dq, dk, dv, dout, out, lse, q, k, v, ar);
   const float *qh = lse + sz_lse(x, T), *kh = qh + sz_q(x, T), *vh = kh + sz_kv(x, T),
@@ -178,12 +185,17 @@ static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const float
   return st;
 }
 
-lc_status lc_attn_2d_init(lc_attn *a, lc_comm *head, lc_comm *ctx, int window, long S, int Hq,
-                          int Hkv, int D) {
+lc_status lc_attn_2d_init(lc_attn *a, lc_comm *head, lc_comm *ctx, int window, long S, int chunks,
+                          int Hq, int Hkv, int D) {
   memset(a, 0, sizeof *a);
   attn2d *x = calloc(1, sizeof *x);
   if (!x) return lc_fail(LC_ENOMEM, "out of memory for the attention strategy");
   int hp = head->size;
+  lc_status st = lc_seq_layout_init(&x->def, S, ctx->size, hp, chunks);
+  if (st != LC_OK) {
+    free(x);
+    return st;
+  }
   x->head = head;
   heads_2d(x, hp, Hq, Hkv, D);
   x->ring.ctx = ctx;
@@ -203,6 +215,7 @@ lc_status lc_attn_2d_init(lc_attn *a, lc_comm *head, lc_comm *ctx, int window, l
 }
 
 void lc_attn_2d_free(lc_attn *a) {
+  if (a->ctx) lc_seq_layout_free(&((attn2d *)a->ctx)->def);
   free(a->ctx);
   a->ctx = NULL;
 }

@@ -30,6 +30,7 @@ void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, lc_attn_mem *
 static lc_status local_fwd(lc_attn *a, float *out, void *saved, const float *q, const float *k,
                            const float *v, int T, lc_arena *arena) {
   lc_attn_shape s = local_shape(a, T);
+  s.lo = a->lo; // one process: local token t is sequence position t
   return lc_flash_fwd(out, (float *)saved, q, k, v, &s, arena);
 }
 
@@ -37,6 +38,7 @@ static lc_status local_bwd(lc_attn *a, float *dq, float *dk, float *dv, const fl
                            const float *out, const void *saved, const float *q, const float *k,
                            const float *v, int T, lc_arena *arena) {
   lc_attn_shape s = local_shape(a, T);
+  s.lo = a->lo;
   float *delta = lc_alloc(arena, LC_MEM_SCRATCH, lse_bytes(a->Hq, T), "attention delta");
   if (!delta) return LC_ENOMEM;
   lc_attn_delta(delta, dout, out, T, a->Hq, a->D);

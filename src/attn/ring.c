@@ -16,9 +16,11 @@ enum { TAG_KV = 101, TAG_OUTER = 102, TAG_DKV = 103, TAG_OWNER = 104 };
 #define F32(n) (sizeof(float) * (size_t)(n))
 
 typedef struct {
-  int cp, w, outer, c, W, i;
+  int cp, w, outer, c, W, i, k;
   long Lc, Tc;
   size_t nkv; // floats of one of k or v: Tc*Hkv*D
+  const lc_seq_layout *L;
+  const int *lo;
 } geo;
 
 static geo geometry(const lc_ring *r) {
@@ -29,9 +31,12 @@ static geo geometry(const lc_ring *r) {
   g.c = r->ctx->rank;
   g.W = g.c / g.w;
   g.i = g.c % g.w;
+  g.L = r->layout;
+  g.k = g.L->k;
   g.Tc = r->S / g.cp;
-  g.Lc = g.Tc / 2;
+  g.Lc = g.L->Lc;
   g.nkv = (size_t)g.Tc * r->Hkv * r->D;
+  g.lo = r->lo;
   return g;
 }
 
@@ -48,12 +53,12 @@ static int n_d_blocks(int cp, int w) {
 static size_t blk_floats(int cp, long S, int Hkv, int D) { return 2 * (size_t)(S / cp) * Hkv * D; }
 // Scratch: forward merge tiles; backward delta of the Tc local rows and lse/delta tiles.
 static size_t fwd_tmp_floats(int P, int H, int D) { return (size_t)P * H * D + 2 * (size_t)P * H; }
-static size_t bwd_tmp_floats(long Tc, int P, int H) { return 2 * (size_t)Tc * H + 2 * (size_t)P * H; }
+static size_t bwd_tmp_floats(long Tc, int P, int H) { return (size_t)Tc * H + 2 * (size_t)P * H; }
 
-void lc_ring_mem(int cp, int window, long S, int Hq, int Hkv, int D, int poll_rows, int threads,
+void lc_ring_mem(int cp, int window, long S, int chunks, int Hq, int Hkv, int D, int poll_rows, int threads,
                  lc_attn_mem *m) {
   memset(m, 0, sizeof *m);
-  const long Tc = S / cp, Lc = Tc / 2;
+  const long Tc = S / cp, Lc = Tc / chunks;
   const size_t blk = blk_floats(cp, S, Hkv, D);
   // The largest kernel call: poll_rows (or all Lc) query rows against a Lc-row key chunk.
   lc_attn_shape s = {.Tq = (int)(Lc < poll_rows ? Lc : poll_rows), .Tk = (int)Lc, .Hq = Hq,
@@ -72,8 +77,18 @@ static int outer_prev(const geo *g) { return ((g->W - 1 + g->outer) % g->outer) 
 static int owner_at(const geo *g, int o, int j) {
   return ((g->W - o + g->outer) % g->outer) * g->w + (g->i - j + g->w) % g->w;
 }
-// Global position of chunk a (0 or 1) of context rank c.
-static long chunk_start(const geo *g, int c, int a) { return (a == 0 ? c : 2 * g->cp - 1 - c) * g->Lc; }
+// Global position of chunk a (0 .. k-1) of context rank c.
+static long chunk_start(const geo *g, int c, int a) { return lc_seq_layout_chunk_start(g->L, c, a); }
+
+// Whether keys [ks, ks + Lc) hold nothing any query of rows [q0, q0 + n) may see: all after
+// the last query (causal) or all before every row's lower bound.
+static int hidden(const geo *g, long ks, long q0, int n) {
+  if (ks > q0 + n - 1) return 1;
+  if (!g->lo) return 0;
+  int mn = g->lo[q0];
+  for (int i = 1; i < n; i++) mn = g->lo[q0 + i] < mn ? g->lo[q0 + i] : mn;
+  return ks + g->Lc - 1 < mn;
+}
 
 static void poll(const lc_ring *r, lc_req *reqs, int n) {
   for (int k = 0; k < n; k++) lc_test(r->ctx, &reqs[k]);
@@ -93,15 +108,17 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, floa
                            const float *q, const float *k, const float *v, float *tmp_o,
                            float *tmp_l, float *tmp_a, lc_req *reqs, int nreq, lc_arena *ar) {
   const int H = r->Hq, D = r->D;
-  for (int a = 0; a < 2; a++)
-    for (int b = 0; b < 2; b++) {
+  for (int a = 0; a < g->k; a++)
+    for (int b = 0; b < g->k; b++) {
       long qs = chunk_start(g, g->c, a), ks = chunk_start(g, owner, b);
-      if (ks > qs + g->Lc - 1) continue; // every key after every query: nothing visible
+      if (hidden(g, ks, qs, (int)g->Lc)) continue; // no query of the chunk sees a key of the block
       for (long r0 = 0; r0 < g->Lc; r0 += r->poll_rows) {
         int n = (int)(g->Lc - r0 < r->poll_rows ? g->Lc - r0 : r->poll_rows);
         if (ks > qs + r0 + n - 1) break;
+        if (hidden(g, ks, qs + r0, n)) continue;
         lc_attn_shape s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
-                           .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale};
+                           .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale,
+                           .lo = g->lo ? g->lo + qs + r0 : NULL};
         const float *qa = q + ((size_t)a * g->Lc + r0) * H * D;
         LC_TRY(lc_flash_fwd(tmp_o, tmp_l, qa, k + (size_t)b * g->Lc * r->Hkv * D,
                             v + (size_t)b * g->Lc * r->Hkv * D, &s, ar));
@@ -121,7 +138,7 @@ lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const 
   const int H = r->Hq, D = r->D;
   const int P = r->poll_rows;
   memset(out, 0, F32((size_t)g.Tc * H * D));
-  for (size_t x = 0; x < (size_t)2 * H * g.Lc; x++) lse[x] = -INFINITY;
+  for (size_t x = 0; x < (size_t)g.k * H * g.Lc; x++) lse[x] = -INFINITY;
   // Block buffers ([k | v]): start-of-window block, two inner buffers, outer prefetch.
   size_t blk = 2 * g.nkv;
   float *buf = lc_alloc(ar, LC_MEM_COMM, F32(blk * n_kv_blocks(g.cp, g.w)), "ring k/v buffers");
@@ -182,15 +199,17 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, float *dq, float
                            float *tmp_d, lc_req *reqs, int nreq, lc_arena *ar) {
   const int H = r->Hq, D = r->D;
   const size_t kb = (size_t)g->Lc * r->Hkv * D;
-  for (int a = 0; a < 2; a++)
-    for (int b = 0; b < 2; b++) {
+  for (int a = 0; a < g->k; a++)
+    for (int b = 0; b < g->k; b++) {
       long qs = chunk_start(g, g->c, a), ks = chunk_start(g, owner, b);
-      if (ks > qs + g->Lc - 1) continue;
+      if (hidden(g, ks, qs, (int)g->Lc)) continue;
       for (long r0 = 0; r0 < g->Lc; r0 += r->poll_rows) {
         int n = (int)(g->Lc - r0 < r->poll_rows ? g->Lc - r0 : r->poll_rows);
         if (ks > qs + r0 + n - 1) break;
+        if (hidden(g, ks, qs + r0, n)) continue;
         lc_attn_shape s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
-                           .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale};
+                           .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale,
+                           .lo = g->lo ? g->lo + qs + r0 : NULL};
         size_t qo = ((size_t)a * g->Lc + r0) * H * D;
         lse_rows(tmp_l, lse + (size_t)a * H * g->Lc, H, g->Lc, r0, n, 0);
         lse_rows(tmp_d, delta + (size_t)a * H * g->Lc, H, g->Lc, r0, n, 0);
@@ -225,7 +244,7 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
     goto done;
   }
   float *delta = tmp, *tmp_l = delta + (size_t)g.Tc * H, *tmp_d = tmp_l + (size_t)P * H;
-  for (int a = 0; a < 2; a++) {
+  for (int a = 0; a < g.k; a++) {
     size_t qo = (size_t)a * g.Lc * H * D;
     lc_attn_delta(delta + (size_t)a * H * g.Lc, dout + qo, out + qo, (int)g.Lc, H, D);
   }

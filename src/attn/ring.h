@@ -1,12 +1,14 @@
 // Zigzag causal ring attention over the context-parallel ranks, with the double ring
 // (inner rings of `window` consecutive context ranks; the outer transfer to the next
-// window runs in the background). Built on the blockwise kernel and the LSE merge.
+// window runs in the background). Built on the blockwise kernel and the LSE merge. The
+// chunks each rank holds come from a sequence layout (zigzag or balanced).
 #ifndef LC_RING_H
 #define LC_RING_H
 
 #include "attn/attn.h"
 #include "core/arena.h"
 #include "dist/comm.h"
+#include "dist/grid.h"
 
 typedef struct {
   lc_comm *ctx;    // ring communicator: rank = context rank c, size = cp
@@ -17,12 +19,15 @@ typedef struct {
   int poll_rows;   // q rows per kernel call; MPI is polled between calls
   void (*extra_poll)(void *arg); // also polled between calls (may be NULL)
   void *extra_arg;
+  const lc_seq_layout *layout; // which chunks each context rank holds (k per rank)
+  const int *lo;   // [S] first key each token may see, global positions (NULL: plain causal)
   // statistics (accumulated)
   double compute_seconds;
 } lc_ring;
 
-// This context rank's Tc = S/cp tokens: chunk c then chunk 2cp-1-c.
-// q[Tc,Hq,D], k/v[Tc,Hkv,D] -> out[Tc,Hq,D], lse[2][Hq][Tc/2] (per chunk).
+// This context rank's Tc = S/cp tokens: its k chunks of the layout, in order.
+// q[Tc,Hq,D], k/v[Tc,Hkv,D] -> out[Tc,Hq,D], lse[k][Hq][Lc] (per chunk). Block pairs that
+// no query may see (causal, or before every query's lower bound) are skipped.
 lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const float *k,
                       const float *v, lc_arena *arena);
 // dq/dk/dv OVERWRITTEN. out and lse from lc_ring_fwd.
@@ -34,7 +39,7 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
 // context ranks with inner rings of `window`, heads held Hq/Hkv, poll_rows q rows per
 // kernel call, `threads` OpenMP threads (<= 0: current). The passes size their buffers
 // with the same functions.
-void lc_ring_mem(int cp, int window, long S, int Hq, int Hkv, int D, int poll_rows, int threads,
+void lc_ring_mem(int cp, int window, long S, int chunks, int Hq, int Hkv, int D, int poll_rows, int threads,
                  lc_attn_mem *m);
 
 #endif

@@ -1,5 +1,6 @@
 #include "dist/grid.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const char *lc_placement_name(lc_placement p) {
@@ -79,4 +80,94 @@ long lc_layout_index(long S, int cp, int hp, int c, int h, long i) {
   long chunk = S / (2L * cp), per_rank = S / ((long)cp * hp);
   long j = (long)h * per_rank + i; // index among context rank c's S/cp tokens
   return j < chunk ? (long)c * chunk + j : (long)(2 * cp - 1 - c) * chunk + (j - chunk);
+}
+
+const char *lc_cp_layout_name(lc_cp_layout l) { return l == LC_CP_ZIGZAG ? "zigzag" : "balanced"; }
+
+lc_status lc_cp_layout_parse(const char *s, lc_cp_layout *l) {
+  if (!strcmp(s, "zigzag")) *l = LC_CP_ZIGZAG;
+  else if (!strcmp(s, "balanced")) *l = LC_CP_BALANCED;
+  else return lc_fail(LC_EINVAL, "--cp-layout '%s': use zigzag or balanced", s);
+  return LC_OK;
+}
+
+int lc_cp_layout_chunks(lc_cp_layout l, long S, int cp, int hp) {
+  if (l == LC_CP_ZIGZAG || cp == 1) return 2;
+  for (int k = 8; k > 2; k /= 2)
+    if (S % ((long)k * cp * hp) == 0) return k;
+  return 2;
+}
+
+lc_status lc_seq_layout_init(lc_seq_layout *L, long S, int cp, int hp, int k) {
+  memset(L, 0, sizeof *L);
+  if (k < 2 || k % 2 || S % ((long)k * cp) != 0 || S % ((long)cp * hp) != 0)
+    return lc_fail(LC_EINVAL, "a sequence of %ld tokens does not split into %d chunks per context rank on cp %d "
+                   "x hp %d ranks; use a length divisible by %ld", S, k, cp, hp, (long)k * cp * hp);
+  L->chunk = malloc(sizeof(int) * (size_t)cp * (size_t)k);
+  if (!L->chunk) return lc_fail(LC_ENOMEM, "out of memory for the sequence layout");
+  L->S = S, L->cp = cp, L->hp = hp, L->k = k, L->Lc = S / ((long)k * cp);
+  if (k == 2)
+    for (int c = 0; c < cp; c++) L->chunk[2 * c] = c, L->chunk[2 * c + 1] = 2 * cp - 1 - c;
+  else
+    lc_seq_layout_balance(L, NULL);
+  return LC_OK;
+}
+
+void lc_seq_layout_free(lc_seq_layout *L) {
+  free(L->chunk);
+  memset(L, 0, sizeof *L);
+}
+
+long lc_seq_layout_global(const lc_seq_layout *L, int c, int h, long i) {
+  long j = (long)h * (L->S / ((long)L->cp * L->hp)) + i; // index among rank c's S/cp tokens
+  return lc_seq_layout_chunk_start(L, c, (int)(j / L->Lc)) + j % L->Lc;
+}
+
+static double chunk_cost(const lc_seq_layout *L, const int *lo, long j) {
+  const long a = j * L->Lc, b = a + L->Lc;
+  if (!lo) return (double)(b - a) * (double)(a + b + 1) / 2.0; // sum of t + 1
+  double w = 0;
+  for (long t = a; t < b; t++) w += (double)(t - lo[t] + 1);
+  return w;
+}
+
+void lc_seq_layout_balance(lc_seq_layout *L, const int *lo) {
+  const int n = L->cp * L->k;
+  double *cost = malloc(sizeof(double) * (size_t)n), *load = calloc((size_t)L->cp, sizeof(double));
+  int *order = malloc(sizeof(int) * (size_t)n), *fill = calloc((size_t)L->cp, sizeof(int));
+  if (!cost || !load || !order || !fill) { // keep the previous assignment (still valid)
+    free(cost), free(load), free(order), free(fill);
+    return;
+  }
+  for (int j = 0; j < n; j++) cost[j] = chunk_cost(L, lo, j), order[j] = j;
+  // largest first (ties: lower chunk first), insertion sort: n <= 8 cp
+  for (int i = 1; i < n; i++) {
+    int x = order[i], m = i;
+    while (m > 0 && (cost[order[m - 1]] < cost[x] || (cost[order[m - 1]] == cost[x] && order[m - 1] > x)))
+      order[m] = order[m - 1], m--;
+    order[m] = x;
+  }
+  for (int i = 0; i < n; i++) {
+    int best = -1;
+    for (int c = 0; c < L->cp; c++)
+      if (fill[c] < L->k && (best < 0 || load[c] < load[best])) best = c;
+    L->chunk[best * L->k + fill[best]++] = order[i];
+    load[best] += cost[order[i]];
+  }
+  for (int c = 0; c < L->cp; c++) { // ascending chunks per rank
+    int *x = L->chunk + c * L->k;
+    for (int i = 1; i < L->k; i++)
+      for (int m = i; m > 0 && x[m - 1] > x[m]; m--) {
+        int t = x[m];
+        x[m] = x[m - 1], x[m - 1] = t;
+      }
+  }
+  free(cost), free(load), free(order), free(fill);
+}
+
+void lc_seq_layout_work(const lc_seq_layout *L, const int *lo, double *work) {
+  for (int c = 0; c < L->cp; c++) {
+    work[c] = 0;
+    for (int a = 0; a < L->k; a++) work[c] += chunk_cost(L, lo, L->chunk[c * L->k + a]);
+  }
 }

@@ -31,9 +31,44 @@ lc_status lc_grid_validate(int world, int hp, int cp, int window, const lc_confi
 lc_status lc_grid_create(lc_grid *g, lc_comm *world, int hp, int cp, int window, lc_placement p);
 void lc_grid_destroy(lc_grid *g);
 
-// Token layout. The sequence is cut into 2*cp chunks; context rank c owns chunks c and
-// 2cp-1-c (in that order); head rank h owns the h-th of hp slices of those S/cp tokens.
+// Token layout (zigzag). The sequence is cut into 2*cp chunks; context rank c owns chunks c
+// and 2cp-1-c (in that order); head rank h owns the h-th of hp slices of those S/cp tokens.
 // Global index of local token i (0 <= i < S/(cp*hp)) of rank (c, h).
 long lc_layout_index(long S, int cp, int hp, int c, int h, long i);
+
+// The general token layout of one sequence: S cut into k * cp equal chunks of Lc tokens;
+// context rank c holds k of them, chunk[c*k .. c*k+k) in ascending order, concatenated;
+// head rank h holds the h-th of hp equal slices of those S/cp tokens. Zigzag is k = 2 with
+// chunks {c, 2cp-1-c}: every ring step carries equal work for one causal sequence. With
+// documents or a window that no longer holds; a balanced layout assigns the chunks by
+// their attention work instead (every layout gives the same numbers).
+typedef enum { LC_CP_ZIGZAG = 0, LC_CP_BALANCED } lc_cp_layout;
+const char *lc_cp_layout_name(lc_cp_layout l);
+lc_status lc_cp_layout_parse(const char *s, lc_cp_layout *l);
+
+typedef struct {
+  long S, Lc;
+  int cp, hp, k;
+  int *chunk; // [cp * k], owned
+} lc_seq_layout;
+
+// Chunks per context rank a layout kind uses for S on cp x hp ranks: zigzag 2; balanced
+// the largest of 8, 4, 2 with S divisible by k x cp x hp (finer chunks balance better).
+int lc_cp_layout_chunks(lc_cp_layout l, long S, int cp, int hp);
+// Allocates L for S tokens on cp x hp ranks with k chunks per context rank and sets the
+// zigzag (k = 2) or, for k > 2, the balanced assignment of a plain causal sequence.
+lc_status lc_seq_layout_init(lc_seq_layout *L, long S, int cp, int hp, int k);
+void lc_seq_layout_free(lc_seq_layout *L);
+// Assigns the chunks by attention work: a chunk costs the keys its tokens may see, the sum
+// of t - lo[t] + 1 (lo NULL: plain causal, lo[t] = 0); largest first to the least loaded
+// rank that still has room for one of its k chunks. Deterministic.
+void lc_seq_layout_balance(lc_seq_layout *L, const int *lo);
+// Global index of local token i of rank (c, h); start of rank c's a-th chunk.
+long lc_seq_layout_global(const lc_seq_layout *L, int c, int h, long i);
+static inline long lc_seq_layout_chunk_start(const lc_seq_layout *L, int c, int a) {
+  return (long)L->chunk[c * L->k + a] * L->Lc;
+}
+// Attention work (visible query-key pairs) of each context rank: work[c] (cp entries).
+void lc_seq_layout_work(const lc_seq_layout *L, const int *lo, double *work);
 
 #endif

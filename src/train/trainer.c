@@ -52,7 +52,7 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   t->local_batch = o->batch / t->grid.dp;
   t->distributed = o->hp * o->cp > 1;
   if (t->distributed)
-    st = lc_attn_2d_init(&t->attn, t->grid.head, t->grid.ctx, o->window, o->seq, o->cfg.n_heads,
+    st = lc_attn_2d_init(&t->attn, t->grid.head, t->grid.ctx, o->window, o->seq, 2, o->cfg.n_heads,
                          o->cfg.n_kv_heads, o->cfg.head_dim);
   else
     lc_attn_local_init(&t->attn, o->cfg.n_heads, o->cfg.n_kv_heads, o->cfg.head_dim);
