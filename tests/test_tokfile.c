@@ -126,7 +126,8 @@ static void test_errors(void) {
     const char *w1, *w2;
   } cases[] = {
       {"LCTOKENX", 1, 2, 256, 0, 4, 40, "bad magic", "prepare_data.py"},
-      {"LCTOKENS", 2, 2, 256, 0, 4, 40, "version 2", "version 1"},
+      {"LCTOKENS", 3, 2, 256, 0, 4, 40, "version 3", "versions 1 and 2"},
+      {"LCTOKENS", 2, 2, 256, 6, 4, 40, "reserved", "not 0"},
       {"LCTOKENS", 1, 3, 256, 0, 4, 44, "dtype 3", "uint16"},
       {"LCTOKENS", 1, 2, 256, 7, 4, 40, "reserved", "not 0"},
       {"LCTOKENS", 1, 2, 0, 0, 4, 40, "vocab_size is 0", NULL},
@@ -199,15 +200,69 @@ static void test_prepare_data(void) {
     ok = lc_tokfile_get(&t, i) == (unsigned char)text[i] && lc_tokfile_get(&t, n + 1 + i) == (unsigned char)text[i];
   CHECK(ok && lc_tokfile_get(&t, n) == 10 && lc_tokfile_get(&t, 2 * n + 1) == 10,
         "prepared tokens: documents as bytes, EOS after each");
+  CHECK(t.n_docs == 2 && lc_tokfile_doc_start(&t, 0) == 0 && lc_tokfile_doc_start(&t, 1) == n + 1,
+        "prepared document index: one document per input file (%llu documents)", (unsigned long long)t.n_docs);
   CHECK(lc_tokfile_check_vocab(&t, 256) == LC_OK && lc_tokfile_check_vocab(&t, 200) == LC_EINVAL,
         "prepared vocab check");
   lc_tokfile_close(&t);
+}
+
+// Version 2 with a document index: written and read back; every kind of corrupt index is
+// refused with a message naming the file and the problem.
+static void test_docs(void) {
+  char p[300];
+  snprintf(p, sizeof p, "%s/d.tok", dir);
+  uint32_t toks[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  uint64_t starts[3] = {0, 4, 9};
+  CHECK(lc_tokfile_write_docs(p, toks, 10, 2, 100, starts, 3) == LC_OK, "write: %s", lc_errmsg());
+  lc_tokfile t;
+  CHECK(lc_tokfile_open(&t, p) == LC_OK && t.version == 2 && t.n_docs == 3, "open: %s", lc_errmsg());
+  CHECK(lc_tokfile_doc_start(&t, 1) == 4 && lc_tokfile_doc_end(&t, 1) == 9 && lc_tokfile_doc_end(&t, 2) == 10,
+        "document ranges");
+  lc_tokfile_close(&t);
+  uint64_t bad_w[2] = {0, 10};
+  CHECK(lc_tokfile_write_docs(p, toks, 10, 2, 100, bad_w, 2) == LC_EINVAL, "writer refuses a start beyond the end");
+  // Hand-made files: header (count 10, 2-byte tokens), tokens, index.
+  struct {
+    uint64_t n;            // n_docs field
+    uint64_t s[3];         // starts
+    int n_written;         // how many starts are really in the file
+    int extra;             // trailing bytes
+    const char *want;
+  } c[] = {
+      {0, {0}, 0, 0, "lists 0 documents"},
+      {3, {1, 4, 9}, 3, 0, "the first must start at 0"},
+      {3, {0, 4, 4}, 3, 0, "not after the previous"},
+      {3, {0, 4, 12}, 3, 0, "beyond the last token"},
+      {3, {0, 4, 9}, 2, 0, "need 32 bytes"},
+      {2, {0, 4}, 2, 5, "need 24 bytes"},
+      {1ull << 61, {0}, 1, 0, "corrupt or truncated"},
+  };
+  unsigned char b[200];
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    memset(b, 0, sizeof b);
+    header(b, "LCTOKENS", 2, 2, 100, LC_TOKFILE_HAS_DOCS, 10);
+    size_t at = 32 + 20;
+    for (int k = 0; k < 8; k++) b[at + k] = (unsigned char)(c[i].n >> (8 * k));
+    for (int d = 0; d < c[i].n_written; d++)
+      for (int k = 0; k < 8; k++) b[at + 8 + 8 * d + k] = (unsigned char)(c[i].s[d] >> (8 * k));
+    put_bytes(p, b, at + 8 + 8 * (size_t)c[i].n_written + (size_t)c[i].extra);
+    lc_status st = lc_tokfile_open(&t, p);
+    CHECK(st == LC_EFORMAT && strstr(lc_errmsg(), c[i].want) && strstr(lc_errmsg(), p), "index case %zu: %s", i,
+          lc_errmsg());
+    if (st == LC_OK) lc_tokfile_close(&t);
+  }
+  // The flag without any index after the tokens.
+  header(b, "LCTOKENS", 2, 2, 100, LC_TOKFILE_HAS_DOCS, 10);
+  put_bytes(p, b, 52);
+  CHECK(lc_tokfile_open(&t, p) == LC_EFORMAT && strstr(lc_errmsg(), "truncated"), "no index: %s", lc_errmsg());
 }
 
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/lc_test_tok_%ld", (long)getpid());
   lc_mkdir_p(dir);
   test_roundtrip();
+  test_docs();
   test_errors();
   test_prepare_data();
   char cmd[400];

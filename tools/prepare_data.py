@@ -12,9 +12,12 @@ tokenizer (``Tokenizer.from_file(tokenizer.json)``; no special tokens are added 
 ``--add-special-tokens``) or, with ``--bytes``, as UTF-8 bytes (vocab 256). If an EOS id
 is given, it is appended after every document, so documents stay separated.
 
-Output (all little-endian): magic "LCTOKENS", uint32 version 1, uint32 bytes per token (2
-for vocab <= 65536, else 4), uint32 vocab size, uint32 reserved 0, uint64 token count,
-then the tokens. The file is written atomically (temporary name, fsync, rename).
+Output (all little-endian): magic "LCTOKENS", uint32 version 2, uint32 bytes per token (2
+for vocab <= 65536, else 4), uint32 vocab size, uint32 flags 1 (a document index
+follows), uint64 token count, the tokens, then the document index: uint64 number of
+documents and one uint64 start (token index) per document, so `longctx train --pack` can
+pack whole documents. Documents that give no token are left out of the index. The file is
+written atomically (temporary name, fsync, rename).
 """
 import argparse
 import array
@@ -25,7 +28,8 @@ import struct
 import sys
 
 MAGIC = b"LCTOKENS"
-VERSION = 1
+VERSION = 2
+HAS_DOCS = 1
 HEADER = struct.Struct("<8sIIIIQ")  # 32 bytes
 
 
@@ -119,15 +123,17 @@ def fsync_dir(path):
 
 
 def write_tokens(out, enc, doc_iter, eos, bytes_per_token, batch_docs=256):
-    """Streams the documents' tokens into OUT atomically. Returns (documents, tokens)."""
+    """Streams the documents' tokens into OUT atomically, then the document index.
+    Returns (documents, tokens)."""
     typecode = "H" if bytes_per_token == 2 else "I"
     if array.array(typecode).itemsize != bytes_per_token:
         typecode = "L" if bytes_per_token == 4 else typecode
     tmp = f"{out}.tmp.{os.getpid()}"
     ndocs = ntoks = 0
+    starts = array.array("Q")
     try:
         with open(tmp, "wb") as f:
-            f.write(HEADER.pack(MAGIC, VERSION, bytes_per_token, enc.vocab, 0, 0))
+            f.write(HEADER.pack(MAGIC, VERSION, bytes_per_token, enc.vocab, HAS_DOCS, 0))
             batch = []
 
             def flush(batch):
@@ -135,6 +141,8 @@ def write_tokens(out, enc, doc_iter, eos, bytes_per_token, batch_docs=256):
                 for ids in enc.encode_batch(batch):
                     if eos is not None:
                         ids = list(ids) + [eos]
+                    if ids:
+                        starts.append(ntoks)
                     a = array.array(typecode, ids)
                     if sys.byteorder == "big":
                         a.byteswap()
@@ -151,8 +159,12 @@ def write_tokens(out, enc, doc_iter, eos, bytes_per_token, batch_docs=256):
                 flush(batch)
             if ntoks == 0:
                 raise PrepError("the input holds no tokens; a token file needs at least one")
+            if sys.byteorder == "big":
+                starts.byteswap()
+            f.write(struct.pack("<Q", len(starts)))
+            f.write(starts.tobytes())
             f.seek(0)
-            f.write(HEADER.pack(MAGIC, VERSION, bytes_per_token, enc.vocab, 0, ntoks))
+            f.write(HEADER.pack(MAGIC, VERSION, bytes_per_token, enc.vocab, HAS_DOCS, ntoks))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, out)
@@ -169,22 +181,29 @@ def write_tokens(out, enc, doc_iter, eos, bytes_per_token, batch_docs=256):
     return ndocs, ntoks
 
 
-def read_token_file(path):
-    """(vocab, bytes_per_token, tokens) of a token file; for tests and inspection."""
+def read_token_file(path, with_docs=False):
+    """(vocab, bytes_per_token, tokens[, document starts]) of a token file; for tests and
+    inspection."""
     with open(path, "rb") as f:
         data = f.read()
-    magic, ver, bpt, vocab, res, count = HEADER.unpack_from(data)
-    if magic != MAGIC or ver != VERSION or bpt not in (2, 4) or res != 0:
-        raise PrepError(f"{path}: not a version-1 longctx token file")
-    if len(data) != HEADER.size + count * bpt:
-        raise PrepError(f"{path}: size {len(data)} does not match {count} tokens")
+    magic, ver, bpt, vocab, flags, count = HEADER.unpack_from(data)
+    if magic != MAGIC or ver not in (1, 2) or bpt not in (2, 4) or (ver == 1 and flags != 0):
+        raise PrepError(f"{path}: not a longctx token file")
+    end = HEADER.size + count * bpt
     a = array.array("H" if bpt == 2 else "I")
     if a.itemsize != bpt:
         a = array.array("L")
-    a.frombytes(data[HEADER.size:])
+    a.frombytes(data[HEADER.size:end])
     if sys.byteorder == "big":
         a.byteswap()
-    return vocab, bpt, list(a)
+    starts = []
+    if ver == 2 and flags & HAS_DOCS:
+        (n,) = struct.unpack_from("<Q", data, end)
+        starts = list(struct.unpack_from(f"<{n}Q", data, end + 8))
+        end += 8 + 8 * n
+    if len(data) != end:
+        raise PrepError(f"{path}: size {len(data)} does not match {count} tokens and the index")
+    return (vocab, bpt, list(a), starts) if with_docs else (vocab, bpt, list(a))
 
 
 def run(argv):
@@ -282,9 +301,14 @@ def self_test():
         want = []
         for s in sentences + [sentences[0] + "\n" + sentences[4]]:
             want += tok.encode(s, add_special_tokens=False).ids + [eos]
-        v, bpt, got = read_token_file(out)
+        v, bpt, got, starts = read_token_file(out, with_docs=True)
         check(v == vocab and bpt == 2, f"header vocab {v} bpt {bpt}")
         check(got == want, "tokens equal direct encodes with EOS after each document")
+        want_starts, at = [], 0
+        for s in sentences + [sentences[0] + "\n" + sentences[4]]:
+            want_starts.append(at)
+            at += len(tok.encode(s, add_special_tokens=False).ids) + 1
+        check(starts == want_starts, f"document index {starts} != {want_starts}")
         check(tok.decode(got[:len(tok.encode(sentences[0]).ids)]) == sentences[0], "decodes")
         check(not [x for x in os.listdir(d) if ".tmp." in x], "no temp file left")
         # 4-byte tokens on request; bytes mode.

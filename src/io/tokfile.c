@@ -25,6 +25,36 @@ static void wr32(unsigned char *b, uint32_t v) {
 
 #define FIX " (make token files with tools/prepare_data.py)"
 
+// The document index after the tokens (at byte `at`): size, order and range of every start.
+static lc_status parse_docs(lc_tokfile *t, const unsigned char *d, unsigned long long size,
+                            unsigned long long at) {
+  const char *P = t->path;
+  if (size < at + 8)
+    return lc_fail(LC_EFORMAT, "%s: the header announces a document index but the file ends %llu bytes "
+                   "after the tokens (the index needs at least 8); the file is truncated" FIX, P, size - at);
+  uint64_t n = rd64(d + at);
+  if (n == 0)
+    return lc_fail(LC_EFORMAT, "%s: the document index lists 0 documents; the index is corrupt" FIX, P);
+  if (n > (size - at - 8) / 8 || size != at + 8 + 8 * n)
+    return lc_fail(LC_EFORMAT, "%s: the document index lists %llu documents, which need %llu bytes, but %llu "
+                   "bytes follow the tokens; the file is corrupt or truncated" FIX, P, (unsigned long long)n,
+                   n > (~0ull - 8) / 8 ? ~0ull : 8 + 8 * (unsigned long long)n, size - at);
+  t->docs = d + at + 8;
+  t->n_docs = n;
+  uint64_t prev = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t s0 = rd64(t->docs + 8 * i);
+    if ((i == 0 && s0 != 0) || (i > 0 && s0 <= prev) || s0 >= t->count)
+      return lc_fail(LC_EFORMAT, "%s: document %llu starts at token %llu, %s; the document index is corrupt" FIX,
+                     P, (unsigned long long)i, (unsigned long long)s0,
+                     i == 0 && s0 != 0 ? "but the first must start at 0"
+                     : s0 >= t->count ? "beyond the last token"
+                                      : "not after the previous document's start");
+    prev = s0;
+  }
+  return LC_OK;
+}
+
 static lc_status parse(lc_tokfile *t, const unsigned char *d, unsigned long long size) {
   const char *P = t->path;
   if (size < LC_TOKFILE_HEADER)
@@ -38,9 +68,11 @@ static lc_status parse(lc_tokfile *t, const unsigned char *d, unsigned long long
   t->vocab = rd32(d + 16);
   uint32_t reserved = rd32(d + 20);
   t->count = rd64(d + 24);
-  if (t->version != LC_TOKFILE_VERSION)
+  if (t->version != 1 && t->version != 2)
     return lc_fail(LC_EFORMAT, "%s: token file version %u is not supported (this build reads "
-                   "version %d)" FIX, P, t->version, LC_TOKFILE_VERSION);
+                   "versions 1 and 2)" FIX, P, t->version);
+  const int has_docs = t->version == 2 && (reserved & LC_TOKFILE_HAS_DOCS);
+  if (t->version == 2) reserved &= ~LC_TOKFILE_HAS_DOCS;
   if (t->bytes_per_token != 2 && t->bytes_per_token != 4)
     return lc_fail(LC_EFORMAT, "%s: token dtype %u is not 2 (uint16) or 4 (uint32); the header "
                    "is corrupt" FIX, P, t->bytes_per_token);
@@ -67,11 +99,12 @@ static lc_status parse(lc_tokfile *t, const unsigned char *d, unsigned long long
                    LC_TOKFILE_HEADER + (unsigned long long)t->count * bpt, size);
   }
   unsigned long long want = LC_TOKFILE_HEADER + (unsigned long long)t->count * t->bytes_per_token;
+  t->toks = d + LC_TOKFILE_HEADER;
+  if (has_docs) return parse_docs(t, d, size, want);
   if (size != want)
     return lc_fail(LC_EFORMAT, "%s: file is %llu bytes but its header says %llu tokens of %u bytes "
                    "(%llu bytes): %llu trailing bytes; the file is corrupt" FIX, P, size,
                    (unsigned long long)t->count, t->bytes_per_token, want, size - want);
-  t->toks = d + LC_TOKFILE_HEADER;
   return LC_OK;
 }
 
@@ -121,6 +154,11 @@ uint32_t lc_tokfile_get(const lc_tokfile *t, uint64_t i) {
   return t->bytes_per_token == 2 ? (uint32_t)(p[0] | p[1] << 8) : rd32(p);
 }
 
+uint64_t lc_tokfile_doc_start(const lc_tokfile *t, uint64_t i) { return rd64(t->docs + 8 * i); }
+uint64_t lc_tokfile_doc_end(const lc_tokfile *t, uint64_t i) {
+  return i + 1 < t->n_docs ? rd64(t->docs + 8 * (i + 1)) : t->count;
+}
+
 lc_status lc_tokfile_check_vocab(const lc_tokfile *t, int model_vocab) {
   if (model_vocab <= 0) return lc_fail(LC_EINVAL, "model vocab %d must be positive", model_vocab);
   if (t->vocab > (uint32_t)model_vocab)
@@ -146,8 +184,18 @@ void lc_tokfile_close(lc_tokfile *t) {
   t->toks = NULL;
 }
 
+static void wr64(unsigned char *b, uint64_t v) {
+  wr32(b, (uint32_t)v);
+  wr32(b + 4, (uint32_t)(v >> 32));
+}
+
 lc_status lc_tokfile_write(const char *path, const uint32_t *toks, uint64_t n, int bytes_per_token,
                            uint32_t vocab) {
+  return lc_tokfile_write_docs(path, toks, n, bytes_per_token, vocab, NULL, 0);
+}
+
+lc_status lc_tokfile_write_docs(const char *path, const uint32_t *toks, uint64_t n, int bytes_per_token,
+                                uint32_t vocab, const uint64_t *starts, uint64_t n_docs) {
   if (bytes_per_token != 2 && bytes_per_token != 4)
     return lc_fail(LC_EINVAL, "%s: bytes per token must be 2 or 4, not %d", path, bytes_per_token);
   if (vocab == 0 || (bytes_per_token == 2 && vocab > 65536))
@@ -159,12 +207,16 @@ lc_status lc_tokfile_write(const char *path, const uint32_t *toks, uint64_t n, i
     if (toks[i] >= vocab)
       return lc_fail(LC_EINVAL, "%s: token id %u at index %llu is >= vocab %u", path, toks[i],
                      (unsigned long long)i, vocab);
+  for (uint64_t i = 0; i < n_docs; i++)
+    if ((i == 0 && starts[0] != 0) || (i > 0 && starts[i] <= starts[i - 1]) || starts[i] >= n)
+      return lc_fail(LC_EINVAL, "%s: document start %llu (document %llu) is not increasing from 0 below %llu",
+                     path, (unsigned long long)starts[i], (unsigned long long)i, (unsigned long long)n);
   unsigned char h[LC_TOKFILE_HEADER];
   memcpy(h, lc_tok_magic, 8);
-  wr32(h + 8, LC_TOKFILE_VERSION);
+  wr32(h + 8, n_docs ? 2 : 1);
   wr32(h + 12, (uint32_t)bytes_per_token);
   wr32(h + 16, vocab);
-  wr32(h + 20, 0);
+  wr32(h + 20, n_docs ? LC_TOKFILE_HAS_DOCS : 0);
   wr32(h + 24, (uint32_t)n);
   wr32(h + 28, (uint32_t)(n >> 32));
   lc_atomic_file af;
@@ -179,6 +231,16 @@ lc_status lc_tokfile_write(const char *path, const uint32_t *toks, uint64_t n, i
       for (int b = 0; b < bytes_per_token; b++) buf[j * (size_t)bytes_per_token + (size_t)b] = (unsigned char)(v >> (8 * b));
     }
     LC_TRY(lc_atomic_write(&af, buf, k * (size_t)bytes_per_token));
+  }
+  if (n_docs) {
+    unsigned char b8[8];
+    wr64(b8, n_docs);
+    LC_TRY(lc_atomic_write(&af, b8, 8));
+    for (uint64_t i = 0; i < n_docs; i += sizeof buf / 8) {
+      size_t k = n_docs - i < sizeof buf / 8 ? (size_t)(n_docs - i) : sizeof buf / 8;
+      for (size_t j = 0; j < k; j++) wr64(buf + 8 * j, starts[i + j]);
+      LC_TRY(lc_atomic_write(&af, buf, 8 * k));
+    }
   }
   return lc_atomic_commit(&af);
 }

@@ -1,11 +1,14 @@
 // Token data files (written by tools/prepare_data.py or lc_tokfile_write):
 //   offset 0  magic "LCTOKENS" (8 bytes)
-//          8  uint32 version (1)
+//          8  uint32 version (1 or 2)
 //         12  uint32 dtype: bytes per token, 2 (uint16) or 4 (uint32)
 //         16  uint32 vocab_size of the tokenizer
-//         20  uint32 reserved, 0
+//         20  uint32 version 1: reserved, 0; version 2: flags, bit 0 = has a document index
 //         24  uint64 count of tokens
 //         32  count tokens
+//   version 2 with a document index, after the tokens:
+//             uint64 n_docs, then n_docs uint64 document starts (token indices: the first
+//             is 0, strictly increasing, each < count; document i ends where i+1 starts)
 // All integers little-endian. The file is memory-mapped read-only.
 #ifndef LC_TOKFILE_H
 #define LC_TOKFILE_H
@@ -16,13 +19,16 @@
 #include "core/status.h"
 
 #define LC_TOKFILE_HEADER 32
-#define LC_TOKFILE_VERSION 1
+#define LC_TOKFILE_VERSION 2
+#define LC_TOKFILE_HAS_DOCS 1u
 
 typedef struct {
   char path[1024];
   uint32_t version, bytes_per_token, vocab;
   uint64_t count;
   const unsigned char *toks; // count * bytes_per_token bytes
+  uint64_t n_docs;           // documents in the index (0: the file has none)
+  const unsigned char *docs; // n_docs little-endian uint64 starts
   // private
   void *map_;
   size_t map_len_;
@@ -35,6 +41,9 @@ lc_status lc_tokfile_open(lc_tokfile *t, const char *path);
 lc_status lc_tokfile_open_mem(lc_tokfile *t, const void *data, size_t len, const char *label);
 // Token i (i < count).
 uint32_t lc_tokfile_get(const lc_tokfile *t, uint64_t i);
+// Start of document i (i < n_docs); its end is the next start (or count).
+uint64_t lc_tokfile_doc_start(const lc_tokfile *t, uint64_t i);
+uint64_t lc_tokfile_doc_end(const lc_tokfile *t, uint64_t i);
 // LC_EINVAL if the header's vocab exceeds model_vocab, or (after a full scan) naming the first
 // token id >= model_vocab with its index and byte offset in the file.
 lc_status lc_tokfile_check_vocab(const lc_tokfile *t, int model_vocab);
@@ -44,5 +53,8 @@ void lc_tokfile_close(lc_tokfile *t);
 // token must be < vocab (and < 65536 for 2 bytes).
 lc_status lc_tokfile_write(const char *path, const uint32_t *toks, uint64_t n, int bytes_per_token,
                            uint32_t vocab);
+// The same with a document index (version 2): n_docs starts, the first 0, increasing, < n.
+lc_status lc_tokfile_write_docs(const char *path, const uint32_t *toks, uint64_t n, int bytes_per_token,
+                                uint32_t vocab, const uint64_t *starts, uint64_t n_docs);
 
 #endif
