@@ -7,12 +7,14 @@
 //  C. token layout round trip (shard then gather is the identity) and layout errors.
 // Every rank checks its own part; the exit code is non-zero if any rank failed.
 #include <mpi.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attn/attn.h"
 #include "attn/flash.h"
 #include "dist/grid.h"
+#include "io/tokfile.h"
 #include "model/memplan.h"
 #include "train/trainer.h"
 #include "testutil.h"
@@ -257,6 +259,113 @@ static void test_step(layout L, lc_placement pl, int dp, lc_model_opts mo, const
   test_step_case(L, pl, dp, &c, what);
 }
 
+// ---------------------------------------------------------------- E. packed documents
+static char pack_path[256];
+
+// A token file of documents with long-tailed lengths (1 to 300 tokens; S = 128 packs them,
+// cutting the longest into pieces), written by rank 0.
+static void write_pack_file(void) {
+  long pid = (long)getpid();
+  MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+  snprintf(pack_path, sizeof pack_path, "/tmp/lc_mpi_dist_pack_%d_%ld.tok", world->size, pid);
+  if (rank0) {
+    lc_rng r;
+    lc_rng_seed(&r, 77);
+    uint32_t toks[6000];
+    uint64_t starts[200];
+    uint64_t n = 0, nd = 0;
+    while (n < 5000) {
+      uint32_t u = lc_rng_below(&r, 10);
+      uint64_t len = u < 5 ? 1 + lc_rng_below(&r, 20) : u < 9 ? 20 + lc_rng_below(&r, 60) : 100 + lc_rng_below(&r, 200);
+      starts[nd++] = n;
+      for (uint64_t i = 0; i < len; i++) toks[n++] = lc_rng_below(&r, 256);
+    }
+    CHECK(lc_tokfile_write_docs(pack_path, toks, n, 2, 256, starts, nd) == LC_OK, "pack file: %s", lc_errmsg());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+// A packed step (documents, optionally a sliding window W) under layout L equals running
+// each document of the packed sample as its own sequence on one process, with the same
+// loss normalisation: loss and every gradient. The sample holds documents cut across
+// chunks and ranks and documents shorter than a chunk (checked).
+static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_model_opts mo, int pack) {
+  if (L.hp * L.cp != world->size) return;
+  step_case c = {mo, 2, 0.0f, 1};
+  lc_train_opts o = step_opts(L.hp, L.cp, L.w, pl, 1, &c);
+  o.seq = 128;
+  o.data_spec = pack ? pack_path : "task:copy";
+  o.pack = pack;
+  o.cp_layout = cl;
+  o.cfg.sliding_window = W;
+  lc_trainer tr;
+  CHECK(lc_trainer_init(&tr, &o, world) == LC_OK, "packed init: %s", lc_errmsg());
+  // The first packed sample with at least 4 documents (a document longer than S fills a
+  // sequence alone).
+  for (uint64_t idx = 0; pack && idx < 100; idx++) {
+    lc_data_sample_docs(&tr.data, o.seed, idx, tr.full_tok, tr.full_tgt, tr.full_doc, o.seq);
+    int nd = 0;
+    for (int t = 0; t < o.seq; t++) nd += tr.full_doc[t] == t;
+    if (nd >= 4) {
+      tr.next_sample = idx;
+      break;
+    }
+  }
+  lc_step_metrics m;
+  CHECK(lc_trainer_step(&tr, &m) == LC_OK, "packed step: %s", lc_errmsg());
+  // Reference: each document alone (positions from 0, the window inside it), same scale.
+  lc_arena ar;
+  lc_arena_init(&ar, 0);
+  lc_model ref;
+  CHECK(lc_model_create(&ref, &o.cfg, &ar) == LC_OK && lc_model_init_random(&ref, o.seed) == LC_OK, "reference");
+  lc_model_zero_grads(&ref);
+  lc_attn at;
+  lc_attn_local_init(&at, o.cfg.n_heads, o.cfg.n_kv_heads, o.cfg.head_dim);
+  const int S = o.seq;
+  int pos[128], lo[128], crossing = 0, short_doc = 0, docs = 0;
+  double loss = 0;
+  const lc_seq_layout *lay = &tr.lay[0];
+  for (int a = 0; a < S;) {
+    int b = a + 1;
+    while (b < S && tr.full_doc[b] == a) b++;
+    for (int t = 0; t < b - a; t++) pos[t] = t, lo[t] = W > 0 && t - W + 1 > 0 ? t - W + 1 : 0;
+    at.lo = W > 0 ? lo : NULL;
+    CHECK(lc_model_fwd_bwd(&ref, &o.mopts, &at, tr.full_tok + a, tr.full_tgt + a, pos, b - a,
+                           1.0f / (float)m.counted, 1, &loss, &ar) == LC_OK, "reference document: %s", lc_errmsg());
+    // Which context rank holds the first and the last token (chunk owner), and doc size.
+    int ca = -1, cb = -1;
+    for (int r = 0; r < lay->cp * lay->k; r++) {
+      long st0 = (long)lay->chunk[r] * lay->Lc;
+      if (a >= st0 && a < st0 + lay->Lc) ca = r / lay->k;
+      if (b - 1 >= st0 && b - 1 < st0 + lay->Lc) cb = r / lay->k;
+    }
+    crossing += (a / lay->Lc != (b - 1) / lay->Lc) && ca != cb;
+    short_doc += b - a < lay->Lc;
+    docs++;
+    a = b;
+  }
+  char tag[160];
+  snprintf(tag, sizeof tag, "%s hp %d cp %d w %d %s %s window %d %s", pack ? "packed" : "one document", L.hp, L.cp,
+           L.w, lc_placement_name(pl), lc_cp_layout_name(cl), W, lc_ckpt_name(mo.ckpt));
+  if (pack) CHECK(docs > 2 && short_doc > 0 && (L.cp == 1 || crossing > 0),
+                  "%s: %d documents, %d shorter than a chunk, %d across ranks", tag, docs, short_doc, crossing);
+  double el = fabs(loss / m.counted - m.loss) / fabs(loss / m.counted);
+  CHECK(el <= 1e-5, "%s: loss %.9g, documents alone %.9g", tag, m.loss, loss / m.counted);
+  double worst = 0;
+  for (int i = 0; i < ref.n_tensors; i++) {
+    const lc_param_info *p = &ref.table[i];
+    double e = rel_err(tr.model.grads + p->offset, ref.grads + p->offset, p->numel);
+    worst = fmax(worst, e);
+    CHECK(e <= 1e-4, "%s: grad %s error %.3g", tag, p->name, e);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (rank0)
+    printf("%-62s %2d docs (%d short, %d across ranks), imbalance %.3f: loss %.6f, worst grad error %.2e\n", tag,
+           docs, short_doc, crossing, m.cp_imbalance, m.loss, worst);
+  lc_model_destroy(&ref, &ar);
+  lc_trainer_free(&tr);
+}
+
 // ---------------------------------------------------------------- D. ZeRO
 // FNV-1a of this rank's parameter storage, to compare replicas bit for bit.
 static uint64_t hash_bytes(const void *p, size_t n) {
@@ -494,6 +603,17 @@ int main(int argc, char **argv) {
     // cp only, hp only and 2D, with full and selective checkpointing and tiles.
     const int W = world->size;
     test_segments();
+    // Packed documents and sliding windows under every layout, zigzag and balanced.
+    write_pack_file();
+    for (int i = 0; i < nl; i++) {
+      test_packed(lays[i], i % 2 ? LC_PLACE_CONTEXT_FIRST : LC_PLACE_HEAD_FIRST, LC_CP_BALANCED, 0, plain, 1);
+      test_packed(lays[i], LC_PLACE_HEAD_FIRST, LC_CP_ZIGZAG, 24, i % 2 ? sel : full, 1);
+    }
+    test_packed((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, LC_CP_ZIGZAG, 0, plain, 1);
+    test_packed((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, LC_CP_ZIGZAG, 20, sel, 0);
+    for (int i = 0; i < nl; i++)
+      if (lays[i].cp > 1) test_packed(lays[i], LC_PLACE_CONTEXT_FIRST, LC_CP_BALANCED, 20, sel, 0);
+    if (rank0) remove(pack_path);
     if (W > 1) {
       const layout only_dp = {1, 1, 1}, only_cp = {1, W, W}, only_hp = {W, 1, 1}, two_d = {2, W / 2, W / 2};
       struct { layout L; int dp; const char *name; } zl[] = {

@@ -55,7 +55,7 @@ static void test_passkey(void) {
     for (int idx = 0; idx < 300; idx++) {
       int counted = 0;
       if (split == 1)
-        CHECK(lc_data_sample_eval(&d, 5, (uint64_t)idx, tok, tgt, S, &counted) == LC_OK, "eval sample");
+        CHECK(lc_data_sample_eval(&d, 5, (uint64_t)idx, tok, tgt, NULL, S, &counted) == LC_OK, "eval sample");
       else if (split == 0)
         counted = lc_data_sample(&d, 5, (uint64_t)idx, tok, tgt, S);
       else
@@ -110,7 +110,7 @@ static void test_passkey(void) {
   lc_data_sample(&d, 5, 3, tok2, tgt2, S);
   CHECK(!memcmp(tok, tok2, sizeof tok) && !memcmp(tgt, tgt2, sizeof tgt), "deterministic");
   int c = 0;
-  CHECK(lc_data_sample_eval(&d, 5, 3, tok2, tgt2, S, &c) == LC_OK && memcmp(tok, tok2, sizeof tok),
+  CHECK(lc_data_sample_eval(&d, 5, 3, tok2, tgt2, NULL, S, &c) == LC_OK && memcmp(tok, tok2, sizeof tok),
         "held-out sample differs from the training sample of the same index");
   lc_passkey_sample(5, 3, LC_PASSKEY_FRESH, tok, tgt, S);
   CHECK(memcmp(tok, tok2, sizeof tok), "fresh sample differs from the held-out one");
@@ -173,7 +173,7 @@ static void test_bytes(void) {
 // label is the next token of the stream, stream[start + t + 1], for every t up to the last.
 // The stream is a permutation (each id once), so tok[0] tells the start. Over many samples
 // the starts reach both ends: the file's first token is an input and its last a label.
-static void check_windows(const char *what, const lc_data *d, const uint32_t *stream, long n, int S) {
+static void check_windows(const char *what, lc_data *d, const uint32_t *stream, long n, int S) {
   long *where = malloc(sizeof(long) * (size_t)n);
   for (long i = 0; i < n; i++) where[stream[i]] = i;
   int *tok = malloc(sizeof(int) * (size_t)S), *tgt = malloc(sizeof(int) * (size_t)S);

@@ -41,6 +41,11 @@ static lc_status set_value(lc_flag *f, const char *v) {
       if (!*v) return lc_fail(LC_EINVAL, "--%s needs a non-empty value", f->name);
       *(const char **)f->dst = v;
       return LC_OK;
+    case LC_ARG_BOOL:
+      if (!strcmp(v, "1") || !strcmp(v, "true")) *(int *)f->dst = 1;
+      else if (!strcmp(v, "0") || !strcmp(v, "false")) *(int *)f->dst = 0;
+      else return lc_fail(LC_EINVAL, "--%s is a switch: give it alone, or --%s=0 / --%s=1", f->name, f->name, f->name);
+      return LC_OK;
   }
   return LC_EINVAL;
 }
@@ -60,6 +65,7 @@ lc_status lc_args_parse(int argc, char **argv, lc_flag *flags, int n) {
     if (!f) return lc_fail(LC_EINVAL, "unknown flag '--%s' (see --help for the flags of this command)", name);
     if (f->seen) return lc_fail(LC_EINVAL, "--%s given twice", name);
     const char *v = eq ? eq + 1 : NULL;
+    if (!v && f->type == LC_ARG_BOOL) v = "1";
     if (!v) {
       if (i + 1 >= argc) return lc_fail(LC_EINVAL, "--%s needs a value", name);
       v = argv[++i];

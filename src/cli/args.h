@@ -4,12 +4,13 @@
 
 #include "core/status.h"
 
-typedef enum { LC_ARG_INT, LC_ARG_LONG, LC_ARG_FLOAT, LC_ARG_STR } lc_arg_type;
+// LC_ARG_BOOL: a switch (--pack sets 1; --pack=0 / --pack=1 also accepted).
+typedef enum { LC_ARG_INT, LC_ARG_LONG, LC_ARG_FLOAT, LC_ARG_STR, LC_ARG_BOOL } lc_arg_type;
 
 typedef struct {
   const char *name; // without the leading --
   lc_arg_type type;
-  void *dst;        // int*, long*, float*, const char**
+  void *dst;        // int* (INT, BOOL), long*, float*, const char**
   const char *help;
   int seen;         // set by the parser
 } lc_flag;

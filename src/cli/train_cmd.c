@@ -19,10 +19,10 @@
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 typedef struct {
-  const char *model, *data, *ckpt, *log_json, *placement, *save, *resume;
+  const char *model, *data, *ckpt, *log_json, *placement, *save, *resume, *cp_layout;
   int save_every, keep;
   int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window, eval_every, eval_samples, log_every;
-  int zero, zero_group;
+  int zero, zero_group, pack, attn_window;
   long steps, warmup, seed;
   float lr, lr_min, wd, clip, mem_gib, peak_gflops;
 } train_flags;
@@ -64,6 +64,11 @@ static void print_settings(const lc_train_opts *o, const lc_trainer *t, int thre
          c->tie_embeddings ? ", tied head" : "");
   printf("  %-14s %.3f M\n", "parameters", (double)lc_config_n_params(c) / 1e6);
   printf("  %-14s %s\n", "data", t->data.desc);
+  char pk[300];
+  lc_data_pack_desc(&t->data, pk, sizeof pk);
+  printf("  %-14s %s\n", "packing", pk);
+  if (c->sliding_window > 0) printf("  %-14s sliding window of %d tokens (each token sees at most its %d most recent tokens%s)\n",
+                                    "attention", c->sliding_window, c->sliding_window, o->pack ? " of its document" : "");
   printf("  %-14s seq %d x batch %d, %ld steps\n", "batch", o->seq, o->batch, o->steps);
   printf("  %-14s AdamW lr %g (warmup %ld, cosine to %g) wd %g clip %g\n", "optimizer", o->lr,
          o->warmup, o->lr_min, o->wd, o->clip);
@@ -77,6 +82,11 @@ static void print_settings(const lc_train_opts *o, const lc_trainer *t, int thre
          lc_placement_name(g->placement), g->window, t->attn.name, threads, (unsigned long long)o->seed);
   printf("  %-14s %d tokens per rank (S / (cp x hp)), %d sequence%s per data-parallel group\n", "tokens",
          t->T, t->local_batch, t->local_batch > 1 ? "s" : "");
+  if (g->cp > 1)
+    printf("  %-14s %s: %d chunks of %ld tokens per context rank%s\n", "cp layout", lc_cp_layout_name(o->cp_layout),
+           t->lay[0].k, t->lay[0].Lc, o->cp_layout == LC_CP_BALANCED
+                                          ? ", assigned per sequence by attention work (largest first to the least loaded rank)"
+                                          : " (rank c: chunks c and 2cp-1-c)");
   print_zero(o, t);
   if (g->world > 1) {
     // Which ranks form which group (the placement formulas of DESIGN.md).
@@ -99,8 +109,10 @@ static void print_settings(const lc_train_opts *o, const lc_trainer *t, int thre
       printf("\n");
     }
   }
-  printf("  %-14s 3 x (2 x tokens x matmul weights + 4 x layers x heads x head_dim x S(S+1)/2) = %.3g per step\n",
-         "model FLOPs", 3.0 * lc_config_fwd_flops(c, o->seq) * o->batch);
+  printf("  %-14s 3 x (2 x tokens x matmul weights + 4 x layers x heads x head_dim x visible pairs)%s\n",
+         "model FLOPs", o->pack || c->sliding_window ? "; visible (query, key) pairs counted per step from the documents "
+                                                       "and the window"
+                                                     : "; S(S+1)/2 visible pairs per sequence");
   if (o->mem_cap) printf("  %-14s %s\n", "memory cap", lc_fmt_bytes(b, sizeof b, (double)o->mem_cap));
   fflush(stdout);
 }
@@ -113,7 +125,8 @@ typedef struct {
   long first_step;
 } progress;
 
-static void progress_line(progress *p, const lc_step_metrics *m, long total, double flops) {
+static void progress_line(progress *p, const lc_step_metrics *m, long total) {
+  const double flops = m->flops;
   char b[32];
   double done = (double)(m->step - p->first_step), el = lc_now() - p->t0;
   double eta = done > 0 ? el / done * (double)(total - m->step) : 0;
@@ -138,7 +151,8 @@ static void progress_break(progress *p) {
   p->open = 0;
 }
 
-static void log_json(FILE *f, const lc_step_metrics *m, double flops, double peak_gflops) {
+static void log_json(FILE *f, const lc_step_metrics *m, double peak_gflops) {
+  const double flops = m->flops;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "step", (double)m->step);
   cJSON_AddNumberToObject(o, "loss", m->loss);
@@ -161,6 +175,8 @@ static void log_json(FILE *f, const lc_step_metrics *m, double flops, double pea
   cJSON_AddNumberToObject(o, "comm_wait_s", m->comm_wait_s);
   cJSON_AddNumberToObject(o, "state_wait_s", m->state_wait_s);
   cJSON_AddNumberToObject(o, "attn_kernel_s", m->attn_kernel_s);
+  cJSON_AddNumberToObject(o, "attn_pairs", m->attn_pairs);
+  cJSON_AddNumberToObject(o, "cp_work_imbalance", m->cp_imbalance);
   char *s = cJSON_PrintUnformatted(o);
   fprintf(f, "%s\n", s);
   fflush(f);
@@ -247,6 +263,22 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   o.window = F.window ? F.window : F.cp;
   o.mopts.zero = F.zero;
   o.mopts.zero_group = F.zero_group ? F.zero_group : w->size;
+  o.pack = F.pack;
+  if (lc_args_find(flags, nf, "attn-window")->seen) {
+    if (F.attn_window < 1) {
+      lc_fail(LC_EINVAL, "--attn-window %d: give the number of most recent tokens each token sees (>= 1)",
+              F.attn_window);
+      if (rank == 0) lc_cli_error(lc_errmsg());
+      return 2;
+    }
+    o.cfg.sliding_window = F.attn_window;
+  }
+  st = lc_cp_layout_parse(F.cp_layout ? F.cp_layout : (o.pack || o.cfg.sliding_window ? "balanced" : "zigzag"),
+                          &o.cp_layout);
+  if (st != LC_OK) {
+    if (rank == 0) lc_cli_error(lc_errmsg());
+    return 2;
+  }
   double peak_gflops = F.peak_gflops > 0 ? F.peak_gflops : 117.0 * threads * w->size;
 
   lc_trainer tr;
@@ -274,7 +306,6 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
     lc_trainer_free(&tr);
     return 1;
   }
-  const double flops = 3.0 * lc_config_fwd_flops(&o.cfg, o.seq) * o.batch;
   rc = 0;
   progress prog = {.tty = stdout_is_terminal(), .t0 = lc_now(), .first_step = tr.step};
   double t_start = lc_now();
@@ -297,8 +328,8 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
     }
     if (rank == 0) {
       if (prog.tty || m.step % F.log_every == 0 || m.step == o.steps)
-        progress_line(&prog, &m, o.steps, flops);
-      if (jf) log_json(jf, &m, flops, peak_gflops);
+        progress_line(&prog, &m, o.steps);
+      if (jf) log_json(jf, &m, peak_gflops);
     }
     if (F.save && ((F.save_every > 0 && m.step % F.save_every == 0) || m.step == o.steps)) {
       st = lc_checkpoint_save(&tr, F.save, F.keep);
@@ -355,7 +386,8 @@ int lc_cmd_train(int argc, char **argv) {
                    .wd = 0.1f, .clip = 1.0f, .mem_gib = 0.0f, .peak_gflops = 0.0f,
                    .placement = "head-first", .hp = 1, .cp = 1, .window = 0,
                    .eval_every = 0, .eval_samples = 64, .log_every = 1, .save = NULL, .resume = NULL,
-                   .save_every = 0, .keep = 2, .zero = 0, .zero_group = 0};
+                   .save_every = 0, .keep = 2, .zero = 0, .zero_group = 0, .pack = 0, .attn_window = 0,
+                   .cp_layout = NULL};
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &F.model, "a preset (tiny, demo, bench-s) or a Hugging Face Llama directory (default tiny)", 0},
       {"data", LC_ARG_STR, &F.data, "task:copy, task:passkey, a token file (tools/prepare_data.py) or a file read as bytes (default task:copy)", 0},
@@ -373,6 +405,9 @@ int lc_cmd_train(int argc, char **argv) {
       {"cp", LC_ARG_INT, &F.cp, "context-parallel (ring) degree (default 1)", 0},
       {"ring-window", LC_ARG_INT, &F.window, "inner ring size of the double ring, divides cp (default cp)", 0},
       {"placement", LC_ARG_STR, &F.placement, "head-first | context-first (default head-first)", 0},
+      {"pack", LC_ARG_BOOL, &F.pack, "fill each sequence with whole documents (a token file with a document index, or task:copy): each token sees only its own document, positions restart per document", 0},
+      {"attn-window", LC_ARG_INT, &F.attn_window, "sliding-window attention: each token sees at most the N most recent tokens of its document (default: the model's sliding_window, else unlimited)", 0},
+      {"cp-layout", LC_ARG_STR, &F.cp_layout, "zigzag | balanced: how a sequence is cut over the context ranks (default: balanced with --pack or a window, else zigzag)", 0},
       {"zero", LC_ARG_INT, &F.zero, "ZeRO stage: 0 replicated, 1 AdamW moments sharded, 2 + gradients, 3 + weights (default 0)", 0},
       {"zero-group", LC_ARG_INT, &F.zero_group, "ranks per zero group (consecutive; divides the world): each group holds one copy of the states split this many ways, groups are replicas (default: the whole world)", 0},
       {"checkpoint", LC_ARG_STR, &F.ckpt, "none | full | selective (default selective)", 0},

@@ -92,6 +92,7 @@ lc_status lc_data_open(lc_data *d, const char *spec, int vocab, int seq) {
 void lc_data_close(lc_data *d) {
   free(d->bytes);
   d->bytes = NULL;
+  lc_packer_free(&d->packer);
   if (d->kind == LC_DATA_TOKENS) lc_tokfile_close(&d->tok);
   d->kind = LC_DATA_BYTES;
 }
@@ -100,11 +101,111 @@ static void sample_rng(lc_rng *r, uint64_t seed, uint64_t index) {
   lc_rng_seed(r, seed * 0x9e3779b97f4a7c15ull ^ (index + 0x632be59bd9b4e019ull));
 }
 
-int lc_data_sample(const lc_data *d, uint64_t seed, uint64_t index, int *tokens, int *targets,
-                   int S) {
+static uint64_t tok_doc_start(const void *src, uint64_t i) { return lc_tokfile_doc_start(src, i); }
+
+lc_status lc_data_pack(lc_data *d, int S, uint64_t seed) {
+  switch (d->kind) {
+    case LC_DATA_TOKENS:
+      if (d->tok.n_docs == 0)
+        return lc_fail(LC_EINVAL, "--pack needs document boundaries, but %s has no document index; re-create it "
+                       "with tools/prepare_data.py (one document per input file or JSONL record)", d->tok.path);
+      LC_TRY(lc_packer_init(&d->packer, S, seed, &d->tok, d->tok.n_docs, d->tok.count, tok_doc_start));
+      break;
+    case LC_DATA_TASK_COPY: break; // generates its documents
+    case LC_DATA_BYTES:
+      return lc_fail(LC_EINVAL, "--pack needs documents: a file read as bytes has none; make a token file "
+                     "with tools/prepare_data.py --bytes (one document per input file or JSONL record)");
+    case LC_DATA_TASK_PASSKEY:
+      return lc_fail(LC_EINVAL, "--pack: task:passkey is one document per sample; pack task:copy or a token "
+                     "file with a document index");
+  }
+  d->pack = 1;
+  return LC_OK;
+}
+
+void lc_data_pack_desc(const lc_data *d, char *buf, size_t cap) {
+  if (!d->pack) snprintf(buf, cap, "off (one causal sequence per sample)");
+  else if (d->kind == LC_DATA_TASK_COPY)
+    snprintf(buf, cap, "task:copy documents of long-tailed lengths (32 tokens up to the sequence), no padding");
+  else
+    snprintf(buf, cap, "%llu documents into %ld sequences per epoch, %llu cut into pieces (longer than S), "
+             "%.2f%% padding", (unsigned long long)d->packer.n_docs, d->packer.seqs0,
+             (unsigned long long)d->packer.split0,
+             100.0 * (double)d->packer.pad0 / ((double)d->packer.seqs0 * d->packer.S));
+}
+
+// A packed sequence of a token file: its pieces, then padding (token 0, no target, each
+// pad token its own document).
+static int packed_tokens(lc_data *d, uint64_t index, int *tokens, int *targets, int *doc, int S) {
+  const lc_piece *pc;
+  size_t n = 0;
+  if (lc_packer_get(&d->packer, index, &pc, &n) != LC_OK) n = 0; // out of memory: all padding
+  int t = 0, counted = 0;
+  for (size_t i = 0; i < n; i++) {
+    const int t0 = t;
+    for (uint32_t j = 0; j < pc[i].len; j++, t++) {
+      tokens[t] = (int)lc_tokfile_get(&d->tok, pc[i].start + j);
+      int has = j + 1 < pc[i].len || !pc[i].last; // the document goes on
+      targets[t] = has ? (int)lc_tokfile_get(&d->tok, pc[i].start + j + 1) : -100;
+      counted += has;
+      if (doc) doc[t] = t0;
+    }
+  }
+  for (; t < S; t++) {
+    tokens[t] = 0, targets[t] = -100;
+    if (doc) doc[t] = t;
+  }
+  return counted;
+}
+
+// task:copy, L-token segments each repeated once, over tokens [t0, t0 + n) of a sample
+// (one document): target of t predicts t+1 inside the document; the document's last token
+// has none when `closed`. Returns the counted targets.
+static int copy_doc(lc_rng *r, int L, int V, int *tokens, int *targets, int t0, int n, int closed) {
+  int seg[64], counted = 0;
+  for (int i = 0; i <= n; i++) {
+    int pos_in = i % L, block = i / L;
+    if (pos_in == 0 && block % 2 == 0)
+      for (int j = 0; j < L; j++) seg[j] = (int)lc_rng_below(r, (uint32_t)V);
+    int tok = seg[pos_in];
+    if (i < n) tokens[t0 + i] = tok;
+    if (i > 0) {
+      int rep = block % 2 == 1 && !(closed && i == n);
+      targets[t0 + i - 1] = rep ? tok : -100;
+      counted += rep;
+    }
+  }
+  return counted;
+}
+
+int lc_data_sample(lc_data *d, uint64_t seed, uint64_t index, int *tokens, int *targets, int S) {
+  return lc_data_sample_docs(d, seed, index, tokens, targets, NULL, S);
+}
+
+int lc_data_sample_docs(lc_data *d, uint64_t seed, uint64_t index, int *tokens, int *targets, int *doc,
+                        int S) {
   lc_rng r;
   sample_rng(&r, seed, index);
   int counted = 0;
+  if (d->pack && d->kind == LC_DATA_TOKENS) return packed_tokens(d, index, tokens, targets, doc, S);
+  if (d->pack && d->kind == LC_DATA_TASK_COPY) {
+    // Documents of long-tailed lengths: mostly 32-256 tokens, some up to 2K, a few up to S;
+    // the last one ends where the sample does.
+    const int V = d->vocab < 256 ? d->vocab : 256;
+    for (int t0 = 0; t0 < S;) {
+      uint32_t u = lc_rng_below(&r, 100);
+      int hi = u < 70 ? 256 : u < 95 ? 2048 : S, lo = 32;
+      if (hi > S) hi = S;
+      int n = hi > lo ? lo + (int)lc_rng_below(&r, (uint32_t)(hi - lo + 1)) : lo;
+      if (n > S - t0) n = S - t0;
+      counted += copy_doc(&r, d->copy_len, V, tokens, targets, t0, n, 1);
+      if (doc)
+        for (int t = t0; t < t0 + n; t++) doc[t] = t0;
+      t0 += n;
+    }
+    return counted;
+  }
+  if (doc) memset(doc, 0, sizeof(int) * (size_t)S);
   if (d->kind == LC_DATA_TASK_PASSKEY) return lc_passkey_sample(seed, index, LC_PASSKEY_TRAIN, tokens, targets, S);
   if (d->kind == LC_DATA_TOKENS) {
     uint64_t start = lc_rng_u64(&r) % (d->tok.count - (uint64_t)S); // start in [0, count - S - 1]
@@ -125,29 +226,16 @@ int lc_data_sample(const lc_data *d, uint64_t seed, uint64_t index, int *tokens,
   }
   // task:copy: the sequence of S+1 tokens is pairs (A, A) of random segments; token i is
   // in a repeat when (i / L) is odd. Target t predicts token t+1.
-  const int L = d->copy_len, V = d->vocab < 256 ? d->vocab : 256;
-  int seg[64];
-  for (int i = 0; i <= S; i++) {
-    int pos_in = i % L, block = i / L;
-    if (pos_in == 0 && block % 2 == 0)
-      for (int j = 0; j < L; j++) seg[j] = (int)lc_rng_below(&r, (uint32_t)V);
-    int tok = seg[pos_in];
-    if (i < S) tokens[i] = tok;
-    if (i > 0) {
-      int rep = block % 2 == 1;
-      targets[i - 1] = rep ? tok : -100;
-      counted += rep;
-    }
-  }
-  return counted;
+  return copy_doc(&r, d->copy_len, d->vocab < 256 ? d->vocab : 256, tokens, targets, 0, S, 0);
 }
 
-lc_status lc_data_sample_eval(const lc_data *d, uint64_t seed, uint64_t index, int *tokens,
-                              int *targets, int S, int *counted) {
+lc_status lc_data_sample_eval(lc_data *d, uint64_t seed, uint64_t index, int *tokens, int *targets,
+                              int *doc, int S, int *counted) {
+  if (doc) memset(doc, 0, sizeof(int) * (size_t)S);
   if (d->kind == LC_DATA_TASK_PASSKEY) {
     *counted = lc_passkey_sample(seed, index, LC_PASSKEY_EVAL, tokens, targets, S);
   } else if (d->kind == LC_DATA_TASK_COPY) {
-    *counted = lc_data_sample(d, seed ^ 0x2545f4914f6cdd1dull, index, tokens, targets, S);
+    *counted = lc_data_sample_docs(d, seed ^ 0x2545f4914f6cdd1dull, index, tokens, targets, doc, S);
   } else {
     return lc_fail(LC_EINVAL, "--eval-every needs held-out data: use task:passkey or task:copy");
   }

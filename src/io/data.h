@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
+#include "io/pack.h"
 #include "io/tokfile.h"
 
 typedef enum { LC_DATA_TASK_COPY, LC_DATA_TASK_PASSKEY, LC_DATA_BYTES, LC_DATA_TOKENS } lc_data_kind;
@@ -19,6 +20,8 @@ typedef struct {
   unsigned char *bytes; // LC_DATA_BYTES: file contents
   size_t n_bytes;
   lc_tokfile tok;       // LC_DATA_TOKENS: a token file (tools/prepare_data.py)
+  int pack;             // samples are whole documents packed into S tokens (lc_data_pack)
+  lc_packer packer;     // token files with --pack
   char desc[300];
 } lc_data;
 
@@ -29,13 +32,22 @@ lc_status lc_data_open(lc_data *d, const char *spec, int vocab, int seq);
 void lc_data_close(lc_data *d);
 // tokens[S] and pre-shifted targets[S] (targets[t] = token at t+1; -100 = not counted)
 // of sample `index`. Returns the number of counted targets.
-int lc_data_sample(const lc_data *d, uint64_t seed, uint64_t index, int *tokens, int *targets,
-                   int S);
+int lc_data_sample(lc_data *d, uint64_t seed, uint64_t index, int *tokens, int *targets, int S);
+// The same with doc[t], the position in the sample where token t's document starts (all 0
+// unless packed). In a packed sample the last token of each document has no target.
+int lc_data_sample_docs(lc_data *d, uint64_t seed, uint64_t index, int *tokens, int *targets, int *doc,
+                        int S);
+// Samples become whole documents packed into S tokens (pack.h: the policy): token files
+// with a document index, or task:copy, whose samples become several independent copy
+// documents of long-tailed lengths. Clear errors for data without documents.
+lc_status lc_data_pack(lc_data *d, int S, uint64_t seed);
+// The packing of epoch 0 for the log: documents, sequences, pieces cut, padding share.
+void lc_data_pack_desc(const lc_data *d, char *buf, size_t cap);
 
 // A held-out sample (never drawn for training) for evaluation; LC_EINVAL for file data,
 // which has no held-out split.
-lc_status lc_data_sample_eval(const lc_data *d, uint64_t seed, uint64_t index, int *tokens,
-                              int *targets, int S, int *counted);
+lc_status lc_data_sample_eval(lc_data *d, uint64_t seed, uint64_t index, int *tokens, int *targets,
+                              int *doc, int S, int *counted);
 
 // task:passkey: filler text with a record "The pass key is K7#. Remember it. K7# is the
 // pass key." hidden in it and the question "What is the pass key? The pass key is K7#" at

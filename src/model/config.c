@@ -58,6 +58,8 @@ lc_status lc_config_validate(const lc_config *c) {
                    c->dim, c->n_heads);
   if (c->head_dim % 2 != 0)
     return lc_fail(LC_EINVAL, "model config: head_dim %d must be even for RoPE", c->head_dim);
+  if (c->sliding_window < 0)
+    return lc_fail(LC_EINVAL, "model config: sliding_window %d must be positive (or absent)", c->sliding_window);
   if (c->n_heads % c->n_kv_heads != 0)
     return lc_fail(LC_EINVAL, "model config: num_key_value_heads %d must divide num_attention_heads %d",
                    c->n_kv_heads, c->n_heads);
@@ -72,9 +74,12 @@ long long lc_config_n_params(const lc_config *c) {
   return V * C * (c->tie_embeddings ? 1 : 2) + C + per_layer * c->n_layers;
 }
 
-double lc_config_fwd_flops(const lc_config *c, long S) {
+double lc_config_fwd_flops_pairs(const lc_config *c, double tokens, double pairs) {
   double C = c->dim, D = c->head_dim, F = c->ffn, V = c->vocab;
   double mm = c->n_layers * (C * c->n_heads * D * 2 + C * c->n_kv_heads * D * 2 + 3 * C * F) + V * C;
-  double attn = 4.0 * c->n_layers * c->n_heads * D * ((double)S * (S + 1) / 2.0);
-  return 2.0 * S * mm + attn;
+  return 2.0 * tokens * mm + 4.0 * c->n_layers * c->n_heads * D * pairs;
+}
+
+double lc_config_fwd_flops(const lc_config *c, long S) {
+  return lc_config_fwd_flops_pairs(c, (double)S, (double)S * (S + 1) / 2.0);
 }

@@ -18,6 +18,8 @@ typedef struct {
   int tie_embeddings; // tie_word_embeddings: lm_head shares embed_tokens
   int max_pos;        // max_position_embeddings
   int config_only;    // 1: a real model's shape without weights, for `longctx plan` only
+  int sliding_window; // Mistral-style: each token sees at most this many most recent tokens
+                      // of its document, itself included (0: unlimited; --attn-window)
 } lc_config;
 
 // Fills cfg from a preset name (tiny, demo, bench-s, or a configuration-only preset of a
@@ -36,8 +38,10 @@ static inline int lc_tile_splits(int tile, int T) { return tile > 0 && tile < T;
 
 // Parameter count (elements).
 long long lc_config_n_params(const lc_config *cfg);
-// Model FLOPs of one forward pass over one sequence of S tokens (matmuls + causal attention):
-// 2*S*(matmul weights) + 4*n_layers*n_heads*head_dim*S*(S+1)/2. A training step is 3x this.
+// Model FLOPs of a forward pass over `tokens` tokens whose attention sees `pairs` (query,
+// key) pairs in all: 2*tokens*(matmul weights) + 4*n_layers*n_heads*head_dim*pairs.
+double lc_config_fwd_flops_pairs(const lc_config *cfg, double tokens, double pairs);
+// One causal sequence of S tokens: pairs = S(S+1)/2. A training step is 3x this.
 double lc_config_fwd_flops(const lc_config *cfg, long S);
 
 #endif

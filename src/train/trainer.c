@@ -51,10 +51,14 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   t->T = o->seq / (o->hp * o->cp);
   t->local_batch = o->batch / t->grid.dp;
   t->distributed = o->hp * o->cp > 1;
-  if (t->distributed)
-    st = lc_attn_2d_init(&t->attn, t->grid.head, t->grid.ctx, o->window, o->seq, 2, o->cfg.n_heads,
+  t->window = o->cfg.sliding_window;
+  if (o->pack) st = lc_data_pack(&t->data, o->seq, o->seed);
+  const int chunks = lc_cp_layout_chunks(o->cp_layout, o->seq, o->cp, o->hp);
+  t->o.mopts.cp_chunks = chunks;
+  if (st == LC_OK && t->distributed)
+    st = lc_attn_2d_init(&t->attn, t->grid.head, t->grid.ctx, o->window, o->seq, chunks, o->cfg.n_heads,
                          o->cfg.n_kv_heads, o->cfg.head_dim);
-  else
+  else if (st == LC_OK)
     lc_attn_local_init(&t->attn, o->cfg.n_heads, o->cfg.n_kv_heads, o->cfg.head_dim);
   if (st == LC_OK) st = lc_model_create_zero(&t->model, &o->cfg, o->mopts.zero, o->mopts.zero_group, world, &t->arena);
   if (st == LC_OK) st = lc_pstore_add_optimizer(&t->model.ps);
@@ -67,21 +71,32 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   t->opt.v = t->model.ps.v;
   t->opt.n = t->model.ps.n_opt;
   size_t n = (size_t)t->local_batch * t->T;
+  const int bounded = o->pack || t->window > 0;
   t->full_tok = malloc(sizeof(int) * (size_t)o->seq);
   t->full_tgt = malloc(sizeof(int) * (size_t)o->seq);
+  t->full_doc = malloc(sizeof(int) * (size_t)o->seq);
   t->tokens = malloc(sizeof(int) * n);
   t->targets = malloc(sizeof(int) * n);
-  t->pos = malloc(sizeof(int) * (size_t)t->T);
-  if (!t->tokens || !t->targets || !t->pos || !t->full_tok || !t->full_tgt) {
+  t->pos = malloc(sizeof(int) * n);
+  t->lo = bounded ? malloc(sizeof(int) * (size_t)t->local_batch * (size_t)o->seq) : NULL;
+  t->lay = calloc((size_t)t->local_batch, sizeof *t->lay);
+  if (!t->tokens || !t->targets || !t->pos || !t->full_tok || !t->full_tgt || !t->full_doc || !t->lay ||
+      (bounded && !t->lo)) {
     lc_trainer_free(t);
     return lc_fail(LC_ENOMEM, "out of memory for the token buffers (--batch x --seq too large)");
   }
-  for (int i = 0; i < t->T; i++)
-    t->pos[i] = (int)lc_layout_index(o->seq, o->cp, o->hp, t->grid.c, t->grid.h, i);
-  return LC_OK;
+  for (int b = 0; b < t->local_batch && st == LC_OK; b++)
+    st = lc_seq_layout_init(&t->lay[b], o->seq, o->cp, o->hp, chunks);
+  if (st != LC_OK) lc_trainer_free(t);
+  return st;
 }
 
 void lc_trainer_free(lc_trainer *t) {
+  if (t->lay)
+    for (int b = 0; b < t->local_batch; b++) lc_seq_layout_free(&t->lay[b]);
+  free(t->lay);
+  free(t->lo);
+  free(t->full_doc);
   free(t->pos);
   free(t->targets);
   free(t->tokens);
@@ -92,23 +107,59 @@ void lc_trainer_free(lc_trainer *t) {
   if (t->distributed) lc_attn_2d_free(&t->attn);
   lc_grid_destroy(&t->grid);
   lc_data_close(&t->data);
-  t->tokens = t->targets = t->pos = t->full_tok = t->full_tgt = NULL;
+  t->tokens = t->targets = t->pos = t->full_tok = t->full_tgt = t->full_doc = t->lo = NULL;
+  t->lay = NULL;
+}
+
+// Sequence b of the batch from the sample in full_tok/tgt/doc: where every token may look
+// (its document, the window), the layout over the context ranks (balanced by that work
+// when asked), this rank's tokens, targets and RoPE positions (restarting per document).
+// Adds this rank's counted targets and visible (query, key) pairs.
+static void place_sequence(lc_trainer *t, int b, long *counted, double *pairs) {
+  const long S = t->o.seq;
+  int *lo = t->lo ? t->lo + (size_t)b * S : NULL;
+  if (lo)
+    for (long g = 0; g < S; g++) {
+      long w = t->window > 0 ? g - t->window + 1 : 0;
+      lo[g] = (int)(t->full_doc[g] > w ? t->full_doc[g] : w);
+    }
+  lc_seq_layout *L = &t->lay[b];
+  if (t->o.cp_layout == LC_CP_BALANCED && L->cp > 1) lc_seq_layout_balance(L, lo);
+  int *tok = t->tokens + (size_t)b * t->T, *tgt = t->targets + (size_t)b * t->T, *pos = t->pos + (size_t)b * t->T;
+  for (int i = 0; i < t->T; i++) {
+    long g = lc_seq_layout_global(L, t->grid.c, t->grid.h, i);
+    tok[i] = t->full_tok[g];
+    tgt[i] = t->full_tgt[g];
+    pos[i] = (int)(g - t->full_doc[g]);
+    *counted += tgt[i] >= 0;
+    *pairs += (double)(g - (lo ? lo[g] : 0) + 1);
+  }
+}
+
+// The attention of sequence b: its layout and bounds.
+static void attend_sequence(lc_trainer *t, int b) {
+  t->attn.layout = t->distributed ? &t->lay[b] : NULL;
+  t->attn.lo = t->lo ? t->lo + (size_t)b * t->o.seq : NULL;
 }
 
 // This rank's tokens of the batch: its data-parallel group's sequences, its slice of each.
-static long load_batch(lc_trainer *t) {
+// Returns this rank's counted targets; *pairs: its visible attention pairs; work[c]: the
+// attention work of each context rank over these sequences.
+static long load_batch(lc_trainer *t, double *pairs, double *work) {
   const lc_train_opts *o = &t->o;
   long counted = 0;
+  for (int c = 0; c < o->cp; c++) work[c] = 0;
+  double *w = malloc(sizeof(double) * (size_t)o->cp);
   for (int b = 0; b < t->local_batch; b++) {
     uint64_t idx = t->next_sample + (uint64_t)t->grid.d * t->local_batch + (uint64_t)b;
-    lc_data_sample(&t->data, o->seed, idx, t->full_tok, t->full_tgt, o->seq);
-    int *tok = t->tokens + (size_t)b * t->T, *tgt = t->targets + (size_t)b * t->T;
-    for (int i = 0; i < t->T; i++) {
-      tok[i] = t->full_tok[t->pos[i]];
-      tgt[i] = t->full_tgt[t->pos[i]];
-      counted += tgt[i] >= 0;
+    lc_data_sample_docs(&t->data, o->seed, idx, t->full_tok, t->full_tgt, t->full_doc, o->seq);
+    place_sequence(t, b, &counted, pairs);
+    if (w) {
+      lc_seq_layout_work(&t->lay[b], t->lo ? t->lo + (size_t)b * o->seq : NULL, w);
+      for (int c = 0; c < o->cp; c++) work[c] += w[c];
     }
   }
+  free(w);
   return counted;
 }
 
@@ -125,19 +176,29 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
     if (cs[i]) b0[i] = cs[i]->bytes_sent, ws0[i] = cs[i]->wait_seconds;
   memset(m, 0, sizeof *m);
   // Draw the whole batch first: the loss is divided by the batch's counted tokens (all ranks).
-  double counted_d = (double)load_batch(t);
-  LC_TRY(lc_allreduce_sum(t->world, &counted_d, 1, LC_DT_F64));
-  long counted = (long)counted_d;
+  double pairs = 0, *work = calloc((size_t)o->cp, sizeof(double));
+  if (!work) return lc_fail(LC_ENOMEM, "out of memory for the step");
+  double sums[2] = {(double)load_batch(t, &pairs, work), pairs};
+  double wmax = 0, wsum = 0;
+  for (int c = 0; c < o->cp; c++) wmax = work[c] > wmax ? work[c] : wmax, wsum += work[c];
+  m->cp_imbalance = wsum > 0 ? wmax / (wsum / o->cp) : 1.0;
+  free(work);
+  LC_TRY(lc_allreduce_sum(t->world, sums, 2, LC_DT_F64));
+  long counted = (long)sums[0];
+  m->attn_pairs = sums[1];
+  m->flops = 3.0 * lc_config_fwd_flops_pairs(&o->cfg, (double)o->batch * S, m->attn_pairs);
   t->next_sample += (uint64_t)o->batch;
   float scale = counted > 0 ? 1.0f / (float)counted : 0.0f;
   // Every rank saw different tokens: the store sums the gradients over the world (ZeRO:
   // reduce-scatters them), unit by unit while backward runs.
   lc_pstore_step_begin(ps, t->local_batch);
   double loss_sum = 0;
-  for (int b = 0; b < t->local_batch; b++)
+  for (int b = 0; b < t->local_batch; b++) {
+    attend_sequence(t, b);
     LC_TRY(lc_model_fwd_bwd(&t->model, &o->mopts, &t->attn, t->tokens + (size_t)b * t->T,
-                            t->targets + (size_t)b * t->T, t->pos, t->T, scale, 1, &loss_sum,
-                            &t->arena));
+                            t->targets + (size_t)b * t->T, t->pos + (size_t)b * t->T, t->T, scale, 1,
+                            &loss_sum, &t->arena));
+  }
   LC_TRY(lc_pstore_finish_grads(ps));
   LC_TRY(lc_allreduce_sum(t->world, &loss_sum, 1, LC_DT_F64));
   double sumsq = 0;
@@ -165,7 +226,7 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
     if (cs[i]) m->grad_bytes += cs[i]->bytes_sent - b0[i];
   const int W = t->world->size;
   m->grad_bytes_formula = lc_pstore_step_bytes(ps, t->local_batch) +
-                          (W > 1 ? 2 * 2.0 * (W - 1) / W * sizeof(double) : 0.0); // counted + loss sums
+                          (W > 1 ? 3 * 2.0 * (W - 1) / W * sizeof(double) : 0.0); // counted, pairs, loss
   for (int i = 0; i < 5; i++)
     if (cs[i]) m->comm_wait_s += cs[i]->wait_seconds - ws0[i];
   for (int i = 2; i < 5; i++)
@@ -188,19 +249,22 @@ lc_status lc_trainer_eval(lc_trainer *t, int n, double *loss, double *accuracy) 
   double *acc = calloc((size_t)n + 2, sizeof(double));
   if (!acc) return lc_fail(LC_ENOMEM, "out of memory for evaluation");
   lc_status st = LC_OK;
-  for (int i = t->grid.d; i < n && st == LC_OK; i += dp) {
+  // Every group makes the same number of passes (ZeRO-3 gathers span the groups): a group
+  // past the end re-runs sample 0 and drops the result.
+  for (int it = 0; it < (n + dp - 1) / dp && st == LC_OK; it++) {
+    const int i = it * dp + t->grid.d, real = i < n;
     int counted_full = 0;
-    st = lc_data_sample_eval(&t->data, o->seed, (uint64_t)i, t->full_tok, t->full_tgt, o->seq, &counted_full);
+    st = lc_data_sample_eval(&t->data, o->seed, (uint64_t)(real ? i : 0), t->full_tok, t->full_tgt,
+                             t->full_doc, o->seq, &counted_full);
     if (st != LC_OK) break;
     long counted = 0, wrong = 0;
-    for (int j = 0; j < t->T; j++) {
-      t->tokens[j] = t->full_tok[t->pos[j]];
-      t->targets[j] = t->full_tgt[t->pos[j]];
-      counted += t->targets[j] >= 0;
-    }
+    double pairs = 0;
+    place_sequence(t, 0, &counted, &pairs);
+    attend_sequence(t, 0);
     double ls = 0;
     st = lc_model_eval(&t->model, &o->mopts, &t->attn, t->tokens, t->targets, t->pos, t->T, &ls,
                        &wrong, &t->arena);
+    if (!real) continue;
     acc[i] += (double)wrong;
     acc[n] += ls;
     acc[n + 1] += (double)counted;

@@ -23,6 +23,8 @@ typedef struct {
   size_t mem_cap; // arena cap in bytes (0 = none)
   int hp, cp, window; // layout (0 = 1; window 0 = cp)
   lc_placement placement;
+  int pack;               // samples are whole documents packed into --seq tokens (io/pack.h)
+  lc_cp_layout cp_layout; // how the sequence is cut over the context ranks (dist/grid.h)
 } lc_train_opts;
 
 // Zeroes o and sets the AdamW constants every run uses (beta1 0.9, beta2 0.95, eps 1e-8).
@@ -46,6 +48,9 @@ typedef struct {
   double comm_wait_s;         // blocked in collectives/waits (attention + model states)
   double state_wait_s;        // of which waiting for model-state communication (reductions, gathers, sums)
   double attn_kernel_s;       // inside attention kernels of the ring
+  double attn_pairs;          // (query, key) pairs attention may see in the step (all ranks)
+  double flops;               // model FLOPs of the step: 3 x lc_config_fwd_flops_pairs
+  double cp_imbalance;        // max / mean attention work over this group's context ranks
 } lc_step_metrics;
 
 typedef struct {
@@ -62,8 +67,11 @@ typedef struct {
   int local_batch; // sequences per data-parallel group: batch / dp
   long step;            // updates done
   uint64_t next_sample; // index of the next sample the data stream hands out
-  int *full_tok, *full_tgt;    // one whole sample [seq]
-  int *tokens, *targets, *pos; // local shards [local_batch * T], positions [T]
+  int *full_tok, *full_tgt, *full_doc; // one whole sample [seq] and its document starts
+  int *tokens, *targets, *pos; // local shards [local_batch * T]; pos: RoPE positions
+  int *lo;                     // [local_batch * seq] first key each token may see (NULL: plain causal)
+  lc_seq_layout *lay;          // [local_batch] each sequence's layout over the context ranks
+  int window;                  // attention window (cfg.sliding_window, 0 = none)
 } lc_trainer;
 
 // Collective over `world` (every rank calls it with the same options).

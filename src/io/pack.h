@@ -1,0 +1,51 @@
+// Packing whole documents into training sequences of S tokens (--pack).
+//
+// Policy. Each epoch visits the documents in a fresh seeded order. A document longer than
+// S is cut into pieces of S tokens and a last, shorter piece; each piece is its own
+// attention context (positions restart), but the labels inside a document stay the next
+// token, across piece boundaries too. Pieces go first-fit into a window of up to 64 open
+// sequences; when a piece fits none and the window is full, the oldest open sequence is
+// closed and its free tail is padding (token 0, no label, each pad token its own context).
+// Nothing is dropped: every token of every document is in exactly one sequence of the
+// epoch, and the padding is counted (lc_packer.pad_tokens).
+#ifndef LC_PACK_H
+#define LC_PACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef struct {
+  uint64_t start;  // first token (index into the token stream)
+  uint32_t len;    // tokens
+  uint32_t last;   // 1: the piece ends its document (its last token has no label)
+} lc_piece;
+
+typedef uint64_t (*lc_doc_start_fn)(const void *src, uint64_t i);
+
+typedef struct {
+  int S;
+  uint64_t seed, n_docs, count; // documents and tokens of the source
+  const void *src;
+  lc_doc_start_fn doc_start;     // start of document i (document i ends at i+1's start or count)
+  // The plan of the current epoch: sequence j is pieces[first[j] .. first[j+1]).
+  long epoch;
+  lc_piece *pieces;
+  size_t n_pieces, cap;
+  size_t *first, fcap;
+  long n_seqs;
+  // Epoch 0, for the log: sequences, documents cut into pieces, padding tokens.
+  long seqs0;
+  uint64_t split0, pad0;
+} lc_packer;
+
+// Builds the epoch-0 plan (LC_ENOMEM on failure). n_docs >= 1, starts increasing from 0.
+lc_status lc_packer_init(lc_packer *p, int S, uint64_t seed, const void *src, uint64_t n_docs, uint64_t count,
+                         lc_doc_start_fn doc_start);
+void lc_packer_free(lc_packer *p);
+// Sequence `index` of the stream (epoch index / seqs0): its pieces (*n of them). The
+// pointer is valid until the next call.
+lc_status lc_packer_get(lc_packer *p, uint64_t index, const lc_piece **pieces, size_t *n);
+
+#endif
