@@ -340,6 +340,12 @@ static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_mo
       if (b - 1 >= st0 && b - 1 < st0 + lay->Lc) cb = r / lay->k;
     }
     crossing += (a / lay->Lc != (b - 1) / lay->Lc) && ca != cb;
+    // RoPE positions restart at each document: this rank's tokens of [a, b) have g - a.
+    // (Attention cannot tell: RoPE depends on position differences, so check them here.)
+    for (int i = 0; i < tr.T; i++) {
+      long g = lc_seq_layout_global(lay, tr.grid.c, tr.grid.h, i);
+      if (g >= a && g < b) CHECK(tr.pos[i] == g - a, "position of token %ld: %d, want %ld", g, tr.pos[i], g - a);
+    }
     short_doc += b - a < lay->Lc;
     docs++;
     a = b;

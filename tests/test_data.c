@@ -229,10 +229,114 @@ static void test_file_labels(void) {
   unlink(tpath);
 }
 
+// Packing a token file with a document index: every sample is pieces of documents in
+// order (tokens as in the file; targets the next token of the same document, none at a
+// document's end), then padding (no target, each pad its own document); over an epoch
+// every token of every document is in exactly one sample (nothing dropped), documents
+// longer than S are cut into S-token pieces, and the reported padding is what the samples
+// hold. Data without documents is refused.
+static void test_pack_file(void) {
+  enum { N = 3000, S = 64 };
+  static uint32_t toks[N];
+  uint64_t starts[400];
+  int nd = 0, doc_of[N];
+  lc_rng r;
+  lc_rng_seed(&r, 21);
+  for (int n = 0; n < N;) {
+    int len = lc_rng_below(&r, 4) == 0 ? 40 + (int)lc_rng_below(&r, 120) : 1 + (int)lc_rng_below(&r, 30);
+    if (len > N - n) len = N - n;
+    starts[nd] = (uint64_t)n;
+    for (int i = 0; i < len; i++) doc_of[n + i] = nd, toks[n + i] = (uint32_t)(n + i + 1); // ids 1..N: 0 is padding
+    nd++, n += len;
+  }
+  char path[] = "/tmp/lc_test_pack_XXXXXX";
+  close(mkstemp(path));
+  CHECK(lc_tokfile_write_docs(path, toks, N, 2, N + 1, starts, (uint64_t)nd) == LC_OK, "write: %s", lc_errmsg());
+  lc_data d;
+  CHECK(lc_data_open(&d, path, N + 1, S) == LC_OK && lc_data_pack(&d, S, 9) == LC_OK, "pack: %s", lc_errmsg());
+  char desc[300];
+  lc_data_pack_desc(&d, desc, sizeof desc);
+  const long seqs = d.packer.seqs0;
+  int *seen = calloc(N, sizeof(int)), tok[S], tgt[S], doc[S];
+  long bad = 0, pad = 0, pieces_cut = 0;
+  for (long i = 0; i < seqs; i++) {
+    lc_data_sample_docs(&d, 9, (uint64_t)i, tok, tgt, doc, S);
+    // Walk the pieces: each is a run of consecutive file tokens of one document (token
+    // id k + 1 is file token k); padding is token 0 with no target, its own document.
+    for (int t = 0; t < S;) {
+      int e = t + 1;
+      while (e < S && doc[e] == t) e++;
+      bad += doc[t] != t;
+      if (tok[t] == 0) {
+        bad += e != t + 1 || tgt[t] != -100;
+        pad++;
+        t = e;
+        continue;
+      }
+      int k = tok[t] - 1;
+      for (int j = t; j < e; j++) {
+        int kk = k + (j - t);
+        bad += kk >= N || tok[j] != (int)toks[kk] || doc_of[kk] != doc_of[k] || seen[kk]++;
+        int ends = kk + 1 == N || doc_of[kk + 1] != doc_of[kk];
+        bad += ends ? tgt[j] != -100 : tgt[j] != (int)toks[kk + 1];
+      }
+      pieces_cut += k != (int)starts[doc_of[k]] || (k + (e - t) < N && doc_of[k + (e - t)] == doc_of[k]);
+      t = e;
+    }
+  }
+  long missing = 0;
+  for (int k = 0; k < N; k++) missing += seen[k] != 1;
+  CHECK(bad == 0, "packed samples: %ld tokens, targets or document starts differ from the file", bad);
+  CHECK(missing == 0, "an epoch holds every document token exactly once (%ld not)", missing);
+  CHECK((uint64_t)pad == d.packer.pad0, "padding: %ld counted in the samples, %llu reported", pad,
+        (unsigned long long)d.packer.pad0);
+  CHECK(pieces_cut > 0 && d.packer.split0 > 0, "documents longer than S are cut (%ld pieces, %llu documents)",
+        pieces_cut, (unsigned long long)d.packer.split0);
+  CHECK(strstr(desc, "padding") != NULL, "log line: %s", desc);
+  printf("pack: %s\n", desc);
+  free(seen);
+  lc_data_close(&d);
+  // Refusals: no document index, bytes, task:passkey.
+  CHECK(lc_tokfile_write(path, toks, N, 2, N + 1) == LC_OK, "write without index");
+  CHECK(lc_data_open(&d, path, N + 1, S) == LC_OK && lc_data_pack(&d, S, 9) == LC_EINVAL &&
+            strstr(lc_errmsg(), "no document index"), "no index: %s", lc_errmsg());
+  lc_data_close(&d);
+  CHECK(lc_data_open(&d, "task:passkey", 256, 128) == LC_OK && lc_data_pack(&d, 128, 1) == LC_EINVAL, "passkey");
+  lc_data_close(&d);
+  unlink(path);
+}
+
+// task:copy packed: documents of at least 32 tokens (the last may be shorter), each its own
+// copy task: a repeat's target is the token a segment earlier in the same document, the
+// last token of a document has none.
+static void test_pack_copy(void) {
+  lc_data d;
+  CHECK(lc_data_open(&d, "task:copy", 256, 1024) == LC_OK && lc_data_pack(&d, 1024, 3) == LC_OK, "open");
+  int tok[1024], tgt[1024], doc[1024], bad = 0, docs = 0, longest = 0;
+  for (uint64_t i = 0; i < 20; i++) {
+    lc_data_sample_docs(&d, 3, i, tok, tgt, doc, 1024);
+    for (int t = 0; t < 1024;) {
+      int e = t + 1;
+      while (e < 1024 && doc[e] == t) e++;
+      bad += doc[t] != t || (e < 1024 && e - t < 32) || tgt[e - 1] != -100;
+      for (int j = t; j + 1 < e; j++)
+        if (tgt[j] >= 0) bad += j + 1 - t < 16 || tgt[j] != tok[j + 1] || tok[j + 1] != tok[j + 1 - 16];
+      docs++;
+      longest = e - t > longest ? e - t : longest;
+      t = e;
+    }
+  }
+  CHECK(bad == 0 && docs > 40, "packed copy documents: %d errors in %d documents", bad, docs);
+  CHECK(longest > 256, "some documents are long (longest %d)", longest);
+  lc_data_close(&d);
+}
+
 int main(void) {
   test_copy();
   test_passkey();
   test_bytes();
   test_file_labels();
+  test_pack_file();
+  test_pack_copy();
   return lc_test_finish("test_data");
 }
