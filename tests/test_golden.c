@@ -1,8 +1,9 @@
 // Golden values from Hugging Face transformers itself (tools/make_golden.py; data in
 // tests/data/golden_{untied,tied}): the model is loaded through the HF directory code,
 // then the loss, every parameter gradient (training path) and the logits (KV-cache
-// decode path) must match what LlamaForCausalLM computed. Both cases use GQA,
-// rope_theta 500000 and rms_norm_eps 1e-6 (non-default).
+// decode path) must match what LlamaForCausalLM computed. The cases use GQA,
+// rope_theta 500000 and rms_norm_eps 1e-6 (non-default); golden_mistral is
+// MistralForCausalLM with sliding_window 8 (the window cuts 29 of the 37 rows).
 #include <string.h>
 
 #include "attn/attn.h"
@@ -33,6 +34,7 @@ static void check_case(const char *name) {
   CHECK(st == LC_OK, "%s config: %s", name, lc_errmsg());
   CHECK(cfg.rope_theta == 500000.0 && cfg.norm_eps == 1e-6f && cfg.n_kv_heads < cfg.n_heads,
         "%s: config not read as written (theta %g eps %g)", name, cfg.rope_theta, cfg.norm_eps);
+  CHECK(cfg.sliding_window == (strstr(name, "mistral") ? 8 : 0), "%s: sliding_window %d", name, cfg.sliding_window);
   lc_model m;
   CHECK(lc_model_create(&m, &cfg, &ar) == LC_OK, "create");
   st = lc_hf_load_weights(dir, &m);
@@ -54,6 +56,10 @@ static void check_case(const char *name) {
   // Training path: loss and gradients (plain and with checkpointing + tiles).
   lc_attn attn;
   lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
+  // Mistral: each token sees its sliding_window most recent tokens, itself included.
+  int lo[37];
+  for (int t = 0; t < S; t++) lo[t] = cfg.sliding_window > 0 && t - cfg.sliding_window + 1 > 0 ? t - cfg.sliding_window + 1 : 0;
+  attn.lo = cfg.sliding_window > 0 ? lo : NULL;
   const lc_model_opts opts[2] = {{LC_CKPT_NONE, 0, 0, 0, 0, 0}, {LC_CKPT_SELECTIVE, 8, 5, 0, 0, 0}};
   for (int k = 0; k < 2; k++) {
     lc_model_zero_grads(&m);
@@ -114,5 +120,6 @@ static void check_case(const char *name) {
 int main(void) {
   check_case("golden_untied");
   check_case("golden_tied");
+  check_case("golden_mistral");
   return lc_test_finish("test_golden");
 }

@@ -124,8 +124,8 @@ static void test_config(void) {
       {"{" BASE ",\"head_dim\":128}", LC_EINVAL, "head_dim 128", "hidden_size / num_attention_heads"},
       {"{" BASE ",\"attention_dropout\":0.1}", LC_EINVAL, "attention_dropout", "0.0"},
       {"{" BASE ",\"quantization_config\":{\"bits\":4}}", LC_EINVAL, "quantization_config", "unquantized"},
-      {"{\"model_type\":\"mistral\",\"hidden_size\":64}", LC_EINVAL, "model_type 'mistral'", "llama"},
-      {"{\"architectures\":[\"MistralForCausalLM\"],\"hidden_size\":64}", LC_EINVAL, "MistralForCausalLM", "LlamaForCausalLM"},
+      {"{\"model_type\":\"gemma\",\"hidden_size\":64}", LC_EINVAL, "model_type 'gemma'", "llama"},
+      {"{\"architectures\":[\"GemmaForCausalLM\"],\"hidden_size\":64}", LC_EINVAL, "GemmaForCausalLM", "LlamaForCausalLM"},
       {"{\"hidden_size\":64}", LC_EFORMAT, "model_type", "architectures"},
       {"{\"model_type\":\"llama\",\"intermediate_size\":176,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":256}", LC_EFORMAT, "missing field hidden_size", NULL},
       {"{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":176,\"num_hidden_layers\":2,\"num_attention_heads\":4}", LC_EFORMAT, "missing field vocab_size", NULL},
@@ -440,11 +440,37 @@ static void test_sharded(void) {
   lc_model_destroy(&a, &arena);
 }
 
+// Mistral: a Llama with sliding_window. Read from its config (either way of naming it),
+// written back as a Mistral config; a window on a Llama config, or a bad one, is an error.
+static void test_mistral(void) {
+  lc_config c, r;
+#define MBASE "\"hidden_size\":64,\"intermediate_size\":176,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":256"
+  CHECK(parse("{\"model_type\":\"mistral\"," MBASE ",\"sliding_window\":4096}", &c) == LC_OK && c.sliding_window == 4096,
+        "mistral window: %s", lc_errmsg());
+  CHECK(parse("{\"architectures\":[\"MistralForCausalLM\"]," MBASE ",\"sliding_window\":null}", &c) == LC_OK &&
+            c.sliding_window == 0, "mistral without a window: %s", lc_errmsg());
+  CHECK(parse("{" BASE ",\"sliding_window\":512}", &c) == LC_EINVAL && strstr(lc_errmsg(), "model_type \"mistral\""),
+        "llama with a window: %s", lc_errmsg());
+  CHECK(parse("{\"model_type\":\"mistral\"," MBASE ",\"sliding_window\":0}", &c) == LC_EFORMAT, "window 0: %s",
+        lc_errmsg());
+  CHECK(parse("{\"model_type\":\"qwen2\"," MBASE "}", &c) == LC_EINVAL && strstr(lc_errmsg(), "mistral"),
+        "qwen2: %s", lc_errmsg());
+#undef MBASE
+  lc_config_preset(&c, "tiny");
+  c.sliding_window = 77;
+  char d[300];
+  sub(d, sizeof d, "cfg_mistral");
+  lc_mkdir_p(d);
+  CHECK(lc_hf_write_config(d, &c) == LC_OK && lc_hf_read_config(d, &r) == LC_OK, "round trip: %s", lc_errmsg());
+  CHECK(same_config(&c, &r) && r.sliding_window == 77, "window round trip: %d", r.sliding_window);
+}
+
 int main(void) {
   snprintf(root, sizeof root, "/tmp/lc_test_hf_%ld", (long)getpid());
   lc_arena_init(&arena, 0);
   lc_mkdir_p(root);
   test_config();
+  test_mistral();
   test_save_load();
   test_half_weights();
   test_sharded();

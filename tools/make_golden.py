@@ -71,9 +71,12 @@ VOCAB = 256
 IGNORE = -100
 
 CASES = [
-    # (directory, tie_word_embeddings, seed)
-    ("tests/data/golden_untied", False, 1234),
-    ("tests/data/golden_tied", True, 4321),
+    # (directory, tie_word_embeddings, seed, sliding_window: None = Llama, N = Mistral)
+    ("tests/data/golden_untied", False, 1234, None),
+    ("tests/data/golden_tied", True, 4321, None),
+    # Mistral architecture (Llama layers + a sliding window): each token sees its 8 most
+    # recent tokens, itself included, so the window cuts most rows of the S = 37 sequence.
+    ("tests/data/golden_mistral", False, 2468, 8),
 ]
 
 CONVENTIONS = {
@@ -94,8 +97,10 @@ CONVENTIONS = {
 }
 
 
-def make_config(tie, LlamaConfig):
-    return LlamaConfig(
+def make_config(tie, Config, window=None):
+    extra = {"sliding_window": window} if window else {}
+    return Config(
+        **extra,
         vocab_size=VOCAB,
         hidden_size=64,
         intermediate_size=176,
@@ -166,19 +171,21 @@ def np_loss_f64(logits, labels):
     return float(np.mean(lse - lg[np.arange(len(tgt)), tgt])), int(keep.sum())
 
 
-def generate(rel_dir, tie, seed):
+def generate(rel_dir, tie, seed, window=None):
     import torch
     import transformers
     import safetensors
     from safetensors.torch import save_file
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
 
     torch.manual_seed(seed)
     out_dir = os.path.join(REPO, rel_dir)
     os.makedirs(out_dir, exist_ok=True)
 
-    cfg = make_config(tie, LlamaConfig)
-    model = LlamaForCausalLM(cfg).to(torch.float32)
+    Config, Model = (MistralConfig, MistralForCausalLM) if window else (LlamaConfig, LlamaForCausalLM)
+    LlamaForCausalLM = Model  # the rest of this function loads with the case's class
+    cfg = make_config(tie, Config, window)
+    model = Model(cfg).to(torch.float32)
     init_weights(model, seed, torch)
     model.save_pretrained(out_dir, safe_serialization=True)
 
@@ -227,6 +234,8 @@ def generate(rel_dir, tie, seed):
         "ignored_label_positions": [int(i) for i in range(3, S, 7)],
         "seed": seed,
         "tie_word_embeddings": tie,
+        "sliding_window": window,
+        "architecture": "MistralForCausalLM" if window else "LlamaForCausalLM",
         "versions": {
             "torch": torch.__version__,
             "transformers": transformers.__version__,
@@ -296,7 +305,7 @@ def verify(d):
 
 def check_load(d, seq_len, dump_logits):
     import torch
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM as LlamaForCausalLM  # Llama or Mistral
 
     model, info = LlamaForCausalLM.from_pretrained(
         d, attn_implementation="eager", dtype=torch.float32, output_loading_info=True)
@@ -338,8 +347,8 @@ def main():
         sys.exit(0 if check_load(a.check_load, a.seq_len, a.dump_logits) else 1)
     if a.verify:
         sys.exit(0 if verify(a.verify) else 1)
-    for rel_dir, tie, seed in CASES:
-        generate(rel_dir, tie, seed)
+    for rel_dir, tie, seed, window in CASES:
+        generate(rel_dir, tie, seed, window)
 
 
 if __name__ == "__main__":

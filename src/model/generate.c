@@ -50,7 +50,7 @@ float *lc_kv_cache_v(const lc_kv_cache *c, int l) {
 // Working buffers for chunks of up to `ch` tokens (one LC_MEM_ACT block).
 typedef struct {
   float *x, *ln, *rstd, *q, *att, *lse, *cos, *sin, *gate, *up, *h;
-  int *pos;
+  int *pos, *lo;
 } dec_bufs;
 
 static float *take(float **p, size_t n) {
@@ -75,6 +75,7 @@ static size_t dec_floats(const lc_config *cfg, int ch, int carve, dec_bufs *b, f
   d.up = take(&p, ch * F);
   d.h = take(&p, ch * F);
   d.pos = (int *)take(&p, ch); // sizeof(int) == sizeof(float) on every supported platform
+  d.lo = (int *)take(&p, ch);
   if (carve) *b = d;
   return (size_t)(p - base);
 }
@@ -86,11 +87,15 @@ static lc_status dec_layers(const lc_model *m, lc_kv_cache *c, dec_bufs *b, int 
   const lc_config *cfg = &m->cfg;
   const int C = cfg->dim, D = cfg->head_dim, F = cfg->ffn;
   const int HQ = cfg->n_heads * D, KV = c->kv_dim;
-  for (int i = 0; i < nn; i++) b->pos[i] = p0 + i;
+  const int W = cfg->sliding_window;
+  for (int i = 0; i < nn; i++) {
+    b->pos[i] = p0 + i;
+    b->lo[i] = W > 0 && p0 + i - W + 1 > 0 ? p0 + i - W + 1 : 0; // Mistral's sliding window
+  }
   lc_rope_table(b->cos, b->sin, b->pos, nn, D, cfg->rope_theta);
   lc_attn_shape s = {.Tq = nn, .Tk = p0 + nn, .Hq = cfg->n_heads, .Hkv = cfg->n_kv_heads,
                      .D = D, .q_start = p0, .k_start = 0, .causal = 1,
-                     .scale = 1.0f / sqrtf((float)D)};
+                     .scale = 1.0f / sqrtf((float)D), .lo = W > 0 ? b->lo : NULL};
   for (int l = 0; l < cfg->n_layers; l++) {
     const lc_layer_weights *w = &m->ps.w.layer[l];
     float *kc = lc_kv_cache_k(c, l), *vc = lc_kv_cache_v(c, l);

@@ -104,9 +104,11 @@ lc_status lc_hf_parse_config(const char *json, size_t len, const char *L, lc_con
                  "configs (model_type \"llama\", architectures [\"LlamaForCausalLM\"])", L);
     goto done;
   }
-  if (mt && (!cJSON_IsString(mt) || strcmp(mt->valuestring, "llama") != 0)) {
+  // Mistral is a Llama with a sliding attention window.
+  int mistral = mt && cJSON_IsString(mt) && !strcmp(mt->valuestring, "mistral");
+  if (mt && !mistral && (!cJSON_IsString(mt) || strcmp(mt->valuestring, "llama") != 0)) {
     st = lc_fail(LC_EINVAL, "%s: model_type '%.40s' is not supported: longctx trains Llama models "
-                 "(model_type \"llama\")", L, cJSON_IsString(mt) ? mt->valuestring : "(not a string)");
+                 "(model_type \"llama\" or \"mistral\")", L, cJSON_IsString(mt) ? mt->valuestring : "(not a string)");
     goto done;
   }
   if (ar) {
@@ -115,11 +117,12 @@ lc_status lc_hf_parse_config(const char *json, size_t len, const char *L, lc_con
     const char *bad = NULL;
     if (ok) cJSON_ArrayForEach(it, ar) {
         if (!cJSON_IsString(it)) { ok = 0; break; }
-        if (strcmp(it->valuestring, "LlamaForCausalLM") != 0) { bad = it->valuestring; ok = 0; break; }
+        if (!strcmp(it->valuestring, "MistralForCausalLM")) mistral = mt ? mistral : 1;
+        else if (strcmp(it->valuestring, "LlamaForCausalLM") != 0) { bad = it->valuestring; ok = 0; break; }
       }
     if (!ok) {
       st = lc_fail(LC_EINVAL, "%s: architectures %s%.40s%s is not supported: longctx trains "
-                   "LlamaForCausalLM models", L, bad ? "['" : "", bad ? bad : "(not a list of names)",
+                   "LlamaForCausalLM and MistralForCausalLM models", L, bad ? "['" : "", bad ? bad : "(not a list of names)",
                    bad ? "']" : "");
       goto done;
     }
@@ -157,6 +160,21 @@ lc_status lc_hf_parse_config(const char *json, size_t len, const char *L, lc_con
   if (!field(r, "rope_theta") && rp) TRY_(get_pos(rp, L, "rope_theta", 10000.0, &theta));
   c.rope_theta = theta;
   TRY_(get_bool(r, L, "tie_word_embeddings", &c.tie_embeddings));
+  // sliding_window: Mistral's (null = none); a Llama model ignores it in transformers, so
+  // a number there is an error rather than a window applied or dropped silently.
+  const cJSON *sw = field(r, "sliding_window");
+  if (sw && !cJSON_IsNull(sw)) {
+    if (!mistral) {
+      st = lc_fail(LC_EINVAL, "%s: sliding_window is set but model_type is llama, whose attention ignores it; "
+                   "set model_type \"mistral\" to use the window or remove sliding_window", L);
+      goto done;
+    }
+    TRY_(get_int(r, L, "sliding_window", 1, 0, &c.sliding_window));
+    if (c.sliding_window < 1) {
+      st = lc_fail(LC_EINVAL, "%s: sliding_window %d must be >= 1 (or null)", L, c.sliding_window);
+      goto done;
+    }
+  }
   // Settings longctx does not implement: errors, never silently ignored.
   TRY_(check_rope(r, L, "rope_scaling"));
   const cJSON *act = field(r, "hidden_act");
@@ -255,10 +273,14 @@ lc_status lc_hf_write_config(const char *dir, const lc_config *c) {
   LC_TRY(lc_path_join(path, sizeof path, dir, "config.json"));
   fmt_real(eps, sizeof eps, c->norm_eps, 1);
   fmt_real(theta, sizeof theta, c->rope_theta, 0);
+  // A model with a window is a Mistral model for transformers (Llama ignores windows).
+  const int mistral = c->sliding_window > 0;
+  char window[64] = "";
+  if (mistral) snprintf(window, sizeof window, "  \"sliding_window\": %d,\n", c->sliding_window);
   int k = snprintf(text, sizeof text,
                    "{\n"
-                   "  \"architectures\": [\"LlamaForCausalLM\"],\n"
-                   "  \"model_type\": \"llama\",\n"
+                   "  \"architectures\": [\"%s\"],\n"
+                   "  \"model_type\": \"%s\",\n%s"
                    "  \"torch_dtype\": \"float32\",\n"
                    "  \"hidden_size\": %d,\n"
                    "  \"intermediate_size\": %d,\n"
@@ -282,6 +304,7 @@ lc_status lc_hf_write_config(const char *dir, const lc_config *c) {
                    "  \"bos_token_id\": null,\n"
                    "  \"eos_token_id\": null\n"
                    "}\n",
+                   mistral ? "MistralForCausalLM" : "LlamaForCausalLM", mistral ? "mistral" : "llama", window,
                    c->dim, c->ffn, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, eps, theta,
                    c->vocab, c->tie_embeddings ? "true" : "false", c->max_pos);
   if (k < 0 || (size_t)k >= sizeof text) return lc_fail(LC_EINVAL, "%s: config text too long", path);
