@@ -296,7 +296,7 @@ static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_mo
   o.seq = 128;
   o.data_spec = pack ? pack_path : "task:copy";
   o.pack = pack;
-  o.cp_layout = cl;
+  o.mopts.cp_layout = cl;
   o.cfg.sliding_window = W;
   lc_trainer tr;
   CHECK(lc_trainer_init(&tr, &o, world) == LC_OK, "packed init: %s", lc_errmsg());

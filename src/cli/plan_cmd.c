@@ -15,7 +15,8 @@
 int lc_cmd_plan(int argc, char **argv) {
   const char *model = NULL, *seq_s = NULL, *ckpt = "selective";
   int batch = 1, hp = 1, cp = 1, window = 0, mlp_tile = -1, loss_tile = -1, threads = 0;
-  int ranks = 0, zero = 0, zero_group = 0;
+  int ranks = 0, zero = 0, zero_group = 0, pack = 0, attn_window = 0, doc_len = 0;
+  const char *cp_layout = NULL;
   float budget_gib = 20.0f;
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &model, "preset (tiny, demo, bench-s, llama-3-8b, llama-3-70b) or HF model directory", 0},
@@ -27,6 +28,10 @@ int lc_cmd_plan(int argc, char **argv) {
       {"gpus", LC_ARG_INT, &ranks, "ranks (processes; GPUs on a GPU cluster) in the job: hp x cp x dp (default hp x cp)", 0},
       {"zero", LC_ARG_INT, &zero, "ZeRO stage 0..3 (default 0)", 0},
       {"zero-group", LC_ARG_INT, &zero_group, "ranks per zero group, divides --gpus (default: all of them)", 0},
+      {"pack", LC_ARG_BOOL, &pack, "sequences packed with documents (attention work: see --doc-len)", 0},
+      {"doc-len", LC_ARG_INT, &doc_len, "with --pack: typical document length in tokens for the attention work (default 4096)", 0},
+      {"attn-window", LC_ARG_INT, &attn_window, "sliding window: each token sees at most N most recent tokens", 0},
+      {"cp-layout", LC_ARG_STR, &cp_layout, "zigzag | balanced (default: balanced with --pack or a window)", 0},
       {"checkpoint", LC_ARG_STR, &ckpt, "none | full | selective (default selective)", 0},
       {"mlp-tile", LC_ARG_INT, &mlp_tile, "tokens per MLP tile, 0 = untiled (default: as train, auto)", 0},
       {"loss-tile", LC_ARG_INT, &loss_tile, "tokens per logits+loss tile, 0 = untiled (default: as train, auto)", 0},
@@ -64,13 +69,22 @@ int lc_cmd_plan(int argc, char **argv) {
   if (st == LC_OK && zero_group && !zero) st = lc_fail(LC_EINVAL, "--zero-group needs a sharded stage: add --zero 1, 2 or 3");
   if (st == LC_OK && (zero_group < 0 || (zero_group && ranks % zero_group != 0)))
     st = lc_fail(LC_EINVAL, "--zero-group %d does not divide --gpus %d; use a divisor", zero_group, ranks);
+  if (st == LC_OK && lc_args_find(flags, nf, "attn-window")->seen && attn_window < 1)
+    st = lc_fail(LC_EINVAL, "--attn-window %d: give the number of most recent tokens each token sees (>= 1)",
+                 attn_window);
+  if (st == LC_OK && (doc_len < 0 || (doc_len && !pack)))
+    st = lc_fail(LC_EINVAL, "--doc-len needs --pack and a positive length");
+  lc_cp_layout cl = LC_CP_ZIGZAG;
+  if (st == LC_OK) st = lc_cp_layout_parse(cp_layout ? cp_layout : pack || attn_window ? "balanced" : "zigzag", &cl);
   if (st != LC_OK) {
     lc_cli_error(lc_errmsg());
     return 2;
   }
-  if (window == 0) window = cp;
+  if (attn_window > 0) cfg.sliding_window = attn_window;
+  if (pack && !doc_len) doc_len = 4096;
   o.zero = zero;
   o.zero_group = zero_group ? zero_group : ranks;
+  o.cp_layout = cl;
   const int mlp_auto = mlp_tile < 0, loss_auto = loss_tile < 0;
   o.mlp_tile = mlp_auto ? lc_memplan_auto_mlp_tile(S) : mlp_tile;
   o.loss_tile = loss_auto ? lc_memplan_auto_loss_tile(S, cfg.vocab) : loss_tile;
@@ -129,7 +143,22 @@ int lc_cmd_plan(int argc, char **argv) {
     printf("All %d ranks of the sequence group together: %s.\n", hp * cp,
            lc_fmt_bytes(b, sizeof b, (double)e.total * hp * cp));
   printf("Not counted (outside the arena): MPI and OpenBLAS buffers, thread stacks, token arrays (~20 bytes per "
-         "local token), the program itself.\n");
+         "local token%s), the program itself.\n", pack || attn_window ? "; with --pack or a window, 4 bytes per token of "
+                                                                       "the whole sequence for the attention bounds" : "");
+  // Attention work: visible (query, key) pairs of one sequence (documents of doc_len, the
+  // window) against one causal sequence; per rank when the layout balances it.
+  const double Sd = (double)S, full = Sd * (Sd + 1) / 2;
+  const long L = pack ? (doc_len < S ? doc_len : S) : S, W = attn_window;
+  double pairs = 0;
+  for (long t = 0; t < L; t++) pairs += (double)(W > 0 && t + 1 > W ? W : t + 1); // one document
+  pairs *= (double)(S / L);
+  for (long t = 0; t < S % L; t++) pairs += (double)(W > 0 && t + 1 > W ? W : t + 1); // the rest
+  const double fl = 3.0 * lc_config_fwd_flops_pairs(&cfg, Sd, pairs), fl_full = 3.0 * lc_config_fwd_flops(&cfg, S);
+  printf("\nAttention work per sequence: %.4g visible (query, key) pairs (%.1f%% of one causal sequence of S)%s%s; "
+         "model FLOPs of a training step per sequence %.4g (causal: %.4g), %.4g per rank with a balanced layout "
+         "(%s, %d chunks per context rank).\n",
+         pairs, 100 * pairs / full, pack ? (snprintf(b3, sizeof b3, ", documents of %ld tokens", L), b3) : "",
+         W ? ", sliding window" : "", fl, fl_full, fl / (hp * cp), lc_cp_layout_name(cl), lc_cp_layout_chunks(cl, S, cp, hp));
 
   // Largest S: the same tiles (auto tiles: their value for long sequences).
   lc_model_opts ob = o;

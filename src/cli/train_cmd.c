@@ -83,8 +83,8 @@ static void print_settings(const lc_train_opts *o, const lc_trainer *t, int thre
   printf("  %-14s %d tokens per rank (S / (cp x hp)), %d sequence%s per data-parallel group\n", "tokens",
          t->T, t->local_batch, t->local_batch > 1 ? "s" : "");
   if (g->cp > 1)
-    printf("  %-14s %s: %d chunks of %ld tokens per context rank%s\n", "cp layout", lc_cp_layout_name(o->cp_layout),
-           t->lay[0].k, t->lay[0].Lc, o->cp_layout == LC_CP_BALANCED
+    printf("  %-14s %s: %d chunks of %ld tokens per context rank%s\n", "cp layout", lc_cp_layout_name(o->mopts.cp_layout),
+           t->lay[0].k, t->lay[0].Lc, o->mopts.cp_layout == LC_CP_BALANCED
                                           ? ", assigned per sequence by attention work (largest first to the least loaded rank)"
                                           : " (rank c: chunks c and 2cp-1-c)");
   print_zero(o, t);
@@ -274,7 +274,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
     o.cfg.sliding_window = F.attn_window;
   }
   st = lc_cp_layout_parse(F.cp_layout ? F.cp_layout : (o.pack || o.cfg.sliding_window ? "balanced" : "zigzag"),
-                          &o.cp_layout);
+                          &o.mopts.cp_layout);
   if (st != LC_OK) {
     if (rank == 0) lc_cli_error(lc_errmsg());
     return 2;

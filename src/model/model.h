@@ -23,7 +23,7 @@ typedef struct {
   int loss_tile; // tokens per logits+loss tile (0 = untiled)
   int zero;      // ZeRO stage 0..3 of the model states (pstore.h)
   int zero_group; // ranks per zero group (0: the whole world; the memory model: hp x cp)
-  int cp_chunks;  // chunks of the sequence per context rank (0 or 2: zigzag; dist/grid.h)
+  lc_cp_layout cp_layout; // how sequences are cut over the context ranks (dist/grid.h)
 } lc_model_opts;
 
 // Phases of a training pass, for the memory model: short-lived buffers of one phase are

@@ -53,8 +53,7 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   t->distributed = o->hp * o->cp > 1;
   t->window = o->cfg.sliding_window;
   if (o->pack) st = lc_data_pack(&t->data, o->seq, o->seed);
-  const int chunks = lc_cp_layout_chunks(o->cp_layout, o->seq, o->cp, o->hp);
-  t->o.mopts.cp_chunks = chunks;
+  const int chunks = lc_cp_layout_chunks(o->mopts.cp_layout, o->seq, o->cp, o->hp);
   if (st == LC_OK && t->distributed)
     st = lc_attn_2d_init(&t->attn, t->grid.head, t->grid.ctx, o->window, o->seq, chunks, o->cfg.n_heads,
                          o->cfg.n_kv_heads, o->cfg.head_dim);
@@ -124,7 +123,7 @@ static void place_sequence(lc_trainer *t, int b, long *counted, double *pairs) {
       lo[g] = (int)(t->full_doc[g] > w ? t->full_doc[g] : w);
     }
   lc_seq_layout *L = &t->lay[b];
-  if (t->o.cp_layout == LC_CP_BALANCED && L->cp > 1) lc_seq_layout_balance(L, lo);
+  if (t->o.mopts.cp_layout == LC_CP_BALANCED && L->cp > 1) lc_seq_layout_balance(L, lo);
   int *tok = t->tokens + (size_t)b * t->T, *tgt = t->targets + (size_t)b * t->T, *pos = t->pos + (size_t)b * t->T;
   for (int i = 0; i < t->T; i++) {
     long g = lc_seq_layout_global(L, t->grid.c, t->grid.h, i);

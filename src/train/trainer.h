@@ -24,7 +24,6 @@ typedef struct {
   int hp, cp, window; // layout (0 = 1; window 0 = cp)
   lc_placement placement;
   int pack;               // samples are whole documents packed into --seq tokens (io/pack.h)
-  lc_cp_layout cp_layout; // how the sequence is cut over the context ranks (dist/grid.h)
 } lc_train_opts;
 
 // Zeroes o and sets the AdamW constants every run uses (beta1 0.9, beta2 0.95, eps 1e-8).
