@@ -74,6 +74,18 @@ bad = list(toks); bad[123] = 300
 tokfile(os.path.join(d, "oov.tok"), bad, 256)      # header claims 256, token 123 is 300
 tokfile(os.path.join(d, "bigvocab.tok"), toks, 512)
 open(os.path.join(d, "empty.txt"), "wb").close()
+# Version 2 with a document index (documents of 1..300 tokens), and broken indexes.
+def docfile(path, toks, starts, n=None):
+    body = b"".join(struct.pack("<H", t) for t in toks)
+    hdr = b"LCTOKENS" + struct.pack("<IIII", 2, 2, 256, 1) + struct.pack("<Q", len(toks))
+    idx = struct.pack("<Q", len(starts) if n is None else n) + b"".join(struct.pack("<Q", s) for s in starts)
+    open(path, "wb").write(hdr + body + idx)
+starts, at, i = [], 0, 0
+while at < 4000:
+    starts.append(at); at += 1 + (i * 97) % 300; i += 1
+docfile(os.path.join(d, "docs.tok"), toks, starts)
+docfile(os.path.join(d, "baddocs.tok"), toks, [0, 50, 40])
+docfile(os.path.join(d, "farddocs.tok"), toks, [0, 50, 5000])
 PY
 "$BIN" train --seq 64 --steps 2 --data "$TMP/good.tok" >"$TMP/out" 2>"$TMP/err" && grep -q "4000 tokens" "$TMP/out" && ok || bad "token file run: $(cat "$TMP/err")"
 expect_error "truncated" train --seq 64 --data "$TMP/trunc.tok"
@@ -82,6 +94,21 @@ expect_error "tokenized with vocab 512" train --seq 64 --data "$TMP/bigvocab.tok
 expect_error "is empty" train --seq 64 --data "$TMP/empty.txt"
 expect_error "--eval-every needs held-out data" train --seq 64 --steps 1 --data "$TMP/good.tok" --eval-every 1
 expect_error "task:passkey needs --seq" train --seq 32 --data task:passkey
+# Packed documents and windows.
+"$BIN" train --seq 128 --steps 2 --pack --data "$TMP/docs.tok" >"$TMP/out" 2>"$TMP/err" &&
+  grep -q "packing .* documents into .* sequences per epoch, .* padding" "$TMP/out" && ok || bad "packed run: $(cat "$TMP/err") $(grep packing "$TMP/out")"
+"$BIN" train --seq 128 --steps 2 --attn-window 16 >"$TMP/out" 2>"$TMP/err" && grep -q "sliding window of 16 tokens" "$TMP/out" && ok ||
+  bad "window run: $(cat "$TMP/err")"
+expect_error "not after the previous document" train --seq 64 --pack --data "$TMP/baddocs.tok"
+expect_error "beyond the last token" train --seq 64 --data "$TMP/farddocs.tok"
+expect_error "no document index" train --seq 64 --pack --data "$TMP/good.tok"
+expect_error "a file read as bytes has none" train --seq 64 --pack --data "$0"
+expect_error "task:passkey is one document" train --seq 128 --pack --data task:passkey
+expect_error "--attn-window 0" train --attn-window 0
+expect_error "--cp-layout 'spiral'" train --cp-layout spiral
+expect_error "--pack is a switch" train --pack=maybe
+"$BIN" train --seq 64 --steps 2 --save "$TMP/pk" >/dev/null 2>&1
+expect_error "saved with --pack off" train --seq 64 --steps 4 --pack --resume "$TMP/pk"
 
 # Checkpoint/model directory errors.
 mkdir -p "$TMP/notamodel"

@@ -56,6 +56,7 @@ static lc_status write_state(const lc_trainer *t, const char *dir) {
   cJSON_AddStringToObject(j, "data", o->data_spec);
   cJSON_AddNumberToObject(j, "seq", o->seq);
   cJSON_AddNumberToObject(j, "batch", o->batch);
+  cJSON_AddBoolToObject(j, "pack", o->pack);
   cJSON *s = cJSON_AddObjectToObject(j, "schedule");
   cJSON_AddNumberToObject(s, "lr", o->lr);
   cJSON_AddNumberToObject(s, "lr_min", o->lr_min);
@@ -217,6 +218,7 @@ static lc_status check_model(const char *dir, const lc_config *a, const lc_confi
   SAME(tie_embeddings, "tie_word_embeddings");
   SAME(norm_eps, "rms_norm_eps");
   SAME(rope_theta, "rope_theta");
+  SAME(sliding_window, "sliding_window (--attn-window)");
 #undef SAME
   return LC_OK;
 }
@@ -236,6 +238,7 @@ static lc_status read_state(lc_trainer *t, const char *dir) {
   const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data");
   const cJSON *seq = cJSON_GetObjectItemCaseSensitive(j, "seq");
   const cJSON *batch = cJSON_GetObjectItemCaseSensitive(j, "batch");
+  const cJSON *pack = cJSON_GetObjectItemCaseSensitive(j, "pack"); // absent in older checkpoints: off
   if (!j || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "longctx-checkpoint") != 0 ||
       !cJSON_IsNumber(step) || !cJSON_IsNumber(next) || !cJSON_IsString(seed) ||
       !cJSON_IsString(data) || !cJSON_IsNumber(seq) || !cJSON_IsNumber(batch) || step->valuedouble < 0) {
@@ -251,6 +254,8 @@ static lc_status read_state(lc_trainer *t, const char *dir) {
     snprintf(saved, sizeof saved, "%d", (int)seq->valuedouble);
     snprintf(now, sizeof now, "%d", t->o.seq);
     st = mismatch(dir, "--seq", saved, now);
+  } else if ((pack && cJSON_IsTrue(pack)) != (t->o.pack != 0)) {
+    st = mismatch(dir, "--pack", cJSON_IsTrue(pack) ? "on" : "off", t->o.pack ? "on" : "off");
   } else if ((int)batch->valuedouble != t->o.batch) {
     snprintf(saved, sizeof saved, "%d", (int)batch->valuedouble);
     snprintf(now, sizeof now, "%d", t->o.batch);
