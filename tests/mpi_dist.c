@@ -366,8 +366,8 @@ static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_mo
   }
   MPI_Allreduce(MPI_IN_PLACE, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   if (rank0)
-    printf("%-62s %2d docs (%d short, %d across ranks), imbalance %.3f: loss %.6f, worst grad error %.2e\n", tag,
-           docs, short_doc, crossing, m.cp_imbalance, m.loss, worst);
+    printf("%-62s k %d: %2d docs (%d short, %d across ranks), imbalance %.3f: loss %.6f, worst grad error %.2e\n",
+           tag, lay->k, docs, short_doc, crossing, m.cp_imbalance, m.loss, worst);
   lc_model_destroy(&ref, &ar);
   lc_trainer_free(&tr);
 }
@@ -610,7 +610,10 @@ int main(int argc, char **argv) {
     const int W = world->size;
     test_segments();
     // Packed documents and sliding windows under every layout, zigzag and balanced.
+    // Balanced layouts with up to 8 chunks per rank: 128-token sequences take 16-token
+    // chunks (test-only minimum); the real minimum (256) gives them 2 (one case).
     write_pack_file();
+    lc_cp_layout_test_set_min_chunk(1);
     for (int i = 0; i < nl; i++) {
       test_packed(lays[i], i % 2 ? LC_PLACE_CONTEXT_FIRST : LC_PLACE_HEAD_FIRST, LC_CP_BALANCED, 0, plain, 1);
       test_packed(lays[i], LC_PLACE_HEAD_FIRST, LC_CP_ZIGZAG, 24, i % 2 ? sel : full, 1);
@@ -619,6 +622,8 @@ int main(int argc, char **argv) {
     test_packed((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, LC_CP_ZIGZAG, 20, sel, 0);
     for (int i = 0; i < nl; i++)
       if (lays[i].cp > 1) test_packed(lays[i], LC_PLACE_CONTEXT_FIRST, LC_CP_BALANCED, 20, sel, 0);
+    lc_cp_layout_test_set_min_chunk(0);
+    if (world->size > 1) test_packed((layout){1, world->size, world->size}, LC_PLACE_HEAD_FIRST, LC_CP_BALANCED, 0, sel, 1);
     if (rank0) remove(pack_path);
     if (W > 1) {
       const layout only_dp = {1, 1, 1}, only_cp = {1, W, W}, only_hp = {W, 1, 1}, two_d = {2, W / 2, W / 2};

@@ -91,10 +91,14 @@ lc_status lc_cp_layout_parse(const char *s, lc_cp_layout *l) {
   return LC_OK;
 }
 
+static long min_chunk = LC_MIN_CHUNK;
+
+void lc_cp_layout_test_set_min_chunk(long tokens) { min_chunk = tokens > 0 ? tokens : LC_MIN_CHUNK; }
+
 int lc_cp_layout_chunks(lc_cp_layout l, long S, int cp, int hp) {
   if (l == LC_CP_ZIGZAG || cp == 1) return 2;
   for (int k = 8; k > 2; k /= 2)
-    if (S % ((long)k * cp * hp) == 0) return k;
+    if (S % ((long)k * cp * hp) == 0 && S / ((long)k * cp) >= min_chunk) return k;
   return 2;
 }
 

@@ -53,8 +53,14 @@ typedef struct {
 } lc_seq_layout;
 
 // Chunks per context rank a layout kind uses for S on cp x hp ranks: zigzag 2; balanced
-// the largest of 8, 4, 2 with S divisible by k x cp x hp (finer chunks balance better).
+// the largest of 8, 4, 2 with S divisible by k x cp x hp and chunks of at least
+// LC_MIN_CHUNK tokens (finer chunks balance better; smaller ones cost more kernel calls
+// and merges than they save).
+#define LC_MIN_CHUNK 256
 int lc_cp_layout_chunks(lc_cp_layout l, long S, int cp, int hp);
+// Test-only: the smallest balanced chunk (0 restores LC_MIN_CHUNK), so short test
+// sequences get several chunks per rank.
+void lc_cp_layout_test_set_min_chunk(long tokens);
 // Allocates L for S tokens on cp x hp ranks with k chunks per context rank and sets the
 // zigzag (k = 2) or, for k > 2, the balanced assignment of a plain causal sequence.
 lc_status lc_seq_layout_init(lc_seq_layout *L, long S, int cp, int hp, int k);
