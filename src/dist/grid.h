@@ -65,16 +65,18 @@ void lc_cp_layout_test_set_min_chunk(long tokens);
 // zigzag (k = 2) or, for k > 2, the balanced assignment of a plain causal sequence.
 lc_status lc_seq_layout_init(lc_seq_layout *L, long S, int cp, int hp, int k);
 void lc_seq_layout_free(lc_seq_layout *L);
-// Assigns the chunks by attention work: a chunk costs the keys its tokens may see, the sum
-// of t - lo[t] + 1 (lo NULL: plain causal, lo[t] = 0); largest first to the least loaded
-// rank that still has room for one of its k chunks. Deterministic.
+// Assigns the chunks by attention work: a chunk costs the 64 x 64 (query, key) tiles the
+// kernel computes for its queries, from the tile of the smallest lo[t] of a 64-query
+// block to the block's own (lo NULL: plain causal, lo[t] = 0); largest first to the least
+// loaded rank that still has room for one of its k chunks. Deterministic.
 void lc_seq_layout_balance(lc_seq_layout *L, const int *lo);
 // Global index of local token i of rank (c, h); start of rank c's a-th chunk.
 long lc_seq_layout_global(const lc_seq_layout *L, int c, int h, long i);
 static inline long lc_seq_layout_chunk_start(const lc_seq_layout *L, int c, int a) {
   return (long)L->chunk[c * L->k + a] * L->Lc;
 }
-// Attention work (visible query-key pairs) of each context rank: work[c] (cp entries).
+// Attention work of each context rank in query-key pairs of the tiles computed (the cost
+// of lc_seq_layout_balance): work[c] (cp entries).
 void lc_seq_layout_work(const lc_seq_layout *L, const int *lo, double *work);
 
 #endif
