@@ -7,3 +7,6 @@ set_tests_properties(cli_checkpoint PROPERTIES LABELS cli TIMEOUT 600)
 add_test(NAME demo_passkey COMMAND bash ${CMAKE_SOURCE_DIR}/tests/demo_test.sh ${CMAKE_BINARY_DIR} ${MPIEXEC_EXECUTABLE})
 set_tests_properties(demo_passkey PROPERTIES LABELS demo TIMEOUT 900
   ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
+# Long jobs: dead and stalled ranks, pre-emption, non-finite steps, damaged checkpoints (~1 min).
+add_test(NAME cli_robust COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_robust.sh $<TARGET_FILE:longctx>)
+set_tests_properties(cli_robust PROPERTIES LABELS cli TIMEOUT 600 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "attn/flash.h"
+#include "core/runstate.h"
 #include "core/timer.h"
 
 enum { TAG_KV = 101, TAG_OUTER = 102, TAG_DKV = 103, TAG_OWNER = 104 };
@@ -108,6 +109,7 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, floa
                            const float *q, const float *k, const float *v, float *tmp_o,
                            float *tmp_l, float *tmp_a, lc_req *reqs, int nreq, lc_arena *ar) {
   const int H = r->Hq, D = r->D;
+  lc_test_point("ring");
   for (int a = 0; a < g->k; a++)
     for (int b = 0; b < g->k; b++) {
       long qs = chunk_start(g, g->c, a), ks = chunk_start(g, owner, b);

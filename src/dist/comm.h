@@ -58,6 +58,11 @@ struct lc_comm {
   double wait_seconds; // time blocked in collectives and waits
 };
 
+// What this process's main thread is blocked in, for the watchdog (dist/watchdog.h): the
+// name of the communication call it waits in and since when (lc_now seconds), or NULL
+// while it computes.
+const char *lc_comm_blocked(double *since);
+
 // MPI implementation over a duplicate of MPI_COMM_WORLD (MPI must be initialised).
 lc_status lc_comm_mpi_world(lc_comm **out);
 // A one-rank communicator that needs no MPI (single-process runs and unit tests).

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdatomic.h>
+
 #include "core/timer.h"
 #include "dist/comm.h"
 
@@ -14,6 +16,22 @@ typedef struct {
 } mpi_impl;
 
 static MPI_Comm C(lc_comm *c) { return ((mpi_impl *)c->impl)->comm; }
+
+// The blocking call the main thread is in (read by the watchdog's thread).
+static _Atomic(const char *) blocked_in;
+static _Atomic double blocked_since;
+
+static void enter(const char *what) {
+  atomic_store(&blocked_since, lc_now());
+  atomic_store(&blocked_in, what);
+}
+static void leave(void) { atomic_store(&blocked_in, (const char *)NULL); }
+
+const char *lc_comm_blocked(double *since) {
+  const char *w = atomic_load(&blocked_in);
+  if (since) *since = atomic_load(&blocked_since);
+  return w;
+}
 
 static MPI_Datatype dt(lc_dtype t) {
   switch (t) {
@@ -49,7 +67,9 @@ static lc_status m_allreduce(lc_comm *c, void *buf, size_t n, lc_dtype t) {
   size_t es = lc_dtype_size(t);
   for (size_t off = 0; off < n; off += SLICE) {
     size_t k = n - off < SLICE ? n - off : SLICE;
+    enter("an all-reduce");
     int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * es, (int)k, dt(t), MPI_SUM, C(c));
+    leave();
     if (rc != MPI_SUCCESS) return mpi_err(rc, "allreduce");
     // ring all-reduce sends ~2 (p-1)/p of the buffer
     c->bytes_sent += 2.0 * (double)(c->size - 1) / c->size * (double)(k * es);
@@ -67,7 +87,9 @@ static lc_status check_count(size_t n, const char *what) {
 static lc_status m_allgather(lc_comm *c, const void *s, void *r, size_t n, lc_dtype t) {
   LC_TRY(check_count(n, "all-gather"));
   double t0 = lc_now();
+  enter("an all-gather");
   int rc = MPI_Allgather(s, (int)n, dt(t), r, (int)n, dt(t), C(c));
+  leave();
   c->bytes_sent += (double)(c->size - 1) * (double)(n * lc_dtype_size(t));
   c->wait_seconds += lc_now() - t0;
   return mpi_err(rc, "all-gather");
@@ -76,7 +98,9 @@ static lc_status m_allgather(lc_comm *c, const void *s, void *r, size_t n, lc_dt
 static lc_status m_alltoall(lc_comm *c, const void *s, void *r, size_t n, lc_dtype t) {
   LC_TRY(check_count(n, "all-to-all"));
   double t0 = lc_now();
+  enter("an all-to-all");
   int rc = MPI_Alltoall(s, (int)n, dt(t), r, (int)n, dt(t), C(c));
+  leave();
   c->bytes_sent += (double)(c->size - 1) * (double)(n * lc_dtype_size(t));
   c->wait_seconds += lc_now() - t0;
   return mpi_err(rc, "all-to-all");
@@ -116,7 +140,9 @@ static lc_status m_wait(lc_comm *c, lc_req *r) {
   double t0 = lc_now();
   MPI_Request q;
   memcpy(&q, r->opaque, sizeof q);
+  enter("a wait for a non-blocking transfer or collective");
   int rc = MPI_Wait(&q, MPI_STATUS_IGNORE);
+  leave();
   r->active = 0;
   c->wait_seconds += lc_now() - t0;
   return mpi_err(rc, "wait");
@@ -159,7 +185,12 @@ static lc_status m_ireduce_scatter(lc_comm *c, const void *s, void *d, size_t n,
   return mpi_err(rc, "ireduce_scatter");
 }
 
-static lc_status m_barrier(lc_comm *c) { return mpi_err(MPI_Barrier(C(c)), "barrier"); }
+static lc_status m_barrier(lc_comm *c) {
+  enter("a barrier");
+  int rc = MPI_Barrier(C(c));
+  leave();
+  return mpi_err(rc, "barrier");
+}
 
 static const lc_comm_ops mpi_ops;
 
@@ -173,6 +204,7 @@ static lc_status wrap(MPI_Comm mc, lc_comm **out) {
     return lc_fail(LC_ENOMEM, "out of memory creating a communicator");
   }
   im->comm = mc;
+  MPI_Comm_set_errhandler(mc, MPI_ERRORS_RETURN); // failures become lc_status, never a silent abort
   c->ops = &mpi_ops;
   c->impl = im;
   MPI_Comm_rank(mc, &c->rank);

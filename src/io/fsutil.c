@@ -37,6 +37,7 @@ lc_status lc_atomic_begin(lc_atomic_file *a, const char *path) {
     return lc_fail(LC_EINVAL, "%s: path too long (limit %zu bytes)", path, sizeof a->path - 1);
   snprintf(a->path, sizeof a->path, "%s", path);
   snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld", path, (long)getpid());
+  lc_hash64_init(&a->h);
   a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (a->fd < 0) {
     int e = errno;
@@ -54,12 +55,32 @@ void lc_atomic_abort(lc_atomic_file *a) {
   a->tmp[0] = 0;
 }
 
+// Test hook: LONGCTX_TEST_WRITE_LIMIT=N makes writes fail as a full disk does once the
+// process has written N bytes through atomic writes (the failed-save tests).
+static long long test_write_budget(void) {
+  static long long left = -2;
+  if (left == -2) {
+    const char *e = getenv("LONGCTX_TEST_WRITE_LIMIT");
+    left = e ? atoll(e) : -1;
+  }
+  return left;
+}
+
 lc_status lc_atomic_write(lc_atomic_file *a, const void *data, size_t len) {
   if (a->fd < 0) return lc_fail(LC_EIO, "%s: write after a failed or finished atomic write", a->path);
+  lc_hash64_update(&a->h, data, len);
   const char *p = data;
+  static long long spent = 0;
   while (len > 0) {
     size_t chunk = len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len;
+    const long long budget = test_write_budget();
+    if (budget >= 0 && spent + (long long)chunk > budget) {
+      lc_atomic_abort(a);
+      return lc_fail(LC_EIO, "cannot write %s (%s); the previous file (if any) is untouched: "
+                     "free disk space or choose another directory", a->path, strerror(ENOSPC));
+    }
     ssize_t w = write(a->fd, p, chunk);
+    if (w > 0) spent += w;
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
       int e = w < 0 ? errno : ENOSPC;
@@ -190,5 +211,33 @@ lc_status lc_read_file(const char *path, size_t max_len, char **data, size_t *le
   buf[n] = 0;
   *data = buf;
   *len = n;
+  return LC_OK;
+}
+
+uint64_t lc_atomic_hash(const lc_atomic_file *a, uint64_t *bytes) {
+  if (bytes) *bytes = a->h.len;
+  return lc_hash64_final(&a->h);
+}
+
+lc_status lc_file_hash(const char *path, uint64_t *hash, uint64_t *bytes) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return lc_fail(LC_EIO, "cannot open %s (%s)", path, strerror(errno));
+  lc_hash64 h;
+  lc_hash64_init(&h);
+  static unsigned char buf[1 << 20];
+  for (;;) {
+    ssize_t r = read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      int e = errno;
+      close(fd);
+      return lc_fail(LC_EIO, "cannot read %s (%s)", path, strerror(e));
+    }
+    if (r == 0) break;
+    lc_hash64_update(&h, buf, (size_t)r);
+  }
+  close(fd);
+  *hash = lc_hash64_final(&h);
+  if (bytes) *bytes = h.len;
   return LC_OK;
 }

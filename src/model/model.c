@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/runstate.h"
 #include "model/layer.h"
 #include "model/loss.h"
 #include "ops/ops.h"
@@ -256,6 +257,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   if (st != LC_OK) goto done;
   lc_embedding_fwd(xs[0], tokens, ps->w.embed, T, C);
   lc_pstore_release(ps, E);
+  lc_test_point("forward");
   for (int l = 0; l < L && st == LC_OK; l++) {
     st = lc_pstore_acquire(ps, lc_unit_layer(l), l + 1 < L ? lc_unit_layer(l + 1) : F);
     if (st == LC_OK)

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/runstate.h"
+
 #define F32(n) (sizeof(float) * (size_t)(n))
 #define TAG_TENSOR 301
 
@@ -374,6 +376,7 @@ lc_status lc_pstore_grad_begin(lc_pstore *ps, int unit) {
 }
 
 lc_status lc_pstore_grad_end(lc_pstore *ps, int unit) {
+  lc_test_point("reduce");
   lc_ps_unit *x = &ps->u_[unit];
   x->gopen = 0;
   const lc_param_unit *U = &ps->lay.units[unit];

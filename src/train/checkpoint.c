@@ -2,6 +2,7 @@
 #include "train/checkpoint.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/hash.h"
 #include "io/fsutil.h"
 #include "io/safetensors.h"
 #include "model/hf.h"
@@ -112,6 +114,78 @@ static void prune(const char *dir, int keep) {
   }
 }
 
+static const char *const ckpt_files[] = {"config.json", "model.safetensors", "optimizer.safetensors",
+                                         "trainer_state.json"};
+#define N_CKPT_FILES (int)(sizeof ckpt_files / sizeof ckpt_files[0])
+
+// Rank 0, after the files are written: checksums.json with each file's size and checksum
+// (read back from disk, so it describes what is really there).
+static lc_status write_checksums(const char *dir) {
+  cJSON *j = cJSON_CreateObject(), *f = cJSON_AddObjectToObject(j, "files");
+  cJSON_AddStringToObject(j, "algorithm", "longctx-hash64 (src/core/hash.c)");
+  lc_status st = LC_OK;
+  for (int i = 0; i < N_CKPT_FILES && st == LC_OK; i++) {
+    char p[PATHN], hex[32];
+    uint64_t h = 0, n = 0;
+    st = lc_path_join(p, sizeof p, dir, ckpt_files[i]);
+    if (st == LC_OK) st = lc_file_hash(p, &h, &n);
+    if (st != LC_OK) break;
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+    cJSON *e = cJSON_AddObjectToObject(f, ckpt_files[i]);
+    cJSON_AddNumberToObject(e, "bytes", (double)n);
+    cJSON_AddStringToObject(e, "hash", hex);
+  }
+  char *txt = st == LC_OK ? cJSON_Print(j) : NULL;
+  cJSON_Delete(j);
+  if (st != LC_OK) return st;
+  if (!txt) return lc_fail(LC_ENOMEM, "out of memory writing checksums.json");
+  char p[PATHN];
+  st = lc_path_join(p, sizeof p, dir, "checksums.json");
+  if (st == LC_OK) st = lc_write_file_atomic(p, txt, strlen(txt));
+  free(txt);
+  return st;
+}
+
+lc_status lc_checkpoint_verify(const char *dir, int *verified) {
+  char p[PATHN], *txt = NULL;
+  size_t len = 0;
+  *verified = 0;
+  LC_TRY(lc_path_join(p, sizeof p, dir, "checksums.json"));
+  if (!lc_is_file(p)) return LC_OK; // an older checkpoint: nothing to check against
+  LC_TRY(lc_read_file(p, 1 << 20, &txt, &len));
+  cJSON *j = cJSON_ParseWithLength(txt, len);
+  free(txt);
+  const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "files");
+  lc_status st = cJSON_IsObject(f) ? LC_OK
+                                   : lc_fail(LC_EFORMAT, "%s is damaged (not the JSON longctx writes); this "
+                                             "checkpoint cannot be verified: resume from another", p);
+  for (int i = 0; i < N_CKPT_FILES && st == LC_OK; i++) {
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(f, ckpt_files[i]);
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(e, "bytes"), *h = cJSON_GetObjectItemCaseSensitive(e, "hash");
+    if (!cJSON_IsNumber(b) || !cJSON_IsString(h)) {
+      st = lc_fail(LC_EFORMAT, "%s lacks the checksum of %s; the checkpoint is damaged: resume from another", p,
+                   ckpt_files[i]);
+      break;
+    }
+    char fp[PATHN], hex[32];
+    uint64_t hv = 0, n = 0;
+    st = lc_path_join(fp, sizeof fp, dir, ckpt_files[i]);
+    if (st == LC_OK && !lc_is_file(fp))
+      st = lc_fail(LC_EIO, "checkpoint %s is damaged: %s is missing; resume from another checkpoint", dir, ckpt_files[i]);
+    if (st == LC_OK) st = lc_file_hash(fp, &hv, &n);
+    if (st != LC_OK) break;
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hv);
+    if ((double)n != b->valuedouble || strcmp(hex, h->valuestring) != 0)
+      st = lc_fail(LC_EFORMAT, "checkpoint %s is damaged: %s %s (%llu bytes, checksum %s; saved as %.0f bytes, %s); "
+                   "resume from another checkpoint", dir, ckpt_files[i],
+                   (double)n != b->valuedouble ? "has another size" : "does not match its checksum",
+                   (unsigned long long)n, hex, b->valuedouble, h->valuestring);
+  }
+  cJSON_Delete(j);
+  if (st == LC_OK) *verified = 1;
+  return st;
+}
+
 // Every rank learns whether any failed. The message stays with the rank that failed (rank 0
 // for file errors, which reports them); the others get a generic one.
 static lc_status agree(lc_trainer *t, lc_status st) {
@@ -155,10 +229,26 @@ static lc_status publish(const char *dir, const char *name, const char *tmp, int
   return LC_OK;
 }
 
+// Whether this rank's parameters and AdamW moments are all finite.
+static int all_finite(const lc_pstore *ps) {
+  const float *b[3] = {ps->params, ps->m, ps->v};
+  const size_t n[3] = {ps->n_params, ps->m ? ps->n_opt : 0, ps->v ? ps->n_opt : 0};
+  for (int k = 0; k < 3; k++)
+    for (size_t i = 0; i < n[k]; i++)
+      if (!isfinite(b[k][i])) return 0;
+  return 1;
+}
+
 lc_status lc_checkpoint_save(lc_trainer *t, const char *dir, int keep) {
   const int root = t->world->rank == 0;
   char name[64], tmp[PATHN] = "";
   snprintf(name, sizeof name, "checkpoint-%ld", t->step);
+  // Never a checkpoint with NaN or Inf in it: the previous good one stays the latest.
+  double bad = !all_finite(&t->model.ps);
+  LC_TRY(lc_allreduce_sum(t->world, &bad, 1, LC_DT_F64));
+  if (bad > 0)
+    return lc_fail(LC_EINVAL, "step %ld: the weights or AdamW moments are not all finite; not saving %s over the "
+                   "last good checkpoint", t->step, name);
   lc_status st = root ? prepare_tmp(dir, name, tmp, sizeof tmp) : LC_OK;
   LC_TRY(agree(t, st));
   // Weights and moments reach rank 0 one tensor at a time (ZeRO shards from their owners).
@@ -166,19 +256,15 @@ lc_status lc_checkpoint_save(lc_trainer *t, const char *dir, int keep) {
   lc_status so = write_optimizer(t, tmp);
   if (st == LC_OK) st = so;
   if (st == LC_OK && root) st = write_state(t, tmp);
+  if (st == LC_OK && root) st = write_checksums(tmp);
   st = agree(t, st);
   if (root) st = st == LC_OK ? publish(dir, name, tmp, keep) : (remove_flat_dir(tmp), st);
   return agree(t, st);
 }
 
-lc_status lc_checkpoint_resolve(const char *path, char *out, size_t cap) {
+// The checkpoint DIR/latest names (LC_EIO/LC_EFORMAT if there is none).
+static lc_status latest_of(const char *path, char *out, size_t cap) {
   char p[PATHN];
-  LC_TRY(lc_path_join(p, sizeof p, path, "trainer_state.json"));
-  if (lc_is_file(p)) {
-    if (strlen(path) >= cap) return lc_fail(LC_EINVAL, "--resume path too long");
-    strcpy(out, path);
-    return LC_OK;
-  }
   LC_TRY(lc_path_join(p, sizeof p, path, "latest"));
   char *txt = NULL;
   size_t len = 0;
@@ -193,6 +279,60 @@ lc_status lc_checkpoint_resolve(const char *path, char *out, size_t cap) {
                     : lc_fail(LC_EFORMAT, "--resume %s: 'latest' holds '%s', not checkpoint-<step>", path, txt);
   free(txt);
   return st;
+}
+
+static void say(char *note, size_t cap, const char *fmt, const char *a, const char *b) {
+  if (note && cap) snprintf(note, cap, fmt, a, b);
+}
+
+lc_status lc_checkpoint_resolve(const char *path, char *out, size_t cap, char *note, size_t note_cap) {
+  char p[PATHN];
+  int verified = 0;
+  if (note && note_cap) note[0] = 0;
+  LC_TRY(lc_path_join(p, sizeof p, path, "trainer_state.json"));
+  if (lc_is_file(p)) { // one checkpoint: it must be intact
+    if (strlen(path) >= cap) return lc_fail(LC_EINVAL, "--resume path too long");
+    LC_TRY(lc_checkpoint_verify(path, &verified));
+    strcpy(out, path);
+    if (!verified) say(note, note_cap, "note: %s has no checksums.json (an older checkpoint): not verified%s", path, "");
+    return LC_OK;
+  }
+  LC_TRY(latest_of(path, out, cap));
+  lc_status st = lc_is_dir(out) ? lc_checkpoint_verify(out, &verified)
+                                : lc_fail(LC_EIO, "checkpoint %s (named by %s/latest) is missing", out, path);
+  if (st == LC_OK) {
+    if (!verified) say(note, note_cap, "note: %s has no checksums.json (an older checkpoint): not verified%s", out, "");
+    return LC_OK;
+  }
+  // The latest is damaged: the newest other checkpoint that is intact.
+  char why[600], bad[PATHN];
+  snprintf(why, sizeof why, "%s", lc_errmsg());
+  snprintf(bad, sizeof bad, "%s", out);
+  long steps[4096];
+  int n = 0;
+  DIR *d = opendir(path);
+  struct dirent *e;
+  while (d && (e = readdir(d)) && n < 4096) {
+    long s;
+    char extra;
+    if (sscanf(e->d_name, "checkpoint-%ld%c", &s, &extra) == 1) steps[n++] = s;
+  }
+  if (d) closedir(d);
+  for (;;) {
+    int best = -1;
+    for (int i = 0; i < n; i++)
+      if (steps[i] >= 0 && (best < 0 || steps[i] > steps[best])) best = i;
+    if (best < 0) break;
+    char name[64];
+    snprintf(name, sizeof name, "checkpoint-%ld", steps[best]);
+    steps[best] = -1;
+    if (lc_path_join(out, cap, path, name) != LC_OK || !strcmp(out, bad)) continue;
+    if (lc_checkpoint_verify(out, &verified) == LC_OK && verified) {
+      say(note, note_cap, "note: %s; resuming from %s, the newest intact checkpoint", why, out);
+      return LC_OK;
+    }
+  }
+  return lc_fail(LC_EFORMAT, "%s; no other intact checkpoint in %s", why, path);
 }
 
 static lc_status mismatch(const char *dir, const char *what, const char *saved, const char *now) {

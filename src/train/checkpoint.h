@@ -1,8 +1,10 @@
 // Checkpoints: DIR/checkpoint-<step>/ holds config.json + model.safetensors (HF names,
-// loadable by transformers as-is), optimizer.safetensors (AdamW moments) and
-// trainer_state.json (step, data position, seed, schedule, layout). A checkpoint is
+// loadable by transformers as-is), optimizer.safetensors (AdamW moments),
+// trainer_state.json (step, data position, seed, schedule, layout) and checksums.json
+// (size and 64-bit checksum of each of those files, core/hash.h). A checkpoint is
 // written into a temporary directory and renamed into place, then DIR/latest is
 // replaced atomically: a crash or a full disk never damages the previous checkpoint.
+// Weights and moments that are not all finite are never written.
 #ifndef LC_CHECKPOINT_H
 #define LC_CHECKPOINT_H
 
@@ -11,8 +13,15 @@
 // Collective: rank 0 writes, every rank gets the same status. Keeps the newest `keep`.
 lc_status lc_checkpoint_save(lc_trainer *t, const char *dir, int keep);
 // path: a DIR given to --save (its latest checkpoint) or one checkpoint-<step> directory.
-// Resolves to the checkpoint directory (cap bytes).
-lc_status lc_checkpoint_resolve(const char *path, char *out, size_t cap);
+// Resolves to the checkpoint directory (cap bytes), checking every file against
+// checksums.json: a damaged checkpoint is an error naming the file; in a --save
+// directory a damaged latest falls back to the newest intact checkpoint, and *note
+// (note_cap bytes, may be NULL) says so. A checkpoint without checksums.json (written
+// before they existed) is accepted and the note says it was not verified.
+lc_status lc_checkpoint_resolve(const char *path, char *out, size_t cap, char *note, size_t note_cap);
+// Checks every file of one checkpoint directory against its checksums.json (*verified 0
+// when it has none).
+lc_status lc_checkpoint_verify(const char *dir, int *verified);
 // Loads weights, optimizer state, step and data position into an initialised trainer
 // whose options must match the checkpoint (model, seed, data, seq, batch); the layout
 // may differ.

@@ -1,10 +1,12 @@
 #include "train/trainer.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/fpenv.h"
+#include "core/runstate.h"
 #include "core/timer.h"
 
 void lc_train_opts_init(lc_train_opts *o) {
@@ -174,6 +176,7 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   for (int i = 0; i < 5; i++)
     if (cs[i]) b0[i] = cs[i]->bytes_sent, ws0[i] = cs[i]->wait_seconds;
   memset(m, 0, sizeof *m);
+  lc_run_set_step(t->step + 1);
   // Draw the whole batch first: the loss is divided by the batch's counted tokens (all ranks).
   double pairs = 0, *work = calloc((size_t)o->cp, sizeof(double));
   if (!work) return lc_fail(LC_ENOMEM, "out of memory for the step");
@@ -182,12 +185,23 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   for (int c = 0; c < o->cp; c++) wmax = work[c] > wmax ? work[c] : wmax, wsum += work[c];
   m->cp_imbalance = wsum > 0 ? wmax / (wsum / o->cp) : 1.0;
   free(work);
-  LC_TRY(lc_allreduce_sum(t->world, sums, 2, LC_DT_F64));
+  // Test hook: LONGCTX_TEST_SKIP_SUM=RANK:STEP makes that rank skip this all-reduce (a
+  // collective not every rank enters: the watchdog's stall test).
+  const char *skip = getenv("LONGCTX_TEST_SKIP_SUM");
+  int skip_rank = -1;
+  long skip_step = -1;
+  if (!(skip && sscanf(skip, "%d:%ld", &skip_rank, &skip_step) == 2 && skip_rank == t->world->rank &&
+        skip_step == t->step + 1))
+    LC_TRY(lc_allreduce_sum(t->world, sums, 2, LC_DT_F64));
   long counted = (long)sums[0];
   m->attn_pairs = sums[1];
   m->flops = 3.0 * lc_config_fwd_flops_pairs(&o->cfg, (double)o->batch * S, m->attn_pairs);
   t->next_sample += (uint64_t)o->batch;
   float scale = counted > 0 ? 1.0f / (float)counted : 0.0f;
+  // Test hook: LONGCTX_TEST_NAN_STEP=N makes rank 0's gradient of step N not finite (the
+  // gradient reductions carry it to every rank, as a real overflow would).
+  const char *nan_step = getenv("LONGCTX_TEST_NAN_STEP");
+  if (nan_step && atol(nan_step) == t->step + 1 && t->world->rank == 0) scale = NAN;
   // Every rank saw different tokens: the store sums the gradients over the world (ZeRO:
   // reduce-scatters them), unit by unit while backward runs.
   lc_pstore_step_begin(ps, t->local_batch);
@@ -203,15 +217,24 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   double sumsq = 0;
   LC_TRY(lc_pstore_grad_sumsq(ps, &sumsq));
   double norm = sqrt(sumsq);
-  if (!isfinite(norm))
-    return lc_fail(LC_EINVAL, "step %ld: the gradient is not finite (norm %g); lower --lr or set --clip",
-                   t->step + 1, norm);
-  const float clip = lc_clip_factor(norm, o->clip);
-  if (clip != 1.0f) lc_pstore_scale_grads(ps, clip);
   lc_adamw_hp hp = {.lr = lc_lr_at(t->step, o->steps, o->warmup, o->lr, o->lr_min),
                     .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->wd};
-  lc_adamw_update_segments(&t->opt, &hp, ps->params, ps->grads, ps->seg, ps->n_seg);
-  LC_TRY(lc_pstore_sync_params(ps));
+  // The loss and the norm are the same on every rank, so every rank decides alike.
+  if (!isfinite(loss_sum) || !isfinite(norm)) {
+    if (t->skipped_in_a_row >= o->skip_nonfinite)
+      return lc_fail(LC_EINVAL, "step %ld: the %s is not finite (loss sum %g, gradient norm %g)%s; lower --lr, set "
+                     "--clip, or let --skip-nonfinite N skip such steps", t->step + 1,
+                     !isfinite(loss_sum) ? "loss" : "gradient", loss_sum, norm,
+                     o->skip_nonfinite ? " in too many steps in a row" : "");
+    t->skipped_in_a_row++; // weights, moments and AdamW's step count stay as they are
+    m->skipped = 1;
+  } else {
+    t->skipped_in_a_row = 0;
+    const float clip = lc_clip_factor(norm, o->clip);
+    if (clip != 1.0f) lc_pstore_scale_grads(ps, clip);
+    lc_adamw_update_segments(&t->opt, &hp, ps->params, ps->grads, ps->seg, ps->n_seg);
+    LC_TRY(lc_pstore_sync_params(ps));
+  }
   t->step++;
   m->step = t->step;
   m->loss = counted > 0 ? loss_sum / (double)counted : 0.0;

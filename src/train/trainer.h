@@ -24,6 +24,7 @@ typedef struct {
   int hp, cp, window; // layout (0 = 1; window 0 = cp)
   lc_placement placement;
   int pack;               // samples are whole documents packed into --seq tokens (io/pack.h)
+  int skip_nonfinite;     // skip up to this many updates in a row whose loss or gradient norm is not finite
 } lc_train_opts;
 
 // Zeroes o and sets the AdamW constants every run uses (beta1 0.9, beta2 0.95, eps 1e-8).
@@ -50,6 +51,7 @@ typedef struct {
   double attn_pairs;          // (query, key) pairs attention may see in the step (all ranks)
   double flops;               // model FLOPs of the step: 3 x lc_config_fwd_flops_pairs
   double cp_imbalance;        // max / mean attention work over this group's context ranks
+  int skipped;                // 1: the loss or gradient norm was not finite and the update was skipped
 } lc_step_metrics;
 
 typedef struct {
@@ -64,7 +66,8 @@ typedef struct {
   int distributed; // attention is the 2D strategy (hp*cp > 1)
   int T;           // local tokens per sequence: seq / (hp*cp)
   int local_batch; // sequences per data-parallel group: batch / dp
-  long step;            // updates done
+  long step;            // steps done (skipped updates included)
+  int skipped_in_a_row; // non-finite steps skipped since the last good one
   uint64_t next_sample; // index of the next sample the data stream hands out
   int *full_tok, *full_tgt, *full_doc; // one whole sample [seq] and its document starts
   int *tokens, *targets, *pos; // local shards [local_batch * T]; pos: RoPE positions

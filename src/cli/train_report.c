@@ -1,0 +1,156 @@
+// longctx train's output: the settings table, progress lines and the --log-json records.
+#include "cli/train_report.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "core/timer.h"
+#include "model/memplan.h"
+
+// ZeRO: stage, groups and the predicted model-state bytes per rank (the memory model).
+static void print_zero(const lc_train_opts *o, const lc_trainer *t) {
+  const lc_pstore *ps = &t->model.ps;
+  char b[5][32];
+  lc_mem_estimate e;
+  if (lc_memplan_predict(&o->cfg, &o->mopts, o->seq, o->hp, o->cp, o->window, 0, &e) != LC_OK) return;
+  printf("  %-14s stage %d (%s)", "zero", ps->stage, lc_zero_stage_desc(ps->stage));
+  if (ps->stage > 0)
+    printf(", %d group%s of %d consecutive ranks, each a full copy split %d ways%s", ps->R, ps->R > 1 ? "s" : "",
+           ps->Z, ps->Z, ps->R > 1 ? "; gradients also summed across the groups" : "");
+  printf("\n  %-14s params %s, grads %s, AdamW %s, gathered %s; per rank, predicted (%s padding in the flat buffer)\n",
+         "model states", lc_fmt_bytes(b[0], 32, (double)e.peak[LC_MEM_PARAMS]),
+         lc_fmt_bytes(b[1], 32, (double)e.peak[LC_MEM_GRADS]), lc_fmt_bytes(b[2], 32, (double)e.peak[LC_MEM_OPTIM]),
+         lc_fmt_bytes(b[3], 32, (double)e.peak[LC_MEM_GATHERED]), lc_fmt_bytes(b[4], 32, (double)e.padding));
+}
+
+void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int threads, const char *ckpt_src,
+                             int mlp_auto, int loss_auto, const char *extra) {
+  const lc_config *c = &o->cfg;
+  char b[32];
+  printf("longctx train\n");
+  printf("  %-14s %s (dim %d, layers %d, heads %d, kv heads %d, ffn %d, vocab %d%s)\n", "model",
+         c->name, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->ffn, c->vocab,
+         c->tie_embeddings ? ", tied head" : "");
+  printf("  %-14s %.3f M\n", "parameters", (double)lc_config_n_params(c) / 1e6);
+  printf("  %-14s %s\n", "data", t->data.desc);
+  char pk[300];
+  lc_data_pack_desc(&t->data, pk, sizeof pk);
+  printf("  %-14s %s\n", "packing", pk);
+  if (c->sliding_window > 0) printf("  %-14s sliding window of %d tokens (each token sees at most its %d most recent tokens%s)\n",
+                                    "attention", c->sliding_window, c->sliding_window, o->pack ? " of its document" : "");
+  printf("  %-14s seq %d x batch %d, %ld steps\n", "batch", o->seq, o->batch, o->steps);
+  printf("  %-14s AdamW lr %g (warmup %ld, cosine to %g) wd %g clip %g\n", "optimizer", o->lr,
+         o->warmup, o->lr_min, o->wd, o->clip);
+  printf("  %-14s checkpoint %s%s, mlp-tile %s, loss-tile %s\n", "memory",
+         lc_ckpt_name(o->mopts.ckpt), ckpt_src,
+         o->mopts.mlp_tile ? (snprintf(b, sizeof b, "%d%s", o->mopts.mlp_tile, mlp_auto ? " (auto)" : ""), b) : "untiled",
+         o->mopts.loss_tile ? (snprintf(b + 16, 16, "%d%s", o->mopts.loss_tile, loss_auto ? " (auto)" : ""), b + 16) : "untiled");
+  const lc_grid *g = &t->grid;
+  printf("  %-14s %d process%s = dp %d x cp %d x hp %d, %s, ring window %d, attention %s, %d threads/rank, seed %llu\n",
+         "layout", g->world, g->world > 1 ? "es" : "", g->dp, g->cp, g->hp,
+         lc_placement_name(g->placement), g->window, t->attn.name, threads, (unsigned long long)o->seed);
+  printf("  %-14s %d tokens per rank (S / (cp x hp)), %d sequence%s per data-parallel group\n", "tokens",
+         t->T, t->local_batch, t->local_batch > 1 ? "s" : "");
+  if (g->cp > 1)
+    printf("  %-14s %s: %d chunks of %ld tokens per context rank%s\n", "cp layout", lc_cp_layout_name(o->mopts.cp_layout),
+           t->lay[0].k, t->lay[0].Lc, o->mopts.cp_layout == LC_CP_BALANCED
+                                          ? ", assigned per sequence by attention work (largest first to the least loaded rank)"
+                                          : " (rank c: chunks c and 2cp-1-c)");
+  print_zero(o, t);
+  if (g->world > 1) {
+    // Which ranks form which group (the placement formulas of DESIGN.md).
+    for (int d = 0; d < g->dp; d++) {
+      printf("  %-14s", d == 0 ? "groups" : "");
+      printf(" dp %d: head groups", d);
+      for (int c = 0; c < g->cp; c++) {
+        printf(" [");
+        for (int h = 0; h < g->hp; h++)
+          printf("%s%d", h ? " " : "", lc_grid_rank_of(g->cp, g->hp, g->placement, d, c, h));
+        printf("]");
+      }
+      printf(", rings");
+      for (int h = 0; h < g->hp; h++) {
+        printf(" [");
+        for (int c = 0; c < g->cp; c++)
+          printf("%s%d", c ? " " : "", lc_grid_rank_of(g->cp, g->hp, g->placement, d, c, h));
+        printf("]");
+      }
+      printf("\n");
+    }
+  }
+  printf("  %-14s 3 x (2 x tokens x matmul weights + 4 x layers x heads x head_dim x visible pairs)%s\n",
+         "model FLOPs", o->pack || c->sliding_window ? "; visible (query, key) pairs counted per step from the documents "
+                                                       "and the window"
+                                                     : "; S(S+1)/2 visible pairs per sequence");
+  if (o->mem_cap) printf("  %-14s %s\n", "memory cap", lc_fmt_bytes(b, sizeof b, (double)o->mem_cap));
+  if (extra) printf("%s", extra);
+  fflush(stdout);
+}
+
+// Progress: on a terminal one status line rewritten in place (with ETA); otherwise (a
+// file, a pipe, CI) one line every --log-every steps.
+
+void lc_progress_line(lc_progress *p, const lc_step_metrics *m, long total) {
+  const double flops = m->flops;
+  char b[32];
+  double done = (double)(m->step - p->first_step), el = lc_now() - p->t0;
+  double eta = done > 0 ? el / done * (double)(total - m->step) : 0;
+  printf("%sstep %5ld/%ld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | %.1f GFLOP/s | peak %s",
+         p->tty ? "\r\033[K" : "", m->step, total, m->loss, m->lr, m->grad_norm,
+         m->tokens / m->seconds, flops / m->seconds / 1e9, lc_fmt_bytes(b, sizeof b, (double)m->peak_bytes));
+  if (p->tty) printf(" | ETA %dm%02ds", (int)eta / 60, (int)eta % 60);
+  else printf("\n");
+  p->open = p->tty;
+  fflush(stdout);
+}
+
+// A terminal has a size. Open MPI hands every rank a pseudo-terminal of 0 x 0 whatever
+// mpirun's own output is (open-mpi/ompi#7868, #7900), so under it we print lines.
+int lc_stdout_is_terminal(void) {
+  struct winsize ws;
+  return isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0;
+}
+
+void lc_progress_break(lc_progress *p) {
+  if (p->open) printf("\n");
+  p->open = 0;
+}
+
+void lc_train_log_json(FILE *f, const lc_step_metrics *m, double peak_gflops) {
+  const double flops = m->flops;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "step", (double)m->step);
+  cJSON_AddNumberToObject(o, "loss", m->loss);
+  cJSON_AddNumberToObject(o, "lr", m->lr);
+  cJSON_AddNumberToObject(o, "grad_norm", m->grad_norm);
+  cJSON_AddNumberToObject(o, "tokens", (double)m->tokens);
+  cJSON_AddNumberToObject(o, "tokens_per_s", m->tokens / m->seconds);
+  cJSON_AddNumberToObject(o, "gflops", flops / m->seconds / 1e9);
+  cJSON_AddNumberToObject(o, "mfu", flops / m->seconds / 1e9 / peak_gflops);
+  cJSON_AddNumberToObject(o, "step_seconds", m->seconds);
+  cJSON_AddNumberToObject(o, "peak_bytes", (double)m->peak_bytes);
+  cJSON *pk = cJSON_AddObjectToObject(o, "peak_bytes_by_category");
+  for (int c = 0; c < LC_MEM_NCAT; c++)
+    cJSON_AddNumberToObject(pk, lc_mem_cat_name((lc_mem_cat)c), (double)m->peak[c]);
+  cJSON_AddNumberToObject(o, "rss_bytes", (double)lc_rss_bytes());
+  cJSON_AddNumberToObject(o, "attn_bytes_sent", m->attn_bytes);
+  cJSON_AddNumberToObject(o, "attn_bytes_formula", m->attn_bytes_formula);
+  cJSON_AddNumberToObject(o, "grad_bytes_sent", m->grad_bytes);
+  cJSON_AddNumberToObject(o, "grad_bytes_formula", m->grad_bytes_formula);
+  cJSON_AddNumberToObject(o, "comm_wait_s", m->comm_wait_s);
+  cJSON_AddNumberToObject(o, "state_wait_s", m->state_wait_s);
+  cJSON_AddNumberToObject(o, "attn_kernel_s", m->attn_kernel_s);
+  cJSON_AddNumberToObject(o, "attn_pairs", m->attn_pairs);
+  cJSON_AddNumberToObject(o, "cp_work_imbalance", m->cp_imbalance);
+  char *s = cJSON_PrintUnformatted(o);
+  fprintf(f, "%s\n", s);
+  fflush(f);
+  free(s);
+  cJSON_Delete(o);
+}
+

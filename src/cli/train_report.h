@@ -1,0 +1,28 @@
+// longctx train's output: the settings table, progress lines and the --log-json records.
+#ifndef LC_TRAIN_REPORT_H
+#define LC_TRAIN_REPORT_H
+
+#include <stdio.h>
+
+#include "train/trainer.h"
+
+// The settings table (rank 0): model, data, layout, memory, model states, FLOP formula.
+// extra: more lines about the job (robustness settings), printed as they are (may be NULL).
+void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int threads, const char *ckpt_src,
+                             int mlp_auto, int loss_auto, const char *extra);
+
+// Progress: on a terminal one status line rewritten in place (with ETA); otherwise (a
+// file, a pipe, CI) one line every --log-every steps.
+typedef struct {
+  int tty, open; // open: the in-place line is on screen without its newline
+  double t0;
+  long first_step;
+} lc_progress;
+void lc_progress_line(lc_progress *p, const lc_step_metrics *m, long total);
+void lc_progress_break(lc_progress *p);
+int lc_stdout_is_terminal(void);
+
+// One JSON object for the step (the keys README.md lists).
+void lc_train_log_json(FILE *f, const lc_step_metrics *m, double peak_gflops);
+
+#endif
