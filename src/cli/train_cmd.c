@@ -134,7 +134,7 @@ static void job_lines(char *buf, size_t cap, const train_flags *F, int world, in
   else
     snprintf(wd, sizeof wd, "--timeout %g s: a rank silent that long (heartbeats every %.1f s, from a thread of each "
              "rank), or a collective every rank waits in that long, ends the job with exit code %d",
-             F->timeout, F->timeout / 5 < 1 ? F->timeout / 5 : 1.0, LC_EXIT_PEER);
+             F->timeout, lc_watchdog_period(F->timeout), LC_EXIT_PEER);
   char nf[96];
   if (F->skip_nonfinite) snprintf(nf, sizeof nf, "skip the update, at most %d in a row", F->skip_nonfinite);
   else snprintf(nf, sizeof nf, "stop (--skip-nonfinite 0)");
@@ -186,20 +186,17 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
 
   lc_trainer tr;
   st = lc_trainer_init(&tr, &o, w);
-  if (st == LC_OK && model_dir) st = lc_hf_load_weights(F.model, &tr.model);
-  if (st == LC_OK && F.resume) st = lc_checkpoint_load(&tr, ckpt_dir);
+  // Reading files may fail on one rank only: every rank learns it (rank 0 reports).
+  if (st == LC_OK && model_dir) st = lc_comm_agree(w, lc_hf_load_weights(F.model, &tr.model));
+  if (st == LC_OK && F.resume) st = lc_comm_agree(w, lc_checkpoint_load(&tr, ckpt_dir));
   if (st == LC_OK && tr.step > o.steps)
     st = lc_fail(LC_EINVAL, "the checkpoint is at step %ld, beyond --steps %ld; raise --steps", tr.step, o.steps);
   if (st == LC_OK && F.eval_every > 0 && (tr.data.kind == LC_DATA_BYTES || tr.data.kind == LC_DATA_TOKENS))
     st = lc_fail(LC_EINVAL, "--eval-every needs held-out data: use task:passkey or task:copy");
   // Before the first step: the save directory takes a checkpoint (rank 0 writes them).
-  if (st == LC_OK && F.save) {
-    lc_status ss = rank == 0 ? lc_job_check_save_dir(F.save, 12.0 * (double)lc_config_n_params(&o.cfg) + (1 << 20))
-                             : LC_OK;
-    double bad = ss != LC_OK;
-    lc_allreduce_sum(w, &bad, 1, LC_DT_F64);
-    st = ss != LC_OK ? ss : bad > 0 ? lc_fail(LC_EIO, "--save %s failed its check on rank 0", F.save) : LC_OK;
-  }
+  if (st == LC_OK && F.save)
+    st = lc_comm_agree(w, rank == 0 ? lc_job_check_save_dir(F.save, 12.0 * (double)lc_config_n_params(&o.cfg) + (1 << 20))
+                                    : LC_OK);
   if (st != LC_OK) {
     // Layout and input errors are found identically on every rank; rank 0 reports.
     if (rank == 0) lc_cli_error(lc_errmsg());
@@ -238,7 +235,12 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   long saved_at = -1;
   for (long s = tr.step; s < o.steps; s++) {
     st = lc_trainer_step(&tr, &m);
-    if (st != LC_OK) return fail_everywhere(w, LC_EXIT_ERROR);
+    if (st != LC_OK && !tr.failed_everywhere) return fail_everywhere(w, LC_EXIT_ERROR);
+    if (st != LC_OK) { // found alike on every rank: one line, an orderly end
+      if (rank == 0) lc_cli_error(lc_errmsg());
+      rc = LC_EXIT_ERROR;
+      break;
+    }
     if (rank == 0) {
       if (m.skipped) {
         lc_progress_break(&prog);
@@ -303,8 +305,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
              c + 1 < LC_MEM_NCAT ? "," : "\n");
   }
   if (jf) fclose(jf);
-  if (rc == LC_EXIT_ERROR && w->size > 1) return fail_everywhere(w, rc); // a save failed: rank 0 said why
-  lc_watchdog_stop(dog);
+  lc_watchdog_stop(dog); // every rank gets here: the step loop's failures that may be on one rank abort
   lc_trainer_free(&tr);
   return rc;
 }

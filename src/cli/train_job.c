@@ -54,9 +54,9 @@ lc_status lc_job_check_save_dir(const char *dir, double bytes) {
   char probe[4200];
   LC_TRY(lc_path_join(probe, sizeof probe, dir, ".longctx-write-test"));
   FILE *f = fopen(probe, "w");
-  if (!f || fputs("ok\n", f) < 0 || fclose(f) != 0) {
-    int e = errno;
-    if (f) fclose(f);
+  int ok = f && fputs("ok\n", f) >= 0, e = ok ? 0 : errno;
+  if (f && fclose(f) != 0 && ok) ok = 0, e = errno; // the flush at close is where a full disk shows
+  if (!ok) {
     unlink(probe);
     return lc_fail(LC_EIO, "--save %s is not writable (%s); give a directory you can write to", dir, strerror(e));
   }

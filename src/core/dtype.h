@@ -12,12 +12,13 @@ typedef enum {
   LC_DT_F64,
   LC_DT_I32,
   LC_DT_I64,
+  LC_DT_U8,
   LC_DT_COUNT
 } lc_dtype;
 
 // Bytes per element (0 for an invalid value).
 size_t lc_dtype_size(lc_dtype t);
-// Name as safetensors writes it: "F32", "BF16", "F16", "F64", "I32", "I64" ("?" if invalid).
+// Name as safetensors writes it: "F32", "BF16", "F16", "F64", "I32", "I64", "U8" ("?" if invalid).
 const char *lc_dtype_name(lc_dtype t);
 
 #endif

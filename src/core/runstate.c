@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "core/timer.h"
 
 static atomic_long step_now;
 static atomic_int rank_now;
@@ -50,7 +51,6 @@ void lc_test_point(const char *point) {
   if (h->sig) {
     raise(h->sig);
   } else {
-    struct timespec t = {(time_t)h->seconds, (long)((h->seconds - (double)(time_t)h->seconds) * 1e9)};
-    nanosleep(&t, NULL);
+    lc_sleep(h->seconds);
   }
 }

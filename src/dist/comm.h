@@ -34,6 +34,8 @@ typedef struct {
   int (*test)(lc_comm *c, lc_req *r); // 1 when complete (or inactive)
   lc_status (*wait)(lc_comm *c, lc_req *r);
   lc_status (*barrier)(lc_comm *c);
+  // buf[n] of rank `root` to every rank.
+  lc_status (*bcast)(lc_comm *c, void *buf, size_t n, lc_dtype t, int root);
   // In place: buf[n] becomes the sum over ranks.
   lc_status (*iallreduce_sum)(lc_comm *c, void *buf, size_t n, lc_dtype t, lc_req *r);
   // recv[size * n] = every rank's block of n in rank order. send NULL: in place (this
@@ -58,6 +60,9 @@ struct lc_comm {
   double wait_seconds; // time blocked in collectives and waits
 };
 
+// Marks the main thread as blocked in `what` (NULL: computing again), for communication
+// outside the communicator interface (the watchdog's own barriers).
+void lc_comm_mark_blocked(const char *what);
 // What this process's main thread is blocked in, for the watchdog (dist/watchdog.h): the
 // name of the communication call it waits in and since when (lc_now seconds), or NULL
 // while it computes.
@@ -88,6 +93,15 @@ static inline lc_status lc_irecv(lc_comm *c, void *b, size_t n, lc_dtype t, int 
 static inline int lc_test(lc_comm *c, lc_req *r) { return r->active ? c->ops->test(c, r) : 1; }
 static inline lc_status lc_wait(lc_comm *c, lc_req *r) { return r->active ? c->ops->wait(c, r) : LC_OK; }
 static inline lc_status lc_barrier(lc_comm *c) { return c->ops->barrier(c); }
+static inline lc_status lc_bcast(lc_comm *c, void *b, size_t n, lc_dtype t, int root) {
+  return c->size == 1 ? LC_OK : c->ops->bcast(c, b, n, t, root);
+}
+
+// Collective: every rank learns whether any rank's `st` failed, for steps that may fail on
+// some ranks only (files, memory) before a collective that would then wait forever. Returns
+// LC_OK when none failed; otherwise, on every rank, the status and message of the lowest
+// failing rank (prefixed with "rank k: " for k > 0), so rank 0 can report it.
+lc_status lc_comm_agree(lc_comm *c, lc_status st);
 static inline lc_status lc_iallreduce_sum(lc_comm *c, void *b, size_t n, lc_dtype t, lc_req *r) {
   return c->ops->iallreduce_sum(c, b, n, t, r);
 }

@@ -27,6 +27,11 @@ static void enter(const char *what) {
 }
 static void leave(void) { atomic_store(&blocked_in, (const char *)NULL); }
 
+void lc_comm_mark_blocked(const char *what) {
+  if (what) enter(what);
+  else leave();
+}
+
 const char *lc_comm_blocked(double *since) {
   const char *w = atomic_load(&blocked_in);
   if (since) *since = atomic_load(&blocked_since);
@@ -40,6 +45,7 @@ static MPI_Datatype dt(lc_dtype t) {
     case LC_DT_I32: return MPI_INT;
     case LC_DT_I64: return MPI_LONG_LONG;
     case LC_DT_BF16: case LC_DT_F16: return MPI_UINT16_T; // moved, never summed by MPI
+    case LC_DT_U8: return MPI_UNSIGNED_CHAR;
     default: return MPI_BYTE;
   }
 }
@@ -185,6 +191,17 @@ static lc_status m_ireduce_scatter(lc_comm *c, const void *s, void *d, size_t n,
   return mpi_err(rc, "ireduce_scatter");
 }
 
+static lc_status m_bcast(lc_comm *c, void *b, size_t n, lc_dtype t, int root) {
+  LC_TRY(check_count(n, "broadcast"));
+  double t0 = lc_now();
+  enter("a broadcast");
+  int rc = MPI_Bcast(b, (int)n, dt(t), root, C(c));
+  leave();
+  if (c->rank == root) c->bytes_sent += (double)(c->size - 1) * (double)(n * lc_dtype_size(t));
+  c->wait_seconds += lc_now() - t0;
+  return mpi_err(rc, "broadcast");
+}
+
 static lc_status m_barrier(lc_comm *c) {
   enter("a barrier");
   int rc = MPI_Barrier(C(c));
@@ -230,7 +247,7 @@ static void m_destroy(lc_comm *c) {
 static const lc_comm_ops mpi_ops = {
     .allreduce_sum = m_allreduce, .allgather = m_allgather, .alltoall = m_alltoall, .isend = m_isend,
     .irecv = m_irecv, .test = m_test, .wait = m_wait, .barrier = m_barrier, .split = m_split,
-    .destroy = m_destroy, .iallreduce_sum = m_iallreduce, .iallgather = m_iallgather,
+    .destroy = m_destroy, .bcast = m_bcast, .iallreduce_sum = m_iallreduce, .iallgather = m_iallgather,
     .ireduce_scatter_sum = m_ireduce_scatter};
 
 lc_status lc_comm_mpi_world(lc_comm **out) {

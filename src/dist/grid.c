@@ -107,8 +107,15 @@ lc_status lc_seq_layout_init(lc_seq_layout *L, long S, int cp, int hp, int k) {
   if (k < 2 || k % 2 || S % ((long)k * cp) != 0 || S % ((long)cp * hp) != 0)
     return lc_fail(LC_EINVAL, "a sequence of %ld tokens does not split into %d chunks per context rank on cp %d "
                    "x hp %d ranks; use a length divisible by %ld", S, k, cp, hp, (long)k * cp * hp);
-  L->chunk = malloc(sizeof(int) * (size_t)cp * (size_t)k);
-  if (!L->chunk) return lc_fail(LC_ENOMEM, "out of memory for the sequence layout");
+  const size_t n = (size_t)cp * (size_t)k;
+  L->chunk = malloc(sizeof(int) * n);
+  // balance's work arrays: cost[n], load[cp] (doubles), order[n], fill[cp] (ints)
+  L->scratch_ = malloc(sizeof(double) * (n + (size_t)cp) + sizeof(int) * (n + (size_t)cp));
+  if (!L->chunk || !L->scratch_) {
+    free(L->chunk), free(L->scratch_);
+    L->chunk = NULL, L->scratch_ = NULL;
+    return lc_fail(LC_ENOMEM, "out of memory for the sequence layout");
+  }
   L->S = S, L->cp = cp, L->hp = hp, L->k = k, L->Lc = S / ((long)k * cp);
   if (k == 2)
     for (int c = 0; c < cp; c++) L->chunk[2 * c] = c, L->chunk[2 * c + 1] = 2 * cp - 1 - c;
@@ -119,6 +126,7 @@ lc_status lc_seq_layout_init(lc_seq_layout *L, long S, int cp, int hp, int k) {
 
 void lc_seq_layout_free(lc_seq_layout *L) {
   free(L->chunk);
+  free(L->scratch_);
   memset(L, 0, sizeof *L);
 }
 
@@ -145,12 +153,9 @@ static double chunk_cost(const lc_seq_layout *L, const int *lo, long j) {
 
 void lc_seq_layout_balance(lc_seq_layout *L, const int *lo) {
   const int n = L->cp * L->k;
-  double *cost = malloc(sizeof(double) * (size_t)n), *load = calloc((size_t)L->cp, sizeof(double));
-  int *order = malloc(sizeof(int) * (size_t)n), *fill = calloc((size_t)L->cp, sizeof(int));
-  if (!cost || !load || !order || !fill) { // keep the previous assignment (still valid)
-    free(cost), free(load), free(order), free(fill);
-    return;
-  }
+  double *cost = L->scratch_, *load = cost + n;
+  int *order = (int *)(load + L->cp), *fill = order + n;
+  for (int c = 0; c < L->cp; c++) load[c] = 0, fill[c] = 0;
   for (int j = 0; j < n; j++) cost[j] = chunk_cost(L, lo, j), order[j] = j;
   // largest first (ties: lower chunk first), insertion sort: n <= 8 cp
   for (int i = 1; i < n; i++) {
@@ -174,7 +179,6 @@ void lc_seq_layout_balance(lc_seq_layout *L, const int *lo) {
         x[m] = x[m - 1], x[m - 1] = t;
       }
   }
-  free(cost), free(load), free(order), free(fill);
 }
 
 void lc_seq_layout_work(const lc_seq_layout *L, const int *lo, double *work) {

@@ -50,6 +50,7 @@ typedef struct {
   long S, Lc;
   int cp, hp, k;
   int *chunk; // [cp * k], owned
+  void *scratch_; // balancing's work arrays, allocated with the layout
 } lc_seq_layout;
 
 // Chunks per context rank a layout kind uses for S on cp x hp ranks: zigzag 2; balanced

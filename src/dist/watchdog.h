@@ -27,8 +27,8 @@ typedef struct lc_watchdog lc_watchdog;
 // Collective over MPI_COMM_WORLD. dp, cp, hp, head_first describe the layout, for naming a
 // rank's place in messages.
 lc_status lc_watchdog_start(lc_watchdog **out, double timeout_s, int dp, int cp, int hp, int head_first);
-// The step the training loop is in (for the message).
-void lc_watchdog_set_step(long step);
+// Seconds between heartbeats for a timeout: timeout / 5, at most 1.
+double lc_watchdog_period(double timeout_s);
 // Stops the thread (collective: every rank calls it, after its last communication).
 void lc_watchdog_stop(lc_watchdog *w);
 

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/runstate.h"
@@ -27,6 +26,7 @@ typedef struct {
 
 struct lc_watchdog {
   MPI_Comm comm;
+  int started; // the thread runs
   int rank, size, dp, cp, hp, head_first;
   double timeout, period;
   pthread_t thread;
@@ -53,8 +53,7 @@ static void fail(const lc_watchdog *w, const char *line) {
   fprintf(stderr, "%s\n", line);
   fflush(stderr);
   fflush(stdout);
-  struct timespec t = {(time_t)(2 * w->period), (long)((2 * w->period - (double)(time_t)(2 * w->period)) * 1e9)};
-  nanosleep(&t, NULL);
+  lc_sleep(2 * w->period);
   _exit(LC_EXIT_PEER);
 }
 
@@ -84,7 +83,6 @@ static void check(lc_watchdog *w, double now) {
 
 static void *run(void *arg) {
   lc_watchdog *w = arg;
-  struct timespec nap = {(time_t)w->period, (long)((w->period - (double)(time_t)w->period) * 1e9)};
   while (!atomic_load(&w->stop)) {
     double now = lc_now(), since = 0;
     const char *what = lc_comm_blocked(&since);
@@ -108,7 +106,7 @@ static void *run(void *arg) {
       MPI_Irecv(&w->in, (int)sizeof(beat), MPI_BYTE, MPI_ANY_SOURCE, TAG_HB, w->comm, &w->rreq);
     }
     check(w, lc_now());
-    nanosleep(&nap, NULL);
+    lc_sleep(w->period);
   }
   return NULL;
 }
@@ -126,13 +124,14 @@ lc_status lc_watchdog_start(lc_watchdog **out, double timeout_s, int dp, int cp,
   MPI_Comm_rank(w->comm, &w->rank);
   w->size = size, w->dp = dp, w->cp = cp, w->hp = hp, w->head_first = head_first;
   w->timeout = timeout_s;
-  w->period = timeout_s / 5 < 1.0 ? timeout_s / 5 : 1.0;
+  w->period = lc_watchdog_period(timeout_s);
   w->last = calloc((size_t)size, sizeof *w->last);
   w->seen = calloc((size_t)size, sizeof *w->seen);
   w->out = calloc((size_t)size, sizeof *w->out);
   w->sreq = malloc(sizeof *w->sreq * (size_t)size);
   if (!w->last || !w->seen || !w->out || !w->sreq) {
-    lc_watchdog_stop(w);
+    MPI_Comm_free(&w->comm);
+    free(w->last), free(w->seen), free(w->out), free(w->sreq), free(w);
     return lc_fail(LC_ENOMEM, "out of memory for the watchdog");
   }
   const double now = lc_now();
@@ -145,15 +144,21 @@ lc_status lc_watchdog_start(lc_watchdog **out, double timeout_s, int dp, int cp,
     free(w->last), free(w->seen), free(w->out), free(w->sreq), free(w);
     return lc_fail(LC_ENOMEM, "cannot start the watchdog thread");
   }
+  w->started = 1;
   *out = w;
   return LC_OK;
 }
 
+double lc_watchdog_period(double timeout_s) { return timeout_s / 5 < 1.0 ? timeout_s / 5 : 1.0; }
+
 void lc_watchdog_stop(lc_watchdog *w) {
   if (!w) return;
-  if (w->thread) {
-    // Every rank is here (its work done) before any heart stops beating.
+  if (w->started) {
+    // Every rank is here (its work done) before any heart stops beating. Marked as a wait,
+    // so a rank stuck elsewhere while the others wait here is still reported as a stall.
+    lc_comm_mark_blocked("the watchdog's final barrier");
     MPI_Barrier(w->comm);
+    lc_comm_mark_blocked(NULL);
     atomic_store(&w->stop, 1);
     pthread_join(w->thread, NULL);
     for (int p = 0; p < w->size; p++)

@@ -139,7 +139,7 @@ void lc_data_pack_desc(const lc_data *d, char *buf, size_t cap) {
 static int packed_tokens(lc_data *d, uint64_t index, int *tokens, int *targets, int *doc, int S) {
   const lc_piece *pc;
   size_t n = 0;
-  if (lc_packer_get(&d->packer, index, &pc, &n) != LC_OK) n = 0; // out of memory: all padding
+  if (lc_packer_get(&d->packer, index, &pc, &n) != LC_OK) return -1; // out of memory (lc_errmsg)
   int t = 0, counted = 0;
   for (size_t i = 0; i < n; i++) {
     const int t0 = t;

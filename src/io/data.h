@@ -35,6 +35,7 @@ void lc_data_close(lc_data *d);
 int lc_data_sample(lc_data *d, uint64_t seed, uint64_t index, int *tokens, int *targets, int S);
 // The same with doc[t], the position in the sample where token t's document starts (all 0
 // unless packed). In a packed sample the last token of each document has no target.
+// Returns -1 (with lc_errmsg) when packing runs out of memory.
 int lc_data_sample_docs(lc_data *d, uint64_t seed, uint64_t index, int *tokens, int *targets, int *doc,
                         int S);
 // Samples become whole documents packed into S tokens (pack.h: the policy): token files

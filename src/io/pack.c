@@ -124,6 +124,9 @@ lc_status lc_packer_init(lc_packer *p, int S, uint64_t seed, const void *src, ui
   p->S = S, p->seed = seed, p->src = src, p->n_docs = n_docs, p->count = count, p->doc_start = doc_start;
   p->epoch = -1;
   lc_status st = plan(p, 0);
+  p->first_seq = st == LC_OK ? malloc(sizeof *p->first_seq * 2) : NULL;
+  if (st == LC_OK && !p->first_seq) st = lc_fail(LC_ENOMEM, "out of memory packing documents");
+  if (st == LC_OK) p->first_seq[0] = 0, p->first_seq[1] = (uint64_t)p->seqs0, p->n_known = 1;
   if (st != LC_OK) lc_packer_free(p);
   return st;
 }
@@ -131,14 +134,24 @@ lc_status lc_packer_init(lc_packer *p, int S, uint64_t seed, const void *src, ui
 void lc_packer_free(lc_packer *p) {
   free(p->pieces);
   free(p->first);
+  free(p->first_seq);
   memset(p, 0, sizeof *p);
 }
 
 lc_status lc_packer_get(lc_packer *p, uint64_t index, const lc_piece **pieces, size_t *n) {
-  const long e = (long)(index / (uint64_t)p->seqs0);
+  // first_seq[e + 1] = first_seq[e] + epoch e's count: plan epochs in order until one holds index.
+  while (index >= p->first_seq[p->n_known]) {
+    LC_TRY(plan(p, p->n_known));
+    uint64_t *q = realloc(p->first_seq, sizeof *q * (size_t)(p->n_known + 2));
+    if (!q) return lc_fail(LC_ENOMEM, "out of memory packing documents");
+    p->first_seq = q;
+    p->first_seq[p->n_known + 1] = p->first_seq[p->n_known] + (uint64_t)p->n_seqs;
+    p->n_known++;
+  }
+  long e = p->n_known - 1;
+  while (index < p->first_seq[e]) e--; // binary search would do; epochs are few
   if (e != p->epoch) LC_TRY(plan(p, e));
-  long j = (long)(index % (uint64_t)p->seqs0);
-  if (j >= p->n_seqs) j %= p->n_seqs; // an epoch may pack into fewer sequences than epoch 0
+  const long j = (long)(index - p->first_seq[e]);
   *pieces = p->pieces + p->first[j];
   *n = p->first[j + 1] - p->first[j];
   return LC_OK;

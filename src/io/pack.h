@@ -38,14 +38,18 @@ typedef struct {
   // Epoch 0, for the log: sequences, documents cut into pieces, padding tokens.
   long seqs0;
   uint64_t split0, pad0;
+  // Where each epoch starts in the stream of sequences (epochs pack into slightly
+  // different counts): first_seq[e] for e < n_known, grown as later epochs are planned.
+  uint64_t *first_seq;
+  long n_known;
 } lc_packer;
 
 // Builds the epoch-0 plan (LC_ENOMEM on failure). n_docs >= 1, starts increasing from 0.
 lc_status lc_packer_init(lc_packer *p, int S, uint64_t seed, const void *src, uint64_t n_docs, uint64_t count,
                          lc_doc_start_fn doc_start);
 void lc_packer_free(lc_packer *p);
-// Sequence `index` of the stream (epoch index / seqs0): its pieces (*n of them). The
-// pointer is valid until the next call.
+// Sequence `index` of the stream (epochs follow one another, each as long as its own plan):
+// its pieces (*n of them). The pointer is valid until the next call.
 lc_status lc_packer_get(lc_packer *p, uint64_t index, const lc_piece **pieces, size_t *n);
 
 #endif

@@ -469,16 +469,24 @@ const char *lc_st_meta(const lc_st_file *f, const char *key) {
 
 lc_status lc_st_read_f32(lc_st_file *f, const lc_st_tensor *t, float *dst, size_t n_elems) {
   char nb[96];
+  if (t && t >= f->tensors && t < f->tensors + f->n && n_elems != t->numel)
+    return lc_fail(LC_EINVAL, "%s: tensor '%s' has %zu elements but the destination holds %zu",
+                   f->path, disp(t->name, nb, sizeof nb), t->numel, n_elems);
+  return lc_st_read_f32_part(f, t, 0, dst, n_elems);
+}
+
+lc_status lc_st_read_f32_part(lc_st_file *f, const lc_st_tensor *t, size_t first, float *dst, size_t n_elems) {
+  char nb[96];
   if (!t || t < f->tensors || t >= f->tensors + f->n)
     return lc_fail(LC_EINVAL, "%s: lc_st_read_f32 was given a tensor of another file", f->path);
   const char *N = disp(t->name, nb, sizeof nb);
-  if (n_elems != t->numel)
-    return lc_fail(LC_EINVAL, "%s: tensor '%s' has %zu elements but the destination holds %zu",
-                   f->path, N, t->numel, n_elems);
+  if (first > t->numel || n_elems > t->numel - first)
+    return lc_fail(LC_EINVAL, "%s: elements [%zu, %zu) of tensor '%s' are outside its %zu", f->path, first,
+                   first + n_elems, N, t->numel);
   if (t->dtype == LC_ST_OTHER)
     return lc_fail(LC_EFORMAT, "%s: tensor '%s' has dtype %s; longctx reads F32, BF16 and F16 "
                    "only: convert the checkpoint to one of those", f->path, N, t->dtype_name);
-  unsigned long long off = f->data_off_ + t->begin;
+  unsigned long long off = f->data_off_ + t->begin + (unsigned long long)first * (unsigned)t->elem_size;
   if (t->dtype == LC_ST_F32) {
     LC_TRY(src_read(f, off, dst, n_elems * sizeof(float)));
     if (!host_is_le()) {
@@ -672,9 +680,19 @@ lc_status lc_st_writer_begin(lc_st_writer *w, const char *path, const lc_st_entr
 }
 
 lc_status lc_st_writer_put(lc_st_writer *w, const float *data, size_t numel) {
-  if (w->next >= w->n || numel != w->numel[w->next]) {
+  if (w->next < w->n && (w->part != 0 || numel != w->numel[w->next])) {
     lc_status st = lc_fail(LC_EINVAL, "%s: tensor %d written with %zu elements, the header says %zu",
-                           w->af.path, w->next, numel, w->next < w->n ? w->numel[w->next] : 0);
+                           w->af.path, w->next, numel, w->numel[w->next]);
+    lc_st_writer_abort(w);
+    return st;
+  }
+  return lc_st_writer_put_part(w, data, numel);
+}
+
+lc_status lc_st_writer_put_part(lc_st_writer *w, const float *data, size_t numel) {
+  if (w->next >= w->n || numel > w->numel[w->next] - w->part) {
+    lc_status st = lc_fail(LC_EINVAL, "%s: %zu more elements for tensor %d, which has %zu left", w->af.path,
+                           numel, w->next, w->next < w->n ? w->numel[w->next] - w->part : 0);
     lc_st_writer_abort(w);
     return st;
   }
@@ -693,7 +711,8 @@ lc_status lc_st_writer_put(lc_st_writer *w, const float *data, size_t numel) {
       st = lc_atomic_write(&w->af, buf, 4 * k);
     }
   }
-  w->next++;
+  w->part += numel;
+  if (w->part == w->numel[w->next]) w->next++, w->part = 0;
   if (st != LC_OK) lc_st_writer_abort(w); // lc_atomic_write already removed the temporary
   return st;
 }

@@ -54,6 +54,8 @@ const lc_st_tensor *lc_st_find(const lc_st_file *f, const char *name);
 // Converts tensor t of f to float. n_elems must equal the tensor's element count (else
 // LC_EINVAL naming both). LC_EFORMAT for a dtype other than F32/BF16/F16.
 lc_status lc_st_read_f32(lc_st_file *f, const lc_st_tensor *t, float *dst, size_t n_elems);
+// Elements [first, first + n_elems) of tensor t, flat in row-major order.
+lc_status lc_st_read_f32_part(lc_st_file *f, const lc_st_tensor *t, size_t first, float *dst, size_t n_elems);
 // Value of a "__metadata__" key, or NULL.
 const char *lc_st_meta(const lc_st_file *f, const char *key);
 void lc_st_close(lc_st_file *f);
@@ -78,11 +80,14 @@ lc_status lc_st_write(const char *path, const lc_st_entry *e, int n, const char 
 typedef struct {
   lc_atomic_file af;
   size_t *numel;
-  int n, next;
+  int n, next;  // tensors; the one being written
+  size_t part;  // its elements written so far
 } lc_st_writer;
 lc_status lc_st_writer_begin(lc_st_writer *w, const char *path, const lc_st_entry *e, int n,
                              const char *const *meta_kv, int n_meta);
 lc_status lc_st_writer_put(lc_st_writer *w, const float *data, size_t numel);
+// The next numel elements of the current tensor (a tensor may be written in pieces).
+lc_status lc_st_writer_put_part(lc_st_writer *w, const float *data, size_t numel);
 lc_status lc_st_writer_commit(lc_st_writer *w);
 void lc_st_writer_abort(lc_st_writer *w);
 

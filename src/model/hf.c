@@ -548,42 +548,57 @@ lc_status lc_hf_load_weights(const char *dir, lc_model *m) {
                        "tie_word_embeddings true in config.json)"
                      : "; the weights do not match config.json");
   }
-  // Tensor by tensor into the store: in place when this rank holds whole tensors, else
-  // through one tensor's staging buffer of which the store keeps this rank's shard.
+  // Tensor by tensor into the store (lc_hf_read_state).
   float *stage = NULL;
-  if (st == LC_OK && !lc_pstore_tensor_ptr(&m->ps, LC_PS_PARAMS, 0)) {
-    size_t big = 0;
-    for (int i = 0; i < nt; i++) big = m->table[i].numel > big ? m->table[i].numel : big;
-    stage = lc_alloc(m->ps.arena, LC_MEM_SCRATCH, sizeof(float) * big, "weight loading buffer");
-    if (!stage) st = LC_ENOMEM;
-  }
-  for (int i = 0; i < nt && st == LC_OK; i++) {
-    float *dst = stage ? stage : lc_pstore_tensor_ptr(&m->ps, LC_PS_PARAMS, i);
-    st = lc_st_read_f32(&L.st[L.shard_of[i]], L.tens[i], dst, m->table[i].numel);
-    if (st == LC_OK && stage) lc_pstore_set_tensor(&m->ps, LC_PS_PARAMS, i, stage);
-  }
+  if (st == LC_OK) st = lc_hf_stage(m, LC_PS_PARAMS, &stage);
+  for (int i = 0; i < nt && st == LC_OK; i++) st = lc_hf_read_state(m, LC_PS_PARAMS, i, &L.st[L.shard_of[i]], L.tens[i], stage);
   lc_free(m->ps.arena, stage);
   loader_free(&L);
   return st;
+}
+
+lc_status lc_hf_stage(lc_model *m, lc_ps_state which, float **stage) {
+  *stage = NULL;
+  if (lc_pstore_tensor_ptr(&m->ps, which, 0)) return LC_OK; // whole tensors here: read in place
+  *stage = lc_alloc(m->ps.arena, LC_MEM_SCRATCH, sizeof(float) * lc_stage_floats(&m->ps.lay), "tensor staging buffer");
+  return *stage ? LC_OK : LC_ENOMEM;
+}
+
+lc_status lc_hf_read_state(lc_model *m, lc_ps_state which, int i, lc_st_file *f, const lc_st_tensor *x, float *stage) {
+  const size_t numel = m->table[i].numel;
+  if (!stage) return lc_st_read_f32(f, x, lc_pstore_tensor_ptr(&m->ps, which, i), numel);
+  if (x->numel != numel)
+    return lc_fail(LC_EINVAL, "%s: tensor '%s' has %zu elements, the model's %s has %zu", f->path, x->name, x->numel,
+                   m->table[i].name, numel);
+  const size_t cap = lc_stage_floats(&m->ps.lay);
+  for (size_t a = 0; a < numel; a += cap) {
+    const size_t n = numel - a < cap ? numel - a : cap;
+    LC_TRY(lc_st_read_f32_part(f, x, a, stage, n));
+    lc_pstore_set_tensor_part(&m->ps, which, i, a, stage, n);
+  }
+  return LC_OK;
 }
 
 lc_status lc_hf_write_states(const char *path, lc_model *m, int n_states, const lc_ps_state *which,
                              const char *const *prefix, const char *const *meta_kv, int n_meta) {
   lc_pstore *ps = &m->ps;
   const int root = !ps->world || ps->world->rank == 0, nt = m->n_tensors, ne = nt * n_states;
-  lc_status st = LC_OK, cs = LC_OK;
+  const size_t cap = lc_stage_floats(&ps->lay);
+  lc_status st = LC_OK;
   lc_st_writer w;
   int open = 0;
-  float *buf = NULL;
   char(*names)[160] = NULL;
+  // Rank 0 needs a staging buffer when a state is sharded: every rank learns whether it
+  // got one before anyone sends.
+  int sharded = 0;
+  for (int k = 0; k < n_states; k++) sharded |= !lc_pstore_tensor_ptr(ps, which[k], 0);
+  float *buf = root && sharded ? lc_alloc(ps->arena, LC_MEM_SCRATCH, sizeof(float) * cap, "tensor gather buffer") : NULL;
+  if (ps->world && sharded) LC_TRY(lc_comm_agree(ps->world, root && !buf ? LC_ENOMEM : LC_OK));
+  else if (root && sharded && !buf) return LC_ENOMEM;
   if (root) {
     lc_st_entry *e = calloc((size_t)ne + 1, sizeof *e);
     names = calloc((size_t)ne + 1, sizeof *names);
-    size_t big = 0;
-    for (int i = 0; i < nt; i++) big = m->table[i].numel > big ? m->table[i].numel : big;
-    buf = lc_alloc(ps->arena, LC_MEM_SCRATCH, sizeof(float) * big, "tensor gather buffer");
     if (!e || !names) st = lc_fail(LC_ENOMEM, "out of memory saving %s", path);
-    else if (!buf) st = LC_ENOMEM;
     for (int i = 0; i < nt && st == LC_OK; i++)
       for (int k = 0; k < n_states; k++) {
         lc_st_entry *x = &e[i * n_states + k];
@@ -597,20 +612,25 @@ lc_status lc_hf_write_states(const char *path, lc_model *m, int n_states, const 
     open = st == LC_OK;
     free(e);
   }
-  // Every rank takes part in every tensor's gather, even after rank 0 failed to write:
-  // the ranks sending to it must not wait forever.
-  for (int i = 0; i < nt; i++)
-    for (int k = 0; k < n_states; k++) {
-      const float *src = lc_pstore_tensor_ptr(ps, which[k], i);
-      if (!src && cs == LC_OK) cs = lc_pstore_gather_tensor(ps, which[k], i, buf), src = buf;
-      if (root && open && st == LC_OK && cs == LC_OK) {
-        st = lc_st_writer_put(&w, src, m->table[i].numel);
-        open = st == LC_OK;
+  // Tensor by tensor, piece by piece. Every rank takes part in every gather, even after
+  // rank 0 failed to write: the ranks sending to it must not wait forever.
+  lc_status cs = LC_OK;
+  for (int i = 0; i < nt && cs == LC_OK; i++)
+    for (int k = 0; k < n_states && cs == LC_OK; k++) {
+      const float *whole = lc_pstore_tensor_ptr(ps, which[k], i);
+      const size_t numel = m->table[i].numel;
+      for (size_t a = 0; a < numel && cs == LC_OK; a += whole ? numel : cap) {
+        const size_t n = whole ? numel : numel - a < cap ? numel - a : cap;
+        if (!whole) cs = lc_pstore_gather_tensor_part(ps, which[k], i, a, n, buf);
+        if (root && open && cs == LC_OK) {
+          st = lc_st_writer_put_part(&w, whole ? whole : buf, n);
+          open = st == LC_OK;
+        }
       }
     }
   if (root && open) st = cs == LC_OK ? lc_st_writer_commit(&w) : (lc_st_writer_abort(&w), st);
   if (st == LC_OK) st = cs;
-  if (root) lc_free(ps->arena, buf);
+  lc_free(ps->arena, buf);
   free(names);
   return st;
 }

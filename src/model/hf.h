@@ -7,6 +7,7 @@
 
 #include "core/status.h"
 #include "model/config.h"
+#include "io/safetensors.h"
 #include "model/model.h"
 
 // Reads DIR/config.json (LlamaForCausalLM / model_type "llama"). Required: hidden_size,
@@ -33,6 +34,11 @@ lc_status lc_hf_load_weights(const char *dir, lc_model *m);
 // it, world rank 0 writes (sharded weights reach it one tensor at a time); the status
 // is rank 0's on rank 0 (others report their own communication failures only).
 lc_status lc_hf_save(const char *dir, lc_model *m);
+// Reading tensors into a model's store, whole or sharded: the staging buffer `which`
+// needs (NULL when this rank holds whole tensors of it; LC_MEM_SCRATCH, lc_stage_floats
+// floats otherwise), and tensor i of `which` from tensor x of file f through it.
+lc_status lc_hf_stage(lc_model *m, lc_ps_state which, float **stage);
+lc_status lc_hf_read_state(lc_model *m, lc_ps_state which, int i, lc_st_file *f, const lc_st_tensor *x, float *stage);
 // The safetensors file at path of n_states states of every tensor (entry name = prefix[k] +
 // HF name, in table order, states interleaved), the same way (collective, rank 0 writes).
 lc_status lc_hf_write_states(const char *path, lc_model *m, int n_states, const lc_ps_state *which,

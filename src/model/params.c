@@ -79,6 +79,7 @@ lc_status lc_param_layout_build(lc_param_layout *L, const lc_config *cfg, int sh
   L->table = t;
   L->n_tensors = k;
   L->total = off;
+  for (int i = 0; i < k; i++) L->max_numel = t[i].numel > L->max_numel ? t[i].numel : L->max_numel;
   return LC_OK;
 }
 
@@ -120,14 +121,26 @@ void lc_weights_view(lc_weights *w, const lc_config *cfg, const lc_param_info *t
   lc_weights_tie(w, cfg);
 }
 
-void lc_param_init_tensor(float *dst, const lc_param_info *t, lc_rng *rng) {
+void lc_param_init_part(float *dst, const lc_param_info *t, size_t n, lc_rng *rng) {
   if (t->ndim == 1) {
-    for (size_t j = 0; j < t->numel; j++) dst[j] = 1.0f;
+    for (size_t j = 0; j < n; j++) dst[j] = 1.0f;
   } else {
-    lc_rng_fill_normal(rng, dst, (long)t->numel, 0.02f);
+    lc_rng_fill_normal(rng, dst, (long)n, 0.02f);
   }
 }
 
+void lc_param_init_tensor(float *dst, const lc_param_info *t, lc_rng *rng) { lc_param_init_part(dst, t, t->numel, rng); }
+
 void lc_params_init(float *flat, const lc_param_info *t, int n, lc_rng *rng) {
   for (int i = 0; i < n; i++) lc_param_init_tensor(flat + t[i].offset, &t[i], rng);
+}
+
+size_t lc_stage_floats(const lc_param_layout *L) {
+  static long test = -1;
+  if (test < 0) {
+    const char *e = getenv("LONGCTX_TEST_STAGE_FLOATS");
+    test = e && atol(e) > 0 ? atol(e) : 0;
+  }
+  const size_t cap = test > 0 ? (size_t)test : LC_STAGE_FLOATS;
+  return L->max_numel < cap ? L->max_numel : cap;
 }

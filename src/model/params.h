@@ -39,7 +39,16 @@ typedef struct {
   int n_units;
   size_t total;         // floats in the flat buffer (units padded)
   size_t align;         // every unit's size is a multiple of this: 16 x shard ways
+  size_t max_numel;     // elements of the largest tensor
 } lc_param_layout;
+
+// Floats of the staging buffer that moves a sharded tensor to or from a file, piece by
+// piece (4 Mi floats, 16 MiB, or less for smaller models): what loading, saving and
+// initialising hold beyond the model states, whatever the tensor sizes.
+// (Test hook: LONGCTX_TEST_STAGE_FLOATS=N stages N floats at a time, so small test models
+// move their tensors in several pieces.)
+#define LC_STAGE_FLOATS ((size_t)1 << 22)
+size_t lc_stage_floats(const lc_param_layout *L);
 
 typedef struct {
   float *ln1;   // input_layernorm.weight          [C]
@@ -79,6 +88,8 @@ void lc_weights_view(lc_weights *w, const lc_config *cfg, const lc_param_info *t
 // HF-style init: linear and embedding weights ~ N(0, 0.02), norm weights = 1. Tensor by
 // tensor in table order from one stream, so the values do not depend on the layout.
 void lc_param_init_tensor(float *dst, const lc_param_info *t, lc_rng *rng);
+// The next n values of tensor t's init (the same stream in pieces).
+void lc_param_init_part(float *dst, const lc_param_info *t, size_t n, lc_rng *rng);
 void lc_params_init(float *flat, const lc_param_info *table, int n, lc_rng *rng);
 
 #endif

@@ -18,9 +18,13 @@ struct lc_ps_unit {
 };
 
 // A gradient reduction in flight: phase 0 the group collective (all-reduce for stage 0,
-// reduce-scatter otherwise), phase 1 the all-reduce across replica groups.
+// reduce-scatter otherwise), phase 1 the all-reduce across replica groups. Phase 1 of a
+// reduction starts only after every older one's has: collectives on the replica
+// communicator must start in the same order on every rank, and phase 0 may finish in a
+// different order on different ranks.
 struct lc_ps_red {
   int unit, phase, done;
+  int p0_done; // phase 0 complete, phase 1 not started yet
   lc_req req;
 };
 
@@ -191,13 +195,15 @@ static int state_sharded(const lc_pstore *ps, lc_ps_state which) {
   return which == LC_PS_PARAMS ? params_sharded(ps) : optim_sharded(ps);
 }
 
-// Intersection of tensor t with zero-group rank r's slice of its unit, in full coordinates.
-static void piece(const lc_pstore *ps, int t, int r, size_t *a, size_t *b) {
+// Intersection of elements [first, first + n) of tensor t with zero-group rank r's slice of
+// its unit, in full coordinates.
+static void piece(const lc_pstore *ps, int t, size_t first, size_t n, int r, size_t *a, size_t *b) {
   const lc_param_info *T = &ps->lay.table[t];
   const int u = T->unit;
   size_t lo = ps->lay.units[u].off + (size_t)r * shard_floats(ps, u), hi = lo + shard_floats(ps, u);
-  *a = T->offset > lo ? T->offset : lo;
-  *b = T->offset + T->numel < hi ? T->offset + T->numel : hi;
+  const size_t x0 = T->offset + first, x1 = x0 + n;
+  *a = x0 > lo ? x0 : lo;
+  *b = x1 < hi ? x1 : hi;
   if (*b < *a) *b = *a;
 }
 
@@ -206,31 +212,36 @@ float *lc_pstore_tensor_ptr(lc_pstore *ps, lc_ps_state which, int t) {
   return state_sharded(ps, which) || !buf ? NULL : buf + ps->lay.table[t].offset;
 }
 
-void lc_pstore_set_tensor(lc_pstore *ps, lc_ps_state which, int t, const float *src) {
+void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, const float *src, size_t n) {
   const lc_param_info *T = &ps->lay.table[t];
   float *buf = state_buf(ps, which);
   if (!state_sharded(ps, which)) {
-    memcpy(buf + T->offset, src, F32(T->numel));
+    memcpy(buf + T->offset + first, src, F32(n));
     return;
   }
   size_t a, b;
-  piece(ps, t, ps->zrank, &a, &b);
-  if (b > a) memcpy(buf + shard_off(ps, T->unit) + (a - owned_lo(ps, T->unit)), src + (a - T->offset), F32(b - a));
+  piece(ps, t, first, n, ps->zrank, &a, &b);
+  if (b > a)
+    memcpy(buf + shard_off(ps, T->unit) + (a - owned_lo(ps, T->unit)), src + (a - T->offset - first), F32(b - a));
 }
 
-lc_status lc_pstore_gather_tensor(lc_pstore *ps, lc_ps_state which, int t, float *dst) {
+void lc_pstore_set_tensor(lc_pstore *ps, lc_ps_state which, int t, const float *src) {
+  lc_pstore_set_tensor_part(ps, which, t, 0, src, ps->lay.table[t].numel);
+}
+
+lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, size_t n, float *dst) {
   const lc_param_info *T = &ps->lay.table[t];
   const float *buf = state_buf(ps, which);
   const int root = !ps->world || ps->world->rank == 0;
   if (!state_sharded(ps, which)) {
-    if (root) memcpy(dst, buf + T->offset, F32(T->numel));
+    if (root) memcpy(dst, buf + T->offset + first, F32(n));
     return LC_OK;
   }
   if (ps->rrank != 0) return LC_OK; // only zero group 0 (world ranks 0..Z-1) holds what rank 0 writes
-  const size_t mine = shard_off(ps, T->unit);
+  const size_t mine = shard_off(ps, T->unit), x0 = T->offset + first;
   if (!root) {
     size_t a, b;
-    piece(ps, t, ps->zrank, &a, &b);
+    piece(ps, t, first, n, ps->zrank, &a, &b);
     if (b == a) return LC_OK;
     lc_req r = {{0}, 0};
     LC_TRY(lc_isend(ps->zg, buf + mine + (a - owned_lo(ps, T->unit)), b - a, LC_DT_F32, 0, TAG_TENSOR, &r));
@@ -239,31 +250,41 @@ lc_status lc_pstore_gather_tensor(lc_pstore *ps, lc_ps_state which, int t, float
   lc_status st = LC_OK;
   for (int r = 0; r < ps->Z && st == LC_OK; r++) {
     size_t a, b;
-    piece(ps, t, r, &a, &b);
+    piece(ps, t, first, n, r, &a, &b);
     if (b == a) continue;
     if (r == 0) {
-      memcpy(dst + (a - T->offset), buf + mine + (a - owned_lo(ps, T->unit)), F32(b - a));
+      memcpy(dst + (a - x0), buf + mine + (a - owned_lo(ps, T->unit)), F32(b - a));
       continue;
     }
     lc_req q = {{0}, 0};
-    st = lc_irecv(ps->zg, dst + (a - T->offset), b - a, LC_DT_F32, r, TAG_TENSOR, &q);
+    st = lc_irecv(ps->zg, dst + (a - x0), b - a, LC_DT_F32, r, TAG_TENSOR, &q);
     if (st == LC_OK) st = lc_wait(ps->zg, &q);
   }
   return st;
 }
 
+lc_status lc_pstore_gather_tensor(lc_pstore *ps, lc_ps_state which, int t, float *dst) {
+  return lc_pstore_gather_tensor_part(ps, which, t, 0, ps->lay.table[t].numel, dst);
+}
+
 lc_status lc_pstore_init_random(lc_pstore *ps, uint64_t seed) {
-  size_t big = 0;
-  for (int t = 0; t < ps->lay.n_tensors; t++)
-    if (ps->lay.table[t].numel > big) big = ps->lay.table[t].numel;
-  float *tmp = lc_alloc(ps->arena, LC_MEM_SCRATCH, F32(big), "initialisation staging buffer");
-  if (!tmp) return LC_ENOMEM;
   lc_rng r;
   lc_rng_seed(&r, seed);
-  for (int t = 0; t < ps->lay.n_tensors; t++) {
-    lc_param_init_tensor(tmp, &ps->lay.table[t], &r);
-    lc_pstore_set_tensor(ps, LC_PS_PARAMS, t, tmp);
+  if (!params_sharded(ps)) { // in place
+    for (int t = 0; t < ps->lay.n_tensors; t++)
+      lc_param_init_tensor(ps->params + ps->lay.table[t].offset, &ps->lay.table[t], &r);
+    return LC_OK;
   }
+  // Sharded: every rank runs the whole stream piece by piece and keeps its part.
+  const size_t cap = lc_stage_floats(&ps->lay);
+  float *tmp = lc_alloc(ps->arena, LC_MEM_SCRATCH, F32(cap), "initialisation staging buffer");
+  if (!tmp) return LC_ENOMEM;
+  for (int t = 0; t < ps->lay.n_tensors; t++)
+    for (size_t a = 0; a < ps->lay.table[t].numel; a += cap) {
+      const size_t n = ps->lay.table[t].numel - a < cap ? ps->lay.table[t].numel - a : cap;
+      lc_param_init_part(tmp, &ps->lay.table[t], n, &r);
+      lc_pstore_set_tensor_part(ps, LC_PS_PARAMS, t, a, tmp, n);
+    }
   lc_free(ps->arena, tmp);
   return LC_OK;
 }
@@ -307,37 +328,58 @@ static lc_comm *red_comm(const lc_pstore *ps, const lc_ps_red *r) {
   return r->phase == 0 ? ps->zg : ps->rep;
 }
 
-// The next step of reduction r, whose current collective has completed.
-static lc_status advance(lc_pstore *ps, lc_ps_red *r) {
+// Reduction r's phase 0 has completed: its result into place; done unless the replica
+// groups still have to be summed (phase 1, started by start_phase1 in FIFO order).
+static void phase0_done(lc_pstore *ps, lc_ps_red *r) {
   const int u = r->unit;
   const size_t s = shard_floats(ps, u);
-  if (ps->stage == 0 || r->phase == 1) {
-    r->done = 1;
-    return LC_OK;
-  }
-  float *slice; // this rank's reduced shard of the unit
-  if (ps->stage == 1) {
+  if (ps->stage == 1 && ps->zrank != 0) {
     // The in-place reduce-scatter left the result at the unit's start: move it to its slice.
     float *G = ps->grads + ps->lay.units[u].off;
-    slice = G + (size_t)ps->zrank * s;
-    if (ps->zrank != 0) memmove(slice, G, F32(s));
-  } else {
-    slice = ps->grads + shard_off(ps, u);
+    memmove(G + (size_t)ps->zrank * s, G, F32(s));
   }
-  if (ps->R == 1) {
-    r->done = 1;
-    return LC_OK;
-  }
+  if (ps->stage == 0 || ps->R == 1) r->done = 1;
+  else r->p0_done = 1;
+}
+
+static lc_status start_phase1(lc_pstore *ps, lc_ps_red *r) {
+  const int u = r->unit;
+  const size_t s = shard_floats(ps, u);
+  float *slice = ps->stage == 1 ? ps->grads + ps->lay.units[u].off + (size_t)ps->zrank * s
+                                : ps->grads + shard_off(ps, u);
+  r->p0_done = 0;
   r->phase = 1;
   return lc_iallreduce_sum(ps->rep, slice, s, LC_DT_F32, &r->req);
 }
 
-void lc_pstore_poll(lc_pstore *ps) {
-  for (int i = 0; i < ps->n_red_; i++) {
+// Moves every reduction on as far as it can without blocking (block: wait instead, for
+// the oldest `nwait` reductions).
+static lc_status progress(lc_pstore *ps, int nwait) {
+  lc_status st = LC_OK;
+  int in_order = 1; // every older reduction has started its phase 1 (or needs none)
+  for (int i = 0; i < ps->n_red_ && st == LC_OK; i++) {
     lc_ps_red *r = &ps->red_[i];
-    while (!r->done && lc_test(red_comm(ps, r), &r->req))
-      if (advance(ps, r) != LC_OK) break; // reported when the reduction is waited for
+    for (;;) {
+      if (r->done) break;
+      if (r->p0_done) {
+        if (!in_order) break;
+        st = start_phase1(ps, r);
+        if (st != LC_OK) break;
+        continue;
+      }
+      int complete = i < nwait ? (st = lc_wait(red_comm(ps, r), &r->req), st == LC_OK)
+                               : lc_test(red_comm(ps, r), &r->req);
+      if (st != LC_OK || !complete) break;
+      if (r->phase == 0) phase0_done(ps, r);
+      else r->done = 1;
+    }
+    in_order = in_order && (r->done || r->phase == 1);
   }
+  return st;
+}
+
+void lc_pstore_poll(lc_pstore *ps) {
+  if (progress(ps, 0) != LC_OK) return; // reported when the reduction is waited for
   if (params_sharded(ps))
     for (int u = 0; u < ps->lay.n_units; u++)
       if (ps->u_[u].greq.active) lc_test(ps->zg, &ps->u_[u].greq);
@@ -346,21 +388,17 @@ void lc_pstore_poll(lc_pstore *ps) {
 // Completes the oldest reductions until at most `keep` are in flight; frees their
 // temporary gradient buffers (stage >= 2).
 static lc_status retire(lc_pstore *ps, int keep) {
-  lc_status st = LC_OK;
-  while (ps->n_red_ > keep) {
-    lc_ps_red *r = &ps->red_[0];
-    while (!r->done && st == LC_OK) {
-      st = lc_wait(red_comm(ps, r), &r->req);
-      if (st == LC_OK) st = advance(ps, r);
-    }
-    if (st != LC_OK) return st;
-    lc_ps_unit *x = &ps->u_[r->unit];
+  if (ps->n_red_ <= keep) return LC_OK;
+  const int n = ps->n_red_ - keep;
+  LC_TRY(progress(ps, n)); // the oldest n complete (in order), the rest move on if they can
+  for (int i = 0; i < n; i++) {
+    lc_ps_unit *x = &ps->u_[ps->red_[i].unit];
     lc_free(ps->arena, x->gbuf);
     x->gbuf = NULL;
-    memmove(ps->red_, ps->red_ + 1, sizeof *ps->red_ * (size_t)(ps->n_red_ - 1));
-    ps->n_red_--;
   }
-  return st;
+  memmove(ps->red_, ps->red_ + n, sizeof *ps->red_ * (size_t)keep);
+  ps->n_red_ = keep;
+  return LC_OK;
 }
 
 lc_status lc_pstore_grad_begin(lc_pstore *ps, int unit) {

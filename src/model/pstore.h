@@ -112,9 +112,13 @@ lc_status lc_pstore_sync_params(lc_pstore *ps);
 float *lc_pstore_tensor_ptr(lc_pstore *ps, lc_ps_state which, int t);
 // Sets this rank's part of tensor t of `which` from the full tensor src (every rank calls it).
 void lc_pstore_set_tensor(lc_pstore *ps, lc_ps_state which, int t, const float *src);
+// The same for elements [first, first + n) of the tensor (src holds those n).
+void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, const float *src, size_t n);
 // Collective over the world: world rank 0 receives tensor t of `which` in full into dst
 // (other ranks pass NULL). Only zero group 0 sends; memory: one tensor on rank 0.
 lc_status lc_pstore_gather_tensor(lc_pstore *ps, lc_ps_state which, int t, float *dst);
+// The same for elements [first, first + n) of the tensor (dst holds n).
+lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, size_t n, float *dst);
 
 // ---- sizes, for the memory model and the byte formulas
 typedef struct {

@@ -186,15 +186,8 @@ lc_status lc_checkpoint_verify(const char *dir, int *verified) {
   return st;
 }
 
-// Every rank learns whether any failed. The message stays with the rank that failed (rank 0
-// for file errors, which reports them); the others get a generic one.
-static lc_status agree(lc_trainer *t, lc_status st) {
-  double bad = st != LC_OK;
-  lc_status cs = lc_allreduce_sum(t->world, &bad, 1, LC_DT_F64);
-  if (cs != LC_OK) return cs;
-  if (bad > 0 && st == LC_OK) return lc_fail(LC_EIO, "saving the checkpoint failed on another rank");
-  return st;
-}
+// Every rank learns whether any failed (the message of the lowest failing rank).
+static lc_status agree(lc_trainer *t, lc_status st) { return lc_comm_agree(t->world, st); }
 
 // Rank 0: DIR exists and holds a fresh, empty temporary directory for checkpoint `name`.
 static lc_status prepare_tmp(const char *dir, const char *name, char *tmp, size_t cap) {
@@ -416,27 +409,17 @@ static lc_status read_optimizer(lc_trainer *t, const char *dir) {
   LC_TRY(lc_st_open(&f, p));
   lc_status st = LC_OK;
   lc_model *m = &t->model;
-  // In place when this rank holds whole moments, else through a staging buffer of which
-  // the store keeps this rank's shard.
   float *stage = NULL;
-  if (!lc_pstore_tensor_ptr(&m->ps, LC_PS_EXP_AVG, 0)) {
-    size_t big = 0;
-    for (int i = 0; i < m->n_tensors; i++) big = m->table[i].numel > big ? m->table[i].numel : big;
-    stage = lc_alloc(&t->arena, LC_MEM_SCRATCH, sizeof(float) * big, "optimizer loading buffer");
-    if (!stage) st = LC_ENOMEM;
-  }
+  st = lc_hf_stage(m, LC_PS_EXP_AVG, &stage);
   for (int i = 0; i < m->n_tensors && st == LC_OK; i++)
     for (int k = 0; k < 2 && st == LC_OK; k++) {
       char name[160];
-      const lc_ps_state which = k ? LC_PS_EXP_AVG_SQ : LC_PS_EXP_AVG;
       snprintf(name, sizeof name, "%s.%s", k ? "exp_avg_sq" : "exp_avg", m->table[i].name);
       const lc_st_tensor *x = lc_st_find(&f, name);
-      float *dst = stage ? stage : lc_pstore_tensor_ptr(&m->ps, which, i);
       if (!x) st = lc_fail(LC_EFORMAT, "%s lacks %s; the checkpoint is incomplete", p, name);
-      else st = lc_st_read_f32(&f, x, dst, m->table[i].numel);
-      if (st == LC_OK && stage) lc_pstore_set_tensor(&m->ps, which, i, stage);
+      else st = lc_hf_read_state(m, k ? LC_PS_EXP_AVG_SQ : LC_PS_EXP_AVG, i, &f, x, stage);
     }
-  lc_free(&t->arena, stage);
+  lc_free(m->ps.arena, stage);
   const char *s = st == LC_OK ? lc_st_meta(&f, "adamw_step") : NULL;
   if (st == LC_OK && !s) st = lc_fail(LC_EFORMAT, "%s lacks the adamw_step metadata", p);
   if (st == LC_OK) t->opt.step = atol(s);

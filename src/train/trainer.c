@@ -44,8 +44,15 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   LC_TRY(lc_config_validate(&o->cfg));
   LC_TRY(lc_grid_validate(world->size, o->hp, o->cp, o->window, &o->cfg, o->seq, o->batch));
   lc_arena_init(&t->arena, o->mem_cap);
-  LC_TRY(lc_data_open(&t->data, o->data_spec, o->cfg.vocab, o->seq));
-  lc_status st = lc_grid_create(&t->grid, world, o->hp, o->cp, o->window, o->placement);
+  // Files (and memory) may fail on some ranks only: agree before each collective, so that
+  // every rank returns the error instead of some waiting forever (lc_comm_agree).
+  lc_status st = lc_data_open(&t->data, o->data_spec, o->cfg.vocab, o->seq);
+  if (st == LC_OK && o->pack) st = lc_data_pack(&t->data, o->seq, o->seed);
+  if ((st = lc_comm_agree(world, st)) != LC_OK) {
+    lc_data_close(&t->data);
+    return st;
+  }
+  st = lc_grid_create(&t->grid, world, o->hp, o->cp, o->window, o->placement);
   if (st != LC_OK) {
     lc_data_close(&t->data);
     return st;
@@ -54,25 +61,25 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   t->local_batch = o->batch / t->grid.dp;
   t->distributed = o->hp * o->cp > 1;
   t->window = o->cfg.sliding_window;
-  if (o->pack) st = lc_data_pack(&t->data, o->seq, o->seed);
   const int chunks = lc_cp_layout_chunks(o->mopts.cp_layout, o->seq, o->cp, o->hp);
-  if (st == LC_OK && t->distributed)
+  if (t->distributed)
     st = lc_attn_2d_init(&t->attn, t->grid.head, t->grid.ctx, o->window, o->seq, chunks, o->cfg.n_heads,
                          o->cfg.n_kv_heads, o->cfg.head_dim);
-  else if (st == LC_OK)
+  else
     lc_attn_local_init(&t->attn, o->cfg.n_heads, o->cfg.n_kv_heads, o->cfg.head_dim);
+  st = lc_comm_agree(world, st);
   if (st == LC_OK) st = lc_model_create_zero(&t->model, &o->cfg, o->mopts.zero, o->mopts.zero_group, world, &t->arena);
   if (st == LC_OK) st = lc_pstore_add_optimizer(&t->model.ps);
   if (st == LC_OK) st = lc_model_init_random(&t->model, o->seed);
-  if (st != LC_OK) {
-    lc_trainer_free(t);
-    return st;
-  }
   t->opt.m = t->model.ps.m;
   t->opt.v = t->model.ps.v;
   t->opt.n = t->model.ps.n_opt;
   size_t n = (size_t)t->local_batch * t->T;
   const int bounded = o->pack || t->window > 0;
+  if (st != LC_OK) { // agree (below) before freeing: the frees of communicators are collective
+    if ((st = lc_comm_agree(world, st)) != LC_OK) lc_trainer_free(t);
+    return st;
+  }
   t->full_tok = malloc(sizeof(int) * (size_t)o->seq);
   t->full_tgt = malloc(sizeof(int) * (size_t)o->seq);
   t->full_doc = malloc(sizeof(int) * (size_t)o->seq);
@@ -82,13 +89,11 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   t->lo = bounded ? malloc(sizeof(int) * (size_t)t->local_batch * (size_t)o->seq) : NULL;
   t->lay = calloc((size_t)t->local_batch, sizeof *t->lay);
   if (!t->tokens || !t->targets || !t->pos || !t->full_tok || !t->full_tgt || !t->full_doc || !t->lay ||
-      (bounded && !t->lo)) {
-    lc_trainer_free(t);
-    return lc_fail(LC_ENOMEM, "out of memory for the token buffers (--batch x --seq too large)");
-  }
+      (bounded && !t->lo))
+    st = lc_fail(LC_ENOMEM, "out of memory for the token buffers (--batch x --seq too large)");
   for (int b = 0; b < t->local_batch && st == LC_OK; b++)
     st = lc_seq_layout_init(&t->lay[b], o->seq, o->cp, o->hp, chunks);
-  if (st != LC_OK) lc_trainer_free(t);
+  if ((st = lc_comm_agree(world, st)) != LC_OK) lc_trainer_free(t);
   return st;
 }
 
@@ -153,7 +158,10 @@ static long load_batch(lc_trainer *t, double *pairs, double *work) {
   double *w = malloc(sizeof(double) * (size_t)o->cp);
   for (int b = 0; b < t->local_batch; b++) {
     uint64_t idx = t->next_sample + (uint64_t)t->grid.d * t->local_batch + (uint64_t)b;
-    lc_data_sample_docs(&t->data, o->seed, idx, t->full_tok, t->full_tgt, t->full_doc, o->seq);
+    if (lc_data_sample_docs(&t->data, o->seed, idx, t->full_tok, t->full_tgt, t->full_doc, o->seq) < 0) {
+      free(w);
+      return -1;
+    }
     place_sequence(t, b, &counted, pairs);
     if (w) {
       lc_seq_layout_work(&t->lay[b], t->lo ? t->lo + (size_t)b * o->seq : NULL, w);
@@ -180,7 +188,12 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   // Draw the whole batch first: the loss is divided by the batch's counted tokens (all ranks).
   double pairs = 0, *work = calloc((size_t)o->cp, sizeof(double));
   if (!work) return lc_fail(LC_ENOMEM, "out of memory for the step");
-  double sums[2] = {(double)load_batch(t, &pairs, work), pairs};
+  const long got = load_batch(t, &pairs, work);
+  if (got < 0) {
+    free(work);
+    return LC_ENOMEM; // packing ran out of memory on this rank (lc_errmsg); the CLI ends every rank
+  }
+  double sums[2] = {(double)got, pairs};
   double wmax = 0, wsum = 0;
   for (int c = 0; c < o->cp; c++) wmax = work[c] > wmax ? work[c] : wmax, wsum += work[c];
   m->cp_imbalance = wsum > 0 ? wmax / (wsum / o->cp) : 1.0;
@@ -221,11 +234,13 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
                     .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->wd};
   // The loss and the norm are the same on every rank, so every rank decides alike.
   if (!isfinite(loss_sum) || !isfinite(norm)) {
+    t->failed_everywhere = 1; // the loss sum and the norm are global: every rank stops here
     if (t->skipped_in_a_row >= o->skip_nonfinite)
       return lc_fail(LC_EINVAL, "step %ld: the %s is not finite (loss sum %g, gradient norm %g)%s; lower --lr, set "
                      "--clip, or let --skip-nonfinite N skip such steps", t->step + 1,
                      !isfinite(loss_sum) ? "loss" : "gradient", loss_sum, norm,
                      o->skip_nonfinite ? " in too many steps in a row" : "");
+    t->failed_everywhere = 0;
     t->skipped_in_a_row++; // weights, moments and AdamW's step count stay as they are
     m->skipped = 1;
   } else {
@@ -278,6 +293,7 @@ lc_status lc_trainer_eval(lc_trainer *t, int n, double *loss, double *accuracy) 
     int counted_full = 0;
     st = lc_data_sample_eval(&t->data, o->seed, (uint64_t)(real ? i : 0), t->full_tok, t->full_tgt,
                              t->full_doc, o->seq, &counted_full);
+    if (st == LC_OK && counted_full < 0) st = LC_ENOMEM;
     if (st != LC_OK) break;
     long counted = 0, wrong = 0;
     double pairs = 0;

@@ -68,6 +68,7 @@ typedef struct {
   int local_batch; // sequences per data-parallel group: batch / dp
   long step;            // steps done (skipped updates included)
   int skipped_in_a_row; // non-finite steps skipped since the last good one
+  int failed_everywhere; // the last error was found alike on every rank (no rank waits)
   uint64_t next_sample; // index of the next sample the data stream hands out
   int *full_tok, *full_tgt, *full_doc; // one whole sample [seq] and its document starts
   int *tokens, *targets, *pos; // local shards [local_batch * T]; pos: RoPE positions
