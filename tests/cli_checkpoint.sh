@@ -73,6 +73,11 @@ close "$TMP/ref.jsonl" "$TMP/z1.jsonl" 4 && ok || bad "zero 0 -> zero 1 groups o
   bad "previous checkpoint not loadable after the crash: $(tail -n 2 "$TMP/out")"
 [ -z "$(ls -a "$TMP/cr" | grep '\.tmp\.')" ] && ok || bad "stale temporary left after the next save"
 
+# --keep 2 keeps the two newest by step number (10 and 11, not the lexically last 8 and 9).
+"$BIN" train $COMMON --steps 11 --save "$TMP/kp" --save-every 1 --keep 2 >/dev/null 2>&1 &&
+  [ "$(ls "$TMP/kp" | grep '^checkpoint-' | sort | tr '\n' ' ')" = "checkpoint-10 checkpoint-11 " ] && ok ||
+  bad "--keep 2 left: $(ls "$TMP/kp" | tr '\n' ' ')"
+
 # Refusals: another model, another seed, a path that is no checkpoint.
 "$BIN" train $COMMON --steps 8 --model demo --resume "$TMP/ck" >/dev/null 2>"$TMP/err"; [ $? -ne 0 ] && grep -q "saved for another model" "$TMP/err" && ok || bad "model mismatch: $(cat "$TMP/err")"
 "$BIN" train $COMMON --steps 8 --seed 9 --resume "$TMP/ck" >/dev/null 2>"$TMP/err"; [ $? -ne 0 ] && grep -q "saved with --seed" "$TMP/err" && ok || bad "seed mismatch: $(cat "$TMP/err")"

@@ -53,8 +53,8 @@ expect_error "--placement 'diagonal'" train --placement diagonal
 # ZeRO settings.
 expect_error "--zero 4 is not a ZeRO stage" train --zero 4
 expect_error "--zero-group needs a sharded stage" train --zero-group 1
-expect_error "--zero-group 3 does not divide the world of 1" train --zero 1 --zero-group 3
-expect_error "--zero-group 3 does not divide --gpus 8" plan --model tiny --seq 1K --gpus 8 --zero 3 --zero-group 3
+expect_error "--zero-group 3 does not divide the number of ranks (1)" train --zero 1 --zero-group 3
+expect_error "--zero-group 3 does not divide the number of ranks (8)" plan --model tiny --seq 1K --gpus 8 --zero 3 --zero-group 3
 expect_error "--gpus 6 is not a multiple of hp x cp = 4" plan --model tiny --seq 1K --hp 2 --cp 2 --gpus 6
 "$BIN" plan --model llama-3-8b --seq 1M --hp 8 --cp 8 --zero 3 >"$TMP/out" 2>&1 && grep -q "0.25 bytes per parameter" "$TMP/out" && ok ||
   bad "plan --zero 3 over 64 ranks: $(grep -i 'model states' "$TMP/out")"

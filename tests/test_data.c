@@ -229,6 +229,47 @@ static void test_file_labels(void) {
   unlink(tpath);
 }
 
+// Samples first .. first+seqs-1 of a packed stream hold each of the N file tokens
+// exactly once, as whole runs of one document with the right targets; counts padding
+// and pieces of cut documents, and returns the first sample's first token.
+static void check_pack_epoch(lc_data *d, long first, long seqs, const uint32_t *toks, const int *doc_of,
+                             const uint64_t *starts, int N, long *pad, long *pieces_cut, int *first_tok) {
+  enum { S = 64 };
+  int *seen = calloc((size_t)N, sizeof(int)), tok[S], tgt[S], doc[S];
+  long bad = 0;
+  for (long i = first; i < first + seqs; i++) {
+    lc_data_sample_docs(d, 9, (uint64_t)i, tok, tgt, doc, S);
+    if (i == first) *first_tok = tok[0];
+    // Walk the pieces: each is a run of consecutive file tokens of one document (token
+    // id k + 1 is file token k); padding is token 0 with no target, its own document.
+    for (int t = 0; t < S;) {
+      int e = t + 1;
+      while (e < S && doc[e] == t) e++;
+      bad += doc[t] != t;
+      if (tok[t] == 0) {
+        bad += e != t + 1 || tgt[t] != -100;
+        (*pad)++;
+        t = e;
+        continue;
+      }
+      int k = tok[t] - 1;
+      for (int j = t; j < e; j++) {
+        int kk = k + (j - t);
+        bad += kk >= N || tok[j] != (int)toks[kk] || doc_of[kk] != doc_of[k] || seen[kk]++;
+        int ends = kk + 1 == N || doc_of[kk + 1] != doc_of[kk];
+        bad += ends ? tgt[j] != -100 : tgt[j] != (int)toks[kk + 1];
+      }
+      *pieces_cut += k != (int)starts[doc_of[k]] || (k + (e - t) < N && doc_of[k + (e - t)] == doc_of[k]);
+      t = e;
+    }
+  }
+  long missing = 0;
+  for (int k = 0; k < N; k++) missing += seen[k] != 1;
+  CHECK(bad == 0, "packed samples %ld..: %ld tokens, targets or document starts differ from the file", first, bad);
+  CHECK(missing == 0, "the epoch from sample %ld holds every document token exactly once (%ld not)", first, missing);
+  free(seen);
+}
+
 // Packing a token file with a document index: every sample is pieces of documents in
 // order (tokens as in the file; targets the next token of the same document, none at a
 // document's end), then padding (no target, each pad its own document); over an epoch
@@ -257,44 +298,24 @@ static void test_pack_file(void) {
   char desc[300];
   lc_data_pack_desc(&d, desc, sizeof desc);
   const long seqs = d.packer.seqs0;
-  int *seen = calloc(N, sizeof(int)), tok[S], tgt[S], doc[S];
-  long bad = 0, pad = 0, pieces_cut = 0;
-  for (long i = 0; i < seqs; i++) {
-    lc_data_sample_docs(&d, 9, (uint64_t)i, tok, tgt, doc, S);
-    // Walk the pieces: each is a run of consecutive file tokens of one document (token
-    // id k + 1 is file token k); padding is token 0 with no target, its own document.
-    for (int t = 0; t < S;) {
-      int e = t + 1;
-      while (e < S && doc[e] == t) e++;
-      bad += doc[t] != t;
-      if (tok[t] == 0) {
-        bad += e != t + 1 || tgt[t] != -100;
-        pad++;
-        t = e;
-        continue;
-      }
-      int k = tok[t] - 1;
-      for (int j = t; j < e; j++) {
-        int kk = k + (j - t);
-        bad += kk >= N || tok[j] != (int)toks[kk] || doc_of[kk] != doc_of[k] || seen[kk]++;
-        int ends = kk + 1 == N || doc_of[kk + 1] != doc_of[kk];
-        bad += ends ? tgt[j] != -100 : tgt[j] != (int)toks[kk + 1];
-      }
-      pieces_cut += k != (int)starts[doc_of[k]] || (k + (e - t) < N && doc_of[k + (e - t)] == doc_of[k]);
-      t = e;
-    }
-  }
-  long missing = 0;
-  for (int k = 0; k < N; k++) missing += seen[k] != 1;
-  CHECK(bad == 0, "packed samples: %ld tokens, targets or document starts differ from the file", bad);
-  CHECK(missing == 0, "an epoch holds every document token exactly once (%ld not)", missing);
+  long pad = 0, pieces_cut = 0;
+  int first_tok0 = 0;
+  check_pack_epoch(&d, 0, seqs, toks, doc_of, starts, N, &pad, &pieces_cut, &first_tok0);
   CHECK((uint64_t)pad == d.packer.pad0, "padding: %ld counted in the samples, %llu reported", pad,
         (unsigned long long)d.packer.pad0);
+  // Epoch 1 follows epoch 0 in the stream, in a fresh order, and is again exactly a cover.
+  const lc_piece *pc;
+  size_t npc;
+  CHECK(lc_packer_get(&d.packer, (uint64_t)seqs, &pc, &npc) == LC_OK && d.packer.n_known == 2, "plan epoch 1");
+  const long seqs1 = (long)(d.packer.first_seq[2] - d.packer.first_seq[1]);
+  long pad1 = 0, cut1 = 0;
+  int first_tok1 = 0;
+  check_pack_epoch(&d, seqs, seqs1, toks, doc_of, starts, N, &pad1, &cut1, &first_tok1);
+  CHECK(first_tok1 != first_tok0, "epoch 1 starts with another document (token %d both)", first_tok0);
   CHECK(pieces_cut > 0 && d.packer.split0 > 0, "documents longer than S are cut (%ld pieces, %llu documents)",
         pieces_cut, (unsigned long long)d.packer.split0);
   CHECK(strstr(desc, "padding") != NULL, "log line: %s", desc);
   printf("pack: %s\n", desc);
-  free(seen);
   lc_data_close(&d);
   // Refusals: no document index, bytes, task:passkey.
   CHECK(lc_tokfile_write(path, toks, N, 2, N + 1) == LC_OK, "write without index");

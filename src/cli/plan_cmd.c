@@ -65,10 +65,7 @@ int lc_cmd_plan(int argc, char **argv) {
   if (st == LC_OK && ranks == 0) ranks = hp * cp;
   if (st == LC_OK && (ranks < 1 || ranks % (hp * cp) != 0))
     st = lc_fail(LC_EINVAL, "--gpus %d is not a multiple of hp x cp = %d (the rest is data parallelism)", ranks, hp * cp);
-  if (st == LC_OK && (zero < 0 || zero > 3)) st = lc_fail(LC_EINVAL, "--zero %d is not a ZeRO stage: use 0, 1, 2 or 3", zero);
-  if (st == LC_OK && zero_group && !zero) st = lc_fail(LC_EINVAL, "--zero-group needs a sharded stage: add --zero 1, 2 or 3");
-  if (st == LC_OK && (zero_group < 0 || (zero_group && ranks % zero_group != 0)))
-    st = lc_fail(LC_EINVAL, "--zero-group %d does not divide --gpus %d; use a divisor", zero_group, ranks);
+  if (st == LC_OK) st = lc_zero_check(zero, zero_group, lc_args_find(flags, nf, "zero-group")->seen, ranks);
   if (st == LC_OK && lc_args_find(flags, nf, "attn-window")->seen && attn_window < 1)
     st = lc_fail(LC_EINVAL, "--attn-window %d: give the number of most recent tokens each token sees (>= 1)",
                  attn_window);
@@ -103,7 +100,7 @@ int lc_cmd_plan(int argc, char **argv) {
          cfg.config_only ? " (configuration-only preset)" : "");
   printf("  %-10s hp %d x cp %d (ring window %d) = %d rank%s per sequence; S = %ld -> %ld tokens per rank; "
          "batch %d (sequences run one after another: no effect on the peak)\n",
-         "layout", hp, cp, window, hp * cp, hp * cp > 1 ? "s" : "", S, e.T, batch);
+         "layout", hp, cp, e.window, hp * cp, hp * cp > 1 ? "s" : "", S, e.T, batch);
   if (ranks > hp * cp) printf("  %-10s %d ranks = dp %d x (hp %d x cp %d)\n", "job", ranks, ranks / (hp * cp), hp, cp);
   printf("  %-10s stage %d (%s)%s", "zero", zero, lc_zero_stage_desc(zero), zero ? ", " : "\n");
   if (zero)

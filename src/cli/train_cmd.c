@@ -88,14 +88,7 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, const train_flags
   if (st == LC_OK && F->skip_nonfinite < 0)
     st = lc_fail(LC_EINVAL, "--skip-nonfinite %d: give how many non-finite steps in a row may be skipped (>= 0)",
                  F->skip_nonfinite);
-  if (st == LC_OK && (F->zero < 0 || F->zero > 3))
-    st = lc_fail(LC_EINVAL, "--zero %d is not a ZeRO stage: use 0 (replicated), 1 (AdamW moments sharded), "
-                 "2 (+ gradients) or 3 (+ weights)", F->zero);
-  if (st == LC_OK && lc_args_find(flags, nf, "zero-group")->seen && F->zero == 0)
-    st = lc_fail(LC_EINVAL, "--zero-group needs a sharded stage: add --zero 1, 2 or 3");
-  if (st == LC_OK && (F->zero_group < 0 || (F->zero_group > 0 && w->size % F->zero_group != 0)))
-    st = lc_fail(LC_EINVAL, "--zero-group %d does not divide the world of %d ranks; use a divisor of %d", F->zero_group,
-                 w->size, w->size);
+  if (st == LC_OK) st = lc_zero_check(F->zero, F->zero_group, lc_args_find(flags, nf, "zero-group")->seen, w->size);
   if (st == LC_OK && lc_args_find(flags, nf, "attn-window")->seen && F->attn_window < 1)
     st = lc_fail(LC_EINVAL, "--attn-window %d: give the number of most recent tokens each token sees (>= 1)",
                  F->attn_window);

@@ -84,10 +84,15 @@ static lc_status m_allreduce(lc_comm *c, void *buf, size_t n, lc_dtype t) {
   return LC_OK;
 }
 
+// MPI-3 counts are ints. The fix depends on what carries the message: activations
+// (all-to-all, ring send/receive) shrink with a larger --cp; parameter slices (ZeRO
+// gathers and reductions) with a larger --zero-group.
 static lc_status check_count(size_t n, const char *what) {
-  if (n > (size_t)INT_MAX)
-    return lc_fail(LC_ECOMM, "%s of %zu elements per rank exceeds MPI's int count; use more ranks", what, n);
-  return LC_OK;
+  if (n <= (size_t)INT_MAX) return LC_OK;
+  const int params = strstr(what, "gather") || strstr(what, "reduce") || strstr(what, "broadcast");
+  return lc_fail(LC_ECOMM, "%s of %zu elements per rank exceeds MPI's int count (2^31 - 1); %s", what, n,
+                 params ? "shard the parameters over more ranks (a larger --zero-group, or --zero 3)"
+                        : "split the sequence over more ranks (a larger --cp) or shorten --seq");
 }
 
 static lc_status m_allgather(lc_comm *c, const void *s, void *r, size_t n, lc_dtype t) {

@@ -58,7 +58,7 @@ lc_status lc_memplan_predict(const lc_config *cfg, const lc_model_opts *o, long 
   // Persistent: the parameter store's parameters, gradients and AdamW m and v, full or
   // sharded Z ways by stage (lc_pstore_sizes, from the store's own layout).
   const int stage = o->zero, Z = o->zero_group > 0 ? o->zero_group : hp * cp;
-  if (stage < 0 || stage > 3) return lc_fail(LC_EINVAL, "--zero %d is not a ZeRO stage: use 0, 1, 2 or 3", stage);
+  LC_TRY(lc_zero_check(stage, 0, 0, 1));
   lc_ps_sizes zs;
   LC_TRY(lc_pstore_sizes(cfg, stage, Z, &zs));
   out->zero = stage;

@@ -91,17 +91,23 @@ static lc_status build_segments(lc_pstore *ps) {
   return LC_OK;
 }
 
+lc_status lc_zero_check(int stage, int group, int group_given, int ranks) {
+  if (stage < 0 || stage > 3)
+    return lc_fail(LC_EINVAL, "--zero %d is not a ZeRO stage: use 0 (replicated), 1 (AdamW moments sharded), "
+                   "2 (+ gradients) or 3 (+ weights)", stage);
+  if (group_given && stage == 0) return lc_fail(LC_EINVAL, "--zero-group needs a sharded stage: add --zero 1, 2 or 3");
+  if (group < 0 || (group > 0 && ranks % group != 0))
+    return lc_fail(LC_EINVAL, "--zero-group %d does not divide the number of ranks (%d); use a divisor of %d "
+                   "(0 or omitted: all of them)", group, ranks, ranks);
+  return LC_OK;
+}
+
 lc_status lc_pstore_create(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world,
                            lc_arena *arena) {
   memset(ps, 0, sizeof *ps);
   const int W = world ? world->size : 1;
-  if (stage < 0 || stage > 3)
-    return lc_fail(LC_EINVAL, "--zero %d is not a ZeRO stage: use 0 (replicated), 1 (optimizer states), "
-                   "2 (+ gradients) or 3 (+ weights)", stage);
+  LC_TRY(lc_zero_check(stage, group, 0, W));
   if (group == 0) group = W;
-  if (group < 1 || W % group != 0)
-    return lc_fail(LC_EINVAL, "--zero-group %d does not divide the world of %d ranks; use a divisor of %d "
-                   "(0 or omitted: the whole world)", group, W, W);
   if (!world && stage != 0) return lc_fail(LC_EINVAL, "a local parameter store cannot be sharded");
   ps->cfg = *cfg;
   ps->stage = stage;

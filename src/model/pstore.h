@@ -65,6 +65,10 @@ typedef struct {
   int n_red_, want_grads_, last_, passes_, step_passes_;
 } lc_pstore;
 
+// The one check of a ZeRO request, for the trainer, the planner and the store: stage in
+// 0..3; group (0: all `ranks`) divides ranks; group_given (the flag was set) needs stage >= 1.
+lc_status lc_zero_check(int stage, int group, int group_given, int ranks);
+
 // A store for cfg with parameters (zero) and gradients. world NULL: local (stage must be
 // 0). group: the zero-group size Z (0 = the whole world); it must divide the world size.
 lc_status lc_pstore_create(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world,

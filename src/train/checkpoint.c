@@ -85,32 +85,42 @@ static lc_status write_state(const lc_trainer *t, const char *dir) {
   return st;
 }
 
-// Keeps the newest `keep` checkpoint-<step> directories (by step number).
-static void prune(const char *dir, int keep) {
+#define MAX_CKPTS 4096
+
+static int newest_first(const void *a, const void *b) {
+  const long x = *(const long *)a, y = *(const long *)b;
+  return (x < y) - (x > y);
+}
+
+// The steps of the checkpoint-<step> directories in dir, newest first (at most MAX_CKPTS).
+// With drop_tmp, also deletes the temporaries a crashed save left (never published).
+static int list_steps(const char *dir, long *steps, int drop_tmp) {
   DIR *d = opendir(dir);
-  if (!d) return;
-  long steps[4096];
+  if (!d) return 0;
   int n = 0;
   struct dirent *e;
-  while ((e = readdir(d)) && n < 4096) {
+  while ((e = readdir(d)) && n < MAX_CKPTS) {
     long s;
     char extra;
-    if (sscanf(e->d_name, "checkpoint-%ld%c", &s, &extra) == 1) steps[n++] = s;
-    // A temporary left by a save that crashed: never published, safe to delete.
-    if (!strncmp(e->d_name, ".checkpoint-", 12) && strstr(e->d_name, ".tmp.")) {
+    if (sscanf(e->d_name, "checkpoint-%ld%c", &s, &extra) == 1 && s >= 0) steps[n++] = s;
+    if (drop_tmp && !strncmp(e->d_name, ".checkpoint-", 12) && strstr(e->d_name, ".tmp.")) {
       char p[PATHN];
       if (lc_path_join(p, sizeof p, dir, e->d_name) == LC_OK) remove_flat_dir(p);
     }
   }
   closedir(d);
-  for (int i = 0; i < n; i++) {
-    int newer = 0;
-    for (int k = 0; k < n; k++) newer += steps[k] > steps[i];
-    if (newer >= keep) {
-      char name[64], p[PATHN];
-      snprintf(name, sizeof name, "checkpoint-%ld", steps[i]);
-      if (lc_path_join(p, sizeof p, dir, name) == LC_OK) remove_flat_dir(p);
-    }
+  qsort(steps, (size_t)n, sizeof *steps, newest_first);
+  return n;
+}
+
+// Keeps the newest `keep` checkpoint-<step> directories (by step number).
+static void prune(const char *dir, int keep) {
+  long steps[MAX_CKPTS];
+  const int n = list_steps(dir, steps, 1);
+  for (int i = keep; i < n; i++) {
+    char name[64], p[PATHN];
+    snprintf(name, sizeof name, "checkpoint-%ld", steps[i]);
+    if (lc_path_join(p, sizeof p, dir, name) == LC_OK) remove_flat_dir(p);
   }
 }
 
@@ -301,24 +311,11 @@ lc_status lc_checkpoint_resolve(const char *path, char *out, size_t cap, char *n
   char why[600], bad[PATHN];
   snprintf(why, sizeof why, "%s", lc_errmsg());
   snprintf(bad, sizeof bad, "%s", out);
-  long steps[4096];
-  int n = 0;
-  DIR *d = opendir(path);
-  struct dirent *e;
-  while (d && (e = readdir(d)) && n < 4096) {
-    long s;
-    char extra;
-    if (sscanf(e->d_name, "checkpoint-%ld%c", &s, &extra) == 1) steps[n++] = s;
-  }
-  if (d) closedir(d);
-  for (;;) {
-    int best = -1;
-    for (int i = 0; i < n; i++)
-      if (steps[i] >= 0 && (best < 0 || steps[i] > steps[best])) best = i;
-    if (best < 0) break;
+  long steps[MAX_CKPTS];
+  const int n = list_steps(path, steps, 0);
+  for (int i = 0; i < n; i++) {
     char name[64];
-    snprintf(name, sizeof name, "checkpoint-%ld", steps[best]);
-    steps[best] = -1;
+    snprintf(name, sizeof name, "checkpoint-%ld", steps[i]);
     if (lc_path_join(out, cap, path, name) != LC_OK || !strcmp(out, bad)) continue;
     if (lc_checkpoint_verify(out, &verified) == LC_OK && verified) {
       say(note, note_cap, "note: %s; resuming from %s, the newest intact checkpoint", why, out);
