@@ -45,7 +45,6 @@ for round in 1 2 3; do
       --log-json "$TMP/w.jsonl" >/dev/null 2>&1
     python3 - "$TMP/w.jsonl" "$round" "$to" <<'PY'
 import json, sys
-s = sorted(json.loads(l)["step_seconds"] for l in open(sys.argv[1]))
 s = sorted(json.loads(l)["step_seconds"] for l in list(open(sys.argv[1]))[1:])
 print(f"| {sys.argv[2]} | {'on (--timeout 30)' if sys.argv[3] != '0' else 'off (--timeout 0)'} | {s[len(s) // 2]:.3f} |")
 PY

@@ -4,14 +4,7 @@
 # checkpoint loadable, and a checkpoint of another model is refused.
 set -u
 BIN="$1"
-MPI="mpirun --allow-run-as-root --oversubscribe"
-export OMP_NUM_THREADS=1
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-losses() { grep -o '"step":[0-9]*,"loss":[-0-9.e+]*' "$1" | sed 's/"step":\([0-9]*\),"loss":/\1 /'; }
+. "$(dirname "$0")/cli_lib.sh"
 COMMON="--data task:copy --seq 64 --batch 2 --lr 3e-3 --threads 1"
 
 # Uninterrupted reference, and a run saving every 4 steps (same layout: 4 ranks, hp 2 x cp 2).
@@ -84,5 +77,4 @@ close "$TMP/ref.jsonl" "$TMP/z1.jsonl" 4 && ok || bad "zero 0 -> zero 1 groups o
 "$BIN" train $COMMON --steps 8 --resume "$TMP" >/dev/null 2>"$TMP/err"; [ $? -ne 0 ] && grep -q "neither a checkpoint" "$TMP/err" && ok || bad "not a checkpoint: $(cat "$TMP/err")"
 "$BIN" train $COMMON --steps 2 --resume "$TMP/ck" >/dev/null 2>"$TMP/err"; [ $? -ne 0 ] && grep -q "beyond --steps" "$TMP/err" && ok || bad "steps: $(cat "$TMP/err")"
 
-echo "cli_checkpoint: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish cli_checkpoint

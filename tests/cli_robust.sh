@@ -15,15 +15,8 @@
 # Every run has an outer timeout: a hang fails the test instead of blocking it.
 set -u
 BIN="$1"
-MPI="mpirun --allow-run-as-root --oversubscribe"
-export OMP_NUM_THREADS=1
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/cli_lib.sh"
 now() { date +%s.%N; }
-losses() { grep -o '"step":[0-9]*,"loss":[-0-9.e+]*' "$1" | sed 's/"step":\([0-9]*\),"loss":/\1 /'; }
 COMMON="--data task:copy --seq 64 --batch 2 --threads 1"
 T=2 # --timeout of the failure tests, seconds
 
@@ -138,5 +131,4 @@ expect_early "different MPI implementations, or srun lacks --mpi=pmix" env SLURM
 SLURM_CPUS_PER_TASK=1 "$BIN" train $COMMON --steps 1 >"$TMP/out" 2>&1 && grep -q ", 1 threads/rank," "$TMP/out" && ok ||
   bad "SLURM_CPUS_PER_TASK: $(grep layout "$TMP/out")"
 
-echo "cli_robust: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish cli_robust

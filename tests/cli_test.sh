@@ -4,11 +4,7 @@
 # one-line message that names the problem.
 set -u
 BIN="$1"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/cli_lib.sh"
 
 # A short run.
 if "$BIN" train --model tiny --seq 64 --steps 3 --log-json "$TMP/log.jsonl" >"$TMP/out" 2>"$TMP/err"; then ok; else bad "short run exited $?: $(cat "$TMP/err")"; fi
@@ -155,5 +151,4 @@ for cmd in train plan bench generate; do
   "$BIN" $cmd --help >"$TMP/help" 2>&1 && grep -q "^usage: longctx $cmd \[flags\]" "$TMP/help" && grep -q -- '--model' "$TMP/help" && ok || bad "$cmd --help: $(head -2 "$TMP/help")"
 done
 
-echo "cli_test: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish cli_test
