@@ -11,7 +11,7 @@ MPI="mpirun --allow-run-as-root --oversubscribe"
 export OMP_NUM_THREADS=1
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); 4 ranks (hp 2 x cp 2) on $(nproc) cores, --timeout $TO"
+echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'); 4 ranks (hp 2 x cp 2) on $(nproc --all) cores, --timeout $TO"
 points=(forward ring reduce)
 : >"$TMP/times"
 for i in $(seq 1 "$TRIALS"); do

@@ -125,9 +125,9 @@ static void job_lines(char *buf, size_t cap, const train_flags *F, int world, in
   if (world == 1) snprintf(wd, sizeof wd, "off (one process)");
   else if (!watchdog) snprintf(wd, sizeof wd, "off (--timeout 0)");
   else
-    snprintf(wd, sizeof wd, "--timeout %g s: a rank silent that long (heartbeats every %.1f s, from a thread of each "
-             "rank), or a collective every rank waits in that long, ends the job with exit code %d",
-             F->timeout, lc_watchdog_period(F->timeout), LC_EXIT_PEER);
+    snprintf(wd, sizeof wd, "--timeout %g s: a rank silent for %.1f s (heartbeats every %.1f s, from a thread of "
+             "each rank), or a collective every rank waits in that long, ends every rank within %g s with exit code %d",
+             F->timeout, lc_watchdog_silence(F->timeout), lc_watchdog_period(F->timeout), F->timeout, LC_EXIT_PEER);
   char nf[96];
   if (F->skip_nonfinite) snprintf(nf, sizeof nf, "skip the update, at most %d in a row", F->skip_nonfinite);
   else snprintf(nf, sizeof nf, "stop (--skip-nonfinite 0)");

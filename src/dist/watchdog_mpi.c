@@ -28,7 +28,7 @@ struct lc_watchdog {
   MPI_Comm comm;
   int started; // the thread runs
   int rank, size, dp, cp, hp, head_first;
-  double timeout, period;
+  double timeout, period, silence; // silence: lc_watchdog_silence(timeout)
   pthread_t thread;
   atomic_int stop;
   double *last;   // [size] when the last heartbeat of each rank arrived
@@ -60,7 +60,7 @@ static void fail(const lc_watchdog *w, const char *line) {
 static void check(lc_watchdog *w, double now) {
   char msg[1024], pos[160];
   for (int p = 0; p < w->size; p++) {
-    if (p == w->rank || now - w->last[p] <= w->timeout) continue;
+    if (p == w->rank || now - w->last[p] <= w->silence) continue;
     where(w, p, pos, sizeof pos);
     double since = 0;
     const char *mine = lc_comm_blocked(&since);
@@ -72,7 +72,7 @@ static void check(lc_watchdog *w, double now) {
   }
   double since = 0;
   const char *mine = lc_comm_blocked(&since);
-  if (!mine || now - since <= w->timeout) return;
+  if (!mine || now - since <= w->silence) return;
   for (int p = 0; p < w->size; p++) // somebody still computing: a slow step, not a stall
     if (p != w->rank && w->seen[p].waited < 0) return;
   snprintf(msg, sizeof msg, "longctx: error (rank %d): %s stalled in step %ld: this rank has waited %.1f s (--timeout "
@@ -125,6 +125,7 @@ lc_status lc_watchdog_start(lc_watchdog **out, double timeout_s, int dp, int cp,
   w->size = size, w->dp = dp, w->cp = cp, w->hp = hp, w->head_first = head_first;
   w->timeout = timeout_s;
   w->period = lc_watchdog_period(timeout_s);
+  w->silence = lc_watchdog_silence(timeout_s);
   w->last = calloc((size_t)size, sizeof *w->last);
   w->seen = calloc((size_t)size, sizeof *w->seen);
   w->out = calloc((size_t)size, sizeof *w->out);
@@ -149,7 +150,9 @@ lc_status lc_watchdog_start(lc_watchdog **out, double timeout_s, int dp, int cp,
   return LC_OK;
 }
 
-double lc_watchdog_period(double timeout_s) { return timeout_s / 5 < 1.0 ? timeout_s / 5 : 1.0; }
+double lc_watchdog_period(double timeout_s) { return timeout_s / 10 < 1.0 ? timeout_s / 10 : 1.0; }
+
+double lc_watchdog_silence(double timeout_s) { return timeout_s - 4 * lc_watchdog_period(timeout_s); }
 
 void lc_watchdog_stop(lc_watchdog *w) {
   if (!w) return;
