@@ -12,8 +12,8 @@
 //     slow step or a checkpoint save never looks like a failure; a stopped process (SIGSTOP,
 //     a hung node, a cut network) sends none.
 //   - a collective is declared stalled when this rank has waited inside one communication
-//     call for lc_watchdog_silence(timeout) seconds and every other rank, alive, reports waiting too (nobody is
-//     computing towards it: a deadlock, not a slow peer).
+//     call for lc_watchdog_silence(timeout) seconds and every other rank, alive, reports
+//     waiting too (nobody is computing towards it: a deadlock, not a slow peer).
 // Then the thread prints one line naming the rank (and its place in the layout) or the
 // stalled call, the step, and ends the process with LC_EXIT_PEER; the MPI launcher then
 // ends the others (which will have detected the same within one period).
