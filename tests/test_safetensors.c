@@ -2,8 +2,10 @@
 // safetensors reader/writer: exact round trips, BF16/F16 conversion of known bit patterns,
 // every malformed-file class with its message, atomic writes that leave the old file alone.
 #include <dirent.h>
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -70,6 +72,89 @@ static void test_conversions(void) {
   CHECK(bad == 0, "%d f16 values differ from the double reference", bad);
 }
 
+// lc_f32_to_bf16 against an independent rule: of the two bf16 values around x (found by
+// truncation, in double), the nearer, the even one on a tie; beyond the largest finite
+// bf16 + half an ulp, infinity. Random bit patterns (all exponents) plus edge cases.
+static uint16_t bf16_reference(float x) {
+  uint32_t u = fbits(x);
+  uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1); // |lo| <= |x| < |hi|
+  double dx = fabs((double)x), dl = fabs((double)lc_bf16_to_f32(lo));
+  double dh = (lo & 0x7fff) == 0x7f7f ? ldexp(1.0, 128) : fabs((double)lc_bf16_to_f32(hi));
+  if (dx - dl < dh - dx || (dx - dl == dh - dx && !(lo & 1))) return lo;
+  return hi; // 0x7f7f + 1 = 0x7f80: infinity with x's sign
+}
+
+static void test_bf16_narrowing(void) {
+  uint64_t r = 0x9e3779b97f4a7c15ull;
+  int bad = 0, n = 0;
+  for (int i = 0; i < 2000000; i++) {
+    r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+    uint32_t u = (uint32_t)r;
+    if (i < 65536) u = (uint32_t)i << 16 | 0x8000u;   // every exact tie
+    else if (i < 131072) u = (uint32_t)(i - 65536) << 16 | 0x7fffu; // just below a tie
+    float x;
+    memcpy(&x, &u, 4);
+    if (x != x || isinf(x)) continue;
+    n++;
+    bad += lc_f32_to_bf16(x) != bf16_reference(x);
+  }
+  CHECK(n > 1900000 && bad == 0, "bf16 rounding: %d of %d differ from round-to-nearest-even", bad, n);
+  CHECK(lc_f32_to_bf16(INFINITY) == 0x7f80 && lc_f32_to_bf16(-INFINITY) == 0xff80, "bf16 infinities");
+  CHECK((lc_f32_to_bf16(NAN) & 0x7fc0) == 0x7fc0, "bf16 NaN stays NaN");
+  uint32_t snan = 0x7f800001u; // a signalling NaN whose payload sits in the low bits only
+  float fs;
+  memcpy(&fs, &snan, 4);
+  CHECK(lc_bf16_to_f32(lc_f32_to_bf16(fs)) != lc_bf16_to_f32(lc_f32_to_bf16(fs)), "payload-low NaN is not rounded to inf");
+  CHECK(lc_f32_to_bf16(3.4e38f) == 0x7f80 && lc_f32_to_bf16(1.0f) == 0x3f80, "overflow to inf; 1.0 exact");
+  // The dtype vocabulary names every safetensors dtype, both ways, with its size.
+  static const char *names[] = {"F32", "BF16", "F16", "F64", "I32", "I64", "U8", "U64", "U32",
+                                "I16", "U16", "I8", "BOOL", "F8_E4M3", "F8_E5M2", "F8_E8M0", "C64"};
+  static const size_t sizes[] = {4, 2, 2, 8, 4, 8, 1, 8, 4, 2, 2, 1, 1, 1, 1, 1, 8};
+  for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
+    lc_dtype t = LC_DT_COUNT;
+    CHECK(lc_dtype_from_name(names[i], &t) && !strcmp(lc_dtype_name(t), names[i]) && lc_dtype_size(t) == sizes[i] &&
+              lc_bytes(t, 3) == 3 * sizes[i],
+          "dtype %s", names[i]);
+  }
+  lc_dtype t = LC_DT_F32;
+  CHECK(!lc_dtype_from_name("F4", &t) && t == LC_DT_F32 && lc_dtype_size(LC_DT_COUNT) == 0, "unknown dtype");
+}
+
+// A BF16 entry is written rounded to nearest even, read back exactly, with the header's
+// dtype and byte span of 2 per element; F32 entries in the same file stay exact.
+static void test_bf16_write(void) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/bf16.safetensors", dir);
+  enum { N = 5000 };
+  float *x = malloc(sizeof(float) * N), *got = malloc(sizeof(float) * N);
+  uint64_t r = 12345;
+  for (int i = 0; i < N; i++) {
+    r = r * 6364136223846793005ull + 1442695040888963407ull;
+    x[i] = (float)((double)(r >> 11) / 9007199254740992.0 - 0.5) * (float)(1 << (i % 20));
+  }
+  lc_st_entry e[2] = {{.name = "w", .ndim = 2, .shape = {50, 100}, .data = x, .dtype = LC_DT_BF16},
+                      {.name = "f", .ndim = 1, .shape = {7}, .data = x}};
+  CHECK(lc_st_write(path, e, 2, NULL, 0) == LC_OK, "write bf16: %s", lc_errmsg());
+  struct stat sb;
+  CHECK(stat(path, &sb) == 0, "stat");
+  lc_st_file f;
+  CHECK(lc_st_open(&f, path) == LC_OK, "open: %s", lc_errmsg());
+  const lc_st_tensor *w = lc_st_find(&f, "w"), *ff = lc_st_find(&f, "f");
+  CHECK(w && w->dtype == LC_DT_BF16 && w->end - w->begin == 2 * (size_t)N && ff && ff->dtype == LC_DT_F32,
+        "bf16 header");
+  CHECK(w && lc_st_read_f32(&f, w, got, N) == LC_OK, "read: %s", lc_errmsg());
+  int bad = 0;
+  for (int i = 0; i < N; i++) bad += fbits(got[i]) != (uint32_t)bf16_reference(x[i]) << 16;
+  CHECK(bad == 0, "bf16 write: %d of %d elements not the rounded value", bad, N);
+  CHECK(ff && lc_st_read_f32(&f, ff, got, 7) == LC_OK && !memcmp(got, x, 7 * sizeof(float)), "f32 beside bf16 exact");
+  lc_st_close(&f);
+  e[0].dtype = LC_DT_I64;
+  CHECK(lc_st_write(path, e, 2, NULL, 0) == LC_EINVAL && strstr(lc_errmsg(), "I64"), "I64 refused: %s",
+        lc_errmsg());
+  free(x);
+  free(got);
+}
+
 static void test_roundtrip(void) {
   char path[300];
   snprintf(path, sizeof path, "%s/rt.safetensors", dir);
@@ -79,10 +164,10 @@ static void test_roundtrip(void) {
   float b[3] = {7, 8, 9}, s = 42.0f;
   memcpy(&b[1], &snan, 4);
   lc_st_entry e[4] = {
-      {"w.matrix", 2, {2, 3}, a},
-      {"v \"quoted\\name\"", 1, {3}, b},
-      {"scalar", 0, {0}, &s},
-      {"empty", 2, {0, 5}, NULL},
+      {"w.matrix", 2, {2, 3}, a, LC_DT_F32},
+      {"v \"quoted\\name\"", 1, {3}, b, LC_DT_F32},
+      {"scalar", 0, {0}, &s, LC_DT_F32},
+      {"empty", 2, {0, 5}, NULL, LC_DT_F32},
   };
   const char *meta[] = {"format", "pt", "note", "line1\nline2 \"q\""};
   CHECK(lc_st_write(path, e, 4, meta, 2) == LC_OK, "write: %s", lc_errmsg());
@@ -91,7 +176,7 @@ static void test_roundtrip(void) {
   CHECK(f.n == 4, "4 tensors, got %d", f.n);
   CHECK(f.data_off_ % 8 == 0, "data region 8-byte aligned (header padded), offset %llu", f.data_off_);
   const lc_st_tensor *t = lc_st_find(&f, "w.matrix");
-  CHECK(t && t->dtype == LC_ST_F32 && t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 3,
+  CHECK(t && t->dtype == LC_DT_F32 && t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 3,
         "matrix entry");
   float got[6] = {0};
   CHECK(t && lc_st_read_f32(&f, t, got, 6) == LC_OK && !memcmp(got, a, sizeof a),
@@ -167,15 +252,15 @@ static void test_half_dtypes(void) {
   CHECK(lc_st_open(&f, path) == LC_OK && f.n == 4, "open mixed dtypes: %s", lc_errmsg());
   float got[4];
   const lc_st_tensor *t = lc_st_find(&f, "b");
-  CHECK(t && t->dtype == LC_ST_BF16 && lc_st_read_f32(&f, t, got, 4) == LC_OK, "bf16 read");
+  CHECK(t && t->dtype == LC_DT_BF16 && lc_st_read_f32(&f, t, got, 4) == LC_OK, "bf16 read");
   for (int i = 0; i < 4; i++) CHECK(fbits(got[i]) == (uint32_t)bf[i] << 16, "bf16[%d] bits %08x", i, fbits(got[i]));
   t = lc_st_find(&f, "h");
-  CHECK(t && t->dtype == LC_ST_F16 && lc_st_read_f32(&f, t, got, 3) == LC_OK, "f16 read");
+  CHECK(t && t->dtype == LC_DT_F16 && lc_st_read_f32(&f, t, got, 3) == LC_OK, "f16 read");
   CHECK(fbits(got[0]) == 0x33800000 && got[1] == 65504.0f && got[2] == -INFINITY, "f16 values");
   t = lc_st_find(&f, "f");
   CHECK(t && lc_st_read_f32(&f, t, got, 1) == LC_OK && got[0] == -2.5f, "f32 after odd offset");
   t = lc_st_find(&f, "i");
-  CHECK(t && t->dtype == LC_ST_OTHER && lc_st_read_f32(&f, t, got, 1) == LC_EFORMAT &&
+  CHECK(t && !lc_dtype_is_float(t->dtype) && lc_st_read_f32(&f, t, got, 1) == LC_EFORMAT &&
             strstr(lc_errmsg(), "dtype I64") && strstr(lc_errmsg(), "'i'"),
         "I64 not convertible: %s", lc_errmsg());
   lc_st_close(&f);
@@ -297,17 +382,17 @@ static void test_writer_errors_and_atomicity(void) {
   char path[300], sub[300];
   snprintf(path, sizeof path, "%s/at.safetensors", dir);
   float x[4] = {1, 2, 3, 4}, y[4] = {9, 9, 9, 9};
-  lc_st_entry good = {"x", 1, {4}, x};
+  lc_st_entry good = {"x", 1, {4}, x, LC_DT_F32};
   CHECK(lc_st_write(path, &good, 1, NULL, 0) == LC_OK, "first version: %s", lc_errmsg());
-  lc_st_entry dup[2] = {{"x", 1, {4}, y}, {"x", 1, {4}, y}};
+  lc_st_entry dup[2] = {{"x", 1, {4}, y, LC_DT_F32}, {"x", 1, {4}, y, LC_DT_F32}};
   CHECK(lc_st_write(path, dup, 2, NULL, 0) == LC_EINVAL && strstr(lc_errmsg(), "twice"), "dup: %s", lc_errmsg());
-  lc_st_entry nodata = {"x", 1, {4}, NULL};
+  lc_st_entry nodata = {"x", 1, {4}, NULL, LC_DT_F32};
   CHECK(lc_st_write(path, &nodata, 1, NULL, 0) == LC_EINVAL && strstr(lc_errmsg(), "no data"), "nodata");
-  lc_st_entry baddim = {"x", 9, {4}, y};
+  lc_st_entry baddim = {"x", 9, {4}, y, LC_DT_F32};
   CHECK(lc_st_write(path, &baddim, 1, NULL, 0) == LC_EINVAL && strstr(lc_errmsg(), "dimensions"), "ndim");
-  lc_st_entry negshape = {"x", 1, {-4}, y};
+  lc_st_entry negshape = {"x", 1, {-4}, y, LC_DT_F32};
   CHECK(lc_st_write(path, &negshape, 1, NULL, 0) == LC_EINVAL, "negative shape");
-  lc_st_entry metaname = {"__metadata__", 1, {4}, y};
+  lc_st_entry metaname = {"__metadata__", 1, {4}, y, LC_DT_F32};
   CHECK(lc_st_write(path, &metaname, 1, NULL, 0) == LC_EINVAL, "reserved name");
 
   // A write that fails part-way (file size limit -> EFBIG) leaves the old file and no temp.
@@ -318,7 +403,7 @@ static void test_writer_errors_and_atomicity(void) {
   lim.rlim_cur = 4096;
   setrlimit(RLIMIT_FSIZE, &lim);
   float *big = calloc(10000, sizeof(float));
-  lc_st_entry bige = {"x", 1, {10000}, big};
+  lc_st_entry bige = {"x", 1, {10000}, big, LC_DT_F32};
   lc_status st = lc_st_write(path, &bige, 1, NULL, 0);
   setrlimit(RLIMIT_FSIZE, &old);
   free(big);
@@ -348,7 +433,7 @@ static void test_writer_errors_and_atomicity(void) {
   CHECK(lc_st_write(nodir, &good, 1, NULL, 0) == LC_EIO && strstr(lc_errmsg(), "directory exists"),
         "missing directory: %s", lc_errmsg());
   // Overwrite of an existing file succeeds and replaces it.
-  lc_st_entry ny = {"y", 1, {4}, y};
+  lc_st_entry ny = {"y", 1, {4}, y, LC_DT_F32};
   CHECK(lc_st_write(path, &ny, 1, NULL, 0) == LC_OK, "overwrite");
   CHECK(lc_st_open(&f, path) == LC_OK && lc_st_find(&f, "y") && !lc_st_find(&f, "x"), "replaced");
   lc_st_close(&f);
@@ -380,6 +465,8 @@ int main(void) {
   test_conversions();
   test_roundtrip();
   test_half_dtypes();
+  test_bf16_narrowing();
+  test_bf16_write();
   test_malformed();
   test_writer_errors_and_atomicity();
   test_fsutil();

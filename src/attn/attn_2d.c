@@ -14,9 +14,8 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "core/dtype.h"
 #include "attn/ring.h"
-
-#define F32(n) (sizeof(float) * (size_t)(n))
 
 typedef struct {
   lc_comm *head;
@@ -62,7 +61,7 @@ static size_t saved_floats(const attn2d *x, int T) {
   return n;
 }
 
-static size_t saved_bytes_2d(const lc_attn *a, int T) { return F32(saved_floats(a->ctx, T)); }
+static size_t saved_bytes_2d(const lc_attn *a, int T) { return lc_bytes(LC_DT_F32, saved_floats(a->ctx, T)); }
 
 lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq, int Hkv, int D,
                          int threads, lc_attn_mem *m) {
@@ -76,10 +75,10 @@ lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq,
   heads_2d(&x, hp, Hq, Hkv, D);
   const int T = (int)(S / ((long)cp * hp));
   lc_ring_mem(cp, window, S, chunks, x.Hl, x.Hkvl, D, POLL_ROWS, threads, m);
-  m->saved = F32(saved_floats(&x, T));
+  m->saved = lc_bytes(LC_DT_F32, saved_floats(&x, T));
   if (hp > 1) {
-    m->fwd_comm += F32(sz_pack(&x, T) + sz_exp(&x, T));
-    m->bwd_comm += F32(sz_bwd(&x, T));
+    m->fwd_comm += lc_bytes(LC_DT_F32, sz_pack(&x, T) + sz_exp(&x, T));
+    m->bwd_comm += lc_bytes(LC_DT_F32, sz_bwd(&x, T));
   }
   return LC_OK;
 }
@@ -90,7 +89,7 @@ static lc_status a2a_fwd(attn2d *x, float *dst, const float *src, int T, int Hs,
   const size_t row = (size_t)Hs * D;
   for (int p = 0; p < hp; p++)
     for (int t = 0; t < T; t++)
-      memcpy(pack + ((size_t)p * T + t) * row, src + ((size_t)t * hp + p) * row, F32(row));
+      memcpy(pack + ((size_t)p * T + t) * row, src + ((size_t)t * hp + p) * row, lc_bytes(LC_DT_F32, row));
   return lc_alltoall(x->head, pack, dst, (size_t)T * row, LC_DT_F32);
 }
 
@@ -101,7 +100,7 @@ static lc_status a2a_bwd(attn2d *x, float *dst, const float *src, int T, int Hs,
   LC_TRY(lc_alltoall(x->head, src, pack, (size_t)T * row, LC_DT_F32));
   for (int p = 0; p < hp; p++)
     for (int t = 0; t < T; t++)
-      memcpy(dst + ((size_t)t * hp + p) * row, pack + ((size_t)p * T + t) * row, F32(row));
+      memcpy(dst + ((size_t)t * hp + p) * row, pack + ((size_t)p * T + t) * row, lc_bytes(LC_DT_F32, row));
   return LC_OK;
 }
 
@@ -109,7 +108,7 @@ static lc_status a2a_bwd(attn2d *x, float *dst, const float *src, int T, int Hs,
 static void kv_expand(float *dst, const float *src, int T, int Hkv, int rep, int D) {
   for (int t = 0; t < T; t++)
     for (int s = 0; s < Hkv * rep; s++)
-      memcpy(dst + ((size_t)t * Hkv * rep + s) * D, src + ((size_t)t * Hkv + s / rep) * D, F32(D));
+      memcpy(dst + ((size_t)t * Hkv * rep + s) * D, src + ((size_t)t * Hkv + s / rep) * D, lc_bytes(LC_DT_F32, D));
 }
 
 // Sum of the replicas' gradients: [T, hp, D] -> [T, Hkv, D].
@@ -118,7 +117,7 @@ static void kv_reduce(float *dst, const float *src, int T, int Hkv, int rep, int
     for (int h = 0; h < Hkv; h++) {
       float *o = dst + ((size_t)t * Hkv + h) * D;
       const float *in = src + ((size_t)t * Hkv * rep + (size_t)h * rep) * D;
-      memcpy(o, in, F32(D));
+      memcpy(o, in, lc_bytes(LC_DT_F32, D));
       for (int r = 1; r < rep; r++)
         for (int d = 0; d < D; d++) o[d] += in[(size_t)r * D + d];
     }
@@ -134,7 +133,7 @@ static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, con
         *oh = vh + sz_kv(x, T);
   // Pack buffer (largest exchange) + expanded kv when replicating.
   size_t npack = sz_pack(x, T);
-  float *pack = lc_alloc(ar, LC_MEM_COMM, F32(npack + sz_exp(x, T)), "Ulysses all-to-all buffer");
+  float *pack = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, npack + sz_exp(x, T)), "Ulysses all-to-all buffer");
   if (!pack) return LC_ENOMEM;
   lc_status st = a2a_fwd(x, qh, q, T, x->Hl, pack);
   const float *ks = k, *vs = v;
@@ -164,7 +163,7 @@ static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const float
               *oh = vh + sz_kv(x, T);
   size_t nq = sz_q(x, T), nkv = sz_kv(x, T);
   // doh, dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack; expanded kv gradient (sz_bwd).
-  float *b = lc_alloc(ar, LC_MEM_COMM, F32(sz_bwd(x, T)), "Ulysses backward buffers");
+  float *b = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, sz_bwd(x, T)), "Ulysses backward buffers");
   if (!b) return LC_ENOMEM;
   float *doh = b, *dqh = doh + nq, *dkh = dqh + nq, *dvh = dkh + nkv, *pack = dvh + nkv,
         *exp = pack + nq;

@@ -3,10 +3,11 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "core/dtype.h"
 #include "attn/flash.h"
 
 // lse[Hq, T] (saved) and delta[Hq, T] (backward scratch) have the same size.
-static size_t lse_bytes(int Hq, int T) { return sizeof(float) * (size_t)Hq * (size_t)T; }
+static size_t lse_bytes(int Hq, int T) { return lc_bytes(LC_DT_F32, (size_t)Hq * (size_t)T); }
 
 static size_t local_saved_bytes(const lc_attn *a, int T) { return lse_bytes(a->Hq, T); }
 

@@ -20,6 +20,7 @@
 // Without AVX-512 the same algorithm runs on GCC/Clang vector extensions (AVX2, SSE,
 // NEON) with smaller register tiles.
 #include "attn/flash.h"
+#include "core/dtype.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -626,7 +627,7 @@ lc_status lc_flash_fwd(float *out, float *lse, const float *q, const float *k, c
   int nt;
   long per;
   fwd_plan(s, max_threads(), &nt, &per);
-  float *ws = lc_alloc(arena, LC_MEM_SCRATCH, sizeof(float) * (size_t)(per * nt),
+  float *ws = lc_alloc(arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, (size_t)(per * nt)),
                        "attention workspace");
   if (!ws) return LC_ENOMEM;
 
@@ -761,7 +762,7 @@ size_t lc_flash_workspace_bytes(const lc_attn_shape *s, int bwd, int threads) {
   long per, ck;
   if (bwd) bwd_plan(s, threads, &nt, &ck, &per);
   else fwd_plan(s, threads, &nt, &per);
-  return sizeof(float) * (size_t)per * (size_t)nt;
+  return lc_bytes(LC_DT_F32, (size_t)per * (size_t)nt);
 }
 
 // One item restricted to key rows [c0, c1) (c0 a multiple of BK).
@@ -830,7 +831,7 @@ lc_status lc_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const
   int nt;
   long Ck, per;
   bwd_plan(s, max_threads(), &nt, &Ck, &per);
-  float *ws = lc_alloc(arena, LC_MEM_SCRATCH, sizeof(float) * (size_t)(per * nt),
+  float *ws = lc_alloc(arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, (size_t)(per * nt)),
                        "attention workspace");
   if (!ws) return LC_ENOMEM;
 

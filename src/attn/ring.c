@@ -8,13 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "attn/flash.h"
 #include "core/runstate.h"
 #include "core/timer.h"
 
 enum { TAG_KV = 101, TAG_OUTER = 102, TAG_DKV = 103, TAG_OWNER = 104 };
-
-#define F32(n) (sizeof(float) * (size_t)(n))
 
 typedef struct {
   int cp, w, outer, c, W, i, k;
@@ -64,10 +63,10 @@ void lc_ring_mem(int cp, int window, long S, int chunks, int Hq, int Hkv, int D,
   // The largest kernel call: poll_rows (or all Lc) query rows against a Lc-row key chunk.
   lc_attn_shape s = {.Tq = (int)(Lc < poll_rows ? Lc : poll_rows), .Tk = (int)Lc, .Hq = Hq,
                      .Hkv = Hkv, .D = D, .causal = 1, .scale = 1.0f};
-  m->fwd_comm = F32(blk * n_kv_blocks(cp, window));
-  m->fwd_scratch = F32(fwd_tmp_floats(poll_rows, Hq, D)) + lc_flash_workspace_bytes(&s, 0, threads);
-  m->bwd_comm = F32(blk * n_kv_blocks(cp, window)) + F32(blk * n_d_blocks(cp, window));
-  m->bwd_scratch = F32(bwd_tmp_floats(Tc, poll_rows, Hq)) + lc_flash_workspace_bytes(&s, 1, threads);
+  m->fwd_comm = lc_bytes(LC_DT_F32, blk * n_kv_blocks(cp, window));
+  m->fwd_scratch = lc_bytes(LC_DT_F32, fwd_tmp_floats(poll_rows, Hq, D)) + lc_flash_workspace_bytes(&s, 0, threads);
+  m->bwd_comm = lc_bytes(LC_DT_F32, blk * n_kv_blocks(cp, window)) + lc_bytes(LC_DT_F32, blk * n_d_blocks(cp, window));
+  m->bwd_scratch = lc_bytes(LC_DT_F32, bwd_tmp_floats(Tc, poll_rows, Hq)) + lc_flash_workspace_bytes(&s, 1, threads);
 }
 
 static int inner_next(const geo *g) { return g->W * g->w + (g->i + 1) % g->w; }
@@ -99,8 +98,8 @@ static void poll(const lc_ring *r, lc_req *reqs, int n) {
 // Copies rows [r0, r0+n) of a per-chunk [H][Lc] array into a contiguous [H][n] one, or back.
 static void lse_rows(float *dst, const float *src, int H, long Lc, long r0, int n, int back) {
   for (int h = 0; h < H; h++) {
-    if (!back) memcpy(dst + (size_t)h * n, src + (size_t)h * Lc + r0, F32(n));
-    else memcpy((float *)src + (size_t)h * Lc + r0, dst + (size_t)h * n, F32(n));
+    if (!back) memcpy(dst + (size_t)h * n, src + (size_t)h * Lc + r0, lc_bytes(LC_DT_F32, n));
+    else memcpy((float *)src + (size_t)h * Lc + r0, dst + (size_t)h * n, lc_bytes(LC_DT_F32, n));
   }
 }
 
@@ -139,12 +138,12 @@ lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const 
   geo g = geometry(r);
   const int H = r->Hq, D = r->D;
   const int P = r->poll_rows;
-  memset(out, 0, F32((size_t)g.Tc * H * D));
+  memset(out, 0, lc_bytes(LC_DT_F32, (size_t)g.Tc * H * D));
   for (size_t x = 0; x < (size_t)g.k * H * g.Lc; x++) lse[x] = -INFINITY;
   // Block buffers ([k | v]): start-of-window block, two inner buffers, outer prefetch.
   size_t blk = 2 * g.nkv;
-  float *buf = lc_alloc(ar, LC_MEM_COMM, F32(blk * n_kv_blocks(g.cp, g.w)), "ring k/v buffers");
-  float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, F32(fwd_tmp_floats(P, H, D)), "ring merge tiles");
+  float *buf = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, blk * n_kv_blocks(g.cp, g.w)), "ring k/v buffers");
+  float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, fwd_tmp_floats(P, H, D)), "ring merge tiles");
   lc_status st = LC_OK;
   if (!buf || !tmp) {
     st = LC_ENOMEM;
@@ -154,8 +153,8 @@ lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const 
   float *start = buf, *xy[2] = {NULL, NULL}, *onext = NULL, *bp = buf + blk;
   if (g.w > 1) xy[0] = bp, xy[1] = bp + blk, bp += 2 * blk;
   if (g.outer > 1) onext = bp;
-  memcpy(start, k, F32(g.nkv));
-  memcpy(start + g.nkv, v, F32(g.nkv));
+  memcpy(start, k, lc_bytes(LC_DT_F32, g.nkv));
+  memcpy(start + g.nkv, v, lc_bytes(LC_DT_F32, g.nkv));
   for (int o = 0; o < g.outer && st == LC_OK; o++) {
     lc_req reqs[4] = {{{0}, 0}};
     if (o + 1 < g.outer) {
@@ -230,15 +229,15 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
   const int H = r->Hq, D = r->D, P = r->poll_rows;
   const size_t blk = 2 * g.nkv;
   const int n_owner = g.outer - 1;
-  memset(dq, 0, F32((size_t)g.Tc * H * D));
-  memset(dk, 0, F32(g.nkv));
-  memset(dv, 0, F32(g.nkv));
+  memset(dq, 0, lc_bytes(LC_DT_F32, (size_t)g.Tc * H * D));
+  memset(dk, 0, lc_bytes(LC_DT_F32, g.nkv));
+  memset(dv, 0, lc_bytes(LC_DT_F32, g.nkv));
   // k/v: start, 2 inner, outer prefetch. dk/dv: 1-2 block accumulators, 1 incoming,
   // 1 window total, and one per outer step sent back to its owner (n_d_blocks).
   size_t n_kv = (size_t)n_kv_blocks(g.cp, g.w) * blk, n_d = (size_t)n_d_blocks(g.cp, g.w) * blk;
-  float *kvb = lc_alloc(ar, LC_MEM_COMM, F32(n_kv), "ring k/v buffers");
-  float *db = lc_alloc(ar, LC_MEM_COMM, F32(n_d), "ring dk/dv buffers");
-  float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, F32(bwd_tmp_floats(g.Tc, P, H)), "ring delta");
+  float *kvb = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, n_kv), "ring k/v buffers");
+  float *db = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, n_d), "ring dk/dv buffers");
+  float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, bwd_tmp_floats(g.Tc, P, H)), "ring delta");
   lc_req *oreq = calloc((size_t)n_owner + 1, sizeof *oreq);
   lc_status st = LC_OK;
   if (!kvb || !db || !tmp || !oreq) {
@@ -259,8 +258,8 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
   if (g.w > 1 || g.outer > 1) acc_in = bp, bp += blk;
   if (g.w > 1) total = bp, bp += blk;
   owner_blocks = bp;
-  memcpy(start, k, F32(g.nkv));
-  memcpy(start + g.nkv, v, F32(g.nkv));
+  memcpy(start, k, lc_bytes(LC_DT_F32, g.nkv));
+  memcpy(start + g.nkv, v, lc_bytes(LC_DT_F32, g.nkv));
   for (int o = 0; o < g.outer && st == LC_OK; o++) {
     // reqs: 0/1 inner k/v send/recv, 2/3 outer k/v send/recv, 4 dkv recv, 5/6 dkv sends
     lc_req reqs[7] = {{{0}, 0}};
@@ -278,7 +277,7 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
       if (st == LC_OK && j > 0) st = lc_irecv(r->ctx, acc_in, blk, LC_DT_F32, inner_prev(&g), TAG_DKV, &reqs[4]);
       // acc was sent two steps ago: that send must be done before it is reused.
       if (st == LC_OK) st = lc_wait(r->ctx, &reqs[5 + j % 2]);
-      memset(acc, 0, F32(blk));
+      memset(acc, 0, lc_bytes(LC_DT_F32, blk));
       double t0 = lc_now();
       if (st == LC_OK)
         st = bwd_block(r, &g, owner_at(&g, o, j), dq, acc, acc + g.nkv, dout, lse, delta, q, cur,
@@ -312,7 +311,7 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
         for (size_t x = 0; x < g.nkv; x++) dk[x] += win[x], dv[x] += win[g.nkv + x];
       } else {
         float *sb = owner_blocks + (size_t)(o - 1) * blk;
-        memcpy(sb, win, F32(blk));
+        memcpy(sb, win, lc_bytes(LC_DT_F32, blk));
         st = lc_isend(r->ctx, sb, blk, LC_DT_F32, owner_at(&g, o, 0), TAG_OWNER, &oreq[o - 1]);
       }
     }

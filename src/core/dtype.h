@@ -1,9 +1,11 @@
-// The one vocabulary of element types: the communicator, the file formats and the
-// memory model count sizes in these.
+// The one vocabulary of element types: the communicator, the file formats (safetensors
+// names every dtype it may meet here), the arena's size functions and the memory model
+// count sizes in these, and the conversions between the float types live here.
 #ifndef LC_DTYPE_H
 #define LC_DTYPE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum {
   LC_DT_F32 = 0,
@@ -13,12 +15,36 @@ typedef enum {
   LC_DT_I32,
   LC_DT_I64,
   LC_DT_U8,
+  // Types a file may hold that longctx only moves or skips, never computes with.
+  LC_DT_U64,
+  LC_DT_U32,
+  LC_DT_I16,
+  LC_DT_U16,
+  LC_DT_I8,
+  LC_DT_BOOL,
+  LC_DT_F8_E4M3,
+  LC_DT_F8_E5M2,
+  LC_DT_F8_E8M0,
+  LC_DT_C64,
   LC_DT_COUNT
 } lc_dtype;
 
 // Bytes per element (0 for an invalid value).
 size_t lc_dtype_size(lc_dtype t);
-// Name as safetensors writes it: "F32", "BF16", "F16", "F64", "I32", "I64", "U8" ("?" if invalid).
+// Bytes of n elements of type t: what every size function counts with.
+static inline size_t lc_bytes(lc_dtype t, size_t n) { return lc_dtype_size(t) * n; }
+// Name as safetensors writes it: "F32", "BF16", "F16", ... ("?" if invalid).
 const char *lc_dtype_name(lc_dtype t);
+// The dtype a safetensors name stands for; 0 (and *t untouched) if it names none.
+int lc_dtype_from_name(const char *name, lc_dtype *t);
+// Float types longctx converts to and from float (F32, BF16, F16).
+int lc_dtype_is_float(lc_dtype t);
+
+// Exact widenings (subnormals, infinities and NaN payloads kept).
+float lc_bf16_to_f32(uint16_t h);
+float lc_f16_to_f32(uint16_t h);
+// Narrowing to bf16, rounding to nearest with ties to even (what PyTorch's .to(bfloat16)
+// does); infinities kept, NaN stays NaN (quiet), overflow rounds to infinity.
+uint16_t lc_f32_to_bf16(float f);
 
 #endif

@@ -44,8 +44,12 @@ static MPI_Datatype dt(lc_dtype t) {
     case LC_DT_F64: return MPI_DOUBLE;
     case LC_DT_I32: return MPI_INT;
     case LC_DT_I64: return MPI_LONG_LONG;
-    case LC_DT_BF16: case LC_DT_F16: return MPI_UINT16_T; // moved, never summed by MPI
-    case LC_DT_U8: return MPI_UNSIGNED_CHAR;
+    default: break;
+  }
+  switch (lc_dtype_size(t)) { // moved, never summed by MPI: an unsigned type of the same size
+    case 2: return MPI_UINT16_T;
+    case 4: return MPI_UINT32_T;
+    case 8: return MPI_UINT64_T;
     default: return MPI_BYTE;
   }
 }

@@ -23,57 +23,11 @@ static int host_is_le(void) {
   return c == 1;
 }
 
-float lc_bf16_to_f32(uint16_t h) {
-  uint32_t b = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &b, sizeof f);
-  return f;
-}
-
-float lc_f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-  if (exp == 0) {
-    if (man == 0) {
-      bits = sign; // +-0
-    } else {       // subnormal: man * 2^-24; normalise into a float normal
-      uint32_t e = 113; // 127 - 15 + 1
-      while (!(man & 0x400u)) {
-        man <<= 1;
-        e--;
-      }
-      bits = sign | (e << 23) | ((man & 0x3ffu) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (man << 13); // inf, or NaN with its payload
-  } else {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  }
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 static uint64_t rd_le64(const unsigned char *b) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; i--) v = (v << 8) | b[i];
   return v;
 }
-
-// ---------------------------------------------------------------- dtypes
-
-static const struct {
-  const char *name;
-  lc_st_dtype dt;
-  int size;
-} st_dtypes[] = {
-    {"F32", LC_ST_F32, 4},     {"BF16", LC_ST_BF16, 2},    {"F16", LC_ST_F16, 2},
-    {"F64", LC_ST_OTHER, 8},   {"I64", LC_ST_OTHER, 8},    {"U64", LC_ST_OTHER, 8},
-    {"I32", LC_ST_OTHER, 4},   {"U32", LC_ST_OTHER, 4},    {"I16", LC_ST_OTHER, 2},
-    {"U16", LC_ST_OTHER, 2},   {"I8", LC_ST_OTHER, 1},     {"U8", LC_ST_OTHER, 1},
-    {"BOOL", LC_ST_OTHER, 1},  {"F8_E4M3", LC_ST_OTHER, 1}, {"F8_E5M2", LC_ST_OTHER, 1},
-    {"F8_E8M0", LC_ST_OTHER, 1}, {"C64", LC_ST_OTHER, 8},
-};
 
 // ---------------------------------------------------------------- helpers
 
@@ -204,15 +158,7 @@ static lc_status parse_tensor(lc_st_file *f, const cJSON *c, lc_st_tensor *t,
                    "shape and data_offsets)", P, N, !dt ? "dtype" : !sh ? "shape" : "data_offsets");
   if (!cJSON_IsString(dt))
     return lc_fail(LC_EFORMAT, "%s: tensor '%s': field dtype is not a string", P, N);
-  int found = 0;
-  for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++) {
-    if (strcmp(dt->valuestring, st_dtypes[i].name) != 0) continue;
-    t->dtype = st_dtypes[i].dt;
-    t->elem_size = st_dtypes[i].size;
-    snprintf(t->dtype_name, sizeof t->dtype_name, "%s", st_dtypes[i].name);
-    found = 1;
-  }
-  if (!found) {
+  if (!lc_dtype_from_name(dt->valuestring, &t->dtype)) {
     char db[96];
     return lc_fail(LC_EFORMAT, "%s: tensor '%s' has unknown dtype '%s' (longctx reads F32, BF16 "
                    "and F16; convert the file)", P, N, disp(dt->valuestring, db, sizeof db));
@@ -254,15 +200,15 @@ static lc_status parse_tensor(lc_st_file *f, const cJSON *c, lc_st_tensor *t,
                    "region (%llu bytes); the file is truncated or the offsets are wrong", P, N, b,
                    e, data_len);
   unsigned long long span = e - b;
-  if (span % (unsigned)t->elem_size != 0 || span / (unsigned)t->elem_size != numel) {
+  if (span % (unsigned)(int)lc_dtype_size(t->dtype) != 0 || span / (unsigned)(int)lc_dtype_size(t->dtype) != numel) {
     char shs[200];
     int m = snprintf(shs, sizeof shs, "[");
     for (int i = 0; i < nd && m < (int)sizeof shs - 24; i++)
       m += snprintf(shs + m, sizeof shs - (size_t)m, "%s%lld", i ? ", " : "", t->shape[i]);
     snprintf(shs + m, sizeof shs - (size_t)m, "]");
     return lc_fail(LC_EFORMAT, "%s: tensor '%s': dtype %s shape %s needs %llu elements x %d bytes "
-                   "but data_offsets [%llu, %llu] span %llu bytes", P, N, t->dtype_name, shs,
-                   numel, t->elem_size, b, e, span);
+                   "but data_offsets [%llu, %llu] span %llu bytes", P, N, lc_dtype_name(t->dtype), shs,
+                   numel, (int)lc_dtype_size(t->dtype), b, e, span);
   }
   t->begin = (size_t)b;
   t->end = (size_t)e;
@@ -483,11 +429,11 @@ lc_status lc_st_read_f32_part(lc_st_file *f, const lc_st_tensor *t, size_t first
   if (first > t->numel || n_elems > t->numel - first)
     return lc_fail(LC_EINVAL, "%s: elements [%zu, %zu) of tensor '%s' are outside its %zu", f->path, first,
                    first + n_elems, N, t->numel);
-  if (t->dtype == LC_ST_OTHER)
+  if (!lc_dtype_is_float(t->dtype))
     return lc_fail(LC_EFORMAT, "%s: tensor '%s' has dtype %s; longctx reads F32, BF16 and F16 "
-                   "only: convert the checkpoint to one of those", f->path, N, t->dtype_name);
-  unsigned long long off = f->data_off_ + t->begin + (unsigned long long)first * (unsigned)t->elem_size;
-  if (t->dtype == LC_ST_F32) {
+                   "only: convert the checkpoint to one of those", f->path, N, lc_dtype_name(t->dtype));
+  unsigned long long off = f->data_off_ + t->begin + (unsigned long long)first * (unsigned)(int)lc_dtype_size(t->dtype);
+  if (t->dtype == LC_DT_F32) {
     LC_TRY(src_read(f, off, dst, n_elems * sizeof(float)));
     if (!host_is_le()) {
       for (size_t i = 0; i < n_elems; i++) {
@@ -503,7 +449,7 @@ lc_status lc_st_read_f32_part(lc_st_file *f, const lc_st_tensor *t, size_t first
   for (size_t i = 0; i < n_elems; i += per) {
     size_t k = n_elems - i < per ? n_elems - i : per;
     LC_TRY(src_read(f, off + 2 * (unsigned long long)i, buf, 2 * k));
-    if (t->dtype == LC_ST_BF16)
+    if (t->dtype == LC_DT_BF16)
       for (size_t j = 0; j < k; j++) dst[i + j] = lc_bf16_to_f32((uint16_t)(buf[2 * j] | buf[2 * j + 1] << 8));
     else
       for (size_t j = 0; j < k; j++) dst[i + j] = lc_f16_to_f32((uint16_t)(buf[2 * j] | buf[2 * j + 1] << 8));
@@ -617,6 +563,9 @@ static lc_status build_header(const char *path, const lc_st_entry *e, int n, con
       ne *= v;
     }
     numel[i] = (size_t)ne;
+    if (st == LC_OK && x->dtype != LC_DT_F32 && x->dtype != LC_DT_BF16)
+      st = lc_fail(LC_EINVAL, "%s: tensor '%s' would be stored as %s; longctx writes F32 or BF16", path,
+                   disp(x->name, nb, sizeof nb), lc_dtype_name(x->dtype));
     if (st == LC_OK && need_data && ne && !x->data)
       st = lc_fail(LC_EINVAL, "%s: tensor '%s' has no data", path, disp(x->name, nb, sizeof nb));
   }
@@ -648,9 +597,9 @@ static lc_status build_header(const char *path, const lc_st_entry *e, int n, con
     if (!first) sb_put(h, ",", 1);
     first = 0;
     sb_json_str(h, e[i].name);
-    sb_put(h, ":{\"dtype\":\"F32\",\"shape\":[", 25);
+    sb_printf(h, ":{\"dtype\":\"%s\",\"shape\":[", lc_dtype_name(e[i].dtype));
     for (int d = 0; d < e[i].ndim; d++) sb_printf(h, "%s%lld", d ? "," : "", e[i].shape[d]);
-    unsigned long long bytes = 4ull * numel[i];
+    unsigned long long bytes = (unsigned long long)lc_bytes(e[i].dtype, numel[i]);
     sb_printf(h, "],\"data_offsets\":[%llu,%llu]}", off, off + bytes);
     off += bytes;
   }
@@ -665,8 +614,13 @@ lc_status lc_st_writer_begin(lc_st_writer *w, const char *path, const lc_st_entr
   memset(w, 0, sizeof *w);
   w->af.fd = -1;
   w->numel = calloc((size_t)n + 1, sizeof *w->numel);
-  if (!w->numel) return lc_fail(LC_ENOMEM, "%s: out of memory", path);
+  w->dtype = calloc((size_t)n + 1, sizeof *w->dtype);
+  if (!w->numel || !w->dtype) {
+    lc_st_writer_abort(w);
+    return lc_fail(LC_ENOMEM, "%s: out of memory", path);
+  }
   w->n = n;
+  for (int i = 0; i < n; i++) w->dtype[i] = e[i].dtype;
   sbuf h = {0};
   lc_status st = build_header(path, e, n, meta_kv, n_meta, 0, &h, w->numel);
   unsigned char lb[8];
@@ -697,7 +651,17 @@ lc_status lc_st_writer_put_part(lc_st_writer *w, const float *data, size_t numel
     return st;
   }
   lc_status st = LC_OK;
-  if (host_is_le()) {
+  if (w->dtype[w->next] == LC_DT_BF16) {
+    unsigned char buf[4096];
+    for (size_t j = 0; j < numel && st == LC_OK; j += sizeof buf / 2) {
+      size_t k = numel - j < sizeof buf / 2 ? numel - j : sizeof buf / 2;
+      for (size_t q = 0; q < k; q++) {
+        uint16_t h = lc_f32_to_bf16(data[j + q]);
+        buf[2 * q] = (unsigned char)h, buf[2 * q + 1] = (unsigned char)(h >> 8);
+      }
+      st = lc_atomic_write(&w->af, buf, 2 * k);
+    }
+  } else if (host_is_le()) {
     st = lc_atomic_write(&w->af, data, 4 * numel);
   } else {
     unsigned char buf[4096];
@@ -723,14 +687,18 @@ lc_status lc_st_writer_commit(lc_st_writer *w) {
   if (st == LC_OK) st = lc_atomic_commit(&w->af);
   else lc_atomic_abort(&w->af);
   free(w->numel);
+  free(w->dtype);
   w->numel = NULL;
+  w->dtype = NULL;
   return st;
 }
 
 void lc_st_writer_abort(lc_st_writer *w) {
   lc_atomic_abort(&w->af);
   free(w->numel);
+  free(w->dtype);
   w->numel = NULL;
+  w->dtype = NULL;
 }
 
 lc_status lc_st_write(const char *path, const lc_st_entry *e, int n, const char *const *meta_kv,

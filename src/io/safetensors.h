@@ -2,33 +2,30 @@
 // tensor names to {dtype, shape, data_offsets [begin, end)} (plus an optional
 // "__metadata__" object of strings), then the data region. The reader validates the whole
 // header at open (every problem is a one-line LC_EFORMAT naming the file) and converts
-// F32, BF16 and F16 tensors to float; the writer writes F32 tensors atomically.
+// F32, BF16 and F16 tensors to float; the writer writes F32 or BF16 tensors atomically.
 #ifndef LC_SAFETENSORS_H
 #define LC_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/dtype.h"
 #include "core/status.h"
 #include "io/fsutil.h"
 
-// F32/BF16/F16 can be read as float. LC_ST_OTHER: a valid safetensors dtype that longctx
-// does not convert (I64, F64, U8, F8_E4M3, ...; its name is in lc_st_tensor.dtype_name):
-// such a tensor may sit in a file, but lc_st_read_f32 on it is an error naming the dtype.
-typedef enum { LC_ST_F32, LC_ST_BF16, LC_ST_F16, LC_ST_OTHER } lc_st_dtype;
-
+// Tensors carry a dtype of the one vocabulary (core/dtype.h). F32/BF16/F16 can be read as
+// float; any other valid safetensors dtype (I64, F64, U8, F8_E4M3, ...) may sit in a file,
+// but lc_st_read_f32 on such a tensor is an error naming the dtype.
 #define LC_ST_MAX_DIMS 8
 // Largest header accepted (the safetensors reference implementation's limit).
 #define LC_ST_MAX_HEADER 100000000ull
 
 typedef struct {
   char name[256];
-  lc_st_dtype dtype;
+  lc_dtype dtype;
   int ndim;
   long long shape[LC_ST_MAX_DIMS];
   size_t begin, end;     // byte offsets inside the data region
-  char dtype_name[12];   // as written in the header ("BF16", "I64", ...)
-  int elem_size;         // bytes per element
   size_t numel;
 } lc_st_tensor;
 
@@ -65,9 +62,10 @@ typedef struct {
   int ndim; // 0 (scalar) .. 8
   long long shape[8];
   const float *data;
+  lc_dtype dtype; // stored as LC_DT_F32 (0: the default) or LC_DT_BF16 (rounded to nearest even)
 } lc_st_entry;
 
-// Writes F32 tensors (in the given order) and optional metadata (meta_kv = n_meta pairs of
+// Writes tensors (in the given order, each as its entry's dtype) and optional metadata (meta_kv = n_meta pairs of
 // key, value strings) ATOMICALLY: PATH.tmp.<pid>, write, fsync, rename, fsync of the
 // directory. On any failure the temporary file is removed and the old file at PATH is
 // untouched.
@@ -80,6 +78,7 @@ lc_status lc_st_write(const char *path, const lc_st_entry *e, int n, const char 
 typedef struct {
   lc_atomic_file af;
   size_t *numel;
+  lc_dtype *dtype;
   int n, next;  // tensors; the one being written
   size_t part;  // its elements written so far
 } lc_st_writer;
@@ -90,9 +89,5 @@ lc_status lc_st_writer_put(lc_st_writer *w, const float *data, size_t numel);
 lc_status lc_st_writer_put_part(lc_st_writer *w, const float *data, size_t numel);
 lc_status lc_st_writer_commit(lc_st_writer *w);
 void lc_st_writer_abort(lc_st_writer *w);
-
-// Exact conversions (subnormals, infinities and NaN payloads kept).
-float lc_bf16_to_f32(uint16_t h);
-float lc_f16_to_f32(uint16_t h);
 
 #endif

@@ -4,10 +4,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "attn/flash.h"
 #include "ops/ops.h"
 
-#define F32(n) (sizeof(float) * (size_t)(n))
 #define PAD16(n) (((size_t)(n) + 15) & ~(size_t)15)
 
 // ---------------------------------------------------------------- KV cache
@@ -25,7 +25,7 @@ lc_status lc_kv_cache_create(lc_kv_cache *c, const lc_config *cfg, int max_len, 
   c->n_layers = cfg->n_layers;
   c->kv_dim = cfg->n_kv_heads * cfg->head_dim;
   size_t floats = (size_t)2 * cfg->n_layers * (size_t)max_len * (size_t)c->kv_dim;
-  c->buf = lc_alloc(a, LC_MEM_ACT, F32(floats), "KV cache");
+  c->buf = lc_alloc(a, LC_MEM_ACT, lc_bytes(LC_DT_F32, floats), "KV cache");
   if (!c->buf) {
     memset(c, 0, sizeof *c);
     return LC_ENOMEM;
@@ -141,7 +141,7 @@ lc_status lc_decode(const lc_model *m, lc_kv_cache *c, const int *tokens, int n,
                    n, n == 1 ? "" : "s", c->len, c->len + n, c->max_len);
   const int ch = n < LC_DECODE_CHUNK ? n : LC_DECODE_CHUNK;
   size_t nf = dec_floats(cfg, ch, 0, NULL, NULL);
-  float *work = lc_alloc(a, LC_MEM_ACT, F32(nf), "decoding activations");
+  float *work = lc_alloc(a, LC_MEM_ACT, lc_bytes(LC_DT_F32, nf), "decoding activations");
   if (!work) return LC_ENOMEM;
   dec_bufs b;
   dec_floats(cfg, ch, 1, &b, work);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "io/fsutil.h"
 #include "io/safetensors.h"
 
@@ -560,7 +561,7 @@ lc_status lc_hf_load_weights(const char *dir, lc_model *m) {
 lc_status lc_hf_stage(lc_model *m, lc_ps_state which, float **stage) {
   *stage = NULL;
   if (lc_pstore_tensor_ptr(&m->ps, which, 0)) return LC_OK; // whole tensors here: read in place
-  *stage = lc_alloc(m->ps.arena, LC_MEM_SCRATCH, sizeof(float) * lc_stage_floats(&m->ps.lay), "tensor staging buffer");
+  *stage = lc_alloc(m->ps.arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, lc_stage_floats(&m->ps.lay)), "tensor staging buffer");
   return *stage ? LC_OK : LC_ENOMEM;
 }
 
@@ -592,7 +593,7 @@ lc_status lc_hf_write_states(const char *path, lc_model *m, int n_states, const 
   // got one before anyone sends.
   int sharded = 0;
   for (int k = 0; k < n_states; k++) sharded |= !lc_pstore_tensor_ptr(ps, which[k], 0);
-  float *buf = root && sharded ? lc_alloc(ps->arena, LC_MEM_SCRATCH, sizeof(float) * cap, "tensor gather buffer") : NULL;
+  float *buf = root && sharded ? lc_alloc(ps->arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, cap), "tensor gather buffer") : NULL;
   if (ps->world && sharded) LC_TRY(lc_comm_agree(ps->world, root && !buf ? LC_ENOMEM : LC_OK));
   else if (root && sharded && !buf) return LC_ENOMEM;
   if (root) {

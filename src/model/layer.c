@@ -2,9 +2,8 @@
 
 #include <string.h>
 
+#include "core/dtype.h"
 #include "ops/ops.h"
-
-#define F32(n) (sizeof(float) * (size_t)(n))
 
 static int mlp_tiled(const lc_layer_ctx *c) { return lc_tile_splits(c->mlp_tile, c->T); }
 
@@ -36,9 +35,9 @@ static size_t attn_bwd_floats(const lc_config *cfg, int T) {
 
 void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, lc_layer_mem *m) {
   const int tiled = lc_tile_splits(mlp_tile, T), tile = tiled ? mlp_tile : T;
-  m->mlp_fwd = tiled ? F32(mlp_fwd_floats(cfg, tile)) : 0;
-  m->mlp_bwd = F32(mlp_grad_floats(cfg, tile)) + (tiled ? F32(mlp_fwd_floats(cfg, tile)) : 0);
-  m->attn_bwd = F32(attn_bwd_floats(cfg, T));
+  m->mlp_fwd = tiled ? lc_bytes(LC_DT_F32, mlp_fwd_floats(cfg, tile)) : 0;
+  m->mlp_bwd = lc_bytes(LC_DT_F32, mlp_grad_floats(cfg, tile)) + (tiled ? lc_bytes(LC_DT_F32, mlp_fwd_floats(cfg, tile)) : 0);
+  m->attn_bwd = lc_bytes(LC_DT_F32, attn_bwd_floats(cfg, T));
 }
 
 // ---------------------------------------------------------------- MLP
@@ -48,9 +47,9 @@ static lc_status mlp_fwd_tiled(const lc_layer_ctx *c, const lc_layer_weights *w,
                                const float *x_mid, float *x_out) {
   const int C = c->cfg->dim, F = c->cfg->ffn, tile = c->mlp_tile;
   lc_arena *ar = c->arena;
-  float *n2 = lc_alloc(ar, LC_MEM_SCRATCH, F32(mlp_n2_floats(c->cfg, tile)), "MLP tile norm");
-  float *rstd = lc_alloc(ar, LC_MEM_SCRATCH, F32(tile), "MLP tile rstd");
-  float *gu = lc_alloc(ar, LC_MEM_SCRATCH, F32(mlp_gu_floats(c->cfg, tile)), "MLP tile gate/up/h");
+  float *n2 = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, mlp_n2_floats(c->cfg, tile)), "MLP tile norm");
+  float *rstd = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, tile), "MLP tile rstd");
+  float *gu = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, mlp_gu_floats(c->cfg, tile)), "MLP tile gate/up/h");
   lc_status st = LC_OK;
   if (!n2 || !rstd || !gu) {
     st = LC_ENOMEM;
@@ -107,8 +106,8 @@ static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
   lc_arena *ar = c->arena;
   // Gradient scratch: dh, dg, du [tile,F], dn2 [tile,C]; plus recompute buffers when tiled.
   size_t fwd_floats = tiled ? mlp_fwd_floats(c->cfg, tile) : 0;
-  float *grad = lc_alloc(ar, LC_MEM_SCRATCH, F32(mlp_grad_floats(c->cfg, tile)), "MLP backward tile");
-  float *rec = fwd_floats ? lc_alloc(ar, LC_MEM_SCRATCH, F32(fwd_floats), "MLP recompute tile") : NULL;
+  float *grad = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, mlp_grad_floats(c->cfg, tile)), "MLP backward tile");
+  float *rec = fwd_floats ? lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, fwd_floats), "MLP recompute tile") : NULL;
   if (!grad || (fwd_floats && !rec)) {
     lc_free(ar, rec);
     lc_free(ar, grad);
@@ -182,7 +181,7 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
 
   // Attention half. Scratch: datt [T,HQ], dq [T,HQ], dk, dv [T,HKV]; dn1 [T,C] reuses
   // datt's space once the attention backward has consumed datt.
-  float *scr = lc_alloc(ar, LC_MEM_SCRATCH, F32(attn_bwd_floats(cfg, T)), "attention backward buffers");
+  float *scr = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, attn_bwd_floats(cfg, T)), "attention backward buffers");
   if (!scr) return LC_ENOMEM;
   float *datt = scr, *dq = datt + datt_floats(cfg, T), *dk = dq + (size_t)T * HQ,
         *dv = dk + (size_t)T * HKV, *dn1 = datt;

@@ -2,15 +2,14 @@
 
 #include <string.h>
 
+#include "core/dtype.h"
 #include "ops/ops.h"
-
-#define F32(n) (sizeof(float) * (size_t)(n))
 
 static int eff_tile(int T, int tile) { return lc_tile_splits(tile, T) ? tile : T; }
 
 size_t lc_loss_scratch_bytes(const lc_config *cfg, int T, int tile) {
   tile = eff_tile(T, tile);
-  return F32((size_t)tile * (2 * (size_t)cfg->dim + 1 + (size_t)cfg->vocab));
+  return lc_bytes(LC_DT_F32, (size_t)tile * (2 * (size_t)cfg->dim + 1 + (size_t)cfg->vocab));
 }
 
 lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights *g,
@@ -24,7 +23,7 @@ lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights 
   if (!buf) return LC_ENOMEM;
   float *nrm = buf, *dnrm = nrm + (size_t)tile * C, *logits = dnrm + (size_t)tile * C,
         *rstd = logits + (size_t)tile * V;
-  if (dx) memset(dx, 0, F32((size_t)T * C));
+  if (dx) memset(dx, 0, lc_bytes(LC_DT_F32, (size_t)T * C));
   double total = 0;
   for (int t0 = 0; t0 < T; t0 += tile) {
     int m = T - t0 < tile ? T - t0 : tile;

@@ -3,12 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/runstate.h"
 #include "model/layer.h"
 #include "model/loss.h"
 #include "ops/ops.h"
 
-#define F32(n) (sizeof(float) * (size_t)(n))
 #define PAD16(n) (((size_t)(n) + 15) & ~(size_t)15)
 
 const char *lc_ckpt_name(lc_ckpt_policy p) {
@@ -100,8 +100,8 @@ void lc_model_pass_bytes(const lc_config *cfg, const lc_model_opts *o, int T,
                          size_t attn_saved_bytes, size_t *ckpt, size_t *act) {
   size_t per_layer, shared;
   pass_floats(cfg, o, T, attn_saved_bytes, &per_layer, &shared);
-  *ckpt = F32(per_layer * cfg->n_layers);
-  *act = F32(shared);
+  *ckpt = lc_bytes(LC_DT_F32, per_layer * cfg->n_layers);
+  *act = lc_bytes(LC_DT_F32, shared);
 }
 
 // One occurrence of phase p with g gathered and r temporary gradient bytes alive.
@@ -204,8 +204,8 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   pass_floats(cfg, o, T, saved_bytes, &per_layer, &shared);
 
   lc_status st = LC_OK;
-  float *ck = lc_alloc(arena, LC_MEM_CKPT, F32(per_layer * L), "layer checkpoints");
-  float *act = ck ? lc_alloc(arena, LC_MEM_ACT, F32(shared), "layer activations") : NULL;
+  float *ck = lc_alloc(arena, LC_MEM_CKPT, lc_bytes(LC_DT_F32, per_layer * L), "layer checkpoints");
+  float *act = ck ? lc_alloc(arena, LC_MEM_ACT, lc_bytes(LC_DT_F32, shared), "layer activations") : NULL;
   lc_layer_acts *acts = calloc((size_t)L, sizeof *acts);
   float **xs = calloc((size_t)L, sizeof *xs);
   if (!ck || !act || !acts || !xs) {

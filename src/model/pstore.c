@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/runstate.h"
 
-#define F32(n) (sizeof(float) * (size_t)(n))
 #define TAG_TENSOR 301
 
 struct lc_ps_unit {
@@ -140,8 +140,8 @@ lc_status lc_pstore_create(lc_pstore *ps, const lc_config *cfg, int stage, int g
   if (!ps->u_ || !ps->red_) st = lc_fail(LC_ENOMEM, "out of memory for the parameter store");
   if (st == LC_OK) st = build_segments(ps);
   if (st == LC_OK) {
-    ps->params = lc_calloc(arena, LC_MEM_PARAMS, F32(ps->n_params), "parameters");
-    ps->grads = ps->params ? lc_calloc(arena, LC_MEM_GRADS, F32(ps->n_grads), "gradients") : NULL;
+    ps->params = lc_calloc(arena, LC_MEM_PARAMS, lc_bytes(LC_DT_F32, ps->n_params), "parameters");
+    ps->grads = ps->params ? lc_calloc(arena, LC_MEM_GRADS, lc_bytes(LC_DT_F32, ps->n_grads), "gradients") : NULL;
     if (!ps->grads) st = LC_ENOMEM;
   }
   if (st != LC_OK) {
@@ -158,8 +158,8 @@ lc_status lc_pstore_create(lc_pstore *ps, const lc_config *cfg, int stage, int g
 
 lc_status lc_pstore_add_optimizer(lc_pstore *ps) {
   if (ps->m) return LC_OK;
-  ps->m = lc_calloc(ps->arena, LC_MEM_OPTIM, F32(ps->n_opt), "AdamW first moment");
-  ps->v = ps->m ? lc_calloc(ps->arena, LC_MEM_OPTIM, F32(ps->n_opt), "AdamW second moment") : NULL;
+  ps->m = lc_calloc(ps->arena, LC_MEM_OPTIM, lc_bytes(LC_DT_F32, ps->n_opt), "AdamW first moment");
+  ps->v = ps->m ? lc_calloc(ps->arena, LC_MEM_OPTIM, lc_bytes(LC_DT_F32, ps->n_opt), "AdamW second moment") : NULL;
   return ps->v ? LC_OK : LC_ENOMEM;
 }
 
@@ -222,13 +222,13 @@ void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t f
   const lc_param_info *T = &ps->lay.table[t];
   float *buf = state_buf(ps, which);
   if (!state_sharded(ps, which)) {
-    memcpy(buf + T->offset + first, src, F32(n));
+    memcpy(buf + T->offset + first, src, lc_bytes(LC_DT_F32, n));
     return;
   }
   size_t a, b;
   piece(ps, t, first, n, ps->zrank, &a, &b);
   if (b > a)
-    memcpy(buf + shard_off(ps, T->unit) + (a - owned_lo(ps, T->unit)), src + (a - T->offset - first), F32(b - a));
+    memcpy(buf + shard_off(ps, T->unit) + (a - owned_lo(ps, T->unit)), src + (a - T->offset - first), lc_bytes(LC_DT_F32, b - a));
 }
 
 void lc_pstore_set_tensor(lc_pstore *ps, lc_ps_state which, int t, const float *src) {
@@ -240,7 +240,7 @@ lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, 
   const float *buf = state_buf(ps, which);
   const int root = !ps->world || ps->world->rank == 0;
   if (!state_sharded(ps, which)) {
-    if (root) memcpy(dst, buf + T->offset + first, F32(n));
+    if (root) memcpy(dst, buf + T->offset + first, lc_bytes(LC_DT_F32, n));
     return LC_OK;
   }
   if (ps->rrank != 0) return LC_OK; // only zero group 0 (world ranks 0..Z-1) holds what rank 0 writes
@@ -259,7 +259,7 @@ lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, 
     piece(ps, t, first, n, r, &a, &b);
     if (b == a) continue;
     if (r == 0) {
-      memcpy(dst + (a - x0), buf + mine + (a - owned_lo(ps, T->unit)), F32(b - a));
+      memcpy(dst + (a - x0), buf + mine + (a - owned_lo(ps, T->unit)), lc_bytes(LC_DT_F32, b - a));
       continue;
     }
     lc_req q = {{0}, 0};
@@ -283,7 +283,7 @@ lc_status lc_pstore_init_random(lc_pstore *ps, uint64_t seed) {
   }
   // Sharded: every rank runs the whole stream piece by piece and keeps its part.
   const size_t cap = lc_stage_floats(&ps->lay);
-  float *tmp = lc_alloc(ps->arena, LC_MEM_SCRATCH, F32(cap), "initialisation staging buffer");
+  float *tmp = lc_alloc(ps->arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, cap), "initialisation staging buffer");
   if (!tmp) return LC_ENOMEM;
   for (int t = 0; t < ps->lay.n_tensors; t++)
     for (size_t a = 0; a < ps->lay.table[t].numel; a += cap) {
@@ -299,7 +299,7 @@ lc_status lc_pstore_init_random(lc_pstore *ps, uint64_t seed) {
 static lc_status start_gather(lc_pstore *ps, int u) {
   lc_ps_unit *x = &ps->u_[u];
   if (x->gath) return LC_OK;
-  x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, F32(ps->lay.units[u].n), "gathered weights");
+  x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, lc_bytes(LC_DT_F32, ps->lay.units[u].n), "gathered weights");
   if (!x->gath) return LC_ENOMEM;
   return lc_iallgather(ps->zg, ps->params + shard_off(ps, u), x->gath, shard_floats(ps, u), LC_DT_F32, &x->greq);
 }
@@ -342,7 +342,7 @@ static void phase0_done(lc_pstore *ps, lc_ps_red *r) {
   if (ps->stage == 1 && ps->zrank != 0) {
     // The in-place reduce-scatter left the result at the unit's start: move it to its slice.
     float *G = ps->grads + ps->lay.units[u].off;
-    memmove(G + (size_t)ps->zrank * s, G, F32(s));
+    memmove(G + (size_t)ps->zrank * s, G, lc_bytes(LC_DT_F32, s));
   }
   if (ps->stage == 0 || ps->R == 1) r->done = 1;
   else r->p0_done = 1;
@@ -411,7 +411,7 @@ lc_status lc_pstore_grad_begin(lc_pstore *ps, int unit) {
   LC_TRY(retire(ps, 1));
   lc_ps_unit *x = &ps->u_[unit];
   if (grads_sharded(ps) && !x->gbuf) {
-    x->gbuf = lc_calloc(ps->arena, LC_MEM_GRADS, F32(ps->lay.units[unit].n), "unit gradient buffer");
+    x->gbuf = lc_calloc(ps->arena, LC_MEM_GRADS, lc_bytes(LC_DT_F32, ps->lay.units[unit].n), "unit gradient buffer");
     if (!x->gbuf) return LC_ENOMEM;
     set_views(ps, &ps->g, unit, x->gbuf);
   }
@@ -458,7 +458,7 @@ lc_status lc_pstore_pass_end(lc_pstore *ps) {
 }
 
 void lc_pstore_step_begin(lc_pstore *ps, int passes) {
-  memset(ps->grads, 0, F32(ps->n_grads));
+  memset(ps->grads, 0, lc_bytes(LC_DT_F32, ps->n_grads));
   ps->passes_ = 0;
   ps->step_passes_ = passes;
 }
@@ -514,22 +514,22 @@ lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *o
   if (stage == 0 || Z < 1) Z = 1;
   lc_param_layout L;
   LC_TRY(lc_param_layout_build(&L, cfg, Z));
-  const size_t full = F32(L.total), shard = full / (size_t)Z;
+  const size_t full = lc_bytes(LC_DT_F32, L.total), shard = full / (size_t)Z;
   out->params = stage >= 3 ? shard : full;
   out->grads = stage >= 2 ? shard : full;
   out->optim = 2 * (stage >= 1 ? shard : full);
-  out->unit_embed = F32(L.units[LC_UNIT_EMBED].n);
-  out->unit_layer = cfg->n_layers > 0 ? F32(L.units[lc_unit_layer(0)].n) : 0;
-  out->unit_final = F32(L.units[lc_unit_final(cfg->n_layers)].n);
+  out->unit_embed = lc_bytes(LC_DT_F32, L.units[LC_UNIT_EMBED].n);
+  out->unit_layer = cfg->n_layers > 0 ? lc_bytes(LC_DT_F32, L.units[lc_unit_layer(0)].n) : 0;
+  out->unit_final = lc_bytes(LC_DT_F32, L.units[lc_unit_final(cfg->n_layers)].n);
   size_t used = 0;
-  for (int t = 0; t < L.n_tensors; t++) used += F32(L.table[t].numel);
+  for (int t = 0; t < L.n_tensors; t++) used += lc_bytes(LC_DT_F32, L.table[t].numel);
   out->padding = full - used;
   lc_param_layout_free(&L);
   return LC_OK;
 }
 
 double lc_pstore_step_bytes(const lc_pstore *ps, int passes) {
-  const double f = sizeof(float), total = (double)ps->lay.total, Z = ps->Z, R = ps->R;
+  const double f = (double)lc_dtype_size(LC_DT_F32), total = (double)ps->lay.total, Z = ps->Z, R = ps->R;
   const int W = ps->world ? ps->world->size : 1;
   if (ps->stage == 0) return W > 1 ? 2.0 * (W - 1) / W * total * f : 0.0;
   // One reduction of every unit: reduce-scatter in the group, all-reduce across groups.

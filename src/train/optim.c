@@ -1,12 +1,13 @@
 #include "train/optim.h"
+#include "core/dtype.h"
 
 #include <math.h>
 #include <string.h>
 
 lc_status lc_adamw_create(lc_adamw *o, size_t n, lc_arena *arena) {
   memset(o, 0, sizeof *o);
-  o->m = lc_calloc(arena, LC_MEM_OPTIM, sizeof(float) * n, "AdamW first moment");
-  o->v = o->m ? lc_calloc(arena, LC_MEM_OPTIM, sizeof(float) * n, "AdamW second moment") : NULL;
+  o->m = lc_calloc(arena, LC_MEM_OPTIM, lc_bytes(LC_DT_F32, n), "AdamW first moment");
+  o->v = o->m ? lc_calloc(arena, LC_MEM_OPTIM, lc_bytes(LC_DT_F32, n), "AdamW second moment") : NULL;
   if (!o->m || !o->v) {
     lc_adamw_destroy(o, arena);
     return LC_ENOMEM;
