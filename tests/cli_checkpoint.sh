@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checkpoints end to end: resume gives the uninterrupted loss curve (bit-identical under
 # the same layout, to rounding under another), a crash during a save leaves the previous
-# checkpoint loadable, and a checkpoint of another model is refused.
+# checkpoint loadable, a bf16 save keeps exact master weights, and a checkpoint of another
+# model is refused.
 set -u
 BIN="$1"
 . "$(dirname "$0")/cli_lib.sh"
@@ -56,6 +57,37 @@ close "$TMP/z3.jsonl" "$TMP/z2.jsonl" 4 && ok || bad "zero 3 -> zero 2 on 2 rank
 # The other way: a zero 0 checkpoint resumes under zero 1 in groups of 2 (hybrid) on 4 ranks.
 $MPI -np 4 "$BIN" train $COMMON --steps 8 --hp 2 --cp 2 --zero 1 --zero-group 2 --resume "$TMP/ck/checkpoint-4" --log-json "$TMP/z1.jsonl" >/dev/null 2>&1 && ok || bad "zero 1 resume of zero 0"
 close "$TMP/ref.jsonl" "$TMP/z1.jsonl" 4 && ok || bad "zero 0 -> zero 1 groups of 2: $(losses "$TMP/z1.jsonl" | tr '\n' ' ')"
+
+# --save-dtype bf16: model.safetensors holds the weights rounded to nearest even (half the
+# bytes, torch_dtype bfloat16), optimizer.safetensors the fp32 master weights, which equal
+# the fp32 save's weights bit for bit; saving changes nothing in training, and resuming is
+# bit-identical (it continues from the master weights, not the rounded ones).
+$MPI -np 4 "$BIN" train $COMMON --steps 8 --hp 2 --cp 2 --save "$TMP/bf" --save-every 4 --save-dtype bf16 \
+  --log-json "$TMP/bf.jsonl" >/dev/null 2>&1 && ok || bad "bf16 saving run"
+diff <(losses "$TMP/ref.jsonl") <(losses "$TMP/bf.jsonl") >/dev/null && ok || bad "saving in bf16 changed the losses"
+grep -q '"torch_dtype": "bfloat16"' "$TMP/bf/checkpoint-8/config.json" && ok || bad "config.json of a bf16 save"
+python3 - "$TMP/bf/checkpoint-8" "$TMP/ck/checkpoint-8" <<'PY' && ok || bad "bf16 checkpoint contents"
+import json, struct, sys
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    h.pop("__metadata__", None); return h, b[8 + n:]
+def f32(h, d, k):
+    e = h[k]; assert e["dtype"] == "F32", k; s, t = e["data_offsets"]; return struct.unpack("<%dI" % ((t - s) // 4), d[s:t])
+bh, bd = load(sys.argv[1] + "/model.safetensors"); oh, od = load(sys.argv[1] + "/optimizer.safetensors")
+fh, fd = load(sys.argv[2] + "/model.safetensors")
+assert set(bh) == set(fh) and all(bh[k]["dtype"] == "BF16" for k in bh), "dtypes"
+for k in fh:
+    master = f32(oh, od, "master." + k)
+    assert master == f32(fh, fd, k), "master weights of %s differ from the fp32 save" % k
+    s, t = bh[k]["data_offsets"]; got = struct.unpack("<%dH" % ((t - s) // 2), bd[s:t])
+    for u, g in zip(master, got):  # round to nearest even, computed here on the bits
+        r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+        assert g == r, "%s: %08x stored as %04x, want %04x" % (k, u, g, r)
+PY
+$MPI -np 4 "$BIN" train $COMMON --steps 8 --hp 2 --cp 2 --resume "$TMP/bf/checkpoint-4" --log-json "$TMP/bfr.jsonl" >/dev/null 2>&1 &&
+  diff <(losses "$TMP/ref.jsonl" | tail -n 4) <(losses "$TMP/bfr.jsonl") >/dev/null && ok ||
+  bad "resume of a bf16 save is not bit-identical: $(losses "$TMP/bfr.jsonl" | tr '\n' ' ')"
+"$BIN" train $COMMON --steps 8 --save-dtype fp16 >/dev/null 2>"$TMP/err"; [ $? -ne 0 ] && grep -q "save-dtype 'fp16': use fp32 or bf16" "$TMP/err" && ok || bad "bad --save-dtype: $(cat "$TMP/err")"
 
 # A crash between writing and publishing a checkpoint keeps the previous one.
 "$BIN" train $COMMON --steps 2 --save "$TMP/cr" >/dev/null 2>&1 && ok || bad "first save"

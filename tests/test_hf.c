@@ -56,7 +56,7 @@ static void test_config(void) {
     char d[300];
     sub(d, sizeof d, v ? "cfg_tied" : "cfg");
     CHECK(lc_mkdir_p(d) == LC_OK, "mkdir");
-    CHECK(lc_hf_write_config(d, &c) == LC_OK, "write config: %s", lc_errmsg());
+    CHECK(lc_hf_write_config(d, &c, LC_DT_F32) == LC_OK, "write config: %s", lc_errmsg());
     CHECK(lc_hf_is_model_dir(d), "is model dir");
     memset(&r, 0x55, sizeof r);
     CHECK(lc_hf_read_config(d, &r) == LC_OK, "read config: %s", lc_errmsg());
@@ -179,7 +179,7 @@ static void test_save_load(void) {
         a.params[a.table[i].offset + j] = 0;
     char d[300];
     sub(d, sizeof d, tied ? "save_tied/deeper" : "save");
-    CHECK(lc_hf_save(d, &a) == LC_OK, "save: %s", lc_errmsg());
+    CHECK(lc_hf_save(d, &a, LC_DT_F32) == LC_OK, "save: %s", lc_errmsg());
     lc_config c;
     CHECK(lc_hf_read_config(d, &c) == LC_OK && same_config(&c, &a.cfg), "saved config reads back");
     char p[400];
@@ -204,7 +204,7 @@ static void test_save_load(void) {
       make_model(&u, 0, 5);
       char du[300];
       sub(du, sizeof du, "untied_src");
-      CHECK(lc_hf_save(du, &u) == LC_OK, "save untied");
+      CHECK(lc_hf_save(du, &u, LC_DT_F32) == LC_OK, "save untied");
       make_model(&b, 1, 0);
       CHECK(lc_hf_load_weights(du, &b) == LC_OK, "tied model ignores lm_head.weight: %s", lc_errmsg());
       CHECK(!memcmp(b.ps.w.embed, u.ps.w.embed, sizeof(float) * 256 * 64), "embeddings loaded");
@@ -461,7 +461,7 @@ static void test_mistral(void) {
   char d[300];
   sub(d, sizeof d, "cfg_mistral");
   lc_mkdir_p(d);
-  CHECK(lc_hf_write_config(d, &c) == LC_OK && lc_hf_read_config(d, &r) == LC_OK, "round trip: %s", lc_errmsg());
+  CHECK(lc_hf_write_config(d, &c, LC_DT_F32) == LC_OK && lc_hf_read_config(d, &r) == LC_OK, "round trip: %s", lc_errmsg());
   CHECK(same_config(&c, &r) && r.sliding_window == 77, "window round trip: %d", r.sliding_window);
 }
 

@@ -22,7 +22,7 @@
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 typedef struct {
-  const char *model, *data, *ckpt, *log_json, *placement, *save, *resume, *cp_layout;
+  const char *model, *data, *ckpt, *log_json, *placement, *save, *resume, *cp_layout, *save_dtype;
   int save_every, keep;
   int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window, eval_every, eval_samples, log_every;
   int zero, zero_group, pack, attn_window, skip_nonfinite;
@@ -77,6 +77,7 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, const train_flags
   if (st == LC_OK && (F->save_every < 0 || F->keep < 1))
     st = lc_fail(LC_EINVAL, "--save-every must be >= 0 and --keep >= 1");
   if (st == LC_OK && F->save_every > 0 && !F->save) st = lc_fail(LC_EINVAL, "--save-every needs --save DIR");
+  if (st == LC_OK) st = lc_dtype_parse_user(F->save_dtype, "--save-dtype", &o->save_dtype);
   if (st == LC_OK && F->log_every < 1)
     st = lc_fail(LC_EINVAL, "--log-every %d: print progress every N >= 1 steps", F->log_every);
   if (st == LC_OK && (F->eval_every < 0 || F->eval_samples < 1))
@@ -131,10 +132,17 @@ static void job_lines(char *buf, size_t cap, const train_flags *F, int world, in
   char nf[96];
   if (F->skip_nonfinite) snprintf(nf, sizeof nf, "skip the update, at most %d in a row", F->skip_nonfinite);
   else snprintf(nf, sizeof nf, "stop (--skip-nonfinite 0)");
-  snprintf(buf, cap,
-           "  %-14s watchdog %s\n"
-           "  %-14s SIGTERM/SIGUSR1: finish the step, %s, exit code %d; non-finite loss or gradient: %s\n",
-           "long jobs", wd, "", F->save ? "save a checkpoint" : "no --save: nothing saved", LC_EXIT_PREEMPTED, nf);
+  int k = snprintf(buf, cap,
+                   "  %-14s watchdog %s\n"
+                   "  %-14s SIGTERM/SIGUSR1: finish the step, %s, exit code %d; non-finite loss or gradient: %s\n",
+                   "long jobs", wd, "", F->save ? "save a checkpoint" : "no --save: nothing saved", LC_EXIT_PREEMPTED, nf);
+  if (F->save && k > 0 && (size_t)k < cap) {
+    char every[48] = "at the end";
+    if (F->save_every) snprintf(every, sizeof every, "every %d steps and at the end", F->save_every);
+    const int bf = !strcmp(F->save_dtype, "bf16");
+    snprintf(buf + k, cap - (size_t)k, "  %-14s %s, %s, newest %d kept; model.safetensors in %s%s\n", "checkpoints",
+             F->save, every, F->keep, bf ? "bf16" : "fp32", bf ? " (fp32 master weights in optimizer.safetensors)" : "");
+  }
 }
 
 // Errors after set-up may come from one rank only: end every rank now (no hang).
@@ -188,7 +196,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
     st = lc_fail(LC_EINVAL, "--eval-every needs held-out data: use task:passkey or task:copy");
   // Before the first step: the save directory takes a checkpoint (rank 0 writes them).
   if (st == LC_OK && F.save)
-    st = lc_comm_agree(w, rank == 0 ? lc_job_check_save_dir(F.save, 12.0 * (double)lc_config_n_params(&o.cfg) + (1 << 20))
+    st = lc_comm_agree(w, rank == 0 ? lc_job_check_save_dir(F.save, (o.save_dtype == LC_DT_F32 ? 12.0 : 14.0) * (double)lc_config_n_params(&o.cfg) + (1 << 20))
                                     : LC_OK);
   if (st != LC_OK) {
     // Layout and input errors are found identically on every rank; rank 0 reports.
@@ -311,7 +319,7 @@ int lc_cmd_train(int argc, char **argv) {
                    .placement = "head-first", .hp = 1, .cp = 1, .window = 0,
                    .eval_every = 0, .eval_samples = 64, .log_every = 1, .save = NULL, .resume = NULL,
                    .save_every = 0, .keep = 2, .zero = 0, .zero_group = 0, .pack = 0, .attn_window = 0,
-                   .cp_layout = NULL, .timeout = 30.0f, .skip_nonfinite = 0};
+                   .cp_layout = NULL, .timeout = 30.0f, .skip_nonfinite = 0, .save_dtype = "fp32"};
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &F.model, "a preset (tiny, demo, bench-s) or a Hugging Face Llama directory (default tiny)", 0},
       {"data", LC_ARG_STR, &F.data, "task:copy, task:passkey, a token file (tools/prepare_data.py) or a file read as bytes (default task:copy)", 0},
@@ -343,6 +351,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"log-json", LC_ARG_STR, &F.log_json, "write one JSON object per step to this file", 0},
       {"save", LC_ARG_STR, &F.save, "write checkpoints (HF model + optimizer + state) under this directory", 0},
       {"save-every", LC_ARG_INT, &F.save_every, "checkpoint every N steps (default: only at the end)", 0},
+      {"save-dtype", LC_ARG_STR, &F.save_dtype, "fp32 | bf16: the dtype of a checkpoint's model.safetensors (bf16: half the size, rounded to nearest; the fp32 master weights then go into optimizer.safetensors so resuming is exact) (default fp32)", 0},
       {"keep", LC_ARG_INT, &F.keep, "checkpoints kept under --save (default 2)", 0},
       {"resume", LC_ARG_STR, &F.resume, "continue from a checkpoint (a --save directory or one checkpoint-N)", 0},
       {"eval-every", LC_ARG_INT, &F.eval_every, "evaluate held-out samples every N steps and at the end, 0 = never (default 0)", 0},

@@ -29,6 +29,17 @@ int lc_dtype_from_name(const char *name, lc_dtype *t) {
 
 int lc_dtype_is_float(lc_dtype t) { return t == LC_DT_F32 || t == LC_DT_BF16 || t == LC_DT_F16; }
 
+lc_status lc_dtype_parse_user(const char *s, const char *flag, lc_dtype *t) {
+  if (s && !strcmp(s, "fp32")) *t = LC_DT_F32;
+  else if (s && !strcmp(s, "bf16")) *t = LC_DT_BF16;
+  else return lc_fail(LC_EINVAL, "%s '%s': use fp32 or bf16", flag, s ? s : "");
+  return LC_OK;
+}
+
+const char *lc_dtype_user_name(lc_dtype t) {
+  return t == LC_DT_F32 ? "fp32" : t == LC_DT_BF16 ? "bf16" : lc_dtype_name(t);
+}
+
 float lc_bf16_to_f32(uint16_t h) {
   uint32_t b = (uint32_t)h << 16;
   float f;

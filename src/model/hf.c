@@ -265,12 +265,14 @@ static void fmt_real(char *b, size_t cap, double v, int is_float) {
   }
 }
 
-lc_status lc_hf_write_config(const char *dir, const lc_config *c) {
+lc_status lc_hf_write_config(const char *dir, const lc_config *c, lc_dtype dt) {
   LC_TRY(lc_config_validate(c));
   if (c->max_pos <= 0 || !isfinite(c->norm_eps) || !isfinite(c->rope_theta))
     return lc_fail(LC_EINVAL, "model config: max_position_embeddings must be positive and "
                    "rms_norm_eps, rope_theta finite");
   char path[HF_PATH], eps[64], theta[64], text[4096];
+  if (dt != LC_DT_F32 && dt != LC_DT_BF16)
+    return lc_fail(LC_EINVAL, "model weights are written as F32 or BF16, not %s", lc_dtype_name(dt));
   LC_TRY(lc_path_join(path, sizeof path, dir, "config.json"));
   fmt_real(eps, sizeof eps, c->norm_eps, 1);
   fmt_real(theta, sizeof theta, c->rope_theta, 0);
@@ -282,7 +284,7 @@ lc_status lc_hf_write_config(const char *dir, const lc_config *c) {
                    "{\n"
                    "  \"architectures\": [\"%s\"],\n"
                    "  \"model_type\": \"%s\",\n%s"
-                   "  \"torch_dtype\": \"float32\",\n"
+                   "  \"torch_dtype\": \"%s\",\n"
                    "  \"hidden_size\": %d,\n"
                    "  \"intermediate_size\": %d,\n"
                    "  \"num_hidden_layers\": %d,\n"
@@ -306,7 +308,7 @@ lc_status lc_hf_write_config(const char *dir, const lc_config *c) {
                    "  \"eos_token_id\": null\n"
                    "}\n",
                    mistral ? "MistralForCausalLM" : "LlamaForCausalLM", mistral ? "mistral" : "llama", window,
-                   c->dim, c->ffn, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, eps, theta,
+                   dt == LC_DT_BF16 ? "bfloat16" : "float32", c->dim, c->ffn, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, eps, theta,
                    c->vocab, c->tie_embeddings ? "true" : "false", c->max_pos);
   if (k < 0 || (size_t)k >= sizeof text) return lc_fail(LC_EINVAL, "%s: config text too long", path);
   return lc_write_file_atomic(path, text, (size_t)k);
@@ -581,7 +583,7 @@ lc_status lc_hf_read_state(lc_model *m, lc_ps_state which, int i, lc_st_file *f,
 }
 
 lc_status lc_hf_write_states(const char *path, lc_model *m, int n_states, const lc_ps_state *which,
-                             const char *const *prefix, const char *const *meta_kv, int n_meta) {
+                             const char *const *prefix, lc_dtype dt, const char *const *meta_kv, int n_meta) {
   lc_pstore *ps = &m->ps;
   const int root = !ps->world || ps->world->rank == 0, nt = m->n_tensors, ne = nt * n_states;
   const size_t cap = lc_stage_floats(&ps->lay);
@@ -608,6 +610,7 @@ lc_status lc_hf_write_states(const char *path, lc_model *m, int n_states, const 
         x->ndim = m->table[i].ndim;
         x->shape[0] = m->table[i].shape[0];
         x->shape[1] = m->table[i].shape[1];
+        x->dtype = dt;
       }
     if (st == LC_OK) st = lc_st_writer_begin(&w, path, e, ne, meta_kv, n_meta);
     open = st == LC_OK;
@@ -636,7 +639,7 @@ lc_status lc_hf_write_states(const char *path, lc_model *m, int n_states, const 
   return st;
 }
 
-lc_status lc_hf_save(const char *dir, lc_model *m) {
+lc_status lc_hf_save(const char *dir, lc_model *m, lc_dtype dt) {
   const int root = !m->ps.world || m->ps.world->rank == 0;
   char path[HF_PATH];
   lc_status st = lc_path_join(path, sizeof path, dir, "model.safetensors");
@@ -644,8 +647,8 @@ lc_status lc_hf_save(const char *dir, lc_model *m) {
   static const char *const meta[] = {"format", "pt"};
   const lc_ps_state which[1] = {LC_PS_PARAMS};
   const char *const prefix[1] = {""};
-  lc_status ws = lc_hf_write_states(path, m, 1, which, prefix, meta, 1); // collective: always
+  lc_status ws = lc_hf_write_states(path, m, 1, which, prefix, dt, meta, 1); // collective: always
   if (st == LC_OK) st = ws;
-  if (st == LC_OK && root) st = lc_hf_write_config(dir, &m->cfg);
+  if (st == LC_OK && root) st = lc_hf_write_config(dir, &m->cfg, dt);
   return st;
 }

@@ -33,15 +33,18 @@ static void remove_flat_dir(const char *path) {
   rmdir(path);
 }
 
-// Collective (rank 0 writes): AdamW moments of every tensor, gathered one tensor at a time.
+// Collective (rank 0 writes): AdamW moments of every tensor, gathered one tensor at a time,
+// and the fp32 master weights when model.safetensors holds a rounded copy (--save-dtype
+// bf16), so that resuming continues from exactly the weights the run had.
 static lc_status write_optimizer(lc_trainer *t, const char *dir) {
   char step[32], path[PATHN];
   snprintf(step, sizeof step, "%ld", t->opt.step);
   const char *meta[] = {"adamw_step", step};
-  const lc_ps_state which[2] = {LC_PS_EXP_AVG, LC_PS_EXP_AVG_SQ};
-  const char *const prefix[2] = {"exp_avg.", "exp_avg_sq."};
+  const lc_ps_state which[3] = {LC_PS_EXP_AVG, LC_PS_EXP_AVG_SQ, LC_PS_PARAMS};
+  const char *const prefix[3] = {"exp_avg.", "exp_avg_sq.", "master."};
+  const int n = t->o.save_dtype == LC_DT_F32 ? 2 : 3;
   lc_status st = lc_path_join(path, sizeof path, dir, "optimizer.safetensors");
-  lc_status ws = lc_hf_write_states(path, &t->model, 2, which, prefix, meta, 1); // collective: always
+  lc_status ws = lc_hf_write_states(path, &t->model, n, which, prefix, LC_DT_F32, meta, 1); // collective: always
   return st == LC_OK ? ws : st;
 }
 
@@ -255,7 +258,7 @@ lc_status lc_checkpoint_save(lc_trainer *t, const char *dir, int keep) {
   lc_status st = root ? prepare_tmp(dir, name, tmp, sizeof tmp) : LC_OK;
   LC_TRY(agree(t, st));
   // Weights and moments reach rank 0 one tensor at a time (ZeRO shards from their owners).
-  st = lc_hf_save(tmp, &t->model);
+  st = lc_hf_save(tmp, &t->model, t->o.save_dtype);
   lc_status so = write_optimizer(t, tmp);
   if (st == LC_OK) st = so;
   if (st == LC_OK && root) st = write_state(t, tmp);
@@ -408,13 +411,19 @@ static lc_status read_optimizer(lc_trainer *t, const char *dir) {
   lc_model *m = &t->model;
   float *stage = NULL;
   st = lc_hf_stage(m, LC_PS_EXP_AVG, &stage);
+  // master.*: the fp32 weights of a checkpoint whose model.safetensors was rounded (all or none).
+  char first[160];
+  snprintf(first, sizeof first, "master.%s", m->table[0].name);
+  const int n_states = lc_st_find(&f, first) ? 3 : 2;
+  static const char *const prefix[3] = {"exp_avg", "exp_avg_sq", "master"};
+  static const lc_ps_state which[3] = {LC_PS_EXP_AVG, LC_PS_EXP_AVG_SQ, LC_PS_PARAMS};
   for (int i = 0; i < m->n_tensors && st == LC_OK; i++)
-    for (int k = 0; k < 2 && st == LC_OK; k++) {
+    for (int k = 0; k < n_states && st == LC_OK; k++) {
       char name[160];
-      snprintf(name, sizeof name, "%s.%s", k ? "exp_avg_sq" : "exp_avg", m->table[i].name);
+      snprintf(name, sizeof name, "%s.%s", prefix[k], m->table[i].name);
       const lc_st_tensor *x = lc_st_find(&f, name);
       if (!x) st = lc_fail(LC_EFORMAT, "%s lacks %s; the checkpoint is incomplete", p, name);
-      else st = lc_hf_read_state(m, k ? LC_PS_EXP_AVG_SQ : LC_PS_EXP_AVG, i, &f, x, stage);
+      else st = lc_hf_read_state(m, which[k], i, &f, x, stage);
     }
   lc_free(m->ps.arena, stage);
   const char *s = st == LC_OK ? lc_st_meta(&f, "adamw_step") : NULL;

@@ -24,7 +24,8 @@ lc_status lc_checkpoint_resolve(const char *path, char *out, size_t cap, char *n
 lc_status lc_checkpoint_verify(const char *dir, int *verified);
 // Loads weights, optimizer state, step and data position into an initialised trainer
 // whose options must match the checkpoint (model, seed, data, seq, batch); the layout
-// may differ.
+// may differ. A checkpoint saved with --save-dtype bf16 resumes from its fp32 master
+// weights (optimizer.safetensors' master.*), not from the rounded model.safetensors.
 lc_status lc_checkpoint_load(lc_trainer *t, const char *ckpt_dir);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "attn/attn.h"
 #include "core/arena.h"
+#include "core/dtype.h"
 #include "dist/grid.h"
 #include "io/data.h"
 #include "model/model.h"
@@ -25,6 +26,7 @@ typedef struct {
   lc_placement placement;
   int pack;               // samples are whole documents packed into --seq tokens (io/pack.h)
   int skip_nonfinite;     // skip up to this many updates in a row whose loss or gradient norm is not finite
+  lc_dtype save_dtype;    // model.safetensors of a checkpoint: LC_DT_F32 (0, the master weights) or LC_DT_BF16
 } lc_train_opts;
 
 // Zeroes o and sets the AdamW constants every run uses (beta1 0.9, beta2 0.95, eps 1e-8).
