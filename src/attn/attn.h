@@ -41,6 +41,16 @@ struct lc_attn {
 // sequence in order.
 void lc_attn_local_init(lc_attn *a, int Hq, int Hkv, int D);
 
+// Decoding (model/generate.c): before each layer's forward the caller points k/v at that
+// layer's cache ([max_len, Hkv, D]) and p0 at the first new position; the forward appends
+// the new tokens' keys/values there and attends to the rows [0, p0 + T). window > 0: each
+// position sees at most the window most recent positions. No backward.
+typedef struct {
+  float *k, *v;
+  int p0, max_len, window;
+} lc_attn_decode_state;
+void lc_attn_decode_init(lc_attn *a, int Hq, int Hkv, int D, lc_attn_decode_state *d);
+
 // Arena bytes of a strategy, for the memory model (src/model/memplan.c). Everything a
 // forward (or backward) call allocates is live at once at its innermost point, so the
 // call's peak is exactly fwd_scratch + fwd_comm (bwd_scratch + bwd_comm). The strategies

@@ -5,7 +5,8 @@
 #include <string.h>
 
 #include "core/dtype.h"
-#include "attn/flash.h"
+#include "attn/attn.h"
+#include "model/layer.h"
 #include "ops/ops.h"
 
 #define PAD16(n) (((size_t)(n) + 15) & ~(size_t)15)
@@ -47,10 +48,12 @@ float *lc_kv_cache_v(const lc_kv_cache *c, int l) {
 }
 
 // ---------------------------------------------------------------- decode
-// Working buffers for chunks of up to `ch` tokens (one LC_MEM_ACT block).
+// Working buffers for chunks of up to `ch` tokens (one LC_MEM_ACT block): the residual
+// stream in and out of a layer, the layer's activations, the RoPE tables.
 typedef struct {
-  float *x, *ln, *rstd, *q, *att, *lse, *cos, *sin, *gate, *up, *h;
-  int *pos, *lo;
+  float *x, *y, *cos, *sin;
+  int *pos;
+  lc_layer_acts acts;
 } dec_bufs;
 
 static float *take(float **p, size_t n) {
@@ -61,64 +64,57 @@ static float *take(float **p, size_t n) {
 
 static size_t dec_floats(const lc_config *cfg, int ch, int carve, dec_bufs *b, float *base) {
   const size_t C = cfg->dim, HQ = (size_t)cfg->n_heads * cfg->head_dim, F = cfg->ffn;
+  const size_t KV = (size_t)cfg->n_kv_heads * cfg->head_dim;
   float *p = base;
   dec_bufs d;
+  memset(&d, 0, sizeof d);
   d.x = take(&p, ch * C);
-  d.ln = take(&p, ch * C);
-  d.rstd = take(&p, ch);
-  d.q = take(&p, ch * HQ);
-  d.att = take(&p, ch * HQ);
-  d.lse = take(&p, (size_t)cfg->n_heads * ch);
+  d.y = take(&p, ch * C);
   d.cos = take(&p, (size_t)ch * (cfg->head_dim / 2));
   d.sin = take(&p, (size_t)ch * (cfg->head_dim / 2));
-  d.gate = take(&p, ch * F);
-  d.up = take(&p, ch * F);
-  d.h = take(&p, ch * F);
   d.pos = (int *)take(&p, ch); // sizeof(int) == sizeof(float) on every supported platform
-  d.lo = (int *)take(&p, ch);
+  lc_layer_acts *a = &d.acts;
+  a->ln1 = take(&p, ch * C);
+  a->rstd1 = take(&p, ch);
+  a->q = take(&p, ch * HQ);
+  a->k = take(&p, ch * KV);
+  a->v = take(&p, ch * KV);
+  a->att = take(&p, ch * HQ);
+  a->saved = take(&p, (size_t)cfg->n_heads * ch); // the decode strategy's lse
+  a->x_mid = take(&p, ch * C);
+  a->ln2 = take(&p, ch * C);
+  a->rstd2 = take(&p, ch);
+  a->gate = take(&p, ch * F);
+  a->up = take(&p, ch * F);
+  a->h = take(&p, ch * F);
   if (carve) *b = d;
   return (size_t)(p - base);
 }
 
-// One chunk of nn tokens at positions p0.. through every layer; x holds their embeddings
-// on entry and the final residual stream on return. Appends k/v rows [p0, p0+nn).
-static lc_status dec_layers(const lc_model *m, lc_kv_cache *c, dec_bufs *b, int p0, int nn,
-                            lc_arena *a) {
+// One chunk of nn tokens at positions p0.. through every layer with the training layer's
+// forward (model/layer.c) and the decode attention strategy, which appends k/v rows
+// [p0, p0+nn) to the cache. b->x holds the embeddings on entry; returns the buffer that
+// holds the final residual stream.
+static float *dec_layers(const lc_model *m, lc_kv_cache *c, dec_bufs *b, int p0, int nn, lc_arena *a,
+                         lc_status *st) {
   const lc_config *cfg = &m->cfg;
-  const int C = cfg->dim, D = cfg->head_dim, F = cfg->ffn;
-  const int HQ = cfg->n_heads * D, KV = c->kv_dim;
-  const int W = cfg->sliding_window;
-  for (int i = 0; i < nn; i++) {
-    b->pos[i] = p0 + i;
-    b->lo[i] = W > 0 && p0 + i - W + 1 > 0 ? p0 + i - W + 1 : 0; // Mistral's sliding window
+  for (int i = 0; i < nn; i++) b->pos[i] = p0 + i;
+  lc_rope_table(b->cos, b->sin, b->pos, nn, cfg->head_dim, cfg->rope_theta);
+  lc_attn_decode_state ds = {.p0 = p0, .max_len = c->max_len, .window = cfg->sliding_window};
+  lc_attn attn;
+  lc_attn_decode_init(&attn, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, &ds);
+  const lc_layer_ctx lc = {.cfg = cfg, .attn = &attn, .rope_cos = b->cos, .rope_sin = b->sin, .T = nn,
+                           .mlp_tile = 0, .arena = a};
+  float *x = b->x, *y = b->y;
+  *st = LC_OK;
+  for (int l = 0; l < cfg->n_layers && *st == LC_OK; l++) {
+    ds.k = lc_kv_cache_k(c, l);
+    ds.v = lc_kv_cache_v(c, l);
+    *st = lc_layer_fwd(&lc, &m->ps.w.layer[l], &b->acts, x, y, 0);
+    float *t = x;
+    x = y, y = t;
   }
-  lc_rope_table(b->cos, b->sin, b->pos, nn, D, cfg->rope_theta);
-  lc_attn_shape s = {.Tq = nn, .Tk = p0 + nn, .Hq = cfg->n_heads, .Hkv = cfg->n_kv_heads,
-                     .D = D, .q_start = p0, .k_start = 0, .causal = 1,
-                     .scale = 1.0f / sqrtf((float)D), .lo = W > 0 ? b->lo : NULL};
-  for (int l = 0; l < cfg->n_layers; l++) {
-    const lc_layer_weights *w = &m->ps.w.layer[l];
-    float *kc = lc_kv_cache_k(c, l), *vc = lc_kv_cache_v(c, l);
-    float *kn = kc + (size_t)p0 * KV, *vn = vc + (size_t)p0 * KV;
-    // attention half: new k/v rows go straight into the cache
-    lc_rmsnorm_fwd(b->ln, b->rstd, b->x, w->ln1, nn, C, cfg->norm_eps);
-    lc_matmul_fwd(b->q, b->ln, w->wq, nn, C, HQ);
-    lc_matmul_fwd(kn, b->ln, w->wk, nn, C, KV);
-    lc_matmul_fwd(vn, b->ln, w->wv, nn, C, KV);
-    lc_rope_fwd(b->q, b->cos, b->sin, nn, cfg->n_heads, D);
-    lc_rope_fwd(kn, b->cos, b->sin, nn, cfg->n_kv_heads, D);
-    LC_TRY(lc_flash_fwd(b->att, b->lse, b->q, kc, vc, &s, a));
-    lc_matmul_fwd(b->ln, b->att, w->wo, nn, HQ, C);
-    lc_add_inplace(b->x, b->ln, (size_t)nn * C);
-    // MLP half
-    lc_rmsnorm_fwd(b->ln, b->rstd, b->x, w->ln2, nn, C, cfg->norm_eps);
-    lc_matmul_fwd(b->gate, b->ln, w->wgate, nn, C, F);
-    lc_matmul_fwd(b->up, b->ln, w->wup, nn, C, F);
-    lc_swiglu_fwd(b->h, b->gate, b->up, (size_t)nn * F);
-    lc_matmul_fwd(b->ln, b->h, w->wdown, nn, F, C);
-    lc_add_inplace(b->x, b->ln, (size_t)nn * C);
-  }
-  return LC_OK;
+  return x;
 }
 
 lc_status lc_decode(const lc_model *m, lc_kv_cache *c, const int *tokens, int n, float *logits,
@@ -150,15 +146,16 @@ lc_status lc_decode(const lc_model *m, lc_kv_cache *c, const int *tokens, int n,
   for (int t0 = 0; t0 < n && st == LC_OK; t0 += ch) {
     const int nn = n - t0 < ch ? n - t0 : ch;
     lc_embedding_fwd(b.x, tokens + t0, m->ps.w.embed, nn, C);
-    st = dec_layers(m, c, &b, c->len, nn, a);
+    const float *x = dec_layers(m, c, &b, c->len, nn, a, &st);
     if (st != LC_OK) break;
     c->len += nn;
+    float *ln = b.acts.ln1, *rstd = b.acts.rstd1; // free once the layers are done
     if (all_logits) {
-      lc_rmsnorm_fwd(b.ln, b.rstd, b.x, m->ps.w.norm, nn, C, cfg->norm_eps);
-      lc_matmul_fwd(logits + (size_t)t0 * V, b.ln, m->ps.w.head, nn, C, V);
+      lc_rmsnorm_fwd(ln, rstd, x, m->ps.w.norm, nn, C, cfg->norm_eps);
+      lc_matmul_fwd(logits + (size_t)t0 * V, ln, m->ps.w.head, nn, C, V);
     } else if (t0 + nn == n) {
-      lc_rmsnorm_fwd(b.ln, b.rstd, b.x + (size_t)(nn - 1) * C, m->ps.w.norm, 1, C, cfg->norm_eps);
-      lc_matmul_fwd(logits, b.ln, m->ps.w.head, 1, C, V);
+      lc_rmsnorm_fwd(ln, rstd, x + (size_t)(nn - 1) * C, m->ps.w.norm, 1, C, cfg->norm_eps);
+      lc_matmul_fwd(logits, ln, m->ps.w.head, 1, C, V);
     }
   }
   if (st != LC_OK) c->len = len0; // rows past len are ignored: the cache is as before

@@ -1,8 +1,9 @@
 // Autoregressive decoding with a KV cache, and token sampling.
 // The cache holds every layer's keys (after RoPE) and values of the positions decoded so
-// far; lc_decode runs new tokens at the next positions through the model with the same
-// ops as training (rmsnorm, matmul, rope, swiglu, blockwise attention), so its logits
-// equal those of the training forward up to float rounding (tests/test_generate.c).
+// far; lc_decode runs new tokens at the next positions through the training layer's own
+// forward (lc_layer_fwd) with the decode attention strategy (attn/attn_decode.c), so
+// every change to the layer lands here too and the logits equal those of the training
+// forward up to float rounding (tests/test_generate.c).
 #ifndef LC_GENERATE_H
 #define LC_GENERATE_H
 

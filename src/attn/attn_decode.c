@@ -1,0 +1,56 @@
+// Decoding with a KV cache, behind the attention interface: the layer forward of training
+// (model/layer.c) runs unchanged at generation time with this strategy. The T new tokens
+// sit at positions p0 .. p0+T-1; their keys/values (after RoPE) are appended to the
+// cache rows [p0, p0+T) and every new query attends to rows [0, its position], within
+// the sliding window when there is one.
+#include <math.h>
+#include <string.h>
+
+#include "attn/attn.h"
+#include "attn/flash.h"
+#include "core/dtype.h"
+
+static size_t decode_saved_bytes(const lc_attn *a, int T) { return lc_bytes(LC_DT_F32, (size_t)a->Hq * (size_t)T); }
+
+// q[T,Hq,D], k/v[T,Hkv,D] of the new tokens -> out[T,Hq,D]; saved = lse[Hq,T].
+static lc_status decode_fwd(lc_attn *a, float *out, void *saved, const float *q, const float *k,
+                            const float *v, int T, lc_arena *arena) {
+  lc_attn_decode_state *d = a->ctx;
+  if (!d->k || !d->v || d->p0 < 0 || T < 1 || d->p0 + T > d->max_len)
+    return lc_fail(LC_EINVAL, "decode attention: %d new tokens at position %d do not fit a cache of %d", T, d->p0,
+                   d->max_len);
+  const size_t kv = (size_t)a->Hkv * a->D;
+  memcpy(d->k + (size_t)d->p0 * kv, k, lc_bytes(LC_DT_F32, (size_t)T * kv));
+  memcpy(d->v + (size_t)d->p0 * kv, v, lc_bytes(LC_DT_F32, (size_t)T * kv));
+  int *lo = NULL;
+  if (d->window > 0) { // Mistral's sliding window: position p sees keys [p - W + 1, p]
+    lo = lc_alloc(arena, LC_MEM_SCRATCH, sizeof(int) * (size_t)T, "decode window bounds");
+    if (!lo) return LC_ENOMEM;
+    for (int i = 0; i < T; i++) lo[i] = d->p0 + i - d->window + 1 > 0 ? d->p0 + i - d->window + 1 : 0;
+  }
+  lc_attn_shape s = {.Tq = T, .Tk = d->p0 + T, .Hq = a->Hq, .Hkv = a->Hkv, .D = a->D, .q_start = d->p0,
+                     .k_start = 0, .causal = 1, .scale = 1.0f / sqrtf((float)a->D), .lo = lo};
+  lc_status st = lc_flash_fwd(out, (float *)saved, q, d->k, d->v, &s, arena);
+  lc_free(arena, lo);
+  return st;
+}
+
+static lc_status decode_bwd(lc_attn *a, float *dq, float *dk, float *dv, const float *dout, const float *out,
+                            const void *saved, const float *q, const float *k, const float *v, int T,
+                            lc_arena *arena) {
+  (void)a, (void)dq, (void)dk, (void)dv, (void)dout, (void)out, (void)saved, (void)q, (void)k, (void)v, (void)T,
+      (void)arena;
+  return lc_fail(LC_EINVAL, "decode attention has no backward: train with the local or 2D strategy");
+}
+
+void lc_attn_decode_init(lc_attn *a, int Hq, int Hkv, int D, lc_attn_decode_state *d) {
+  memset(a, 0, sizeof *a);
+  a->name = "decode";
+  a->Hq = Hq;
+  a->Hkv = Hkv;
+  a->D = D;
+  a->saved_bytes = decode_saved_bytes;
+  a->fwd = decode_fwd;
+  a->bwd = decode_bwd;
+  a->ctx = d;
+}
