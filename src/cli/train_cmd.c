@@ -194,9 +194,11 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
     st = lc_fail(LC_EINVAL, "the checkpoint is at step %ld, beyond --steps %ld; raise --steps", tr.step, o.steps);
   if (st == LC_OK && F.eval_every > 0 && (tr.data.kind == LC_DATA_BYTES || tr.data.kind == LC_DATA_TOKENS))
     st = lc_fail(LC_EINVAL, "--eval-every needs held-out data: use task:passkey or task:copy");
-  // Before the first step: the save directory takes a checkpoint (rank 0 writes them).
+  // Before the first step: the save directory takes a checkpoint (rank 0 writes them):
+  // per parameter the model (4 bytes, or 2 in bf16 plus 4 of master weights) and AdamW's 8.
+  const double ckpt_bytes_per_param = o.save_dtype == LC_DT_F32 ? 12.0 : 14.0;
   if (st == LC_OK && F.save)
-    st = lc_comm_agree(w, rank == 0 ? lc_job_check_save_dir(F.save, (o.save_dtype == LC_DT_F32 ? 12.0 : 14.0) * (double)lc_config_n_params(&o.cfg) + (1 << 20))
+    st = lc_comm_agree(w, rank == 0 ? lc_job_check_save_dir(F.save, ckpt_bytes_per_param * (double)lc_config_n_params(&o.cfg) + (1 << 20))
                                     : LC_OK);
   if (st != LC_OK) {
     // Layout and input errors are found identically on every rank; rank 0 reports.

@@ -36,10 +36,6 @@ lc_status lc_dtype_parse_user(const char *s, const char *flag, lc_dtype *t) {
   return LC_OK;
 }
 
-const char *lc_dtype_user_name(lc_dtype t) {
-  return t == LC_DT_F32 ? "fp32" : t == LC_DT_BF16 ? "bf16" : lc_dtype_name(t);
-}
-
 float lc_bf16_to_f32(uint16_t h) {
   uint32_t b = (uint32_t)h << 16;
   float f;

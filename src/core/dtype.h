@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/status.h"
+
 typedef enum {
   LC_DT_F32 = 0,
   LC_DT_BF16,
@@ -42,9 +44,7 @@ int lc_dtype_is_float(lc_dtype t);
 
 // The user's word for a float type: "fp32" or "bf16" (what --save-dtype, and later
 // --precision, take). LC_EINVAL naming `flag` and the choices otherwise.
-#include "core/status.h"
 lc_status lc_dtype_parse_user(const char *s, const char *flag, lc_dtype *t);
-const char *lc_dtype_user_name(lc_dtype t); // "fp32", "bf16" (else the safetensors name)
 
 // Exact widenings (subnormals, infinities and NaN payloads kept).
 float lc_bf16_to_f32(uint16_t h);

@@ -199,8 +199,8 @@ static lc_status parse_tensor(lc_st_file *f, const cJSON *c, lc_st_tensor *t,
     return lc_fail(LC_EFORMAT, "%s: tensor '%s': data_offsets [%llu, %llu] go beyond the data "
                    "region (%llu bytes); the file is truncated or the offsets are wrong", P, N, b,
                    e, data_len);
-  unsigned long long span = e - b;
-  if (span % (unsigned)(int)lc_dtype_size(t->dtype) != 0 || span / (unsigned)(int)lc_dtype_size(t->dtype) != numel) {
+  unsigned long long span = e - b, es = lc_dtype_size(t->dtype);
+  if (span % es != 0 || span / es != numel) {
     char shs[200];
     int m = snprintf(shs, sizeof shs, "[");
     for (int i = 0; i < nd && m < (int)sizeof shs - 24; i++)
@@ -208,7 +208,7 @@ static lc_status parse_tensor(lc_st_file *f, const cJSON *c, lc_st_tensor *t,
     snprintf(shs + m, sizeof shs - (size_t)m, "]");
     return lc_fail(LC_EFORMAT, "%s: tensor '%s': dtype %s shape %s needs %llu elements x %d bytes "
                    "but data_offsets [%llu, %llu] span %llu bytes", P, N, lc_dtype_name(t->dtype), shs,
-                   numel, (int)lc_dtype_size(t->dtype), b, e, span);
+                   numel, (int)es, b, e, span);
   }
   t->begin = (size_t)b;
   t->end = (size_t)e;
@@ -432,7 +432,7 @@ lc_status lc_st_read_f32_part(lc_st_file *f, const lc_st_tensor *t, size_t first
   if (!lc_dtype_is_float(t->dtype))
     return lc_fail(LC_EFORMAT, "%s: tensor '%s' has dtype %s; longctx reads F32, BF16 and F16 "
                    "only: convert the checkpoint to one of those", f->path, N, lc_dtype_name(t->dtype));
-  unsigned long long off = f->data_off_ + t->begin + (unsigned long long)first * (unsigned)(int)lc_dtype_size(t->dtype);
+  unsigned long long off = f->data_off_ + t->begin + (unsigned long long)first * lc_dtype_size(t->dtype);
   if (t->dtype == LC_DT_F32) {
     LC_TRY(src_read(f, off, dst, n_elems * sizeof(float)));
     if (!host_is_le()) {
@@ -620,9 +620,9 @@ lc_status lc_st_writer_begin(lc_st_writer *w, const char *path, const lc_st_entr
     return lc_fail(LC_ENOMEM, "%s: out of memory", path);
   }
   w->n = n;
-  for (int i = 0; i < n; i++) w->dtype[i] = e[i].dtype;
   sbuf h = {0};
   lc_status st = build_header(path, e, n, meta_kv, n_meta, 0, &h, w->numel);
+  for (int i = 0; i < n && st == LC_OK; i++) w->dtype[i] = e[i].dtype; // e checked by build_header
   unsigned char lb[8];
   for (int i = 0; i < 8; i++) lb[i] = (unsigned char)((unsigned long long)h.n >> (8 * i));
   if (st == LC_OK) st = lc_atomic_begin(&w->af, path);
