@@ -3,7 +3,8 @@
 //     given x[0..t] equals -(loss of lc_model_fwd_bwd over the whole sequence with the
 //     single target x[t+1] counted at position t), for (a) token-by-token decoding,
 //     (b) one prefill of x[0..t], (c) a prefill of part then single steps; plus a long
-//     prefill over several internal chunks (all_logits) against the summed loss;
+//     prefill over several internal chunks (all_logits) against the summed loss, also
+//     with a sliding window shorter than a chunk and single steps after it;
 //  2. sampling: greedy = argmax, top-k 1 = greedy, temperature sampling is deterministic
 //     for a seed, stays within the top-k set and follows the softmax frequencies;
 //  3. errors: id >= vocab or < 0, cache overflow, capped arena; the cache stays usable.
@@ -144,21 +145,29 @@ static void test_consistency(int tied) {
 // A prefill longer than LC_DECODE_CHUNK runs in several chunks (later chunks attend to
 // the cache written by earlier ones): sum over t of nll(x[t+1] | x[0..t]) from all_logits
 // equals the training loss with every target counted. Tolerance: the sum of T ~ 5.5
-// values in double from float logits; relative rounding as above, 1e-5.
-static void test_long_prefill(void) {
+// values in double from float logits; relative rounding as above, 1e-5. With a sliding
+// window (Mistral) of fewer tokens than a chunk, the first queries of each later chunk
+// see keys of the chunk before only back to the window's start; the reference is the
+// training forward with the same per-token bound. The last `steps` tokens are decoded one
+// at a time after the prefill.
+static void test_long_prefill(int window, int steps) {
   lc_model m;
   make_model(&m, 1, 0, 9);
+  m.cfg.sliding_window = window;
   const int T = 2 * LC_DECODE_CHUNK + 37, V = m.cfg.vocab;
   int *x = malloc(sizeof(int) * T), *tgt = malloc(sizeof(int) * T), *pos = malloc(sizeof(int) * T);
+  int *lo = malloc(sizeof(int) * T);
   lc_rng r;
   lc_rng_seed(&r, 4);
   for (int i = 0; i < T; i++) x[i] = (int)lc_rng_below(&r, (uint32_t)V);
   for (int i = 0; i < T; i++) {
     tgt[i] = i + 1 < T ? x[i + 1] : -100;
     pos[i] = i;
+    lo[i] = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
   }
   lc_attn attn;
   lc_attn_local_init(&attn, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.head_dim);
+  attn.lo = window > 0 ? lo : NULL;
   lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0};
   double want = 0;
   CHECK(lc_model_fwd_bwd(&m, &o, &attn, x, tgt, pos, T, 1.0f, 0, &want, &arena) == LC_OK, "fwd: %s",
@@ -166,14 +175,20 @@ static void test_long_prefill(void) {
   float *logits = malloc(sizeof(float) * (size_t)T * V);
   lc_kv_cache c;
   CHECK(lc_kv_cache_create(&c, &m.cfg, T, &arena) == LC_OK, "cache: %s", lc_errmsg());
-  CHECK(lc_decode(&m, &c, x, T - 1, logits, 1, &arena) == LC_OK, "prefill: %s", lc_errmsg());
+  const int pre = T - 1 - steps;
+  CHECK(lc_decode(&m, &c, x, pre, logits, 1, &arena) == LC_OK, "prefill: %s", lc_errmsg());
+  for (int t = pre; t < T - 1; t++)
+    CHECK(lc_decode(&m, &c, &x[t], 1, logits + (size_t)t * V, 0, &arena) == LC_OK, "step: %s", lc_errmsg());
   double got = 0;
   for (int t = 0; t < T - 1; t++) got -= log_softmax_at(logits + (size_t)t * V, V, x[t + 1]);
-  CHECK(fabs(got - want) <= 1e-5 * fabs(want), "long prefill (%d tokens, chunks of %d): nll sum %.9g vs %.9g",
-        T - 1, LC_DECODE_CHUNK, got, want);
-  printf("long prefill %d tokens: nll sum %.6f vs training %.6f\n", T - 1, got, want);
+  CHECK(fabs(got - want) <= 1e-5 * fabs(want),
+        "long prefill (%d tokens, chunks of %d, window %d, %d single steps): nll sum %.9g vs %.9g", pre,
+        LC_DECODE_CHUNK, window, steps, got, want);
+  printf("long prefill %d tokens + %d steps, window %d: nll sum %.6f vs training %.6f\n", pre, steps, window, got,
+         want);
   lc_kv_cache_destroy(&c, &arena);
   free(logits);
+  free(lo);
   free(x);
   free(tgt);
   free(pos);
@@ -301,7 +316,8 @@ int main(void) {
   lc_arena_init(&arena, 0);
   test_consistency(0);
   test_consistency(1);
-  test_long_prefill();
+  test_long_prefill(0, 0);
+  test_long_prefill(100, 5);
   test_sampling();
   test_errors();
   CHECK(arena.cur_total == 0, "arena still holds %zu bytes at exit", arena.cur_total);
