@@ -28,6 +28,19 @@ static void print_zero(const lc_train_opts *o, const lc_trainer *t) {
          lc_fmt_bytes(b[3], 32, (double)e.peak[LC_MEM_GATHERED]), lc_fmt_bytes(b[4], 32, (double)e.padding));
 }
 
+// The rank sets of data-parallel group d: the head (Ulysses) groups, one per context
+// index, when heads_inner; else the rings, one per head index.
+static void print_rank_sets(const lc_grid *g, int d, int heads_inner) {
+  const int outer = heads_inner ? g->cp : g->hp, inner = heads_inner ? g->hp : g->cp;
+  for (int a = 0; a < outer; a++) {
+    printf(" [");
+    for (int b = 0; b < inner; b++)
+      printf("%s%d", b ? " " : "",
+             lc_grid_rank_of(g->cp, g->hp, g->placement, d, heads_inner ? a : b, heads_inner ? b : a));
+    printf("]");
+  }
+}
+
 void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int threads, const char *ckpt_src,
                              int mlp_auto, int loss_auto, const char *extra) {
   const lc_config *c = &o->cfg;
@@ -67,19 +80,9 @@ void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int th
     for (int d = 0; d < g->dp; d++) {
       printf("  %-14s", d == 0 ? "groups" : "");
       printf(" dp %d: head groups", d);
-      for (int c = 0; c < g->cp; c++) {
-        printf(" [");
-        for (int h = 0; h < g->hp; h++)
-          printf("%s%d", h ? " " : "", lc_grid_rank_of(g->cp, g->hp, g->placement, d, c, h));
-        printf("]");
-      }
+      print_rank_sets(g, d, 1);
       printf(", rings");
-      for (int h = 0; h < g->hp; h++) {
-        printf(" [");
-        for (int c = 0; c < g->cp; c++)
-          printf("%s%d", c ? " " : "", lc_grid_rank_of(g->cp, g->hp, g->placement, d, c, h));
-        printf("]");
-      }
+      print_rank_sets(g, d, 0);
       printf("\n");
     }
   }
