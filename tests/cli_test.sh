@@ -95,6 +95,11 @@ expect_error "task:passkey needs --seq" train --seq 32 --data task:passkey
   grep -q "packing .* documents into .* sequences per epoch, .* padding" "$TMP/out" && ok || bad "packed run: $(cat "$TMP/err") $(grep packing "$TMP/out")"
 "$BIN" train --seq 128 --steps 2 --attn-window 16 >"$TMP/out" 2>"$TMP/err" && grep -q "sliding window of 16 tokens" "$TMP/out" && ok ||
   bad "window run: $(cat "$TMP/err")"
+# The settings table names the ranks of each group (DESIGN's placement formulas): 8 ranks,
+# hp 2 x cp 2 x dp 2, context-first (a ring's ranks are consecutive).
+$MPI -np 8 "$BIN" train --seq 64 --steps 1 --hp 2 --cp 2 --batch 2 --threads 1 --placement context-first >"$TMP/out" 2>"$TMP/err" &&
+  grep -q "dp 0: head groups \[0 2\] \[1 3\], rings \[0 1\] \[2 3\]" "$TMP/out" &&
+  grep -q "dp 1: head groups \[4 6\] \[5 7\], rings \[4 5\] \[6 7\]" "$TMP/out" && ok || bad "groups: $(grep -A1 ' groups ' "$TMP/out") $(cat "$TMP/err")"
 expect_error "not after the previous document" train --seq 64 --pack --data "$TMP/baddocs.tok"
 expect_error "beyond the last token" train --seq 64 --data "$TMP/farddocs.tok"
 expect_error "no document index" train --seq 64 --pack --data "$TMP/good.tok"
