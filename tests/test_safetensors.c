@@ -121,18 +121,19 @@ static void test_bf16_narrowing(void) {
 }
 
 // A BF16 entry is written rounded to nearest even, read back exactly, with the header's
-// dtype and byte span of 2 per element; F32 entries in the same file stay exact.
+// dtype and byte span of 2 per element; F32 entries in the same file stay exact. The
+// tensor (1.2 MB in bf16) crosses the writer's 1 MiB conversion buffer.
 static void test_bf16_write(void) {
   char path[400];
   snprintf(path, sizeof path, "%s/bf16.safetensors", dir);
-  enum { N = 5000 };
+  enum { N = 600000 };
   float *x = malloc(sizeof(float) * N), *got = malloc(sizeof(float) * N);
   uint64_t r = 12345;
   for (int i = 0; i < N; i++) {
     r = r * 6364136223846793005ull + 1442695040888963407ull;
     x[i] = (float)((double)(r >> 11) / 9007199254740992.0 - 0.5) * (float)(1 << (i % 20));
   }
-  lc_st_entry e[2] = {{.name = "w", .ndim = 2, .shape = {50, 100}, .data = x, .dtype = LC_DT_BF16},
+  lc_st_entry e[2] = {{.name = "w", .ndim = 2, .shape = {600, 1000}, .data = x, .dtype = LC_DT_BF16},
                       {.name = "f", .ndim = 1, .shape = {7}, .data = x}};
   CHECK(lc_st_write(path, e, 2, NULL, 0) == LC_OK, "write bf16: %s", lc_errmsg());
   struct stat sb;

@@ -1,6 +1,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "io/fsutil.h"
 
+#include "core/hash.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -37,7 +39,6 @@ lc_status lc_atomic_begin(lc_atomic_file *a, const char *path) {
     return lc_fail(LC_EINVAL, "%s: path too long (limit %zu bytes)", path, sizeof a->path - 1);
   snprintf(a->path, sizeof a->path, "%s", path);
   snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld", path, (long)getpid());
-  lc_hash64_init(&a->h);
   a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (a->fd < 0) {
     int e = errno;
@@ -68,7 +69,6 @@ static long long test_write_budget(void) {
 
 lc_status lc_atomic_write(lc_atomic_file *a, const void *data, size_t len) {
   if (a->fd < 0) return lc_fail(LC_EIO, "%s: write after a failed or finished atomic write", a->path);
-  lc_hash64_update(&a->h, data, len);
   const char *p = data;
   static long long spent = 0;
   while (len > 0) {
@@ -212,11 +212,6 @@ lc_status lc_read_file(const char *path, size_t max_len, char **data, size_t *le
   *data = buf;
   *len = n;
   return LC_OK;
-}
-
-uint64_t lc_atomic_hash(const lc_atomic_file *a, uint64_t *bytes) {
-  if (bytes) *bytes = a->h.len;
-  return lc_hash64_final(&a->h);
 }
 
 lc_status lc_file_hash(const char *path, uint64_t *hash, uint64_t *bytes) {

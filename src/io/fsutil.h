@@ -8,7 +8,6 @@
 
 #include <stdint.h>
 
-#include "core/hash.h"
 #include "core/status.h"
 
 // An atomic write in progress: bytes go to PATH.tmp.<pid>; lc_atomic_commit makes them
@@ -18,7 +17,6 @@ typedef struct {
   char path[4096];
   char tmp[4200];
   int fd;       // -1 when closed
-  lc_hash64 h;  // checksum of the bytes written so far (lc_atomic_hash)
 } lc_atomic_file;
 
 // Creates (truncates) PATH.tmp.<pid>. LC_EIO if the directory does not exist or is not writable.
@@ -29,9 +27,7 @@ lc_status lc_atomic_write(lc_atomic_file *a, const void *data, size_t len);
 lc_status lc_atomic_commit(lc_atomic_file *a);
 // Closes and removes the temporary file (safe to call twice or after a failed write).
 void lc_atomic_abort(lc_atomic_file *a);
-// Checksum (core/hash.h) and length of everything written so far.
-uint64_t lc_atomic_hash(const lc_atomic_file *a, uint64_t *bytes);
-// Checksum and length of a whole file (read in chunks). LC_EIO if it cannot be read.
+// Checksum (core/hash.h) and length of a whole file (read in chunks). LC_EIO if it cannot be read.
 lc_status lc_file_hash(const char *path, uint64_t *hash, uint64_t *bytes);
 
 // The whole protocol for one buffer.

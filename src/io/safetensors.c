@@ -609,8 +609,10 @@ static lc_status build_header(const char *path, const lc_st_entry *e, int n, con
   return LC_OK;
 }
 
-lc_status lc_st_writer_begin(lc_st_writer *w, const char *path, const lc_st_entry *e, int n,
-                             const char *const *meta_kv, int n_meta) {
+// need_data: the entries' data is checked too (lc_st_write), so nothing is created for
+// entries that cannot be written.
+static lc_status writer_begin(lc_st_writer *w, const char *path, const lc_st_entry *e, int n,
+                              const char *const *meta_kv, int n_meta, int need_data) {
   memset(w, 0, sizeof *w);
   w->af.fd = -1;
   w->numel = calloc((size_t)n + 1, sizeof *w->numel);
@@ -621,7 +623,7 @@ lc_status lc_st_writer_begin(lc_st_writer *w, const char *path, const lc_st_entr
   }
   w->n = n;
   sbuf h = {0};
-  lc_status st = build_header(path, e, n, meta_kv, n_meta, 0, &h, w->numel);
+  lc_status st = build_header(path, e, n, meta_kv, n_meta, need_data, &h, w->numel);
   for (int i = 0; i < n && st == LC_OK; i++) w->dtype[i] = e[i].dtype; // e checked by build_header
   unsigned char lb[8];
   for (int i = 0; i < 8; i++) lb[i] = (unsigned char)((unsigned long long)h.n >> (8 * i));
@@ -643,6 +645,27 @@ lc_status lc_st_writer_put(lc_st_writer *w, const float *data, size_t numel) {
   return lc_st_writer_put_part(w, data, numel);
 }
 
+// Little-endian bytes of data in the file's dtype (bf16 rounded to nearest even), through
+// the writer's 1 MiB conversion buffer.
+#define CONV_BYTES ((size_t)1 << 20)
+static lc_status put_converted(lc_st_writer *w, const float *data, size_t numel, int bf16) {
+  if (!w->conv && !(w->conv = malloc(CONV_BYTES))) return lc_fail(LC_ENOMEM, "%s: out of memory", w->af.path);
+  unsigned char *buf = w->conv;
+  const size_t es = bf16 ? 2 : 4, per = CONV_BYTES / es;
+  lc_status st = LC_OK;
+  for (size_t j = 0; j < numel && st == LC_OK; j += per) {
+    const size_t k = numel - j < per ? numel - j : per;
+    for (size_t q = 0; q < k; q++) {
+      uint32_t u;
+      if (bf16) u = lc_f32_to_bf16(data[j + q]);
+      else memcpy(&u, &data[j + q], 4);
+      for (size_t b = 0; b < es; b++) buf[es * q + b] = (unsigned char)(u >> (8 * b));
+    }
+    st = lc_atomic_write(&w->af, buf, es * k);
+  }
+  return st;
+}
+
 lc_status lc_st_writer_put_part(lc_st_writer *w, const float *data, size_t numel) {
   if (w->next >= w->n || numel > w->numel[w->next] - w->part) {
     lc_status st = lc_fail(LC_EINVAL, "%s: %zu more elements for tensor %d, which has %zu left", w->af.path,
@@ -650,31 +673,8 @@ lc_status lc_st_writer_put_part(lc_st_writer *w, const float *data, size_t numel
     lc_st_writer_abort(w);
     return st;
   }
-  lc_status st = LC_OK;
-  if (w->dtype[w->next] == LC_DT_BF16) {
-    unsigned char buf[4096];
-    for (size_t j = 0; j < numel && st == LC_OK; j += sizeof buf / 2) {
-      size_t k = numel - j < sizeof buf / 2 ? numel - j : sizeof buf / 2;
-      for (size_t q = 0; q < k; q++) {
-        uint16_t h = lc_f32_to_bf16(data[j + q]);
-        buf[2 * q] = (unsigned char)h, buf[2 * q + 1] = (unsigned char)(h >> 8);
-      }
-      st = lc_atomic_write(&w->af, buf, 2 * k);
-    }
-  } else if (host_is_le()) {
-    st = lc_atomic_write(&w->af, data, 4 * numel);
-  } else {
-    unsigned char buf[4096];
-    for (size_t j = 0; j < numel && st == LC_OK; j += sizeof buf / 4) {
-      size_t k = numel - j < sizeof buf / 4 ? numel - j : sizeof buf / 4;
-      for (size_t q = 0; q < k; q++) {
-        uint32_t u;
-        memcpy(&u, &data[j + q], 4);
-        for (int b = 0; b < 4; b++) buf[4 * q + b] = (unsigned char)(u >> (8 * b));
-      }
-      st = lc_atomic_write(&w->af, buf, 4 * k);
-    }
-  }
+  const int bf16 = w->dtype[w->next] == LC_DT_BF16;
+  lc_status st = !bf16 && host_is_le() ? lc_atomic_write(&w->af, data, 4 * numel) : put_converted(w, data, numel, bf16);
   w->part += numel;
   if (w->part == w->numel[w->next]) w->next++, w->part = 0;
   if (st != LC_OK) lc_st_writer_abort(w); // lc_atomic_write already removed the temporary
@@ -688,8 +688,10 @@ lc_status lc_st_writer_commit(lc_st_writer *w) {
   else lc_atomic_abort(&w->af);
   free(w->numel);
   free(w->dtype);
+  free(w->conv);
   w->numel = NULL;
   w->dtype = NULL;
+  w->conv = NULL;
   return st;
 }
 
@@ -697,21 +699,21 @@ void lc_st_writer_abort(lc_st_writer *w) {
   lc_atomic_abort(&w->af);
   free(w->numel);
   free(w->dtype);
+  free(w->conv);
   w->numel = NULL;
   w->dtype = NULL;
+  w->conv = NULL;
+}
+
+lc_status lc_st_writer_begin(lc_st_writer *w, const char *path, const lc_st_entry *e, int n,
+                             const char *const *meta_kv, int n_meta) {
+  return writer_begin(w, path, e, n, meta_kv, n_meta, 0);
 }
 
 lc_status lc_st_write(const char *path, const lc_st_entry *e, int n, const char *const *meta_kv,
                       int n_meta) {
-  size_t *numel = calloc((size_t)n + 1, sizeof *numel);
-  if (!numel) return lc_fail(LC_ENOMEM, "%s: out of memory", path);
-  sbuf h = {0};
-  lc_status st = build_header(path, e, n, meta_kv, n_meta, 1, &h, numel); // data present
-  free(h.p);
-  free(numel);
-  LC_TRY(st);
   lc_st_writer w;
-  LC_TRY(lc_st_writer_begin(&w, path, e, n, meta_kv, n_meta));
+  LC_TRY(writer_begin(&w, path, e, n, meta_kv, n_meta, 1)); // data present
   for (int i = 0; i < n; i++) LC_TRY(lc_st_writer_put(&w, e[i].data, w.numel[i]));
   return lc_st_writer_commit(&w);
 }

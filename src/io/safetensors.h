@@ -79,6 +79,7 @@ typedef struct {
   lc_atomic_file af;
   size_t *numel;
   lc_dtype *dtype;
+  unsigned char *conv; // conversion buffer (bf16, or a big-endian host)
   int n, next;  // tensors; the one being written
   size_t part;  // its elements written so far
 } lc_st_writer;
