@@ -121,7 +121,7 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, const train_flags
 }
 
 // The "long jobs" lines of the settings table.
-static void job_lines(char *buf, size_t cap, const train_flags *F, int world, int watchdog) {
+static void job_lines(char *buf, size_t cap, const train_flags *F, lc_dtype save_dtype, int world, int watchdog) {
   char wd[300];
   if (world == 1) snprintf(wd, sizeof wd, "off (one process)");
   else if (!watchdog) snprintf(wd, sizeof wd, "off (--timeout 0)");
@@ -139,7 +139,7 @@ static void job_lines(char *buf, size_t cap, const train_flags *F, int world, in
   if (F->save && k > 0 && (size_t)k < cap) {
     char every[48] = "at the end";
     if (F->save_every) snprintf(every, sizeof every, "every %d steps and at the end", F->save_every);
-    const int bf = !strcmp(F->save_dtype, "bf16");
+    const int bf = save_dtype == LC_DT_BF16;
     snprintf(buf + k, cap - (size_t)k, "  %-14s %s, %s, newest %d kept; model.safetensors in %s%s\n", "checkpoints",
              F->save, every, F->keep, bf ? "bf16" : "fp32", bf ? " (fp32 master weights in optimizer.safetensors)" : "");
   }
@@ -194,12 +194,9 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
     st = lc_fail(LC_EINVAL, "the checkpoint is at step %ld, beyond --steps %ld; raise --steps", tr.step, o.steps);
   if (st == LC_OK && F.eval_every > 0 && (tr.data.kind == LC_DATA_BYTES || tr.data.kind == LC_DATA_TOKENS))
     st = lc_fail(LC_EINVAL, "--eval-every needs held-out data: use task:passkey or task:copy");
-  // Before the first step: the save directory takes a checkpoint (rank 0 writes them):
-  // per parameter the model (4 bytes, or 2 in bf16 plus 4 of master weights) and AdamW's 8.
-  const double ckpt_bytes_per_param = o.save_dtype == LC_DT_F32 ? 12.0 : 14.0;
+  // Before the first step: the save directory takes a checkpoint (rank 0 writes them).
   if (st == LC_OK && F.save)
-    st = lc_comm_agree(w, rank == 0 ? lc_job_check_save_dir(F.save, ckpt_bytes_per_param * (double)lc_config_n_params(&o.cfg) + (1 << 20))
-                                    : LC_OK);
+    st = lc_comm_agree(w, rank == 0 ? lc_job_check_save_dir(F.save, lc_checkpoint_bytes(&o.cfg, o.save_dtype)) : LC_OK);
   if (st != LC_OK) {
     // Layout and input errors are found identically on every rank; rank 0 reports.
     if (rank == 0) lc_cli_error(lc_errmsg());
@@ -215,7 +212,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   }
   lc_job_catch_signals();
   char extra[1200];
-  job_lines(extra, sizeof extra, &F, w->size, dog != NULL);
+  job_lines(extra, sizeof extra, &F, o.save_dtype, w->size, dog != NULL);
   if (rank == 0 && resume_note[0]) printf("%s\n", resume_note);
   if (rank == 0 && F.resume) printf("resumed from %s at step %ld\n", ckpt_dir, tr.step);
   if (rank == 0 && model_dir) printf("loaded weights from %s\n", F.model);

@@ -114,13 +114,6 @@ void lc_weights_tie(lc_weights *w, const lc_config *cfg) {
   if (cfg->tie_embeddings) w->head = w->embed;
 }
 
-void lc_weights_view(lc_weights *w, const lc_config *cfg, const lc_param_info *t, int n,
-                     float *flat) {
-  memset(w, 0, sizeof *w);
-  for (int i = 0; i < n; i++) *lc_weights_slot(w, cfg, i) = flat + t[i].offset;
-  lc_weights_tie(w, cfg);
-}
-
 void lc_param_init_part(float *dst, const lc_param_info *t, size_t n, lc_rng *rng) {
   if (t->ndim == 1) {
     for (size_t j = 0; j < n; j++) dst[j] = 1.0f;
@@ -130,10 +123,6 @@ void lc_param_init_part(float *dst, const lc_param_info *t, size_t n, lc_rng *rn
 }
 
 void lc_param_init_tensor(float *dst, const lc_param_info *t, lc_rng *rng) { lc_param_init_part(dst, t, t->numel, rng); }
-
-void lc_params_init(float *flat, const lc_param_info *t, int n, lc_rng *rng) {
-  for (int i = 0; i < n; i++) lc_param_init_tensor(flat + t[i].offset, &t[i], rng);
-}
 
 size_t lc_stage_floats(const lc_param_layout *L) {
   static long test = -1;

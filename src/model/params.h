@@ -82,14 +82,10 @@ lc_status lc_param_table(const lc_config *cfg, lc_param_info **table, int *n, si
 // model the head field follows the embedding (set both with lc_weights_tie).
 float **lc_weights_slot(lc_weights *w, const lc_config *cfg, int i);
 void lc_weights_tie(lc_weights *w, const lc_config *cfg);
-// Points the views into `flat` following the table order.
-void lc_weights_view(lc_weights *w, const lc_config *cfg, const lc_param_info *table, int n,
-                     float *flat);
 // HF-style init: linear and embedding weights ~ N(0, 0.02), norm weights = 1. Tensor by
 // tensor in table order from one stream, so the values do not depend on the layout.
 void lc_param_init_tensor(float *dst, const lc_param_info *t, lc_rng *rng);
 // The next n values of tensor t's init (the same stream in pieces).
 void lc_param_init_part(float *dst, const lc_param_info *t, size_t n, lc_rng *rng);
-void lc_params_init(float *flat, const lc_param_info *table, int n, lc_rng *rng);
 
 #endif

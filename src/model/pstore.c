@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "core/runstate.h"
+#include "ops/ops.h"
 
 #define TAG_TENSOR 301
 
@@ -231,10 +232,6 @@ void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t f
     memcpy(buf + shard_off(ps, T->unit) + (a - owned_lo(ps, T->unit)), src + (a - T->offset - first), lc_bytes(LC_DT_F32, b - a));
 }
 
-void lc_pstore_set_tensor(lc_pstore *ps, lc_ps_state which, int t, const float *src) {
-  lc_pstore_set_tensor_part(ps, which, t, 0, src, ps->lay.table[t].numel);
-}
-
 lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, size_t n, float *dst) {
   const lc_param_info *T = &ps->lay.table[t];
   const float *buf = state_buf(ps, which);
@@ -441,7 +438,7 @@ lc_status lc_pstore_grad_end(lc_pstore *ps, int unit) {
     float *acc = ps->grads + shard_off(ps, unit);
     if (ps->passes_ > 0 && ps->rrank == 0) {
       float *mine = x->gbuf + (size_t)ps->zrank * s;
-      for (size_t i = 0; i < s; i++) mine[i] += acc[i];
+      lc_add_inplace(mine, acc, s);
     }
     set_views(ps, &ps->g, unit, NULL);
     st = lc_ireduce_scatter_sum(ps->zg, x->gbuf, acc, s, LC_DT_F32, &r->req);

@@ -114,9 +114,8 @@ lc_status lc_pstore_sync_params(lc_pstore *ps);
 // Tensor t of `which` in place when this rank holds all of it (the buffer is replicated),
 // else NULL.
 float *lc_pstore_tensor_ptr(lc_pstore *ps, lc_ps_state which, int t);
-// Sets this rank's part of tensor t of `which` from the full tensor src (every rank calls it).
-void lc_pstore_set_tensor(lc_pstore *ps, lc_ps_state which, int t, const float *src);
-// The same for elements [first, first + n) of the tensor (src holds those n).
+// Sets this rank's part of elements [first, first + n) of tensor t of `which` from src,
+// which holds those n elements of the full tensor (every rank calls it).
 void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, const float *src, size_t n);
 // Collective over the world: world rank 0 receives tensor t of `which` in full into dst
 // (other ranks pass NULL). Only zero group 0 sends; memory: one tensor on rank 0.

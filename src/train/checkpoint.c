@@ -245,6 +245,10 @@ static int all_finite(const lc_pstore *ps) {
   return 1;
 }
 
+double lc_checkpoint_bytes(const lc_config *cfg, lc_dtype save_dtype) {
+  return (save_dtype == LC_DT_F32 ? 12.0 : 14.0) * (double)lc_config_n_params(cfg) + (1 << 20);
+}
+
 lc_status lc_checkpoint_save(lc_trainer *t, const char *dir, int keep) {
   const int root = t->world->rank == 0;
   char name[64], tmp[PATHN] = "";

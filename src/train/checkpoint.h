@@ -12,6 +12,10 @@
 
 // Collective: rank 0 writes, every rank gets the same status. Keeps the newest `keep`.
 lc_status lc_checkpoint_save(lc_trainer *t, const char *dir, int keep);
+// Bytes of one checkpoint of a model of cfg with model.safetensors in save_dtype: per
+// parameter the model (4, or 2 in bf16 plus 4 of master weights) and AdamW's 8, plus
+// 1 MiB for headers and the small files.
+double lc_checkpoint_bytes(const lc_config *cfg, lc_dtype save_dtype);
 // path: a DIR given to --save (its latest checkpoint) or one checkpoint-<step> directory.
 // Resolves to the checkpoint directory (cap bytes), checking every file against
 // checksums.json: a damaged checkpoint is an error naming the file; in a --save
