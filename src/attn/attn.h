@@ -41,13 +41,20 @@ struct lc_attn {
 // sequence in order.
 void lc_attn_local_init(lc_attn *a, int Hq, int Hkv, int D);
 
+// The first key position a token at position p may see: the start of its document, and
+// with a sliding window of W > 0 tokens (Mistral) no earlier than p - W + 1.
+static inline int lc_visible_from(long p, long doc_start, int W) {
+  const long w = W > 0 ? p - W + 1 : 0;
+  return (int)(doc_start > w ? doc_start : w);
+}
+
 // Decoding (model/generate.c): before each layer's forward the caller points k/v at that
 // layer's cache ([max_len, Hkv, D]) and p0 at the first new position; the forward appends
-// the new tokens' keys/values there and attends to the rows [0, p0 + T). window > 0: each
-// position sees at most the window most recent positions. No backward.
+// the new tokens' keys/values there and attends to the rows [0, p0 + T), from lo[i] on
+// for new token i when the caller sets the strategy's lo. No backward.
 typedef struct {
   float *k, *v;
-  int p0, max_len, window;
+  int p0, max_len;
 } lc_attn_decode_state;
 void lc_attn_decode_init(lc_attn *a, int Hq, int Hkv, int D, lc_attn_decode_state *d);
 

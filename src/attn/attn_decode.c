@@ -1,8 +1,8 @@
 // Decoding with a KV cache, behind the attention interface: the layer forward of training
 // (model/layer.c) runs unchanged at generation time with this strategy. The T new tokens
 // sit at positions p0 .. p0+T-1; their keys/values (after RoPE) are appended to the
-// cache rows [p0, p0+T) and every new query attends to rows [0, its position], within
-// the sliding window when there is one.
+// cache rows [p0, p0+T) and every new query attends to rows [0, its position], from its
+// bound in a->lo on when the caller set one (the sliding window).
 #include <math.h>
 #include <string.h>
 
@@ -22,17 +22,9 @@ static lc_status decode_fwd(lc_attn *a, float *out, void *saved, const float *q,
   const size_t kv = (size_t)a->Hkv * a->D;
   memcpy(d->k + (size_t)d->p0 * kv, k, lc_bytes(LC_DT_F32, (size_t)T * kv));
   memcpy(d->v + (size_t)d->p0 * kv, v, lc_bytes(LC_DT_F32, (size_t)T * kv));
-  int *lo = NULL;
-  if (d->window > 0) { // Mistral's sliding window: position p sees keys [p - W + 1, p]
-    lo = lc_alloc(arena, LC_MEM_SCRATCH, sizeof(int) * (size_t)T, "decode window bounds");
-    if (!lo) return LC_ENOMEM;
-    for (int i = 0; i < T; i++) lo[i] = d->p0 + i - d->window + 1 > 0 ? d->p0 + i - d->window + 1 : 0;
-  }
   lc_attn_shape s = {.Tq = T, .Tk = d->p0 + T, .Hq = a->Hq, .Hkv = a->Hkv, .D = a->D, .q_start = d->p0,
-                     .k_start = 0, .causal = 1, .scale = 1.0f / sqrtf((float)a->D), .lo = lo};
-  lc_status st = lc_flash_fwd(out, (float *)saved, q, d->k, d->v, &s, arena);
-  lc_free(arena, lo);
-  return st;
+                     .k_start = 0, .causal = 1, .scale = 1.0f / sqrtf((float)a->D), .lo = a->lo};
+  return lc_flash_fwd(out, (float *)saved, q, d->k, d->v, &s, arena);
 }
 
 static lc_status decode_bwd(lc_attn *a, float *dq, float *dk, float *dv, const float *dout, const float *out,

@@ -12,6 +12,14 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
+// Visible (query, key) pairs of one causal document of n tokens, each token seeing at
+// most the W > 0 most recent: token t sees min(t + 1, W).
+static double doc_pairs(long n, long W) {
+  const double N = (double)n;
+  if (W <= 0 || W >= n) return N * (N + 1) / 2;
+  return (double)W * (W + 1) / 2 + (N - W) * W;
+}
+
 int lc_cmd_plan(int argc, char **argv) {
   const char *model = NULL, *seq_s = NULL, *ckpt = "selective";
   int batch = 1, hp = 1, cp = 1, window = 0, mlp_tile = -1, loss_tile = -1, threads = 0;
@@ -146,10 +154,7 @@ int lc_cmd_plan(int argc, char **argv) {
   // window) against one causal sequence; per rank when the layout balances it.
   const double Sd = (double)S, full = Sd * (Sd + 1) / 2;
   const long L = pack ? (doc_len < S ? doc_len : S) : S, W = attn_window;
-  double pairs = 0;
-  for (long t = 0; t < L; t++) pairs += (double)(W > 0 && t + 1 > W ? W : t + 1); // one document
-  pairs *= (double)(S / L);
-  for (long t = 0; t < S % L; t++) pairs += (double)(W > 0 && t + 1 > W ? W : t + 1); // the rest
+  const double pairs = (double)(S / L) * doc_pairs(L, W) + doc_pairs(S % L, W); // whole documents, the rest
   const double fl = 3.0 * lc_config_fwd_flops_pairs(&cfg, Sd, pairs), fl_full = 3.0 * lc_config_fwd_flops(&cfg, S);
   printf("\nAttention work per sequence: %.4g visible (query, key) pairs (%.1f%% of one causal sequence of S)%s%s; "
          "model FLOPs of a training step per sequence %.4g (causal: %.4g), %.4g per rank with a balanced layout "

@@ -52,7 +52,7 @@ float *lc_kv_cache_v(const lc_kv_cache *c, int l) {
 // stream in and out of a layer, the layer's activations, the RoPE tables.
 typedef struct {
   float *x, *y, *cos, *sin;
-  int *pos;
+  int *pos, *lo;
   lc_layer_acts acts;
 } dec_bufs;
 
@@ -73,6 +73,7 @@ static size_t dec_floats(const lc_config *cfg, int ch, int carve, dec_bufs *b, f
   d.cos = take(&p, (size_t)ch * (cfg->head_dim / 2));
   d.sin = take(&p, (size_t)ch * (cfg->head_dim / 2));
   d.pos = (int *)take(&p, ch); // sizeof(int) == sizeof(float) on every supported platform
+  d.lo = (int *)take(&p, ch);
   lc_layer_acts *a = &d.acts;
   a->ln1 = take(&p, ch * C);
   a->rstd1 = take(&p, ch);
@@ -98,11 +99,13 @@ static size_t dec_floats(const lc_config *cfg, int ch, int carve, dec_bufs *b, f
 static float *dec_layers(const lc_model *m, lc_kv_cache *c, dec_bufs *b, int p0, int nn, lc_arena *a,
                          lc_status *st) {
   const lc_config *cfg = &m->cfg;
-  for (int i = 0; i < nn; i++) b->pos[i] = p0 + i;
+  const int W = cfg->sliding_window;
+  for (int i = 0; i < nn; i++) b->pos[i] = p0 + i, b->lo[i] = lc_visible_from(p0 + i, 0, W);
   lc_rope_table(b->cos, b->sin, b->pos, nn, cfg->head_dim, cfg->rope_theta);
-  lc_attn_decode_state ds = {.p0 = p0, .max_len = c->max_len, .window = cfg->sliding_window};
+  lc_attn_decode_state ds = {.p0 = p0, .max_len = c->max_len};
   lc_attn attn;
   lc_attn_decode_init(&attn, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, &ds);
+  attn.lo = W > 0 ? b->lo : NULL; // the same bounds for every layer
   const lc_layer_ctx lc = {.cfg = cfg, .attn = &attn, .rope_cos = b->cos, .rope_sin = b->sin, .T = nn,
                            .mlp_tile = 0, .arena = a};
   float *x = b->x, *y = b->y;

@@ -125,10 +125,7 @@ static void place_sequence(lc_trainer *t, int b, long *counted, double *pairs) {
   const long S = t->o.seq;
   int *lo = t->lo ? t->lo + (size_t)b * S : NULL;
   if (lo)
-    for (long g = 0; g < S; g++) {
-      long w = t->window > 0 ? g - t->window + 1 : 0;
-      lo[g] = (int)(t->full_doc[g] > w ? t->full_doc[g] : w);
-    }
+    for (long g = 0; g < S; g++) lo[g] = lc_visible_from(g, t->full_doc[g], t->window);
   lc_seq_layout *L = &t->lay[b];
   if (t->o.mopts.cp_layout == LC_CP_BALANCED && L->cp > 1) lc_seq_layout_balance(L, lo);
   int *tok = t->tokens + (size_t)b * t->T, *tgt = t->targets + (size_t)b * t->T, *pos = t->pos + (size_t)b * t->T;
