@@ -32,11 +32,8 @@
 #include <omp.h>
 #endif
 
-#define BQ 64 // query rows per item = 4 vectors of 16 floats (fixed by the kernels)
-#ifndef LC_FLASH_BK
-#define LC_FLASH_BK 64 // key rows per tile
-#endif
-#define BK LC_FLASH_BK
+#define BQ LC_FLASH_BQ // query rows per item = 4 vectors of 16 floats (fixed by the kernels)
+#define BK LC_FLASH_BK // key rows per tile
 
 #define LOG2E 1.4426950408889634
 #define LN2 0.6931471805599453

@@ -8,6 +8,14 @@
 #include "core/arena.h"
 #include "core/status.h"
 
+// The kernel's tiles: blocks of LC_FLASH_BQ query rows (fixed by the primitives) against
+// tiles of LC_FLASH_BK key rows; fully hidden tiles are skipped. The sequence layouts'
+// cost model (dist/grid.c) counts work in these tiles.
+#define LC_FLASH_BQ 64
+#ifndef LC_FLASH_BK
+#define LC_FLASH_BK 64
+#endif
+
 typedef struct {
   int Tq, Tk;           // rows of q and of k/v
   int Hq, Hkv, D;       // query heads, kv heads (Hq % Hkv == 0; q head h uses kv head h/(Hq/Hkv)), head dim

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn/flash.h"
+
 const char *lc_placement_name(lc_placement p) {
   return p == LC_PLACE_HEAD_FIRST ? "head-first" : "context-first";
 }
@@ -135,18 +137,18 @@ long lc_seq_layout_global(const lc_seq_layout *L, int c, int h, long i) {
   return lc_seq_layout_chunk_start(L, c, (int)(j / L->Lc)) + j % L->Lc;
 }
 
-// The attention kernel computes 64 x 64 tiles (query block x key tile): a chunk costs the
-// tiles its 64-row query blocks compute, from the tile of the block's smallest bound to the
-// tile of its last query (the work follows documents, plus their partly masked edges).
-#define TILE 64
+// The attention kernel computes tiles of a query block x a key tile (attn/flash.h): a
+// chunk costs the tiles its query blocks compute, from the key tile of the block's smallest
+// bound to the tile of its last query (the work follows documents, plus their partly
+// masked edges).
 static double chunk_cost(const lc_seq_layout *L, const int *lo, long j) {
-  const long a = j * L->Lc, b = a + L->Lc;
+  const long a = j * L->Lc, b = a + L->Lc, BQ = LC_FLASH_BQ, BK = LC_FLASH_BK;
   double w = 0;
-  for (long q0 = a; q0 < b; q0 += TILE) {
-    const long q1 = q0 + TILE < b ? q0 + TILE : b;
+  for (long q0 = a; q0 < b; q0 += BQ) {
+    const long q1 = q0 + BQ < b ? q0 + BQ : b;
     long mn = lo ? lo[q0] : 0;
     for (long t = q0 + 1; lo && t < q1; t++) mn = lo[t] < mn ? lo[t] : mn;
-    w += (double)((q1 - 1) / TILE - mn / TILE + 1) * (double)(q1 - q0) * TILE;
+    w += (double)((q1 - 1) / BK - mn / BK + 1) * (double)(q1 - q0) * BK;
   }
   return w;
 }
