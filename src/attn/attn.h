@@ -81,6 +81,9 @@ void lc_attn_2d_free(lc_attn *a);
 // local tokens, without communicators. LC_EINVAL (with a message) for an impossible layout.
 lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq, int Hkv, int D,
                          int threads, lc_attn_mem *m);
+// Test-only: query rows per ring kernel call (256; 0 restores it), so small shapes cross
+// several calls per chunk. Set it before creating the strategy; not thread-safe.
+void lc_attn_2d_test_set_poll_rows(int rows);
 // Seconds spent in attention kernels inside the ring (the rest of attention time is
 // communication and packing).
 double lc_attn_2d_compute_seconds(const lc_attn *a);

@@ -33,6 +33,9 @@ static void ring_for_pass(attn2d *x, const lc_attn *a) {
 }
 
 #define POLL_ROWS 256 // q rows per ring kernel call (MPI is polled between calls)
+static int test_poll_rows; // lc_attn_2d_test_set_poll_rows (0: POLL_ROWS)
+void lc_attn_2d_test_set_poll_rows(int rows) { test_poll_rows = rows > 0 ? rows : 0; }
+static int poll_rows(void) { return test_poll_rows ? test_poll_rows : POLL_ROWS; }
 
 // Heads per rank after the all-to-all: Hl query heads, Hkvl kv heads (replicated rep times
 // when hp > Hkv). x->ring gets the head counts and D; the rest is set by lc_attn_2d_init.
@@ -74,7 +77,7 @@ lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq,
   memset(&x, 0, sizeof x);
   heads_2d(&x, hp, Hq, Hkv, D);
   const int T = (int)(S / ((long)cp * hp));
-  lc_ring_mem(cp, window, S, chunks, x.Hl, x.Hkvl, D, POLL_ROWS, threads, m);
+  lc_ring_mem(cp, window, S, chunks, x.Hl, x.Hkvl, D, poll_rows(), threads, m);
   m->saved = lc_bytes(LC_DT_F32, saved_floats(&x, T));
   if (hp > 1) {
     m->fwd_comm += lc_bytes(LC_DT_F32, sz_pack(&x, T) + sz_exp(&x, T));
@@ -201,7 +204,7 @@ lc_status lc_attn_2d_init(lc_attn *a, lc_comm *head, lc_comm *ctx, int window, l
   x->ring.window = window;
   x->ring.S = S;
   x->ring.scale = 1.0f / sqrtf((float)D);
-  x->ring.poll_rows = POLL_ROWS;
+  x->ring.poll_rows = poll_rows();
   a->name = hp > 1 && ctx->size > 1 ? "2d" : hp > 1 ? "ulysses" : "ring";
   a->Hq = Hq;
   a->Hkv = Hkv;
