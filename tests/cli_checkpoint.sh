@@ -58,15 +58,10 @@ close "$TMP/z3.jsonl" "$TMP/z2.jsonl" 4 && ok || bad "zero 3 -> zero 2 on 2 rank
 $MPI -np 4 "$BIN" train $COMMON --steps 8 --hp 2 --cp 2 --zero 1 --zero-group 2 --resume "$TMP/ck/checkpoint-4" --log-json "$TMP/z1.jsonl" >/dev/null 2>&1 && ok || bad "zero 1 resume of zero 0"
 close "$TMP/ref.jsonl" "$TMP/z1.jsonl" 4 && ok || bad "zero 0 -> zero 1 groups of 2: $(losses "$TMP/z1.jsonl" | tr '\n' ' ')"
 
-# --save-dtype bf16: model.safetensors holds the weights rounded to nearest even (half the
-# bytes, torch_dtype bfloat16), optimizer.safetensors the fp32 master weights, which equal
-# the fp32 save's weights bit for bit; saving changes nothing in training, and resuming is
-# bit-identical (it continues from the master weights, not the rounded ones).
-$MPI -np 4 "$BIN" train $COMMON --steps 8 --hp 2 --cp 2 --save "$TMP/bf" --save-every 4 --save-dtype bf16 \
-  --log-json "$TMP/bf.jsonl" >/dev/null 2>&1 && ok || bad "bf16 saving run"
-diff <(losses "$TMP/ref.jsonl") <(losses "$TMP/bf.jsonl") >/dev/null && ok || bad "saving in bf16 changed the losses"
-grep -q '"torch_dtype": "bfloat16"' "$TMP/bf/checkpoint-8/config.json" && ok || bad "config.json of a bf16 save"
-python3 - "$TMP/bf/checkpoint-8" "$TMP/ck/checkpoint-8" <<'PY' && ok || bad "bf16 checkpoint contents"
+# bf16_ok BF16_CKPT FP32_CKPT: the bf16 model file holds each master weight rounded to
+# nearest even, and the master weights equal the fp32 save's weights bit for bit.
+bf16_ok() {
+python3 - "$1" "$2" <<'PY'
 import json, struct, sys
 def load(p):
     b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
@@ -84,9 +79,28 @@ for k in fh:
         r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
         assert g == r, "%s: %08x stored as %04x, want %04x" % (k, u, g, r)
 PY
+}
+
+# --save-dtype bf16: model.safetensors holds the weights rounded to nearest even (half the
+# bytes, torch_dtype bfloat16), optimizer.safetensors the fp32 master weights, which equal
+# the fp32 save's weights bit for bit; saving changes nothing in training, and resuming is
+# bit-identical (it continues from the master weights, not the rounded ones).
+$MPI -np 4 "$BIN" train $COMMON --steps 8 --hp 2 --cp 2 --save "$TMP/bf" --save-every 4 --save-dtype bf16 \
+  --log-json "$TMP/bf.jsonl" >/dev/null 2>&1 && ok || bad "bf16 saving run"
+diff <(losses "$TMP/ref.jsonl") <(losses "$TMP/bf.jsonl") >/dev/null && ok || bad "saving in bf16 changed the losses"
+grep -q '"torch_dtype": "bfloat16"' "$TMP/bf/checkpoint-8/config.json" && ok || bad "config.json of a bf16 save"
+bf16_ok "$TMP/bf/checkpoint-8" "$TMP/ck/checkpoint-8" && ok || bad "bf16 checkpoint contents"
 $MPI -np 4 "$BIN" train $COMMON --steps 8 --hp 2 --cp 2 --resume "$TMP/bf/checkpoint-4" --log-json "$TMP/bfr.jsonl" >/dev/null 2>&1 &&
   diff <(losses "$TMP/ref.jsonl" | tail -n 4) <(losses "$TMP/bfr.jsonl") >/dev/null && ok ||
   bad "resume of a bf16 save is not bit-identical: $(losses "$TMP/bfr.jsonl" | tr '\n' ' ')"
+# Under zero 3 on 4 ranks, in pieces of 1000 floats: the master weights come from their
+# shards piece by piece, into the file and back on resume.
+LONGCTX_TEST_STAGE_FLOATS=1000 $MPI -np 4 "$BIN" train $COMMON --steps 8 $Z3 --save "$TMP/bf3" --save-every 4 \
+  --save-dtype bf16 --log-json "$TMP/bf3.jsonl" >/dev/null 2>&1 && ok || bad "bf16 zero 3 saving run"
+bf16_ok "$TMP/bf3/checkpoint-8" "$TMP/z3/checkpoint-8" && ok || bad "bf16 zero 3 checkpoint contents"
+LONGCTX_TEST_STAGE_FLOATS=1000 $MPI -np 4 "$BIN" train $COMMON --steps 8 $Z3 --resume "$TMP/bf3/checkpoint-4" \
+  --log-json "$TMP/bf3r.jsonl" >/dev/null 2>&1 && diff <(losses "$TMP/z3.jsonl" | tail -n 4) <(losses "$TMP/bf3r.jsonl") >/dev/null && ok ||
+  bad "zero 3 resume of a bf16 save is not bit-identical: $(losses "$TMP/bf3r.jsonl" | tr '\n' ' ')"
 "$BIN" train $COMMON --steps 8 --save-dtype fp16 >/dev/null 2>"$TMP/err"; [ $? -ne 0 ] && grep -q "save-dtype 'fp16': use fp32 or bf16" "$TMP/err" && ok || bad "bad --save-dtype: $(cat "$TMP/err")"
 
 # A crash between writing and publishing a checkpoint keeps the previous one.
