@@ -72,8 +72,10 @@ static void test_attention_rows(layout L, lc_placement pl, int Hq, int Hkv, int 
   float *ref_o = malloc(4 * (size_t)T * Hq * D), *ref_dq = malloc(4 * (size_t)T * Hq * D),
         *ref_dk = malloc(4 * (size_t)T * Hkv * D), *ref_dv = malloc(4 * (size_t)T * Hkv * D);
   long *gi = malloc(sizeof(long) * T);
+  lc_seq_layout zz; // the strategy's default layout: zigzag, 2 chunks per context rank
+  CHECK(lc_seq_layout_init(&zz, SS, L.cp, L.hp, 2) == LC_OK, "layout: %s", lc_errmsg());
   for (int t = 0; t < T; t++) {
-    gi[t] = lc_layout_index(SS, L.cp, L.hp, g.c, g.h, t);
+    gi[t] = lc_seq_layout_global(&zz, g.c, g.h, t);
     memcpy(ql + (size_t)t * Hq * D, q + gi[t] * Hq * D, 4 * (size_t)Hq * D);
     memcpy(dol + (size_t)t * Hq * D, dout + gi[t] * Hq * D, 4 * (size_t)Hq * D);
     memcpy(kl + (size_t)t * Hkv * D, k + gi[t] * Hkv * D, 4 * (size_t)Hkv * D);
@@ -131,6 +133,7 @@ static void test_attention_rows(layout L, lc_placement pl, int Hq, int Hkv, int 
            lc_placement_name(pl), L.hp, L.cp, L.w, Hq, Hkv, SS, worst);
   CHECK(ar.cur_total == 0, "arena balanced");
   free(saved), free(gi);
+  lc_seq_layout_free(&zz);
   free(ql), free(kl), free(vl), free(dol), free(ol), free(dql), free(dkl), free(dvl);
   free(ref_o), free(ref_dq), free(ref_dk), free(ref_dv);
   free(q), free(k), free(v), free(dout), free(o), free(lse), free(delta), free(dq), free(dk), free(dv);
@@ -516,29 +519,41 @@ static void test_segments(void) {
 
 // ---------------------------------------------------------------- C. layout
 static void test_layout(void) {
-  // Shard then gather is the identity, for every (cp, hp) of up to 8 ranks.
-  const int cps[] = {1, 2, 4, 8}, hps[] = {1, 2, 4, 8};
+  // Shard then gather is the identity, for every (cp, hp) of up to 8 ranks, for the zigzag
+  // layout (k = 2: context rank c holds chunks c and 2cp-1-c only) and the balanced
+  // layouts of 4 and 8 chunks per context rank (each rank holds k whole chunks).
+  const int cps[] = {1, 2, 4, 8}, hps[] = {1, 2, 4, 8}, ks[] = {2, 4, 8};
   for (int a = 0; a < 4; a++)
-    for (int b = 0; b < 4; b++) {
-      int cp = cps[a], hp = hps[b];
-      if (cp * hp > 8) continue;
-      long S = 2L * cp * hp * 3;
-      char *seen = calloc((size_t)S, 1);
-      int ok = 1;
-      for (int c = 0; c < cp; c++)
-        for (int h = 0; h < hp; h++)
-          for (long i = 0; i < S / (cp * hp); i++) {
-            long gidx = lc_layout_index(S, cp, hp, c, h, i);
-            if (gidx < 0 || gidx >= S || seen[gidx]) ok = 0;
-            else seen[gidx] = 1;
-            // zigzag: context rank c holds chunks c and 2cp-1-c only
-            long chunk = gidx / (S / (2 * cp));
-            if (chunk != c && chunk != 2 * cp - 1 - c) ok = 0;
-          }
-      for (long x = 0; x < S; x++) ok &= seen[x];
-      CHECK(ok, "layout cp %d hp %d is not a permutation with zigzag chunks", cp, hp);
-      free(seen);
-    }
+    for (int b = 0; b < 4; b++)
+      for (int ki = 0; ki < 3; ki++) {
+        const int cp = cps[a], hp = hps[b], k = ks[ki];
+        if (cp * hp > 8) continue;
+        const long S = (long)k * cp * hp * 3, Lc = S / ((long)k * cp);
+        lc_seq_layout L;
+        CHECK(lc_seq_layout_init(&L, S, cp, hp, k) == LC_OK, "layout init: %s", lc_errmsg());
+        char *seen = calloc((size_t)S, 1);
+        int ok = 1, *held = calloc((size_t)(k * cp), sizeof(int));
+        for (int c = 0; c < cp; c++)
+          for (int h = 0; h < hp; h++)
+            for (long i = 0; i < S / (cp * hp); i++) {
+              long gidx = lc_seq_layout_global(&L, c, h, i);
+              if (gidx < 0 || gidx >= S || seen[gidx]) {
+                ok = 0;
+                continue;
+              }
+              seen[gidx] = 1;
+              const long chunk = gidx / Lc;
+              if (k == 2 && chunk != c && chunk != 2 * cp - 1 - c) ok = 0;
+              if (held[chunk] && held[chunk] != c + 1) ok = 0; // a chunk on two context ranks
+              held[chunk] = c + 1;
+            }
+        for (long x = 0; x < S; x++) ok &= seen[x];
+        CHECK(ok, "layout cp %d hp %d k %d is not a permutation of whole chunks%s", cp, hp, k,
+              k == 2 ? " in zigzag order" : "");
+        free(seen);
+        free(held);
+        lc_seq_layout_free(&L);
+      }
   // Placement formulas (DESIGN.md).
   CHECK(lc_grid_rank_of(4, 2, LC_PLACE_HEAD_FIRST, 0, 1, 1) == 3, "head-first rank");
   CHECK(lc_grid_rank_of(4, 2, LC_PLACE_CONTEXT_FIRST, 0, 1, 1) == 5, "context-first rank");

@@ -78,12 +78,6 @@ void lc_grid_destroy(lc_grid *g) {
   g->data = g->ctx = g->head = NULL;
 }
 
-long lc_layout_index(long S, int cp, int hp, int c, int h, long i) {
-  long chunk = S / (2L * cp), per_rank = S / ((long)cp * hp);
-  long j = (long)h * per_rank + i; // index among context rank c's S/cp tokens
-  return j < chunk ? (long)c * chunk + j : (long)(2 * cp - 1 - c) * chunk + (j - chunk);
-}
-
 const char *lc_cp_layout_name(lc_cp_layout l) { return l == LC_CP_ZIGZAG ? "zigzag" : "balanced"; }
 
 lc_status lc_cp_layout_parse(const char *s, lc_cp_layout *l) {

@@ -31,11 +31,6 @@ lc_status lc_grid_validate(int world, int hp, int cp, int window, const lc_confi
 lc_status lc_grid_create(lc_grid *g, lc_comm *world, int hp, int cp, int window, lc_placement p);
 void lc_grid_destroy(lc_grid *g);
 
-// Token layout (zigzag). The sequence is cut into 2*cp chunks; context rank c owns chunks c
-// and 2cp-1-c (in that order); head rank h owns the h-th of hp slices of those S/cp tokens.
-// Global index of local token i (0 <= i < S/(cp*hp)) of rank (c, h).
-long lc_layout_index(long S, int cp, int hp, int c, int h, long i);
-
 // The general token layout of one sequence: S cut into k * cp equal chunks of Lc tokens;
 // context rank c holds k of them, chunk[c*k .. c*k+k) in ascending order, concatenated;
 // head rank h holds the h-th of hp equal slices of those S/cp tokens. Zigzag is k = 2 with
@@ -63,7 +58,8 @@ int lc_cp_layout_chunks(lc_cp_layout l, long S, int cp, int hp);
 // sequences get several chunks per rank.
 void lc_cp_layout_test_set_min_chunk(long tokens);
 // Allocates L for S tokens on cp x hp ranks with k chunks per context rank and sets the
-// zigzag (k = 2) or, for k > 2, the balanced assignment of a plain causal sequence.
+// zigzag (k = 2: context rank c holds chunks c and 2cp-1-c) or, for k > 2, the balanced
+// assignment of a plain causal sequence.
 lc_status lc_seq_layout_init(lc_seq_layout *L, long S, int cp, int hp, int k);
 void lc_seq_layout_free(lc_seq_layout *L);
 // Assigns the chunks by attention work: a chunk costs the 64 x 64 (query, key) tiles the
