@@ -30,7 +30,8 @@ for pt in forward ring reduce; do
       >"$TMP/out" 2>"$TMP/err"
     rc=$?
     el=$(echo "$(now) - $t0" | bc)
-    n=$(grep -c "error (rank [0-9]): rank $r (dp 0, cp [01], hp [01] of the layout dp 1 x cp 2 x hp 2) stopped responding: no heartbeat for [0-9.]* s (--timeout $T) during step 3" "$TMP/err")
+    # head-first (the default): rank r sits at cp r / 2, hp r % 2
+    n=$(grep -c "error (rank [0-9]): rank $r (dp 0, cp $((r / 2)), hp $((r % 2)) of the layout dp 1 x cp 2 x hp 2) stopped responding: no heartbeat for [0-9.]* s (--timeout $T) during step 3" "$TMP/err")
     [ $rc -eq 3 ] && [ "$n" -eq 3 ] && [ "$(echo "$el < $T + 4" | bc)" = 1 ] && ok ||
       bad "rank $r stopped in $pt: rc $rc after $el s, $n messages: $(grep longctx "$TMP/err" | head -3)"
     echo "stopped rank $r in $pt: job ended after $el s (rc $rc), $n ranks reported it"

@@ -205,8 +205,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   }
   lc_watchdog *dog = NULL;
   if (w->size > 1 && F.timeout > 0 &&
-      lc_watchdog_start(&dog, F.timeout, tr.grid.dp, tr.grid.cp, tr.grid.hp,
-                        tr.grid.placement == LC_PLACE_HEAD_FIRST) != LC_OK) {
+      lc_watchdog_start(&dog, F.timeout, tr.grid.dp, tr.grid.cp, tr.grid.hp, tr.grid.placement) != LC_OK) {
     if (rank == 0) fprintf(stderr, "longctx: warning: watchdog off: %s\n", lc_errmsg());
     dog = NULL;
   }

@@ -20,6 +20,12 @@ int lc_grid_rank_of(int cp, int hp, lc_placement p, int d, int c, int h) {
   return p == LC_PLACE_HEAD_FIRST ? (d * cp + c) * hp + h : (d * hp + h) * cp + c;
 }
 
+void lc_grid_coords_of(int cp, int hp, lc_placement p, int r, int *d, int *c, int *h) {
+  if (p == LC_PLACE_HEAD_FIRST) *h = r % hp, *c = (r / hp) % cp;
+  else *c = r % cp, *h = (r / cp) % hp;
+  *d = r / (hp * cp);
+}
+
 lc_status lc_grid_validate(int world, int hp, int cp, int window, const lc_config *cfg, long seq,
                            int batch) {
   if (hp < 1 || cp < 1) return lc_fail(LC_EINVAL, "--hp and --cp must be >= 1 (got %d, %d)", hp, cp);
@@ -54,16 +60,7 @@ lc_status lc_grid_create(lc_grid *g, lc_comm *world, int hp, int cp, int window,
   g->window = window;
   g->placement = p;
   g->world_comm = world;
-  int r = world->rank;
-  if (p == LC_PLACE_HEAD_FIRST) {
-    g->h = r % hp;
-    g->c = (r / hp) % cp;
-    g->d = r / (hp * cp);
-  } else {
-    g->c = r % cp;
-    g->h = (r / cp) % hp;
-    g->d = r / (hp * cp);
-  }
+  lc_grid_coords_of(cp, hp, p, world->rank, &g->d, &g->c, &g->h);
   lc_status st = lc_comm_split(world, g->d * cp + g->c, g->h, &g->head);
   if (st == LC_OK) st = lc_comm_split(world, g->d * hp + g->h, g->c, &g->ctx);
   if (st == LC_OK) st = lc_comm_split(world, g->c * hp + g->h, g->d, &g->data);

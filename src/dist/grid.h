@@ -22,8 +22,9 @@ typedef struct {
   lc_comm *data;          // same (c, h): data-parallel replicas, rank = d
 } lc_grid;
 
-// Rank of coordinates (d, c, h) under the placement.
+// Rank of coordinates (d, c, h) under the placement, and the coordinates of a rank.
 int lc_grid_rank_of(int cp, int hp, lc_placement p, int d, int c, int h);
+void lc_grid_coords_of(int cp, int hp, lc_placement p, int rank, int *d, int *c, int *h);
 // Checks a layout against the world size, model and sequence: clear error if impossible.
 lc_status lc_grid_validate(int world, int hp, int cp, int window, const lc_config *cfg, long seq,
                            int batch);

@@ -22,14 +22,15 @@
 #define LC_WATCHDOG_H
 
 #include "core/status.h"
+#include "dist/grid.h"
 
 #define LC_EXIT_PEER 3 // process exit code when the watchdog ends a job
 
 typedef struct lc_watchdog lc_watchdog;
 
-// Collective over MPI_COMM_WORLD. dp, cp, hp, head_first describe the layout, for naming a
+// Collective over MPI_COMM_WORLD. dp, cp, hp, placement describe the layout, for naming a
 // rank's place in messages.
-lc_status lc_watchdog_start(lc_watchdog **out, double timeout_s, int dp, int cp, int hp, int head_first);
+lc_status lc_watchdog_start(lc_watchdog **out, double timeout_s, int dp, int cp, int hp, lc_placement placement);
 // Seconds between heartbeats for a timeout: timeout / 10, at most 1.
 double lc_watchdog_period(double timeout_s);
 // Seconds of silence (or of waiting in one call, on every rank) that end the job.

@@ -12,6 +12,7 @@
 #include "core/runstate.h"
 #include "core/timer.h"
 #include "dist/comm.h"
+#include "dist/grid.h"
 #include "dist/watchdog.h"
 
 #define TAG_HB 4242
@@ -27,7 +28,8 @@ typedef struct {
 struct lc_watchdog {
   MPI_Comm comm;
   int started; // the thread runs
-  int rank, size, dp, cp, hp, head_first;
+  int rank, size, dp, cp, hp;
+  lc_placement placement;
   double timeout, period, silence; // silence: lc_watchdog_silence(timeout)
   pthread_t thread;
   atomic_int stop;
@@ -41,8 +43,7 @@ struct lc_watchdog {
 
 static void where(const lc_watchdog *w, int p, char *buf, size_t cap) {
   int d, c, h;
-  if (w->head_first) h = p % w->hp, c = (p / w->hp) % w->cp, d = p / (w->hp * w->cp);
-  else c = p % w->cp, h = (p / w->cp) % w->hp, d = p / (w->hp * w->cp);
+  lc_grid_coords_of(w->cp, w->hp, w->placement, p, &d, &c, &h);
   snprintf(buf, cap, "dp %d, cp %d, hp %d of the layout dp %d x cp %d x hp %d", d, c, h, w->dp, w->cp, w->hp);
 }
 
@@ -111,7 +112,7 @@ static void *run(void *arg) {
   return NULL;
 }
 
-lc_status lc_watchdog_start(lc_watchdog **out, double timeout_s, int dp, int cp, int hp, int head_first) {
+lc_status lc_watchdog_start(lc_watchdog **out, double timeout_s, int dp, int cp, int hp, lc_placement placement) {
   *out = NULL;
   int level = 0, size = 1;
   MPI_Query_thread(&level);
@@ -122,7 +123,7 @@ lc_status lc_watchdog_start(lc_watchdog **out, double timeout_s, int dp, int cp,
   if (!w) return lc_fail(LC_ENOMEM, "out of memory for the watchdog");
   MPI_Comm_dup(MPI_COMM_WORLD, &w->comm);
   MPI_Comm_rank(w->comm, &w->rank);
-  w->size = size, w->dp = dp, w->cp = cp, w->hp = hp, w->head_first = head_first;
+  w->size = size, w->dp = dp, w->cp = cp, w->hp = hp, w->placement = placement;
   w->timeout = timeout_s;
   w->period = lc_watchdog_period(timeout_s);
   w->silence = lc_watchdog_silence(timeout_s);
