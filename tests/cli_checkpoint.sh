@@ -121,6 +121,9 @@ LONGCTX_TEST_STAGE_FLOATS=1000 $MPI -np 4 "$BIN" train $COMMON --steps 8 $Z3 --r
 "$BIN" train $COMMON --steps 8 --model demo --resume "$TMP/ck" >/dev/null 2>"$TMP/err"; [ $? -ne 0 ] && grep -q "saved for another model" "$TMP/err" && ok || bad "model mismatch: $(cat "$TMP/err")"
 "$BIN" train $COMMON --steps 8 --seed 9 --resume "$TMP/ck" >/dev/null 2>"$TMP/err"; [ $? -ne 0 ] && grep -q "saved with --seed" "$TMP/err" && ok || bad "seed mismatch: $(cat "$TMP/err")"
 "$BIN" train $COMMON --steps 8 --resume "$TMP" >/dev/null 2>"$TMP/err"; [ $? -ne 0 ] && grep -q "neither a checkpoint" "$TMP/err" && ok || bad "not a checkpoint: $(cat "$TMP/err")"
+# The same on 2 ranks: rank 0 resolves, both end with its message (no hang, one line).
+timeout 60 $MPI -np 2 "$BIN" train $COMMON --steps 8 --cp 2 --resume "$TMP" >/dev/null 2>"$TMP/err"; [ $? -ne 0 ] &&
+  [ "$(grep -c "neither a checkpoint" "$TMP/err")" = 1 ] && ok || bad "not a checkpoint, 2 ranks: $(cat "$TMP/err")"
 "$BIN" train $COMMON --steps 2 --resume "$TMP/ck" >/dev/null 2>"$TMP/err"; [ $? -ne 0 ] && grep -q "beyond --steps" "$TMP/err" && ok || bad "steps: $(cat "$TMP/err")"
 
 finish cli_checkpoint

@@ -35,20 +35,9 @@ typedef struct {
 // (falling back to the newest intact one in a --save directory); every rank gets its
 // answer (the same directory, or the same error).
 static lc_status resolve_resume(lc_comm *w, const char *path, char *dir, size_t cap, char *note) {
-  struct {
-    int st;
-    char dir[4096], msg[1024], note[1024];
-  } r;
-  memset(&r, 0, sizeof r);
-  if (w->rank == 0) {
-    r.st = lc_checkpoint_resolve(path, r.dir, sizeof r.dir, r.note, sizeof r.note);
-    snprintf(r.msg, sizeof r.msg, "%s", r.st == LC_OK ? "" : lc_errmsg());
-  }
-  if (w->size > 1) MPI_Bcast(&r, (int)sizeof r, MPI_BYTE, 0, MPI_COMM_WORLD);
-  if (r.st != LC_OK) return lc_fail((lc_status)r.st, "%s", r.msg);
-  snprintf(dir, cap, "%s", r.dir);
-  snprintf(note, 1024, "%s", r.note);
-  return LC_OK;
+  LC_TRY(lc_comm_agree(w, w->rank == 0 ? lc_checkpoint_resolve(path, dir, cap, note, 1024) : LC_OK));
+  LC_TRY(lc_bcast(w, dir, cap, LC_DT_U8, 0));
+  return lc_bcast(w, note, 1024, LC_DT_U8, 0);
 }
 
 // Flags -> trainer options. Everything here is found identically on every rank.
