@@ -103,6 +103,18 @@ LONGCTX_TEST_STAGE_FLOATS=1000 $MPI -np 4 "$BIN" train $COMMON --steps 8 $Z3 --r
   bad "zero 3 resume of a bf16 save is not bit-identical: $(losses "$TMP/bf3r.jsonl" | tr '\n' ' ')"
 "$BIN" train $COMMON --steps 8 --save-dtype fp16 >/dev/null 2>"$TMP/err"; [ $? -ne 0 ] && grep -q "save-dtype 'fp16': use fp32 or bf16" "$TMP/err" && ok || bad "bad --save-dtype: $(cat "$TMP/err")"
 
+# Evaluation of 3 held-out samples over 2 data-parallel groups (one group has a sample
+# fewer): the same held-out loss as one process, under zero 0 (the short group stops) and
+# zero 3 (it re-runs a sample so every weight gather has all ranks), to 1e-5 relative.
+evl() { grep -o '"eval_loss":[-0-9.e+]*' "$1" | cut -d: -f2; }
+EV="--steps 2 --eval-every 2 --eval-samples 3"
+"$BIN" train $COMMON $EV --log-json "$TMP/ev1.jsonl" >/dev/null 2>&1 && ok || bad "eval, 1 process"
+for z in 0 3; do
+  timeout 60 $MPI -np 2 "$BIN" train $COMMON $EV --zero $z --log-json "$TMP/ev2.jsonl" >/dev/null 2>&1 &&
+    paste <(evl "$TMP/ev1.jsonl") <(evl "$TMP/ev2.jsonl") | awk '{d=$1-$2; if (d<0) d=-d; if (d > 1e-5*$1) exit 1} END {if (NR!=1) exit 1}' &&
+    ok || bad "eval on 2 groups, zero $z: $(evl "$TMP/ev2.jsonl") vs $(evl "$TMP/ev1.jsonl")"
+done
+
 # A crash between writing and publishing a checkpoint keeps the previous one.
 "$BIN" train $COMMON --steps 2 --save "$TMP/cr" >/dev/null 2>&1 && ok || bad "first save"
 { LONGCTX_TEST_CRASH=before-rename "$BIN" train $COMMON --steps 4 --resume "$TMP/cr" --save "$TMP/cr" >/dev/null 2>&1; } 2>/dev/null

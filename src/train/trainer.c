@@ -283,10 +283,12 @@ lc_status lc_trainer_eval(lc_trainer *t, int n, double *loss, double *accuracy) 
   double *acc = calloc((size_t)n + 2, sizeof(double));
   if (!acc) return lc_fail(LC_ENOMEM, "out of memory for evaluation");
   lc_status st = LC_OK;
-  // Every group makes the same number of passes (ZeRO-3 gathers span the groups): a group
-  // past the end re-runs sample 0 and drops the result.
+  // Under ZeRO 3 every group makes the same number of passes (the weight gathers span the
+  // groups): a group past the end re-runs sample 0 and drops the result. Otherwise a
+  // group's passes involve only its own ranks and it stops at the end.
   for (int it = 0; it < (n + dp - 1) / dp && st == LC_OK; it++) {
     const int i = it * dp + t->grid.d, real = i < n;
+    if (!real && t->model.ps.stage < 3) break;
     int counted_full = 0;
     st = lc_data_sample_eval(&t->data, o->seed, (uint64_t)(real ? i : 0), t->full_tok, t->full_tgt,
                              t->full_doc, o->seq, &counted_full);
