@@ -606,7 +606,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nl; i++)
       if (lays[i].cp > 1 && lays[i].cp <= 4 && 300 % lays[i].hp == 0)
         test_attention_rows(lays[i], pls[i % 2], 4, 2, 8, 300 / lays[i].hp);
-    lc_model_opts plain = {LC_CKPT_NONE, 0, 0, 0, 0, 0}, sel = {LC_CKPT_SELECTIVE, 5, 7, 0, 0, 0}, full = {LC_CKPT_FULL, 8, 0, 0, 0, 0};
+    lc_model_opts plain = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32}, sel = {LC_CKPT_SELECTIVE, 5, 7, 0, 0, 0, LC_DT_F32}, full = {LC_CKPT_FULL, 8, 0, 0, 0, 0, LC_DT_F32};
     for (int p = 0; p < 2; p++)
       for (int i = 0; i < nl; i++) test_step(lays[i], pls[p], 1, plain, "plain");
     // Data parallel x sequence parallel, and memory options.

@@ -60,7 +60,7 @@ static void check_case(const char *name) {
   int lo[37];
   for (int t = 0; t < S; t++) lo[t] = cfg.sliding_window > 0 && t - cfg.sliding_window + 1 > 0 ? t - cfg.sliding_window + 1 : 0;
   attn.lo = cfg.sliding_window > 0 ? lo : NULL;
-  const lc_model_opts opts[2] = {{LC_CKPT_NONE, 0, 0, 0, 0, 0}, {LC_CKPT_SELECTIVE, 8, 5, 0, 0, 0}};
+  const lc_model_opts opts[2] = {{LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32}, {LC_CKPT_SELECTIVE, 8, 5, 0, 0, 0, LC_DT_F32}};
   for (int k = 0; k < 2; k++) {
     lc_model_zero_grads(&m);
     double ls = 0;

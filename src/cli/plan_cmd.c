@@ -52,7 +52,7 @@ int lc_cmd_plan(int argc, char **argv) {
     return 0;
   }
   lc_config cfg;
-  lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0};
+  lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32};
   long S = 0;
   int used = 0;
   lc_status st = lc_args_parse(argc, argv, flags, nf);

@@ -51,6 +51,34 @@ uint16_t lc_f32_to_bf16(float f) {
   return (uint16_t)(u >> 16);
 }
 
+// Branch-free narrowing for the array loops (vectorises): NaN keeps its top bits and is
+// made quiet, as lc_f32_to_bf16 does.
+static inline uint32_t narrow_bits(uint32_t u) {
+  const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  const uint32_t nan = ((u & 0x7fffffffu) > 0x7f800000u) ? 0xffffffffu : 0u;
+  return (nan & ((u & 0xffff0000u) | 0x00400000u)) | (~nan & r);
+}
+
+#define LC_BF16_PAR 65536 // below this many elements a thread team costs more than it saves
+
+void lc_bf16_round(float *x, size_t n) {
+  uint32_t *u = (uint32_t *)(void *)x;
+#pragma omp parallel for schedule(static) if (n >= LC_BF16_PAR)
+  for (size_t i = 0; i < n; i++) u[i] = narrow_bits(u[i]);
+}
+
+void lc_bf16_pack(uint16_t *dst, const float *src, size_t n) {
+  const uint32_t *u = (const uint32_t *)(const void *)src;
+#pragma omp parallel for schedule(static) if (n >= LC_BF16_PAR)
+  for (size_t i = 0; i < n; i++) dst[i] = (uint16_t)(narrow_bits(u[i]) >> 16);
+}
+
+void lc_bf16_unpack(float *dst, const uint16_t *src, size_t n) {
+  uint32_t *u = (uint32_t *)(void *)dst;
+#pragma omp parallel for schedule(static) if (n >= LC_BF16_PAR)
+  for (size_t i = 0; i < n; i++) u[i] = (uint32_t)src[i] << 16;
+}
+
 float lc_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;

@@ -53,4 +53,11 @@ float lc_f16_to_f32(uint16_t h);
 // does); infinities kept, NaN stays NaN (quiet), overflow rounds to infinity.
 uint16_t lc_f32_to_bf16(float f);
 
+// Arrays (OpenMP over large n): x[i] = widen(narrow(x[i])) in place, i.e. each float becomes
+// the nearest bf16 value (the rule of lc_f32_to_bf16), which is what a bf16 tensor holds;
+// pack narrows into bf16 storage, unpack widens back (exact).
+void lc_bf16_round(float *x, size_t n);
+void lc_bf16_pack(uint16_t *dst, const float *src, size_t n);
+void lc_bf16_unpack(float *dst, const uint16_t *src, size_t n);
+
 #endif

@@ -11,6 +11,11 @@ static void poll(const lc_layer_ctx *c) {
   if (c->poll) c->poll(c->poll_arg);
 }
 
+// bf16 precision: x[n] becomes the bf16 values a bf16 tensor would hold (layer.h).
+static void to_bf16(const lc_layer_ctx *c, float *x, size_t n) {
+  if (c->bf16) lc_bf16_round(x, n);
+}
+
 // Buffer sizes in floats (n rows), shared by the allocations and lc_layer_mem_bytes.
 // MLP forward tile: n2 [n,C], rstd [n], gate/up/h [n,F] (three blocks).
 static size_t mlp_n2_floats(const lc_config *cfg, int n) { return (size_t)n * cfg->dim; }
@@ -18,9 +23,9 @@ static size_t mlp_gu_floats(const lc_config *cfg, int n) { return (size_t)3 * n 
 static size_t mlp_fwd_floats(const lc_config *cfg, int n) {
   return mlp_n2_floats(cfg, n) + (size_t)n + mlp_gu_floats(cfg, n);
 }
-// MLP backward gradient tile: dh, dg, du [n,F], dn2 [n,C].
-static size_t mlp_grad_floats(const lc_config *cfg, int n) {
-  return (size_t)3 * n * cfg->ffn + (size_t)n * cfg->dim;
+// MLP backward gradient tile: dh, dg, du [n,F], dn2 [n,C] (bf16: and dx rounded [n,C]).
+static size_t mlp_grad_floats(const lc_config *cfg, int n, int bf16) {
+  return (size_t)3 * n * cfg->ffn + (size_t)(bf16 ? 2 : 1) * n * cfg->dim;
 }
 // Attention half of backward: datt [T,HQ] (then dn1 [T,C]: datt is dead by then), dq [T,HQ],
 // dk, dv [T,HKV].
@@ -28,19 +33,34 @@ static size_t datt_floats(const lc_config *cfg, int T) {
   size_t HQ = (size_t)cfg->n_heads * cfg->head_dim, C = (size_t)cfg->dim;
   return (size_t)T * (HQ > C ? HQ : C);
 }
-static size_t attn_bwd_floats(const lc_config *cfg, int T) {
+// (bf16: and dx rounded [T,C] after them.)
+static size_t attn_bwd_floats(const lc_config *cfg, int T, int bf16) {
   size_t HQ = (size_t)cfg->n_heads * cfg->head_dim, HKV = (size_t)cfg->n_kv_heads * cfg->head_dim;
-  return datt_floats(cfg, T) + (size_t)T * (HQ + 2 * HKV);
+  return datt_floats(cfg, T) + (size_t)T * (HQ + 2 * HKV) + (bf16 ? (size_t)T * cfg->dim : 0);
 }
 
-void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, lc_layer_mem *m) {
+void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_layer_mem *m) {
   const int tiled = lc_tile_splits(mlp_tile, T), tile = tiled ? mlp_tile : T;
   m->mlp_fwd = tiled ? lc_bytes(LC_DT_F32, mlp_fwd_floats(cfg, tile)) : 0;
-  m->mlp_bwd = lc_bytes(LC_DT_F32, mlp_grad_floats(cfg, tile)) + (tiled ? lc_bytes(LC_DT_F32, mlp_fwd_floats(cfg, tile)) : 0);
-  m->attn_bwd = lc_bytes(LC_DT_F32, attn_bwd_floats(cfg, T));
+  m->mlp_bwd = lc_bytes(LC_DT_F32, mlp_grad_floats(cfg, tile, bf16)) + (tiled ? lc_bytes(LC_DT_F32, mlp_fwd_floats(cfg, tile)) : 0);
+  m->attn_bwd = lc_bytes(LC_DT_F32, attn_bwd_floats(cfg, T, bf16));
 }
 
 // ---------------------------------------------------------------- MLP
+// n rows of x_mid -> n2 = rmsnorm2, gate, up, h = silu(gate) * up (the parts backward reads).
+static void mlp_fwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, const float *xm,
+                         float *n2, float *rstd, float *gate, float *up, float *h, int n) {
+  const int C = c->cfg->dim, F = c->cfg->ffn;
+  lc_rmsnorm_fwd(n2, rstd, xm, w->ln2, n, C, c->cfg->norm_eps);
+  to_bf16(c, n2, (size_t)n * C);
+  lc_matmul_fwd(gate, n2, w->wgate, n, C, F);
+  poll(c);
+  lc_matmul_fwd(up, n2, w->wup, n, C, F);
+  poll(c);
+  lc_swiglu_fwd(h, gate, up, (size_t)n * F);
+  to_bf16(c, h, (size_t)n * F);
+}
+
 // Forward over tiles: rows [t0, t0+n) of x_mid -> x_out. Scratch: n2 [n,C], rstd [n],
 // gate/up/h [n,F].
 static lc_status mlp_fwd_tiled(const lc_layer_ctx *c, const lc_layer_weights *w,
@@ -60,15 +80,11 @@ static lc_status mlp_fwd_tiled(const lc_layer_ctx *c, const lc_layer_weights *w,
     int n = c->T - t0 < tile ? c->T - t0 : tile;
     const float *xm = x_mid + (size_t)t0 * C;
     float *xo = x_out + (size_t)t0 * C;
-    lc_rmsnorm_fwd(n2, rstd, xm, w->ln2, n, C, c->cfg->norm_eps);
-    lc_matmul_fwd(gate, n2, w->wgate, n, C, F);
-    poll(c);
-    lc_matmul_fwd(up, n2, w->wup, n, C, F);
-    poll(c);
-    lc_swiglu_fwd(h, gate, up, (size_t)n * F);
+    mlp_fwd_rows(c, w, xm, n2, rstd, gate, up, h, n);
     lc_matmul_fwd(xo, h, w->wdown, n, F, C);
     poll(c);
     lc_add_inplace(xo, xm, (size_t)n * C);
+    to_bf16(c, xo, (size_t)n * C);
   }
 done:
   lc_free(ar, gu);
@@ -82,13 +98,21 @@ done:
 static void mlp_bwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g,
                          const float *xm, const float *n2, const float *rstd, const float *gate,
                          const float *up, const float *h, float *dx, int n, float *dh, float *dg,
-                         float *du, float *dn2) {
+                         float *du, float *dn2, float *dxr) {
   const int C = c->cfg->dim, F = c->cfg->ffn;
-  // x_out = x_mid + h @ Wdown^T
-  lc_matmul_bwd(dh, g->wdown, dx, h, w->wdown, n, F, C, 0);
+  // x_out = x_mid + h @ Wdown^T (bf16: the GEMM reads dx rounded, dx itself stays fp32)
+  const float *dout = dx;
+  if (c->bf16) {
+    memcpy(dxr, dx, lc_bytes(LC_DT_F32, (size_t)n * C));
+    lc_bf16_round(dxr, (size_t)n * C);
+    dout = dxr;
+  }
+  lc_matmul_bwd(dh, g->wdown, dout, h, w->wdown, n, F, C, 0);
   poll(c);
   // h = silu(gate) * up
   lc_swiglu_bwd(dg, du, dh, gate, up, (size_t)n * F);
+  to_bf16(c, dg, (size_t)n * F);
+  to_bf16(c, du, (size_t)n * F);
   // gate = n2 @ Wg^T, up = n2 @ Wu^T
   lc_matmul_bwd(dn2, g->wgate, dg, n2, w->wgate, n, C, F, 0);
   poll(c);
@@ -106,7 +130,7 @@ static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
   lc_arena *ar = c->arena;
   // Gradient scratch: dh, dg, du [tile,F], dn2 [tile,C]; plus recompute buffers when tiled.
   size_t fwd_floats = tiled ? mlp_fwd_floats(c->cfg, tile) : 0;
-  float *grad = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, mlp_grad_floats(c->cfg, tile)), "MLP backward tile");
+  float *grad = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, mlp_grad_floats(c->cfg, tile, c->bf16)), "MLP backward tile");
   float *rec = fwd_floats ? lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, fwd_floats), "MLP recompute tile") : NULL;
   if (!grad || (fwd_floats && !rec)) {
     lc_free(ar, rec);
@@ -114,22 +138,17 @@ static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
     return LC_ENOMEM;
   }
   float *dh = grad, *dg = dh + (size_t)tile * F, *du = dg + (size_t)tile * F,
-        *dn2 = du + (size_t)tile * F;
+        *dn2 = du + (size_t)tile * F, *dxr = dn2 + (size_t)tile * C;
   if (!tiled) {
-    mlp_bwd_rows(c, w, g, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h, dx, T, dh, dg, du, dn2);
+    mlp_bwd_rows(c, w, g, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h, dx, T, dh, dg, du, dn2, dxr);
   } else {
     float *n2 = rec, *rstd = n2 + (size_t)tile * C, *gate = rstd + tile,
           *up = gate + (size_t)tile * F, *h = up + (size_t)tile * F;
     for (int t0 = 0; t0 < T; t0 += tile) {
       int n = T - t0 < tile ? T - t0 : tile;
       const float *xm = a->x_mid + (size_t)t0 * C;
-      lc_rmsnorm_fwd(n2, rstd, xm, w->ln2, n, C, c->cfg->norm_eps);
-      lc_matmul_fwd(gate, n2, w->wgate, n, C, F);
-      poll(c);
-      lc_matmul_fwd(up, n2, w->wup, n, C, F);
-      poll(c);
-      lc_swiglu_fwd(h, gate, up, (size_t)n * F);
-      mlp_bwd_rows(c, w, g, xm, n2, rstd, gate, up, h, dx + (size_t)t0 * C, n, dh, dg, du, dn2);
+      mlp_fwd_rows(c, w, xm, n2, rstd, gate, up, h, n);
+      mlp_bwd_rows(c, w, g, xm, n2, rstd, gate, up, h, dx + (size_t)t0 * C, n, dh, dg, du, dn2, dxr);
     }
   }
   lc_free(ar, rec);
@@ -144,6 +163,7 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   const int T = c->T, C = cfg->dim, D = cfg->head_dim, F = cfg->ffn;
   const int HQ = cfg->n_heads * D, HKV = cfg->n_kv_heads * D;
   lc_rmsnorm_fwd(a->ln1, a->rstd1, x_in, w->ln1, T, C, cfg->norm_eps);
+  to_bf16(c, a->ln1, (size_t)T * C);
   lc_matmul_fwd(a->q, a->ln1, w->wq, T, C, HQ);
   poll(c);
   lc_matmul_fwd(a->k, a->ln1, w->wk, T, C, HKV);
@@ -152,21 +172,23 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   poll(c);
   lc_rope_fwd(a->q, c->rope_cos, c->rope_sin, T, cfg->n_heads, D);
   lc_rope_fwd(a->k, c->rope_cos, c->rope_sin, T, cfg->n_kv_heads, D);
-  if (!skip_attn) LC_TRY(c->attn->fwd(c->attn, a->att, a->saved, a->q, a->k, a->v, T, c->arena));
+  to_bf16(c, a->q, (size_t)T * HQ);
+  to_bf16(c, a->k, (size_t)T * HKV);
+  to_bf16(c, a->v, (size_t)T * HKV);
+  if (!skip_attn) {
+    LC_TRY(c->attn->fwd(c->attn, a->att, a->saved, a->q, a->k, a->v, T, c->arena));
+    to_bf16(c, a->att, (size_t)T * HQ);
+  }
   lc_matmul_fwd(a->x_mid, a->att, w->wo, T, HQ, C);
   poll(c);
   lc_add_inplace(a->x_mid, x_in, (size_t)T * C);
   if (mlp_tiled(c)) return x_out ? mlp_fwd_tiled(c, w, a->x_mid, x_out) : LC_OK;
-  lc_rmsnorm_fwd(a->ln2, a->rstd2, a->x_mid, w->ln2, T, C, cfg->norm_eps);
-  lc_matmul_fwd(a->gate, a->ln2, w->wgate, T, C, F);
-  poll(c);
-  lc_matmul_fwd(a->up, a->ln2, w->wup, T, C, F);
-  poll(c);
-  lc_swiglu_fwd(a->h, a->gate, a->up, (size_t)T * F);
+  mlp_fwd_rows(c, w, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h, T);
   if (x_out) {
     lc_matmul_fwd(x_out, a->h, w->wdown, T, F, C);
     poll(c);
     lc_add_inplace(x_out, a->x_mid, (size_t)T * C);
+    to_bf16(c, x_out, (size_t)T * C);
   }
   return LC_OK;
 }
@@ -181,17 +203,28 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
 
   // Attention half. Scratch: datt [T,HQ], dq [T,HQ], dk, dv [T,HKV]; dn1 [T,C] reuses
   // datt's space once the attention backward has consumed datt.
-  float *scr = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, attn_bwd_floats(cfg, T)), "attention backward buffers");
+  float *scr = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, attn_bwd_floats(cfg, T, c->bf16)), "attention backward buffers");
   if (!scr) return LC_ENOMEM;
   float *datt = scr, *dq = datt + datt_floats(cfg, T), *dk = dq + (size_t)T * HQ,
-        *dv = dk + (size_t)T * HKV, *dn1 = datt;
-  // x_mid = x_in + att @ Wo^T
-  lc_matmul_bwd(datt, g->wo, dx, a->att, w->wo, T, HQ, C, 0);
+        *dv = dk + (size_t)T * HKV, *dn1 = datt, *dxr = dv + (size_t)T * HKV;
+  // x_mid = x_in + att @ Wo^T (bf16: the GEMM reads dx rounded; datt is rounded as a bf16
+  // gradient tensor would be, and is what the attention backward reads)
+  const float *dout = dx;
+  if (c->bf16) {
+    memcpy(dxr, dx, lc_bytes(LC_DT_F32, (size_t)T * C));
+    lc_bf16_round(dxr, (size_t)T * C);
+    dout = dxr;
+  }
+  lc_matmul_bwd(datt, g->wo, dout, a->att, w->wo, T, HQ, C, 0);
   poll(c);
+  to_bf16(c, datt, (size_t)T * HQ);
   lc_status st = c->attn->bwd(c->attn, dq, dk, dv, datt, a->att, a->saved, a->q, a->k, a->v, T, ar);
   if (st == LC_OK) {
     lc_rope_bwd(dq, c->rope_cos, c->rope_sin, T, cfg->n_heads, D);
     lc_rope_bwd(dk, c->rope_cos, c->rope_sin, T, cfg->n_kv_heads, D);
+    to_bf16(c, dq, (size_t)T * HQ);
+    to_bf16(c, dk, (size_t)T * HKV);
+    to_bf16(c, dv, (size_t)T * HKV);
     lc_matmul_bwd(dn1, g->wq, dq, a->ln1, w->wq, T, C, HQ, 0);
     poll(c);
     lc_matmul_bwd(dn1, g->wk, dk, a->ln1, w->wk, T, C, HKV, 1);

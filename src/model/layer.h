@@ -37,6 +37,12 @@ typedef struct {
   const float *rope_cos, *rope_sin; // [T, D/2]
   int T;
   int mlp_tile;   // tokens per MLP tile; <= 0 or >= T: untiled (acts->ln2.. must be set)
+  // bf16 precision: every GEMM operand and attention input holds a bf16 value (rounded to
+  // nearest even where it is made: ln1, q, k, v, att, ln2, h, the layer output, and in
+  // backward a copy of dx, datt, dg, du, dq, dk, dv; the weights are the store's bf16
+  // compute copy), so the fp32 GEMMs and kernel compute bf16 x bf16 products exactly with
+  // fp32 accumulation. Norm statistics, RoPE, softmax, residual sums and gradients stay fp32.
+  int bf16;
   lc_arena *arena;
   // Called between the layer's GEMMs (may be NULL): progresses communication in flight
   // (ZeRO reductions and gathers), which MPI does not move on its own.
@@ -56,8 +62,9 @@ typedef struct {
   size_t mlp_fwd;  // tiled MLP forward: one tile's norm, rstd, gate/up/h (0 when untiled)
   size_t mlp_bwd;  // MLP backward: gradient tile, plus the recompute tile when tiled
   size_t attn_bwd; // attention half of backward: datt (reused for dn1), dq, dk, dv
+                   // (bf16: each backward also holds its rows of dx rounded)
 } lc_layer_mem;
-void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, lc_layer_mem *m);
+void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_layer_mem *m);
 
 // Backward. dx[T,C] holds dL/dx_out on entry and dL/dx_in on return. Weight gradients are
 // accumulated into g.

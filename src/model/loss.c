@@ -14,7 +14,7 @@ size_t lc_loss_scratch_bytes(const lc_config *cfg, int T, int tile) {
 
 lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights *g,
                           const float *x, const int *targets, int T, int tile, float loss_scale,
-                          float *dx, double *loss_sum, long *n_wrong, lc_arena *arena) {
+                          int bf16, float *dx, double *loss_sum, long *n_wrong, lc_arena *arena) {
   const int C = cfg->dim, V = cfg->vocab;
   tile = eff_tile(T, tile);
   // Scratch per tile: normed [tile,C], rstd [tile], logits [tile,V], dnormed [tile,C].
@@ -32,6 +32,7 @@ lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights 
     if (!counted) continue; // no loss, no gradient from these rows
     const float *xt = x + (size_t)t0 * C;
     lc_rmsnorm_fwd(nrm, rstd, xt, w->norm, m, C, cfg->norm_eps);
+    if (bf16) lc_bf16_round(nrm, (size_t)m * C);
     lc_matmul_fwd(logits, nrm, w->head, m, C, V);
     if (n_wrong)
       for (int t = 0; t < m; t++) {
@@ -45,6 +46,7 @@ lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights 
       }
     total += lc_xent_fwd_bwd(logits, targets + t0, m, V, loss_scale); // logits -> dlogits
     if (dx) {
+      if (bf16) lc_bf16_round(logits, (size_t)m * V);
       lc_matmul_bwd(dnrm, g->head, logits, nrm, w->head, m, C, V, 0);
       lc_rmsnorm_bwd(dx + (size_t)t0 * C, g->norm, dnrm, xt, w->norm, rstd, m, C);
     }

@@ -12,9 +12,11 @@
 // d(loss_scale * loss_sum)/dx and g->norm, g->head are accumulated.
 // tile <= 0 or >= T: one tile. Tiles with no counted token are skipped.
 // n_wrong (optional): adds the number of counted tokens whose argmax logit is not the target.
+// bf16: the head GEMM's operands are bf16 values (the normed rows and dlogits are rounded;
+// w->head is the store's bf16 copy); logits, softmax and the loss stay fp32.
 lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights *g,
                           const float *x, const int *targets, int T, int tile, float loss_scale,
-                          float *dx, double *loss_sum, long *n_wrong, lc_arena *arena);
+                          int bf16, float *dx, double *loss_sum, long *n_wrong, lc_arena *arena);
 
 // Arena bytes (category scratch) lc_loss_fwd_bwd allocates for T tokens and `tile`: one
 // tile's normed, dnormed [tile,C], rstd [tile] and logits [tile,V]. The function sizes its

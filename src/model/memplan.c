@@ -82,7 +82,7 @@ lc_status lc_memplan_predict(const lc_config *cfg, const lc_model_opts *o, long 
 
   // Short-lived buffers, phase by phase.
   lc_layer_mem lm;
-  lc_layer_mem_bytes(cfg, Ti, o->mlp_tile, &lm);
+  lc_layer_mem_bytes(cfg, Ti, o->mlp_tile, o->precision == LC_DT_BF16, &lm);
   size_t *s = out->phase_scratch, *c = out->phase_comm;
   s[LC_PHASE_ATTN_FWD] = am.fwd_scratch, c[LC_PHASE_ATTN_FWD] = am.fwd_comm;
   s[LC_PHASE_MLP_FWD] = lm.mlp_fwd;

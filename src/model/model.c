@@ -78,29 +78,36 @@ static act_sizes act_group_sizes(const lc_config *c, int T, size_t saved_bytes, 
   return s;
 }
 
-// Floats per layer of checkpoint storage and of shared working storage.
-static void pass_floats(const lc_config *cfg, const lc_model_opts *o, int T, size_t saved_bytes,
-                        size_t *per_layer_out, size_t *shared_out) {
+// Elements of a layer input as stored (padded so the float groups after it stay aligned).
+static size_t xin_elems(const lc_config *cfg, int T) { return ((size_t)T * cfg->dim + 31) & ~(size_t)31; }
+// The layer input each layer keeps: fp32, or bf16 when the model computes in bf16 (every
+// layer's output is then rounded to bf16, so the stored input is exact).
+static lc_dtype xin_dtype(const lc_model_opts *o) { return o->precision == LC_DT_BF16 ? LC_DT_BF16 : LC_DT_F32; }
+
+// Bytes per layer of checkpoint storage (the layer input, then the float groups the policy
+// keeps) and floats of shared working storage.
+static void pass_sizes(const lc_config *cfg, const lc_model_opts *o, int T, size_t saved_bytes,
+                       size_t *per_layer_out, size_t *shared_out) {
   const int C = cfg->dim, D = cfg->head_dim;
   const int mlp_untiled = !lc_tile_splits(o->mlp_tile, T);
   const lc_ckpt_policy pol = o->ckpt;
   act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled);
-  size_t per_layer = PAD16((size_t)T * C); // layer input
-  if (pol == LC_CKPT_NONE) per_layer += sz.proj + sz.attn + sz.mlp;
-  if (pol == LC_CKPT_SELECTIVE) per_layer += sz.attn;
+  size_t kept = 0; // floats
+  if (pol == LC_CKPT_NONE) kept += sz.proj + sz.attn + sz.mlp;
+  if (pol == LC_CKPT_SELECTIVE) kept += sz.attn;
   size_t shared = 0;
   if (pol == LC_CKPT_FULL) shared = sz.proj + sz.attn + sz.mlp;
   if (pol == LC_CKPT_SELECTIVE) shared = sz.proj + sz.mlp;
   shared += PAD16((size_t)T * C) * 2 + 2 * PAD16((size_t)T * (D / 2)); // x_L / dx, rope tables
-  *per_layer_out = per_layer;
+  *per_layer_out = lc_bytes(xin_dtype(o), xin_elems(cfg, T)) + lc_bytes(LC_DT_F32, kept);
   *shared_out = shared;
 }
 
 void lc_model_pass_bytes(const lc_config *cfg, const lc_model_opts *o, int T,
                          size_t attn_saved_bytes, size_t *ckpt, size_t *act) {
   size_t per_layer, shared;
-  pass_floats(cfg, o, T, attn_saved_bytes, &per_layer, &shared);
-  *ckpt = lc_bytes(LC_DT_F32, per_layer * cfg->n_layers);
+  pass_sizes(cfg, o, T, attn_saved_bytes, &per_layer, &shared);
+  *ckpt = per_layer * (size_t)cfg->n_layers;
   *act = lc_bytes(LC_DT_F32, shared);
 }
 
@@ -115,28 +122,32 @@ void lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int 
                               size_t *G, size_t *R, size_t *GR, int n_phases) {
   for (int p = 0; p < n_phases; p++) G[p] = R[p] = GR[p] = 0;
   lc_ps_sizes z;
-  if (stage < 2 || n_phases < LC_PHASE_N || lc_pstore_sizes(cfg, stage, Z, &z) != LC_OK) return;
-  const int L = cfg->n_layers, g3 = stage >= 3;
+  const int bf16 = o->precision == LC_DT_BF16;
+  if ((stage < 2 && !bf16) || n_phases < LC_PHASE_N || lc_pstore_sizes(cfg, stage, Z, &z) != LC_OK) return;
+  const int L = cfg->n_layers, g3 = stage >= 3, r2 = stage >= 2;
+  // Stages 0-2 in bf16: the rounded copy of each unit in use (lc_pstore_acquire); stage 3
+  // rounds its gathered copy in place.
+  const int cw = bf16 && !g3;
   const size_t e = z.unit_embed, l = z.unit_layer, f = z.unit_final, te = cfg->tie_embeddings ? e : 0;
   // Forward: the unit in use and the next one's gather (model_pass's order).
-  occur(G, R, GR, LC_PHASE_EMBED_FWD, g3 ? e + l : 0, 0);
+  occur(G, R, GR, LC_PHASE_EMBED_FWD, g3 ? e + l : cw ? e : 0, 0);
   for (int k = 0; k < L; k++) {
-    size_t g = g3 ? l + (k + 1 < L ? l : f) : 0;
+    size_t g = g3 ? l + (k + 1 < L ? l : f) : cw ? l : 0;
     occur(G, R, GR, LC_PHASE_ATTN_FWD, g, 0);
     occur(G, R, GR, LC_PHASE_MLP_FWD, g, 0);
   }
   // Loss: F (+ the tied embedding) gathered with layer L-1's prefetch; their gradients open.
-  occur(G, R, GR, LC_PHASE_LOSS, g3 ? f + te + l : 0, f + te);
+  occur(G, R, GR, LC_PHASE_LOSS, g3 ? f + te + l : cw ? f + te : 0, r2 ? f + te : 0);
   // Backward of layer k: k and k-1 gathered; k's gradient, the previous unit's still in
   // flight (F for the last layer) and the tied embedding's open buffer.
   for (int k = L - 1; k >= 0; k--) {
-    size_t g = g3 ? l + (k > 0 ? l : 0) : 0, r = l + (k == L - 1 ? f : l) + te;
+    size_t g = g3 ? l + (k > 0 ? l : 0) : cw ? l : 0, r = r2 ? l + (k == L - 1 ? f : l) + te : 0;
     occur(G, R, GR, LC_PHASE_MLP_BWD, g, r);
     occur(G, R, GR, LC_PHASE_ATTN_BWD, g, r);
     if (o->ckpt == LC_CKPT_FULL) occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
   }
   // Embedding gradient: layer 0's still in flight.
-  occur(G, R, GR, LC_PHASE_EMBED_BWD, 0, l + e);
+  occur(G, R, GR, LC_PHASE_EMBED_BWD, 0, r2 ? l + e : 0);
 }
 
 static float *take(float **p, size_t n) {
@@ -201,13 +212,15 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
 
   // Per-layer storage (checkpoints) and shared working storage (recomputed per layer).
   size_t per_layer, shared;
-  pass_floats(cfg, o, T, saved_bytes, &per_layer, &shared);
+  pass_sizes(cfg, o, T, saved_bytes, &per_layer, &shared);
+  const int bf16 = o->precision == LC_DT_BF16;
+  const size_t xin_bytes = lc_bytes(xin_dtype(o), xin_elems(cfg, T));
 
   lc_status st = LC_OK;
-  float *ck = lc_alloc(arena, LC_MEM_CKPT, lc_bytes(LC_DT_F32, per_layer * L), "layer checkpoints");
+  char *ck = lc_alloc(arena, LC_MEM_CKPT, per_layer * L, "layer checkpoints");
   float *act = ck ? lc_alloc(arena, LC_MEM_ACT, lc_bytes(LC_DT_F32, shared), "layer activations") : NULL;
   lc_layer_acts *acts = calloc((size_t)L, sizeof *acts);
-  float **xs = calloc((size_t)L, sizeof *xs);
+  void **xs = calloc((size_t)L, sizeof *xs); // layer inputs as stored (float or bf16)
   if (!ck || !act || !acts || !xs) {
     st = acts && xs ? LC_ENOMEM : lc_fail(LC_ENOMEM, "out of memory for layer bookkeeping");
     goto done;
@@ -228,8 +241,9 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
     }
   }
   for (int l = 0; l < L; l++) {
-    float *p = ck + per_layer * l;
-    xs[l] = take(&p, (size_t)T * C);
+    char *lp = ck + per_layer * l;
+    float *p = (float *)(void *)(lp + xin_bytes);
+    xs[l] = lp;
     acts[l] = shared_acts;
     if (pol == LC_CKPT_NONE) {
       carve_proj(&acts[l], cfg, T, p);
@@ -239,10 +253,15 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
       carve_attn(&acts[l], cfg, T, p);
     }
   }
+  // Where layer l reads its input in forward. fp32: the checkpoint itself. bf16: a working
+  // fp32 buffer (dx and xL alternate, so the last layer writes xL), packed into the
+  // checkpoint before the layer runs; backward widens the checkpoint into xL (free by then).
+  float *xin_fwd[2] = {L % 2 == 0 ? xL : dx, L % 2 == 0 ? dx : xL};
   lc_rope_table(rcos, rsin, pos, T, D, cfg->rope_theta);
   lc_layer_ctx ctx = {.cfg = cfg, .attn = attn, .rope_cos = rcos, .rope_sin = rsin, .T = T,
-                      .mlp_tile = mlp_untiled ? 0 : o->mlp_tile, .arena = arena,
+                      .mlp_tile = mlp_untiled ? 0 : o->mlp_tile, .bf16 = bf16, .arena = arena,
                       .poll = poll_store, .poll_arg = ps};
+  lc_pstore_set_compute(ps, bf16 ? LC_DT_BF16 : LC_DT_F32);
   attn->poll = poll_store;
   attn->poll_arg = ps;
   // The store's units: E (embedding), layer l, F (final norm + untied head). Each is
@@ -255,13 +274,17 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   // Forward.
   st = lc_pstore_acquire(ps, E, lc_unit_layer(0));
   if (st != LC_OK) goto done;
-  lc_embedding_fwd(xs[0], tokens, ps->w.embed, T, C);
+  lc_embedding_fwd(bf16 ? xin_fwd[0] : xs[0], tokens, ps->w.embed, T, C); // bf16: rows of the bf16 copy
   lc_pstore_release(ps, E);
   lc_test_point("forward");
   for (int l = 0; l < L && st == LC_OK; l++) {
     st = lc_pstore_acquire(ps, lc_unit_layer(l), l + 1 < L ? lc_unit_layer(l + 1) : F);
-    if (st == LC_OK)
+    if (st == LC_OK && bf16) {
+      lc_bf16_pack(xs[l], xin_fwd[l % 2], (size_t)T * C);
+      st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin_fwd[l % 2], xin_fwd[(l + 1) % 2], 0);
+    } else if (st == LC_OK) {
       st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xs[l], l + 1 < L ? xs[l + 1] : xL, 0);
+    }
     lc_pstore_release(ps, lc_unit_layer(l));
   }
   if (st != LC_OK) goto done;
@@ -273,7 +296,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   if (st == LC_OK && want_grads) st = lc_pstore_grad_begin(ps, F);
   if (st == LC_OK && want_grads && tied) st = lc_pstore_grad_begin(ps, E);
   if (st == LC_OK)
-    st = lc_loss_fwd_bwd(cfg, &ps->w, &ps->g, xL, targets, T, o->loss_tile, loss_scale,
+    st = lc_loss_fwd_bwd(cfg, &ps->w, &ps->g, xL, targets, T, o->loss_tile, loss_scale, bf16,
                          want_grads ? dx : NULL, loss_sum, n_wrong, arena);
   lc_pstore_release(ps, F);
   if (tied) lc_pstore_release(ps, E);
@@ -286,9 +309,11 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
     // l+2) before this layer's weights and the next gather arrive, so the two never coexist.
     st = lc_pstore_grad_begin(ps, u);
     if (st == LC_OK) st = lc_pstore_acquire(ps, u, l > 0 ? lc_unit_layer(l - 1) : -1);
+    float *xin = xs[l];
+    if (bf16) lc_bf16_unpack(xin = xL, xs[l], (size_t)T * C);
     if (st == LC_OK && pol != LC_CKPT_NONE)
-      st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xs[l], NULL, pol == LC_CKPT_SELECTIVE);
-    if (st == LC_OK) st = lc_layer_bwd(&ctx, &ps->w.layer[l], &ps->g.layer[l], &acts[l], xs[l], dx);
+      st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin, NULL, pol == LC_CKPT_SELECTIVE);
+    if (st == LC_OK) st = lc_layer_bwd(&ctx, &ps->w.layer[l], &ps->g.layer[l], &acts[l], xin, dx);
     lc_pstore_release(ps, u);
     if (st == LC_OK) st = lc_pstore_grad_end(ps, u);
   }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "attn/attn.h"
+#include "core/dtype.h"
 #include "core/arena.h"
 #include "model/config.h"
 #include "model/params.h"
@@ -24,6 +25,8 @@ typedef struct {
   int zero;      // ZeRO stage 0..3 of the model states (pstore.h)
   int zero_group; // ranks per zero group (0: the whole world; the memory model: hp x cp)
   lc_cp_layout cp_layout; // how sequences are cut over the context ranks (dist/grid.h)
+  lc_dtype precision; // LC_DT_F32 (0) or LC_DT_BF16: the values GEMMs and attention read
+                      // (DESIGN.md "Precision"; the rounding points are in layer.h)
 } lc_model_opts;
 
 // Phases of a training pass, for the memory model: short-lived buffers of one phase are

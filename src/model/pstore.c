@@ -12,8 +12,10 @@
 #define TAG_TENSOR 301
 
 struct lc_ps_unit {
-  float *gath;  // stage 3: gathered weights [u.n] (NULL: not resident)
+  float *gath;  // stage 3: gathered weights [u.n] (NULL: not resident); stages 0-2 with
+                // bf16 compute: the rounded copy while acquired
   lc_req greq;  // its all-gather
+  int rounded;  // bf16 compute: gath holds bf16 values
   float *gbuf;  // stage >= 2: temporary full gradient [u.n]
   int gopen;    // between grad_begin and grad_end
 };
@@ -307,22 +309,47 @@ void lc_pstore_pass_begin(lc_pstore *ps, int want_grads) {
   ps->last_ = ps->step_passes_ <= 0 || ps->passes_ + 1 >= ps->step_passes_;
 }
 
+void lc_pstore_set_compute(lc_pstore *ps, lc_dtype compute) { ps->compute = compute; }
+
+// Stages 0-2 in bf16: the unit's weights rounded into a copy the views point at.
+static lc_status round_copy(lc_pstore *ps, int u) {
+  lc_ps_unit *x = &ps->u_[u];
+  if (x->gath) return LC_OK; // acquired twice (a tied head): the copy is there
+  const size_t n = ps->lay.units[u].n;
+  x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, lc_bytes(LC_DT_F32, n), "bf16 compute weights");
+  if (!x->gath) return LC_ENOMEM;
+  memcpy(x->gath, ps->params + ps->lay.units[u].off, lc_bytes(LC_DT_F32, n));
+  lc_bf16_round(x->gath, n);
+  set_views(ps, &ps->w, u, x->gath);
+  return LC_OK;
+}
+
 lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next) {
-  if (!params_sharded(ps)) return LC_OK;
+  const int bf16 = ps->compute == LC_DT_BF16;
+  if (!params_sharded(ps)) return bf16 ? round_copy(ps, unit) : LC_OK;
+  lc_ps_unit *x = &ps->u_[unit];
   LC_TRY(start_gather(ps, unit));
-  LC_TRY(lc_wait(ps->zg, &ps->u_[unit].greq));
-  set_views(ps, &ps->w, unit, ps->u_[unit].gath);
+  LC_TRY(lc_wait(ps->zg, &x->greq));
+  if (bf16 && !x->rounded) lc_bf16_round(x->gath, ps->lay.units[unit].n), x->rounded = 1;
+  set_views(ps, &ps->w, unit, x->gath);
   if (next >= 0) LC_TRY(start_gather(ps, next));
   return LC_OK;
 }
 
 void lc_pstore_release(lc_pstore *ps, int unit) {
-  if (!params_sharded(ps)) return;
   lc_ps_unit *x = &ps->u_[unit];
+  if (!params_sharded(ps)) {
+    if (!x->gath) return;
+    set_views(ps, &ps->w, unit, ps->params + ps->lay.units[unit].off);
+    lc_free(ps->arena, x->gath);
+    x->gath = NULL;
+    return;
+  }
   if (x->greq.active) lc_wait(ps->zg, &x->greq); // released before use (an error path)
   set_views(ps, &ps->w, unit, NULL);
   lc_free(ps->arena, x->gath);
   x->gath = NULL;
+  x->rounded = 0;
 }
 
 // ---------------------------------------------------------------- gradient reductions

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "core/arena.h"
+#include "core/dtype.h"
 #include "dist/comm.h"
 #include "model/config.h"
 #include "model/params.h"
@@ -59,6 +60,9 @@ typedef struct {
   lc_ps_segment *seg; // this rank's pieces of every tensor (the optimizer's work)
   int n_seg;
   lc_weights w, g;    // views: the current weights and gradient buffers of acquired units
+  lc_dtype compute;   // LC_DT_F32, or LC_DT_BF16: an acquired unit's view holds its weights
+                      // rounded to bf16 (stage 3: the gathered copy, rounded in place;
+                      // otherwise a copy made at acquire and freed at release)
   // private
   lc_ps_unit *u_;
   lc_ps_red *red_;
@@ -86,8 +90,8 @@ lc_status lc_pstore_init_random(lc_pstore *ps, uint64_t seed);
 // want_grads: a training pass. Stages 0/1 reduce in the step's last pass (see step_begin).
 void lc_pstore_pass_begin(lc_pstore *ps, int want_grads);
 lc_status lc_pstore_pass_end(lc_pstore *ps);
-// Makes unit's weights available in ps->w (stage 3: gathered) and starts gathering `next`
-// (-1: none). Release drops the gathered copy (stage 3; otherwise nothing).
+// Makes unit's weights available in ps->w (stage 3: gathered; bf16 compute: rounded) and
+// starts gathering `next` (-1: none). Release drops the gathered or rounded copy.
 lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next);
 void lc_pstore_release(lc_pstore *ps, int unit);
 // Gradient buffers of a unit in ps->g (zeroed when temporary), accumulated by backward.
@@ -122,6 +126,9 @@ void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t f
 lc_status lc_pstore_gather_tensor(lc_pstore *ps, lc_ps_state which, int t, float *dst);
 // The same for elements [first, first + n) of the tensor (dst holds n).
 lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, size_t n, float *dst);
+
+// The dtype the views of acquired units hold (LC_DT_F32 or LC_DT_BF16); set between steps.
+void lc_pstore_set_compute(lc_pstore *ps, lc_dtype compute);
 
 // ---- sizes, for the memory model and the byte formulas
 typedef struct {
