@@ -18,7 +18,7 @@ mkdir -p "$OUT"
 OMP_NUM_THREADS=1 $MPIRUN -np 2 "$BUILD/longctx" train --model demo --data task:passkey \
   --cp 2 --seq "$SEQ" --batch "${BATCH:-8}" --steps "$STEPS" --lr "${LR:-3e-4}" --warmup 20 \
   --threads 1 --eval-every "${EVAL_EVERY:-100}" --eval-samples 100 --seed "${SEED:-1}" --log-every 50 \
-  --save "$OUT/ckpt" --log-json "$OUT/log.jsonl"
+  --precision "${PRECISION:-fp32}" --save "$OUT/ckpt" --log-json "$OUT/log.jsonl"
 echo
 echo "A fresh sample (never trained or evaluated on), answered by the trained model:"
 "$BUILD/longctx" generate --model "$OUT/ckpt/checkpoint-$STEPS" --prompt task:passkey \

@@ -9,6 +9,8 @@
 #include "attn/flash.h"
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "core/cpu.h"
+#include "core/dtype.h"
 #include "core/timer.h"
 #include "train/trainer.h"
 
@@ -72,7 +74,7 @@ static lc_status attn_gflops(int T, int Hq, int Hkv, int D, double *fwd, double 
 }
 
 int lc_cmd_bench(int argc, char **argv) {
-  const char *model = "bench-s", *seqs = "1024,4096,16384", *ckpt = "none";
+  const char *model = "bench-s", *seqs = "1024,4096,16384", *ckpt = "none", *prec = "fp32";
   int threads = 0, steps = 2, mlp_tile = 0, loss_tile = 0, skip_model = 0;
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &model, "preset (default bench-s)", 0},
@@ -80,6 +82,7 @@ int lc_cmd_bench(int argc, char **argv) {
       {"steps", LC_ARG_INT, &steps, "timed training steps per length after one warm-up (default 2)", 0},
       {"threads", LC_ARG_INT, &threads, "OpenMP/BLAS threads (default all)", 0},
       {"checkpoint", LC_ARG_STR, &ckpt, "none | full | selective (default none)", 0},
+      {"precision", LC_ARG_STR, &prec, "fp32 | bf16: the training steps' precision (default fp32)", 0},
       {"mlp-tile", LC_ARG_INT, &mlp_tile, "tokens per MLP tile, 0 = untiled (default 0)", 0},
       {"loss-tile", LC_ARG_INT, &loss_tile, "tokens per loss tile, 0 = untiled (default 0)", 0},
       {"kernels-only", LC_ARG_INT, &skip_model, "1 = only sgemm and attention kernel (default 0)", 0},
@@ -96,6 +99,7 @@ int lc_cmd_bench(int argc, char **argv) {
   lc_status st = lc_args_parse(argc, argv, flags, nf);
   if (st == LC_OK) st = lc_cli_model(model, &o.cfg);
   if (st == LC_OK) st = lc_ckpt_parse(ckpt, &o.mopts.ckpt);
+  if (st == LC_OK) st = lc_dtype_parse_user(prec, "--precision", &o.mopts.precision);
   if (st == LC_OK) st = lc_cli_threads(threads, &used);
   if (st == LC_OK && (nS = lc_cli_lengths(seqs, 1L << 26, S, 16)) <= 0)
     st = lc_fail(LC_EINVAL, "--seq '%s': give positive lengths separated by commas, e.g. 1024,4K", seqs);
@@ -105,8 +109,13 @@ int lc_cmd_bench(int argc, char **argv) {
     return 2;
   }
   const lc_config *c = &o.cfg;
+  lc_cpu_info cpu;
+  lc_cpu_detect(&cpu);
+  char pd[600];
   printf("longctx bench: model %s, %d threads, checkpoint %s, mlp-tile %d, loss-tile %d, OpenBLAS kernels %s\n",
          c->name, used, ckpt, mlp_tile, loss_tile, openblas_get_corename());
+  printf("CPU %s (AVX2 %d, AVX-512F %d, AVX512_BF16 %d, AMX-BF16 %d); precision %s\n", cpu.model, cpu.avx2,
+         cpu.avx512f, cpu.avx512_bf16, cpu.amx_bf16, lc_precision_desc(o.mopts.precision, &cpu, pd, sizeof pd));
   double g1 = sgemm_gflops(2048, 2048, 2048, 3);
   double g2 = sgemm_gflops(4096, c->ffn, c->dim, 3);
   double gemm = fmax(g1, g2);

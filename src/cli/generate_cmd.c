@@ -22,7 +22,7 @@
 #define LC_GEN_MAX_NEW (1 << 20)
 
 typedef struct {
-  const char *model, *prompt;
+  const char *model, *prompt, *precision;
   int max_new, top_k, threads, seq;
   int max_new_given, seq_given;
   long seed;
@@ -161,12 +161,15 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
   if (st == LC_OK && F->temperature < 0)
     st = lc_fail(LC_EINVAL, "--temperature %g: use 0 (greedy) or a positive value", F->temperature);
   if (st == LC_OK && F->mem_gib < 0) st = lc_fail(LC_EINVAL, "--mem-limit must be positive GiB");
+  lc_dtype prec = LC_DT_F32;
+  if (st == LC_OK) st = lc_dtype_parse_user(F->precision, "--precision", &prec);
   if (st != LC_OK) {
     lc_cli_error(lc_errmsg());
     return 2;
   }
   a->cap = F->mem_gib > 0 ? (size_t)(F->mem_gib * GIB) : default_mem_cap();
   st = load_model(F->model, (uint64_t)F->seed, m, &random_init, a);
+  if (st == LC_OK && prec == LC_DT_BF16) lc_model_bf16_inference(m);
   if (st == LC_OK && task) {
     long long limit = m->cfg.max_pos > 0 ? m->cfg.max_pos : INT_MAX;
     if ((long long)F->seq - K + 1 + F->max_new > limit)
@@ -253,7 +256,7 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
 }
 
 int lc_cmd_generate(int argc, char **argv) {
-  gen_flags F = {.model = "tiny", .prompt = NULL, .max_new = 64, .seq = 256, .top_k = 0, .threads = 0,
+  gen_flags F = {.model = "tiny", .prompt = NULL, .precision = "fp32", .max_new = 64, .seq = 256, .top_k = 0, .threads = 0,
                  .seed = 1, .temperature = 0.0f, .mem_gib = 0.0f};
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &F.model, "Hugging Face model directory, or a preset with random weights: tiny, demo, bench-s (default tiny)", 0},
@@ -264,6 +267,7 @@ int lc_cmd_generate(int argc, char **argv) {
       {"top-k", LC_ARG_INT, &F.top_k, "sample among the k most likely tokens; 0 = all (default 0)", 0},
       {"seed", LC_ARG_LONG, &F.seed, "seed of sampling, of a preset's random weights and of a task:passkey sample (default 1)", 0},
       {"threads", LC_ARG_INT, &F.threads, "OpenMP/BLAS threads (default: OMP_NUM_THREADS or all cores)", 0},
+      {"precision", LC_ARG_STR, &F.precision, "fp32 | bf16: bf16 rounds the weights and, as in training, the GEMM operands and attention inputs (default fp32)", 0},
       {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default: physical memory)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);

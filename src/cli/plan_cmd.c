@@ -21,7 +21,7 @@ static double doc_pairs(long n, long W) {
 }
 
 int lc_cmd_plan(int argc, char **argv) {
-  const char *model = NULL, *seq_s = NULL, *ckpt = "selective";
+  const char *model = NULL, *seq_s = NULL, *ckpt = "selective", *prec = "fp32";
   int batch = 1, hp = 1, cp = 1, window = 0, mlp_tile = -1, loss_tile = -1, threads = 0;
   int ranks = 0, zero = 0, zero_group = 0, pack = 0, attn_window = 0, doc_len = 0;
   const char *cp_layout = NULL;
@@ -41,6 +41,7 @@ int lc_cmd_plan(int argc, char **argv) {
       {"attn-window", LC_ARG_INT, &attn_window, "sliding window: each token sees at most N most recent tokens", 0},
       {"cp-layout", LC_ARG_STR, &cp_layout, "zigzag | balanced (default: balanced with --pack or a window)", 0},
       {"checkpoint", LC_ARG_STR, &ckpt, "none | full | selective (default selective)", 0},
+      {"precision", LC_ARG_STR, &prec, "fp32 | bf16, as train (default fp32)", 0},
       {"mlp-tile", LC_ARG_INT, &mlp_tile, "tokens per MLP tile, 0 = untiled (default: as train, auto)", 0},
       {"loss-tile", LC_ARG_INT, &loss_tile, "tokens per logits+loss tile, 0 = untiled (default: as train, auto)", 0},
       {"threads", LC_ARG_INT, &threads, "OpenMP threads per rank, sizes kernel workspaces (default: this machine's)", 0},
@@ -63,6 +64,7 @@ int lc_cmd_plan(int argc, char **argv) {
   if (st == LC_OK && lc_cli_lengths(seq_s, LONG_MAX / 2, &S, 1) != 1)
     st = lc_fail(LC_EINVAL, "--seq '%s' is not a positive length: give tokens, e.g. 131072, 128K or 1M", seq_s);
   if (st == LC_OK) st = lc_ckpt_parse(ckpt, &o.ckpt);
+  if (st == LC_OK) st = lc_dtype_parse_user(prec, "--precision", &o.precision);
   if (st == LC_OK) st = lc_cli_threads(threads, &used);
   if (st == LC_OK && batch < 1) st = lc_fail(LC_EINVAL, "--batch %d: use at least 1 sequence per step", batch);
   if (st == LC_OK && (mlp_tile < -1 || loss_tile < -1))
@@ -114,7 +116,8 @@ int lc_cmd_plan(int argc, char **argv) {
   if (zero)
     printf("groups of %d ranks, each a full copy of the model states split %d ways (%d group%s)\n", o.zero_group,
            o.zero_group, ranks / o.zero_group, ranks / o.zero_group > 1 ? "s" : "");
-  printf("  %-10s checkpoint %s, mlp-tile %s%s, loss-tile %s%s, %d threads per rank\n", "memory", lc_ckpt_name(o.ckpt),
+  printf("  %-10s checkpoint %s, precision %s, mlp-tile %s%s, loss-tile %s%s, %d threads per rank\n", "memory",
+         lc_ckpt_name(o.ckpt), o.precision == LC_DT_BF16 ? "bf16" : "fp32",
          e.mlp_tiled ? (snprintf(b, sizeof b, "%d", o.mlp_tile), b) : "untiled",
          mlp_auto ? " (auto)" : (o.mlp_tile && !e.mlp_tiled ? " (tile >= tokens per rank)" : ""),
          e.loss_tiled ? (snprintf(b2, sizeof b2, "%d", o.loss_tile), b2) : "untiled",

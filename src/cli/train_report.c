@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/cpu.h"
 #include "core/timer.h"
 #include "model/memplan.h"
 
@@ -59,6 +60,10 @@ void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int th
   printf("  %-14s seq %d x batch %d, %ld steps\n", "batch", o->seq, o->batch, o->steps);
   printf("  %-14s AdamW lr %g (warmup %ld, cosine to %g) wd %g clip %g\n", "optimizer", o->lr,
          o->warmup, o->lr_min, o->wd, o->clip);
+  lc_cpu_info cpu;
+  lc_cpu_detect(&cpu);
+  char pd[600];
+  printf("  %-14s %s\n", "precision", lc_precision_desc(o->mopts.precision, &cpu, pd, sizeof pd));
   printf("  %-14s checkpoint %s%s, mlp-tile %s, loss-tile %s\n", "memory",
          lc_ckpt_name(o->mopts.ckpt), ckpt_src,
          o->mopts.mlp_tile ? (snprintf(b, sizeof b, "%d%s", o->mopts.mlp_tile, mlp_auto ? " (auto)" : ""), b) : "untiled",

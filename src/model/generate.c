@@ -107,7 +107,7 @@ static float *dec_layers(const lc_model *m, lc_kv_cache *c, dec_bufs *b, int p0,
   lc_attn_decode_init(&attn, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, &ds);
   attn.lo = W > 0 ? b->lo : NULL; // the same bounds for every layer
   const lc_layer_ctx lc = {.cfg = cfg, .attn = &attn, .rope_cos = b->cos, .rope_sin = b->sin, .T = nn,
-                           .mlp_tile = 0, .arena = a};
+                           .mlp_tile = 0, .bf16 = m->ps.compute == LC_DT_BF16, .arena = a};
   float *x = b->x, *y = b->y;
   *st = LC_OK;
   for (int l = 0; l < cfg->n_layers && *st == LC_OK; l++) {
@@ -153,17 +153,25 @@ lc_status lc_decode(const lc_model *m, lc_kv_cache *c, const int *tokens, int n,
     if (st != LC_OK) break;
     c->len += nn;
     float *ln = b.acts.ln1, *rstd = b.acts.rstd1; // free once the layers are done
+    const int bf16 = m->ps.compute == LC_DT_BF16;
     if (all_logits) {
       lc_rmsnorm_fwd(ln, rstd, x, m->ps.w.norm, nn, C, cfg->norm_eps);
+      if (bf16) lc_bf16_round(ln, (size_t)nn * C);
       lc_matmul_fwd(logits + (size_t)t0 * V, ln, m->ps.w.head, nn, C, V);
     } else if (t0 + nn == n) {
       lc_rmsnorm_fwd(ln, rstd, x + (size_t)(nn - 1) * C, m->ps.w.norm, 1, C, cfg->norm_eps);
+      if (bf16) lc_bf16_round(ln, (size_t)C);
       lc_matmul_fwd(logits, ln, m->ps.w.head, 1, C, V);
     }
   }
   if (st != LC_OK) c->len = len0; // rows past len are ignored: the cache is as before
   lc_free(a, work);
   return st;
+}
+
+void lc_model_bf16_inference(lc_model *m) {
+  lc_bf16_round(m->ps.params, m->ps.n_params);
+  lc_pstore_set_compute(&m->ps, LC_DT_BF16);
 }
 
 // ---------------------------------------------------------------- sampling

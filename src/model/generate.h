@@ -37,10 +37,14 @@ float *lc_kv_cache_v(const lc_kv_cache *c, int l);
 // Long inputs (prefill) run in chunks of LC_DECODE_CHUNK tokens, each chunk attending to
 // the whole cache through the blockwise kernel, so working memory is O(chunk), not O(n).
 // Errors (cache unchanged): n < 1, a token outside [0, vocab), more tokens than the cache
-// has room for.
+// has room for. In bf16 (after lc_model_bf16_inference) the layers round as in training
+// (layer.h) and the head reads the final norm's rows rounded.
 #define LC_DECODE_CHUNK 256
 lc_status lc_decode(const lc_model *m, lc_kv_cache *c, const int *tokens, int n, float *logits,
                     int all_logits, lc_arena *a);
+// Inference in bf16: the weights become their bf16 values in place (no master copy is
+// kept: a decoding model never updates) and lc_decode computes in bf16.
+void lc_model_bf16_inference(lc_model *m);
 
 typedef struct {
   float temperature; // <= 0: greedy (argmax)
