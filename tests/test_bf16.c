@@ -1,0 +1,345 @@
+// bf16 precision (DESIGN.md "Precision", layer.h), checked on one process:
+//  1. the array conversions equal the scalar rule (round to nearest even) on random and
+//     special values;
+//  2. the rounding points of the layer: forward activations the GEMMs and attention read
+//     hold bf16 values; backward weight gradients are the fp32 sums of bf16 operands
+//     (checked against a double reference from the rounded operands);
+//  3. a bf16 model's loss and gradients are within bf16 rounding of the fp32 model's (which
+//     test_model and test_golden check against finite differences and transformers), and
+//     differ from them by at least bf16's resolution (bf16 is really applied);
+//  4. every checkpoint policy x tile size reproduces the plain bf16 path;
+//  5. layer checkpoints in bf16 take half the bytes of fp32, measured in the arena and as
+//     the memory model predicts.
+#include <string.h>
+
+#include "attn/attn.h"
+#include "core/dtype.h"
+#include "model/layer.h"
+#include "model/model.h"
+#include "ops/ops.h"
+#include "testutil.h"
+
+static lc_arena arena;
+
+static int is_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return (u & 0xffffu) == 0;
+}
+static long count_not_bf16(const float *x, size_t n) {
+  long k = 0;
+  for (size_t i = 0; i < n; i++) k += !is_bf16(x[i]);
+  return k;
+}
+
+// ---------------------------------------------------------------- 1. conversions
+static void test_arrays(void) {
+  const size_t n = 1 << 20;
+  float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+  uint16_t *h = malloc(2 * n);
+  lc_rng r;
+  lc_rng_seed(&r, 3);
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u = (uint32_t)lc_rng_u64(&r); // every bit pattern: NaNs, infinities, subnormals, ties
+    if (i % 7 == 0) u = (u & 0xffff0000u) | 0x8000u; // exact ties
+    if (i % 11 == 0) u = (u & 0xffff0000u) | 0x7fffu; // just below a tie
+    memcpy(&x[i], &u, 4);
+  }
+  const float sp[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 3.0e38f, 3.4028235e38f, 1e-45f, -1e-40f};
+  memcpy(x, sp, sizeof sp);
+  lc_bf16_pack(h, x, n);
+  long bad_pack = 0, bad_round = 0, bad_unpack = 0;
+  for (size_t i = 0; i < n; i++) bad_pack += h[i] != lc_f32_to_bf16(x[i]);
+  memcpy(y, x, sizeof(float) * n);
+  lc_bf16_round(y, n);
+  lc_bf16_unpack(x, h, n);
+  for (size_t i = 0; i < n; i++) {
+    uint32_t a, b;
+    memcpy(&a, &y[i], 4);
+    memcpy(&b, &x[i], 4);
+    bad_round += a != b;
+    float w = lc_bf16_to_f32(h[i]);
+    bad_unpack += memcmp(&w, &x[i], 4) != 0;
+  }
+  CHECK(bad_pack == 0, "lc_bf16_pack differs from lc_f32_to_bf16 on %ld of %zu values", bad_pack, n);
+  CHECK(bad_round == 0, "lc_bf16_round differs from widen(narrow(x)) on %ld of %zu values", bad_round, n);
+  CHECK(bad_unpack == 0, "lc_bf16_unpack differs from lc_bf16_to_f32 on %ld values", bad_unpack);
+  free(x), free(y), free(h);
+}
+
+// ---------------------------------------------------------------- shared set-up
+static void randomize(lc_model *m, uint64_t seed) {
+  lc_rng r;
+  lc_rng_seed(&r, seed);
+  for (int i = 0; i < m->n_tensors; i++) {
+    float *p = m->params + m->table[i].offset;
+    long n = (long)m->table[i].numel;
+    if (m->table[i].ndim == 1) {
+      for (long j = 0; j < n; j++) p[j] = 1.0f + 0.2f * lc_rng_normal(&r);
+    } else {
+      float std = 1.0f / sqrtf((float)m->table[i].shape[1]);
+      if (strstr(m->table[i].name, "embed")) std = 1.0f;
+      lc_rng_fill_normal(&r, p, n, std);
+    }
+  }
+}
+
+static void make_batch(lc_rng *r, int *tok, int *tgt, int *pos, int T, int V) {
+  for (int t = 0; t < T; t++) {
+    tok[t] = (int)lc_rng_below(r, (uint32_t)V);
+    tgt[t] = (t % 5 == 3) ? -100 : (int)lc_rng_below(r, (uint32_t)V);
+    pos[t] = t;
+  }
+}
+
+static double run(lc_model *m, const lc_model_opts *o, const int *tok, const int *tgt, const int *pos, int T) {
+  lc_attn attn;
+  lc_attn_local_init(&attn, m->cfg.n_heads, m->cfg.n_kv_heads, m->cfg.head_dim);
+  int counted = 0;
+  for (int t = 0; t < T; t++) counted += tgt[t] >= 0;
+  double loss = 0;
+  lc_model_zero_grads(m);
+  lc_status st = lc_model_fwd_bwd(m, o, &attn, tok, tgt, pos, T, 1.0f / counted, 1, &loss, &arena);
+  CHECK(st == LC_OK, "fwd_bwd failed: %s", lc_errmsg());
+  return loss / counted;
+}
+
+// ---------------------------------------------------------------- 2. rounding points
+// One layer (GQA, untiled MLP) forward and backward with bf16 on, weights rounded first
+// (what the store's compute copy holds).
+static void test_layer_points(void) {
+  lc_config cfg;
+  lc_config_preset(&cfg, "tiny");
+  cfg.n_layers = 1;
+  lc_model m;
+  CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
+  randomize(&m, 21);
+  lc_bf16_round(m.params, m.n_flat);
+  const int T = 29, C = cfg.dim, F = cfg.ffn, D = cfg.head_dim;
+  const int HQ = cfg.n_heads * D, HKV = cfg.n_kv_heads * D;
+  lc_attn attn;
+  lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, D);
+  lc_layer_acts a;
+  memset(&a, 0, sizeof a);
+  float *buf[13];
+  size_t sz[13] = {(size_t)T * C, T, (size_t)T * HQ, (size_t)T * HKV, (size_t)T * HKV, (size_t)T * HQ,
+                   attn.saved_bytes(&attn, T) / 4 + 1, (size_t)T * C, (size_t)T * C, T, (size_t)T * F,
+                   (size_t)T * F, (size_t)T * F};
+  for (int i = 0; i < 13; i++) buf[i] = calloc(sz[i], sizeof(float));
+  a.ln1 = buf[0], a.rstd1 = buf[1], a.q = buf[2], a.k = buf[3], a.v = buf[4], a.att = buf[5];
+  a.saved = buf[6], a.x_mid = buf[7], a.ln2 = buf[8], a.rstd2 = buf[9], a.gate = buf[10], a.up = buf[11];
+  a.h = buf[12];
+  float *x = malloc(sizeof(float) * T * C), *y = malloc(sizeof(float) * T * C), *dx = malloc(sizeof(float) * T * C);
+  float *cs = malloc(sizeof(float) * T * D / 2), *sn = malloc(sizeof(float) * T * D / 2);
+  int pos[29];
+  for (int t = 0; t < T; t++) pos[t] = t;
+  lc_rope_table(cs, sn, pos, T, D, cfg.rope_theta);
+  lc_rng r;
+  lc_rng_seed(&r, 8);
+  lc_rng_fill_normal(&r, x, (long)T * C, 1.0f);
+  lc_bf16_round(x, (size_t)T * C); // a layer input is a bf16 value (the previous output)
+  lc_rng_fill_normal(&r, dx, (long)T * C, 1.0f); // an fp32 residual gradient
+  lc_layer_ctx ctx = {.cfg = &cfg, .attn = &attn, .rope_cos = cs, .rope_sin = sn, .T = T, .mlp_tile = 0,
+                      .bf16 = 1, .arena = &arena};
+  CHECK(lc_layer_fwd(&ctx, &m.ps.w.layer[0], &a, x, y, 0) == LC_OK, "layer fwd: %s", lc_errmsg());
+  const struct {
+    const char *name;
+    const float *p;
+    size_t n;
+  } pts[] = {{"ln1", a.ln1, (size_t)T * C}, {"q", a.q, (size_t)T * HQ},  {"k", a.k, (size_t)T * HKV},
+             {"v", a.v, (size_t)T * HKV},   {"att", a.att, (size_t)T * HQ}, {"ln2", a.ln2, (size_t)T * C},
+             {"h", a.h, (size_t)T * F},     {"x_out", y, (size_t)T * C}};
+  for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++) {
+    long bad = count_not_bf16(pts[i].p, pts[i].n);
+    CHECK(bad == 0, "bf16 layer: %ld of %zu values of %s are not bf16 values", bad, pts[i].n, pts[i].name);
+  }
+  // fp32 stays fp32: the residual after attention and the gate/up GEMM outputs.
+  CHECK(count_not_bf16(a.x_mid, (size_t)T * C) > T * C / 2, "x_mid was rounded; it is an fp32 sum");
+  CHECK(count_not_bf16(a.gate, (size_t)T * F) > T * F / 2, "gate was rounded; GEMM outputs stay fp32");
+
+  // Backward: dWdown = round(dx)^T h and dWo = round(dx_mid)^T att, sums of products of
+  // bf16 values. The double reference from the same operands differs only by fp32
+  // summation: <= ~T * 2^-24 relative to sum |terms| (T = 29 terms). Without the rounding
+  // of dx the results differ by ~2^-9 relative: the bound 1e-5 separates the two.
+  lc_layer_weights *g = &m.ps.g.layer[0];
+  lc_model_zero_grads(&m);
+  float *dx0 = malloc(sizeof(float) * T * C);
+  memcpy(dx0, dx, sizeof(float) * T * C);
+  CHECK(lc_layer_bwd(&ctx, &m.ps.w.layer[0], g, &a, x, dx) == LC_OK, "layer bwd: %s", lc_errmsg());
+  lc_bf16_round(dx0, (size_t)T * C);
+  double worst = 0;
+  for (int n = 0; n < C; n++)
+    for (int k = 0; k < F; k++) {
+      double s = 0, sa = 0;
+      for (int t = 0; t < T; t++) {
+        double p = (double)dx0[(size_t)t * C + n] * a.h[(size_t)t * F + k];
+        s += p, sa += fabs(p);
+      }
+      double e = fabs(g->wdown[(size_t)n * F + k] - s) / (sa + 1e-30);
+      if (e > worst) worst = e;
+    }
+  CHECK(worst <= 1e-5, "dWdown is not round(dx)^T h: worst relative error %.3g", worst);
+  // The layer's whole input gradient is finite and the weight gradients of every GEMM are
+  // non-zero (each backward GEMM ran).
+  double nq = 0, nd = 0;
+  for (size_t i = 0; i < (size_t)HQ * C; i++) nq += fabs(g->wq[i]);
+  for (size_t i = 0; i < (size_t)T * C; i++) nd += isfinite(dx[i]) ? 0 : 1;
+  CHECK(nq > 0 && nd == 0, "bf16 layer backward: |dWq| %g, %g non-finite input gradients", nq, nd);
+  for (int i = 0; i < 13; i++) free(buf[i]);
+  free(x), free(y), free(dx), free(dx0), free(cs), free(sn);
+  lc_model_destroy(&m, &arena);
+}
+
+// ---------------------------------------------------------------- 3. bf16 vs fp32
+static void test_vs_fp32(int tied) {
+  lc_config cfg;
+  lc_config_preset(&cfg, "tiny");
+  cfg.tie_embeddings = tied;
+  cfg.n_layers = 2;
+  lc_model m;
+  CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
+  randomize(&m, 31 + tied);
+  const int T = 53;
+  int tok[53], tgt[53], pos[53];
+  lc_rng r;
+  lc_rng_seed(&r, 17);
+  make_batch(&r, tok, tgt, pos, T, cfg.vocab);
+  lc_model_opts o32 = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32}, o16 = o32;
+  o16.precision = LC_DT_BF16;
+  float *p0 = malloc(sizeof(float) * m.n_flat), *g32 = malloc(sizeof(float) * m.n_flat);
+  memcpy(p0, m.params, sizeof(float) * m.n_flat);
+  double l32 = run(&m, &o32, tok, tgt, pos, T);
+  memcpy(g32, m.grads, sizeof(float) * m.n_flat);
+  double l16 = run(&m, &o16, tok, tgt, pos, T);
+  CHECK(!memcmp(p0, m.params, sizeof(float) * m.n_flat), "a bf16 pass changed the fp32 master weights");
+  // Each rounding moves a value by at most 2^-9 relative (~0.1% rms); a loss of ~6 nats
+  // through two layers moves by a few 1e-3 at most. Bounds: |dL| <= 2e-2 * L, and >= 1e-7
+  // * L (bf16 changed something: fp32 vs fp32 would give exactly 0).
+  const double dl = fabs(l16 - l32);
+  CHECK(dl <= 2e-2 * fabs(l32) && dl >= 1e-7 * fabs(l32), "tied %d: bf16 loss %.7f vs fp32 %.7f", tied, l16, l32);
+  // Gradients per tensor: relative L2 distance <= 5e-2 (a few roundings of ~2^-9 on each
+  // path, amplified by the softmax and the norms), and > 1e-4 overall.
+  double num = 0, den = 0;
+  for (int t = 0; t < m.n_tensors; t++) {
+    const lc_param_info *P = &m.table[t];
+    double a = 0, b = 0;
+    for (size_t j = 0; j < P->numel; j++) {
+      double d = (double)m.grads[P->offset + j] - g32[P->offset + j];
+      a += d * d, b += (double)g32[P->offset + j] * g32[P->offset + j];
+    }
+    num += a, den += b;
+    CHECK(sqrt(a) <= 5e-2 * sqrt(b) + 1e-12, "tied %d: bf16 gradient of %s: relative L2 distance %.3g", tied,
+          P->name, sqrt(a / (b + 1e-30)));
+  }
+  CHECK(sqrt(num / den) > 1e-4, "tied %d: bf16 gradients equal fp32 ones (%.3g): bf16 not applied", tied,
+        sqrt(num / den));
+  printf("tied %d: loss fp32 %.7f bf16 %.7f (rel %.2e); gradients relative L2 %.3e\n", tied, l32, l16,
+         dl / fabs(l32), sqrt(num / den));
+  // The GEMMs read the store's bf16 copy of the weights: master weights that are already
+  // bf16 values give the same pass bit for bit.
+  float *g16 = malloc(sizeof(float) * m.n_flat);
+  memcpy(g16, m.grads, sizeof(float) * m.n_flat);
+  lc_bf16_round(m.params, m.n_flat);
+  double l16r = run(&m, &o16, tok, tgt, pos, T);
+  CHECK(l16r == l16 && !memcmp(g16, m.grads, sizeof(float) * m.n_flat),
+        "tied %d: bf16 pass from rounded masters differs (loss %.9g vs %.9g): the weights were not rounded", tied,
+        l16r, l16);
+  free(g16);
+  free(p0), free(g32);
+  lc_model_destroy(&m, &arena);
+}
+
+// ---------------------------------------------------------------- 4. policies
+static void test_policies(void) {
+  lc_config cfg;
+  lc_config_preset(&cfg, "tiny");
+  cfg.n_layers = 3;
+  lc_model m;
+  CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
+  randomize(&m, 3);
+  const int T = 37;
+  int tok[37], tgt[37], pos[37];
+  lc_rng r;
+  lc_rng_seed(&r, 5);
+  make_batch(&r, tok, tgt, pos, T, cfg.vocab);
+  lc_model_opts ref_o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_BF16};
+  double ref_loss = run(&m, &ref_o, tok, tgt, pos, T);
+  float *ref = malloc(sizeof(float) * m.n_flat);
+  memcpy(ref, m.grads, sizeof(float) * m.n_flat);
+  double gmax = 0;
+  for (size_t j = 0; j < m.n_flat; j++) gmax = fmax(gmax, fabs(ref[j]));
+  const lc_ckpt_policy pols[] = {LC_CKPT_NONE, LC_CKPT_FULL, LC_CKPT_SELECTIVE};
+  const int mts[] = {0, 5, 37}, lts[] = {0, 7};
+  for (int a = 0; a < 3; a++)
+    for (int b = 0; b < 3; b++)
+      for (int c = 0; c < 2; c++) {
+        lc_model_opts o = {pols[a], mts[b], lts[c], 0, 0, 0, LC_DT_BF16};
+        double loss = run(&m, &o, tok, tgt, pos, T);
+        // Recomputation repeats the same operations (bit-identical); tiles change GEMM
+        // shapes, so an fp32 sum may differ in its last bit and, rarely, round to the
+        // neighbouring bf16 value (2^-8 relative for that element). Bounds: loss 1e-4
+        // relative, gradients 1e-2 of the largest entry elementwise; untiled policies
+        // exactly.
+        const int exact = mts[b] == 0 && lts[c] == 0;
+        double worst = 0;
+        for (size_t j = 0; j < m.n_flat; j++) worst = fmax(worst, fabs(m.grads[j] - ref[j]));
+        if (exact)
+          CHECK(loss == ref_loss && worst == 0, "bf16 %s untiled: loss %.9g vs %.9g, grads max diff %.3g",
+                lc_ckpt_name(pols[a]), loss, ref_loss, worst);
+        CHECK(fabs(loss - ref_loss) <= 1e-4 * fabs(ref_loss), "bf16 loss %s/mlp %d/loss %d: %.9g vs %.9g",
+              lc_ckpt_name(pols[a]), mts[b], lts[c], loss, ref_loss);
+        CHECK(worst <= 1e-2 * gmax, "bf16 grads %s/mlp %d/loss %d: max diff %.3g (max |g| %.3g)",
+              lc_ckpt_name(pols[a]), mts[b], lts[c], worst, gmax);
+      }
+  free(ref);
+  lc_model_destroy(&m, &arena);
+}
+
+// ---------------------------------------------------------------- 5. memory
+static void test_memory(void) {
+  lc_config cfg;
+  lc_config_preset(&cfg, "tiny");
+  lc_model m;
+  CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
+  lc_model_init_random(&m, 1);
+  const int T = 512;
+  int *tok = malloc(sizeof(int) * T), *tgt = malloc(sizeof(int) * T), *pos = malloc(sizeof(int) * T);
+  lc_rng r;
+  lc_rng_seed(&r, 9);
+  make_batch(&r, tok, tgt, pos, T, cfg.vocab);
+  lc_attn attn;
+  lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
+  const lc_ckpt_policy pols[] = {LC_CKPT_FULL, LC_CKPT_SELECTIVE, LC_CKPT_NONE};
+  for (int p = 0; p < 3; p++) {
+    size_t ck[2], act[2], pk[2], pa[2];
+    for (int b = 0; b < 2; b++) {
+      lc_model_opts o = {pols[p], 128, 0, 0, 0, 0, b ? LC_DT_BF16 : LC_DT_F32};
+      lc_arena_reset_peaks(&arena);
+      size_t base_ck = arena.cur[LC_MEM_CKPT], base_act = arena.cur[LC_MEM_ACT];
+      run(&m, &o, tok, tgt, pos, T);
+      ck[b] = arena.peak[LC_MEM_CKPT] - base_ck;
+      act[b] = arena.peak[LC_MEM_ACT] - base_act;
+      lc_model_pass_bytes(&cfg, &o, T, attn.saved_bytes(&attn, T), &pk[b], &pa[b]);
+      CHECK(ck[b] == pk[b] && act[b] == pa[b], "%s %s: checkpoints %zu (model %zu), activations %zu (model %zu)",
+            lc_ckpt_name(pols[p]), b ? "bf16" : "fp32", ck[b], pk[b], act[b], pa[b]);
+    }
+    printf("%-9s layer checkpoints fp32 %zu bf16 %zu bytes (x%.3f); working activations %zu / %zu\n",
+           lc_ckpt_name(pols[p]), ck[0], ck[1], (double)ck[1] / ck[0], act[0], act[1]);
+    if (pols[p] == LC_CKPT_FULL) // the layer inputs are all a full policy keeps
+      CHECK(ck[1] <= 0.55 * ck[0], "full checkpointing in bf16: %zu bytes vs fp32 %zu (> 0.55x)", ck[1], ck[0]);
+  }
+  free(tok), free(tgt), free(pos);
+  lc_model_destroy(&m, &arena);
+}
+
+int main(void) {
+  lc_arena_init(&arena, 0);
+  test_arrays();
+  test_layer_points();
+  test_vs_fp32(0);
+  test_vs_fp32(1);
+  test_policies();
+  test_memory();
+  CHECK(arena.cur_total == 0, "arena still holds %zu bytes at exit", arena.cur_total);
+  return lc_test_finish("test_bf16");
+}
