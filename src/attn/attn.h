@@ -35,6 +35,10 @@ struct lc_attn {
   // position each token may see (documents, sliding window; NULL: plain causal).
   const lc_seq_layout *layout;
   const int *lo;
+  // Set by the layer for each call: bf16 precision. The forward's output then holds bf16
+  // values (rounded to nearest even) everywhere it goes: returned, kept for backward in
+  // another layout, or sent; so every strategy's backward reads the same rounded output.
+  int bf16;
 };
 
 // Single process: causal attention over the T local tokens, which are the whole

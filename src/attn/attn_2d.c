@@ -131,7 +131,11 @@ static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, con
   attn2d *x = a->ctx;
   ring_for_pass(x, a);
   float *lse = saved;
-  if (x->hp == 1) return lc_ring_fwd(&x->ring, out, lse, q, k, v, ar);
+  if (x->hp == 1) {
+    LC_TRY(lc_ring_fwd(&x->ring, out, lse, q, k, v, ar));
+    if (a->bf16) lc_bf16_round(out, (size_t)T * a->Hq * a->D);
+    return LC_OK;
+  }
   float *qh = lse + sz_lse(x, T), *kh = qh + sz_q(x, T), *vh = kh + sz_kv(x, T),
         *oh = vh + sz_kv(x, T);
   // Pack buffer (largest exchange) + expanded kv when replicating.
@@ -150,6 +154,7 @@ static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, con
     st = a2a_fwd(x, m == 0 ? kh : vh, src, T, x->Hkvl, pack);
   }
   if (st == LC_OK) st = lc_ring_fwd(&x->ring, oh, lse, qh, kh, vh, ar);
+  if (st == LC_OK && a->bf16) lc_bf16_round(oh, sz_q(x, T)); // kept for backward: rounded here
   if (st == LC_OK) st = a2a_bwd(x, out, oh, T, x->Hl, pack);
   lc_free(ar, pack);
   return st;

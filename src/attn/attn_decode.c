@@ -24,7 +24,9 @@ static lc_status decode_fwd(lc_attn *a, float *out, void *saved, const float *q,
   memcpy(d->v + (size_t)d->p0 * kv, v, lc_bytes(LC_DT_F32, (size_t)T * kv));
   lc_attn_shape s = {.Tq = T, .Tk = d->p0 + T, .Hq = a->Hq, .Hkv = a->Hkv, .D = a->D, .q_start = d->p0,
                      .k_start = 0, .causal = 1, .scale = 1.0f / sqrtf((float)a->D), .lo = a->lo};
-  return lc_flash_fwd(out, (float *)saved, q, d->k, d->v, &s, arena);
+  LC_TRY(lc_flash_fwd(out, (float *)saved, q, d->k, d->v, &s, arena));
+  if (a->bf16) lc_bf16_round(out, (size_t)T * a->Hq * a->D);
+  return LC_OK;
 }
 
 static lc_status decode_bwd(lc_attn *a, float *dq, float *dk, float *dv, const float *dout, const float *out,

@@ -32,7 +32,9 @@ static lc_status local_fwd(lc_attn *a, float *out, void *saved, const float *q, 
                            const float *v, int T, lc_arena *arena) {
   lc_attn_shape s = local_shape(a, T);
   s.lo = a->lo; // one process: local token t is sequence position t
-  return lc_flash_fwd(out, (float *)saved, q, k, v, &s, arena);
+  LC_TRY(lc_flash_fwd(out, (float *)saved, q, k, v, &s, arena));
+  if (a->bf16) lc_bf16_round(out, (size_t)T * a->Hq * a->D);
+  return LC_OK;
 }
 
 static lc_status local_bwd(lc_attn *a, float *dq, float *dk, float *dv, const float *dout,

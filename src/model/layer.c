@@ -175,10 +175,8 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   to_bf16(c, a->q, (size_t)T * HQ);
   to_bf16(c, a->k, (size_t)T * HKV);
   to_bf16(c, a->v, (size_t)T * HKV);
-  if (!skip_attn) {
-    LC_TRY(c->attn->fwd(c->attn, a->att, a->saved, a->q, a->k, a->v, T, c->arena));
-    to_bf16(c, a->att, (size_t)T * HQ);
-  }
+  c->attn->bf16 = c->bf16; // the strategy rounds att (attn.h)
+  if (!skip_attn) LC_TRY(c->attn->fwd(c->attn, a->att, a->saved, a->q, a->k, a->v, T, c->arena));
   lc_matmul_fwd(a->x_mid, a->att, w->wo, T, HQ, C);
   poll(c);
   lc_add_inplace(a->x_mid, x_in, (size_t)T * C);
