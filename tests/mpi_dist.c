@@ -105,7 +105,7 @@ static void test_attention_rows(layout L, lc_placement pl, int Hq, int Hkv, int 
   // The memory model's sizes of this strategy (lc_attn_2d_mem) are what each call holds
   // at its peak, per category, in forward and in backward separately.
   lc_attn_mem am;
-  CHECK(lc_attn_2d_mem(L.hp, L.cp, L.w, SS, 2, Hq, Hkv, D, 0, &am) == LC_OK, "attn mem: %s", lc_errmsg());
+  CHECK(lc_attn_2d_mem(L.hp, L.cp, L.w, SS, 2, Hq, Hkv, D, 0, bf16, &am) == LC_OK, "attn mem: %s", lc_errmsg());
   CHECK(am.saved == at.saved_bytes(&at, T), "saved bytes %zu vs %zu", am.saved, at.saved_bytes(&at, T));
   lc_arena_reset_peaks(&ar);
   lc_status st = at.fwd(&at, ol, saved, ql, kl, vl, T, &ar);

@@ -35,7 +35,8 @@ struct lc_attn {
   // position each token may see (documents, sliding window; NULL: plain causal).
   const lc_seq_layout *layout;
   const int *lo;
-  // Set by the layer for each call: bf16 precision. The forward's output then holds bf16
+  // Set by the layer for each call: bf16 precision. q, k, v (and in backward dout) then
+  // hold bf16 values, and messages carry them as bf16; the forward's output holds bf16
   // values (rounded to nearest even) everywhere it goes: returned, kept for backward in
   // another layout, or sent; so every strategy's backward reads the same rounded output.
   int bf16;
@@ -84,7 +85,7 @@ void lc_attn_2d_free(lc_attn *a);
 // The same sizes for hp x cp ranks (window: inner ring size, divides cp) with T = S/(hp*cp)
 // local tokens, without communicators. LC_EINVAL (with a message) for an impossible layout.
 lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq, int Hkv, int D,
-                         int threads, lc_attn_mem *m);
+                         int threads, int bf16, lc_attn_mem *m);
 // Test-only: query rows per ring kernel call (256; 0 restores it), so small shapes cross
 // several calls per chunk. Set it before creating the strategy; not thread-safe.
 void lc_attn_2d_test_set_poll_rows(int rows);
@@ -93,7 +94,8 @@ void lc_attn_2d_test_set_poll_rows(int rows);
 double lc_attn_2d_compute_seconds(const lc_attn *a);
 // Bytes this rank should send per layer for T local tokens by the formulas (Ulysses:
 // 4 all-to-alls forward + 4 backward; ring: cp-1 k/v hops forward, k/v + dk/dv hops
-// backward). fwd_passes: 2 when full checkpointing re-runs the forward.
-double lc_attn_2d_bytes_per_layer(const lc_attn *a, int T, int fwd_passes);
+// backward). fwd_passes: 2 when full checkpointing re-runs the forward. bf16: q, k, v,
+// out, dout and the ring's k/v blocks travel as bf16 (dq, dk, dv and dk/dv blocks: fp32).
+double lc_attn_2d_bytes_per_layer(const lc_attn *a, int T, int fwd_passes, int bf16);
 
 #endif

@@ -30,6 +30,7 @@ static void ring_for_pass(attn2d *x, const lc_attn *a) {
   x->ring.extra_arg = a->poll_arg;
   x->ring.layout = a->layout ? a->layout : &x->def;
   x->ring.lo = a->lo;
+  x->ring.bf16 = a->bf16;
 }
 
 #define POLL_ROWS 256 // q rows per ring kernel call (MPI is polled between calls)
@@ -67,7 +68,7 @@ static size_t saved_floats(const attn2d *x, int T) {
 static size_t saved_bytes_2d(const lc_attn *a, int T) { return lc_bytes(LC_DT_F32, saved_floats(a->ctx, T)); }
 
 lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq, int Hkv, int D,
-                         int threads, lc_attn_mem *m) {
+                         int threads, int bf16, lc_attn_mem *m) {
   memset(m, 0, sizeof *m);
   if (hp < 1 || cp < 1 || window < 1 || cp % window != 0 || Hq % hp != 0 || chunks < 2 || chunks % 2 ||
       (hp % Hkv != 0 && Hkv % hp != 0) || S <= 0 || S % (2L * cp * hp) != 0 || S % ((long)chunks * cp) != 0)
@@ -77,7 +78,7 @@ lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq,
   memset(&x, 0, sizeof x);
   heads_2d(&x, hp, Hq, Hkv, D);
   const int T = (int)(S / ((long)cp * hp));
-  lc_ring_mem(cp, window, S, chunks, x.Hl, x.Hkvl, D, poll_rows(), threads, m);
+  lc_ring_mem(cp, window, S, chunks, x.Hl, x.Hkvl, D, poll_rows(), threads, bf16, m);
   m->saved = lc_bytes(LC_DT_F32, saved_floats(&x, T));
   if (hp > 1) {
     m->fwd_comm += lc_bytes(LC_DT_F32, sz_pack(&x, T) + sz_exp(&x, T));
@@ -87,19 +88,37 @@ lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq,
 }
 
 // [T, hp*Hs, D] (this rank's tokens, all head slots) -> [hp*T, Hs, D] (context tokens, one slice).
-static lc_status a2a_fwd(attn2d *x, float *dst, const float *src, int T, int Hs, float *pack) {
+// bf16: src holds bf16 values and travels as bf16 (pack holds the narrowed rows and, after
+// them, what arrives; the same bytes as one fp32 copy), widened into dst.
+static lc_status a2a_fwd(attn2d *x, float *dst, const float *src, int T, int Hs, float *pack, int bf16) {
   const int hp = x->hp, D = x->ring.D;
-  const size_t row = (size_t)Hs * D;
+  const size_t row = (size_t)Hs * D, n = (size_t)hp * T * row;
+  if (bf16) {
+    uint16_t *p16 = (uint16_t *)(void *)pack, *r16 = p16 + n;
+    for (int p = 0; p < hp; p++)
+      for (int t = 0; t < T; t++) lc_bf16_pack(p16 + ((size_t)p * T + t) * row, src + ((size_t)t * hp + p) * row, row);
+    LC_TRY(lc_alltoall(x->head, p16, r16, (size_t)T * row, LC_DT_BF16));
+    lc_bf16_unpack(dst, r16, n);
+    return LC_OK;
+  }
   for (int p = 0; p < hp; p++)
     for (int t = 0; t < T; t++)
       memcpy(pack + ((size_t)p * T + t) * row, src + ((size_t)t * hp + p) * row, lc_bytes(LC_DT_F32, row));
   return lc_alltoall(x->head, pack, dst, (size_t)T * row, LC_DT_F32);
 }
 
-// Inverse: [hp*T, Hs, D] -> [T, hp*Hs, D].
-static lc_status a2a_bwd(attn2d *x, float *dst, const float *src, int T, int Hs, float *pack) {
+// Inverse: [hp*T, Hs, D] -> [T, hp*Hs, D] (bf16 as a2a_fwd).
+static lc_status a2a_bwd(attn2d *x, float *dst, const float *src, int T, int Hs, float *pack, int bf16) {
   const int hp = x->hp, D = x->ring.D;
-  const size_t row = (size_t)Hs * D;
+  const size_t row = (size_t)Hs * D, n = (size_t)hp * T * row;
+  if (bf16) {
+    uint16_t *p16 = (uint16_t *)(void *)pack, *r16 = p16 + n;
+    lc_bf16_pack(p16, src, n);
+    LC_TRY(lc_alltoall(x->head, p16, r16, (size_t)T * row, LC_DT_BF16));
+    for (int p = 0; p < hp; p++)
+      for (int t = 0; t < T; t++) lc_bf16_unpack(dst + ((size_t)t * hp + p) * row, r16 + ((size_t)p * T + t) * row, row);
+    return LC_OK;
+  }
   LC_TRY(lc_alltoall(x->head, src, pack, (size_t)T * row, LC_DT_F32));
   for (int p = 0; p < hp; p++)
     for (int t = 0; t < T; t++)
@@ -142,7 +161,8 @@ static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, con
   size_t npack = sz_pack(x, T);
   float *pack = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, npack + sz_exp(x, T)), "Ulysses all-to-all buffer");
   if (!pack) return LC_ENOMEM;
-  lc_status st = a2a_fwd(x, qh, q, T, x->Hl, pack);
+  const int h16 = a->bf16; // q, k, v arrive as bf16 values; the output leaves as one
+  lc_status st = a2a_fwd(x, qh, q, T, x->Hl, pack, h16);
   const float *ks = k, *vs = v;
   float *exp = pack + npack;
   for (int m = 0; m < 2 && st == LC_OK; m++) {
@@ -151,11 +171,11 @@ static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, con
       kv_expand(exp, src, T, a->Hkv, x->rep, a->D);
       src = exp;
     }
-    st = a2a_fwd(x, m == 0 ? kh : vh, src, T, x->Hkvl, pack);
+    st = a2a_fwd(x, m == 0 ? kh : vh, src, T, x->Hkvl, pack, h16);
   }
   if (st == LC_OK) st = lc_ring_fwd(&x->ring, oh, lse, qh, kh, vh, ar);
   if (st == LC_OK && a->bf16) lc_bf16_round(oh, sz_q(x, T)); // kept for backward: rounded here
-  if (st == LC_OK) st = a2a_bwd(x, out, oh, T, x->Hl, pack);
+  if (st == LC_OK) st = a2a_bwd(x, out, oh, T, x->Hl, pack, h16);
   lc_free(ar, pack);
   return st;
 }
@@ -175,17 +195,19 @@ static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const float
   if (!b) return LC_ENOMEM;
   float *doh = b, *dqh = doh + nq, *dkh = dqh + nq, *dvh = dkh + nkv, *pack = dvh + nkv,
         *exp = pack + nq;
-  lc_status st = a2a_fwd(x, doh, dout, T, x->Hl, pack);
+  // dout arrives as bf16 values in bf16 (the layer rounds it) and travels as bf16; dq, dk
+  // and dv are fp32 sums and travel as fp32.
+  lc_status st = a2a_fwd(x, doh, dout, T, x->Hl, pack, a->bf16);
   if (st == LC_OK) st = lc_ring_bwd(&x->ring, dqh, dkh, dvh, doh, oh, lse, qh, kh, vh, ar);
-  if (st == LC_OK) st = a2a_bwd(x, dq, dqh, T, x->Hl, pack);
+  if (st == LC_OK) st = a2a_bwd(x, dq, dqh, T, x->Hl, pack, 0);
   for (int m = 0; m < 2 && st == LC_OK; m++) {
     float *dst = m == 0 ? dk : dv;
     const float *src = m == 0 ? dkh : dvh;
     if (x->rep > 1) {
-      st = a2a_bwd(x, exp, src, T, x->Hkvl, pack);
+      st = a2a_bwd(x, exp, src, T, x->Hkvl, pack, 0);
       if (st == LC_OK) kv_reduce(dst, exp, T, a->Hkv, x->rep, a->D);
     } else {
-      st = a2a_bwd(x, dst, src, T, x->Hkvl, pack);
+      st = a2a_bwd(x, dst, src, T, x->Hkvl, pack, 0);
     }
   }
   lc_free(ar, b);
@@ -229,18 +251,21 @@ void lc_attn_2d_free(lc_attn *a) {
 
 double lc_attn_2d_compute_seconds(const lc_attn *a) { return ((const attn2d *)a->ctx)->ring.compute_seconds; }
 
-double lc_attn_2d_bytes_per_layer(const lc_attn *a, int T, int fwd_passes) {
+double lc_attn_2d_bytes_per_layer(const lc_attn *a, int T, int fwd_passes, int bf16) {
   const attn2d *x = a->ctx;
-  const double D = a->D, f = 4.0;
+  const double D = a->D, f = 4.0, h = bf16 ? 2.0 : 4.0; // fp32; what bf16 mode sends as bf16
   double bytes = 0;
-  if (x->hp > 1) // q, k, v and out (forward); dout, dq, dk, dv (backward): (hp-1) peers each
-    bytes += (fwd_passes + 1) * (x->hp - 1) * (double)T * D * (2.0 * x->Hl + 2.0 * x->Hkvl) * f;
+  if (x->hp > 1) { // q, k, v and out (forward); dout, dq, dk, dv (backward): (hp-1) peers each
+    const double per = (x->hp - 1) * (double)T * D;
+    bytes += fwd_passes * per * (2.0 * x->Hl + 2.0 * x->Hkvl) * h;
+    bytes += per * (x->Hl * h + (x->Hl + 2.0 * x->Hkvl) * f);
+  }
   const int cp = x->ring.ctx->size, w = x->ring.window, outer = cp / w;
   if (cp > 1) {
-    double blk = 2.0 * (double)(x->ring.S / cp) * x->Hkvl * D * f; // one k/v (or dk/dv) block
-    double fwd_hops = cp - 1;                                      // outer*(w-1) inner + (outer-1) outer
-    double bwd_hops = (cp - 1) + (w > 1 ? cp : 0) + (outer - 1);   // k/v again, dk/dv around, partials home
-    bytes += (fwd_passes * fwd_hops + bwd_hops) * blk;
+    double blk = 2.0 * (double)(x->ring.S / cp) * x->Hkvl * D; // values of one k/v (or dk/dv) block
+    double fwd_hops = cp - 1;                                  // outer*(w-1) inner + (outer-1) outer
+    double kv_bwd = cp - 1, d_bwd = (w > 1 ? cp : 0) + (outer - 1); // k/v again; dk/dv around, partials home
+    bytes += ((fwd_passes * fwd_hops + kv_bwd) * h + d_bwd * f) * blk;
   }
   return bytes;
 }

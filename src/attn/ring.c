@@ -56,17 +56,19 @@ static size_t fwd_tmp_floats(int P, int H, int D) { return (size_t)P * H * D + 2
 static size_t bwd_tmp_floats(long Tc, int P, int H) { return (size_t)Tc * H + 2 * (size_t)P * H; }
 
 void lc_ring_mem(int cp, int window, long S, int chunks, int Hq, int Hkv, int D, int poll_rows, int threads,
-                 lc_attn_mem *m) {
+                 int bf16, lc_attn_mem *m) {
   memset(m, 0, sizeof *m);
   const long Tc = S / cp, Lc = Tc / chunks;
   const size_t blk = blk_floats(cp, S, Hkv, D);
   // The largest kernel call: poll_rows (or all Lc) query rows against a Lc-row key chunk.
   lc_attn_shape s = {.Tq = (int)(Lc < poll_rows ? Lc : poll_rows), .Tk = (int)Lc, .Hq = Hq,
                      .Hkv = Hkv, .D = D, .causal = 1, .scale = 1.0f};
-  m->fwd_comm = lc_bytes(LC_DT_F32, blk * n_kv_blocks(cp, window));
-  m->fwd_scratch = lc_bytes(LC_DT_F32, fwd_tmp_floats(poll_rows, Hq, D)) + lc_flash_workspace_bytes(&s, 0, threads);
-  m->bwd_comm = lc_bytes(LC_DT_F32, blk * n_kv_blocks(cp, window)) + lc_bytes(LC_DT_F32, blk * n_d_blocks(cp, window));
-  m->bwd_scratch = lc_bytes(LC_DT_F32, bwd_tmp_floats(Tc, poll_rows, Hq)) + lc_flash_workspace_bytes(&s, 1, threads);
+  const lc_dtype kv = bf16 ? LC_DT_BF16 : LC_DT_F32;
+  const size_t work = bf16 ? lc_bytes(LC_DT_F32, blk) : 0; // the widened block
+  m->fwd_comm = lc_bytes(kv, blk * n_kv_blocks(cp, window));
+  m->fwd_scratch = lc_bytes(LC_DT_F32, fwd_tmp_floats(poll_rows, Hq, D)) + work + lc_flash_workspace_bytes(&s, 0, threads);
+  m->bwd_comm = lc_bytes(kv, blk * n_kv_blocks(cp, window)) + lc_bytes(LC_DT_F32, blk * n_d_blocks(cp, window));
+  m->bwd_scratch = lc_bytes(LC_DT_F32, bwd_tmp_floats(Tc, poll_rows, Hq)) + work + lc_flash_workspace_bytes(&s, 1, threads);
 }
 
 static int inner_next(const geo *g) { return g->W * g->w + (g->i + 1) % g->w; }
@@ -93,6 +95,25 @@ static int hidden(const geo *g, long ks, long q0, int n) {
 static void poll(const lc_ring *r, lc_req *reqs, int n) {
   for (int k = 0; k < n; k++) lc_test(r->ctx, &reqs[k]);
   if (r->extra_poll) r->extra_poll(r->extra_arg);
+}
+
+// k/v blocks as the ring holds and sends them: fp32, or bf16 (r->bf16).
+static lc_dtype kv_dtype(const lc_ring *r) { return r->bf16 ? LC_DT_BF16 : LC_DT_F32; }
+// This rank's k and v into a block [k | v] of nkv values each.
+static void kv_store(const lc_ring *r, char *blk, const float *k, const float *v, size_t nkv) {
+  if (!r->bf16) {
+    memcpy(blk, k, lc_bytes(LC_DT_F32, nkv));
+    memcpy(blk + lc_bytes(LC_DT_F32, nkv), v, lc_bytes(LC_DT_F32, nkv));
+    return;
+  }
+  lc_bf16_pack((uint16_t *)(void *)blk, k, nkv); // exact: k and v hold bf16 values
+  lc_bf16_pack((uint16_t *)(void *)blk + nkv, v, nkv);
+}
+// The block as fp32 for the kernel: itself, or widened into `work`.
+static const float *kv_f32(const lc_ring *r, const char *blk, float *work, size_t n) {
+  if (!r->bf16) return (const float *)(const void *)blk;
+  lc_bf16_unpack(work, (const uint16_t *)(const void *)blk, n);
+  return work;
 }
 
 // Copies rows [r0, r0+n) of a per-chunk [H][Lc] array into a contiguous [H][n] one, or back.
@@ -141,36 +162,38 @@ lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const 
   memset(out, 0, lc_bytes(LC_DT_F32, (size_t)g.Tc * H * D));
   for (size_t x = 0; x < (size_t)g.k * H * g.Lc; x++) lse[x] = -INFINITY;
   // Block buffers ([k | v]): start-of-window block, two inner buffers, outer prefetch.
-  size_t blk = 2 * g.nkv;
-  float *buf = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, blk * n_kv_blocks(g.cp, g.w)), "ring k/v buffers");
+  const size_t blk = 2 * g.nkv, bb = lc_bytes(kv_dtype(r), blk); // values, bytes of a block
+  const lc_dtype kdt = kv_dtype(r);
+  char *buf = lc_alloc(ar, LC_MEM_COMM, bb * n_kv_blocks(g.cp, g.w), "ring k/v buffers");
   float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, fwd_tmp_floats(P, H, D)), "ring merge tiles");
+  float *work = r->bf16 ? lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, blk), "ring k/v block (widened)") : NULL;
   lc_status st = LC_OK;
-  if (!buf || !tmp) {
+  if (!buf || !tmp || (r->bf16 && !work)) {
     st = LC_ENOMEM;
     goto done;
   }
   float *tmp_o = tmp, *tmp_l = tmp_o + (size_t)P * H * D, *tmp_a = tmp_l + (size_t)P * H;
-  float *start = buf, *xy[2] = {NULL, NULL}, *onext = NULL, *bp = buf + blk;
-  if (g.w > 1) xy[0] = bp, xy[1] = bp + blk, bp += 2 * blk;
+  char *start = buf, *xy[2] = {NULL, NULL}, *onext = NULL, *bp = buf + bb;
+  if (g.w > 1) xy[0] = bp, xy[1] = bp + bb, bp += 2 * bb;
   if (g.outer > 1) onext = bp;
-  memcpy(start, k, lc_bytes(LC_DT_F32, g.nkv));
-  memcpy(start + g.nkv, v, lc_bytes(LC_DT_F32, g.nkv));
+  kv_store(r, start, k, v, g.nkv);
   for (int o = 0; o < g.outer && st == LC_OK; o++) {
     lc_req reqs[4] = {{{0}, 0}};
     if (o + 1 < g.outer) {
-      st = lc_isend(r->ctx, start, blk, LC_DT_F32, outer_next(&g), TAG_OUTER, &reqs[2]);
-      if (st == LC_OK) st = lc_irecv(r->ctx, onext, blk, LC_DT_F32, outer_prev(&g), TAG_OUTER, &reqs[3]);
+      st = lc_isend(r->ctx, start, blk, kdt, outer_next(&g), TAG_OUTER, &reqs[2]);
+      if (st == LC_OK) st = lc_irecv(r->ctx, onext, blk, kdt, outer_prev(&g), TAG_OUTER, &reqs[3]);
     }
-    float *cur = start;
+    char *cur = start;
     for (int j = 0; j < g.w && st == LC_OK; j++) {
-      float *nxt = xy[j % 2];
+      char *nxt = xy[j % 2];
       if (j + 1 < g.w) {
-        st = lc_isend(r->ctx, cur, blk, LC_DT_F32, inner_next(&g), TAG_KV, &reqs[0]);
-        if (st == LC_OK) st = lc_irecv(r->ctx, nxt, blk, LC_DT_F32, inner_prev(&g), TAG_KV, &reqs[1]);
+        st = lc_isend(r->ctx, cur, blk, kdt, inner_next(&g), TAG_KV, &reqs[0]);
+        if (st == LC_OK) st = lc_irecv(r->ctx, nxt, blk, kdt, inner_prev(&g), TAG_KV, &reqs[1]);
       }
       double t0 = lc_now();
+      const float *kv = kv_f32(r, cur, work, blk); // cur may be in flight: only read here
       if (st == LC_OK)
-        st = fwd_block(r, &g, owner_at(&g, o, j), out, lse, q, cur, cur + g.nkv, tmp_o, tmp_l,
+        st = fwd_block(r, &g, owner_at(&g, o, j), out, lse, q, kv, kv + g.nkv, tmp_o, tmp_l,
                        tmp_a, reqs, 4, ar);
       r->compute_seconds += lc_now() - t0;
       for (int x = 0; x < 2; x++) {
@@ -183,11 +206,12 @@ lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const 
       lc_status s2 = lc_wait(r->ctx, &reqs[x]);
       if (st == LC_OK) st = s2;
     }
-    float *t = start;
+    char *t = start;
     start = onext;
     onext = t;
   }
 done:
+  lc_free(ar, work);
   lc_free(ar, tmp);
   lc_free(ar, buf);
   return st;
@@ -234,14 +258,17 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
   memset(dv, 0, lc_bytes(LC_DT_F32, g.nkv));
   // k/v: start, 2 inner, outer prefetch. dk/dv: 1-2 block accumulators, 1 incoming,
   // 1 window total, and one per outer step sent back to its owner (n_d_blocks).
-  size_t n_kv = (size_t)n_kv_blocks(g.cp, g.w) * blk, n_d = (size_t)n_d_blocks(g.cp, g.w) * blk;
-  float *kvb = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, n_kv), "ring k/v buffers");
+  const lc_dtype kdt = kv_dtype(r);
+  const size_t bb = lc_bytes(kdt, blk);
+  size_t n_d = (size_t)n_d_blocks(g.cp, g.w) * blk;
+  char *kvb = lc_alloc(ar, LC_MEM_COMM, bb * n_kv_blocks(g.cp, g.w), "ring k/v buffers");
   float *db = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, n_d), "ring dk/dv buffers");
   float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, bwd_tmp_floats(g.Tc, P, H)), "ring delta");
+  float *work = r->bf16 ? lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, blk), "ring k/v block (widened)") : NULL;
   lc_req *oreq = calloc((size_t)n_owner + 1, sizeof *oreq);
   lc_status st = LC_OK;
-  if (!kvb || !db || !tmp || !oreq) {
-    st = kvb && db && tmp ? lc_fail(LC_ENOMEM, "out of memory for ring requests") : LC_ENOMEM;
+  if (!kvb || !db || !tmp || (r->bf16 && !work) || !oreq) {
+    st = kvb && db && tmp && (!r->bf16 || work) ? lc_fail(LC_ENOMEM, "out of memory for ring requests") : LC_ENOMEM;
     goto done;
   }
   float *delta = tmp, *tmp_l = delta + (size_t)g.Tc * H, *tmp_d = tmp_l + (size_t)P * H;
@@ -249,39 +276,40 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
     size_t qo = (size_t)a * g.Lc * H * D;
     lc_attn_delta(delta + (size_t)a * H * g.Lc, dout + qo, out + qo, (int)g.Lc, H, D);
   }
-  float *start = kvb, *xy[2] = {NULL, NULL}, *onext = NULL, *bp = kvb + blk;
-  if (g.w > 1) xy[0] = bp, xy[1] = bp + blk, bp += 2 * blk;
-  if (g.outer > 1) onext = bp;
+  char *start = kvb, *xy[2] = {NULL, NULL}, *onext = NULL, *kp = kvb + bb;
+  if (g.w > 1) xy[0] = kp, xy[1] = kp + bb, kp += 2 * bb;
+  if (g.outer > 1) onext = kp;
   float *bd[2] = {db, NULL}, *acc_in = NULL, *total = NULL, *owner_blocks;
-  bp = db + blk;
+  float *bp = db + blk;
   if (g.w > 1) bd[1] = bp, bp += blk;
   if (g.w > 1 || g.outer > 1) acc_in = bp, bp += blk;
   if (g.w > 1) total = bp, bp += blk;
   owner_blocks = bp;
-  memcpy(start, k, lc_bytes(LC_DT_F32, g.nkv));
-  memcpy(start + g.nkv, v, lc_bytes(LC_DT_F32, g.nkv));
+  kv_store(r, start, k, v, g.nkv);
   for (int o = 0; o < g.outer && st == LC_OK; o++) {
     // reqs: 0/1 inner k/v send/recv, 2/3 outer k/v send/recv, 4 dkv recv, 5/6 dkv sends
     lc_req reqs[7] = {{{0}, 0}};
     if (o + 1 < g.outer) {
-      st = lc_isend(r->ctx, start, blk, LC_DT_F32, outer_next(&g), TAG_OUTER, &reqs[2]);
-      if (st == LC_OK) st = lc_irecv(r->ctx, onext, blk, LC_DT_F32, outer_prev(&g), TAG_OUTER, &reqs[3]);
+      st = lc_isend(r->ctx, start, blk, kdt, outer_next(&g), TAG_OUTER, &reqs[2]);
+      if (st == LC_OK) st = lc_irecv(r->ctx, onext, blk, kdt, outer_prev(&g), TAG_OUTER, &reqs[3]);
     }
-    float *cur = start;
+    char *cur = start;
     for (int j = 0; j < g.w && st == LC_OK; j++) {
-      float *nxt = xy[j % 2], *acc = bd[j % 2];
+      char *nxt = xy[j % 2];
+      float *acc = bd[j % 2];
       if (j + 1 < g.w) {
-        st = lc_isend(r->ctx, cur, blk, LC_DT_F32, inner_next(&g), TAG_KV, &reqs[0]);
-        if (st == LC_OK) st = lc_irecv(r->ctx, nxt, blk, LC_DT_F32, inner_prev(&g), TAG_KV, &reqs[1]);
+        st = lc_isend(r->ctx, cur, blk, kdt, inner_next(&g), TAG_KV, &reqs[0]);
+        if (st == LC_OK) st = lc_irecv(r->ctx, nxt, blk, kdt, inner_prev(&g), TAG_KV, &reqs[1]);
       }
       if (st == LC_OK && j > 0) st = lc_irecv(r->ctx, acc_in, blk, LC_DT_F32, inner_prev(&g), TAG_DKV, &reqs[4]);
       // acc was sent two steps ago: that send must be done before it is reused.
       if (st == LC_OK) st = lc_wait(r->ctx, &reqs[5 + j % 2]);
       memset(acc, 0, lc_bytes(LC_DT_F32, blk));
       double t0 = lc_now();
+      const float *kv = kv_f32(r, cur, work, blk);
       if (st == LC_OK)
-        st = bwd_block(r, &g, owner_at(&g, o, j), dq, acc, acc + g.nkv, dout, lse, delta, q, cur,
-                       cur + g.nkv, tmp_l, tmp_d, reqs, 7, ar);
+        st = bwd_block(r, &g, owner_at(&g, o, j), dq, acc, acc + g.nkv, dout, lse, delta, q, kv,
+                       kv + g.nkv, tmp_l, tmp_d, reqs, 7, ar);
       r->compute_seconds += lc_now() - t0;
       if (st == LC_OK && j > 0) {
         st = lc_wait(r->ctx, &reqs[4]);
@@ -319,7 +347,7 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
       lc_status s2 = lc_wait(r->ctx, &reqs[x]);
       if (st == LC_OK) st = s2;
     }
-    float *t = start;
+    char *t = start;
     start = onext;
     onext = t;
   }
@@ -338,6 +366,7 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
   }
 done:
   free(oreq);
+  lc_free(ar, work);
   lc_free(ar, tmp);
   lc_free(ar, db);
   lc_free(ar, kvb);

@@ -21,6 +21,8 @@ typedef struct {
   void *extra_arg;
   const lc_seq_layout *layout; // which chunks each context rank holds (k per rank)
   const int *lo;   // [S] first key each token may see, global positions (NULL: plain causal)
+  int bf16;        // k/v hold bf16 values: their blocks travel as bf16 (half the bytes) and
+                   // are widened into one fp32 block for the kernel; dk/dv stay fp32
   // statistics (accumulated)
   double compute_seconds;
 } lc_ring;
@@ -40,6 +42,6 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
 // kernel call, `threads` OpenMP threads (<= 0: current). The passes size their buffers
 // with the same functions.
 void lc_ring_mem(int cp, int window, long S, int chunks, int Hq, int Hkv, int D, int poll_rows, int threads,
-                 lc_attn_mem *m);
+                 int bf16, lc_attn_mem *m);
 
 #endif

@@ -269,7 +269,7 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
     m->attn_kernel_s = lc_attn_2d_compute_seconds(&t->attn) - k0;
     int passes = o->mopts.ckpt == LC_CKPT_FULL ? 2 : 1;
     m->attn_bytes_formula = (double)t->local_batch * o->cfg.n_layers *
-                            lc_attn_2d_bytes_per_layer(&t->attn, t->T, passes);
+                            lc_attn_2d_bytes_per_layer(&t->attn, t->T, passes, o->mopts.precision == LC_DT_BF16);
   }
   m->peak_bytes = t->arena.peak_total;
   memcpy(m->peak, t->arena.peak, sizeof m->peak);
