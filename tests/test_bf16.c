@@ -64,6 +64,19 @@ static void test_arrays(void) {
   CHECK(bad_pack == 0, "lc_bf16_pack differs from lc_f32_to_bf16 on %ld of %zu values", bad_pack, n);
   CHECK(bad_round == 0, "lc_bf16_round differs from widen(narrow(x)) on %ld of %zu values", bad_round, n);
   CHECK(bad_unpack == 0, "lc_bf16_unpack differs from lc_bf16_to_f32 on %ld values", bad_unpack);
+  // In place (what a bf16 all-gather into the upper half of an fp32 buffer needs): sizes
+  // below and far above the parallel chunk threshold, odd chunk boundaries included.
+  const size_t sizes[] = {2, 1000, 65536 * 2 + 6, n};
+  for (int s = 0; s < 4; s++) {
+    const size_t m = sizes[s];
+    float *b = malloc(sizeof(float) * m);
+    memcpy((uint16_t *)(void *)b + m, h, 2 * m);
+    lc_bf16_unpack_inplace(b, m);
+    long bad = 0;
+    for (size_t i = 0; i < m; i++) bad += memcmp(&b[i], &x[i], 4) != 0;
+    CHECK(bad == 0, "lc_bf16_unpack_inplace(%zu): %ld values differ", m, bad);
+    free(b);
+  }
   free(x), free(y), free(h);
 }
 

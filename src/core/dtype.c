@@ -79,6 +79,19 @@ void lc_bf16_unpack(float *dst, const uint16_t *src, size_t n) {
   for (size_t i = 0; i < n; i++) u[i] = (uint32_t)src[i] << 16;
 }
 
+void lc_bf16_unpack_inplace(float *buf, size_t n) {
+  const uint16_t *h = (const uint16_t *)(const void *)buf + n; // bytes [2n, 4n)
+  size_t a = 0;
+  // A chunk [a, b) writes bytes [4a, 4b) and reads [2n + 2a, 2n + 2b): disjoint when
+  // b <= (n + a) / 2, so each chunk may run in parallel; the chunks halve towards the end.
+  while (n - a >= LC_BF16_PAR) {
+    const size_t b = (n + a) / 2;
+    lc_bf16_unpack(buf + a, h + a, b - a);
+    a = b;
+  }
+  for (; a < n; a++) buf[a] = lc_bf16_to_f32(h[a]); // in order: each read precedes its overwrite
+}
+
 float lc_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;

@@ -59,5 +59,9 @@ uint16_t lc_f32_to_bf16(float f);
 void lc_bf16_round(float *x, size_t n);
 void lc_bf16_pack(uint16_t *dst, const float *src, size_t n);
 void lc_bf16_unpack(float *dst, const uint16_t *src, size_t n);
+// In place: buf[n] floats whose second half holds n bf16 values ((uint16_t *)buf + n, e.g.
+// what a bf16 all-gather wrote there) becomes those n values widened (n even). Works
+// front to back in chunks whose writes never reach bf16 values not yet read.
+void lc_bf16_unpack_inplace(float *buf, size_t n);
 
 #endif

@@ -16,6 +16,7 @@ struct lc_ps_unit {
                 // bf16 compute: the rounded copy while acquired
   lc_req greq;  // its all-gather
   int rounded;  // bf16 compute: gath holds bf16 values
+  int g16;      // the gather in flight moves bf16 (into the upper half of gath)
   float *gbuf;  // stage >= 2: temporary full gradient [u.n]
   int gopen;    // between grad_begin and grad_end
 };
@@ -298,9 +299,17 @@ lc_status lc_pstore_init_random(lc_pstore *ps, uint64_t seed) {
 static lc_status start_gather(lc_pstore *ps, int u) {
   lc_ps_unit *x = &ps->u_[u];
   if (x->gath) return LC_OK;
-  x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, lc_bytes(LC_DT_F32, ps->lay.units[u].n), "gathered weights");
+  const size_t n = ps->lay.units[u].n, sh = shard_floats(ps, u);
+  x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, lc_bytes(LC_DT_F32, n), "gathered weights");
   if (!x->gath) return LC_ENOMEM;
-  return lc_iallgather(ps->zg, ps->params + shard_off(ps, u), x->gath, shard_floats(ps, u), LC_DT_F32, &x->greq);
+  x->g16 = ps->compute == LC_DT_BF16;
+  if (!x->g16) return lc_iallgather(ps->zg, ps->params + shard_off(ps, u), x->gath, sh, LC_DT_F32, &x->greq);
+  // bf16 compute: the bf16 weights are what is gathered (half the bytes). Each rank rounds
+  // its shard into its slot of the upper half of the buffer and gathers in place there;
+  // acquire widens the unit in place (lc_bf16_unpack_inplace).
+  uint16_t *h = (uint16_t *)(void *)x->gath + n;
+  lc_bf16_pack(h + (size_t)ps->zrank * sh, ps->params + shard_off(ps, u), sh);
+  return lc_iallgather(ps->zg, NULL, h, sh, LC_DT_BF16, &x->greq);
 }
 
 void lc_pstore_pass_begin(lc_pstore *ps, int want_grads) {
@@ -330,7 +339,7 @@ lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next) {
   lc_ps_unit *x = &ps->u_[unit];
   LC_TRY(start_gather(ps, unit));
   LC_TRY(lc_wait(ps->zg, &x->greq));
-  if (bf16 && !x->rounded) lc_bf16_round(x->gath, ps->lay.units[unit].n), x->rounded = 1;
+  if (x->g16 && !x->rounded) lc_bf16_unpack_inplace(x->gath, ps->lay.units[unit].n), x->rounded = 1;
   set_views(ps, &ps->w, unit, x->gath);
   if (next >= 0) LC_TRY(start_gather(ps, next));
   return LC_OK;
@@ -349,7 +358,7 @@ void lc_pstore_release(lc_pstore *ps, int unit) {
   set_views(ps, &ps->w, unit, NULL);
   lc_free(ps->arena, x->gath);
   x->gath = NULL;
-  x->rounded = 0;
+  x->rounded = x->g16 = 0;
 }
 
 // ---------------------------------------------------------------- gradient reductions
@@ -566,5 +575,6 @@ double lc_pstore_step_bytes(const lc_pstore *ps, int passes) {
   const lc_param_layout *L = &ps->lay;
   double units = (double)L->total + (ps->cfg.tie_embeddings ? (double)L->units[LC_UNIT_EMBED].n : 0.0);
   for (int l = 0; l < ps->cfg.n_layers; l++) units += (double)L->units[lc_unit_layer(l)].n;
-  return bytes + passes * (Z - 1) * (units / Z) * f;
+  const double g = (double)lc_dtype_size(ps->compute == LC_DT_BF16 ? LC_DT_BF16 : LC_DT_F32); // gathered dtype
+  return bytes + passes * (Z - 1) * (units / Z) * g;
 }

@@ -61,8 +61,8 @@ typedef struct {
   int n_seg;
   lc_weights w, g;    // views: the current weights and gradient buffers of acquired units
   lc_dtype compute;   // LC_DT_F32, or LC_DT_BF16: an acquired unit's view holds its weights
-                      // rounded to bf16 (stage 3: the gathered copy, rounded in place;
-                      // otherwise a copy made at acquire and freed at release)
+                      // rounded to bf16 (stage 3: gathered as bf16, half the bytes, and
+                      // widened in place; otherwise a copy made at acquire, freed at release)
   // private
   lc_ps_unit *u_;
   lc_ps_red *red_;
