@@ -16,6 +16,7 @@ wheel is used; the computation below is CPU-only):
     /tmp/gvenv/bin/python tools/make_golden.py --verify tests/data/golden_untied
     /tmp/gvenv/bin/python tools/make_golden.py --verify tests/data/golden_tied
     /tmp/gvenv/bin/python tools/make_golden.py --check-load DIR   # any HF-format dir
+    /tmp/gvenv/bin/python tools/make_golden.py --bf16     # golden_bf16.* from the saved cases
 
 Versions the committed data was made with: torch 2.15.0, transformers 5.24.0,
 safetensors 0.8.0, numpy 2.4.6 (also recorded in each golden.json).
@@ -336,13 +337,67 @@ def check_load(d, seq_len, dump_logits):
     return True
 
 
+def generate_bf16(rel_dir):
+    """The same batch through the same saved model under torch.autocast(bfloat16) on the
+    CPU (fp32 master weights; linear layers and attention matmuls in bf16, softmax and the
+    loss in fp32): golden_bf16.safetensors (loss, logits, grads) and golden_bf16.json
+    (with the distance of each from the fp32 golden values, a scale for tolerances)."""
+    import torch
+    import transformers
+    from safetensors.numpy import load_file
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM
+
+    d = os.path.join(REPO, rel_dir)
+    g32 = load_file(os.path.join(d, "golden.safetensors"))
+    model = AutoModelForCausalLM.from_pretrained(d, attn_implementation="eager", dtype=torch.float32)
+    model.train()
+    ids = torch.from_numpy(g32["input_ids"]).long()
+    labels = torch.from_numpy(g32["labels"]).long()
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        model.zero_grad(set_to_none=True)
+        out = model(input_ids=ids, labels=labels)
+    out.loss.backward()
+    loss = out.loss.detach().float()
+    logits = out.logits.detach()[0].float()
+    grads = {n: p.grad.detach().float().clone() for n, p in model.named_parameters()}
+    tensors = {"loss": loss.reshape(1).contiguous(), "logits": logits.contiguous()}
+    for n, gr in grads.items():
+        tensors["grad." + n] = gr.contiguous()
+    save_file(tensors, os.path.join(d, "golden_bf16.safetensors"), metadata={"format": "longctx-golden-bf16"})
+    rel = {}
+    for n, gr in grads.items():
+        ref = g32["grad." + n].astype(np.float64)
+        rel[n] = float(np.linalg.norm(gr.numpy().astype(np.float64) - ref) / np.linalg.norm(ref))
+    meta = {
+        "loss": "%.17g" % float(loss.item()),
+        "loss_fp32_golden": "%.17g" % float(g32["loss"][0]),
+        "logits_max_abs_diff_vs_fp32": float(np.abs(logits.numpy() - g32["logits"]).max()),
+        "grads_rel_l2_vs_fp32": rel,
+        "mode": "torch.autocast(device_type='cpu', dtype=torch.bfloat16) around the forward; backward outside it; "
+                "fp32 parameters and gradients; eager attention (probabilities cast to bf16 before P @ V)",
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+        "command": "python tools/make_golden.py --bf16",
+    }
+    with open(os.path.join(d, "golden_bf16.json"), "w") as f:
+        json.dump(meta, f, indent=2)
+        f.write("\n")
+    print(f"{rel_dir}: bf16 loss {meta['loss']} (fp32 {meta['loss_fp32_golden']}), "
+          f"grads rel L2 vs fp32 up to {max(rel.values()):.3e}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check-load", metavar="DIR", help="load an HF-format checkpoint dir and print the loss on a fixed input")
     ap.add_argument("--seq-len", type=int, default=S, help="sequence length for --check-load (default 37)")
     ap.add_argument("--dump-logits", metavar="FILE", help="with --check-load: write the logits to FILE (safetensors)")
     ap.add_argument("--verify", metavar="DIR", help="read a golden dir back and recompute the loss in float64")
+    ap.add_argument("--bf16", action="store_true", help="write golden_bf16.* (torch.autocast bf16) next to each case's golden data")
     a = ap.parse_args()
+    if a.bf16:
+        for rel_dir, _, _, _ in CASES:
+            generate_bf16(rel_dir)
+        return
     if a.check_load:
         sys.exit(0 if check_load(a.check_load, a.seq_len, a.dump_logits) else 1)
     if a.verify:

@@ -202,6 +202,9 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
                             int want_grads, double *loss_sum, long *n_wrong, lc_arena *arena) {
   const lc_config *cfg = &m->cfg;
   lc_pstore *ps = &m->ps;
+  // The store computes in the pass's precision until the pass ends (then as before: a
+  // model prepared for bf16 inference keeps its setting).
+  const lc_dtype compute0 = ps->compute;
   const int L = cfg->n_layers, C = cfg->dim, D = cfg->head_dim;
   if (T <= 0) return lc_fail(LC_EINVAL, "a sequence needs at least one token");
   LC_TRY(check_tokens(cfg, tokens, targets, T));
@@ -324,6 +327,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   }
 done:
   if (st == LC_OK) st = lc_pstore_pass_end(ps);
+  lc_pstore_set_compute(ps, compute0);
   attn->poll = NULL;
   attn->poll_arg = NULL;
   free(xs);
