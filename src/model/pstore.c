@@ -561,7 +561,7 @@ lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *o
   return LC_OK;
 }
 
-double lc_pstore_step_bytes(const lc_pstore *ps, int passes) {
+double lc_pstore_step_bytes(const lc_pstore *ps, int passes, lc_dtype compute) {
   const double f = (double)lc_dtype_size(LC_DT_F32), total = (double)ps->lay.total, Z = ps->Z, R = ps->R;
   const int W = ps->world ? ps->world->size : 1;
   if (ps->stage == 0) return W > 1 ? 2.0 * (W - 1) / W * total * f : 0.0;
@@ -575,6 +575,6 @@ double lc_pstore_step_bytes(const lc_pstore *ps, int passes) {
   const lc_param_layout *L = &ps->lay;
   double units = (double)L->total + (ps->cfg.tie_embeddings ? (double)L->units[LC_UNIT_EMBED].n : 0.0);
   for (int l = 0; l < ps->cfg.n_layers; l++) units += (double)L->units[lc_unit_layer(l)].n;
-  const double g = (double)lc_dtype_size(ps->compute == LC_DT_BF16 ? LC_DT_BF16 : LC_DT_F32); // gathered dtype
+  const double g = (double)lc_dtype_size(compute == LC_DT_BF16 ? LC_DT_BF16 : LC_DT_F32); // gathered dtype
   return bytes + passes * (Z - 1) * (units / Z) * g;
 }

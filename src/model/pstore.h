@@ -139,7 +139,8 @@ typedef struct {
 lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *out);
 // Bytes this rank sends for model states in one training step of `passes` forward/backward
 // passes (the sequences of its data-parallel group), by the formulas of the stage.
-double lc_pstore_step_bytes(const lc_pstore *ps, int passes);
+// compute: the passes' precision (LC_DT_BF16: stage 3 gathers bf16 weights).
+double lc_pstore_step_bytes(const lc_pstore *ps, int passes, lc_dtype compute);
 
 const char *lc_zero_stage_desc(int stage);
 

@@ -259,7 +259,7 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   for (int i = 2; i < 5; i++)
     if (cs[i]) m->grad_bytes += cs[i]->bytes_sent - b0[i];
   const int W = t->world->size;
-  m->grad_bytes_formula = lc_pstore_step_bytes(ps, t->local_batch) +
+  m->grad_bytes_formula = lc_pstore_step_bytes(ps, t->local_batch, o->mopts.precision) +
                           (W > 1 ? 3 * 2.0 * (W - 1) / W * sizeof(double) : 0.0); // counted, pairs, loss
   for (int i = 0; i < 5; i++)
     if (cs[i]) m->comm_wait_s += cs[i]->wait_seconds - ws0[i];
