@@ -26,6 +26,39 @@ static const char *fmt_mib(char *buf, size_t n, size_t bytes) {
   return buf;
 }
 
+#define LC_KEEP_MIN ((size_t)1 << 20)
+#if defined(__SANITIZE_ADDRESS__)
+#define LC_KEEP_ON 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LC_KEEP_ON 0
+#endif
+#endif
+#ifndef LC_KEEP_ON
+#define LC_KEEP_ON 1
+#endif
+
+void lc_arena_trim(lc_arena *a) {
+  for (int i = 0; i < a->n_keep_; i++) free(a->keep_[i]);
+  a->n_keep_ = 0;
+  a->keep_bytes_ = 0;
+}
+
+// A kept block of exactly `bytes`, taken out of the keep list; NULL if none (then every
+// kept block is released: the pattern changed).
+static lc_block_hdr *reuse(lc_arena *a, size_t bytes) {
+  if (bytes < LC_KEEP_MIN || !a->n_keep_) return NULL;
+  for (int i = a->n_keep_ - 1; i >= 0; i--) {
+    lc_block_hdr *h = a->keep_[i];
+    if (h->bytes != bytes) continue;
+    a->keep_[i] = a->keep_[--a->n_keep_];
+    a->keep_bytes_ -= bytes;
+    return h;
+  }
+  lc_arena_trim(a);
+  return NULL;
+}
+
 void *lc_alloc(lc_arena *a, lc_mem_cat cat, size_t bytes, const char *what) {
   char b1[32], b2[32], b3[32];
   if (a->cap && a->cur_total + bytes > a->cap) {
@@ -36,8 +69,8 @@ void *lc_alloc(lc_arena *a, lc_mem_cat cat, size_t bytes, const char *what) {
             fmt_mib(b3, sizeof b3, a->cap - a->cur_total));
     return NULL;
   }
-  void *raw = NULL;
-  if (bytes > SIZE_MAX - LC_HDR || posix_memalign(&raw, 64, bytes + LC_HDR) != 0) {
+  void *raw = reuse(a, bytes);
+  if (!raw && (bytes > SIZE_MAX - LC_HDR || posix_memalign(&raw, 64, bytes + LC_HDR) != 0)) {
     lc_fail(LC_ENOMEM,
             "out of memory: the system could not provide %s for %s; "
             "shorten --seq, use more ranks, or enable --checkpoint/--mlp-tile/--loss-tile",
@@ -69,6 +102,13 @@ void lc_free(lc_arena *a, void *p) {
   h->magic = 0;
   a->cur[h->cat] -= h->bytes;
   a->cur_total -= h->bytes;
+  const size_t limit = a->cap ? a->cap : SIZE_MAX;
+  if (LC_KEEP_ON && h->bytes >= LC_KEEP_MIN && a->n_keep_ < LC_ARENA_KEEP &&
+      a->cur_total + a->keep_bytes_ + h->bytes <= limit) {
+    a->keep_[a->n_keep_++] = h;
+    a->keep_bytes_ += h->bytes;
+    return;
+  }
   free(h);
 }
 

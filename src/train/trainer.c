@@ -115,6 +115,7 @@ void lc_trainer_free(lc_trainer *t) {
   lc_data_close(&t->data);
   t->tokens = t->targets = t->pos = t->full_tok = t->full_tgt = t->full_doc = t->lo = NULL;
   t->lay = NULL;
+  lc_arena_trim(&t->arena);
 }
 
 // Sequence b of the batch from the sample in full_tok/tgt/doc: where every token may look
