@@ -2,7 +2,7 @@
 # Distributed layouts: time split between compute and communication wait, and the
 # bytes each rank sends per layer against the formulas (Ulysses: 4 all-to-alls forward
 # + 4 backward; ring: cp-1 k/v hops forward, k/v + dk/dv hops backward).
-# Usage: bench/bench_dist.sh [BUILD_DIR] [SEQ] [MODEL]. Prints a markdown table.
+# Usage: [PRECISION=bf16] bench/bench_dist.sh [BUILD_DIR] [SEQ] [MODEL]. Prints a markdown table.
 # 2 ranks use the 2 cores; 4 and 8 ranks are oversubscribed (noted in the table).
 set -euo pipefail
 BUILD=${1:-build}
@@ -13,7 +13,8 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 MPI="mpirun --allow-run-as-root --oversubscribe"
 NL=$("$BIN" train --model "$MODEL" --steps 0 --seq 64 2>/dev/null | sed -n 's/.*layers \([0-9]*\),.*/\1/p')
-echo "model $MODEL ($NL layers), S = $SEQ, batch 1 per data-parallel group, checkpoint selective, 1 thread per rank, median of steps 2-3"
+PREC=${PRECISION:-fp32}
+echo "model $MODEL ($NL layers), S = $SEQ, batch 1 per data-parallel group, checkpoint selective, precision $PREC, 1 thread per rank, median of steps 2-3"
 echo
 echo "| ranks | layout | step s | tokens/s | attn kernels s | comm wait s | wait % | attn MiB/layer sent | formula MiB/layer | grad all-reduce MiB |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
@@ -21,7 +22,7 @@ run() { # np label flags...
   local np=$1 label=$2; shift 2
   local batch=$((np / $(echo "$@" | awk '{hp=1;cp=1;for(i=1;i<=NF;i++){if($i=="--hp")hp=$(i+1);if($i=="--cp")cp=$(i+1)}print hp*cp}')))
   OMP_NUM_THREADS=1 $MPI -np "$np" "$BIN" train --model "$MODEL" --seq "$SEQ" --batch "$batch" --steps 3 \
-    --threads 1 --log-json "$TMP/log.jsonl" "$@" >/dev/null
+    --threads 1 --precision "$PREC" --log-json "$TMP/log.jsonl" "$@" >/dev/null
   python3 - "$TMP/log.jsonl" "$np" "$label" "$NL" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])][1:]

@@ -126,7 +126,9 @@ int lc_cmd_plan(int argc, char **argv) {
     printf("  %-10s S exceeds the model's max_position_embeddings %d: training would need RoPE scaling\n", "note",
            cfg.max_pos);
   printf("\npredicted arena peak per rank, one training step (fp32 weights, gradients, AdamW m and v%s)\n",
-         zero == 3 ? "; gathered = layers all-gathered for use" : "");
+         zero == 3 ? (o.precision == LC_DT_BF16 ? "; gathered = layers all-gathered in bf16 for use"
+                                                : "; gathered = layers all-gathered for use")
+                   : (o.precision == LC_DT_BF16 ? "; gathered = the bf16 copy of the layers in use" : ""));
   printf("| category | per rank | bytes per local token |\n|---|---|---|\n");
   for (int c = 0; c < LC_MEM_NCAT; c++) {
     int per_tok = c != LC_MEM_PARAMS && c != LC_MEM_GRADS && c != LC_MEM_OPTIM && c != LC_MEM_GATHERED;

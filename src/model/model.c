@@ -79,27 +79,34 @@ static act_sizes act_group_sizes(const lc_config *c, int T, size_t saved_bytes, 
 }
 
 // Elements of a layer input as stored (padded so the float groups after it stay aligned).
-static size_t xin_elems(const lc_config *cfg, int T) { return ((size_t)T * cfg->dim + 31) & ~(size_t)31; }
+static size_t pad32(size_t n) { return (n + 31) & ~(size_t)31; }
+static size_t xin_elems(const lc_config *cfg, int T) { return pad32((size_t)T * cfg->dim); }
 // The layer input each layer keeps: fp32, or bf16 when the model computes in bf16 (every
 // layer's output is then rounded to bf16, so the stored input is exact).
 static lc_dtype xin_dtype(const lc_model_opts *o) { return o->precision == LC_DT_BF16 ? LC_DT_BF16 : LC_DT_F32; }
+// Selective checkpointing in bf16 keeps each layer's attention output (bf16 values) in 2
+// bytes, widened into the shared working buffer for the layer's backward.
+static int att_kept_bf16(const lc_model_opts *o) { return o->precision == LC_DT_BF16 && o->ckpt == LC_CKPT_SELECTIVE; }
+static size_t att_elems(const lc_config *cfg, int T) { return pad32((size_t)T * cfg->n_heads * cfg->head_dim); }
 
-// Bytes per layer of checkpoint storage (the layer input, then the float groups the policy
-// keeps) and floats of shared working storage.
+// Bytes per layer of checkpoint storage (the layer input, the bf16 attention output when
+// kept that way, then the float groups the policy keeps) and floats of shared working storage.
 static void pass_sizes(const lc_config *cfg, const lc_model_opts *o, int T, size_t saved_bytes,
                        size_t *per_layer_out, size_t *shared_out) {
   const int C = cfg->dim, D = cfg->head_dim;
-  const int mlp_untiled = !lc_tile_splits(o->mlp_tile, T);
+  const int mlp_untiled = !lc_tile_splits(o->mlp_tile, T), att16 = att_kept_bf16(o);
   const lc_ckpt_policy pol = o->ckpt;
   act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled);
+  const size_t att = PAD16((size_t)T * cfg->n_heads * D); // floats of the fp32 attention output
   size_t kept = 0; // floats
   if (pol == LC_CKPT_NONE) kept += sz.proj + sz.attn + sz.mlp;
-  if (pol == LC_CKPT_SELECTIVE) kept += sz.attn;
+  if (pol == LC_CKPT_SELECTIVE) kept += att16 ? sz.attn - att : sz.attn;
   size_t shared = 0;
   if (pol == LC_CKPT_FULL) shared = sz.proj + sz.attn + sz.mlp;
-  if (pol == LC_CKPT_SELECTIVE) shared = sz.proj + sz.mlp;
+  if (pol == LC_CKPT_SELECTIVE) shared = sz.proj + sz.mlp + (att16 ? att : 0);
   shared += PAD16((size_t)T * C) * 2 + 2 * PAD16((size_t)T * (D / 2)); // x_L / dx, rope tables
-  *per_layer_out = lc_bytes(xin_dtype(o), xin_elems(cfg, T)) + lc_bytes(LC_DT_F32, kept);
+  *per_layer_out = lc_bytes(xin_dtype(o), xin_elems(cfg, T)) + (att16 ? lc_bytes(LC_DT_BF16, att_elems(cfg, T)) : 0) +
+                   lc_bytes(LC_DT_F32, kept);
   *shared_out = shared;
 }
 
@@ -216,16 +223,19 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   // Per-layer storage (checkpoints) and shared working storage (recomputed per layer).
   size_t per_layer, shared;
   pass_sizes(cfg, o, T, saved_bytes, &per_layer, &shared);
-  const int bf16 = o->precision == LC_DT_BF16;
+  const int bf16 = o->precision == LC_DT_BF16, att16 = att_kept_bf16(o);
   const size_t xin_bytes = lc_bytes(xin_dtype(o), xin_elems(cfg, T));
+  const size_t att16_bytes = att16 ? lc_bytes(LC_DT_BF16, att_elems(cfg, T)) : 0;
+  const size_t HQT = (size_t)T * cfg->n_heads * D;
 
   lc_status st = LC_OK;
   char *ck = lc_alloc(arena, LC_MEM_CKPT, per_layer * L, "layer checkpoints");
   float *act = ck ? lc_alloc(arena, LC_MEM_ACT, lc_bytes(LC_DT_F32, shared), "layer activations") : NULL;
   lc_layer_acts *acts = calloc((size_t)L, sizeof *acts);
   void **xs = calloc((size_t)L, sizeof *xs); // layer inputs as stored (float or bf16)
-  if (!ck || !act || !acts || !xs) {
-    st = acts && xs ? LC_ENOMEM : lc_fail(LC_ENOMEM, "out of memory for layer bookkeeping");
+  uint16_t **atts = calloc((size_t)L, sizeof *atts); // attention outputs kept in bf16 (att16)
+  if (!ck || !act || !acts || !xs || !atts) {
+    st = acts && xs && atts ? LC_ENOMEM : lc_fail(LC_ENOMEM, "out of memory for layer bookkeeping");
     goto done;
   }
   float *ap = act;
@@ -241,17 +251,21 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
     } else {
       carve_proj(&shared_acts, cfg, T, ap);
       carve_mlp(&shared_acts, cfg, T, mlp_untiled ? ap + sz.proj : NULL);
+      if (att16) shared_acts.att = ap + sz.proj + sz.mlp; // working fp32 attention output
     }
   }
   for (int l = 0; l < L; l++) {
     char *lp = ck + per_layer * l;
-    float *p = (float *)(void *)(lp + xin_bytes);
+    float *p = (float *)(void *)(lp + xin_bytes + att16_bytes);
     xs[l] = lp;
+    if (att16) atts[l] = (uint16_t *)(void *)(lp + xin_bytes);
     acts[l] = shared_acts;
     if (pol == LC_CKPT_NONE) {
       carve_proj(&acts[l], cfg, T, p);
       carve_attn(&acts[l], cfg, T, p + sz.proj);
       carve_mlp(&acts[l], cfg, T, mlp_untiled ? p + sz.proj + sz.attn : NULL);
+    } else if (pol == LC_CKPT_SELECTIVE && att16) {
+      acts[l].saved = p; // the strategy's state stays fp32; att is the shared working buffer
     } else if (pol == LC_CKPT_SELECTIVE) {
       carve_attn(&acts[l], cfg, T, p);
     }
@@ -285,6 +299,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
     if (st == LC_OK && bf16) {
       lc_bf16_pack(xs[l], xin_fwd[l % 2], (size_t)T * C);
       st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin_fwd[l % 2], xin_fwd[(l + 1) % 2], 0);
+      if (st == LC_OK && att16) lc_bf16_pack(atts[l], acts[l].att, HQT); // exact: att holds bf16 values
     } else if (st == LC_OK) {
       st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xs[l], l + 1 < L ? xs[l + 1] : xL, 0);
     }
@@ -314,6 +329,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
     if (st == LC_OK) st = lc_pstore_acquire(ps, u, l > 0 ? lc_unit_layer(l - 1) : -1);
     float *xin = xs[l];
     if (bf16) lc_bf16_unpack(xin = xL, xs[l], (size_t)T * C);
+    if (att16) lc_bf16_unpack(acts[l].att, atts[l], HQT);
     if (st == LC_OK && pol != LC_CKPT_NONE)
       st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin, NULL, pol == LC_CKPT_SELECTIVE);
     if (st == LC_OK) st = lc_layer_bwd(&ctx, &ps->w.layer[l], &ps->g.layer[l], &acts[l], xin, dx);
@@ -330,6 +346,7 @@ done:
   lc_pstore_set_compute(ps, compute0);
   attn->poll = NULL;
   attn->poll_arg = NULL;
+  free(atts);
   free(xs);
   free(acts);
   lc_free(arena, act);
