@@ -59,13 +59,16 @@ static size_t sz_exp(const attn2d *x, int T) { return x->rep > 1 ? (size_t)T * x
 // Backward: doh, dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack [Tc,Hl,D]; expanded kv gradient.
 static size_t sz_bwd(const attn2d *x, int T) { return 3 * sz_q(x, T) + 2 * sz_kv(x, T) + sz_exp(x, T); }
 
-static size_t saved_floats(const attn2d *x, int T) {
-  size_t n = sz_lse(x, T);
-  if (x->hp > 1) n += 2 * sz_q(x, T) + 2 * sz_kv(x, T);
-  return n;
+// Values of the head-layout q, k, v and output kept for backward (hp > 1).
+static size_t sz_heads(const attn2d *x, int T) { return x->hp > 1 ? 2 * sz_q(x, T) + 2 * sz_kv(x, T) : 0; }
+// Saved: the LSE (fp32) and, for hp > 1, the head-layout q, k, v, out; those are bf16 values
+// in bf16 and kept in 2 bytes (widened into fp32 scratch, sz_heads, around each ring call).
+static size_t saved_bytes_of(const attn2d *x, int T, int bf16) {
+  return lc_bytes(LC_DT_F32, sz_lse(x, T)) + lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, sz_heads(x, T));
 }
+static size_t heads_scratch_bytes(const attn2d *x, int T, int bf16) { return bf16 ? lc_bytes(LC_DT_F32, sz_heads(x, T)) : 0; }
 
-static size_t saved_bytes_2d(const lc_attn *a, int T) { return lc_bytes(LC_DT_F32, saved_floats(a->ctx, T)); }
+static size_t saved_bytes_2d(const lc_attn *a, int T) { return saved_bytes_of(a->ctx, T, a->bf16); }
 
 lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq, int Hkv, int D,
                          int threads, int bf16, lc_attn_mem *m) {
@@ -79,10 +82,12 @@ lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq,
   heads_2d(&x, hp, Hq, Hkv, D);
   const int T = (int)(S / ((long)cp * hp));
   lc_ring_mem(cp, window, S, chunks, x.Hl, x.Hkvl, D, poll_rows(), threads, bf16, m);
-  m->saved = lc_bytes(LC_DT_F32, saved_floats(&x, T));
+  m->saved = saved_bytes_of(&x, T, bf16);
   if (hp > 1) {
     m->fwd_comm += lc_bytes(LC_DT_F32, sz_pack(&x, T) + sz_exp(&x, T));
     m->bwd_comm += lc_bytes(LC_DT_F32, sz_bwd(&x, T));
+    m->fwd_scratch += heads_scratch_bytes(&x, T, bf16);
+    m->bwd_scratch += heads_scratch_bytes(&x, T, bf16);
   }
   return LC_OK;
 }
@@ -145,6 +150,25 @@ static void kv_reduce(float *dst, const float *src, int T, int Hkv, int rep, int
     }
 }
 
+// The head-layout q, k, v, out in `saved` after the LSE: fp32 there, or (bf16) in 2 bytes
+// each, with fp32 copies in `work` for the ring.
+typedef struct {
+  float *q, *k, *v, *o;
+  uint16_t *q16, *k16, *v16, *o16;
+} heads;
+static heads heads_of(const attn2d *x, int T, void *saved, float *work, int bf16) {
+  heads h;
+  memset(&h, 0, sizeof h);
+  const size_t nq = sz_q(x, T), nkv = sz_kv(x, T);
+  float *f = bf16 ? work : (float *)saved + sz_lse(x, T);
+  h.q = f, h.k = f + nq, h.v = h.k + nkv, h.o = h.v + nkv;
+  if (bf16) {
+    h.q16 = (uint16_t *)(void *)((float *)saved + sz_lse(x, T));
+    h.k16 = h.q16 + nq, h.v16 = h.k16 + nkv, h.o16 = h.v16 + nkv;
+  }
+  return h;
+}
+
 static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, const float *k,
                         const float *v, int T, lc_arena *ar) {
   attn2d *x = a->ctx;
@@ -155,14 +179,17 @@ static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, con
     if (a->bf16) lc_bf16_round(out, (size_t)T * a->Hq * a->D);
     return LC_OK;
   }
-  float *qh = lse + sz_lse(x, T), *kh = qh + sz_q(x, T), *vh = kh + sz_kv(x, T),
-        *oh = vh + sz_kv(x, T);
-  // Pack buffer (largest exchange) + expanded kv when replicating.
+  const int h16 = a->bf16; // q, k, v arrive as bf16 values; the output leaves as one
+  // Pack buffer (largest exchange) + expanded kv when replicating; bf16: fp32 head layout.
   size_t npack = sz_pack(x, T);
   float *pack = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, npack + sz_exp(x, T)), "Ulysses all-to-all buffer");
-  if (!pack) return LC_ENOMEM;
-  const int h16 = a->bf16; // q, k, v arrive as bf16 values; the output leaves as one
-  lc_status st = a2a_fwd(x, qh, q, T, x->Hl, pack, h16);
+  float *work = h16 ? lc_alloc(ar, LC_MEM_SCRATCH, heads_scratch_bytes(x, T, 1), "Ulysses head-layout q/k/v/out") : NULL;
+  if (!pack || (h16 && !work)) {
+    lc_free(ar, pack);
+    return LC_ENOMEM;
+  }
+  heads h = heads_of(x, T, saved, work, h16);
+  lc_status st = a2a_fwd(x, h.q, q, T, x->Hl, pack, h16);
   const float *ks = k, *vs = v;
   float *exp = pack + npack;
   for (int m = 0; m < 2 && st == LC_OK; m++) {
@@ -171,11 +198,15 @@ static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, con
       kv_expand(exp, src, T, a->Hkv, x->rep, a->D);
       src = exp;
     }
-    st = a2a_fwd(x, m == 0 ? kh : vh, src, T, x->Hkvl, pack, h16);
+    st = a2a_fwd(x, m == 0 ? h.k : h.v, src, T, x->Hkvl, pack, h16);
   }
-  if (st == LC_OK) st = lc_ring_fwd(&x->ring, oh, lse, qh, kh, vh, ar);
-  if (st == LC_OK && a->bf16) lc_bf16_round(oh, sz_q(x, T)); // kept for backward: rounded here
-  if (st == LC_OK) st = a2a_bwd(x, out, oh, T, x->Hl, pack, h16);
+  if (st == LC_OK) st = lc_ring_fwd(&x->ring, h.o, lse, h.q, h.k, h.v, ar);
+  if (st == LC_OK && h16) {
+    lc_bf16_round(h.o, sz_q(x, T)); // kept for backward: rounded here
+    lc_bf16_pack(h.q16, h.q, sz_heads(x, T)); // q, k, v, out are contiguous in both
+  }
+  if (st == LC_OK) st = a2a_bwd(x, out, h.o, T, x->Hl, pack, h16);
+  lc_free(ar, work);
   lc_free(ar, pack);
   return st;
 }
@@ -187,12 +218,17 @@ static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const float
   ring_for_pass(x, a);
   const float *lse = saved;
   if (x->hp == 1) return lc_ring_bwd(&x->ring, dq, dk, dv, dout, out, lse, q, k, v, ar);
-  const float *qh = lse + sz_lse(x, T), *kh = qh + sz_q(x, T), *vh = kh + sz_kv(x, T),
-              *oh = vh + sz_kv(x, T);
   size_t nq = sz_q(x, T), nkv = sz_kv(x, T);
   // doh, dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack; expanded kv gradient (sz_bwd).
   float *b = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, sz_bwd(x, T)), "Ulysses backward buffers");
-  if (!b) return LC_ENOMEM;
+  float *work = a->bf16 ? lc_alloc(ar, LC_MEM_SCRATCH, heads_scratch_bytes(x, T, 1), "Ulysses head-layout q/k/v/out") : NULL;
+  if (!b || (a->bf16 && !work)) {
+    lc_free(ar, b);
+    return LC_ENOMEM;
+  }
+  const heads h = heads_of(x, T, (void *)saved, work, a->bf16);
+  if (a->bf16) lc_bf16_unpack(h.q, h.q16, sz_heads(x, T));
+  const float *qh = h.q, *kh = h.k, *vh = h.v, *oh = h.o;
   float *doh = b, *dqh = doh + nq, *dkh = dqh + nq, *dvh = dkh + nkv, *pack = dvh + nkv,
         *exp = pack + nq;
   // dout arrives as bf16 values in bf16 (the layer rounds it) and travels as bf16; dq, dk
@@ -210,6 +246,7 @@ static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const float
       st = a2a_bwd(x, dst, src, T, x->Hkvl, pack, 0);
     }
   }
+  lc_free(ar, work);
   lc_free(ar, b);
   return st;
 }

@@ -217,6 +217,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   LC_TRY(check_tokens(cfg, tokens, targets, T));
   const int mlp_untiled = !lc_tile_splits(o->mlp_tile, T);
   const lc_ckpt_policy pol = o->ckpt;
+  attn->bf16 = o->precision == LC_DT_BF16; // what the strategy keeps depends on it
   const size_t saved_bytes = attn->saved_bytes(attn, T);
   act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled);
 
