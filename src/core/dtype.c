@@ -67,6 +67,13 @@ void lc_bf16_round(float *x, size_t n) {
   for (size_t i = 0; i < n; i++) u[i] = narrow_bits(u[i]);
 }
 
+void lc_bf16_round_copy(float *dst, const float *src, size_t n) {
+  const uint32_t *a = (const uint32_t *)(const void *)src;
+  uint32_t *b = (uint32_t *)(void *)dst;
+#pragma omp parallel for schedule(static) if (n >= LC_BF16_PAR)
+  for (size_t i = 0; i < n; i++) b[i] = narrow_bits(a[i]);
+}
+
 void lc_bf16_pack(uint16_t *dst, const float *src, size_t n) {
   const uint32_t *u = (const uint32_t *)(const void *)src;
 #pragma omp parallel for schedule(static) if (n >= LC_BF16_PAR)

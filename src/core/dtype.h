@@ -57,6 +57,7 @@ uint16_t lc_f32_to_bf16(float f);
 // the nearest bf16 value (the rule of lc_f32_to_bf16), which is what a bf16 tensor holds;
 // pack narrows into bf16 storage, unpack widens back (exact).
 void lc_bf16_round(float *x, size_t n);
+void lc_bf16_round_copy(float *dst, const float *src, size_t n); // dst = round(src), one pass
 void lc_bf16_pack(uint16_t *dst, const float *src, size_t n);
 void lc_bf16_unpack(float *dst, const uint16_t *src, size_t n);
 // In place: buf[n] floats whose second half holds n bf16 values ((uint16_t *)buf + n, e.g.

@@ -103,8 +103,7 @@ static void mlp_bwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
   // x_out = x_mid + h @ Wdown^T (bf16: the GEMM reads dx rounded, dx itself stays fp32)
   const float *dout = dx;
   if (c->bf16) {
-    memcpy(dxr, dx, lc_bytes(LC_DT_F32, (size_t)n * C));
-    lc_bf16_round(dxr, (size_t)n * C);
+    lc_bf16_round_copy(dxr, dx, (size_t)n * C);
     dout = dxr;
   }
   lc_matmul_bwd(dh, g->wdown, dout, h, w->wdown, n, F, C, 0);
@@ -209,8 +208,7 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   // gradient tensor would be, and is what the attention backward reads)
   const float *dout = dx;
   if (c->bf16) {
-    memcpy(dxr, dx, lc_bytes(LC_DT_F32, (size_t)T * C));
-    lc_bf16_round(dxr, (size_t)T * C);
+    lc_bf16_round_copy(dxr, dx, (size_t)T * C);
     dout = dxr;
   }
   lc_matmul_bwd(datt, g->wo, dout, a->att, w->wo, T, HQ, C, 0);

@@ -327,8 +327,7 @@ static lc_status round_copy(lc_pstore *ps, int u) {
   const size_t n = ps->lay.units[u].n;
   x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, lc_bytes(LC_DT_F32, n), "bf16 compute weights");
   if (!x->gath) return LC_ENOMEM;
-  memcpy(x->gath, ps->params + ps->lay.units[u].off, lc_bytes(LC_DT_F32, n));
-  lc_bf16_round(x->gath, n);
+  lc_bf16_round_copy(x->gath, ps->params + ps->lay.units[u].off, n);
   set_views(ps, &ps->w, u, x->gath);
   return LC_OK;
 }
