@@ -17,6 +17,7 @@
 #include "model/layer.h"
 #include "model/model.h"
 #include "ops/ops.h"
+#include "testmodel.h"
 #include "testutil.h"
 
 static lc_arena arena;
@@ -85,30 +86,7 @@ static void test_arrays(void) {
 }
 
 // ---------------------------------------------------------------- shared set-up
-static void randomize(lc_model *m, uint64_t seed) {
-  lc_rng r;
-  lc_rng_seed(&r, seed);
-  for (int i = 0; i < m->n_tensors; i++) {
-    float *p = m->params + m->table[i].offset;
-    long n = (long)m->table[i].numel;
-    if (m->table[i].ndim == 1) {
-      for (long j = 0; j < n; j++) p[j] = 1.0f + 0.2f * lc_rng_normal(&r);
-    } else {
-      float std = 1.0f / sqrtf((float)m->table[i].shape[1]);
-      if (strstr(m->table[i].name, "embed")) std = 1.0f;
-      lc_rng_fill_normal(&r, p, n, std);
-    }
-  }
-}
-
-static void make_batch(lc_rng *r, int *tok, int *tgt, int *pos, int T, int V) {
-  for (int t = 0; t < T; t++) {
-    tok[t] = (int)lc_rng_below(r, (uint32_t)V);
-    tgt[t] = (t % 5 == 3) ? -100 : (int)lc_rng_below(r, (uint32_t)V);
-    pos[t] = t;
-  }
-}
-
+// Loss (mean over counted tokens) and gradients of one pass on one process.
 static double run(lc_model *m, const lc_model_opts *o, const int *tok, const int *tgt, const int *pos, int T) {
   lc_attn attn;
   lc_attn_local_init(&attn, m->cfg.n_heads, m->cfg.n_kv_heads, m->cfg.head_dim);
@@ -130,7 +108,7 @@ static void test_layer_points(void) {
   cfg.n_layers = 1;
   lc_model m;
   CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
-  randomize(&m, 21);
+  lc_t_randomize(&m, 21);
   lc_bf16_round(m.params, m.n_flat);
   const int T = 29, C = cfg.dim, F = cfg.ffn, D = cfg.head_dim;
   const int HQ = cfg.n_heads * D, HKV = cfg.n_kv_heads * D;
@@ -215,12 +193,12 @@ static void test_vs_fp32(int tied) {
   cfg.n_layers = 2;
   lc_model m;
   CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
-  randomize(&m, 31 + tied);
+  lc_t_randomize(&m, 31 + tied);
   const int T = 53;
   int tok[53], tgt[53], pos[53];
   lc_rng r;
   lc_rng_seed(&r, 17);
-  make_batch(&r, tok, tgt, pos, T, cfg.vocab);
+  lc_t_make_batch(&r, tok, tgt, pos, T, cfg.vocab);
   lc_model_opts o32 = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32}, o16 = o32;
   o16.precision = LC_DT_BF16;
   float *p0 = malloc(sizeof(float) * m.n_flat), *g32 = malloc(sizeof(float) * m.n_flat);
@@ -273,12 +251,12 @@ static void test_policies(void) {
   cfg.n_layers = 3;
   lc_model m;
   CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
-  randomize(&m, 3);
+  lc_t_randomize(&m, 3);
   const int T = 37;
   int tok[37], tgt[37], pos[37];
   lc_rng r;
   lc_rng_seed(&r, 5);
-  make_batch(&r, tok, tgt, pos, T, cfg.vocab);
+  lc_t_make_batch(&r, tok, tgt, pos, T, cfg.vocab);
   lc_model_opts ref_o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_BF16};
   double ref_loss = run(&m, &ref_o, tok, tgt, pos, T);
   float *ref = malloc(sizeof(float) * m.n_flat);
@@ -323,7 +301,7 @@ static void test_memory(void) {
   int *tok = malloc(sizeof(int) * T), *tgt = malloc(sizeof(int) * T), *pos = malloc(sizeof(int) * T);
   lc_rng r;
   lc_rng_seed(&r, 9);
-  make_batch(&r, tok, tgt, pos, T, cfg.vocab);
+  lc_t_make_batch(&r, tok, tgt, pos, T, cfg.vocab);
   lc_attn attn;
   lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
   const lc_ckpt_policy pols[] = {LC_CKPT_FULL, LC_CKPT_SELECTIVE, LC_CKPT_NONE};

@@ -8,6 +8,7 @@
 
 #include "attn/attn.h"
 #include "model/model.h"
+#include "testmodel.h"
 #include "testutil.h"
 
 static lc_arena arena;
@@ -26,31 +27,6 @@ static double run(lc_model *m, lc_model_opts *o, const int *tok, const int *tgt,
   return loss / counted;
 }
 
-// Weights with a larger spread than the default init, so every path carries gradient
-// well above float noise; norm weights around 1 (not all ones).
-static void randomize(lc_model *m, uint64_t seed) {
-  lc_rng r;
-  lc_rng_seed(&r, seed);
-  for (int i = 0; i < m->n_tensors; i++) {
-    float *p = m->params + m->table[i].offset;
-    long n = (long)m->table[i].numel;
-    if (m->table[i].ndim == 1) {
-      for (long j = 0; j < n; j++) p[j] = 1.0f + 0.2f * lc_rng_normal(&r);
-    } else {
-      float std = 1.0f / sqrtf((float)m->table[i].shape[1]);
-      if (strstr(m->table[i].name, "embed")) std = 1.0f;
-      lc_rng_fill_normal(&r, p, n, std);
-    }
-  }
-}
-
-static void make_batch(lc_rng *r, int *tok, int *tgt, int *pos, int T, int V) {
-  for (int t = 0; t < T; t++) {
-    tok[t] = (int)lc_rng_below(r, (uint32_t)V);
-    tgt[t] = (t % 5 == 3) ? -100 : (int)lc_rng_below(r, (uint32_t)V); // some ignored labels
-    pos[t] = t;
-  }
-}
 
 static void test_fd(int tied) {
   lc_config cfg;
@@ -60,12 +36,12 @@ static void test_fd(int tied) {
   cfg.rope_theta = 500.0; // non-default theta: positions matter more at small T
   lc_model m;
   CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
-  randomize(&m, 7 + tied);
+  lc_t_randomize(&m, 7 + tied);
   const int T = 19;
   int tok[19], tgt[19], pos[19];
   lc_rng r;
   lc_rng_seed(&r, 11);
-  make_batch(&r, tok, tgt, pos, T, cfg.vocab);
+  lc_t_make_batch(&r, tok, tgt, pos, T, cfg.vocab);
   lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32};
   run(&m, &o, tok, tgt, pos, T, 1);
   float *g = malloc(sizeof(float) * m.n_flat);
@@ -127,12 +103,12 @@ static void test_policies(void) {
   cfg.n_layers = 3;
   lc_model m;
   CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
-  randomize(&m, 3);
+  lc_t_randomize(&m, 3);
   const int T = 37;
   int tok[37], tgt[37], pos[37];
   lc_rng r;
   lc_rng_seed(&r, 5);
-  make_batch(&r, tok, tgt, pos, T, cfg.vocab);
+  lc_t_make_batch(&r, tok, tgt, pos, T, cfg.vocab);
   lc_model_opts ref_o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32};
   double ref_loss = run(&m, &ref_o, tok, tgt, pos, T, 1);
   float *ref = malloc(sizeof(float) * m.n_flat);
@@ -165,7 +141,7 @@ static double act_peak(lc_model *m, lc_model_opts *o, int T) {
   int *tok = malloc(sizeof(int) * T), *tgt = malloc(sizeof(int) * T), *pos = malloc(sizeof(int) * T);
   lc_rng r;
   lc_rng_seed(&r, 9);
-  make_batch(&r, tok, tgt, pos, T, m->cfg.vocab);
+  lc_t_make_batch(&r, tok, tgt, pos, T, m->cfg.vocab);
   lc_arena_reset_peaks(&arena);
   size_t base = arena.cur_total;
   run(m, o, tok, tgt, pos, T, 1);
