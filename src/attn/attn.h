@@ -42,6 +42,9 @@ struct lc_attn {
   int bf16;
 };
 
+// The end of every strategy's forward in bf16: out[T, Hq, D] becomes bf16 values.
+void lc_attn_round_out(const lc_attn *a, float *out, int T);
+
 // Single process: causal attention over the T local tokens, which are the whole
 // sequence in order.
 void lc_attn_local_init(lc_attn *a, int Hq, int Hkv, int D);

@@ -94,12 +94,14 @@ lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq,
 
 // [T, hp*Hs, D] (this rank's tokens, all head slots) -> [hp*T, Hs, D] (context tokens, one slice).
 // bf16: src holds bf16 values and travels as bf16 (pack holds the narrowed rows and, after
-// them, what arrives; the same bytes as one fp32 copy), widened into dst.
-static lc_status a2a_fwd(attn2d *x, float *dst, const float *src, int T, int Hs, float *pack, int bf16) {
+// them, what arrives; the same bytes as one fp32 copy), widened into dst. keep (may be
+// NULL): where what arrives lands instead, kept in 2 bytes for backward.
+static lc_status a2a_fwd(attn2d *x, float *dst, const float *src, int T, int Hs, float *pack, int bf16,
+                         uint16_t *keep) {
   const int hp = x->hp, D = x->ring.D;
   const size_t row = (size_t)Hs * D, n = (size_t)hp * T * row;
   if (bf16) {
-    uint16_t *p16 = (uint16_t *)(void *)pack, *r16 = p16 + n;
+    uint16_t *p16 = (uint16_t *)(void *)pack, *r16 = keep ? keep : p16 + n;
     for (int p = 0; p < hp; p++)
       for (int t = 0; t < T; t++) lc_bf16_pack(p16 + ((size_t)p * T + t) * row, src + ((size_t)t * hp + p) * row, row);
     LC_TRY(lc_alltoall(x->head, p16, r16, (size_t)T * row, LC_DT_BF16));
@@ -176,7 +178,7 @@ static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, con
   float *lse = saved;
   if (x->hp == 1) {
     LC_TRY(lc_ring_fwd(&x->ring, out, lse, q, k, v, ar));
-    if (a->bf16) lc_bf16_round(out, (size_t)T * a->Hq * a->D);
+    lc_attn_round_out(a, out, T);
     return LC_OK;
   }
   const int h16 = a->bf16; // q, k, v arrive as bf16 values; the output leaves as one
@@ -189,7 +191,7 @@ static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, con
     return LC_ENOMEM;
   }
   heads h = heads_of(x, T, saved, work, h16);
-  lc_status st = a2a_fwd(x, h.q, q, T, x->Hl, pack, h16);
+  lc_status st = a2a_fwd(x, h.q, q, T, x->Hl, pack, h16, h.q16);
   const float *ks = k, *vs = v;
   float *exp = pack + npack;
   for (int m = 0; m < 2 && st == LC_OK; m++) {
@@ -198,12 +200,12 @@ static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, con
       kv_expand(exp, src, T, a->Hkv, x->rep, a->D);
       src = exp;
     }
-    st = a2a_fwd(x, m == 0 ? h.k : h.v, src, T, x->Hkvl, pack, h16);
+    st = a2a_fwd(x, m == 0 ? h.k : h.v, src, T, x->Hkvl, pack, h16, m == 0 ? h.k16 : h.v16);
   }
   if (st == LC_OK) st = lc_ring_fwd(&x->ring, h.o, lse, h.q, h.k, h.v, ar);
-  if (st == LC_OK && h16) {
-    lc_bf16_round(h.o, sz_q(x, T)); // kept for backward: rounded here
-    lc_bf16_pack(h.q16, h.q, sz_heads(x, T)); // q, k, v, out are contiguous in both
+  if (st == LC_OK && h16) { // q, k, v arrived into their kept slots; the output is made here
+    lc_bf16_round(h.o, sz_q(x, T));
+    lc_bf16_pack(h.o16, h.o, sz_q(x, T));
   }
   if (st == LC_OK) st = a2a_bwd(x, out, h.o, T, x->Hl, pack, h16);
   lc_free(ar, work);
@@ -233,7 +235,7 @@ static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const float
         *exp = pack + nq;
   // dout arrives as bf16 values in bf16 (the layer rounds it) and travels as bf16; dq, dk
   // and dv are fp32 sums and travel as fp32.
-  lc_status st = a2a_fwd(x, doh, dout, T, x->Hl, pack, a->bf16);
+  lc_status st = a2a_fwd(x, doh, dout, T, x->Hl, pack, a->bf16, NULL);
   if (st == LC_OK) st = lc_ring_bwd(&x->ring, dqh, dkh, dvh, doh, oh, lse, qh, kh, vh, ar);
   if (st == LC_OK) st = a2a_bwd(x, dq, dqh, T, x->Hl, pack, 0);
   for (int m = 0; m < 2 && st == LC_OK; m++) {

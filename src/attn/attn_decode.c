@@ -25,7 +25,7 @@ static lc_status decode_fwd(lc_attn *a, float *out, void *saved, const float *q,
   lc_attn_shape s = {.Tq = T, .Tk = d->p0 + T, .Hq = a->Hq, .Hkv = a->Hkv, .D = a->D, .q_start = d->p0,
                      .k_start = 0, .causal = 1, .scale = 1.0f / sqrtf((float)a->D), .lo = a->lo};
   LC_TRY(lc_flash_fwd(out, (float *)saved, q, d->k, d->v, &s, arena));
-  if (a->bf16) lc_bf16_round(out, (size_t)T * a->Hq * a->D);
+  lc_attn_round_out(a, out, T);
   return LC_OK;
 }
 

@@ -28,12 +28,16 @@ void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, lc_attn_mem *
   m->bwd_scratch = lse_bytes(Hq, T) + lc_flash_workspace_bytes(&s, 1, threads);
 }
 
+void lc_attn_round_out(const lc_attn *a, float *out, int T) {
+  if (a->bf16) lc_bf16_round(out, (size_t)T * a->Hq * a->D);
+}
+
 static lc_status local_fwd(lc_attn *a, float *out, void *saved, const float *q, const float *k,
                            const float *v, int T, lc_arena *arena) {
   lc_attn_shape s = local_shape(a, T);
   s.lo = a->lo; // one process: local token t is sequence position t
   LC_TRY(lc_flash_fwd(out, (float *)saved, q, k, v, &s, arena));
-  if (a->bf16) lc_bf16_round(out, (size_t)T * a->Hq * a->D);
+  lc_attn_round_out(a, out, T);
   return LC_OK;
 }
 
