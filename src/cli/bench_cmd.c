@@ -115,7 +115,7 @@ int lc_cmd_bench(int argc, char **argv) {
   printf("longctx bench: model %s, %d threads, checkpoint %s, mlp-tile %d, loss-tile %d, OpenBLAS kernels %s\n",
          c->name, used, ckpt, mlp_tile, loss_tile, openblas_get_corename());
   printf("CPU %s (AVX2 %d, AVX-512F %d, AVX512_BF16 %d, AMX-BF16 %d); precision %s\n", cpu.model, cpu.avx2,
-         cpu.avx512f, cpu.avx512_bf16, cpu.amx_bf16, lc_precision_desc(o.mopts.precision, &cpu, pd, sizeof pd));
+         cpu.avx512f, cpu.avx512_bf16, cpu.amx_bf16, lc_cli_precision_desc(o.mopts.precision, &cpu, pd, sizeof pd));
   double g1 = sgemm_gflops(2048, 2048, 2048, 3);
   double g2 = sgemm_gflops(4096, c->ffn, c->dim, 3);
   double gemm = fmax(g1, g2);

@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "core/cpu.h"
+#include "core/dtype.h"
 #include "core/status.h"
 #include "model/config.h"
 
@@ -29,5 +31,9 @@ lc_status lc_cli_threads(int threads, int *used);
 void lc_blas_fix_coretype(char **argv);
 // Current resident set size of this process in bytes (0 if unknown).
 size_t lc_rss_bytes(void);
+
+// One line for the settings table and bench: the precision and, for bf16, how its GEMMs
+// and attention run on this CPU (never silently slow: the line says what bf16 costs here).
+const char *lc_cli_precision_desc(lc_dtype precision, const lc_cpu_info *c, char *buf, size_t n);
 
 #endif

@@ -30,20 +30,3 @@ void lc_cpu_detect(lc_cpu_info *c) {
   }
   fclose(f);
 }
-
-const char *lc_precision_desc(lc_dtype precision, const lc_cpu_info *c, char *buf, size_t n) {
-  if (precision != LC_DT_BF16) {
-    snprintf(buf, n, "fp32");
-    return buf;
-  }
-  const char *hw = c->amx_bf16 ? "AMX-BF16" : c->avx512_bf16 ? "AVX512_BF16" : NULL;
-  char why[160];
-  if (hw) snprintf(why, sizeof why, "this CPU has %s but longctx has no native bf16 kernels yet, so bf16 saves memory, not time", hw);
-  else snprintf(why, sizeof why, "this CPU has no AVX512_BF16 or AMX, so bf16 saves memory, not time");
-  snprintf(buf, n,
-           "bf16: GEMM operands, attention inputs and layer checkpoints in bf16; master weights, gradients, "
-           "AdamW, norms, softmax and loss in fp32. GEMMs and attention run in fp32 on the bf16 values "
-           "(exact products, fp32 sums): %s",
-           why);
-  return buf;
-}
