@@ -1,0 +1,60 @@
+// The arena: accounting by category, the cap, and the keep list of freed large blocks
+// (lc_free): reuse for the same size, release on a miss, never beyond the cap, nothing
+// kept for small blocks or in sanitizer builds.
+#include <string.h>
+
+#include "core/arena.h"
+#include "testutil.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define KEEPS 0
+#else
+#define KEEPS 1
+#endif
+
+#define MIB ((size_t)1 << 20)
+
+int main(void) {
+  lc_arena a;
+  lc_arena_init(&a, 0);
+  // Accounting.
+  void *p = lc_alloc(&a, LC_MEM_SCRATCH, 2 * MIB, "x"), *q = lc_alloc(&a, LC_MEM_ACT, 100, "y");
+  CHECK(p && q && a.cur[LC_MEM_SCRATCH] == 2 * MIB && a.cur_total == 2 * MIB + 100, "accounting after two allocations");
+  lc_free(&a, q);
+  lc_free(&a, p);
+  CHECK(a.cur_total == 0 && a.peak_total == 2 * MIB + 100, "live %zu peak %zu after freeing", a.cur_total, a.peak_total);
+  CHECK(a.n_keep_ == KEEPS && a.keep_bytes_ == KEEPS * 2 * MIB, "freed 2 MiB block kept: %d blocks, %zu bytes", a.n_keep_,
+        a.keep_bytes_);
+  // The same size again: the same block, counted as live again (in its new category).
+  void *p2 = lc_alloc(&a, LC_MEM_COMM, 2 * MIB, "x again");
+  if (KEEPS) CHECK(p2 == p, "a 2 MiB allocation after a 2 MiB free reuses the block");
+  CHECK(a.n_keep_ == 0 && a.cur[LC_MEM_COMM] == 2 * MIB && a.cur[LC_MEM_SCRATCH] == 0, "reuse accounting");
+  memset(p2, 1, 2 * MIB); // the whole block is usable
+  lc_free(&a, p2);
+  // Another size: a miss releases every kept block first.
+  void *r = lc_alloc(&a, LC_MEM_SCRATCH, 3 * MIB, "z");
+  CHECK(r && a.n_keep_ == 0 && a.keep_bytes_ == 0, "a miss releases the kept blocks (%d left)", a.n_keep_);
+  lc_free(&a, r);
+  lc_arena_trim(&a);
+  CHECK(a.n_keep_ == 0 && a.keep_bytes_ == 0, "trim empties the keep list");
+  // Small blocks are never kept.
+  void *s = lc_alloc(&a, LC_MEM_SCRATCH, MIB - 64, "small");
+  lc_free(&a, s);
+  CHECK(a.n_keep_ == 0, "a block under 1 MiB was kept");
+  // With a cap, live + kept stay within it.
+  lc_arena c;
+  lc_arena_init(&c, 5 * MIB);
+  void *b1 = lc_alloc(&c, LC_MEM_SCRATCH, 3 * MIB, "b1"), *b2 = lc_alloc(&c, LC_MEM_SCRATCH, 2 * MIB, "b2");
+  lc_free(&c, b1); // kept: 2 live + 3 kept = 5 <= cap
+  CHECK(c.n_keep_ == KEEPS, "b1 kept within the cap");
+  void *b3 = lc_alloc(&c, LC_MEM_SCRATCH, 1 * MIB, "b3"); // a miss: b1 is released
+  CHECK(b3 && c.n_keep_ == 0, "allocation under the cap after a miss");
+  lc_free(&c, b2);
+  CHECK(c.cur_total + c.keep_bytes_ <= c.cap, "live %zu + kept %zu > cap %zu", c.cur_total, c.keep_bytes_, c.cap);
+  CHECK(lc_alloc(&c, LC_MEM_SCRATCH, 5 * MIB, "too much") == NULL && strstr(lc_errmsg(), "memory cap"),
+        "beyond the cap: %s", lc_errmsg());
+  lc_free(&c, b3);
+  lc_arena_trim(&c);
+  lc_arena_trim(&a);
+  return lc_test_finish("test_arena");
+}
