@@ -18,6 +18,7 @@
 #include "model/memplan.h"
 #include "train/trainer.h"
 #include "testutil.h"
+#include "ops/kernels.h"
 
 static int rank0;
 static lc_comm *world;

@@ -19,6 +19,7 @@
 #include "ops/ops.h"
 #include "testmodel.h"
 #include "testutil.h"
+#include "ops/kernels.h"
 
 static lc_arena arena;
 

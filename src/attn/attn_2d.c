@@ -16,6 +16,7 @@
 #include "attn/attn.h"
 #include "core/dtype.h"
 #include "attn/ring.h"
+#include "ops/kernels.h"
 
 typedef struct {
   lc_comm *head;

@@ -5,6 +5,7 @@
 #include "attn/attn.h"
 #include "core/dtype.h"
 #include "attn/flash.h"
+#include "ops/kernels.h"
 
 // lse[Hq, T] (saved) and delta[Hq, T] (backward scratch) have the same size.
 static size_t lse_bytes(int Hq, int T) { return lc_bytes(LC_DT_F32, (size_t)Hq * (size_t)T); }

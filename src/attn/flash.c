@@ -1,294 +1,37 @@
-// Blockwise (flash) attention on CPUs: forward with online softmax, stable merge,
-// delta, and a FlashAttention-2 style backward.
-//
-// Layout trick ("transposed" tiles). A work item owns one block of BQ = 64 query rows
-// of one head. Its queries are packed once, transposed, as Qt[D][BQ] (pre-scaled by
-// scale*log2(e), so the softmax runs in base 2), and every score tile is computed
-// transposed: St[BK keys][BQ queries] = K_blk * Qt. A row of St is 4 AVX-512 vectors
-// across the 64 queries, so the softmax statistics (column max, column sum) are plain
-// vertical vector ops, the per-query rescale factors are vectors, and K, V are used
-// in place, in their natural row-major layout, as the broadcast operand of the
-// register-blocked micro-kernel (C[R x 64] += A[R x K] * B[K x 64], A broadcast,
-// B rows of 4 vectors, 6 x 4 zmm accumulators). The output accumulator is Ot[D][BQ]
-// (Ot = alpha*Ot + V^T Pt, the rescale fused into the kernel), transposed back once
-// per item (16x16 in-register transposes). No K/V packing, no Tq x Tk matrix; only
-// diagonal tiles are masked, fully hidden tiles are skipped.
-//
-// Threads: forward items (head, q block) are independent (each owns its output rows);
-// schedule(dynamic), heaviest (last, causal) blocks first.
-// Backward: see lc_flash_bwd below (race-free and deterministic for a fixed thread count).
-// This file is the algorithm; the instruction set's primitives (micro-kernel, tile
-// softmax, transposed packing) are in attn/flash_prims_avx512.h, or, without AVX-512,
-// attn/flash_prims_portable.h (GCC/Clang vector extensions: AVX2, SSE, NEON, with smaller
-// register tiles); attn/flash_prims.h states their contract.
+// Blockwise (flash) attention: the entry points dispatch to the kernel variant of the
+// level in use (ops/kernels.h); the kernel itself is attn/flash_body.h, compiled once per
+// variant (attn/flash_v_*.c). The merge and delta below are shared by every variant.
 #include "attn/flash.h"
-#include "core/dtype.h"
+#include "attn/flash_variants.h"
+#include "ops/kernels.h"
 
 #include <math.h>
-#include <stddef.h>
 #include <string.h>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#define BK LC_FLASH_BK
 
-#define BQ LC_FLASH_BQ // query rows per item = 4 vectors of 16 floats (fixed by the kernels)
-#define BK LC_FLASH_BK // key rows per tile
-
-#define LOG2E 1.4426950408889634
-#define LN2 0.6931471805599453
-
-#define LC_AI static inline __attribute__((always_inline))
-
-static int max_threads(void) {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
-static int thread_id(void) {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
-}
-static int team_size(void) {
-#ifdef _OPENMP
-  return omp_get_num_threads();
-#else
-  return 1;
-#endif
-}
-
-static long rup16(long n) { return (n + 15) & ~15L; }
-
-#include "attn/flash_prims.h"
-
-// All M rows: tiles of RM rows, then the remainder with its own constant R.
-#define MK_CASE(n)                                                          \
-  case n:                                                                   \
-    if (n < RM) mk(n < RM ? n : 1, NC, mode, K, A + r * sar, sar, sak, B, ldb, C + r * ldc, ldc, alpha); \
-    break;
-LC_AI void mk_rows(const int NC, const int RM, const int mode, int M, int K, const float *A,
-                   long sar, long sak, const float *B, long ldb, float *C, long ldc,
-                   const float *alpha) {
-  int r = 0;
-  for (; r + RM <= M; r += RM) mk(RM, NC, mode, K, A + r * sar, sar, sak, B, ldb, C + r * ldc, ldc, alpha);
-  switch (M - r) {
-    MK_CASE(1) MK_CASE(2) MK_CASE(3) MK_CASE(4) MK_CASE(5) MK_CASE(6) MK_CASE(7)
-    MK_CASE(8) MK_CASE(9) MK_CASE(10) MK_CASE(11) MK_CASE(12) MK_CASE(13) MK_CASE(14)
-    MK_CASE(15)
-    default: break;
-  }
-}
-#undef MK_CASE
-
-// Tile products used by the kernels (all with 64-wide B/C rows unless stated).
-// St[M][64] = A[M rows, lda apart][K] * Bt[K][64]   (A = K or V rows, natural layout)
-static void tile_abt(int M, int K, const float *A, long lda, const float *Bt, float *C) {
-  mk_rows(4, RM4, 0, M, K, A, lda, 1, Bt, BQ, C, BQ, NULL);
-}
-// Ct[M][64] = alpha * Ct + A^T * P, A element (r, k) at A[k*lda + r]   (Ot += V^T Pt)
-static void tile_atb_scale(int M, int K, const float *A, long lda, const float *P, float *C,
-                           const float *alpha) {
-  mk_rows(4, RM4, 2, M, K, A, 1, lda, P, BQ, C, BQ, alpha);
-}
-// Ct[M][64] += A^T * P   (dQt += K^T dSt)
-static void tile_atb_acc(int M, int K, const float *A, long lda, const float *P, float *C) {
-  mk_rows(4, RM4, 1, M, K, A, 1, lda, P, BQ, C, BQ, NULL);
-}
-// C[M][N] += P[M][K] (rows 64 apart) * B[K][N] (rows ldb apart), N = Dp multiple of 16.
-// (dV += Pt dO, dK += dSt Q)
-static void tile_ab_acc(int M, int K, const float *P, const float *B, long ldb, float *C, long ldc,
-                        int N) {
-  int c0 = 0;
-  for (; c0 + 64 <= N; c0 += 64) mk_rows(4, RM4, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL);
-  switch ((N - c0) / 16) {
-    case 1: mk_rows(1, RM1, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL); break;
-    case 2: mk_rows(2, RM2, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL); break;
-    case 3: mk_rows(3, RM3, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL); break;
-    default: break;
-  }
-}
-
-// ---------------------------------------------------------------------------------
-// Elementwise parts on a tile St[nk][64] (row r = key j0+r, column i = query i0+i).
-// ---------------------------------------------------------------------------------
-
-// Mask of a tile: key position kpos0 + r is hidden from query position qpos0 + i when
-// causal and kpos0 + r > qpos0 + i (i.e. i < kpos0 + r - qpos0), and when lo is given and
-// kpos0 + r < lo[i] (i < nq: the block's real rows).
-static void tile_mask(float *S, int nk, long kpos0, long qpos0, int causal, const int *lo, int nq) {
-  if (causal) {
-    long r0 = qpos0 - kpos0 + 1; // rows r < r0 have thr <= 0: nothing hidden
-    for (int r = r0 > 0 ? (int)(r0 < nk ? r0 : nk) : 0; r < nk; r++) {
-      long thr = kpos0 + r - qpos0; // columns i < thr are hidden (thr grows with r)
-      int n = thr >= BQ ? BQ : (int)thr;
-      float *row = S + (long)r * BQ;
-      for (int i = 0; i < n; i++) row[i] = -INFINITY;
-    }
-  }
-  if (lo)
-    for (int r = 0; r < nk; r++) {
-      const long kp = kpos0 + r;
-      float *row = S + (long)r * BQ;
-      for (int i = 0; i < nq; i++) row[i] = kp < lo[i] ? -INFINITY : row[i];
-    }
-}
-
-// ---------------------------------------------------------------------------------
-// Shapes and the causal key range of a query block.
-// ---------------------------------------------------------------------------------
-static lc_status check_shape(const lc_attn_shape *s, const char *fn) {
-  if (!s) return lc_fail(LC_EINVAL, "%s: shape is NULL", fn);
-  if (s->Tq < 0 || s->Tk < 0 || s->Hq < 1 || s->Hkv < 1 || s->D < 1 || s->Hq % s->Hkv != 0)
-    return lc_fail(LC_EINVAL, "%s: bad shape Tq=%d Tk=%d Hq=%d Hkv=%d D=%d (need Hq %% Hkv == 0)",
-                   fn, s->Tq, s->Tk, s->Hq, s->Hkv, s->D);
-  if (!(s->scale == s->scale)) return lc_fail(LC_EINVAL, "%s: scale is NaN", fn);
-  return LC_OK;
-}
-
-static long clampk(long x, long Tk) { return x < 0 ? 0 : x > Tk ? Tk : x; }
-
-// Keys of the query block [i0, i0+nq) (indices into k): [r->beg, r->end) may be visible to
-// some row; [r->free, r->full) to every row, so tiles reaching outside it need masking.
-// With per-row lower bounds the block skips every key before the smallest bound.
-typedef struct {
-  long beg, free, full, end;
-} krange;
-
-static krange key_range(const lc_attn_shape *s, long i0, int nq) {
-  krange r = {0, 0, s->Tk, s->Tk};
-  if (s->causal) {
-    long qlo = s->q_start + i0, qhi = qlo + nq - 1;
-    r.end = clampk(qhi - s->k_start + 1, s->Tk);
-    r.full = clampk(qlo - s->k_start + 1, s->Tk);
-  }
-  if (s->lo) {
-    int mn = s->lo[i0], mx = s->lo[i0];
-    for (int i = 1; i < nq; i++) {
-      mn = s->lo[i0 + i] < mn ? s->lo[i0 + i] : mn;
-      mx = s->lo[i0 + i] > mx ? s->lo[i0 + i] : mx;
-    }
-    r.beg = clampk(mn - s->k_start, s->Tk);
-    r.free = clampk(mx - s->k_start, s->Tk);
-  }
-  return r;
-}
-
-// ---------------------------------------------------------------------------------
-// Forward
-// ---------------------------------------------------------------------------------
-typedef struct {
-  float *Qt, *S, *Ot, *m, *l, *alpha;
-} fwd_ws;
-
-static long fwd_ws_floats(int D) {
-  return 2 * rup16((long)D * BQ) + (long)BK * BQ + 3 * BQ;
-}
-
-static void fwd_ws_carve(fwd_ws *w, float *base, int D) {
-  w->Qt = base;
-  base += rup16((long)D * BQ);
-  w->Ot = base;
-  base += rup16((long)D * BQ);
-  w->S = base;
-  base += (long)BK * BQ;
-  w->m = base;
-  w->l = base + BQ;
-  w->alpha = base + 2 * BQ;
-}
-
-// Threads (at most one per work item) and floats of workspace per thread of a forward.
-static void fwd_plan(const lc_attn_shape *s, int threads, int *nt, long *per) {
-  const long nitems = (long)((s->Tq + BQ - 1) / BQ) * s->Hq;
-  *nt = threads;
-  if (*nt > nitems) *nt = (int)nitems;
-  *per = fwd_ws_floats(s->D);
-}
-
-static void fwd_item(float *out, float *lse, const float *q, const float *k, const float *v,
-                     const lc_attn_shape *s, int h, int ib, fwd_ws *w) {
-  const int D = s->D, Hq = s->Hq, Tq = s->Tq;
-  const int g = h / (Hq / s->Hkv);
-  const long ldq = (long)Hq * D, ldk = (long)s->Hkv * D;
-  const long i0 = (long)ib * BQ;
-  const int nq = (int)(Tq - i0 < BQ ? Tq - i0 : BQ);
-  const krange kr = key_range(s, i0, nq);
-  const int *lo = s->lo ? s->lo + i0 : NULL;
-
-  if (kr.end <= kr.beg) { // no key visible to any row of this block
-    for (int i = 0; i < nq; i++) {
-      lse[(long)h * Tq + i0 + i] = -INFINITY;
-      memset(out + (i0 + i) * ldq + (long)h * D, 0, sizeof(float) * (size_t)D);
-    }
-    return;
-  }
-
-  // Qt[d][i] = q * scale * log2(e); padded query columns are 0.
-  pack_t(w->Qt, q + i0 * ldq + (long)h * D, ldq, nq, D, (float)(s->scale * LOG2E));
-  memset(w->Ot, 0, sizeof(float) * (size_t)D * BQ);
-  for (int i = 0; i < BQ; i++) {
-    w->m[i] = -INFINITY;
-    w->l[i] = 0.0f;
-  }
-
-  const float *kh = k + (long)g * D, *vh = v + (long)g * D;
-  for (long j0 = kr.beg / BK * BK; j0 < kr.end; j0 += BK) {
-    int nk = (int)(kr.end - j0 < BK ? kr.end - j0 : BK);
-    tile_abt(nk, D, kh + j0 * ldk, ldk, w->Qt, w->S);
-    if (j0 + nk > kr.full || j0 < kr.free)
-      tile_mask(w->S, nk, s->k_start + j0, s->q_start + i0, s->causal, lo, nq);
-    tile_softmax(w->S, nk, w->m, w->l, w->alpha);
-    tile_atb_scale(D, nk, vh + j0 * ldk, ldk, w->S, w->Ot, w->alpha);
-  }
-
-  // out = Ot^T / l, lse = (m + log2 l) * ln 2; rows without a visible key: 0, -inf
-  float *inv = w->alpha;
-  for (int i = 0; i < nq; i++) {
-    float li = w->l[i];
-    if (li > 0.0f) {
-      inv[i] = 1.0f / li;
-      lse[(long)h * Tq + i0 + i] = (float)(((double)w->m[i] + log2((double)li)) * LN2);
-    } else {
-      inv[i] = 0.0f;
-      lse[(long)h * Tq + i0 + i] = -INFINITY;
-    }
-  }
-  unpack_t(out + i0 * ldq + (long)h * D, ldq, w->Ot, nq, D, inv, 0);
+static const lc_flash_variant *variant_of(const lc_attn_shape *s) {
+  return lc_flash_variant_for(lc_kern()->level, s && s->bf16);
 }
 
 lc_status lc_flash_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
                        const lc_attn_shape *s, lc_arena *arena) {
-  LC_TRY(check_shape(s, "lc_flash_fwd"));
-  if (s->Tq == 0 || s->Hq == 0) return LC_OK;
-  if (!out || !lse || !q || (s->Tk > 0 && (!k || !v)))
-    return lc_fail(LC_EINVAL, "lc_flash_fwd: NULL tensor");
-  const int nqb = (s->Tq + BQ - 1) / BQ;
-  const long nitems = (long)nqb * s->Hq;
-  int nt;
-  long per;
-  fwd_plan(s, max_threads(), &nt, &per);
-  float *ws = lc_alloc(arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, (size_t)(per * nt)),
-                       "attention workspace");
-  if (!ws) return LC_ENOMEM;
-
-#pragma omp parallel num_threads(nt)
-  {
-    fwd_ws w;
-    fwd_ws_carve(&w, ws + per * thread_id(), s->D);
-#pragma omp for schedule(dynamic, 1)
-    for (long it = 0; it < nitems; it++) {
-      // last query blocks first: under a causal mask they see the most keys
-      int ib = nqb - 1 - (int)(it / s->Hq), h = (int)(it % s->Hq);
-      fwd_item(out, lse, q, k, v, s, h, ib, &w);
-    }
-  }
-  lc_free(arena, ws);
-  return LC_OK;
+  return variant_of(s)->fwd(out, lse, q, k, v, s, arena);
 }
+
+lc_status lc_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                       const float *k, const float *v, const float *lse, const float *delta,
+                       const lc_attn_shape *s, lc_arena *arena) {
+  return variant_of(s)->bwd(dq, dk, dv, dout, q, k, v, lse, delta, s, arena);
+}
+
+size_t lc_flash_workspace_bytes(const lc_attn_shape *s, int bwd, int threads) {
+  return variant_of(s)->ws(s, bwd, threads);
+}
+
+const char *lc_flash_variant_name(const lc_attn_shape *s) { return variant_of(s)->name; }
+
+static long rup16(long n) { return (n + 15) & ~15L; }
 
 // ---------------------------------------------------------------------------------
 // Merge and delta
@@ -331,49 +74,6 @@ void lc_attn_delta(float *delta, const float *dout, const float *out, int Tq, in
   }
 }
 
-// ---------------------------------------------------------------------------------
-// Backward
-//
-// Work item = (q head h, q block ib), as in the forward: it owns its dq rows (dQt
-// accumulated in a per-thread [D][64] tile and added to dq once per item and phase),
-// re-uses its packed Qt/dOt for every key tile, and reads K, V in place.
-// dK/dV contributions of different items collide (all q blocks and all q heads of a
-// group hit the same key rows), so they go into per-thread buffers dKb/dVb[Hkv][Ck][Dp]
-// covering one key chunk of Ck rows. The backward runs chunk by chunk ("phases"):
-//   zero own buffers -> items of this chunk, schedule(static, 1) -> barrier ->
-//   dk/dv rows of the chunk += sum over threads t = 0..P-1 of buffer t (parallel over
-//   rows, fixed order) -> barrier.
-// No two threads ever write the same float outside a barrier-separated step, so it
-// is race-free without atomics or locks, and because the item -> thread map is static
-// and every sum runs in a fixed order, results are bitwise reproducible for a given
-// thread count. Workspace: P * (2*Hkv*Ck*Dp + O(D*64 + 64*64)) floats; Ck is chosen
-// so the chunk buffers stay around 4 MiB per thread (O(threads * block) memory).
-// ---------------------------------------------------------------------------------
-typedef struct {
-  float *Qt, *dOt, *Qn, *dOn, *S, *dP, *dQt, *lse2, *dlt, *dkb, *dvb;
-} bwd_ws;
-
-static long bwd_ws_floats(int D, int Hkv, long Ck) {
-  long Dp = rup16(D);
-  return 3 * rup16((long)D * BQ) + 2 * (long)BQ * Dp + 2 * (long)BK * BQ + 2 * BQ +
-         2 * (long)Hkv * Ck * Dp;
-}
-
-static void bwd_ws_carve(bwd_ws *w, float *b, int D, int Hkv, long Ck) {
-  long Dp = rup16(D), tD = rup16((long)D * BQ);
-  w->Qt = b; b += tD;
-  w->dOt = b; b += tD;
-  w->dQt = b; b += tD;
-  w->Qn = b; b += (long)BQ * Dp;
-  w->dOn = b; b += (long)BQ * Dp;
-  w->S = b; b += (long)BK * BQ;
-  w->dP = b; b += (long)BK * BQ;
-  w->lse2 = b; b += BQ;
-  w->dlt = b; b += BQ;
-  w->dkb = b; b += (long)Hkv * Ck * Dp;
-  w->dvb = b;
-}
-
 static long test_key_chunk; // lc_flash_test_set_key_chunk (0: automatic)
 
 void lc_flash_test_set_key_chunk(long rows) { test_key_chunk = rows > 0 ? (rows + BK - 1) / BK * BK : 0; }
@@ -389,144 +89,14 @@ long lc_flash_bwd_key_chunk(const lc_attn_shape *s) {
   return ck;
 }
 
-// Threads, key chunk Ck and floats of workspace per thread of a backward.
-static void bwd_plan(const lc_attn_shape *s, int threads, int *nt, long *Ck, long *per) {
-  long ck = lc_flash_bwd_key_chunk(s);
-  long nitems_max = (long)((s->Tq + BQ - 1) / BQ) * s->Hq;
-  *nt = threads;
-  if (*nt > nitems_max) *nt = (int)nitems_max;
-  *Ck = ck;
-  *per = bwd_ws_floats(s->D, s->Hkv, ck);
-}
 
-size_t lc_flash_workspace_bytes(const lc_attn_shape *s, int bwd, int threads) {
-  if (!s || s->Tq <= 0 || s->Hq <= 0 || s->Hkv <= 0 || s->D <= 0 || (bwd && s->Tk <= 0)) return 0;
-  if (threads <= 0) threads = max_threads();
-  int nt;
-  long per, ck;
-  if (bwd) bwd_plan(s, threads, &nt, &ck, &per);
-  else fwd_plan(s, threads, &nt, &per);
-  return lc_bytes(LC_DT_F32, (size_t)per * (size_t)nt);
-}
-
-// One item restricted to key rows [c0, c1) (c0 a multiple of BK).
-static void bwd_item(float *dq, const float *dout, const float *q, const float *k,
-                     const float *v, const float *lse, const float *delta,
-                     const lc_attn_shape *s, int h, int ib, long c0, long c1, long Ck,
-                     bwd_ws *w) {
-  const int D = s->D, Hq = s->Hq, Tq = s->Tq;
-  const long Dp = rup16(D);
-  const int g = h / (Hq / s->Hkv);
-  const long ldq = (long)Hq * D, ldk = (long)s->Hkv * D;
-  const long i0 = (long)ib * BQ;
-  const int nq = (int)(Tq - i0 < BQ ? Tq - i0 : BQ);
-  const krange kr = key_range(s, i0, nq);
-  const int *lo = s->lo ? s->lo + i0 : NULL;
-  const long kend = kr.end < c1 ? kr.end : c1, kbeg = kr.beg > c0 ? kr.beg / BK * BK : c0;
-  if (kend <= kbeg || kend <= kr.beg) return;
-
-  // pack: Qt (scaled, transposed), dOt (transposed), Qn, dOn (natural, padded to Dp)
-  const float *qb = q + i0 * ldq + (long)h * D, *db = dout + i0 * ldq + (long)h * D;
-  pack_t(w->Qt, qb, ldq, nq, D, (float)(s->scale * LOG2E));
-  pack_t(w->dOt, db, ldq, nq, D, 1.0f);
-  memset(w->Qn, 0, sizeof(float) * (size_t)(BQ * Dp));
-  memset(w->dOn, 0, sizeof(float) * (size_t)(BQ * Dp));
-  for (int i = 0; i < nq; i++) {
-    memcpy(w->Qn + i * Dp, qb + i * ldq, sizeof(float) * (size_t)D);
-    memcpy(w->dOn + i * Dp, db + i * ldq, sizeof(float) * (size_t)D);
-  }
-  for (int i = 0; i < BQ; i++) {
-    float L = i < nq ? lse[(long)h * Tq + i0 + i] : -INFINITY;
-    // a row that sees no key has lse = -inf and must get P = 0: use +inf
-    w->lse2[i] = L == -INFINITY ? INFINITY : (float)(L * LOG2E);
-    w->dlt[i] = i < nq ? delta[(long)h * Tq + i0 + i] : 0.0f;
-  }
-  memset(w->dQt, 0, sizeof(float) * (size_t)D * BQ);
-
-  const float *kh = k + (long)g * D, *vh = v + (long)g * D;
-  float *dkb = w->dkb + (long)g * Ck * Dp, *dvb = w->dvb + (long)g * Ck * Dp;
-  for (long j0 = kbeg; j0 < kend; j0 += BK) {
-    int nk = (int)(kend - j0 < BK ? kend - j0 : BK);
-    const float *kj = kh + j0 * ldk, *vj = vh + j0 * ldk;
-    tile_abt(nk, D, kj, ldk, w->Qt, w->S);
-    if (j0 + nk > kr.full || j0 < kr.free)
-      tile_mask(w->S, nk, s->k_start + j0, s->q_start + i0, s->causal, lo, nq);
-    tile_probs(w->S, nk, w->lse2);
-    tile_abt(nk, D, vj, ldk, w->dOt, w->dP);
-    tile_dscores(w->dP, w->S, nk, w->dlt, s->scale);
-    tile_ab_acc(nk, nq, w->S, w->dOn, Dp, dvb + (j0 - c0) * Dp, Dp, (int)Dp);
-    tile_ab_acc(nk, nq, w->dP, w->Qn, Dp, dkb + (j0 - c0) * Dp, Dp, (int)Dp);
-    tile_atb_acc(D, nk, kj, ldk, w->dP, w->dQt);
-  }
-
-  unpack_t(dq + i0 * ldq + (long)h * D, ldq, w->dQt, nq, D, NULL, 1);
-}
-
-lc_status lc_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                       const float *k, const float *v, const float *lse, const float *delta,
-                       const lc_attn_shape *s, lc_arena *arena) {
-  LC_TRY(check_shape(s, "lc_flash_bwd"));
-  if (s->Tq == 0 || s->Tk == 0) return LC_OK;
-  if (!dq || !dk || !dv || !dout || !q || !k || !v || !lse || !delta)
-    return lc_fail(LC_EINVAL, "lc_flash_bwd: NULL tensor");
-  const int D = s->D, Hkv = s->Hkv, Tk = s->Tk;
-  const long Dp = rup16(D);
-  const int nqb = (s->Tq + BQ - 1) / BQ;
-  int nt;
-  long Ck, per;
-  bwd_plan(s, max_threads(), &nt, &Ck, &per);
-  float *ws = lc_alloc(arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, (size_t)(per * nt)),
-                       "attention workspace");
-  if (!ws) return LC_ENOMEM;
-
-#pragma omp parallel num_threads(nt)
-  {
-    const int P = team_size();
-    bwd_ws w;
-    bwd_ws_carve(&w, ws + per * thread_id(), D, Hkv, Ck);
-    for (long c0 = 0; c0 < Tk; c0 += Ck) {
-      const long c1 = c0 + Ck < Tk ? c0 + Ck : Tk;
-      const long rows = c1 - c0;
-      // first q block that sees a key of this chunk (kend grows with ib)
-      long ib_lo = 0;
-      if (s->causal) {
-        long first_q = s->k_start + c0 - s->q_start; // query row index seeing key c0
-        ib_lo = first_q <= 0 ? 0 : first_q / BQ;
-        if (ib_lo > nqb) ib_lo = nqb;
-      }
-      const long nitems = (nqb - ib_lo) * s->Hq;
-      if (nitems == 0) continue; // the same decision in every thread: no key of it is seen
-      for (int g = 0; g < Hkv; g++) {
-        memset(w.dkb + (long)g * Ck * Dp, 0, sizeof(float) * (size_t)(rows * Dp));
-        memset(w.dvb + (long)g * Ck * Dp, 0, sizeof(float) * (size_t)(rows * Dp));
-      }
-#pragma omp for schedule(static, 1)
-      for (long it = 0; it < nitems; it++) {
-        int ib = nqb - 1 - (int)(it / s->Hq), h = (int)(it % s->Hq);
-        bwd_item(dq, dout, q, k, v, lse, delta, s, h, ib, c0, c1, Ck, &w);
-      }
-      // implicit barrier: all buffers of this chunk are complete
-#pragma omp for schedule(static)
-      for (long rr = 0; rr < (long)Hkv * rows; rr++) {
-        int g = (int)(rr / rows);
-        long j = rr % rows;
-        float *dkr = dk + (c0 + j) * Hkv * (long)D + (long)g * D;
-        float *dvr = dv + (c0 + j) * Hkv * (long)D + (long)g * D;
-        // dk += b_0 + b_1 + ... in thread order: deterministic
-        for (int t = 0; t < P; t++) {
-          bwd_ws wt;
-          bwd_ws_carve(&wt, ws + per * t, D, Hkv, Ck);
-          const float *kb = wt.dkb + ((long)g * Ck + j) * Dp;
-          const float *vb = wt.dvb + ((long)g * Ck + j) * Dp;
-          for (int d = 0; d < D; d++) {
-            dkr[d] += kb[d];
-            dvr[d] += vb[d];
-          }
-        }
-      }
-      // implicit barrier: buffers may be reused
-    }
-  }
-  lc_free(arena, ws);
-  return LC_OK;
+const lc_flash_variant *lc_flash_variant_for(lc_kern_level level, int bf16) {
+  static const lc_flash_variant v[] = {
+      {"portable", lc_flash_fwd_portable, lc_flash_bwd_portable, lc_flash_ws_portable},
+      {"avx2", lc_flash_fwd_avx2, lc_flash_bwd_avx2, lc_flash_ws_avx2},
+      {"avx512", lc_flash_fwd_avx512, lc_flash_bwd_avx512, lc_flash_ws_avx512},
+      {"bf16", lc_flash_fwd_bf16, lc_flash_bwd_bf16, lc_flash_ws_bf16},
+  };
+  if (level >= LC_KERN_BF16) return bf16 ? &v[3] : &v[2];
+  return &v[level < 0 ? 0 : level];
 }

@@ -26,6 +26,11 @@ typedef struct {
   // of the first key query row i may see; keys before it are hidden. NULL: no bound.
   // Key tiles that no row of a query block may see are skipped.
   const int *lo;
+  // 1: q, k, v hold bf16 values (a --precision bf16 pass). Kernels with native bf16
+  // products (the kernel table's bf16/amx levels) then also round the probabilities and
+  // score gradients to bf16 before multiplying them, as FlashAttention does in bf16;
+  // softmax, LSE, and every sum stay fp32. 0: fp32 products throughout.
+  int bf16;
 } lc_attn_shape;
 
 // q[Tq,Hq,D], k/v[Tk,Hkv,D] -> out[Tq,Hq,D], lse[Hq,Tq] (natural log).
@@ -52,6 +57,9 @@ lc_status lc_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const
 // (bwd = 1) allocates for shape s with `threads` OpenMP threads (<= 0: the current
 // omp_get_max_threads()). The kernels size their workspace with this same computation.
 size_t lc_flash_workspace_bytes(const lc_attn_shape *s, int bwd, int threads);
+
+// The kernel variant that runs shape s ("portable", "avx2", "avx512", "bf16").
+const char *lc_flash_variant_name(const lc_attn_shape *s);
 
 // Key rows per dK/dV chunk of lc_flash_bwd for shape s (about 4 MiB of per-thread
 // buffers, a multiple of 64, at most Tk rounded up to 64). Tests use it to make sure a

@@ -12,6 +12,7 @@
 #include "attn/flash.h"
 #include "core/runstate.h"
 #include "core/timer.h"
+#include "ops/kernels.h"
 
 enum { TAG_KV = 101, TAG_OUTER = 102, TAG_DKV = 103, TAG_OWNER = 104 };
 

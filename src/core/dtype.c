@@ -51,54 +51,6 @@ uint16_t lc_f32_to_bf16(float f) {
   return (uint16_t)(u >> 16);
 }
 
-// Branch-free narrowing for the array loops (vectorises): NaN keeps its top bits and is
-// made quiet, as lc_f32_to_bf16 does.
-static inline uint32_t narrow_bits(uint32_t u) {
-  const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  const uint32_t nan = ((u & 0x7fffffffu) > 0x7f800000u) ? 0xffffffffu : 0u;
-  return (nan & ((u & 0xffff0000u) | 0x00400000u)) | (~nan & r);
-}
-
-#define LC_BF16_PAR 65536 // below this many elements a thread team costs more than it saves
-
-void lc_bf16_round(float *x, size_t n) {
-  uint32_t *u = (uint32_t *)(void *)x;
-#pragma omp parallel for schedule(static) if (n >= LC_BF16_PAR)
-  for (size_t i = 0; i < n; i++) u[i] = narrow_bits(u[i]);
-}
-
-void lc_bf16_round_copy(float *dst, const float *src, size_t n) {
-  const uint32_t *a = (const uint32_t *)(const void *)src;
-  uint32_t *b = (uint32_t *)(void *)dst;
-#pragma omp parallel for schedule(static) if (n >= LC_BF16_PAR)
-  for (size_t i = 0; i < n; i++) b[i] = narrow_bits(a[i]);
-}
-
-void lc_bf16_pack(uint16_t *dst, const float *src, size_t n) {
-  const uint32_t *u = (const uint32_t *)(const void *)src;
-#pragma omp parallel for schedule(static) if (n >= LC_BF16_PAR)
-  for (size_t i = 0; i < n; i++) dst[i] = (uint16_t)(narrow_bits(u[i]) >> 16);
-}
-
-void lc_bf16_unpack(float *dst, const uint16_t *src, size_t n) {
-  uint32_t *u = (uint32_t *)(void *)dst;
-#pragma omp parallel for schedule(static) if (n >= LC_BF16_PAR)
-  for (size_t i = 0; i < n; i++) u[i] = (uint32_t)src[i] << 16;
-}
-
-void lc_bf16_unpack_inplace(float *buf, size_t n) {
-  const uint16_t *h = (const uint16_t *)(const void *)buf + n; // bytes [2n, 4n)
-  size_t a = 0;
-  // A chunk [a, b) writes bytes [4a, 4b) and reads [2n + 2a, 2n + 2b): disjoint when
-  // b <= (n + a) / 2, so each chunk may run in parallel; the chunks halve towards the end.
-  while (n - a >= LC_BF16_PAR) {
-    const size_t b = (n + a) / 2;
-    lc_bf16_unpack(buf + a, h + a, b - a);
-    a = b;
-  }
-  for (; a < n; a++) buf[a] = lc_bf16_to_f32(h[a]); // in order: each read precedes its overwrite
-}
-
 float lc_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;

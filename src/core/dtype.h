@@ -53,16 +53,13 @@ float lc_f16_to_f32(uint16_t h);
 // does); infinities kept, NaN stays NaN (quiet), overflow rounds to infinity.
 uint16_t lc_f32_to_bf16(float f);
 
-// Arrays (OpenMP over large n): x[i] = widen(narrow(x[i])) in place, i.e. each float becomes
-// the nearest bf16 value (the rule of lc_f32_to_bf16), which is what a bf16 tensor holds;
-// pack narrows into bf16 storage, unpack widens back (exact).
-void lc_bf16_round(float *x, size_t n);
-void lc_bf16_round_copy(float *dst, const float *src, size_t n); // dst = round(src), one pass
-void lc_bf16_pack(uint16_t *dst, const float *src, size_t n);
-void lc_bf16_unpack(float *dst, const uint16_t *src, size_t n);
-// In place: buf[n] floats whose second half holds n bf16 values ((uint16_t *)buf + n, e.g.
-// what a bf16 all-gather wrote there) becomes those n values widened (n even). Works
-// front to back in chunks whose writes never reach bf16 values not yet read.
-void lc_bf16_unpack_inplace(float *buf, size_t n);
+// The bits of the bf16 nearest to the float with bits u (round to nearest even; NaN
+// stays a quiet NaN), in the upper half of a float's bits: the rule every cast uses. The
+// array casts (lc_bf16_round, _pack, _unpack, ...) are kernels: ops/kernels.h.
+static inline uint32_t lc_bf16_narrow_bits(uint32_t u) {
+  const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  const uint32_t nan = ((u & 0x7fffffffu) > 0x7f800000u) ? 0xffffffffu : 0u;
+  return (nan & ((u & 0xffff0000u) | 0x00400000u)) | (~nan & r);
+}
 
 #endif

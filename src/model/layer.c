@@ -4,6 +4,7 @@
 
 #include "core/dtype.h"
 #include "ops/ops.h"
+#include "ops/kernels.h"
 
 static int mlp_tiled(const lc_layer_ctx *c) { return lc_tile_splits(c->mlp_tile, c->T); }
 

@@ -4,6 +4,7 @@
 
 #include "core/dtype.h"
 #include "ops/ops.h"
+#include "ops/kernels.h"
 
 static int eff_tile(int T, int tile) { return lc_tile_splits(tile, T) ? tile : T; }
 

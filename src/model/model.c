@@ -8,6 +8,7 @@
 #include "model/layer.h"
 #include "model/loss.h"
 #include "ops/ops.h"
+#include "ops/kernels.h"
 
 #define PAD16(n) (((size_t)(n) + 15) & ~(size_t)15)
 

@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/runstate.h"
 #include "ops/ops.h"
+#include "ops/kernels.h"
 
 #define TAG_TENSOR 301
 

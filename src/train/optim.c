@@ -1,5 +1,6 @@
 #include "train/optim.h"
 #include "core/dtype.h"
+#include "ops/kernels.h"
 
 #include <math.h>
 #include <string.h>
@@ -22,18 +23,6 @@ void lc_adamw_destroy(lc_adamw *o, lc_arena *arena) {
   o->m = o->v = NULL;
 }
 
-// p, g, m, v: n floats of one piece of a tensor.
-static void update_piece(float *p, const float *g, float *m, float *v, size_t n, float wd, float b1, float b2,
-                         float eps, float lr, float step_size, float inv_sqrt_bc2) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (size_t j = 0; j < n; j++) {
-    m[j] = b1 * m[j] + (1.0f - b1) * g[j];
-    v[j] = b2 * v[j] + (1.0f - b2) * g[j] * g[j];
-    float denom = sqrtf(v[j]) * inv_sqrt_bc2 + eps;
-    p[j] -= lr * wd * p[j] + step_size * m[j] / denom;
-  }
-}
-
 // Bias-corrected step size lr / (1 - beta1^t) and 1 / sqrt(1 - beta2^t) of update t.
 static void corrections(const lc_adamw_hp *hp, long t, float *step_size, float *inv_sqrt_bc2) {
   const double bc1 = 1.0 - pow(hp->beta1, (double)t), bc2 = 1.0 - pow(hp->beta2, (double)t);
@@ -47,7 +36,7 @@ void lc_adamw_update_segments(lc_adamw *o, const lc_adamw_hp *hp, float *params,
   corrections(hp, ++o->step, &ss, &ib);
   for (int i = 0; i < n_seg; i++) {
     const lc_ps_segment *s = &seg[i];
-    update_piece(params + s->p, grads + s->g, o->m + s->o, o->v + s->o, s->n, s->decay ? hp->weight_decay : 0.0f,
+    lc_kern()->adamw(params + s->p, grads + s->g, o->m + s->o, o->v + s->o, s->n, s->decay ? hp->weight_decay : 0.0f,
                  hp->beta1, hp->beta2, hp->eps, hp->lr, ss, ib);
   }
 }
@@ -58,17 +47,12 @@ void lc_adamw_update(lc_adamw *o, const lc_adamw_hp *hp, float *params, const fl
   corrections(hp, ++o->step, &ss, &ib);
   for (int i = 0; i < n_tensors; i++) {
     const size_t off = table[i].offset;
-    update_piece(params + off, grads + off, o->m + off, o->v + off, table[i].numel,
+    lc_kern()->adamw(params + off, grads + off, o->m + off, o->v + off, table[i].numel,
                  table[i].decay ? hp->weight_decay : 0.0f, hp->beta1, hp->beta2, hp->eps, hp->lr, ss, ib);
   }
 }
 
-double lc_sumsq(const float *g, size_t n) {
-  double s = 0;
-#pragma omp parallel for reduction(+ : s) schedule(static) if (n > 65536)
-  for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
-  return s;
-}
+double lc_sumsq(const float *g, size_t n) { return lc_kern()->sumsq(g, n); }
 
 float lc_clip_factor(double norm, float max_norm) {
   if (!(max_norm > 0) || !(norm > max_norm)) return 1.0f;
@@ -77,9 +61,7 @@ float lc_clip_factor(double norm, float max_norm) {
 
 float lc_clip_scale(float *g, size_t n, double norm, float max_norm) {
   const float s = lc_clip_factor(norm, max_norm);
-  if (s == 1.0f) return s;
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (size_t i = 0; i < n; i++) g[i] *= s;
+  if (s != 1.0f) lc_kern()->scale(g, n, s);
   return s;
 }
 
