@@ -2,15 +2,21 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 // Per-thread message buffer: the only mutable global, and it is per thread.
 static _Thread_local char lc_msg[1024];
 
+// Formatted into a scratch buffer first, then copied: a caller may pass the current
+// message (lc_errmsg()) as an argument, and vsnprintf into the buffer it reads from is
+// undefined behaviour (it printed the message nested into itself with characters lost).
 lc_status lc_fail(lc_status st, const char *fmt, ...) {
+  char buf[sizeof lc_msg];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(lc_msg, sizeof lc_msg, fmt, ap);
+  vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  memcpy(lc_msg, buf, sizeof lc_msg);
   return st;
 }
 

@@ -59,6 +59,16 @@ static lc_status add_piece(open_seq *o, const lc_piece *x) {
   return LC_OK;
 }
 
+void lc_pack_order(uint64_t seed, long epoch, uint64_t n_docs, uint64_t *order) {
+  lc_rng r;
+  lc_rng_seed(&r, seed * 0x9e3779b97f4a7c15ull ^ (0x5851f42d4c957f2dull + (uint64_t)epoch));
+  for (uint64_t i = 0; i < n_docs; i++) order[i] = i;
+  for (uint64_t i = n_docs - 1; n_docs > 0 && i > 0; i--) {
+    uint64_t j = lc_rng_u64(&r) % (i + 1), t = order[i];
+    order[i] = order[j], order[j] = t;
+  }
+}
+
 // The plan of epoch e: documents in a seeded order, pieces first-fit into the window.
 static lc_status plan(lc_packer *pk, long e) {
   pk->n_pieces = 0;
@@ -69,15 +79,7 @@ static lc_status plan(lc_packer *pk, long e) {
   lc_status st = order ? LC_OK : lc_fail(LC_ENOMEM, "out of memory packing documents");
   uint64_t split = 0, pad = 0;
   int nopen = 0;
-  if (st == LC_OK) {
-    lc_rng r;
-    lc_rng_seed(&r, pk->seed * 0x9e3779b97f4a7c15ull ^ (0x5851f42d4c957f2dull + (uint64_t)e));
-    for (uint64_t i = 0; i < pk->n_docs; i++) order[i] = i;
-    for (uint64_t i = pk->n_docs - 1; i > 0; i--) {
-      uint64_t j = lc_rng_u64(&r) % (i + 1), t = order[i];
-      order[i] = order[j], order[j] = t;
-    }
-  }
+  if (st == LC_OK) lc_pack_order(pk->seed, e, pk->n_docs, order);
   for (uint64_t d = 0; d < pk->n_docs && st == LC_OK; d++) {
     const uint64_t i = order[d], a = pk->doc_start(pk->src, i);
     const uint64_t b = i + 1 < pk->n_docs ? pk->doc_start(pk->src, i + 1) : pk->count;

@@ -48,6 +48,8 @@ typedef struct {
 lc_status lc_packer_init(lc_packer *p, int S, uint64_t seed, const void *src, uint64_t n_docs, uint64_t count,
                          lc_doc_start_fn doc_start);
 void lc_packer_free(lc_packer *p);
+// The order in which epoch `epoch` visits the documents (a seeded shuffle of 0..n_docs-1).
+void lc_pack_order(uint64_t seed, long epoch, uint64_t n_docs, uint64_t *order);
 // Sequence `index` of the stream (epochs follow one another, each as long as its own plan):
 // its pieces (*n of them). The pointer is valid until the next call.
 lc_status lc_packer_get(lc_packer *p, uint64_t index, const lc_piece **pieces, size_t *n);
