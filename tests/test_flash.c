@@ -29,6 +29,7 @@
 #include "attn/flash.h"
 #include "core/arena.h"
 #include "testutil.h"
+#include "attn_ref.h"
 
 static lc_arena A;
 
@@ -52,101 +53,9 @@ static double maxabs_f(const float *x, long n) {
     if (fabs(x[i]) > m) m = fabs(x[i]);
   return m;
 }
-static int visible(const lc_attn_shape *s, int i, int j) {
-  return (!s->causal || s->k_start + j <= s->q_start + i) && (!s->lo || s->k_start + j >= s->lo[i]);
-}
-
-// Reference forward in double: out[Tq,Hq,D], lse[Hq,Tq] (-inf for rows with no key).
-static void ref_fwd(double *out, double *lse, const float *q, const float *k, const float *v,
-                    const lc_attn_shape *s) {
-  int Tq = s->Tq, Tk = s->Tk, Hq = s->Hq, Hkv = s->Hkv, D = s->D, grp = Hq / Hkv;
-  double *sc = malloc(sizeof(double) * (size_t)(Tk ? Tk : 1));
-  for (int h = 0; h < Hq; h++) {
-    int g = h / grp;
-    for (int i = 0; i < Tq; i++) {
-      double m = -INFINITY;
-      for (int j = 0; j < Tk; j++) {
-        if (!visible(s, i, j)) continue;
-        double d = 0;
-        for (int e = 0; e < D; e++)
-          d += (double)q[((long)i * Hq + h) * D + e] * k[((long)j * Hkv + g) * D + e];
-        sc[j] = d * s->scale;
-        if (sc[j] > m) m = sc[j];
-      }
-      double *o = out + ((long)i * Hq + h) * D;
-      for (int e = 0; e < D; e++) o[e] = 0;
-      if (m == -INFINITY) {
-        lse[(long)h * Tq + i] = -INFINITY;
-        continue;
-      }
-      double sum = 0;
-      for (int j = 0; j < Tk; j++)
-        if (visible(s, i, j)) sum += exp(sc[j] - m);
-      double L = m + log(sum);
-      lse[(long)h * Tq + i] = L;
-      for (int j = 0; j < Tk; j++) {
-        if (!visible(s, i, j)) continue;
-        double p = exp(sc[j] - L);
-        for (int e = 0; e < D; e++) o[e] += p * v[((long)j * Hkv + g) * D + e];
-      }
-    }
-  }
-  free(sc);
-}
-
-// Reference backward in double with the materialised P (from its own exact lse):
-// dq, dk, dv (overwritten).
-static void ref_bwd(double *dq, double *dk, double *dv, const float *dout, const float *q,
-                    const float *k, const float *v, const lc_attn_shape *s) {
-  int Tq = s->Tq, Tk = s->Tk, Hq = s->Hq, Hkv = s->Hkv, D = s->D, grp = Hq / Hkv;
-  memset(dq, 0, sizeof(double) * (size_t)Tq * Hq * D);
-  memset(dk, 0, sizeof(double) * (size_t)Tk * Hkv * D);
-  memset(dv, 0, sizeof(double) * (size_t)Tk * Hkv * D);
-  double *P = malloc(sizeof(double) * (size_t)(Tk ? Tk : 1));
-  double *dP = malloc(sizeof(double) * (size_t)(Tk ? Tk : 1));
-  for (int h = 0; h < Hq; h++) {
-    int g = h / grp;
-    for (int i = 0; i < Tq; i++) {
-      const float *qi = q + ((long)i * Hq + h) * D, *doi = dout + ((long)i * Hq + h) * D;
-      double m = -INFINITY;
-      for (int j = 0; j < Tk; j++) {
-        P[j] = -INFINITY;
-        if (!visible(s, i, j)) continue;
-        double d = 0;
-        for (int e = 0; e < D; e++) d += (double)qi[e] * k[((long)j * Hkv + g) * D + e];
-        P[j] = d * s->scale;
-        if (P[j] > m) m = P[j];
-      }
-      if (m == -INFINITY) continue;
-      double sum = 0;
-      for (int j = 0; j < Tk; j++) sum += visible(s, i, j) ? exp(P[j] - m) : 0;
-      double L = m + log(sum), delta = 0;
-      for (int j = 0; j < Tk; j++) {
-        P[j] = visible(s, i, j) ? exp(P[j] - L) : 0;
-        double d = 0;
-        for (int e = 0; e < D; e++) d += (double)doi[e] * v[((long)j * Hkv + g) * D + e];
-        dP[j] = d;
-        delta += P[j] * d;
-      }
-      for (int j = 0; j < Tk; j++) {
-        if (P[j] == 0) continue;
-        double dS = P[j] * (dP[j] - delta) * s->scale;
-        for (int e = 0; e < D; e++) {
-          long kj = ((long)j * Hkv + g) * D + e;
-          dq[((long)i * Hq + h) * D + e] += dS * k[kj];
-          dk[kj] += dS * qi[e];
-          dv[kj] += P[j] * doi[e];
-        }
-      }
-    }
-  }
-  free(P);
-  free(dP);
-}
-
 static lc_attn_shape mk_shape(int Tq, int Tk, int Hq, int Hkv, int D, long qs, long ks,
                               int causal) {
-  lc_attn_shape s = {Tq, Tk, Hq, Hkv, D, qs, ks, causal, (float)(1.0 / sqrt((double)D)), NULL};
+  lc_attn_shape s = {Tq, Tk, Hq, Hkv, D, qs, ks, causal, (float)(1.0 / sqrt((double)D)), NULL, 0};
   return s;
 }
 

@@ -72,6 +72,9 @@ static int team_size(void) {
 static long rup16(long n) { return (n + 15) & ~15L; }
 
 #include "attn/flash_prims.h"
+#ifdef LC_FLASH_BF16
+#include "attn/flash_bf16.h"
+#endif
 
 // All M rows: tiles of RM rows, then the remainder with its own constant R.
 #define MK_CASE(n)                                                          \
@@ -94,21 +97,21 @@ LC_AI void mk_rows(const int NC, const int RM, const int mode, int M, int K, con
 
 // Tile products used by the kernels (all with 64-wide B/C rows unless stated).
 // St[M][64] = A[M rows, lda apart][K] * Bt[K][64]   (A = K or V rows, natural layout)
-static void tile_abt(int M, int K, const float *A, long lda, const float *Bt, float *C) {
+__attribute__((unused)) static void tile_abt(int M, int K, const float *A, long lda, const float *Bt, float *C) {
   mk_rows(4, RM4, 0, M, K, A, lda, 1, Bt, BQ, C, BQ, NULL);
 }
 // Ct[M][64] = alpha * Ct + A^T * P, A element (r, k) at A[k*lda + r]   (Ot += V^T Pt)
-static void tile_atb_scale(int M, int K, const float *A, long lda, const float *P, float *C,
+__attribute__((unused)) static void tile_atb_scale(int M, int K, const float *A, long lda, const float *P, float *C,
                            const float *alpha) {
   mk_rows(4, RM4, 2, M, K, A, 1, lda, P, BQ, C, BQ, alpha);
 }
 // Ct[M][64] += A^T * P   (dQt += K^T dSt)
-static void tile_atb_acc(int M, int K, const float *A, long lda, const float *P, float *C) {
+__attribute__((unused)) static void tile_atb_acc(int M, int K, const float *A, long lda, const float *P, float *C) {
   mk_rows(4, RM4, 1, M, K, A, 1, lda, P, BQ, C, BQ, NULL);
 }
 // C[M][N] += P[M][K] (rows 64 apart) * B[K][N] (rows ldb apart), N = Dp multiple of 16.
 // (dV += Pt dO, dK += dSt Q)
-static void tile_ab_acc(int M, int K, const float *P, const float *B, long ldb, float *C, long ldc,
+__attribute__((unused)) static void tile_ab_acc(int M, int K, const float *P, const float *B, long ldb, float *C, long ldc,
                         int N) {
   int c0 = 0;
   for (; c0 + 64 <= N; c0 += 64) mk_rows(4, RM4, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL);
@@ -190,11 +193,29 @@ static krange key_range(const lc_attn_shape *s, long i0, int nq) {
 // ---------------------------------------------------------------------------------
 typedef struct {
   float *Qt, *S, *Ot, *m, *l, *alpha;
+#ifdef LC_FLASH_BF16
+  uint32_t *Qp, *Pp;            // this thread's packed q block and probability tile
+  const uint32_t *KP, *VT;      // the call's packed k rows and transposed v (shared)
+#endif
 } fwd_ws;
 
 static long fwd_ws_floats(int D) {
-  return 2 * rup16((long)D * BQ) + (long)BK * BQ + 3 * BQ;
+  long n = 2 * rup16((long)D * BQ) + (long)BK * BQ + 3 * BQ;
+#ifdef LC_FLASH_BF16
+  n += rup16((long)(D + 1) / 2 * BQ) + (long)(BK / 2) * BQ;
+#endif
+  return n;
 }
+
+#ifdef LC_FLASH_BF16
+// Words of the call's shared packed k/v (bf16 pairs, flash_bf16.h): forward KP (natural)
+// and VT (transposed); backward KP, KT (transposed) and VP (natural).
+static long kv_nat_words(const lc_attn_shape *s) { return (long)s->Hkv * s->Tk * ((s->D + 1) / 2); }
+static long kv_tr_words(const lc_attn_shape *s) { return (long)s->Hkv * s->D * ((s->Tk + 1) / 2); }
+static long kv_pack_words(const lc_attn_shape *s, int bwd) {
+  return kv_nat_words(s) * (bwd ? 2 : 1) + kv_tr_words(s);
+}
+#endif
 
 static void fwd_ws_carve(fwd_ws *w, float *base, int D) {
   w->Qt = base;
@@ -206,6 +227,12 @@ static void fwd_ws_carve(fwd_ws *w, float *base, int D) {
   w->m = base;
   w->l = base + BQ;
   w->alpha = base + 2 * BQ;
+#ifdef LC_FLASH_BF16
+  base += 3 * BQ;
+  w->Qp = (uint32_t *)base;
+  base += rup16((long)(D + 1) / 2 * BQ);
+  w->Pp = (uint32_t *)base;
+#endif
 }
 
 // Threads (at most one per work item) and floats of workspace per thread of a forward.
@@ -234,14 +261,32 @@ static void fwd_item(float *out, float *lse, const float *q, const float *k, con
     return;
   }
 
-  // Qt[d][i] = q * scale * log2(e); padded query columns are 0.
-  pack_t(w->Qt, q + i0 * ldq + (long)h * D, ldq, nq, D, (float)(s->scale * LOG2E));
   memset(w->Ot, 0, sizeof(float) * (size_t)D * BQ);
   for (int i = 0; i < BQ; i++) {
     w->m[i] = -INFINITY;
     w->l[i] = 0.0f;
   }
-
+#ifdef LC_FLASH_BF16
+  // Qp = q pairs (unscaled: bf16-exact); St = K Qp, then scaled by scale * log2(e) in fp32.
+  (void)k, (void)v, (void)ldk;
+  const int D2 = (D + 1) / 2;
+  const long Tk2 = (s->Tk + 1) / 2;
+  const float sl2 = (float)(s->scale * LOG2E);
+  pack_qp(w->Qp, q + i0 * ldq + (long)h * D, ldq, nq, D);
+  const uint32_t *kp = w->KP + (long)g * s->Tk * D2, *vt = w->VT + (long)g * D * Tk2;
+  for (long j0 = kr.beg / BK * BK; j0 < kr.end; j0 += BK) {
+    int nk = (int)(kr.end - j0 < BK ? kr.end - j0 : BK);
+    t16_64(0, nk, D2, kp + j0 * D2, D2, w->Qp, w->S, NULL);
+    tile_scale(w->S, nk, sl2);
+    if (j0 + nk > kr.full || j0 < kr.free)
+      tile_mask(w->S, nk, s->k_start + j0, s->q_start + i0, s->causal, lo, nq);
+    tile_softmax(w->S, nk, w->m, w->l, w->alpha);
+    pack_pp(w->Pp, w->S, nk);
+    t16_64(2, D, (nk + 1) / 2, vt + j0 / 2, Tk2, w->Pp, w->Ot, w->alpha);
+  }
+#else
+  // Qt[d][i] = q * scale * log2(e); padded query columns are 0.
+  pack_t(w->Qt, q + i0 * ldq + (long)h * D, ldq, nq, D, (float)(s->scale * LOG2E));
   const float *kh = k + (long)g * D, *vh = v + (long)g * D;
   for (long j0 = kr.beg / BK * BK; j0 < kr.end; j0 += BK) {
     int nk = (int)(kr.end - j0 < BK ? kr.end - j0 : BK);
@@ -251,6 +296,7 @@ static void fwd_item(float *out, float *lse, const float *q, const float *k, con
     tile_softmax(w->S, nk, w->m, w->l, w->alpha);
     tile_atb_scale(D, nk, vh + j0 * ldk, ldk, w->S, w->Ot, w->alpha);
   }
+#endif
 
   // out = Ot^T / l, lse = (m + log2 l) * ln 2; rows without a visible key: 0, -inf
   float *inv = w->alpha;
@@ -278,7 +324,11 @@ lc_status LC_FLASH_FN(fwd)(float *out, float *lse, const float *q, const float *
   int nt;
   long per;
   fwd_plan(s, max_threads(), &nt, &per);
-  float *ws = lc_alloc(arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, (size_t)(per * nt)),
+  long shared = 0;
+#ifdef LC_FLASH_BF16
+  shared = s->Tk > 0 ? kv_pack_words(s, 0) : 0;
+#endif
+  float *ws = lc_alloc(arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, (size_t)(per * nt + shared)),
                        "attention workspace");
   if (!ws) return LC_ENOMEM;
 
@@ -286,6 +336,14 @@ lc_status LC_FLASH_FN(fwd)(float *out, float *lse, const float *q, const float *
   {
     fwd_ws w;
     fwd_ws_carve(&w, ws + per * thread_id(), s->D);
+#ifdef LC_FLASH_BF16
+    uint32_t *kp = (uint32_t *)(ws + per * nt), *vt = kp + kv_nat_words(s);
+    if (s->Tk > 0) {
+      pack_kv(kp, NULL, k, s->Tk, s->Hkv, s->D);
+      pack_kv(NULL, vt, v, s->Tk, s->Hkv, s->D); // (implicit barrier: packed before use)
+    }
+    w.KP = kp, w.VT = vt;
+#endif
 #pragma omp for schedule(dynamic, 1)
     for (long it = 0; it < nitems; it++) {
       // last query blocks first: under a causal mask they see the most keys
@@ -317,12 +375,21 @@ lc_status LC_FLASH_FN(fwd)(float *out, float *lse, const float *q, const float *
 // ---------------------------------------------------------------------------------
 typedef struct {
   float *Qt, *dOt, *Qn, *dOn, *S, *dP, *dQt, *lse2, *dlt, *dkb, *dvb;
+#ifdef LC_FLASH_BF16
+  // Qt/dOt hold the pairs Qp/dOp, Qn/dOn the pairs Qn2/dOn2 (no more words than floats).
+  uint32_t *P16, *dS16, *dSp;            // a tile's P and dS rows, and dS as B operand
+  const uint32_t *KP, *KT, *VP;          // the call's packed k and v (shared)
+#endif
 } bwd_ws;
 
 static long bwd_ws_floats(int D, int Hkv, long Ck) {
   long Dp = rup16(D);
-  return 3 * rup16((long)D * BQ) + 2 * (long)BQ * Dp + 2 * (long)BK * BQ + 2 * BQ +
-         2 * (long)Hkv * Ck * Dp;
+  long n = 3 * rup16((long)D * BQ) + 2 * (long)BQ * Dp + 2 * (long)BK * BQ + 2 * BQ +
+           2 * (long)Hkv * Ck * Dp;
+#ifdef LC_FLASH_BF16
+  n += 3 * (long)BK * (BQ / 2);
+#endif
+  return n;
 }
 
 static void bwd_ws_carve(bwd_ws *w, float *b, int D, int Hkv, long Ck) {
@@ -338,6 +405,12 @@ static void bwd_ws_carve(bwd_ws *w, float *b, int D, int Hkv, long Ck) {
   w->dlt = b; b += BQ;
   w->dkb = b; b += (long)Hkv * Ck * Dp;
   w->dvb = b;
+#ifdef LC_FLASH_BF16
+  b += (long)Hkv * Ck * Dp;
+  w->P16 = (uint32_t *)b; b += (long)BK * (BQ / 2);
+  w->dS16 = (uint32_t *)b; b += (long)BK * (BQ / 2);
+  w->dSp = (uint32_t *)b;
+#endif
 }
 
 // Threads, key chunk Ck and floats of workspace per thread of a backward.
@@ -357,7 +430,11 @@ size_t LC_FLASH_FN(ws)(const lc_attn_shape *s, int bwd, int threads) {
   long per, ck;
   if (bwd) bwd_plan(s, threads, &nt, &ck, &per);
   else fwd_plan(s, threads, &nt, &per);
-  return lc_bytes(LC_DT_F32, (size_t)per * (size_t)nt);
+  long shared = 0;
+#ifdef LC_FLASH_BF16
+  shared = s->Tk > 0 ? kv_pack_words(s, bwd) : 0;
+#endif
+  return lc_bytes(LC_DT_F32, (size_t)per * (size_t)nt + (size_t)shared);
 }
 
 // One item restricted to key rows [c0, c1) (c0 a multiple of BK).
@@ -378,6 +455,13 @@ static void bwd_item(float *dq, const float *dout, const float *q, const float *
 
   // pack: Qt (scaled, transposed), dOt (transposed), Qn, dOn (natural, padded to Dp)
   const float *qb = q + i0 * ldq + (long)h * D, *db = dout + i0 * ldq + (long)h * D;
+#ifdef LC_FLASH_BF16
+  uint32_t *Qp = (uint32_t *)w->Qt, *dOp = (uint32_t *)w->dOt, *Qn2 = (uint32_t *)w->Qn, *dOn2 = (uint32_t *)w->dOn;
+  pack_qp(Qp, qb, ldq, nq, D);
+  pack_qp(dOp, db, ldq, nq, D);
+  pack_qn2(Qn2, qb, ldq, nq, D, Dp);
+  pack_qn2(dOn2, db, ldq, nq, D, Dp);
+#else
   pack_t(w->Qt, qb, ldq, nq, D, (float)(s->scale * LOG2E));
   pack_t(w->dOt, db, ldq, nq, D, 1.0f);
   memset(w->Qn, 0, sizeof(float) * (size_t)(BQ * Dp));
@@ -386,6 +470,7 @@ static void bwd_item(float *dq, const float *dout, const float *q, const float *
     memcpy(w->Qn + i * Dp, qb + i * ldq, sizeof(float) * (size_t)D);
     memcpy(w->dOn + i * Dp, db + i * ldq, sizeof(float) * (size_t)D);
   }
+#endif
   for (int i = 0; i < BQ; i++) {
     float L = i < nq ? lse[(long)h * Tq + i0 + i] : -INFINITY;
     // a row that sees no key has lse = -inf and must get P = 0: use +inf
@@ -394,8 +479,32 @@ static void bwd_item(float *dq, const float *dout, const float *q, const float *
   }
   memset(w->dQt, 0, sizeof(float) * (size_t)D * BQ);
 
-  const float *kh = k + (long)g * D, *vh = v + (long)g * D;
   float *dkb = w->dkb + (long)g * Ck * Dp, *dvb = w->dvb + (long)g * Ck * Dp;
+#ifdef LC_FLASH_BF16
+  (void)k, (void)v, (void)ldk;
+  const int D2 = (D + 1) / 2;
+  const long Tk2 = (s->Tk + 1) / 2;
+  const float sl2 = (float)(s->scale * LOG2E);
+  const uint32_t *kp = w->KP + (long)g * s->Tk * D2, *vp = w->VP + (long)g * s->Tk * D2;
+  const uint32_t *kt = w->KT + (long)g * D * Tk2;
+  for (long j0 = kbeg; j0 < kend; j0 += BK) {
+    int nk = (int)(kend - j0 < BK ? kend - j0 : BK);
+    t16_64(0, nk, D2, kp + j0 * D2, D2, Qp, w->S, NULL); // St = K Qp
+    tile_scale(w->S, nk, sl2);
+    if (j0 + nk > kr.full || j0 < kr.free)
+      tile_mask(w->S, nk, s->k_start + j0, s->q_start + i0, s->causal, lo, nq);
+    tile_probs(w->S, nk, w->lse2);
+    t16_64(0, nk, D2, vp + j0 * D2, D2, dOp, w->dP, NULL); // dPt = V dOp
+    tile_dscores(w->dP, w->S, nk, w->dlt, s->scale);
+    pack_rows(w->P16, w->S, nk);
+    pack_rows(w->dS16, w->dP, nk);
+    pack_pp(w->dSp, w->dP, nk);
+    t16_acc(nk, (nq + 1) / 2, w->P16, BQ / 2, dOn2, Dp, dvb + (j0 - c0) * Dp, Dp, (int)Dp); // dV += Pt dO
+    t16_acc(nk, (nq + 1) / 2, w->dS16, BQ / 2, Qn2, Dp, dkb + (j0 - c0) * Dp, Dp, (int)Dp); // dK += dSt Q
+    t16_64(1, D, (nk + 1) / 2, kt + j0 / 2, Tk2, w->dSp, w->dQt, NULL);                    // dQt += K^T dSt
+  }
+#else
+  const float *kh = k + (long)g * D, *vh = v + (long)g * D;
   for (long j0 = kbeg; j0 < kend; j0 += BK) {
     int nk = (int)(kend - j0 < BK ? kend - j0 : BK);
     const float *kj = kh + j0 * ldk, *vj = vh + j0 * ldk;
@@ -409,6 +518,7 @@ static void bwd_item(float *dq, const float *dout, const float *q, const float *
     tile_ab_acc(nk, nq, w->dP, w->Qn, Dp, dkb + (j0 - c0) * Dp, Dp, (int)Dp);
     tile_atb_acc(D, nk, kj, ldk, w->dP, w->dQt);
   }
+#endif
 
   unpack_t(dq + i0 * ldq + (long)h * D, ldq, w->dQt, nq, D, NULL, 1);
 }
@@ -426,7 +536,11 @@ lc_status LC_FLASH_FN(bwd)(float *dq, float *dk, float *dv, const float *dout, c
   int nt;
   long Ck, per;
   bwd_plan(s, max_threads(), &nt, &Ck, &per);
-  float *ws = lc_alloc(arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, (size_t)(per * nt)),
+  long shared = 0;
+#ifdef LC_FLASH_BF16
+  shared = kv_pack_words(s, 1);
+#endif
+  float *ws = lc_alloc(arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, (size_t)(per * nt + shared)),
                        "attention workspace");
   if (!ws) return LC_ENOMEM;
 
@@ -435,6 +549,12 @@ lc_status LC_FLASH_FN(bwd)(float *dq, float *dk, float *dv, const float *dout, c
     const int P = team_size();
     bwd_ws w;
     bwd_ws_carve(&w, ws + per * thread_id(), D, Hkv, Ck);
+#ifdef LC_FLASH_BF16
+    uint32_t *kp = (uint32_t *)(ws + per * nt), *kt = kp + kv_nat_words(s), *vp = kt + kv_tr_words(s);
+    pack_kv(kp, kt, k, Tk, Hkv, D);
+    pack_kv(vp, NULL, v, Tk, Hkv, D); // (implicit barrier: packed before use)
+    w.KP = kp, w.KT = kt, w.VP = vp;
+#endif
     for (long c0 = 0; c0 < Tk; c0 += Ck) {
       const long c1 = c0 + Ck < Tk ? c0 + Ck : Tk;
       const long rows = c1 - c0;

@@ -152,7 +152,7 @@ LC_AI void tr16(__m512 v[16]) {
   }
 }
 
-static void pack_t(float *dst, const float *src, long ld, int n, int D, float sc) {
+__attribute__((unused)) static void pack_t(float *dst, const float *src, long ld, int n, int D, float sc) {
   const __m512 vs = _mm512_set1_ps(sc);
   for (int i0 = 0; i0 < BQ; i0 += 16)
     for (int d0 = 0; d0 < D; d0 += 16) {

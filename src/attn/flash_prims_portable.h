@@ -131,7 +131,7 @@ static void tile_dscores(float *dP, const float *P, int nk, const float *delta, 
     }
 }
 
-static void pack_t(float *dst, const float *src, long ld, int n, int D, float sc) {
+__attribute__((unused)) static void pack_t(float *dst, const float *src, long ld, int n, int D, float sc) {
   for (int d = 0; d < D; d++)
     for (int i = n; i < BQ; i++) dst[(long)d * BQ + i] = 0.0f;
   for (int i = 0; i < n; i++)

@@ -1,0 +1,166 @@
+// bf16 tile products of the attention kernel (the kernel table's bf16 level): AVX512_BF16
+// vdpbf16ps multiplies pairs of bf16 values and adds both products to an fp32 lane, so
+// every operand is stored as 32-bit words holding two bf16 values that are consecutive
+// along the reduction index k ("pairs"). Included by attn/flash_body.h when LC_FLASH_BF16
+// is defined, after the fp32 primitives (the softmax, masks and transposes stay fp32).
+//
+// Layouts (uint32 words; lo half = even k, hi half = odd k; a missing partner is 0):
+//   B operands, [K/2][64 columns]: Qp (q block, pairs along d), dOp, Pp / dSp (a
+//     probability / score-gradient tile, pairs along keys); [BQ/2][Dp]: Qn2, dOn2 (pairs
+//     along queries).
+//   A operands (broadcast, row r, pair k'): KP/VP [Hkv][Tk][D2] (k, v rows, pairs along d),
+//     KT/VT [Hkv][D][Tk2] (transposed, pairs along keys), P16/dS16 [BK][BQ/2] (a tile's
+//     rows, pairs along queries).
+// Products of bf16 values are exact in fp32; sums are fp32. P and dS are rounded to bf16
+// before they multiply (FlashAttention's bf16 contract); q, k, v, dout are rounded when
+// packed (a no-op on the bf16 values a bf16 pass gives).
+#ifndef LC_FLASH_BF16_H
+#define LC_FLASH_BF16_H
+
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+
+LC_AI uint32_t bf_lo(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return lc_bf16_narrow_bits(u) >> 16;
+}
+LC_AI uint32_t bf_pair(float lo, float hi) {
+  uint32_t u;
+  memcpy(&u, &hi, 4);
+  return bf_lo(lo) | lc_bf16_narrow_bits(u);
+}
+
+// C[r][0..16*NC) (mode 0: =, 1: +=, 2: = alpha[c]*C +) sum_{k'<K2} dot2(A[r*sar + k'], B[k'*ldb + c]).
+LC_AI void mk16(const int R, const int NC, const int mode, int K2, const uint32_t *restrict A, long sar,
+                const uint32_t *restrict B, long ldb, float *restrict C, long ldc,
+                const float *restrict alpha) {
+  __m512 acc[16][4];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) {
+      if (mode == 0)
+        acc[r][c] = _mm512_setzero_ps();
+      else if (mode == 1)
+        acc[r][c] = _mm512_loadu_ps(C + r * ldc + 16 * c);
+      else
+        acc[r][c] = _mm512_mul_ps(_mm512_loadu_ps(C + r * ldc + 16 * c), _mm512_loadu_ps(alpha + 16 * c));
+    }
+#pragma GCC unroll 2
+  for (int k = 0; k < K2; k++) {
+    __m512i b[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) b[c] = _mm512_loadu_si512((const void *)(B + k * ldb + 16 * c));
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++) {
+      __m512i a = _mm512_set1_epi32((int)A[r * sar + k]);
+#pragma GCC unroll 4
+      for (int c = 0; c < NC; c++) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], (__m512bh)a, (__m512bh)b[c]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) _mm512_storeu_ps(C + r * ldc + 16 * c, acc[r][c]);
+}
+
+#define MK16_CASE(n) \
+  case n:            \
+    if (n < RM) mk16(n < RM ? n : 1, NC, mode, K2, A + r * sar, sar, B, ldb, C + r * ldc, ldc, alpha); \
+    break;
+LC_AI void mk16_rows(const int NC, const int RM, const int mode, int M, int K2, const uint32_t *A, long sar,
+                     const uint32_t *B, long ldb, float *C, long ldc, const float *alpha) {
+  int r = 0;
+  for (; r + RM <= M; r += RM) mk16(RM, NC, mode, K2, A + r * sar, sar, B, ldb, C + r * ldc, ldc, alpha);
+  switch (M - r) {
+    MK16_CASE(1) MK16_CASE(2) MK16_CASE(3) MK16_CASE(4) MK16_CASE(5) MK16_CASE(6) MK16_CASE(7)
+    MK16_CASE(8) MK16_CASE(9) MK16_CASE(10) MK16_CASE(11) MK16_CASE(12) MK16_CASE(13)
+    MK16_CASE(14) MK16_CASE(15)
+    default: break;
+  }
+}
+#undef MK16_CASE
+
+// C[M][64] (mode as mk16) = A[M rows][K2 pairs] * B[K2][64]
+static void t16_64(int mode, int M, int K2, const uint32_t *A, long sar, const uint32_t *B, float *C,
+                   const float *alpha) {
+  mk16_rows(4, RM4, mode, M, K2, A, sar, B, BQ, C, BQ, alpha);
+}
+// C[M][N] += A[M][K2] * B[K2][N] (rows ldb / ldc apart), N a multiple of 16.
+static void t16_acc(int M, int K2, const uint32_t *A, long sar, const uint32_t *B, long ldb, float *C,
+                    long ldc, int N) {
+  int c0 = 0;
+  for (; c0 + 64 <= N; c0 += 64) mk16_rows(4, RM4, 1, M, K2, A, sar, B + c0, ldb, C + c0, ldc, NULL);
+  switch ((N - c0) / 16) {
+    case 1: mk16_rows(1, RM1, 1, M, K2, A, sar, B + c0, ldb, C + c0, ldc, NULL); break;
+    case 2: mk16_rows(2, RM2, 1, M, K2, A, sar, B + c0, ldb, C + c0, ldc, NULL); break;
+    case 3: mk16_rows(3, RM3, 1, M, K2, A, sar, B + c0, ldb, C + c0, ldc, NULL); break;
+    default: break;
+  }
+}
+
+// ---- packing ----
+// B operand of a query block, pairs along d: dst[d'][i] = (x[i][2d'], x[i][2d'+1]), i < BQ
+// (rows i >= n are 0), d' < D2 = ceil(D/2).
+static void pack_qp(uint32_t *dst, const float *src, long ld, int n, int D) {
+  const int D2 = (D + 1) / 2;
+  for (int i = 0; i < BQ; i++) {
+    const float *x = src + (long)i * ld;
+    for (int d = 0; d < D2; d++)
+      dst[(long)d * BQ + i] = i >= n ? 0u : bf_pair(x[2 * d], 2 * d + 1 < D ? x[2 * d + 1] : 0.0f);
+  }
+}
+// B operand, pairs along queries: dst[i'][d] = (x[2i'][d], x[2i'+1][d]), d < Dp (0 past D).
+static void pack_qn2(uint32_t *dst, const float *src, long ld, int n, int D, long Dp) {
+  for (int i = 0; i < BQ / 2; i++) {
+    const float *a = src + (long)(2 * i) * ld, *b = a + ld;
+    uint32_t *o = dst + (long)i * Dp;
+    for (long d = 0; d < Dp; d++) {
+      float lo = 2 * i < n && d < D ? a[d] : 0.0f, hi = 2 * i + 1 < n && d < D ? b[d] : 0.0f;
+      o[d] = bf_pair(lo, hi);
+    }
+  }
+}
+// A tile St[nk][64] as B operand, pairs along keys: dst[j'][i] = (S[2j'][i], S[2j'+1][i]).
+static void pack_pp(uint32_t *dst, const float *S, int nk) {
+  for (int j = 0; j < nk / 2; j++)
+    for (int i = 0; i < BQ; i++) dst[(long)j * BQ + i] = bf_pair(S[(long)(2 * j) * BQ + i], S[(long)(2 * j + 1) * BQ + i]);
+  if (nk & 1)
+    for (int i = 0; i < BQ; i++) dst[(long)(nk / 2) * BQ + i] = bf_lo(S[(long)(nk - 1) * BQ + i]);
+}
+// The same tile as A operand, its rows with pairs along queries: dst[r][i'] = (S[r][2i'], S[r][2i'+1]).
+static void pack_rows(uint32_t *dst, const float *S, int nk) {
+  for (int r = 0; r < nk; r++)
+    for (int i = 0; i < BQ / 2; i++) dst[(long)r * (BQ / 2) + i] = bf_pair(S[(long)r * BQ + 2 * i], S[(long)r * BQ + 2 * i + 1]);
+}
+// S *= c over a tile's nk rows.
+static void tile_scale(float *S, int nk, float c) {
+  for (long e = 0; e < (long)nk * BQ; e++) S[e] *= c;
+}
+
+// Per call: the k (or v) rows of every kv head as A operands, natural (pairs along d:
+// nat[g][j][d']) and transposed (pairs along keys: tr[g][d][j']; either may be NULL), by
+// the threads of the enclosing parallel region.
+static void pack_kv(uint32_t *nat, uint32_t *tr, const float *x, int Tk, int Hkv, int D) {
+  const int D2 = (D + 1) / 2;
+  const long Tk2 = (Tk + 1) / 2, ldx = (long)Hkv * D;
+#pragma omp for schedule(static)
+  for (long gj = 0; gj < (long)Hkv * Tk2; gj++) {
+    const int g = (int)(gj / Tk2);
+    const long j = gj % Tk2;
+    const float *a = x + (2 * j) * ldx + (long)g * D, *b = 2 * j + 1 < Tk ? a + ldx : NULL;
+    if (tr)
+      for (int d = 0; d < D; d++) tr[((long)g * D + d) * Tk2 + j] = bf_pair(a[d], b ? b[d] : 0.0f);
+    if (nat)
+      for (int r = 0; r < 2 && 2 * j + r < Tk; r++) {
+        const float *y = r ? b : a;
+        uint32_t *o = nat + ((long)g * Tk + 2 * j + r) * D2;
+        for (int d = 0; d < D2; d++) o[d] = bf_pair(y[2 * d], 2 * d + 1 < D ? y[2 * d + 1] : 0.0f);
+      }
+  }
+}
+
+#endif

@@ -1,0 +1,269 @@
+// The kernel table across levels, in one binary (as ggml's test-backend-ops does): every
+// level this CPU runs is compared, on the same random inputs, with the portable level and
+// with an independent reference; levels the CPU cannot run are skipped with the reason.
+//
+//  A. Element-wise entries (casts, add, scale, sumsq, AdamW): the same C source per level
+//     with contraction off, so every level must give the portable level's BITS; the
+//     portable casts must give the scalar rule's bits (lc_f32_to_bf16 / lc_bf16_to_f32),
+//     on values that include ties, subnormals, infinities, NaN and overflow.
+//  B. Attention, fp32 products (every level): forward out/LSE and backward dq/dk/dv vs
+//     the double reference (tests/attn_ref.h) with test_flash's bounds (fwd 1e-5, bwd 2e-5
+//     relative to the largest value: fp32 sums over <= 333 terms), and vs the portable level.
+//  C. Attention, bf16 products (levels bf16 and amx): inputs rounded to bf16; the kernel
+//     also rounds P and dS to bf16 (relative error <= 2^-9 each). Bounds:
+//     - forward, every element: |out - ref| <= 2^-8 max|v| (out is a convex combination of
+//       v rows, each weight off by <= 2^-9 relative, plus fp32 sums), and LSE within 1e-5
+//       relative (computed from the fp32 scores: the products q.k are exact in fp32);
+//     - forward and backward, relative L2 error ||got - ref|| / ||ref|| <= 1e-2: random
+//       roundings of 2^-9/sqrt(3) ~ 1.1e-3 per term give ~1e-3; leaving out one key of a
+//       300-key row, a wrong tile or a wrong pair gives > 5e-2.
+//     Shapes: causal GQA, odd Tq/Tk/D, global offsets, document bounds and windows, many
+//     key tiles, and backward key chunks forced to 64 rows so phases cross chunks.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/flash.h"
+#include "attn/flash_variants.h"
+#include "core/arena.h"
+#include "core/cpu.h"
+#include "core/dtype.h"
+#include "ops/kernels.h"
+#include "testutil.h"
+#include "attn_ref.h"
+
+static lc_arena A;
+static lc_cpu_info cpu;
+
+static int bits_equal(const void *a, const void *b, size_t bytes) { return memcmp(a, b, bytes) == 0; }
+
+// ---- A. element-wise ----
+static float special(lc_rng *r, long i) {
+  uint32_t u;
+  switch (i % 11) {
+    case 0: u = 0x3f808000u; break;                      // tie, even: rounds down
+    case 1: u = 0x3f818000u; break;                      // tie, odd: rounds up
+    case 2: u = 0x00000123u; break;                      // subnormal
+    case 3: u = 0x7f800000u; break;                      // inf
+    case 4: u = 0xff800000u; break;                      // -inf
+    case 5: u = 0x7fc00001u; break;                      // quiet NaN
+    case 6: u = 0x7f810000u; break;                      // signalling NaN
+    case 7: u = 0x7f7fffffu; break;                      // FLT_MAX: rounds to inf
+    default: {
+      float f = lc_rng_normal(r) * 10.0f;
+      memcpy(&u, &f, 4);
+    }
+  }
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static void test_elementwise_level(const lc_kernels *k, const lc_kernels *p, lc_rng *r) {
+  const size_t n = 200003; // above the threading threshold, odd
+  float *x = malloc(4 * n), *a = malloc(4 * n), *b = malloc(4 * n), *c = malloc(4 * n);
+  uint16_t *h1 = malloc(2 * n), *h2 = malloc(2 * n);
+  for (size_t i = 0; i < n; i++) x[i] = special(r, (long)i);
+  // casts
+  memcpy(a, x, 4 * n), memcpy(b, x, 4 * n);
+  k->bf16_round(a, n), p->bf16_round(b, n);
+  CHECK(bits_equal(a, b, 4 * n), "%s bf16_round differs from portable", k->name);
+  k->bf16_round_copy(c, x, n);
+  CHECK(bits_equal(c, b, 4 * n), "%s bf16_round_copy differs from portable", k->name);
+  k->bf16_pack(h1, x, n), p->bf16_pack(h2, x, n);
+  CHECK(bits_equal(h1, h2, 2 * n), "%s bf16_pack differs from portable", k->name);
+  k->bf16_unpack(a, h1, n);
+  CHECK(bits_equal(a, b, 4 * n), "%s bf16_unpack(pack(x)) differs from round(x)", k->name);
+  if (k == p) { // the portable casts against the scalar rule (core/dtype.c)
+    long bad = 0;
+    for (size_t i = 0; i < n; i++) {
+      float w = lc_bf16_to_f32(lc_f32_to_bf16(x[i]));
+      if (h2[i] != lc_f32_to_bf16(x[i]) || memcmp(&w, &b[i], 4)) bad++;
+    }
+    CHECK(bad == 0, "portable casts differ from the scalar rule at %ld of %zu values", bad, n);
+  }
+  // add, scale, sumsq, adamw on finite values
+  for (size_t i = 0; i < n; i++) x[i] = lc_rng_normal(r), c[i] = lc_rng_normal(r);
+  memcpy(a, x, 4 * n), memcpy(b, x, 4 * n);
+  k->add(a, c, n), p->add(b, c, n);
+  CHECK(bits_equal(a, b, 4 * n), "%s add differs from portable", k->name);
+  k->scale(a, n, 0.37f), p->scale(b, n, 0.37f);
+  CHECK(bits_equal(a, b, 4 * n), "%s scale differs from portable", k->name);
+  double s1 = k->sumsq(x, n), s2 = p->sumsq(x, n), s3 = 0;
+  for (size_t i = 0; i < n; i++) s3 += (double)x[i] * x[i];
+  CHECK(s1 == s2, "%s sumsq %.17g differs from portable %.17g", k->name, s1, s2);
+  CHECK(fabs(s1 - s3) <= 1e-12 * s3, "%s sumsq %.17g vs sequential double %.17g", k->name, s1, s3);
+  float *m1 = calloc(n, 4), *v1 = calloc(n, 4), *m2 = calloc(n, 4), *v2 = calloc(n, 4);
+  memcpy(a, x, 4 * n), memcpy(b, x, 4 * n);
+  for (int t = 0; t < 3; t++) {
+    k->adamw(a, c, m1, v1, n, 0.1f, 0.9f, 0.95f, 1e-8f, 1e-3f, 1e-2f, 3.2f);
+    p->adamw(b, c, m2, v2, n, 0.1f, 0.9f, 0.95f, 1e-8f, 1e-3f, 1e-2f, 3.2f);
+  }
+  CHECK(bits_equal(a, b, 4 * n) && bits_equal(m1, m2, 4 * n) && bits_equal(v1, v2, 4 * n),
+        "%s adamw differs from portable", k->name);
+  // one AdamW step against the formula in double
+  memcpy(a, x, 4 * n);
+  memset(m1, 0, 4 * n), memset(v1, 0, 4 * n);
+  k->adamw(a, c, m1, v1, n, 0.1f, 0.9f, 0.95f, 1e-8f, 1e-3f, 1e-2f, 3.2f);
+  double worst = 0;
+  for (size_t i = 0; i < n; i++) {
+    double g = c[i], m = 0.1 * g, v = 0.05 * g * g;
+    double want = x[i] - (1e-3 * 0.1 * x[i] + 1e-2 * m / (sqrt(v) * 3.2 + 1e-8));
+    double e = fabs(a[i] - want) / (1e-6 + 1e-6 * fabs(want));
+    if (!(e <= worst)) worst = e;
+  }
+  CHECK(worst <= 1.0, "%s adamw vs double formula: worst ratio %.3g (atol=rtol=1e-6: fp32 rounding of ~10 ops)", k->name, worst);
+  free(m1), free(v1), free(m2), free(v2);
+  free(x), free(a), free(b), free(c), free(h1), free(h2);
+}
+
+// ---- B, C. attention ----
+typedef struct {
+  int Tq, Tk, Hq, Hkv, D;
+  long qs, ks;
+  int causal, bounds; // bounds: 0 none, 1 documents, 2 documents + window of 37
+  int chunk64;        // force 64-row backward key chunks
+} acase;
+
+static double l2rel(const float *a, const double *b, long n) {
+  double e = 0, r = 0;
+  for (long i = 0; i < n; i++) e += (a[i] - b[i]) * (a[i] - b[i]), r += b[i] * b[i];
+  return r > 0 ? sqrt(e / r) : sqrt(e);
+}
+static double maxabs(const double *x, long n) {
+  double m = 0;
+  for (long i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+  return m;
+}
+static double maxabsf(const float *x, long n) {
+  double m = 0;
+  for (long i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+  return m;
+}
+
+// lo[i]: documents of 90 tokens (global positions), optionally a window of 37.
+static int *make_bounds(const acase *c) {
+  if (!c->bounds) return NULL;
+  int *lo = malloc(sizeof(int) * (size_t)c->Tq);
+  for (int i = 0; i < c->Tq; i++) {
+    long p = c->qs + i, doc = p / 90 * 90;
+    if (c->bounds == 2 && p - 36 > doc) doc = p - 36;
+    lo[i] = (int)doc;
+  }
+  return lo;
+}
+
+static void run_case(const acase *c, lc_rng *r, const lc_flash_variant *var, const lc_flash_variant *port, int bf16) {
+  lc_attn_shape s = {c->Tq, c->Tk, c->Hq, c->Hkv, c->D, c->qs, c->ks, c->causal,
+                     (float)(1.0 / sqrt((double)c->D)), NULL, bf16};
+  int *lo = make_bounds(c);
+  s.lo = lo;
+  const long nq = (long)c->Tq * c->Hq * c->D, nk = (long)c->Tk * c->Hkv * c->D, nl = (long)c->Hq * c->Tq;
+  float *q = lc_t_randn(r, nq, 1.0f), *k = lc_t_randn(r, nk, 1.0f), *v = lc_t_randn(r, nk, 1.0f),
+        *dout = lc_t_randn(r, nq, 1.0f);
+  if (bf16) lc_bf16_round(q, nq), lc_bf16_round(k, nk), lc_bf16_round(v, nk), lc_bf16_round(dout, nq);
+  double *ro = malloc(8 * nq), *rl = malloc(8 * nl), *rdq = malloc(8 * nq), *rdk = malloc(8 * nk), *rdv = malloc(8 * nk);
+  ref_fwd(ro, rl, q, k, v, &s);
+  ref_bwd(rdq, rdk, rdv, dout, q, k, v, &s);
+  float *o = malloc(4 * nq), *l = malloc(4 * nl), *po = malloc(4 * nq), *pl = malloc(4 * nl), *dl = malloc(4 * nl);
+  float *dq = calloc(nq, 4), *dk = calloc(nk, 4), *dv = calloc(nk, 4);
+  char what[200];
+  snprintf(what, sizeof what, "%s%s Tq=%d Tk=%d Hq=%d Hkv=%d D=%d q0=%ld k0=%ld causal=%d bounds=%d", var->name,
+           bf16 ? "(bf16 pass)" : "", c->Tq, c->Tk, c->Hq, c->Hkv, c->D, c->qs, c->ks, c->causal, c->bounds);
+  lc_flash_test_set_key_chunk(c->chunk64 ? 64 : 0);
+  CHECK(var->fwd(o, l, q, k, v, &s, &A) == LC_OK, "%s: fwd failed", what);
+  lc_attn_delta(dl, dout, o, c->Tq, c->Hq, c->D);
+  CHECK(var->bwd(dq, dk, dv, dout, q, k, v, l, dl, &s, &A) == LC_OK, "%s: bwd failed", what);
+  // LSE: -inf exactly where the reference has no key, else within 1e-5 relative
+  long bad = 0;
+  for (long i = 0; i < nl; i++)
+    if (rl[i] == -INFINITY ? l[i] != -INFINITY : !(fabs(l[i] - rl[i]) <= 1e-5 * (1 + fabs(rl[i])))) bad++;
+  CHECK(bad == 0, "%s: %ld LSE values off", what, bad);
+  if (!bf16) {
+    const double mo = maxabs(ro, nq), mb = fmax(maxabs(rdq, nq), fmax(maxabs(rdk, nk), maxabs(rdv, nk)));
+    char w2[260];
+    snprintf(w2, sizeof w2, "%s out", what);
+    lc_t_close(w2, o, ro, nq, 1e-5 * mo, 1e-5);
+    snprintf(w2, sizeof w2, "%s dq", what);
+    lc_t_close(w2, dq, rdq, nq, 2e-5 * mb, 2e-5);
+    snprintf(w2, sizeof w2, "%s dk", what);
+    lc_t_close(w2, dk, rdk, nk, 2e-5 * mb, 2e-5);
+    snprintf(w2, sizeof w2, "%s dv", what);
+    lc_t_close(w2, dv, rdv, nk, 2e-5 * mb, 2e-5);
+    // the same inputs through the portable level: equal to a few fp32 roundings
+    CHECK(port->fwd(po, pl, q, k, v, &s, &A) == LC_OK, "%s: portable fwd failed", what);
+    lc_t_close_ff("out vs portable", o, po, nq, 1e-5 * mo, 1e-5);
+  } else {
+    const double vmax = maxabsf(v, nk);
+    double worst = 0;
+    for (long i = 0; i < nq; i++) worst = fmax(worst, fabs(o[i] - ro[i]));
+    CHECK(worst <= ldexp(vmax, -8), "%s: forward max error %.3g > 2^-8 max|v| = %.3g", what, worst, ldexp(vmax, -8));
+    double eo = l2rel(o, ro, nq), eq = l2rel(dq, rdq, nq), ek = l2rel(dk, rdk, nk), ev = l2rel(dv, rdv, nk);
+    CHECK(eo <= 1e-2 && eq <= 1e-2 && ek <= 1e-2 && ev <= 1e-2,
+          "%s: relative L2 errors out %.3g dq %.3g dk %.3g dv %.3g (bound 1e-2)", what, eo, eq, ek, ev);
+    static double seen;
+    if (fmax(fmax(eo, eq), fmax(ek, ev)) > seen) {
+      seen = fmax(fmax(eo, eq), fmax(ek, ev));
+      printf("bf16 attention: worst relative L2 error so far %.2e (%s)\n", seen, what);
+    }
+  }
+  lc_flash_test_set_key_chunk(0);
+  free(q), free(k), free(v), free(dout), free(ro), free(rl), free(rdq), free(rdk), free(rdv);
+  free(o), free(l), free(po), free(pl), free(dl), free(dq), free(dk), free(dv), free(lo);
+}
+
+static const acase cases[] = {
+    {1, 1, 2, 1, 16, 0, 0, 1, 0, 0},          // one row, one key
+    {33, 33, 4, 2, 64, 0, 0, 1, 0, 0},        // one partial block
+    {130, 130, 4, 2, 64, 0, 0, 1, 0, 1},      // three blocks, forced key chunks
+    {200, 300, 6, 2, 40, 100, 0, 1, 0, 1},    // offsets (q after k), odd-ish D
+    {77, 141, 3, 3, 33, 0, 64, 0, 0, 0},      // non-causal, odd D, odd Tk
+    {150, 150, 4, 1, 80, 500, 500, 1, 1, 1},  // documents, MQA, D > 64
+    {190, 257, 2, 2, 64, 67, 0, 1, 2, 1},     // documents + window, odd Tk
+    {64, 333, 8, 4, 128, 269, 0, 1, 0, 0},    // many key tiles, D = 128
+};
+
+int main(void) {
+  lc_arena_init(&A, 0);
+  lc_cpu_detect(&cpu);
+  lc_rng r;
+  lc_rng_seed(&r, 20261201);
+  printf("CPU %s: AVX2 %d, AVX-512F %d, AVX512_BF16 %d, AMX-BF16 %d\n", cpu.model, cpu.avx2, cpu.avx512f,
+         cpu.avx512_bf16, cpu.amx_bf16);
+  const lc_kernels *port = lc_kern_table(LC_KERN_PORTABLE);
+  const lc_flash_variant *pv = lc_flash_variant_for(LC_KERN_PORTABLE, 0);
+  for (int L = 0; L < LC_KERN_LEVELS; L++) {
+    if (!lc_kern_supported((lc_kern_level)L, &cpu)) {
+      printf("skip: level %s not run: this CPU lacks its instruction set (compiled, not tested here)\n",
+             lc_kern_name((lc_kern_level)L));
+      continue;
+    }
+    const lc_kernels *k = lc_kern_table((lc_kern_level)L);
+    CHECK(k->level == L && !strcmp(k->name, lc_kern_name((lc_kern_level)L)), "table of level %d names itself %s", L, k->name);
+    test_elementwise_level(k, port, &r);
+    for (int bf16 = 0; bf16 <= 1; bf16++) {
+      const lc_flash_variant *var = lc_flash_variant_for((lc_kern_level)L, bf16);
+      if (bf16 && L < LC_KERN_BF16) { // a bf16 pass below the bf16 level runs the fp32 kernel
+        CHECK(var == lc_flash_variant_for((lc_kern_level)L, 0), "level %s: bf16 pass must use the fp32 kernel", k->name);
+        continue;
+      }
+      if (L == LC_KERN_AMX && bf16) continue; // the same kernel as the bf16 level
+      for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], &r, var, pv, bf16);
+    }
+  }
+  // the dispatch follows lc_kern_select
+  lc_kern_level best = lc_kern_best(&cpu);
+  CHECK(lc_kern_select(LC_KERN_PORTABLE) == LC_OK && lc_kern()->level == LC_KERN_PORTABLE, "select portable");
+  lc_attn_shape s = {1, 1, 1, 1, 16, 0, 0, 1, 0.25f, NULL, 1};
+  CHECK(!strcmp(lc_flash_variant_name(&s), "portable"), "portable level runs %s", lc_flash_variant_name(&s));
+  CHECK(lc_kern_select(LC_KERN_AUTO) == LC_OK && lc_kern()->level == best, "auto selects the best level");
+  if (best >= LC_KERN_BF16) CHECK(!strcmp(lc_flash_variant_name(&s), "bf16"), "bf16 pass at level bf16 runs %s", lc_flash_variant_name(&s));
+  for (int L = 0; L < LC_KERN_LEVELS; L++)
+    if (!lc_kern_supported((lc_kern_level)L, &cpu))
+      CHECK(lc_kern_select((lc_kern_level)L) == LC_EINVAL && lc_kern()->level == best, "unsupported level %d refused", L);
+  lc_kern_level parsed;
+  CHECK(lc_kern_parse("avx512", &parsed) == LC_OK && parsed == LC_KERN_AVX512, "parse avx512");
+  CHECK(lc_kern_parse("sse9", &parsed) == LC_EINVAL, "parse rejects sse9");
+  return lc_test_finish("test_kernels");
+}
