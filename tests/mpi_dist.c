@@ -70,7 +70,7 @@ static void test_attention_rows(layout L, lc_placement pl, int Hq, int Hkv, int 
   float *o = malloc(4 * nq), *lse = malloc(4 * (size_t)Hq * SS), *delta = malloc(4 * (size_t)Hq * SS);
   float *dq = calloc(nq, 4), *dk = calloc(nk, 4), *dv = calloc(nk, 4);
   lc_attn_shape s = {.Tq = (int)SS, .Tk = (int)SS, .Hq = Hq, .Hkv = Hkv, .D = D, .causal = 1,
-                     .scale = 1.0f / sqrtf((float)D)};
+                     .scale = 1.0f / sqrtf((float)D), .bf16 = bf16};
   CHECK(lc_flash_fwd(o, lse, q, k, v, &s, &ar) == LC_OK, "reference fwd");
   if (bf16) lc_bf16_round(o, nq);
   lc_attn_delta(delta, dout, o, (int)SS, Hq, D);

@@ -213,6 +213,30 @@ static void run_case(const acase *c, lc_rng *r, const lc_flash_variant *var, con
   free(o), free(l), free(po), free(pl), free(dl), free(dq), free(dk), free(dv), free(lo);
 }
 
+// bf16 products, split keys: attention over [0, Tk) in one call equals the merge of calls
+// over [0, a) and [a, Tk) to fp32 rounding (1e-5 of the largest value), not only to bf16's
+// 2^-9: the kernel's softmax reference is an integer, so the split scales P by powers of 2
+// (flash_prims_avx512.h). This is what makes every ring layout give one process's numbers.
+static void test_bf16_split(const lc_flash_variant *var, lc_rng *r) {
+  const int Tq = 150, Tk = 300, Hq = 4, Hkv = 2, D = 64, a = 131;
+  lc_attn_shape s = {Tq, Tk, Hq, Hkv, D, 150, 0, 1, 0.125f, NULL, 1};
+  const long nq = (long)Tq * Hq * D, nk = (long)Tk * Hkv * D, nl = (long)Hq * Tq;
+  float *q = lc_t_randn(r, nq, 2.0f), *k = lc_t_randn(r, nk, 2.0f), *v = lc_t_randn(r, nk, 1.0f);
+  lc_bf16_round(q, nq), lc_bf16_round(k, nk), lc_bf16_round(v, nk);
+  float *o = malloc(4 * nq), *l = malloc(4 * nl), *o2 = malloc(4 * nq), *l2 = malloc(4 * nl);
+  double *ow = malloc(8 * nq);
+  CHECK(var->fwd(o, l, q, k, v, &s, &A) == LC_OK, "split: one call");
+  lc_attn_shape s1 = s, s2 = s;
+  s1.Tk = a, s2.Tk = Tk - a, s2.k_start = a;
+  CHECK(var->fwd(o2, l2, q, k, v, &s1, &A) == LC_OK, "split: first keys");
+  float *o3 = malloc(4 * nq), *l3 = malloc(4 * nl);
+  CHECK(var->fwd(o3, l3, q, k + (long)a * Hkv * D, v + (long)a * Hkv * D, &s2, &A) == LC_OK, "split: last keys");
+  lc_attn_merge(o2, l2, o3, l3, Tq, Hq, D);
+  for (long i = 0; i < nq; i++) ow[i] = o[i];
+  lc_t_close("bf16 attention split at 131 keys vs one call", o2, ow, nq, 1e-5 * maxabs(ow, nq), 1e-5);
+  free(q), free(k), free(v), free(o), free(l), free(o2), free(l2), free(o3), free(l3), free(ow);
+}
+
 static const acase cases[] = {
     {1, 1, 2, 1, 16, 0, 0, 1, 0, 0},          // one row, one key
     {33, 33, 4, 2, 64, 0, 0, 1, 0, 0},        // one partial block
@@ -250,6 +274,7 @@ int main(void) {
       }
       if (L == LC_KERN_AMX && bf16) continue; // the same kernel as the bf16 level
       for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], &r, var, pv, bf16);
+      if (bf16) test_bf16_split(var, &r);
     }
   }
   // the dispatch follows lc_kern_select

@@ -76,7 +76,7 @@ typedef struct {
   size_t bwd_scratch, bwd_comm; // one backward call
 } lc_attn_mem;
 // `threads` <= 0: the current omp_get_max_threads().
-void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, lc_attn_mem *m);
+void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, int bf16, lc_attn_mem *m);
 
 // Distributed: Ulysses over `head` (size hp) x ring over `ctx` (size cp) with inner rings
 // of `window` context ranks. S is the global sequence length; each context rank holds

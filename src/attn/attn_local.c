@@ -12,17 +12,17 @@ static size_t lse_bytes(int Hq, int T) { return lc_bytes(LC_DT_F32, (size_t)Hq *
 
 static size_t local_saved_bytes(const lc_attn *a, int T) { return lse_bytes(a->Hq, T); }
 
-static lc_attn_shape shape_of(int Hq, int Hkv, int D, int T) {
+static lc_attn_shape shape_of(int Hq, int Hkv, int D, int T, int bf16) {
   lc_attn_shape s = {.Tq = T, .Tk = T, .Hq = Hq, .Hkv = Hkv, .D = D,
                      .q_start = 0, .k_start = 0, .causal = 1,
-                     .scale = 1.0f / sqrtf((float)D)};
+                     .scale = 1.0f / sqrtf((float)D), .bf16 = bf16};
   return s;
 }
 
-static lc_attn_shape local_shape(const lc_attn *a, int T) { return shape_of(a->Hq, a->Hkv, a->D, T); }
+static lc_attn_shape local_shape(const lc_attn *a, int T) { return shape_of(a->Hq, a->Hkv, a->D, T, a->bf16); }
 
-void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, lc_attn_mem *m) {
-  lc_attn_shape s = shape_of(Hq, Hkv, D, T);
+void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, int bf16, lc_attn_mem *m) {
+  lc_attn_shape s = shape_of(Hq, Hkv, D, T, bf16);
   memset(m, 0, sizeof *m);
   m->saved = lse_bytes(Hq, T);
   m->fwd_scratch = lc_flash_workspace_bytes(&s, 0, threads);

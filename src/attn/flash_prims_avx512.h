@@ -76,6 +76,13 @@ static void tile_softmax(float *S, int nk, float *m, float *l, float *alpha) {
     for (int r = 0; r < nk; r++) mx = _mm512_max_ps(mx, _mm512_loadu_ps(S + r * BQ + 16 * c));
     __m512 mold = _mm512_loadu_ps(m + 16 * c);
     __m512 mnew = _mm512_max_ps(mold, mx);
+#ifdef LC_FLASH_BF16
+    // The bf16 kernel rounds P to bf16. With an integer reference (the running max rounded
+    // up) every P is exp2(s - integer), so a key range split differently (ring chunks,
+    // poll tiles) only scales P by exact powers of 2, which commute with the rounding: every
+    // layout gives the same P up to fp32 rounding. The rescale factor is then exact too.
+    mnew = _mm512_roundscale_ps(mnew, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+#endif
     // rows that saw no visible key yet keep m = -inf; use 0 as the reference there
     __mmask16 none = _mm512_cmp_ps_mask(mnew, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ);
     __m512 mref = _mm512_mask_blend_ps(none, mnew, _mm512_setzero_ps());

@@ -63,7 +63,7 @@ void lc_ring_mem(int cp, int window, long S, int chunks, int Hq, int Hkv, int D,
   const size_t blk = blk_floats(cp, S, Hkv, D);
   // The largest kernel call: poll_rows (or all Lc) query rows against a Lc-row key chunk.
   lc_attn_shape s = {.Tq = (int)(Lc < poll_rows ? Lc : poll_rows), .Tk = (int)Lc, .Hq = Hq,
-                     .Hkv = Hkv, .D = D, .causal = 1, .scale = 1.0f};
+                     .Hkv = Hkv, .D = D, .causal = 1, .scale = 1.0f, .bf16 = bf16};
   const lc_dtype kv = bf16 ? LC_DT_BF16 : LC_DT_F32;
   const size_t work = bf16 ? lc_bytes(LC_DT_F32, blk) : 0; // the widened block
   m->fwd_comm = lc_bytes(kv, blk * n_kv_blocks(cp, window));
@@ -141,7 +141,7 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, floa
         if (hidden(g, ks, qs + r0, n)) continue;
         lc_attn_shape s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
                            .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale,
-                           .lo = g->lo ? g->lo + qs + r0 : NULL};
+                           .lo = g->lo ? g->lo + qs + r0 : NULL, .bf16 = r->bf16};
         const float *qa = q + ((size_t)a * g->Lc + r0) * H * D;
         LC_TRY(lc_flash_fwd(tmp_o, tmp_l, qa, k + (size_t)b * g->Lc * r->Hkv * D,
                             v + (size_t)b * g->Lc * r->Hkv * D, &s, ar));
@@ -235,7 +235,7 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, float *dq, float
         if (hidden(g, ks, qs + r0, n)) continue;
         lc_attn_shape s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
                            .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale,
-                           .lo = g->lo ? g->lo + qs + r0 : NULL};
+                           .lo = g->lo ? g->lo + qs + r0 : NULL, .bf16 = r->bf16};
         size_t qo = ((size_t)a * g->Lc + r0) * H * D;
         lse_rows(tmp_l, lse + (size_t)a * H * g->Lc, H, g->Lc, r0, n, 0);
         lse_rows(tmp_d, delta + (size_t)a * H * g->Lc, H, g->Lc, r0, n, 0);

@@ -72,7 +72,7 @@ lc_status lc_memplan_predict(const lc_config *cfg, const lc_model_opts *o, long 
 
   // The attention strategy the trainer picks: local for one rank, else 2D.
   lc_attn_mem am;
-  if (hp * cp == 1) lc_attn_local_mem(cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, Ti, threads, &am);
+  if (hp * cp == 1) lc_attn_local_mem(cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, Ti, threads, o->precision == LC_DT_BF16, &am);
   else LC_TRY(lc_attn_2d_mem(hp, cp, window, seq, lc_cp_layout_chunks(o->cp_layout, seq, cp, hp), cfg->n_heads,
                              cfg->n_kv_heads, cfg->head_dim, threads, o->precision == LC_DT_BF16, &am));
   out->attn_saved_per_layer = am.saved;
