@@ -161,6 +161,17 @@ static void test_prediction(void) {
         if (pass_peaks(&m, &ar, &o, bseqs[s], peak, &total))
           compare("bench-s2", lc_ckpt_name(pols[p]), o.mlp_tile, o.loss_tile, bseqs[s], peak, total, &e, 0);
       }
+  // bf16 (on a CPU with AVX512_BF16 the GEMMs pack their operands to 2 bytes in scratch
+  // of their own: ops/matmul.c), at the larger length, tiled and untiled
+  for (int p = 0; p < 3; p++)
+    for (int t = 0; t < 2; t++) {
+      lc_model_opts o = {pols[p], t ? 48 : 0, t ? 32 : 0, 0, 0, 0, LC_DT_BF16};
+      lc_mem_estimate e;
+      size_t peak[LC_MEM_NCAT], total;
+      CHECK(lc_memplan_predict(&bs, &o, bseqs[1], 1, 1, 1, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
+      if (pass_peaks(&m, &ar, &o, bseqs[1], peak, &total))
+        compare("bs2-bf16", lc_ckpt_name(pols[p]), o.mlp_tile, o.loss_tile, bseqs[1], peak, total, &e, 0);
+    }
   lc_model_destroy(&m, &ar);
   // ZeRO stages 1-3 (on one process: temporary gathered units and gradient buffers), at the
   // bench-s width with vocab 8000, so the embedding and head units (4.1 M floats) are larger

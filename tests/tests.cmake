@@ -15,3 +15,5 @@ include(${CMAKE_SOURCE_DIR}/tests/mpi.cmake)
 if(EXISTS ${CMAKE_SOURCE_DIR}/tests/cli.cmake)
   include(${CMAKE_SOURCE_DIR}/tests/cli.cmake)
 endif()
+# test_gemm exits 77 on a CPU without AVX512_BF16: reported as skipped, not passed.
+set_tests_properties(test_gemm PROPERTIES SKIP_RETURN_CODE 77)

@@ -40,23 +40,36 @@ static size_t attn_bwd_floats(const lc_config *cfg, int T, int bf16) {
   return datt_floats(cfg, T) + (size_t)T * (HQ + 2 * HKV) + (bf16 ? (size_t)T * cfg->dim : 0);
 }
 
+static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
 void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_layer_mem *m) {
   const int tiled = lc_tile_splits(mlp_tile, T), tile = tiled ? mlp_tile : T;
-  m->mlp_fwd = tiled ? lc_bytes(LC_DT_F32, mlp_fwd_floats(cfg, tile)) : 0;
-  m->mlp_bwd = lc_bytes(LC_DT_F32, mlp_grad_floats(cfg, tile, bf16)) + (tiled ? lc_bytes(LC_DT_F32, mlp_fwd_floats(cfg, tile)) : 0);
+  const int C = cfg->dim, F = cfg->ffn, HQ = cfg->n_heads * cfg->head_dim, HKV = cfg->n_kv_heads * cfg->head_dim;
+  // bf16 GEMMs pack their operands into scratch of their own (lc_matmul_*_bytes), on top
+  // of what is live when they run; the largest of each phase counts.
+  const size_t mlp_fwd_mm = max3(lc_matmul_fwd_bytes(bf16, tile, C, F), lc_matmul_fwd_bytes(bf16, tile, F, C), 0);
+  const size_t mlp_bwd_mm = max3(tiled ? lc_matmul_fwd_bytes(bf16, tile, C, F) : 0, lc_matmul_bwd_bytes(bf16, tile, F, C),
+                                 lc_matmul_bwd_bytes(bf16, tile, C, F));
+  m->mlp_fwd = (tiled ? lc_bytes(LC_DT_F32, mlp_fwd_floats(cfg, tile)) : 0) + mlp_fwd_mm;
+  m->mlp_bwd = lc_bytes(LC_DT_F32, mlp_grad_floats(cfg, tile, bf16)) + (tiled ? lc_bytes(LC_DT_F32, mlp_fwd_floats(cfg, tile)) : 0) + mlp_bwd_mm;
   m->attn_bwd = lc_bytes(LC_DT_F32, attn_bwd_floats(cfg, T, bf16));
+  m->attn_fwd_mm = max3(lc_matmul_fwd_bytes(bf16, T, C, HQ), lc_matmul_fwd_bytes(bf16, T, C, HKV),
+                        lc_matmul_fwd_bytes(bf16, T, HQ, C));
+  m->attn_bwd_mm = m->attn_bwd + max3(lc_matmul_bwd_bytes(bf16, T, HQ, C), lc_matmul_bwd_bytes(bf16, T, C, HQ),
+                                      lc_matmul_bwd_bytes(bf16, T, C, HKV));
 }
 
 // ---------------------------------------------------------------- MLP
 // n rows of x_mid -> n2 = rmsnorm2, gate, up, h = silu(gate) * up (the parts backward reads).
 static void mlp_fwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, const float *xm,
                          float *n2, float *rstd, float *gate, float *up, float *h, int n) {
+  const lc_mm mm = {c->bf16, c->arena};
   const int C = c->cfg->dim, F = c->cfg->ffn;
   lc_rmsnorm_fwd(n2, rstd, xm, w->ln2, n, C, c->cfg->norm_eps);
   to_bf16(c, n2, (size_t)n * C);
-  lc_matmul_fwd(gate, n2, w->wgate, n, C, F);
+  lc_matmul_fwd(&mm, gate, n2, w->wgate, n, C, F);
   poll(c);
-  lc_matmul_fwd(up, n2, w->wup, n, C, F);
+  lc_matmul_fwd(&mm, up, n2, w->wup, n, C, F);
   poll(c);
   lc_swiglu_fwd(h, gate, up, (size_t)n * F);
   to_bf16(c, h, (size_t)n * F);
@@ -66,6 +79,7 @@ static void mlp_fwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, const
 // gate/up/h [n,F].
 static lc_status mlp_fwd_tiled(const lc_layer_ctx *c, const lc_layer_weights *w,
                                const float *x_mid, float *x_out) {
+  const lc_mm mm = {c->bf16, c->arena};
   const int C = c->cfg->dim, F = c->cfg->ffn, tile = c->mlp_tile;
   lc_arena *ar = c->arena;
   float *n2 = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, mlp_n2_floats(c->cfg, tile)), "MLP tile norm");
@@ -82,7 +96,7 @@ static lc_status mlp_fwd_tiled(const lc_layer_ctx *c, const lc_layer_weights *w,
     const float *xm = x_mid + (size_t)t0 * C;
     float *xo = x_out + (size_t)t0 * C;
     mlp_fwd_rows(c, w, xm, n2, rstd, gate, up, h, n);
-    lc_matmul_fwd(xo, h, w->wdown, n, F, C);
+    lc_matmul_fwd(&mm, xo, h, w->wdown, n, F, C);
     poll(c);
     lc_add_inplace(xo, xm, (size_t)n * C);
     to_bf16(c, xo, (size_t)n * C);
@@ -100,6 +114,7 @@ static void mlp_bwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
                          const float *xm, const float *n2, const float *rstd, const float *gate,
                          const float *up, const float *h, float *dx, int n, float *dh, float *dg,
                          float *du, float *dn2, float *dxr) {
+  const lc_mm mm = {c->bf16, c->arena};
   const int C = c->cfg->dim, F = c->cfg->ffn;
   // x_out = x_mid + h @ Wdown^T (bf16: the GEMM reads dx rounded, dx itself stays fp32)
   const float *dout = dx;
@@ -107,16 +122,16 @@ static void mlp_bwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
     lc_bf16_round_copy(dxr, dx, (size_t)n * C);
     dout = dxr;
   }
-  lc_matmul_bwd(dh, g->wdown, dout, h, w->wdown, n, F, C, 0);
+  lc_matmul_bwd(&mm, dh, g->wdown, dout, h, w->wdown, n, F, C, 0);
   poll(c);
   // h = silu(gate) * up
   lc_swiglu_bwd(dg, du, dh, gate, up, (size_t)n * F);
   to_bf16(c, dg, (size_t)n * F);
   to_bf16(c, du, (size_t)n * F);
   // gate = n2 @ Wg^T, up = n2 @ Wu^T
-  lc_matmul_bwd(dn2, g->wgate, dg, n2, w->wgate, n, C, F, 0);
+  lc_matmul_bwd(&mm, dn2, g->wgate, dg, n2, w->wgate, n, C, F, 0);
   poll(c);
-  lc_matmul_bwd(dn2, g->wup, du, n2, w->wup, n, C, F, 1);
+  lc_matmul_bwd(&mm, dn2, g->wup, du, n2, w->wup, n, C, F, 1);
   poll(c);
   // n2 = rmsnorm(x_mid): gradient added to dx (the residual path already carries dx_out)
   lc_rmsnorm_bwd(dx, g->ln2, dn2, xm, w->ln2, rstd, n, C);
@@ -159,16 +174,17 @@ static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
 // ---------------------------------------------------------------- layer
 lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_acts *a,
                        const float *x_in, float *x_out, int skip_attn) {
+  const lc_mm mm = {c->bf16, c->arena};
   const lc_config *cfg = c->cfg;
   const int T = c->T, C = cfg->dim, D = cfg->head_dim, F = cfg->ffn;
   const int HQ = cfg->n_heads * D, HKV = cfg->n_kv_heads * D;
   lc_rmsnorm_fwd(a->ln1, a->rstd1, x_in, w->ln1, T, C, cfg->norm_eps);
   to_bf16(c, a->ln1, (size_t)T * C);
-  lc_matmul_fwd(a->q, a->ln1, w->wq, T, C, HQ);
+  lc_matmul_fwd(&mm, a->q, a->ln1, w->wq, T, C, HQ);
   poll(c);
-  lc_matmul_fwd(a->k, a->ln1, w->wk, T, C, HKV);
+  lc_matmul_fwd(&mm, a->k, a->ln1, w->wk, T, C, HKV);
   poll(c);
-  lc_matmul_fwd(a->v, a->ln1, w->wv, T, C, HKV);
+  lc_matmul_fwd(&mm, a->v, a->ln1, w->wv, T, C, HKV);
   poll(c);
   lc_rope_fwd(a->q, c->rope_cos, c->rope_sin, T, cfg->n_heads, D);
   lc_rope_fwd(a->k, c->rope_cos, c->rope_sin, T, cfg->n_kv_heads, D);
@@ -177,13 +193,13 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   to_bf16(c, a->v, (size_t)T * HKV);
   c->attn->bf16 = c->bf16; // the strategy rounds att (attn.h)
   if (!skip_attn) LC_TRY(c->attn->fwd(c->attn, a->att, a->saved, a->q, a->k, a->v, T, c->arena));
-  lc_matmul_fwd(a->x_mid, a->att, w->wo, T, HQ, C);
+  lc_matmul_fwd(&mm, a->x_mid, a->att, w->wo, T, HQ, C);
   poll(c);
   lc_add_inplace(a->x_mid, x_in, (size_t)T * C);
   if (mlp_tiled(c)) return x_out ? mlp_fwd_tiled(c, w, a->x_mid, x_out) : LC_OK;
   mlp_fwd_rows(c, w, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h, T);
   if (x_out) {
-    lc_matmul_fwd(x_out, a->h, w->wdown, T, F, C);
+    lc_matmul_fwd(&mm, x_out, a->h, w->wdown, T, F, C);
     poll(c);
     lc_add_inplace(x_out, a->x_mid, (size_t)T * C);
     to_bf16(c, x_out, (size_t)T * C);
@@ -193,6 +209,7 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
 
 lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g,
                        const lc_layer_acts *a, const float *x_in, float *dx) {
+  const lc_mm mm = {c->bf16, c->arena};
   const lc_config *cfg = c->cfg;
   const int T = c->T, C = cfg->dim, D = cfg->head_dim;
   const int HQ = cfg->n_heads * D, HKV = cfg->n_kv_heads * D;
@@ -212,7 +229,7 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
     lc_bf16_round_copy(dxr, dx, (size_t)T * C);
     dout = dxr;
   }
-  lc_matmul_bwd(datt, g->wo, dout, a->att, w->wo, T, HQ, C, 0);
+  lc_matmul_bwd(&mm, datt, g->wo, dout, a->att, w->wo, T, HQ, C, 0);
   poll(c);
   to_bf16(c, datt, (size_t)T * HQ);
   lc_status st = c->attn->bwd(c->attn, dq, dk, dv, datt, a->att, a->saved, a->q, a->k, a->v, T, ar);
@@ -222,11 +239,11 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
     to_bf16(c, dq, (size_t)T * HQ);
     to_bf16(c, dk, (size_t)T * HKV);
     to_bf16(c, dv, (size_t)T * HKV);
-    lc_matmul_bwd(dn1, g->wq, dq, a->ln1, w->wq, T, C, HQ, 0);
+    lc_matmul_bwd(&mm, dn1, g->wq, dq, a->ln1, w->wq, T, C, HQ, 0);
     poll(c);
-    lc_matmul_bwd(dn1, g->wk, dk, a->ln1, w->wk, T, C, HKV, 1);
+    lc_matmul_bwd(&mm, dn1, g->wk, dk, a->ln1, w->wk, T, C, HKV, 1);
     poll(c);
-    lc_matmul_bwd(dn1, g->wv, dv, a->ln1, w->wv, T, C, HKV, 1);
+    lc_matmul_bwd(&mm, dn1, g->wv, dv, a->ln1, w->wv, T, C, HKV, 1);
     poll(c);
     lc_rmsnorm_bwd(dx, g->ln1, dn1, x_in, w->ln1, a->rstd1, T, C); // dx: -> dL/dx_in
   }

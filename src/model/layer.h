@@ -63,6 +63,11 @@ typedef struct {
   size_t mlp_bwd;  // MLP backward: gradient tile, plus the recompute tile when tiled
   size_t attn_bwd; // attention half of backward: datt (reused for dn1), dq, dk, dv
                    // (bf16: each backward also holds its rows of dx rounded)
+  // bf16 GEMMs' operand packing (lc_matmul_*_bytes; 0 in fp32), included in mlp_fwd and
+  // mlp_bwd; the attention half's GEMMs run outside the strategy's calls, so they form
+  // moments of their own: the projections of forward alone (attn_fwd_mm), and those of
+  // backward on top of attn_bwd (attn_bwd_mm = attn_bwd + packing).
+  size_t attn_fwd_mm, attn_bwd_mm;
 } lc_layer_mem;
 void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_layer_mem *m);
 

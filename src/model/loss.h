@@ -18,9 +18,9 @@ lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights 
                           const float *x, const int *targets, int T, int tile, float loss_scale,
                           int bf16, float *dx, double *loss_sum, long *n_wrong, lc_arena *arena);
 
-// Arena bytes (category scratch) lc_loss_fwd_bwd allocates for T tokens and `tile`: one
-// tile's normed, dnormed [tile,C], rstd [tile] and logits [tile,V]. The function sizes its
-// buffer with this.
-size_t lc_loss_scratch_bytes(const lc_config *cfg, int T, int tile);
+// Peak arena bytes (category scratch) lc_loss_fwd_bwd allocates for T tokens and `tile`
+// with gradients: one tile's normed, dnormed [tile,C], rstd [tile] and logits [tile,V],
+// plus (bf16) the head GEMMs' operand packing (lc_matmul_*_bytes).
+size_t lc_loss_scratch_bytes(const lc_config *cfg, int T, int tile, int bf16);
 
 #endif

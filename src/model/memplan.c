@@ -86,7 +86,7 @@ lc_status lc_memplan_predict(const lc_config *cfg, const lc_model_opts *o, long 
   size_t *s = out->phase_scratch, *c = out->phase_comm;
   s[LC_PHASE_ATTN_FWD] = am.fwd_scratch, c[LC_PHASE_ATTN_FWD] = am.fwd_comm;
   s[LC_PHASE_MLP_FWD] = lm.mlp_fwd;
-  s[LC_PHASE_LOSS] = lc_loss_scratch_bytes(cfg, Ti, o->loss_tile);
+  s[LC_PHASE_LOSS] = lc_loss_scratch_bytes(cfg, Ti, o->loss_tile, o->precision == LC_DT_BF16);
   s[LC_PHASE_MLP_BWD] = lm.mlp_bwd;
   s[LC_PHASE_ATTN_BWD] = lm.attn_bwd + am.bwd_scratch, c[LC_PHASE_ATTN_BWD] = am.bwd_comm;
   // ZeRO's temporary units alive in each phase: gathered weights (stage 3) and gradient
@@ -95,13 +95,19 @@ lc_status lc_memplan_predict(const lc_config *cfg, const lc_model_opts *o, long 
   lc_model_zero_transients(cfg, o, stage, Z, zg, zr, zb, LC_PHASE_N);
 
   size_t best = 0, grad_tmp = 0;
+  // bf16: the attention half's GEMMs pack operands while no communication buffer is live
+  // (outside the strategy's calls): a moment of scratch alone within those phases.
+  size_t mm[LC_PHASE_N] = {0};
+  mm[LC_PHASE_ATTN_FWD] = lm.attn_fwd_mm, mm[LC_PHASE_ATTN_BWD] = lm.attn_bwd_mm;
   for (int p = 0; p < LC_PHASE_N; p++) {
     out->phase_zero[p] = zb[p];
+    size_t sc = s[p] + c[p] > mm[p] ? s[p] + c[p] : mm[p];
+    if (mm[p] > s[p]) s[p] = mm[p];
     if (s[p] > out->peak[LC_MEM_SCRATCH]) out->peak[LC_MEM_SCRATCH] = s[p];
     if (c[p] > out->peak[LC_MEM_COMM]) out->peak[LC_MEM_COMM] = c[p];
     if (zg[p] > out->peak[LC_MEM_GATHERED]) out->peak[LC_MEM_GATHERED] = zg[p];
     if (zr[p] > grad_tmp) grad_tmp = zr[p];
-    if (s[p] + c[p] + zb[p] > best) best = s[p] + c[p] + zb[p], out->total_phase = (lc_mem_phase)p;
+    if (sc + zb[p] > best) best = sc + zb[p], out->total_phase = (lc_mem_phase)p;
   }
   out->peak[LC_MEM_GRADS] += grad_tmp;
   out->model_states_peak = out->peak[LC_MEM_PARAMS] + out->peak[LC_MEM_GRADS] + out->peak[LC_MEM_OPTIM] +

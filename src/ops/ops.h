@@ -7,13 +7,27 @@
 
 #include <stddef.h>
 
+#include "core/arena.h"
+
 // ---- matmul.c: linear layer with the HF weight layout W[N, K] ----
+// The pass's GEMM precision. NULL or bf16 0: OpenBLAS sgemm. bf16 1 (every operand holds
+// bf16 values, layer.h) and the kernel table has gemm_bf16: the operands are packed to 2
+// bytes (exact) into arena scratch (LC_MEM_SCRATCH, lc_matmul_*_bytes) and multiplied by
+// the table's bf16 GEMM with fp32 accumulation.
+typedef struct {
+  int bf16;
+  lc_arena *arena;
+} lc_mm;
 // out[T,N] = inp[T,K] @ W[N,K]^T
-void lc_matmul_fwd(float *out, const float *inp, const float *w, int T, int K, int N);
+void lc_matmul_fwd(const lc_mm *mm, float *out, const float *inp, const float *w, int T, int K, int N);
 // dinp[T,K] = (accumulate ? dinp + : ) dout[T,N] @ W ; dw[N,K] += dout^T @ inp.
 // Either dinp or dw may be NULL to skip it.
-void lc_matmul_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
-                   int T, int K, int N, int accumulate);
+void lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, const float *dout, const float *inp,
+                   const float *w, int T, int K, int N, int accumulate);
+// Arena bytes (scratch) one call allocates for its bf16 operands (0: the fp32 path runs),
+// for the memory model: nondecreasing in T.
+size_t lc_matmul_fwd_bytes(int bf16, int T, int K, int N);
+size_t lc_matmul_bwd_bytes(int bf16, int T, int K, int N);
 
 // ---- rmsnorm.c (HF LlamaRMSNorm) ----
 // rstd[t] = 1/sqrt(mean_c(inp[t,c]^2) + eps); out[t,c] = inp[t,c] * rstd[t] * w[c]
