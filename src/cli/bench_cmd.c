@@ -12,6 +12,7 @@
 #include "core/cpu.h"
 #include "core/dtype.h"
 #include "core/timer.h"
+#include "ops/kernels.h"
 #include "train/trainer.h"
 
 // Best-of-n GFLOP/s of C[M,N] = A[M,K] B[K,N]^T (the layout of our linear layers).
@@ -35,9 +36,10 @@ static double sgemm_gflops(int M, int N, int K, int reps) {
   return 2.0 * M * N * K / best / 1e9;
 }
 
-// Causal self-attention kernel at T tokens: forward and backward GFLOP/s.
+// Causal self-attention kernel at T tokens: forward and backward GFLOP/s, with fp32 products
+// or (bf16 = 1) as a bf16 pass runs it (inputs rounded; the bf16 kernel at level bf16/amx).
 // FLOPs: forward 4*Hq*D*T(T+1)/2 (QK^T and PV over visible pairs), backward 2.5x.
-static lc_status attn_gflops(int T, int Hq, int Hkv, int D, double *fwd, double *bwd) {
+static lc_status attn_gflops(int T, int Hq, int Hkv, int D, int bf16, double *fwd, double *bwd) {
   lc_arena ar;
   lc_arena_init(&ar, 0);
   size_t nq = (size_t)T * Hq * D, nk = (size_t)T * Hkv * D;
@@ -50,8 +52,9 @@ static lc_status attn_gflops(int T, int Hq, int Hkv, int D, double *fwd, double 
   lc_rng_fill_normal(&r, k, (long)nk, 1.0f);
   lc_rng_fill_normal(&r, v, (long)nk, 1.0f);
   lc_rng_fill_normal(&r, dout, (long)nq, 1.0f);
+  if (bf16) lc_bf16_round(q, nq), lc_bf16_round(k, nk), lc_bf16_round(v, nk), lc_bf16_round(dout, nq);
   lc_attn_shape s = {.Tq = T, .Tk = T, .Hq = Hq, .Hkv = Hkv, .D = D, .causal = 1,
-                     .scale = 1.0f / sqrtf((float)D)};
+                     .scale = 1.0f / sqrtf((float)D), .bf16 = bf16};
   double flops = 4.0 * Hq * D * ((double)T * (T + 1) / 2.0);
   double bf = 1e30, bb = 1e30;
   lc_status st = LC_OK;
@@ -74,7 +77,7 @@ static lc_status attn_gflops(int T, int Hq, int Hkv, int D, double *fwd, double 
 }
 
 int lc_cmd_bench(int argc, char **argv) {
-  const char *model = "bench-s", *seqs = "1024,4096,16384", *ckpt = "none", *prec = "fp32";
+  const char *model = "bench-s", *seqs = "1024,4096,16384", *ckpt = "none", *prec = "fp32", *kernels = "auto";
   int threads = 0, steps = 2, mlp_tile = 0, loss_tile = 0, skip_model = 0;
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &model, "preset (default bench-s)", 0},
@@ -83,6 +86,7 @@ int lc_cmd_bench(int argc, char **argv) {
       {"threads", LC_ARG_INT, &threads, "OpenMP/BLAS threads (default all)", 0},
       {"checkpoint", LC_ARG_STR, &ckpt, "none | full | selective (default none)", 0},
       {"precision", LC_ARG_STR, &prec, "fp32 | bf16: the training steps' precision (default fp32)", 0},
+      {"kernels", LC_ARG_STR, &kernels, LC_CLI_KERNELS_HELP, 0},
       {"mlp-tile", LC_ARG_INT, &mlp_tile, "tokens per MLP tile, 0 = untiled (default 0)", 0},
       {"loss-tile", LC_ARG_INT, &loss_tile, "tokens per loss tile, 0 = untiled (default 0)", 0},
       {"kernels-only", LC_ARG_INT, &skip_model, "1 = only sgemm and attention kernel (default 0)", 0},
@@ -100,6 +104,7 @@ int lc_cmd_bench(int argc, char **argv) {
   if (st == LC_OK) st = lc_cli_model(model, &o.cfg);
   if (st == LC_OK) st = lc_ckpt_parse(ckpt, &o.mopts.ckpt);
   if (st == LC_OK) st = lc_dtype_parse_user(prec, "--precision", &o.mopts.precision);
+  if (st == LC_OK) st = lc_cli_kernels(kernels);
   if (st == LC_OK) st = lc_cli_threads(threads, &used);
   if (st == LC_OK && (nS = lc_cli_lengths(seqs, 1L << 26, S, 16)) <= 0)
     st = lc_fail(LC_EINVAL, "--seq '%s': give positive lengths separated by commas, e.g. 1024,4K", seqs);
@@ -123,16 +128,20 @@ int lc_cmd_bench(int argc, char **argv) {
          c->ffn, c->dim, g2, gemm);
   printf("\nattention kernel (causal, Hq %d, Hkv %d, D %d; FLOPs fwd = 4*Hq*D*S(S+1)/2, bwd = 2.5x fwd)\n",
          c->n_heads, c->n_kv_heads, c->head_dim);
-  printf("| S | fwd GFLOP/s | fwd / sgemm | bwd GFLOP/s | bwd / sgemm |\n|---|---|---|---|---|\n");
-  for (int i = 0; i < nS; i++) {
-    double f, b;
-    if (attn_gflops((int)S[i], c->n_heads, c->n_kv_heads, c->head_dim, &f, &b) != LC_OK) {
-      lc_cli_error(lc_errmsg());
-      return 1;
+  printf("| S | kernel | fwd GFLOP/s | fwd / sgemm | bwd GFLOP/s | bwd / sgemm |\n|---|---|---|---|---|---|\n");
+  const int bf16_pass = o.mopts.precision == LC_DT_BF16;
+  for (int i = 0; i < nS; i++)
+    for (int bf = 0; bf <= bf16_pass; bf++) { // fp32 products, then (bf16) as a bf16 pass runs
+      double f, b;
+      if (attn_gflops((int)S[i], c->n_heads, c->n_kv_heads, c->head_dim, bf, &f, &b) != LC_OK) {
+        lc_cli_error(lc_errmsg());
+        return 1;
+      }
+      lc_attn_shape sh = {.Tq = 1, .Tk = 1, .Hq = 1, .Hkv = 1, .D = 1, .bf16 = bf};
+      printf("| %ld | %s%s | %.1f | %.0f%% | %.1f | %.0f%% |\n", S[i], lc_flash_variant_name(&sh),
+             bf ? " (bf16 pass)" : "", f, 100 * f / gemm, b, 100 * b / gemm);
+      fflush(stdout);
     }
-    printf("| %ld | %.1f | %.0f%% | %.1f | %.0f%% |\n", S[i], f, 100 * f / gemm, b, 100 * b / gemm);
-    fflush(stdout);
-  }
   if (skip_model) return 0;
   printf("\ntraining step (batch 1; model FLOPs = 3 x (2 x S x matmul weights + 4 x layers x heads x head_dim x S(S+1)/2))\n");
   printf("| S | step s | tokens/s | GFLOP/s | / sgemm | peak | params | grads | optimizer | checkpoints | activations | scratch |\n");

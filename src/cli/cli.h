@@ -35,5 +35,11 @@ size_t lc_rss_bytes(void);
 // One line for the settings table and bench: the precision and, for bf16, how its GEMMs
 // and attention run on this CPU (never silently slow: the line says what bf16 costs here).
 const char *lc_cli_precision_desc(lc_dtype precision, const lc_cpu_info *c, char *buf, size_t n);
+// --kernels auto|portable|avx2|avx512|bf16|amx: selects the kernel table's level (one
+// line naming the missing CPU feature when this CPU cannot run it).
+lc_status lc_cli_kernels(const char *spec);
+#define LC_CLI_KERNELS_HELP                                                                          \
+  "auto | portable | avx2 | avx512 | bf16 | amx: the kernel table's level (default auto: the best " \
+  "this CPU runs; bf16 and amx use native bf16 GEMMs and attention in --precision bf16)"
 
 #endif

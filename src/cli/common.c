@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "io/fsutil.h"
 #include "model/hf.h"
+#include "ops/kernels.h"
 
 void lc_cli_error(const char *msg) { fprintf(stderr, "longctx: error: %s\n", msg); }
 
@@ -62,18 +63,29 @@ size_t lc_rss_bytes(void) {
 }
 
 const char *lc_cli_precision_desc(lc_dtype precision, const lc_cpu_info *c, char *buf, size_t n) {
+  const lc_kernels *k = lc_kern();
   if (precision != LC_DT_BF16) {
-    snprintf(buf, n, "fp32");
+    snprintf(buf, n, "fp32 (kernels %s)", k->name);
+    return buf;
+  }
+  const char *what = "bf16: GEMM operands, attention inputs and layer checkpoints in bf16; master weights, gradients, "
+                     "AdamW, norms, softmax and loss in fp32.";
+  if (k->level >= LC_KERN_BF16) {
+    snprintf(buf, n, "%s Kernels %s: GEMMs are oneDNN bf16 GEMMs%s and attention multiplies bf16 pairs (AVX512_BF16), "
+             "fp32 sums", what, k->name, k->level == LC_KERN_AMX ? " (AMX tiles)" : "");
     return buf;
   }
   const char *hw = c->amx_bf16 ? "AMX-BF16" : c->avx512_bf16 ? "AVX512_BF16" : NULL;
-  char why[160];
-  if (hw) snprintf(why, sizeof why, "this CPU has %s but longctx has no native bf16 kernels yet, so bf16 saves memory, not time", hw);
+  char why[200];
+  if (hw) snprintf(why, sizeof why, "this CPU has %s but --kernels %s does not use it, so bf16 saves memory, not time", hw, k->name);
   else snprintf(why, sizeof why, "this CPU has no AVX512_BF16 or AMX, so bf16 saves memory, not time");
-  snprintf(buf, n,
-           "bf16: GEMM operands, attention inputs and layer checkpoints in bf16; master weights, gradients, "
-           "AdamW, norms, softmax and loss in fp32. GEMMs and attention run in fp32 on the bf16 values "
-           "(exact products, fp32 sums): %s",
-           why);
+  snprintf(buf, n, "%s Kernels %s: GEMMs and attention run in fp32 on the bf16 values (exact products, fp32 sums): %s",
+           what, k->name, why);
   return buf;
+}
+
+lc_status lc_cli_kernels(const char *spec) {
+  lc_kern_level level;
+  LC_TRY(lc_kern_parse(spec, &level));
+  return lc_kern_select(level);
 }

@@ -22,7 +22,7 @@
 #define LC_GEN_MAX_NEW (1 << 20)
 
 typedef struct {
-  const char *model, *prompt, *precision;
+  const char *model, *prompt, *precision, *kernels;
   int max_new, top_k, threads, seq;
   int max_new_given, seq_given;
   long seed;
@@ -163,6 +163,7 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
   if (st == LC_OK && F->mem_gib < 0) st = lc_fail(LC_EINVAL, "--mem-limit must be positive GiB");
   lc_dtype prec = LC_DT_F32;
   if (st == LC_OK) st = lc_dtype_parse_user(F->precision, "--precision", &prec);
+  if (st == LC_OK) st = lc_cli_kernels(F->kernels);
   if (st != LC_OK) {
     lc_cli_error(lc_errmsg());
     return 2;
@@ -256,7 +257,7 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
 }
 
 int lc_cmd_generate(int argc, char **argv) {
-  gen_flags F = {.model = "tiny", .prompt = NULL, .precision = "fp32", .max_new = 64, .seq = 256, .top_k = 0, .threads = 0,
+  gen_flags F = {.model = "tiny", .prompt = NULL, .precision = "fp32", .kernels = "auto", .max_new = 64, .seq = 256, .top_k = 0, .threads = 0,
                  .seed = 1, .temperature = 0.0f, .mem_gib = 0.0f};
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &F.model, "Hugging Face model directory, or a preset with random weights: tiny, demo, bench-s (default tiny)", 0},
@@ -268,6 +269,7 @@ int lc_cmd_generate(int argc, char **argv) {
       {"seed", LC_ARG_LONG, &F.seed, "seed of sampling, of a preset's random weights and of a task:passkey sample (default 1)", 0},
       {"threads", LC_ARG_INT, &F.threads, "OpenMP/BLAS threads (default: OMP_NUM_THREADS or all cores)", 0},
       {"precision", LC_ARG_STR, &F.precision, "fp32 | bf16: bf16 rounds the weights and, as in training, the GEMM operands and attention inputs (default fp32)", 0},
+      {"kernels", LC_ARG_STR, &F.kernels, LC_CLI_KERNELS_HELP, 0},
       {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default: physical memory)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);

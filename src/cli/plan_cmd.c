@@ -21,7 +21,7 @@ static double doc_pairs(long n, long W) {
 }
 
 int lc_cmd_plan(int argc, char **argv) {
-  const char *model = NULL, *seq_s = NULL, *ckpt = "selective", *prec = "fp32";
+  const char *model = NULL, *seq_s = NULL, *ckpt = "selective", *prec = "fp32", *kernels = "auto";
   int batch = 1, hp = 1, cp = 1, window = 0, mlp_tile = -1, loss_tile = -1, threads = 0;
   int ranks = 0, zero = 0, zero_group = 0, pack = 0, attn_window = 0, doc_len = 0;
   const char *cp_layout = NULL;
@@ -42,6 +42,7 @@ int lc_cmd_plan(int argc, char **argv) {
       {"cp-layout", LC_ARG_STR, &cp_layout, "zigzag | balanced (default: balanced with --pack or a window)", 0},
       {"checkpoint", LC_ARG_STR, &ckpt, "none | full | selective (default selective)", 0},
       {"precision", LC_ARG_STR, &prec, "fp32 | bf16, as train (default fp32)", 0},
+      {"kernels", LC_ARG_STR, &kernels, "as train: the bf16 attention kernel's workspace depends on it (default auto)", 0},
       {"mlp-tile", LC_ARG_INT, &mlp_tile, "tokens per MLP tile, 0 = untiled (default: as train, auto)", 0},
       {"loss-tile", LC_ARG_INT, &loss_tile, "tokens per logits+loss tile, 0 = untiled (default: as train, auto)", 0},
       {"threads", LC_ARG_INT, &threads, "OpenMP threads per rank, sizes kernel workspaces (default: this machine's)", 0},
@@ -65,6 +66,7 @@ int lc_cmd_plan(int argc, char **argv) {
     st = lc_fail(LC_EINVAL, "--seq '%s' is not a positive length: give tokens, e.g. 131072, 128K or 1M", seq_s);
   if (st == LC_OK) st = lc_ckpt_parse(ckpt, &o.ckpt);
   if (st == LC_OK) st = lc_dtype_parse_user(prec, "--precision", &o.precision);
+  if (st == LC_OK) st = lc_cli_kernels(kernels);
   if (st == LC_OK) st = lc_cli_threads(threads, &used);
   if (st == LC_OK && batch < 1) st = lc_fail(LC_EINVAL, "--batch %d: use at least 1 sequence per step", batch);
   if (st == LC_OK && (mlp_tile < -1 || loss_tile < -1))

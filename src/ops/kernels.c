@@ -1,6 +1,7 @@
 // The kernel table: one per level, the choice made once (lc_kern_select).
 #include "ops/kernels.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "core/dtype.h"
@@ -57,10 +58,16 @@ lc_status lc_kern_select(lc_kern_level level) {
   lc_cpu_detect(&c);
   if (level == LC_KERN_AUTO) level = lc_kern_best(&c);
   if (!lc_kern_supported(level, &c)) {
-    static const char *const need[LC_KERN_LEVELS] = {"", "AVX2", "AVX-512F", "AVX-512F and AVX512_BF16",
-                                                     "AVX-512F, AVX512_BF16 and AMX-BF16"};
+    const int needs[3] = {level == LC_KERN_AVX2 && !c.avx2, level >= LC_KERN_AVX512 && !c.avx512f,
+                          level >= LC_KERN_BF16 && !c.avx512_bf16};
+    const char *feat[3] = {"AVX2", "AVX-512F", "AVX512_BF16"};
+    char miss[64] = "";
+    for (int i = 0; i < 3; i++)
+      if (needs[i]) snprintf(miss + strlen(miss), sizeof miss - strlen(miss), "%s%s", *miss ? ", " : "", feat[i]);
+    if (level == LC_KERN_AMX && !c.amx_bf16)
+      snprintf(miss + strlen(miss), sizeof miss - strlen(miss), "%sAMX-BF16", *miss ? ", " : "");
     return lc_fail(LC_EINVAL, "--kernels %s: this CPU (%s) lacks %s; use --kernels %s or auto", names[level],
-                   c.model, need[level], names[lc_kern_best(&c)]);
+                   c.model, miss, names[lc_kern_best(&c)]);
   }
   current = lc_kern_table(level);
   return LC_OK;
