@@ -36,6 +36,32 @@ static double sgemm_gflops(int M, int N, int K, int reps) {
   return 2.0 * M * N * K / best / 1e9;
 }
 
+// The same for the kernel table's bf16 GEMM (oneDNN; 0 when the table has none), on bf16
+// operands packed beforehand (packing is not timed).
+static double bf16_gemm_gflops(int M, int N, int K, int reps) {
+  void (*gemm)(int, int, int, int, int, const uint16_t *, long, const uint16_t *, long, float, float *, long) =
+      lc_kern()->gemm_bf16;
+  if (!gemm) return 0;
+  float *a = malloc(sizeof(float) * (size_t)M * K), *b = malloc(sizeof(float) * (size_t)N * K),
+        *c = malloc(sizeof(float) * (size_t)M * N);
+  uint16_t *a16 = malloc(2 * (size_t)M * K), *b16 = malloc(2 * (size_t)N * K);
+  lc_rng r;
+  lc_rng_seed(&r, 1);
+  lc_rng_fill_normal(&r, a, (long)M * K, 1.0f);
+  lc_rng_fill_normal(&r, b, (long)N * K, 1.0f);
+  lc_bf16_pack(a16, a, (size_t)M * K);
+  lc_bf16_pack(b16, b, (size_t)N * K);
+  double best = 1e30;
+  for (int i = 0; i < reps + 1; i++) {
+    double t0 = lc_now();
+    gemm(0, 1, M, N, K, a16, K, b16, K, 0.0f, c, N);
+    double dt = lc_now() - t0;
+    if (i > 0 && dt < best) best = dt; // first call creates the primitive
+  }
+  free(a), free(b), free(c), free(a16), free(b16);
+  return 2.0 * M * N * K / best / 1e9;
+}
+
 // Causal self-attention kernel at T tokens: forward and backward GFLOP/s, with fp32 products
 // or (bf16 = 1) as a bf16 pass runs it (inputs rounded; the bf16 kernel at level bf16/amx).
 // FLOPs: forward 4*Hq*D*T(T+1)/2 (QK^T and PV over visible pairs), backward 2.5x.
@@ -126,6 +152,10 @@ int lc_cmd_bench(int argc, char **argv) {
   double gemm = fmax(g1, g2);
   printf("sgemm: 2048^3 %.1f GFLOP/s; 4096x%dx%d %.1f GFLOP/s (reference = best, %.1f)\n", g1,
          c->ffn, c->dim, g2, gemm);
+  double b1 = bf16_gemm_gflops(2048, 2048, 2048, 3), b2 = bf16_gemm_gflops(4096, c->ffn, c->dim, 3);
+  if (b1 > 0)
+    printf("bf16 GEMM (oneDNN, kernels %s): 2048^3 %.1f GFLOP/s; 4096x%dx%d %.1f GFLOP/s (%.2fx sgemm)\n",
+           lc_kern()->name, b1, c->ffn, c->dim, b2, fmax(b1, b2) / gemm);
   printf("\nattention kernel (causal, Hq %d, Hkv %d, D %d; FLOPs fwd = 4*Hq*D*S(S+1)/2, bwd = 2.5x fwd)\n",
          c->n_heads, c->n_kv_heads, c->head_dim);
   printf("| S | kernel | fwd GFLOP/s | fwd / sgemm | bwd GFLOP/s | bwd / sgemm |\n|---|---|---|---|---|---|\n");

@@ -223,15 +223,15 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
                             t->targets + (size_t)b * t->T, t->pos + (size_t)b * t->T, t->T, scale, 1,
                             &loss_sum, &t->arena));
   }
-  LC_TRY(lc_pstore_finish_grads(ps));
   LC_TRY(lc_allreduce_sum(t->world, &loss_sum, 1, LC_DT_F64));
-  double sumsq = 0;
-  LC_TRY(lc_pstore_grad_sumsq(ps, &sumsq));
-  double norm = sqrt(sumsq);
   lc_adamw_hp hp = {.lr = lc_lr_at(t->step, o->steps, o->warmup, o->lr, o->lr_min),
                     .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps, .weight_decay = o->wd};
-  // The loss and the norm are the same on every rank, so every rank decides alike.
-  if (!isfinite(loss_sum) || !isfinite(norm)) {
+  // The loss and the norm are the same on every rank, so every rank decides alike: the
+  // store updates only when both are finite.
+  double norm = 0;
+  int applied = 0;
+  LC_TRY(lc_pstore_update(ps, &hp, o->clip, isfinite(loss_sum), &t->opt.step, &norm, &applied));
+  if (!applied) {
     t->failed_everywhere = 1; // the loss sum and the norm are global: every rank stops here
     if (t->skipped_in_a_row >= o->skip_nonfinite)
       return lc_fail(LC_EINVAL, "step %ld: the %s is not finite (loss sum %g, gradient norm %g)%s; lower --lr, set "
@@ -243,11 +243,8 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
     m->skipped = 1;
   } else {
     t->skipped_in_a_row = 0;
-    const float clip = lc_clip_factor(norm, o->clip);
-    if (clip != 1.0f) lc_pstore_scale_grads(ps, clip);
-    lc_adamw_update_segments(&t->opt, &hp, ps->params, ps->grads, ps->seg, ps->n_seg);
-    LC_TRY(lc_pstore_sync_params(ps));
   }
+
   t->step++;
   m->step = t->step;
   m->loss = counted > 0 ? loss_sum / (double)counted : 0.0;
