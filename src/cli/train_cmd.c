@@ -42,7 +42,7 @@ static lc_status resolve_resume(lc_comm *w, const char *path, char *dir, size_t 
 
 // Flags -> trainer options. Everything here is found identically on every rank.
 static lc_status configure(lc_comm *w, lc_flag *flags, int nf, const train_flags *F, lc_train_opts *o,
-                           const char *ckpt_dir, int *threads, int *model_dir) {
+                           const char *ckpt_dir, lc_job_threads *jt, int *threads, int *model_dir) {
   int model_given = lc_args_find(flags, nf, "model")->seen;
   lc_status st = LC_OK;
   *model_dir = 0;
@@ -55,9 +55,9 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, const train_flags
   const int given_threads = lc_args_find(flags, nf, "threads")->seen;
   if (st == LC_OK && given_threads && F->threads < 1)
     st = lc_fail(LC_EINVAL, "--threads %d: give at least 1 thread per rank (or leave it out: SLURM_CPUS_PER_TASK, "
-                 "OMP_NUM_THREADS or every core)", F->threads);
+                 "OMP_NUM_THREADS, or the node's cores / its ranks)", F->threads);
   if (st == LC_OK) st = lc_ckpt_parse(F->ckpt ? F->ckpt : "selective", &o->mopts.ckpt);
-  if (st == LC_OK) st = lc_cli_threads(given_threads ? F->threads : lc_job_default_threads(), threads);
+  if (st == LC_OK) st = lc_cli_threads(jt->threads, threads);
   if (st == LC_OK && F->mem_gib < 0) st = lc_fail(LC_EINVAL, "--mem-limit must be positive GiB");
   if (st == LC_OK && F->seq < 2) st = lc_fail(LC_EINVAL, "--seq %d is too short: use at least 2 tokens", F->seq);
   if (st == LC_OK && (F->mlp_tile < -1 || F->loss_tile < -1))
@@ -166,13 +166,30 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   int threads = 0, model_dir = 0;
   st = lc_args_parse(argc, argv, flags, nf); // writes through flags[] into *Fp
   train_flags F = *Fp;
+  // Threads per rank: the ranks on this node share its cores (MPI says which ranks share
+  // a node when no launcher variable does).
+  int mpi_local = 0;
+  if (w->size > 1) {
+    MPI_Comm node;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+      MPI_Comm_size(node, &mpi_local);
+      MPI_Comm_free(&node);
+    }
+  }
+  lc_job_threads jt;
+  lc_job_threads_choose(lc_args_find(flags, nf, "threads")->seen && F.threads > 0 ? F.threads : 0, mpi_local, &jt);
   // The checkpoint to resume (checked against its checksums) and the model.
   char ckpt_dir[4096] = "", resume_note[1024] = "";
   if (st == LC_OK && F.resume) st = resolve_resume(w, F.resume, ckpt_dir, sizeof ckpt_dir, resume_note);
-  if (st == LC_OK) st = configure(w, flags, nf, &F, &o, ckpt_dir, &threads, &model_dir);
+  if (st == LC_OK) st = configure(w, flags, nf, &F, &o, ckpt_dir, &jt, &threads, &model_dir);
   if (st != LC_OK) {
     if (rank == 0) lc_cli_error(lc_errmsg());
     return LC_EXIT_USAGE;
+  }
+  char warn[512];
+  if (rank == 0 && lc_job_threads_warning(&jt, warn, sizeof warn)) {
+    fprintf(stderr, "%s\n", warn);
+    fflush(stderr);
   }
   double peak_gflops = F.peak_gflops > 0 ? F.peak_gflops : 117.0 * threads * w->size;
 
@@ -322,7 +339,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"wd", LC_ARG_FLOAT, &F.wd, "AdamW weight decay on matrices (default 0.1)", 0},
       {"clip", LC_ARG_FLOAT, &F.clip, "global gradient-norm clip, 0 = off (default 1.0)", 0},
       {"seed", LC_ARG_LONG, &F.seed, "seed of weights and data (default 1)", 0},
-      {"threads", LC_ARG_INT, &F.threads, "OpenMP/BLAS threads per rank (default: SLURM_CPUS_PER_TASK, OMP_NUM_THREADS or all cores)", 0},
+      {"threads", LC_ARG_INT, &F.threads, "OpenMP/BLAS threads per rank (default: SLURM_CPUS_PER_TASK, OMP_NUM_THREADS, else the node's cores / its ranks; a warning when ranks x threads exceed the cores)", 0},
       {"hp", LC_ARG_INT, &F.hp, "head-parallel (Ulysses) degree (default 1)", 0},
       {"cp", LC_ARG_INT, &F.cp, "context-parallel (ring) degree (default 1)", 0},
       {"ring-window", LC_ARG_INT, &F.window, "inner ring size of the double ring, divides cp (default cp)", 0},
