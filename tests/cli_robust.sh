@@ -8,10 +8,12 @@
 #    the same losses and byte-identical files as an uninterrupted run;
 #  - a non-finite gradient stops the run naming the step, the last checkpoint being the one
 #    before; with --skip-nonfinite the step leaves weights and moments unchanged;
-#  - a flipped byte: resume refuses the checkpoint; a save directory falls back to the
-#    previous intact checkpoint; a write failing part-way leaves the previous checkpoint;
-#  - launcher/world mismatch, an unwritable --save and out-of-range flags are refused
-#    before the first step.
+#  - --skip-nonfinite N counts non-finite steps in a row: N pass, N + 1 stop;
+#  - every file of a checkpoint damaged in turn: resume refuses it; a save directory falls
+#    back to the newest intact checkpoint; a write failing part-way leaves the previous one;
+#  - launcher/world mismatch, an unwritable --save (the exact line) and out-of-range flags
+#    are refused before the first step; threads per rank default to the node's cores over
+#    its ranks, and forcing more says so in one warning line.
 # Every run has an outer timeout: a hang fails the test instead of blocking it.
 set -u
 BIN="$1"
@@ -23,20 +25,40 @@ T=2 # --timeout of the failure tests, seconds
 # 1. Stopped ranks: every other rank reports it and the job has ended within the timeout
 # of the stop (start-up ~1 s and 3 steps before it; measured 2.0-3.0 s from the launch
 # with T = 2; bound T + 4 s from the launch for an oversubscribed machine).
+# Measured from the fault (the hook prints its wall-clock time): the silence each report
+# states is within the watchdog's budget, T - 4 periods of silence plus one period for the
+# check (T = 2: period 0.2 s, at most 1.4 s; reported 1.2 s; a watchdog that waited the
+# whole T would say >= 2.0), so the reporting ranks exit (two periods after the report)
+# within T of the fault. The job as mpirun sees it has ended within T + 2 s of the fault in
+# every run (measured 1.6-3.4 s on 2 busy cores: mpirun then ends the stopped rank, SIGCONT
+# and SIGTERM, then SIGKILL, which the watchdog does not time), and within T in the
+# fastest of the six (measured 1.6 s; a report that waited 2 s before exiting: 3.2 s).
+PERIOD=0.2
+fastest=99
 for pt in forward ring reduce; do
   for r in 1 2; do
     t0=$(now)
     LONGCTX_TEST_STOP=$r:3:$pt timeout 60 $MPI -np 4 "$BIN" train $COMMON --steps 50 --hp 2 --cp 2 --timeout $T \
       >"$TMP/out" 2>"$TMP/err"
     rc=$?
-    el=$(echo "$(now) - $t0" | bc)
+    t1=$(now)
+    el=$(echo "$t1 - $t0" | bc)
     # head-first (the default): rank r sits at cp r / 2, hp r % 2
-    n=$(grep -c "error (rank [0-9]): rank $r (dp 0, cp $((r / 2)), hp $((r % 2)) of the layout dp 1 x cp 2 x hp 2) stopped responding: no heartbeat for [0-9.]* s (--timeout $T) during step 3" "$TMP/err")
+    about="error (rank [0-9]): rank $r (dp 0, cp $((r / 2)), hp $((r % 2)) of the layout dp 1 x cp 2 x hp 2) stopped responding: no heartbeat for [0-9.]* s (--timeout $T) during step 3"
+    n=$(grep -c "$about" "$TMP/err")
     [ $rc -eq 3 ] && [ "$n" -eq 3 ] && [ "$(echo "$el < $T + 4" | bc)" = 1 ] && ok ||
       bad "rank $r stopped in $pt: rc $rc after $el s, $n messages: $(grep longctx "$TMP/err" | head -3)"
-    echo "stopped rank $r in $pt: job ended after $el s (rc $rc), $n ranks reported it"
+    fault=$(sed -n "s/.*test hook: rank $r stops itself at $pt of step 3 (wall clock \([0-9.]*\) s).*/\1/p" "$TMP/err")
+    silence=$(grep "$about" "$TMP/err" | sed 's/.*no heartbeat for \([0-9.]*\) s.*/\1/' | sort -n | tail -1)
+    ended=$(echo "$t1 - ${fault:-0}" | bc)
+    [ -n "$fault" ] && [ -n "$silence" ] && [ "$(echo "$silence <= $T - 3 * $PERIOD + 0.05" | bc)" = 1 ] &&
+      [ "$(echo "$ended <= $T + 2" | bc)" = 1 ] && ok ||
+      bad "rank $r stopped in $pt: reported 'no heartbeat for ${silence:-?} s' (budget $T - 3 x $PERIOD), job ended ${ended} s after the fault (bound $T + 2)"
+    [ "$(echo "$ended < $fastest" | bc)" = 1 ] && fastest=$ended
+    echo "stopped rank $r in $pt: job ended $el s after the launch, $ended s after the fault (rc $rc); $n ranks reported $silence s of silence"
   done
 done
+[ "$(echo "$fastest <= $T" | bc)" = 1 ] && ok || bad "no stopped-rank job ended within --timeout $T of the fault (fastest $fastest s)"
 # Killed: the launcher ends the job at once.
 t0=$(now)
 LONGCTX_TEST_KILL=1:3:ring timeout 60 $MPI -np 4 "$BIN" train $COMMON --steps 50 --hp 2 --cp 2 --timeout $T >/dev/null 2>&1
@@ -87,20 +109,52 @@ for f in model.safetensors optimizer.safetensors; do
   cmp -s "$TMP/skip/checkpoint-2/$f" "$TMP/skip/checkpoint-3/$f" && ok || bad "the skipped step changed $f"
   ! cmp -s "$TMP/skip/checkpoint-3/$f" "$TMP/skip/checkpoint-4/$f" && ok || bad "step 4 did not update $f"
 done
+# "In a row" is the policy: with --skip-nonfinite 2, non-finite steps 2, 4 5, 7 8 9 skip 2
+# (1 in a row), 4 5 (1, 2), 7 8 (1, 2), and step 9, the third in a row, stops the run: a
+# finite step between two resets the count (counting all would stop at 5), and N in a row
+# pass while N + 1 stop (an off-by-one stops at 5 or 8, or never).
+LONGCTX_TEST_NAN_STEP=2,4,5,7,8,9 timeout 60 "$BIN" train $COMMON --steps 12 --skip-nonfinite 2 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+skipped=$(sed -n 's/^step \([0-9]*\): loss or gradient not finite: update skipped (\([0-9]*\) in a row.*/\1:\2/p' "$TMP/out" | tr '\n' ' ')
+[ $rc -eq 1 ] && [ "$skipped" = "2:1 4:1 5:2 7:1 8:2 " ] &&
+  grep -q "step 9: the gradient is not finite .* in too many steps in a row" "$TMP/err" && ! grep -q "^done" "$TMP/out" && ok ||
+  bad "--skip-nonfinite 2 over non-finite steps 2,4,5,7,8,9: rc $rc, skipped '$skipped' (want '2:1 4:1 5:2 7:1 8:2 '), $(head -2 "$TMP/err")"
 
-# 4. A flipped byte: refused; a save directory falls back to the previous intact checkpoint.
-"$BIN" train $COMMON --steps 4 --save "$TMP/flip" --save-every 2 >/dev/null 2>&1 && ok || bad "run to flip"
-python3 - "$TMP/flip/checkpoint-4/model.safetensors" <<'PY'
-import sys
+# 4. Damaged checkpoints. Checkpoints 1-4 (--keep 4); every file of checkpoint-4 damaged
+# in turn (a flipped byte; checksums.json cut in half, as an interrupted write leaves it):
+# resuming it directly is refused naming the damage, and the save directory falls back to
+# checkpoint-3, the newest intact one (a verification that skips a file resumes step 4).
+"$BIN" train $COMMON --steps 4 --save "$TMP/flip" --save-every 1 --keep 4 >/dev/null 2>&1 && ok || bad "run to damage"
+damage() { # FILE: flips the middle byte, or cuts checksums.json in half
+python3 - "$1" <<'PY'
+import os, sys
 p = sys.argv[1]
-b = bytearray(open(p, "rb").read()); b[len(b) // 2] ^= 0x10; open(p, "wb").write(bytes(b))
+b = bytearray(open(p, "rb").read())
+if p.endswith("checksums.json"): b = b[:len(b) // 2]
+else: b[len(b) // 2] ^= 0x10
+open(p, "wb").write(bytes(b))
 PY
-"$BIN" train $COMMON --steps 6 --resume "$TMP/flip/checkpoint-4" >/dev/null 2>"$TMP/err"
-[ $? -eq 2 ] && grep -q "checkpoint-4 is damaged: model.safetensors does not match its checksum" "$TMP/err" && ok ||
-  bad "damaged checkpoint accepted: $(cat "$TMP/err")"
-"$BIN" train $COMMON --steps 6 --resume "$TMP/flip" >"$TMP/out" 2>&1 &&
-  grep -q "resuming from .*checkpoint-2, the newest intact checkpoint" "$TMP/out" && grep -q "resumed from .*checkpoint-2 at step 2" "$TMP/out" &&
-  ok || bad "fallback to checkpoint-2: $(head -3 "$TMP/out")"
+}
+for f in model.safetensors optimizer.safetensors trainer_state.json config.json checksums.json; do
+  rm -rf "$TMP/dmg" && cp -r "$TMP/flip" "$TMP/dmg" && damage "$TMP/dmg/checkpoint-4/$f"
+  case $f in
+    checksums.json) want="checkpoint-4/checksums.json is damaged (not the JSON longctx writes)" ;;
+    *) want="checkpoint-4 is damaged: $f does not match its checksum" ;;
+  esac
+  "$BIN" train $COMMON --steps 6 --resume "$TMP/dmg/checkpoint-4" >/dev/null 2>"$TMP/err"
+  rc=$?
+  [ $rc -eq 2 ] && grep -qF "$want" "$TMP/err" && ok || bad "damaged $f accepted: rc $rc, $(cat "$TMP/err") (wanted '$want')"
+  "$BIN" train $COMMON --steps 6 --resume "$TMP/dmg" >"$TMP/out" 2>&1 &&
+    grep -qF "$want" "$TMP/out" && grep -q "resuming from .*dmg/checkpoint-3, the newest intact checkpoint" "$TMP/out" &&
+    grep -q "resumed from .*dmg/checkpoint-3 at step 3" "$TMP/out" && ok ||
+    bad "damaged $f: no fallback to checkpoint-3: $(grep -v '^step\|^ ' "$TMP/out" | head -3)"
+done
+# The newest intact: with 4 and 3 damaged, step 2 (not 1, the oldest intact one).
+rm -rf "$TMP/dmg" && cp -r "$TMP/flip" "$TMP/dmg" && damage "$TMP/dmg/checkpoint-4/model.safetensors" &&
+  damage "$TMP/dmg/checkpoint-3/optimizer.safetensors"
+"$BIN" train $COMMON --steps 6 --resume "$TMP/dmg" >"$TMP/out" 2>&1 && grep -q "resumed from .*dmg/checkpoint-2 at step 2" "$TMP/out" &&
+  ok || bad "checkpoints 4 and 3 damaged: $(grep resum "$TMP/out" | head -2)"
+rm -rf "$TMP/dmg"
 
 # 5. A write that fails part-way (the third checkpoint): the run ends with the error, and
 # the previous checkpoint is intact and resumes.
@@ -122,7 +176,11 @@ expect_early() { # want args...
     bad "'$*': rc $rc, $(cat "$TMP/err") (wanted '$want', no step)"
 }
 touch "$TMP/afile"
-expect_early "cannot be created" "$BIN" train $COMMON --steps 3 --save "$TMP/afile/sub"
+expect_early "cannot create directory $TMP/afile: a file of that name" "$BIN" train $COMMON --steps 3 --save "$TMP/afile/sub"
+# The whole line, once (it was formatted into itself: the message nested in the message).
+"$BIN" train $COMMON --steps 3 --save /proc/x >/dev/null 2>"$TMP/err"
+[ "$(cat "$TMP/err")" = "longctx: error: --save /proc/x: cannot create directory /proc/x (No such file or directory): check the path and its permissions" ] &&
+  ok || bad "--save /proc/x: $(cat "$TMP/err")"
 expect_early "--threads 0" "$BIN" train --seq 64 --threads 0
 expect_early "--timeout -1" "$BIN" train $COMMON --timeout -1
 expect_early "--timeout 0.5" "$BIN" train $COMMON --timeout 0.5
@@ -131,5 +189,29 @@ expect_early "different MPI implementations, or srun lacks --mpi=pmix" env SLURM
 # Threads per rank from Slurm's allocation.
 SLURM_CPUS_PER_TASK=1 "$BIN" train $COMMON --steps 1 >"$TMP/out" 2>&1 && grep -q ", 1 threads/rank," "$TMP/out" && ok ||
   bad "SLURM_CPUS_PER_TASK: $(grep layout "$TMP/out")"
+# Without --threads or OMP_NUM_THREADS: the node's cores over its ranks (LONGCTX_TEST_CORES
+# stands for the cores): 8 cores, 2 ranks of mpirun (OMPI_COMM_WORLD_LOCAL_SIZE): 4 each;
+# 4 tasks per node of an srun step: 2 each; one process: every core it may use. The
+# default never oversubscribes, so no warning.
+C0="--data task:copy --seq 64 --batch 2" # COMMON without --threads
+NOOMP="env -u OMP_NUM_THREADS"
+threads_of() { sed -n 's/.*, \([0-9]*\) threads\/rank,.*/\1/p' "$1" | head -1; }
+LONGCTX_TEST_CORES=8 timeout 60 $NOOMP $MPI -np 2 "$BIN" train $C0 --cp 2 --steps 1 >"$TMP/out" 2>"$TMP/err"
+[ "$(threads_of "$TMP/out")" = 4 ] && ! grep -q warning "$TMP/err" && ok ||
+  bad "default threads, 2 ranks on 8 cores: $(threads_of "$TMP/out") (want 4) $(cat "$TMP/err")"
+LONGCTX_TEST_CORES=8 SLURM_PROCID=0 SLURM_NTASKS_PER_NODE=4 $NOOMP "$BIN" train $C0 --steps 1 >"$TMP/out" 2>"$TMP/err"
+[ "$(threads_of "$TMP/out")" = 2 ] && ok || bad "default threads, srun 4 tasks per node on 8 cores: $(threads_of "$TMP/out") (want 2)"
+$NOOMP "$BIN" train $C0 --steps 1 >"$TMP/out" 2>"$TMP/err"
+[ "$(threads_of "$TMP/out")" = "$($NOOMP nproc)" ] && ! grep -q warning "$TMP/err" && ok ||
+  bad "default threads, one process: $(threads_of "$TMP/out") (want nproc = $($NOOMP nproc))"
+# Forced beyond the cores: one warning line with the fix (rank 0 only); the run goes on.
+LONGCTX_TEST_CORES=2 timeout 60 $NOOMP $MPI -np 2 "$BIN" train $C0 --cp 2 --steps 1 --threads 2 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+w="longctx: warning: 2 ranks on this node x 2 threads per rank (--threads) = 4 threads on 2 cores: oversubscribed, every step runs many times slower; use --threads 1, or leave --threads out"
+[ $rc -eq 0 ] && [ "$(grep -c warning "$TMP/err")" = 1 ] && [ "$(grep warning "$TMP/err")" = "$w" ] && ok ||
+  bad "--threads 2 x 2 ranks on 2 cores: rc $rc, $(cat "$TMP/err")"
+LONGCTX_TEST_CORES=1 OMP_NUM_THREADS=2 "$BIN" train $C0 --steps 1 >"$TMP/out" 2>"$TMP/err"
+[ "$(cat "$TMP/err")" = "longctx: warning: 2 threads (OMP_NUM_THREADS) on 1 core: oversubscribed, every step runs many times slower; use --threads 1, or unset OMP_NUM_THREADS" ] &&
+  ok || bad "OMP_NUM_THREADS 2 on 1 core: $(cat "$TMP/err")"
 
 finish cli_robust

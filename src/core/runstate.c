@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/timer.h"
 
@@ -45,8 +46,12 @@ void lc_test_point(const char *point) {
   static int fired;
   if (!h->on || fired || h->rank != lc_run_rank() || h->step != lc_run_step() || strcmp(h->where, point)) return;
   fired = 1;
-  fprintf(stderr, "longctx: test hook: rank %d %s itself at %s of step %ld\n", lc_run_rank(),
-          h->sig == SIGSTOP ? "stops" : h->sig ? "kills" : "slows", point, lc_run_step());
+  // The wall-clock time of the fault, so a test measures from it (not from the launch).
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  fprintf(stderr, "longctx: test hook: rank %d %s itself at %s of step %ld (wall clock %.3f s)\n", lc_run_rank(),
+          h->sig == SIGSTOP ? "stops" : h->sig ? "kills" : "slows", point, lc_run_step(),
+          (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
   fflush(stderr);
   if (h->sig) {
     raise(h->sig);

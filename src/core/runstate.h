@@ -5,7 +5,8 @@
 // runs): LONGCTX_TEST_STOP=RANK:STEP:POINT and LONGCTX_TEST_KILL=RANK:STEP:POINT make that
 // rank stop itself (SIGSTOP: alive but silent, as a hung node) or die (SIGKILL) the first
 // time it reaches POINT in that step: "forward" (the model's first layer), "ring" (a ring
-// attention block), "reduce" (handing a gradient to its reduction).
+// attention block), "reduce" (handing a gradient to its reduction). The hook's line on
+// stderr gives the wall-clock time of the fault, so tests measure from it.
 // LONGCTX_TEST_SLEEP=RANK:STEP:POINT:SECONDS makes that rank compute (sleep) that long
 // there instead: a slow but healthy rank.
 #ifndef LC_RUNSTATE_H

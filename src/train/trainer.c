@@ -170,6 +170,18 @@ static long load_batch(lc_trainer *t, double *pairs, double *work) {
   return counted;
 }
 
+// Whether step is in the comma-separated list of the LONGCTX_TEST_NAN_STEP test hook.
+static int test_nan_step(const char *list, long step) {
+  for (const char *p = list; p && *p;) {
+    char *end = NULL;
+    const long s = strtol(p, &end, 10);
+    if (end == p) return 0;
+    if (s == step) return 1;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return 0;
+}
+
 lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   const lc_train_opts *o = &t->o;
   const int S = o->seq;
@@ -209,10 +221,9 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   m->flops = 3.0 * lc_config_fwd_flops_pairs(&o->cfg, (double)o->batch * S, m->attn_pairs);
   t->next_sample += (uint64_t)o->batch;
   float scale = counted > 0 ? 1.0f / (float)counted : 0.0f;
-  // Test hook: LONGCTX_TEST_NAN_STEP=N makes rank 0's gradient of step N not finite (the
-  // gradient reductions carry it to every rank, as a real overflow would).
-  const char *nan_step = getenv("LONGCTX_TEST_NAN_STEP");
-  if (nan_step && atol(nan_step) == t->step + 1 && t->world->rank == 0) scale = NAN;
+  // Test hook: LONGCTX_TEST_NAN_STEP=N[,N...] makes rank 0's gradient of those steps not
+  // finite (the gradient reductions carry it to every rank, as a real overflow would).
+  if (t->world->rank == 0 && test_nan_step(getenv("LONGCTX_TEST_NAN_STEP"), t->step + 1)) scale = NAN;
   // Every rank saw different tokens: the store sums the gradients over the world (ZeRO:
   // reduce-scatters them), unit by unit while backward runs.
   lc_pstore_step_begin(ps, t->local_batch);
