@@ -1,9 +1,19 @@
 # Distributed equivalence under mpirun (Open MPI; --oversubscribe: 8 ranks on 2 cores).
+# Timeouts near 3x the measured time (np 1/2/4/8: 0.5/1.5/3.7/9.9 s on 2 cores), at least
+# 30 s for launch jitter: a failed check aborts the job at once (tests/mpi_dist.c), so a
+# timeout means a hang, found in seconds instead of ctest's default 1500.
 add_executable(mpi_dist ${CMAKE_SOURCE_DIR}/tests/mpi_dist.c)
 target_link_libraries(mpi_dist PRIVATE longctx_lib)
 foreach(np 1 2 4 8)
   add_test(NAME mpi_dist_np${np}
     COMMAND ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe -np ${np} $<TARGET_FILE:mpi_dist> ${np})
-  set_tests_properties(mpi_dist_np${np} PROPERTIES LABELS mpi TIMEOUT 600
+  set_tests_properties(mpi_dist_np${np} PROPERTIES LABELS mpi TIMEOUT 30
     ENVIRONMENT "OMP_NUM_THREADS=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 endforeach()
+# The harness itself: the last of 2 ranks fails a check while rank 0 waits in a barrier;
+# the job must end at once (MPI_Abort) naming the check, not at the timeout.
+add_test(NAME mpi_dist_abort
+  COMMAND ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe -np 2 $<TARGET_FILE:mpi_dist> 2 --planted-failure)
+set_tests_properties(mpi_dist_abort PROPERTIES LABELS mpi TIMEOUT 20
+  PASS_REGULAR_EXPRESSION "FAIL [^\n]*mpi_dist.c:[0-9]+: planted failure[^\n]*\nmpi_dist: rank 1 of 2: the check at [^\n]*mpi_dist.c:[0-9]+ \\(above\\) failed; ending every rank now"
+  ENVIRONMENT "OMP_NUM_THREADS=1;OMPI_MCA_rmaps_base_oversubscribe=1")

@@ -5,16 +5,32 @@
 //  B. a whole training step (loss and every parameter gradient) under each layout,
 //     with data parallelism and with selective checkpointing + tiles, equals one process;
 //  C. token layout round trip (shard then gather is the identity) and layout errors.
-// Every rank checks its own part; the exit code is non-zero if any rank failed.
+// Every rank checks its own part. A failed check ends the whole job at once (MPI_Abort)
+// after printing it: the other ranks would otherwise wait in their next collective until
+// ctest's timeout. `mpi_dist N --planted-failure` checks that (ctest mpi_dist_abort).
 #include <mpi.h>
+#include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+
+static void abort_on_fail(const char *file, int line) {
+  int r = -1, n = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  fprintf(stderr, "mpi_dist: rank %d of %d: the check at %s:%d (above) failed; ending every rank now (MPI_Abort)\n",
+          r, n, file, line);
+  fflush(stderr);
+  fflush(stdout);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+#define LC_T_ON_FAIL(file, line) abort_on_fail(file, line)
 
 #include "attn/attn.h"
 #include "attn/flash.h"
 #include "dist/grid.h"
 #include "io/tokfile.h"
+#include "layoutcount.h"
 #include "model/memplan.h"
 #include "train/trainer.h"
 #include "testutil.h"
@@ -418,6 +434,24 @@ static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_mo
   char tag[160];
   snprintf(tag, sizeof tag, "%s hp %d cp %d w %d %s %s window %d %s", pack ? "packed" : "one document", L.hp, L.cp,
            L.w, lc_placement_name(pl), lc_cp_layout_name(cl), W, lc_ckpt_name(mo.ckpt));
+  // The work per context rank the step reports (cp_work_imbalance: max / mean) and its
+  // visible pairs (attn_pairs, the FLOPs' count) against tiles and pairs counted here from
+  // the documents and the window; a balanced layout keeps max <= mean + (1 - 1/cp) x its
+  // largest chunk (largest first to the least loaded rank).
+  {
+    int glo[128];
+    for (int t = 0; t < S; t++) glo[t] = lc_visible_from(t, tr.full_doc[t], W);
+    double wk[8], pr[8], mxc, mx = 0, sum = 0, pairs = 0;
+    lc_t_rank_work(lay, glo, wk, pr, &mxc);
+    for (int c = 0; c < lay->cp; c++) mx = fmax(mx, wk[c]), sum += wk[c], pairs += pr[c];
+    const double mean = sum / lay->cp;
+    CHECK(fabs(m.cp_imbalance - mx / mean) <= 1e-12 * mx / mean, "%s: reported work max/mean %.6f, counted %.6f", tag,
+          m.cp_imbalance, mx / mean);
+    CHECK(m.attn_pairs == pairs, "%s: attention pairs %.0f, counted %.0f", tag, m.attn_pairs, pairs);
+    if (cl == LC_CP_BALANCED && lay->k > 2)
+      CHECK(mx <= mean + (1.0 - 1.0 / lay->cp) * mxc, "%s: balanced work max %g > mean %g + (1 - 1/cp) x chunk %g", tag,
+            mx, mean, mxc);
+  }
   if (pack) CHECK(docs > 2 && short_doc > 0 && (L.cp == 1 || crossing > 0),
                   "%s: %d documents, %d shorter than a chunk, %d across ranks", tag, docs, short_doc, crossing);
   double el = fabs(loss / m.counted - m.loss) / fabs(loss / m.counted);
@@ -650,6 +684,14 @@ int main(int argc, char **argv) {
   rank0 = world->rank == 0;
   // A launcher of another MPI starts N one-rank jobs: catch it.
   CHECK(world->size == expect, "world size %d, expected %d (mpirun from another MPI?)", world->size, expect);
+  if (argc > 2 && !strcmp(argv[2], "--planted-failure")) {
+    // The harness itself: the last rank fails a check and then would not enter the barrier
+    // the others wait in (as a rank that gives up on a failed step): only the abort ends it.
+    if (world->rank == world->size - 1) CHECK(0, "planted failure (mpi_dist_abort)");
+    else MPI_Barrier(MPI_COMM_WORLD);
+    sleep(600);
+    return 1;
+  }
   if (world->size == expect) {
     if (rank0) test_layout();
     const lc_placement pls[] = {LC_PLACE_HEAD_FIRST, LC_PLACE_CONTEXT_FIRST};
