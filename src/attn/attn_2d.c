@@ -148,8 +148,7 @@ static void kv_reduce(float *dst, const float *src, int T, int Hkv, int rep, int
       float *o = dst + ((size_t)t * Hkv + h) * D;
       const float *in = src + ((size_t)t * Hkv * rep + (size_t)h * rep) * D;
       memcpy(o, in, lc_bytes(LC_DT_F32, D));
-      for (int r = 1; r < rep; r++)
-        for (int d = 0; d < D; d++) o[d] += in[(size_t)r * D + d];
+      for (int r = 1; r < rep; r++) lc_kern()->add(o, in + (size_t)r * D, (size_t)D);
     }
 }
 

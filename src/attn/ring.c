@@ -314,7 +314,7 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
       r->compute_seconds += lc_now() - t0;
       if (st == LC_OK && j > 0) {
         st = lc_wait(r->ctx, &reqs[4]);
-        for (size_t x = 0; x < blk; x++) acc[x] += acc_in[x];
+        lc_kern()->add(acc, acc_in, blk);
       }
       if (g.w > 1 && st == LC_OK)
         st = lc_isend(r->ctx, acc, blk, LC_DT_F32, inner_next(&g), TAG_DKV, &reqs[5 + j % 2]);
@@ -337,7 +337,8 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
     }
     if (st == LC_OK) {
       if (o == 0) {
-        for (size_t x = 0; x < g.nkv; x++) dk[x] += win[x], dv[x] += win[g.nkv + x];
+        lc_kern()->add(dk, win, g.nkv);
+        lc_kern()->add(dv, win + g.nkv, g.nkv);
       } else {
         float *sb = owner_blocks + (size_t)(o - 1) * blk;
         memcpy(sb, win, lc_bytes(LC_DT_F32, blk));

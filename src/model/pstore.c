@@ -2,6 +2,7 @@
 // reductions as small state machines progressed by polling, tensor-wise access.
 #include "model/pstore.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -498,14 +499,11 @@ void lc_pstore_step_begin(lc_pstore *ps, int passes) {
 
 lc_status lc_pstore_finish_grads(lc_pstore *ps) { return retire(ps, 0); }
 
-lc_status lc_pstore_grad_sumsq(lc_pstore *ps, double *sumsq) {
+// Sum of squares of the whole (reduced) gradient, identical on every rank (collective).
+static lc_status grad_sumsq(lc_pstore *ps, double *sumsq) {
+  const lc_kernels *k = lc_kern();
   double s = 0;
-  for (int i = 0; i < ps->n_seg; i++) {
-    const float *g = ps->grads + ps->seg[i].g;
-    const size_t n = ps->seg[i].n;
-#pragma omp parallel for reduction(+ : s) schedule(static) if (n > 65536)
-    for (size_t j = 0; j < n; j++) s += (double)g[j] * g[j];
-  }
+  for (int i = 0; i < ps->n_seg; i++) s += k->sumsq(ps->grads + ps->seg[i].g, ps->seg[i].n);
   // Stage 0: every rank holds the whole reduced gradient. Otherwise the group's shards
   // make one whole (every group holds the same values).
   if (ps->stage > 0) LC_TRY(lc_allreduce_sum(ps->zg, &s, 1, LC_DT_F64));
@@ -513,16 +511,32 @@ lc_status lc_pstore_grad_sumsq(lc_pstore *ps, double *sumsq) {
   return LC_OK;
 }
 
-void lc_pstore_scale_grads(lc_pstore *ps, float sc) {
+// After the update of this rank's segments: stages 1/2 all-gather the parameters.
+static lc_status sync_params(lc_pstore *ps);
+
+lc_status lc_pstore_update(lc_pstore *ps, const lc_adamw_hp *hp, float max_norm, int apply, long *adam_step,
+                           double *norm, int *applied) {
+  *applied = 0;
+  LC_TRY(lc_pstore_finish_grads(ps));
+  double sumsq = 0;
+  LC_TRY(grad_sumsq(ps, &sumsq));
+  *norm = sqrt(sumsq);
+  if (!apply || !isfinite(*norm)) return LC_OK;
+  const lc_kernels *k = lc_kern();
+  const float clip = lc_clip_factor(*norm, max_norm);
+  float step_size, inv_sqrt_bc2;
+  lc_adamw_bias(hp, ++*adam_step, &step_size, &inv_sqrt_bc2);
   for (int i = 0; i < ps->n_seg; i++) {
-    float *g = ps->grads + ps->seg[i].g;
-    const size_t n = ps->seg[i].n;
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t j = 0; j < n; j++) g[j] *= sc;
+    const lc_ps_segment *s = &ps->seg[i];
+    if (clip != 1.0f) k->scale(ps->grads + s->g, s->n, clip);
+    k->adamw(ps->params + s->p, ps->grads + s->g, ps->m + s->o, ps->v + s->o, s->n, s->decay ? hp->weight_decay : 0.0f,
+             hp->beta1, hp->beta2, hp->eps, hp->lr, step_size, inv_sqrt_bc2);
   }
+  *applied = 1;
+  return sync_params(ps);
 }
 
-lc_status lc_pstore_sync_params(lc_pstore *ps) {
+static lc_status sync_params(lc_pstore *ps) {
   if (ps->stage != 1 && ps->stage != 2) return LC_OK;
   // In place: this rank's slice of each unit is already where the gather puts it.
   lc_req q[2] = {{{0}, 0}, {{0}, 0}};

@@ -9,7 +9,7 @@
 //   stage 1  AdamW moments sharded. Gradients stay full-size in memory; at the end of the
 //            step's last backward pass each unit is reduce-scattered in the group (and
 //            all-reduced across groups); each rank updates its shard of the parameters,
-//            which are then all-gathered in the group (lc_pstore_sync_params).
+//            which are then all-gathered in the group (lc_pstore_update).
 //   stage 2  also gradients: a unit's gradient lives in a temporary full buffer while
 //            backward produces it, is reduce-scattered as soon as the unit is done (every
 //            pass), and only this rank's shard is kept.
@@ -31,6 +31,7 @@
 #include "dist/comm.h"
 #include "model/config.h"
 #include "model/params.h"
+#include "ops/kernels.h"
 
 // The part of one tensor this rank updates, with its offsets in this rank's params,
 // grads and AdamW m/v buffers (each buffer is full-size or a shard, depending on stage).
@@ -108,11 +109,15 @@ void lc_pstore_poll(lc_pstore *ps);
 void lc_pstore_step_begin(lc_pstore *ps, int passes);
 // Waits for every reduction: this rank's segments of ps->grads hold the step's sums.
 lc_status lc_pstore_finish_grads(lc_pstore *ps);
-// Sum of squares of the whole (reduced) gradient, identical on every rank (collective).
-lc_status lc_pstore_grad_sumsq(lc_pstore *ps, double *sumsq);
-void lc_pstore_scale_grads(lc_pstore *ps, float s);
-// After the update of this rank's segments: stages 1/2 all-gather the parameters.
-lc_status lc_pstore_sync_params(lc_pstore *ps);
+// The optimizer step over the store, in one call (collective): waits for every gradient
+// reduction, computes the global gradient norm (*norm, identical on every rank), and when
+// `apply` is set and the norm is finite, scales the gradients by the clip factor for
+// max_norm (0: no clipping), applies AdamW update ++*adam_step to this rank's segments
+// (weight decay where the segment's tensor decays) and, under stages 1/2, all-gathers the
+// parameters. *applied says whether it updated (nothing changes otherwise). Every data
+// loop runs through the kernel table.
+lc_status lc_pstore_update(lc_pstore *ps, const lc_adamw_hp *hp, float max_norm, int apply, long *adam_step,
+                           double *norm, int *applied);
 
 // ---- one tensor at a time (loading, saving)
 // Tensor t of `which` in place when this rank holds all of it (the buffer is replicated),

@@ -1,6 +1,7 @@
 // The kernel table: one per level, the choice made once (lc_kern_select).
 #include "ops/kernels.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -84,6 +85,17 @@ lc_status lc_kern_parse(const char *s, lc_kern_level *level) {
       return LC_OK;
     }
   return lc_fail(LC_EINVAL, "--kernels '%s': use auto, portable, avx2, avx512, bf16 or amx", s ? s : "");
+}
+
+float lc_clip_factor(double norm, float max_norm) {
+  if (!(max_norm > 0) || !(norm > max_norm)) return 1.0f;
+  return (float)(max_norm / (norm + 1e-6));
+}
+
+void lc_adamw_bias(const lc_adamw_hp *hp, long t, float *step_size, float *inv_sqrt_bc2) {
+  const double bc1 = 1.0 - pow(hp->beta1, (double)t), bc2 = 1.0 - pow(hp->beta2, (double)t);
+  *step_size = (float)(hp->lr / bc1);
+  *inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
 }
 
 void lc_bf16_unpack_inplace(float *buf, size_t n) {

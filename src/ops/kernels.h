@@ -35,6 +35,16 @@ typedef enum {
   LC_KERN_AUTO = -1
 } lc_kern_level;
 
+// AdamW's hyperparameters (the adamw entry's scalars come from these).
+typedef struct {
+  float lr, beta1, beta2, eps, weight_decay;
+} lc_adamw_hp;
+// Update t's (1-based) bias corrections: step_size = lr / (1 - beta1^t), inv_sqrt_bc2 =
+// 1 / sqrt(1 - beta2^t), in double.
+void lc_adamw_bias(const lc_adamw_hp *hp, long t, float *step_size, float *inv_sqrt_bc2);
+// Global gradient clipping: max_norm / (norm + 1e-6) when max_norm > 0 and norm > max_norm, else 1.
+float lc_clip_factor(double norm, float max_norm);
+
 typedef struct {
   lc_kern_level level;
   const char *name; // "portable", "avx2", "avx512", "bf16", "amx"

@@ -23,28 +23,10 @@ void lc_adamw_destroy(lc_adamw *o, lc_arena *arena) {
   o->m = o->v = NULL;
 }
 
-// Bias-corrected step size lr / (1 - beta1^t) and 1 / sqrt(1 - beta2^t) of update t.
-static void corrections(const lc_adamw_hp *hp, long t, float *step_size, float *inv_sqrt_bc2) {
-  const double bc1 = 1.0 - pow(hp->beta1, (double)t), bc2 = 1.0 - pow(hp->beta2, (double)t);
-  *step_size = (float)(hp->lr / bc1);
-  *inv_sqrt_bc2 = (float)(1.0 / sqrt(bc2));
-}
-
-void lc_adamw_update_segments(lc_adamw *o, const lc_adamw_hp *hp, float *params, const float *grads,
-                              const lc_ps_segment *seg, int n_seg) {
-  float ss, ib;
-  corrections(hp, ++o->step, &ss, &ib);
-  for (int i = 0; i < n_seg; i++) {
-    const lc_ps_segment *s = &seg[i];
-    lc_kern()->adamw(params + s->p, grads + s->g, o->m + s->o, o->v + s->o, s->n, s->decay ? hp->weight_decay : 0.0f,
-                 hp->beta1, hp->beta2, hp->eps, hp->lr, ss, ib);
-  }
-}
-
 void lc_adamw_update(lc_adamw *o, const lc_adamw_hp *hp, float *params, const float *grads,
                      const lc_param_info *table, int n_tensors) {
   float ss, ib;
-  corrections(hp, ++o->step, &ss, &ib);
+  lc_adamw_bias(hp, ++o->step, &ss, &ib);
   for (int i = 0; i < n_tensors; i++) {
     const size_t off = table[i].offset;
     lc_kern()->adamw(params + off, grads + off, o->m + off, o->v + off, table[i].numel,
@@ -53,11 +35,6 @@ void lc_adamw_update(lc_adamw *o, const lc_adamw_hp *hp, float *params, const fl
 }
 
 double lc_sumsq(const float *g, size_t n) { return lc_kern()->sumsq(g, n); }
-
-float lc_clip_factor(double norm, float max_norm) {
-  if (!(max_norm > 0) || !(norm > max_norm)) return 1.0f;
-  return (float)(max_norm / (norm + 1e-6));
-}
 
 float lc_clip_scale(float *g, size_t n, double norm, float max_norm) {
   const float s = lc_clip_factor(norm, max_norm);

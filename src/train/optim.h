@@ -8,10 +8,8 @@
 #include "core/arena.h"
 #include "model/params.h"
 #include "model/pstore.h"
+#include "ops/kernels.h"
 
-typedef struct {
-  float lr, beta1, beta2, eps, weight_decay;
-} lc_adamw_hp;
 
 typedef struct {
   float *m, *v; // first and second moments (owned when made by lc_adamw_create; a trainer
@@ -28,15 +26,10 @@ void lc_adamw_destroy(lc_adamw *o, lc_arena *arena);
 // p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p), with mhat/vhat bias-corrected.
 void lc_adamw_update(lc_adamw *o, const lc_adamw_hp *hp, float *params, const float *grads,
                      const lc_param_info *table, int n_tensors);
-// The same update on the pieces a parameter store assigns this rank (ZeRO): segment s
-// updates params[s.p..], grads[s.g..] and m/v[s.o..] for s.n floats.
-void lc_adamw_update_segments(lc_adamw *o, const lc_adamw_hp *hp, float *params, const float *grads,
-                              const lc_ps_segment *seg, int n_seg);
+// (A parameter store applies the same update to its own segments: lc_pstore_update.)
 
 // Sum of squares of g[0..n) accumulated in double.
 double lc_sumsq(const float *g, size_t n);
-// The clip factor: max_norm / (norm + 1e-6) when max_norm > 0 and norm > max_norm, else 1.
-float lc_clip_factor(double norm, float max_norm);
 // Scales g by lc_clip_factor(norm, max_norm). Returns the scale applied.
 float lc_clip_scale(float *g, size_t n, double norm, float max_norm);
 
