@@ -1,13 +1,14 @@
 # End-to-end tests of the longctx program (exit codes, messages, log files). Timeouts near
-# 3x the measured time on 2 cores (cli_train 40 s, cli_checkpoint 33 s, cli_robust 55 s,
-# demo_passkey 150 s): every run inside has its own `timeout`, so a hang fails in minutes.
+# 3x the measured time on 2 idle cores (cli_train 40 s, cli_checkpoint 33 s, cli_robust
+# 55 s; demo_passkey 150 s, but 372 s on cores busy with another build: 600); the MPI runs
+# inside have their own `timeout`, so a hang fails in minutes.
 add_test(NAME cli_train COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_test.sh $<TARGET_FILE:longctx>)
 set_tests_properties(cli_train PROPERTIES LABELS cli TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=2")
 add_test(NAME cli_checkpoint COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_checkpoint.sh $<TARGET_FILE:longctx>)
 set_tests_properties(cli_checkpoint PROPERTIES LABELS cli TIMEOUT 100)
 # The README's demo (tools/demo.sh): >= 90% held-out passkey accuracy on 2 ranks (~2 min).
 add_test(NAME demo_passkey COMMAND bash ${CMAKE_SOURCE_DIR}/tests/demo_test.sh ${CMAKE_BINARY_DIR} ${MPIEXEC_EXECUTABLE})
-set_tests_properties(demo_passkey PROPERTIES LABELS demo TIMEOUT 450
+set_tests_properties(demo_passkey PROPERTIES LABELS demo TIMEOUT 600
   ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
 # Long jobs: dead and stalled ranks, pre-emption, non-finite steps, damaged checkpoints,
 # threads per rank (~1 min).
