@@ -171,16 +171,19 @@ static void test_attention_rows(layout L, lc_placement pl, int Hq, int Hkv, int 
     CHECK(nb == 0, "attention bf16 hp %d cp %d: %ld output values are not bf16 values", L.hp, L.cp, nb);
     CHECK(ndiff <= (long)T * Hq * D / 1000 + 1 && e[0] <= 1.0 / 128, "attention bf16 hp %d cp %d w %d: %ld outputs "
           "differ from the reference's (worst %.3g)", L.hp, L.cp, L.w, ndiff, e[0]);
-    // Gradients: fp32 from the same rounded inputs and output, so fp32 agreement except the
-    // rows of a flipped output value; the L2 distance (1e-4) ignores those few rows but not
-    // a backward that reads another output than the one returned (~2^-9 on every row).
+    // Gradients: the bf16 kernel rounds P and dS to bf16, and P is recomputed from the
+    // LSE, which the layouts merge in another order (fp32 rounding): a dS value near a
+    // rounding boundary lands one bf16 step (2^-8 relative) apart, with probability ~2^-15
+    // each, and the rows of a flipped output value differ too. Measured relative L2 up to
+    // 1.3e-4 (8 ranks); bound 5e-4, still 4x below a backward that reads another output
+    // than the one returned (~2^-9 on every row).
     e[0] = 0;
     e[2] = rel_l2(dql, ref_dq, (size_t)T * Hq * D);
     e[3] = rel_l2(dkl, ref_dk, (size_t)T * Hkv * D);
     e[4] = rel_l2(dvl, ref_dv, (size_t)T * Hkv * D);
   }
   for (int x = 0; x < 5; x++)
-    CHECK(e[x] <= (bf16 && x >= 2 ? 1e-4 : tol), "attention hp %d cp %d w %d %s Hq %d Hkv %d rank %d%s: %s error %.3g",
+    CHECK(e[x] <= (bf16 && x >= 2 ? 5e-4 : tol), "attention hp %d cp %d w %d %s Hq %d Hkv %d rank %d%s: %s error %.3g",
           L.hp, L.cp, L.w, lc_placement_name(pl), Hq, Hkv, world->rank, bf16 ? " bf16" : "", nm[x], e[x]);
   double worst = 0;
   for (int x = 0; x < 5; x++) worst = fmax(worst, e[x]);
