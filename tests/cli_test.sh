@@ -158,11 +158,46 @@ expect_error "--precision 'fp16': use fp32 or bf16" plan --model tiny --seq 64 -
 expect_error "--precision 'fp16': use fp32 or bf16" bench --model tiny --seq 64 --precision fp16
 expect_error "--precision 'fp16': use fp32 or bf16" generate --model tiny --prompt x --precision fp16
 # The settings table says what bf16 does and what it costs on this CPU (never silently slow).
+# A CPU with AVX512_BF16 runs native bf16 kernels by default; --kernels avx512 (or a CPU
+# without it) says bf16 saves memory, not time.
+native=0; grep -q ' avx512_bf16' /proc/cpuinfo && grep -q ' avx512f' /proc/cpuinfo && native=1
 "$BIN" train --seq 64 --steps 2 --precision bf16 >"$TMP/out" 2>"$TMP/err" && grep -q '^  precision      bf16: GEMM operands, attention inputs and layer checkpoints in bf16' "$TMP/out" &&
-  grep -q 'this CPU has \(no AVX512_BF16 or AMX\|AVX512_BF16\|AMX-BF16\)' "$TMP/out" && ok || bad "bf16 settings line: $(grep precision "$TMP/out") $(cat "$TMP/err")"
+  if [ $native = 1 ]; then grep -q 'Kernels \(bf16\|amx\): GEMMs are oneDNN bf16 GEMMs.* and attention multiplies bf16 pairs' "$TMP/out"
+  else grep -q 'this CPU has no AVX512_BF16 or AMX, so bf16 saves memory, not time' "$TMP/out"; fi && ok || bad "bf16 settings line: $(grep precision "$TMP/out") $(cat "$TMP/err")"
+if [ $native = 1 ]; then
+  "$BIN" train --seq 64 --steps 2 --precision bf16 --kernels avx512 >"$TMP/out" 2>"$TMP/err" &&
+    grep -q 'Kernels avx512: GEMMs and attention run in fp32 on the bf16 values.*--kernels avx512 does not use it, so bf16 saves memory, not time' "$TMP/out" &&
+    ok || bad "bf16 --kernels avx512 settings line: $(grep precision "$TMP/out") $(cat "$TMP/err")"
+fi
+
+# --kernels (src/ops/kernels.h; tests/test_kernels.c checks every level's numbers): a bad
+# value or a level this CPU lacks is one line in every command; a forced level runs end to
+# end and is named; the element-wise kernels are bit-identical across levels and the fp32
+# attention kernels agree to fp32 rounding, so portable and auto give the same losses
+# (measured |dL| ~1e-7; bound 1e-5).
+for cmd in "train" "bench --model tiny --seq 64 --kernels-only 1" "plan --model tiny --seq 64" "generate --model tiny --prompt x"; do
+  expect_error "--kernels 'sse9': use auto, portable, avx2, avx512, bf16 or amx" $cmd --kernels sse9
+done
+lacks=""
+grep -q ' amx_bf16' /proc/cpuinfo || lacks=amx
+grep -q ' avx512_bf16' /proc/cpuinfo || lacks=bf16
+grep -q ' avx512f' /proc/cpuinfo || lacks=avx512
+if [ -n "$lacks" ]; then expect_error "--kernels $lacks: this CPU (.*) lacks" train --kernels $lacks
+else echo "skip: every kernel level runs on this CPU, no level to refuse"; fi
+for k in auto portable; do
+  "$BIN" train --seq 128 --steps 3 --kernels $k --log-json "$TMP/k_$k.jsonl" >"$TMP/out_$k" 2>"$TMP/err" || bad "--kernels $k: $(cat "$TMP/err")"
+done
+grep -q '^  precision      fp32 (kernels portable)' "$TMP/out_portable" && ok || bad "--kernels portable not named: $(grep precision "$TMP/out_portable")"
+paste <(losses "$TMP/k_auto.jsonl") <(losses "$TMP/k_portable.jsonl") | awk '
+  { d = $2 - $4; if (d < 0) d = -d; if (d > m) m = d; n++ } END { exit !(n == 3 && m <= 1e-5) }' &&
+  ok || bad "--kernels portable vs auto losses differ: $(losses "$TMP/k_auto.jsonl") / $(losses "$TMP/k_portable.jsonl")"
 # Learning: task:copy in bf16 tracks fp32 over 300 steps. Measured: the loss falls from
-# 5.56 to ~2.6 in both, |bf16 - fp32| <= 0.08 at every step. Bounds: 0.3 at every step,
-# 0.1 on the mean of the last 50 steps, and both below 3.5 at the end (they learned).
+# 5.56 to ~2.7 in both; |bf16 - fp32| <= 0.08 at every step with fp32 products on bf16
+# values (--kernels avx512), <= 0.17 with native bf16 kernels (P and dS rounded), last-50
+# means 2.80 (fp32) / 2.76 (avx512) / 2.89 (bf16 kernels): the loss is falling fast here, so
+# a few steps' shift of the descent moves the means (seeds 2 and 3 shift either way by up
+# to 0.4). Bounds: 0.3 at every step, 0.2 on the mean of the last 50 steps, and both below
+# 3.5 at the end (they learned).
 for p in fp32 bf16; do
   OMP_NUM_THREADS=2 "$BIN" train --model tiny --data task:copy --seq 64 --batch 4 --steps 300 --lr 3e-3 --warmup 20 \
     --threads 2 --precision $p --log-json "$TMP/copy_$p.jsonl" >/dev/null 2>"$TMP/err" || bad "copy $p: $(cat "$TMP/err")"
@@ -171,7 +206,7 @@ paste <(losses "$TMP/copy_fp32.jsonl") <(losses "$TMP/copy_bf16.jsonl") | awk '
   { d = $2 - $4; if (d < 0) d = -d; if (d > m) m = d; n++; a[n] = $2; b[n] = $4 }
   END { for (i = n - 49; i <= n; i++) { sa += a[i]; sb += b[i] }; md = (sa - sb) / 50; if (md < 0) md = -md
         printf "bf16 vs fp32 over %d steps: max |dL| %.4f, last-50 means %.4f / %.4f\n", n, m, sa / 50, sb / 50
-        exit !(n == 300 && m <= 0.3 && md <= 0.1 && a[n] < 3.5 && b[n] < 3.5) }' && ok || bad "bf16 copy task does not track fp32"
+        exit !(n == 300 && m <= 0.3 && md <= 0.2 && a[n] < 3.5 && b[n] < 3.5) }' && ok || bad "bf16 copy task does not track fp32"
 # bf16 on 2 ranks (ring) and 2 ranks (Ulysses) through the program.
 for lay in "--cp 2" "--hp 2"; do
   $MPI -np 2 "$BIN" train --seq 64 --steps 2 --threads 1 $lay --precision bf16 >"$TMP/out" 2>"$TMP/err" && ok || bad "bf16 $lay: $(cat "$TMP/err")"
