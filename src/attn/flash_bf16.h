@@ -125,16 +125,30 @@ static void pack_qn2(uint32_t *dst, const float *src, long ld, int n, int D, lon
   }
 }
 // A tile St[nk][64] as B operand, pairs along keys: dst[j'][i] = (S[2j'][i], S[2j'+1][i]).
+// The tiles' conversions use the instruction's rounding (to nearest even, like the scalar
+// rule, but subnormal inputs become 0: P >= 2^-126 or 0 by exp2v; a subnormal dS is < 1e-38).
+static const uint16_t pair_idx[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
 static void pack_pp(uint32_t *dst, const float *S, int nk) {
-  for (int j = 0; j < nk / 2; j++)
-    for (int i = 0; i < BQ; i++) dst[(long)j * BQ + i] = bf_pair(S[(long)(2 * j) * BQ + i], S[(long)(2 * j + 1) * BQ + i]);
-  if (nk & 1)
-    for (int i = 0; i < BQ; i++) dst[(long)(nk / 2) * BQ + i] = bf_lo(S[(long)(nk - 1) * BQ + i]);
+  const __m512i idx = _mm512_loadu_si512((const void *)pair_idx);
+  for (int j = 0; j < (nk + 1) / 2; j++) {
+    const float *a = S + (long)(2 * j) * BQ, *b = a + BQ;
+    const int hb = 2 * j + 1 < nk; // the missing partner of an odd last row is 0
+    for (int c = 0; c < BQ; c += 16) {
+      __m512 va = _mm512_loadu_ps(a + c), vb = hb ? _mm512_loadu_ps(b + c) : _mm512_setzero_ps();
+      __m512i ab = (__m512i)_mm512_cvtne2ps_pbh(vb, va); // [a0..a15 | b0..b15] as bf16
+      _mm512_storeu_si512((void *)(dst + (long)j * BQ + c), _mm512_permutexvar_epi16(idx, ab));
+    }
+  }
 }
 // The same tile as A operand, its rows with pairs along queries: dst[r][i'] = (S[r][2i'], S[r][2i'+1]).
 static void pack_rows(uint32_t *dst, const float *S, int nk) {
-  for (int r = 0; r < nk; r++)
-    for (int i = 0; i < BQ / 2; i++) dst[(long)r * (BQ / 2) + i] = bf_pair(S[(long)r * BQ + 2 * i], S[(long)r * BQ + 2 * i + 1]);
+  for (int r = 0; r < nk; r++) {
+    const float *x = S + (long)r * BQ;
+    uint32_t *o = dst + (long)r * (BQ / 2);
+    _mm512_storeu_si512((void *)o, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x)));
+    _mm512_storeu_si512((void *)(o + 16), (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 48), _mm512_loadu_ps(x + 32)));
+  }
 }
 // S *= c over a tile's nk rows.
 static void tile_scale(float *S, int nk, float c) {
