@@ -1,5 +1,6 @@
 // The arena: accounting by category, the cap, and the keep list of freed large blocks
-// (lc_free): reuse for the same size, release on a miss, never beyond the cap, nothing
+// (lc_free): reuse for the same size, release on a miss beyond the high-water mark (newest
+// first, keeping what fits), never beyond the cap, nothing
 // kept for small blocks or in sanitizer builds.
 #include <string.h>
 
@@ -31,10 +32,25 @@ int main(void) {
   CHECK(a.n_keep_ == 0 && a.cur[LC_MEM_COMM] == 2 * MIB && a.cur[LC_MEM_SCRATCH] == 0, "reuse accounting");
   memset(p2, 1, 2 * MIB); // the whole block is usable
   lc_free(&a, p2);
-  // Another size: a miss releases every kept block first.
+  // Another size beyond the high-water mark (2 MiB + 100): a miss releases the kept block.
   void *r = lc_alloc(&a, LC_MEM_SCRATCH, 3 * MIB, "z");
   CHECK(r && a.n_keep_ == 0 && a.keep_bytes_ == 0, "a miss releases the kept blocks (%d left)", a.n_keep_);
   lc_free(&a, r);
+  lc_arena_trim(&a);
+  // A miss within the high-water mark keeps what fits: three 2 MiB blocks live (6 MiB, the
+  // mark), all freed (kept), then 1 MiB: live 1 + kept 6 > 6, so the newest kept block goes
+  // and two stay (5 <= 6); a 2 MiB allocation then reuses one of them.
+  void *t[3];
+  for (int i = 0; i < 3; i++) t[i] = lc_alloc(&a, LC_MEM_SCRATCH, 2 * MIB, "t");
+  for (int i = 0; i < 3; i++) lc_free(&a, t[i]);
+  void *s1 = lc_alloc(&a, LC_MEM_SCRATCH, 1 * MIB, "s1");
+  CHECK(s1 && a.n_keep_ == 2 * KEEPS && a.cur_total + a.keep_bytes_ <= a.hwm_,
+        "a miss within the mark keeps 2 blocks (%d kept, live %zu + kept %zu, mark %zu)", a.n_keep_, a.cur_total,
+        a.keep_bytes_, a.hwm_);
+  void *s2 = lc_alloc(&a, LC_MEM_SCRATCH, 2 * MIB, "s2");
+  if (KEEPS) CHECK(s2 == t[0] || s2 == t[1], "the kept blocks are the oldest ones, reused");
+  lc_free(&a, s1);
+  lc_free(&a, s2);
   lc_arena_trim(&a);
   CHECK(a.n_keep_ == 0 && a.keep_bytes_ == 0, "trim empties the keep list");
   // Small blocks are never kept.

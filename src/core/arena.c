@@ -44,18 +44,24 @@ void lc_arena_trim(lc_arena *a) {
   a->keep_bytes_ = 0;
 }
 
-// A kept block of exactly `bytes`, taken out of the keep list; NULL if none (then every
-// kept block is released: the pattern changed).
+// A kept block of exactly `bytes`, taken out of the keep list; NULL if none (then kept
+// blocks are released, newest first, until live + kept + bytes is within the high-water mark).
 static lc_block_hdr *reuse(lc_arena *a, size_t bytes) {
-  if (bytes < LC_KEEP_MIN || !a->n_keep_) return NULL;
-  for (int i = a->n_keep_ - 1; i >= 0; i--) {
-    lc_block_hdr *h = a->keep_[i];
-    if (h->bytes != bytes) continue;
-    a->keep_[i] = a->keep_[--a->n_keep_];
-    a->keep_bytes_ -= bytes;
-    return h;
+  if (!a->n_keep_) return NULL;
+  if (bytes >= LC_KEEP_MIN)
+    for (int i = a->n_keep_ - 1; i >= 0; i--) {
+      lc_block_hdr *h = a->keep_[i];
+      if (h->bytes != bytes) continue;
+      a->keep_[i] = a->keep_[--a->n_keep_];
+      a->keep_bytes_ -= bytes;
+      return h;
+    }
+  const size_t live = a->cur_total + bytes, hwm = live > a->hwm_ ? live : a->hwm_;
+  while (a->n_keep_ && live + a->keep_bytes_ > hwm) {
+    lc_block_hdr *h = a->keep_[--a->n_keep_];
+    a->keep_bytes_ -= h->bytes;
+    free(h);
   }
-  lc_arena_trim(a);
   return NULL;
 }
 
@@ -85,6 +91,7 @@ void *lc_alloc(lc_arena *a, lc_mem_cat cat, size_t bytes, const char *what) {
   if (a->cur[cat] > a->peak[cat]) a->peak[cat] = a->cur[cat];
   a->cur_total += bytes;
   if (a->cur_total > a->peak_total) a->peak_total = a->cur_total;
+  if (a->cur_total > a->hwm_) a->hwm_ = a->cur_total;
   a->n_allocs++;
   return (char *)raw + LC_HDR;
 }

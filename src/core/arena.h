@@ -33,6 +33,7 @@ typedef struct lc_arena {
   void *keep_[LC_ARENA_KEEP];
   int n_keep_;
   size_t keep_bytes_;
+  size_t hwm_; // the most live bytes ever (not reset with the peaks): live + kept stay within it
 } lc_arena;
 
 void lc_arena_init(lc_arena *a, size_t cap_bytes);
@@ -44,9 +45,11 @@ void *lc_calloc(lc_arena *a, lc_mem_cat cat, size_t bytes, const char *what);
 // cap together with the live bytes) and handed to the next allocation of exactly its size:
 // a training step allocates the same sizes layer after layer and step after step, and a
 // fresh large block costs a page fault per 4 KiB (measured: 20-25% of a bench-s step).
-// An allocation that finds no block of its size first releases every kept one, so kept
-// memory never outlives a change of pattern. Sanitizer builds keep nothing (every free is
-// real, so use-after-free stays visible).
+// An allocation that finds no block of its size releases kept blocks (the most recently
+// kept first) until live + kept bytes, its own included, are within the most live bytes
+// the arena ever had: the memory the arena holds never exceeds its peak, and blocks of
+// other sizes survive an allocation in between (bf16 GEMMs pack operands of many sizes).
+// Sanitizer builds keep nothing (every free is real, so use-after-free stays visible).
 void lc_free(lc_arena *a, void *p);
 // Releases the kept blocks (when the arena's owner is done with it).
 void lc_arena_trim(lc_arena *a);
