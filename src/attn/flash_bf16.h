@@ -103,32 +103,52 @@ static void t16_acc(int M, int K2, const uint32_t *A, long sar, const uint32_t *
 }
 
 // ---- packing ----
+// The per-item and per-tile packing uses the instruction's rounding (vcvtne2ps2bf16: to
+// nearest even, like the scalar rule, except that subnormal inputs become 0: q, k, v and
+// dout hold bf16 values, exact unless subnormal, i.e. below 1e-38; P is >= 2^-126 or 0 by
+// exp2v; a subnormal dS is below 1e-38).
+static const uint16_t pair_idx[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+static __mmask16 first_lanes(long n) { return n <= 0 ? 0 : n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1u); }
+
 // B operand of a query block, pairs along d: dst[d'][i] = (x[i][2d'], x[i][2d'+1]), i < BQ
-// (rows i >= n are 0), d' < D2 = ceil(D/2).
+// (rows i >= n are 0), d' < D2 = ceil(D/2): 16 rows x 16 pairs at a time, converted in order
+// (a row's pairs are consecutive bf16 values) and transposed in registers (tr16).
 static void pack_qp(uint32_t *dst, const float *src, long ld, int n, int D) {
   const int D2 = (D + 1) / 2;
-  for (int i = 0; i < BQ; i++) {
-    const float *x = src + (long)i * ld;
-    for (int d = 0; d < D2; d++)
-      dst[(long)d * BQ + i] = i >= n ? 0u : bf_pair(x[2 * d], 2 * d + 1 < D ? x[2 * d + 1] : 0.0f);
-  }
+  for (int i0 = 0; i0 < BQ; i0 += 16)
+    for (int w0 = 0; w0 < D2; w0 += 16) {
+      const int nw = D2 - w0 < 16 ? D2 - w0 : 16;
+      const __mmask16 ma = first_lanes(D - 2L * w0), mb = first_lanes(D - 2L * w0 - 16);
+      __m512 v[16];
+      for (int r = 0; r < 16; r++) {
+        if (i0 + r >= n) {
+          v[r] = _mm512_setzero_ps();
+          continue;
+        }
+        const float *x = src + (long)(i0 + r) * ld + 2 * w0;
+        v[r] = (__m512)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(mb, x + 16), _mm512_maskz_loadu_ps(ma, x));
+      }
+      tr16(v);
+      for (int c = 0; c < nw; c++) _mm512_storeu_ps((float *)(dst + (long)(w0 + c) * BQ + i0), v[c]);
+    }
 }
 // B operand, pairs along queries: dst[i'][d] = (x[2i'][d], x[2i'+1][d]), d < Dp (0 past D).
 static void pack_qn2(uint32_t *dst, const float *src, long ld, int n, int D, long Dp) {
+  const __m512i idx = _mm512_loadu_si512((const void *)pair_idx);
   for (int i = 0; i < BQ / 2; i++) {
     const float *a = src + (long)(2 * i) * ld, *b = a + ld;
-    uint32_t *o = dst + (long)i * Dp;
-    for (long d = 0; d < Dp; d++) {
-      float lo = 2 * i < n && d < D ? a[d] : 0.0f, hi = 2 * i + 1 < n && d < D ? b[d] : 0.0f;
-      o[d] = bf_pair(lo, hi);
+    const int ha = 2 * i < n, hb = 2 * i + 1 < n;
+    for (long d = 0; d < Dp; d += 16) {
+      const __mmask16 m = first_lanes(D - d);
+      __m512 va = ha ? _mm512_maskz_loadu_ps(m, a + d) : _mm512_setzero_ps();
+      __m512 vb = hb ? _mm512_maskz_loadu_ps(m, b + d) : _mm512_setzero_ps();
+      _mm512_storeu_si512((void *)(dst + (long)i * Dp + d),
+                          _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(vb, va)));
     }
   }
 }
 // A tile St[nk][64] as B operand, pairs along keys: dst[j'][i] = (S[2j'][i], S[2j'+1][i]).
-// The tiles' conversions use the instruction's rounding (to nearest even, like the scalar
-// rule, but subnormal inputs become 0: P >= 2^-126 or 0 by exp2v; a subnormal dS is < 1e-38).
-static const uint16_t pair_idx[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
-                                      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
 static void pack_pp(uint32_t *dst, const float *S, int nk) {
   const __m512i idx = _mm512_loadu_si512((const void *)pair_idx);
   for (int j = 0; j < (nk + 1) / 2; j++) {
