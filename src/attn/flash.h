@@ -1,7 +1,9 @@
 // Blockwise (flash) causal attention on one (q block, k/v block) pair with an online
 // softmax. Returns out and the log-sum-exp of every query row, so partial results
 // over different key ranges merge exactly (ring attention builds on this).
-// No Tq x Tk matrix is ever allocated: workspace is O(threads * block^2).
+// No Tq x Tk matrix is ever allocated: the workspace is O(threads * block^2), plus, for the
+// bf16 kernel (shape.bf16 at the bf16/amx levels), the call's k and v packed as bf16 pairs
+// (Hkv x Tk x D x 4 bytes forward, 6 backward; lc_flash_workspace_bytes counts it).
 #ifndef LC_FLASH_H
 #define LC_FLASH_H
 

@@ -18,16 +18,17 @@
 // register-blocked micro-kernel (C[R x 64] += A[R x K] * B[K x 64], A broadcast,
 // B rows of 4 vectors, 6 x 4 zmm accumulators). The output accumulator is Ot[D][BQ]
 // (Ot = alpha*Ot + V^T Pt, the rescale fused into the kernel), transposed back once
-// per item (16x16 in-register transposes). No K/V packing, no Tq x Tk matrix; only
-// diagonal tiles are masked, fully hidden tiles are skipped.
+// per item (16x16 in-register transposes). No K/V packing (fp32 variants; the bf16 variant
+// packs k and v once per call, attn/flash_bf16.h), no Tq x Tk matrix; only diagonal tiles
+// are masked, fully hidden tiles are skipped.
 //
 // Threads: forward items (head, q block) are independent (each owns its output rows);
 // schedule(dynamic), heaviest (last, causal) blocks first.
 // Backward: see lc_flash_bwd below (race-free and deterministic for a fixed thread count).
 // This file is the algorithm; the instruction set's primitives (micro-kernel, tile
-// softmax, transposed packing) are in attn/flash_prims_avx512.h, or, without AVX-512,
-// attn/flash_prims_portable.h (GCC/Clang vector extensions: AVX2, SSE, NEON, with smaller
-// register tiles); attn/flash_prims.h states their contract.
+// softmax, transposed packing) are in attn/flash_prims_avx512.h, or, in a variant compiled
+// without AVX-512, attn/flash_prims_portable.h (GCC/Clang vector extensions: AVX2, SSE,
+// NEON, with smaller register tiles); attn/flash_prims.h states their contract.
 #include "attn/flash.h"
 #include "core/dtype.h"
 
@@ -371,7 +372,8 @@ lc_status LC_FLASH_FN(fwd)(float *out, float *lse, const float *q, const float *
 // is race-free without atomics or locks, and because the item -> thread map is static
 // and every sum runs in a fixed order, results are bitwise reproducible for a given
 // thread count. Workspace: P * (2*Hkv*Ck*Dp + O(D*64 + 64*64)) floats; Ck is chosen
-// so the chunk buffers stay around 4 MiB per thread (O(threads * block) memory).
+// so the chunk buffers stay around 4 MiB per thread (O(threads * block) memory); the bf16
+// variant adds the call's packed k, k^T and v (1.5 x Hkv x Tk x D words).
 // ---------------------------------------------------------------------------------
 typedef struct {
   float *Qt, *dOt, *Qn, *dOn, *S, *dP, *dQt, *lse2, *dlt, *dkb, *dvb;

@@ -1,7 +1,8 @@
-// The primitives of the blockwise attention kernel (attn/flash.c), one file per
-// instruction set, picked at compile time (-march=native): AVX-512 when the compiler
-// targets it, else portable vector extensions. Included once, by flash.c, after BQ, BK
-// and LC_AI are defined. Every instruction set provides:
+// The primitives of the blockwise attention kernel (attn/flash_body.h), one file per
+// instruction set, picked at compile time by the variant's target flags (CMakeLists.txt):
+// AVX-512 when the variant is compiled for it, else portable vector extensions. Included
+// by flash_body.h (once per variant file) after BQ, BK and LC_AI are defined. Every
+// instruction set provides:
 //   mk(R, NC, mode, K, A, sar, sak, B, ldb, C, ldc, alpha): the register-tiled micro-kernel
 //     (below), with RM1..RM4, its rows per tile for NC = 1..4 groups of 16 columns;
 //   tile_softmax, tile_probs, tile_dscores: the elementwise parts on a tile St[nk][64];

@@ -39,7 +39,7 @@ static double sgemm_gflops(int M, int N, int K, int reps) {
 // The same for the kernel table's bf16 GEMM (oneDNN; 0 when the table has none), on bf16
 // operands packed beforehand (packing is not timed).
 static double bf16_gemm_gflops(int M, int N, int K, int reps) {
-  void (*gemm)(int, int, int, int, int, const uint16_t *, long, const uint16_t *, long, float, float *, long) =
+  lc_gemm_bf16_fn *gemm =
       lc_kern()->gemm_bf16;
   if (!gemm) return 0;
   float *a = malloc(sizeof(float) * (size_t)M * K), *b = malloc(sizeof(float) * (size_t)N * K),

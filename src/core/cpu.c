@@ -10,11 +10,24 @@ void lc_cpu_detect(lc_cpu_info *c) {
   memset(c, 0, sizeof *c);
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a, b, d, e;
+  // What the OS saves on a context switch (XGETBV): YMM state for AVX2; opmask, ZMM_Hi256
+  // and Hi16_ZMM too for AVX-512; the AMX tile state for AMX. A feature the OS does not
+  // enable counts as absent (a VM may hide it).
+  int ymm = 0, zmm = 0, amx = 0, fma = 0;
+  if (__get_cpuid(1, &a, &b, &e, &d) && ((e >> 27) & 1)) { // OSXSAVE
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    ymm = (lo & 0x6) == 0x6;
+    zmm = ymm && (lo & 0xe0) == 0xe0;
+    amx = (lo & 0x60000) == 0x60000;
+    fma = (e >> 12) & 1;
+  }
   if (__get_cpuid_count(7, 0, &a, &b, &e, &d)) {
-    c->avx2 = (b >> 5) & 1;
-    c->avx512f = (b >> 16) & 1;
-    c->amx_bf16 = (d >> 22) & 1;
-    if (__get_cpuid_count(7, 1, &a, &b, &e, &d)) c->avx512_bf16 = (a >> 5) & 1;
+    c->avx2 = ymm && fma && ((b >> 5) & 1);
+    // the avx512 level is compiled for F, BW, DQ and VL (CMakeLists.txt)
+    c->avx512f = c->avx2 && zmm && ((b >> 16) & 1) && ((b >> 17) & 1) && ((b >> 30) & 1) && ((b >> 31) & 1);
+    c->amx_bf16 = amx && ((d >> 22) & 1);
+    if (__get_cpuid_count(7, 1, &a, &b, &e, &d)) c->avx512_bf16 = c->avx512f && ((a >> 5) & 1);
   }
 #endif
   snprintf(c->model, sizeof c->model, "?");

@@ -5,6 +5,9 @@
 #include <stddef.h>
 
 typedef struct {
+  // Usable (the CPU has it and the OS enables its registers): avx2 = AVX2 + FMA; avx512f =
+  // AVX-512 F, BW, DQ and VL (what the avx512 kernel level is compiled for); avx512_bf16
+  // also needs avx512f.
   int avx2, avx512f, avx512_bf16, amx_bf16;
   char model[80]; // "model name" of /proc/cpuinfo ("?" when unknown)
 } lc_cpu_info;

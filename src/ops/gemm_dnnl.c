@@ -134,6 +134,11 @@ static entry *lookup(const key_t_ *k) {
   return e;
 }
 
+int lc_gemm_dnnl_limit_isa(int allow_amx) {
+  // Only before oneDNN has generated code (the first primitive): false afterwards.
+  return dnnl_set_max_cpu_isa(allow_amx ? dnnl_cpu_isa_all : dnnl_cpu_isa_avx512_core_bf16) == dnnl_success;
+}
+
 static int init(void) {
   if (eng) return 1;
   if (init_failed) return 0;

@@ -12,6 +12,9 @@ void lc_gemm_dnnl_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, l
 // Bytes of the scratchpad buffer oneDNN's primitives share (owned by gemm_dnnl.c, outside
 // the arena): the largest any cached primitive asked for.
 size_t lc_gemm_dnnl_scratch_bytes(void);
+// The bf16 level runs AVX512_BF16 GEMMs even where AMX exists (allow_amx 0); the amx level
+// lets oneDNN use AMX tiles. Takes effect only before the first GEMM (returns 0 after).
+int lc_gemm_dnnl_limit_isa(int allow_amx);
 // Primitives created so far (the cache at work: repeated shapes create none).
 long lc_gemm_dnnl_primitives(void);
 // The implementation oneDNN chose for the last primitive created (e.g. "brg:avx512_core_bf16").

@@ -4,6 +4,7 @@
 // contraction off and the reductions sequential per thread, so every level computes the
 // same bits; the compiler's vectorisation for the level is what differs.
 #include <math.h>
+#include <omp.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -49,10 +50,28 @@ static void KERN_FN(scale)(float *x, size_t n, float s) {
   for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
+// Per-thread partial sums over fixed chunks, added in thread order: the same bits for a
+// given thread count on every run and every rank (an OpenMP reduction adds the partials in
+// the order the threads arrive).
 static double KERN_FN(sumsq)(const float *x, size_t n) {
+  enum { MAXT = 256 };
+  double part[MAXT];
+  int nt = 1;
+  if (n > KERN_PAR) {
+    nt = omp_get_max_threads();
+    nt = nt < 1 ? 1 : nt > MAXT ? MAXT : nt;
+  }
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    const int t = omp_get_thread_num(), team = omp_get_num_threads();
+    const size_t b = n * (size_t)t / (size_t)team, e = n * (size_t)(t + 1) / (size_t)team;
+    double s = 0;
+    for (size_t i = b; i < e; i++) s += (double)x[i] * x[i];
+    part[t] = s;
+    if (t == 0) nt = team;
+  }
   double s = 0;
-#pragma omp parallel for reduction(+ : s) schedule(static) if (n > KERN_PAR)
-  for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+  for (int t = 0; t < nt; t++) s += part[t];
   return s;
 }
 

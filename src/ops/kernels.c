@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
+#include "ops/gemm_dnnl.h"
 #include "ops/kern_levels.h"
 
 static const char *const names[LC_KERN_LEVELS] = {"portable", "avx2", "avx512", "bf16", "amx"};
@@ -71,6 +72,7 @@ lc_status lc_kern_select(lc_kern_level level) {
                    c.model, miss, names[lc_kern_best(&c)]);
   }
   current = lc_kern_table(level);
+  if (level >= LC_KERN_BF16) lc_gemm_dnnl_limit_isa(level == LC_KERN_AMX); // (a no-op after the first GEMM)
   return LC_OK;
 }
 

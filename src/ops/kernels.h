@@ -1,5 +1,8 @@
-// The kernel table: every op that touches data in bulk, called through one table filled
-// once at start-up from the CPU's features (lc_cpu_detect) or forced (--kernels).
+// The kernel table: the ops that touch data in bulk, chosen once at start-up from the CPU's
+// features (lc_cpu_detect) or forced (--kernels). The attention kernel's variants are keyed
+// by the same level (attn/flash_variants.h: attn/ sits above ops/); fp32 GEMMs are OpenBLAS
+// sgemm at every level. Not yet behind it: the element-wise ops of the layer (RMSNorm, RoPE,
+// SwiGLU, cross-entropy: ops/*.c, compiled for the build machine).
 //
 // Levels, each including the ones before it:
 //   portable  plain C compiled for the x86-64 baseline (SSE2): runs everywhere
@@ -7,13 +10,15 @@
 //   avx512    AVX-512 (F/BW/DQ/VL); the register-tiled AVX-512 attention kernel
 //   bf16      + AVX512_BF16: in --precision bf16 the attention tiles multiply bf16 pairs
 //             (vdpbf16ps) and the linear layers run as oneDNN bf16 GEMMs
-//   amx       + AMX-BF16 (Intel): oneDNN's bf16 GEMMs use AMX tiles; attention as bf16
+//   amx       + AMX-BF16 (Intel): oneDNN's bf16 GEMMs may use AMX tiles (the bf16 level
+//             caps oneDNN at AVX512_BF16); attention as at the bf16 level (no AMX tiles)
 // Every variant is compiled into the one binary (per-file target flags, CMakeLists.txt);
 // the ones this CPU cannot run are never called (lc_kern_select refuses them).
 //
 // The element-wise variants are the same C source compiled with each level's flags, with
-// floating-point contraction off (ISO C mode): every level gives bit-identical results,
-// only speed differs (tests/test_kernels.c checks it). The attention and GEMM entries of
+// floating-point contraction off and sums in a fixed order (sumsq: per-thread chunks added in
+// thread order): every level gives bit-identical results for a given thread count, only
+// speed differs (tests/test_kernels.c checks it). The attention and GEMM entries of
 // the bf16 level round their products' inputs to bf16 (the precision contract of
 // --precision bf16) and are used only for bf16 passes; fp32 passes use the fp32 entries.
 #ifndef LC_KERNELS_H
@@ -45,6 +50,11 @@ void lc_adamw_bias(const lc_adamw_hp *hp, long t, float *step_size, float *inv_s
 // Global gradient clipping: max_norm / (norm + 1e-6) when max_norm > 0 and norm > max_norm, else 1.
 float lc_clip_factor(double norm, float max_norm);
 
+// GEMM on bf16 operands with fp32 accumulation: row-major C[M,N] = beta*C + op(A)[M,K]
+// op(B)[K,N], op(X) = X (ta/tb 0) or X^T (1, X stored [K,M] / [N,K]); beta is 0 or 1.
+typedef void lc_gemm_bf16_fn(int ta, int tb, int M, int N, int K, const uint16_t *A, long lda,
+                             const uint16_t *B, long ldb, float beta, float *C, long ldc);
+
 typedef struct {
   lc_kern_level level;
   const char *name; // "portable", "avx2", "avx512", "bf16", "amx"
@@ -61,11 +71,9 @@ typedef struct {
   // p -= lr wd p + step_size m / (sqrt(v) inv_sqrt_bc2 + eps)
   void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, float wd, float b1,
                 float b2, float eps, float lr, float step_size, float inv_sqrt_bc2);
-  // ---- GEMM on bf16 operands, fp32 accumulation (NULL below the bf16 level: the fp32
-  // GEMM then runs on bf16 values). Row-major C[M,N] = beta*C + op(A)[M,K] op(B)[K,N],
-  // op(X) = X (ta/tb 0) or X^T (1, X stored [K,M] / [N,K]); beta is 0 or 1.
-  void (*gemm_bf16)(int ta, int tb, int M, int N, int K, const uint16_t *A, long lda,
-                    const uint16_t *B, long ldb, float beta, float *C, long ldc);
+  // ---- GEMM on bf16 operands (NULL below the bf16 level: the fp32 GEMM then runs on
+  // bf16 values)
+  lc_gemm_bf16_fn *gemm_bf16;
 } lc_kernels;
 
 // The table in use (the best the CPU runs until lc_kern_select says otherwise).

@@ -62,7 +62,7 @@ void lc_matmul_fwd(const lc_mm *mm, float *out, const float *inp, const float *w
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, inp, K, w, K, 0.0f, out, N);
     return;
   }
-  void (*gemm)(int, int, int, int, int, const uint16_t *, long, const uint16_t *, long, float, float *, long) =
+  lc_gemm_bf16_fn *gemm =
       lc_kern()->gemm_bf16;
   if (T >= N) { // W whole, inp in chunks of rows
     uint16_t *w16 = buf, *x16 = buf + (size_t)N * K;
@@ -102,7 +102,7 @@ void lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, const float *dout, c
     }
     return;
   }
-  void (*gemm)(int, int, int, int, int, const uint16_t *, long, const uint16_t *, long, float, float *, long) =
+  lc_gemm_bf16_fn *gemm =
       lc_kern()->gemm_bf16;
   if (T >= N) { // W whole; per chunk of rows: dout rows -> dinp rows, and their share of dw
     const int R = T < LC_MM_CHUNK ? T : LC_MM_CHUNK;
