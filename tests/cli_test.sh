@@ -184,6 +184,18 @@ grep -q ' avx512_bf16' /proc/cpuinfo || lacks=bf16
 grep -q ' avx512f' /proc/cpuinfo || lacks=avx512
 if [ -n "$lacks" ]; then expect_error "--kernels $lacks: this CPU (.*) lacks" train --kernels $lacks
 else echo "skip: every kernel level runs on this CPU, no level to refuse"; fi
+# A mixed job (rank 1 on an "older" CPU: LONGCTX_TEST_KERNEL_CAP=avx2, Open MPI's MPMD form
+# gives it its own environment): with auto every rank runs the common level and rank 0's
+# settings table says so; a level rank 1 lacks ends the job with rank 1's line.
+$MPI -np 1 "$BIN" train --seq 64 --steps 1 --cp 2 --threads 1 : -np 1 -x LONGCTX_TEST_KERNEL_CAP=avx2 "$BIN" train \
+  --seq 64 --steps 1 --cp 2 --threads 1 >"$TMP/out" 2>"$TMP/err" && grep -q '^  precision      fp32 (kernels avx2)' "$TMP/out" &&
+  ok || bad "mixed job, auto: $(grep precision "$TMP/out") $(cat "$TMP/err")"
+$MPI -np 1 "$BIN" train --seq 64 --steps 1 --cp 2 --threads 1 --kernels avx512 : -np 1 -x LONGCTX_TEST_KERNEL_CAP=avx2 "$BIN" \
+  train --seq 64 --steps 1 --cp 2 --threads 1 --kernels avx512 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if ! grep -q ' avx512f' /proc/cpuinfo; then echo "skip: the mixed-job refusal needs an AVX-512 CPU for rank 0"
+elif [ $rc -ne 0 ] && grep -q 'rank 1: --kernels avx512: this CPU .* lacks' "$TMP/err"; then ok
+else bad "mixed job, --kernels avx512: rc=$rc $(cat "$TMP/err")"; fi
 for k in auto portable; do
   "$BIN" train --seq 128 --steps 3 --kernels $k --log-json "$TMP/k_$k.jsonl" >"$TMP/out_$k" 2>"$TMP/err" || bad "--kernels $k: $(cat "$TMP/err")"
 done

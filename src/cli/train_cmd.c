@@ -13,6 +13,7 @@
 #include "cli/train_report.h"
 #include "core/runstate.h"
 #include "core/timer.h"
+#include "ops/kernels.h"
 #include "io/fsutil.h"
 #include "model/hf.h"
 #include "model/memplan.h"
@@ -38,6 +39,19 @@ static lc_status resolve_resume(lc_comm *w, const char *path, char *dir, size_t 
   LC_TRY(lc_comm_agree(w, w->rank == 0 ? lc_checkpoint_resolve(path, dir, cap, note, 1024) : LC_OK));
   LC_TRY(lc_bcast(w, dir, cap, LC_DT_U8, 0));
   return lc_bcast(w, note, 1024, LC_DT_U8, 0);
+}
+
+// --kernels auto on several ranks: every rank runs the best level all of them have (a
+// mixed job computes alike everywhere, e.g. no rank multiplies bf16 pairs while another
+// multiplies fp32). counts[L] = ranks whose level is >= L.
+static lc_status agree_kernel_level(lc_comm *w) {
+  int64_t counts[LC_KERN_LEVELS];
+  for (int l = 0; l < LC_KERN_LEVELS; l++) counts[l] = lc_kern()->level >= l;
+  LC_TRY(lc_allreduce_sum(w, counts, LC_KERN_LEVELS, LC_DT_I64));
+  int common = 0;
+  for (int l = 0; l < LC_KERN_LEVELS; l++)
+    if (counts[l] == w->size) common = l;
+  return common < (int)lc_kern()->level ? lc_kern_select((lc_kern_level)common) : LC_OK;
 }
 
 // Flags -> trainer options. Everything here is found identically on every rank.
@@ -182,6 +196,9 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   char ckpt_dir[4096] = "", resume_note[1024] = "";
   if (st == LC_OK && F.resume) st = resolve_resume(w, F.resume, ckpt_dir, sizeof ckpt_dir, resume_note);
   if (st == LC_OK) st = configure(w, flags, nf, &F, &o, ckpt_dir, &jt, &threads, &model_dir);
+  // The kernel level depends on each rank's CPU: a forced level may fail on one rank only.
+  st = lc_comm_agree(w, st);
+  if (st == LC_OK && !strcmp(F.kernels, "auto")) st = agree_kernel_level(w);
   if (st != LC_OK) {
     if (rank == 0) lc_cli_error(lc_errmsg());
     return LC_EXIT_USAGE;

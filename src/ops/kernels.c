@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/dtype.h"
@@ -24,7 +25,17 @@ const lc_kernels *lc_kern_table(lc_kern_level level) {
 // Until lc_kern_select runs (tests, tools): the best level of this CPU, found on first use.
 static const lc_kernels *current;
 
+// Test hook: LONGCTX_TEST_KERNEL_CAP=LEVEL makes this process's CPU run nothing above LEVEL
+// (a rank on an older node of a mixed job).
+static int above_test_cap(lc_kern_level level) {
+  const char *cap = getenv("LONGCTX_TEST_KERNEL_CAP");
+  for (int l = 0; cap && l < LC_KERN_LEVELS; l++)
+    if (!strcmp(cap, names[l])) return level > l;
+  return 0;
+}
+
 int lc_kern_supported(lc_kern_level level, const lc_cpu_info *c) {
+  if (above_test_cap(level)) return 0;
   switch (level) {
     case LC_KERN_PORTABLE: return 1;
     case LC_KERN_AVX2: return c->avx2;
@@ -68,6 +79,7 @@ lc_status lc_kern_select(lc_kern_level level) {
       if (needs[i]) snprintf(miss + strlen(miss), sizeof miss - strlen(miss), "%s%s", *miss ? ", " : "", feat[i]);
     if (level == LC_KERN_AMX && !c.amx_bf16)
       snprintf(miss + strlen(miss), sizeof miss - strlen(miss), "%sAMX-BF16", *miss ? ", " : "");
+    if (!*miss) snprintf(miss, sizeof miss, "it (LONGCTX_TEST_KERNEL_CAP)");
     return lc_fail(LC_EINVAL, "--kernels %s: this CPU (%s) lacks %s; use --kernels %s or auto", names[level],
                    c.model, miss, names[lc_kern_best(&c)]);
   }
