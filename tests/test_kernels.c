@@ -156,7 +156,7 @@ static int *make_bounds(const acase *c) {
 
 static void run_case(const acase *c, lc_rng *r, const lc_flash_variant *var, const lc_flash_variant *port, int bf16) {
   lc_attn_shape s = {c->Tq, c->Tk, c->Hq, c->Hkv, c->D, c->qs, c->ks, c->causal,
-                     (float)(1.0 / sqrt((double)c->D)), NULL, bf16};
+                     (float)(1.0 / sqrt((double)c->D)), NULL, bf16, NULL};
   int *lo = make_bounds(c);
   s.lo = lo;
   const long nq = (long)c->Tq * c->Hq * c->D, nk = (long)c->Tk * c->Hkv * c->D, nl = (long)c->Hq * c->Tq;
@@ -202,6 +202,28 @@ static void run_case(const acase *c, lc_rng *r, const lc_flash_variant *var, con
     double eo = l2rel(o, ro, nq), eq = l2rel(dq, rdq, nq), ek = l2rel(dk, rdk, nk), ev = l2rel(dv, rdv, nk);
     CHECK(eo <= 1e-2 && eq <= 1e-2 && ek <= 1e-2 && ev <= 1e-2,
           "%s: relative L2 errors out %.3g dq %.3g dk %.3g dv %.3g (bound 1e-2)", what, eo, eq, ek, ev);
+    // k/v packed once outside the call (what the ring does for its query tiles): the same
+    // bits, and the call's workspace shrinks by exactly the packed bytes.
+    for (int bwd = 0; bwd <= 1; bwd++) {
+      lc_attn_shape sp = s;
+      const size_t pb = var->kv_bytes(&s, bwd);
+      void *pk = malloc(pb ? pb : 1);
+      var->kv_pack(pk, k, v, &s, bwd);
+      sp.kv_pack = pk;
+      CHECK(pb > 0 && var->ws(&sp, bwd, 0) + pb == var->ws(&s, bwd, 0), "%s: packed k/v bytes %zu + workspace %zu != %zu",
+            what, pb, var->ws(&sp, bwd, 0), var->ws(&s, bwd, 0));
+      if (!bwd) {
+        CHECK(var->fwd(po, pl, q, k, v, &sp, &A) == LC_OK, "%s: fwd with packed k/v", what);
+        CHECK(!memcmp(po, o, 4 * nq) && !memcmp(pl, l, 4 * nl), "%s: fwd with packed k/v differs", what);
+      } else {
+        float *dq2 = calloc(nq, 4), *dk2 = calloc(nk, 4), *dv2 = calloc(nk, 4);
+        CHECK(var->bwd(dq2, dk2, dv2, dout, q, k, v, l, dl, &sp, &A) == LC_OK, "%s: bwd with packed k/v", what);
+        CHECK(!memcmp(dq2, dq, 4 * nq) && !memcmp(dk2, dk, 4 * nk) && !memcmp(dv2, dv, 4 * nk),
+              "%s: bwd with packed k/v differs", what);
+        free(dq2), free(dk2), free(dv2);
+      }
+      free(pk);
+    }
     static double seen;
     if (fmax(fmax(eo, eq), fmax(ek, ev)) > seen) {
       seen = fmax(fmax(eo, eq), fmax(ek, ev));
@@ -219,7 +241,7 @@ static void run_case(const acase *c, lc_rng *r, const lc_flash_variant *var, con
 // (flash_prims_avx512.h). This is what makes every ring layout give one process's numbers.
 static void test_bf16_split(const lc_flash_variant *var, lc_rng *r) {
   const int Tq = 150, Tk = 300, Hq = 4, Hkv = 2, D = 64, a = 131;
-  lc_attn_shape s = {Tq, Tk, Hq, Hkv, D, 150, 0, 1, 0.125f, NULL, 1};
+  lc_attn_shape s = {Tq, Tk, Hq, Hkv, D, 150, 0, 1, 0.125f, NULL, 1, NULL};
   const long nq = (long)Tq * Hq * D, nk = (long)Tk * Hkv * D, nl = (long)Hq * Tq;
   float *q = lc_t_randn(r, nq, 2.0f), *k = lc_t_randn(r, nk, 2.0f), *v = lc_t_randn(r, nk, 1.0f);
   lc_bf16_round(q, nq), lc_bf16_round(k, nk), lc_bf16_round(v, nk);
@@ -280,7 +302,7 @@ int main(void) {
   // the dispatch follows lc_kern_select
   lc_kern_level best = lc_kern_best(&cpu);
   CHECK(lc_kern_select(LC_KERN_PORTABLE) == LC_OK && lc_kern()->level == LC_KERN_PORTABLE, "select portable");
-  lc_attn_shape s = {1, 1, 1, 1, 16, 0, 0, 1, 0.25f, NULL, 1};
+  lc_attn_shape s = {1, 1, 1, 1, 16, 0, 0, 1, 0.25f, NULL, 1, NULL};
   CHECK(!strcmp(lc_flash_variant_name(&s), "portable"), "portable level runs %s", lc_flash_variant_name(&s));
   CHECK(lc_kern_select(LC_KERN_AUTO) == LC_OK && lc_kern()->level == best, "auto selects the best level");
   if (best >= LC_KERN_BF16) CHECK(!strcmp(lc_flash_variant_name(&s), "bf16"), "bf16 pass at level bf16 runs %s", lc_flash_variant_name(&s));

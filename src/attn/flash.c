@@ -29,6 +29,12 @@ size_t lc_flash_workspace_bytes(const lc_attn_shape *s, int bwd, int threads) {
   return variant_of(s)->ws(s, bwd, threads);
 }
 
+size_t lc_flash_kv_bytes(const lc_attn_shape *s, int bwd) { return variant_of(s)->kv_bytes(s, bwd); }
+
+void lc_flash_kv_pack(void *dst, const float *k, const float *v, const lc_attn_shape *s, int bwd) {
+  variant_of(s)->kv_pack(dst, k, v, s, bwd);
+}
+
 const char *lc_flash_variant_name(const lc_attn_shape *s) { return variant_of(s)->name; }
 
 static long rup16(long n) { return (n + 15) & ~15L; }
@@ -92,10 +98,14 @@ long lc_flash_bwd_key_chunk(const lc_attn_shape *s) {
 
 const lc_flash_variant *lc_flash_variant_for(lc_kern_level level, int bf16) {
   static const lc_flash_variant v[] = {
-      {"portable", lc_flash_fwd_portable, lc_flash_bwd_portable, lc_flash_ws_portable},
-      {"avx2", lc_flash_fwd_avx2, lc_flash_bwd_avx2, lc_flash_ws_avx2},
-      {"avx512", lc_flash_fwd_avx512, lc_flash_bwd_avx512, lc_flash_ws_avx512},
-      {"bf16", lc_flash_fwd_bf16, lc_flash_bwd_bf16, lc_flash_ws_bf16},
+      {"portable", lc_flash_fwd_portable, lc_flash_bwd_portable, lc_flash_ws_portable, lc_flash_kv_bytes_portable,
+       lc_flash_kv_pack_portable},
+      {"avx2", lc_flash_fwd_avx2, lc_flash_bwd_avx2, lc_flash_ws_avx2, lc_flash_kv_bytes_avx2,
+       lc_flash_kv_pack_avx2},
+      {"avx512", lc_flash_fwd_avx512, lc_flash_bwd_avx512, lc_flash_ws_avx512, lc_flash_kv_bytes_avx512,
+       lc_flash_kv_pack_avx512},
+      {"bf16", lc_flash_fwd_bf16, lc_flash_bwd_bf16, lc_flash_ws_bf16, lc_flash_kv_bytes_bf16,
+       lc_flash_kv_pack_bf16},
   };
   if (level >= LC_KERN_BF16) return bf16 ? &v[3] : &v[2];
   return &v[level < 0 ? 0 : level];

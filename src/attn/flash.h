@@ -33,6 +33,10 @@ typedef struct {
   // score gradients to bf16 before multiplying them, as FlashAttention does in bf16;
   // softmax, LSE, and every sum stay fp32. 0: fp32 products throughout.
   int bf16;
+  // Optional: k and v already packed by lc_flash_kv_pack for this shape's Tk, Hkv, D and
+  // direction, so several calls on one k/v block (the ring's query tiles) pack it once; the
+  // call then neither packs nor allocates that part of its workspace. NULL: the call packs.
+  const void *kv_pack;
 } lc_attn_shape;
 
 // q[Tq,Hq,D], k/v[Tk,Hkv,D] -> out[Tq,Hq,D], lse[Hq,Tq] (natural log).
@@ -59,6 +63,11 @@ lc_status lc_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const
 // (bwd = 1) allocates for shape s with `threads` OpenMP threads (<= 0: the current
 // omp_get_max_threads()). The kernels size their workspace with this same computation.
 size_t lc_flash_workspace_bytes(const lc_attn_shape *s, int bwd, int threads);
+
+// Bytes of k/v packed for the kernel variant that runs shape s (bwd: for lc_flash_bwd), 0
+// when it reads k and v in place (fp32 kernels); lc_flash_kv_pack fills them.
+size_t lc_flash_kv_bytes(const lc_attn_shape *s, int bwd);
+void lc_flash_kv_pack(void *dst, const float *k, const float *v, const lc_attn_shape *s, int bwd);
 
 // The kernel variant that runs shape s ("portable", "avx2", "avx512", "bf16").
 const char *lc_flash_variant_name(const lc_attn_shape *s);

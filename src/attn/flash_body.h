@@ -216,7 +216,39 @@ static long kv_tr_words(const lc_attn_shape *s) { return (long)s->Hkv * s->D * (
 static long kv_pack_words(const lc_attn_shape *s, int bwd) {
   return kv_nat_words(s) * (bwd ? 2 : 1) + kv_tr_words(s);
 }
+// Fills the packed k/v at base (forward: [KP | VT], backward: [KP | KT | VP]) with the
+// threads of the enclosing parallel region (implicit barriers: packed before use).
+static void kv_fill(uint32_t *base, const float *k, const float *v, const lc_attn_shape *s, int bwd) {
+  uint32_t *tr = base + kv_nat_words(s);
+  if (bwd) {
+    pack_kv(base, tr, k, s->Tk, s->Hkv, s->D);
+    pack_kv(tr + kv_tr_words(s), NULL, v, s->Tk, s->Hkv, s->D);
+  } else {
+    pack_kv(base, NULL, k, s->Tk, s->Hkv, s->D);
+    pack_kv(NULL, tr, v, s->Tk, s->Hkv, s->D);
+  }
+}
 #endif
+
+// Bytes of the packed k/v of shape s (0: this variant reads k and v in place).
+size_t LC_FLASH_FN(kv_bytes)(const lc_attn_shape *s, int bwd) {
+#ifdef LC_FLASH_BF16
+  if (s && s->Tk > 0 && s->Hkv > 0 && s->D > 0) return lc_bytes(LC_DT_F32, (size_t)kv_pack_words(s, bwd));
+#endif
+  (void)s, (void)bwd;
+  return 0;
+}
+
+// Packs k/v once for several calls on the same block (shape.kv_pack), in parallel.
+void LC_FLASH_FN(kv_pack)(void *dst, const float *k, const float *v, const lc_attn_shape *s, int bwd) {
+#ifdef LC_FLASH_BF16
+  if (LC_FLASH_FN(kv_bytes)(s, bwd) == 0) return;
+#pragma omp parallel
+  kv_fill((uint32_t *)dst, k, v, s, bwd);
+#else
+  (void)dst, (void)k, (void)v, (void)s, (void)bwd;
+#endif
+}
 
 static void fwd_ws_carve(fwd_ws *w, float *base, int D) {
   w->Qt = base;
@@ -327,7 +359,7 @@ lc_status LC_FLASH_FN(fwd)(float *out, float *lse, const float *q, const float *
   fwd_plan(s, max_threads(), &nt, &per);
   long shared = 0;
 #ifdef LC_FLASH_BF16
-  shared = s->Tk > 0 ? kv_pack_words(s, 0) : 0;
+  shared = s->Tk > 0 && !s->kv_pack ? kv_pack_words(s, 0) : 0;
 #endif
   float *ws = lc_alloc(arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, (size_t)(per * nt + shared)),
                        "attention workspace");
@@ -338,12 +370,9 @@ lc_status LC_FLASH_FN(fwd)(float *out, float *lse, const float *q, const float *
     fwd_ws w;
     fwd_ws_carve(&w, ws + per * thread_id(), s->D);
 #ifdef LC_FLASH_BF16
-    uint32_t *kp = (uint32_t *)(ws + per * nt), *vt = kp + kv_nat_words(s);
-    if (s->Tk > 0) {
-      pack_kv(kp, NULL, k, s->Tk, s->Hkv, s->D);
-      pack_kv(NULL, vt, v, s->Tk, s->Hkv, s->D); // (implicit barrier: packed before use)
-    }
-    w.KP = kp, w.VT = vt;
+    uint32_t *kp = s->kv_pack ? (uint32_t *)s->kv_pack : (uint32_t *)(ws + per * nt);
+    if (s->Tk > 0 && !s->kv_pack) kv_fill(kp, k, v, s, 0);
+    w.KP = kp, w.VT = kp + kv_nat_words(s);
 #endif
 #pragma omp for schedule(dynamic, 1)
     for (long it = 0; it < nitems; it++) {
@@ -434,7 +463,7 @@ size_t LC_FLASH_FN(ws)(const lc_attn_shape *s, int bwd, int threads) {
   else fwd_plan(s, threads, &nt, &per);
   long shared = 0;
 #ifdef LC_FLASH_BF16
-  shared = s->Tk > 0 ? kv_pack_words(s, bwd) : 0;
+  shared = s->Tk > 0 && !s->kv_pack ? kv_pack_words(s, bwd) : 0;
 #endif
   return lc_bytes(LC_DT_F32, (size_t)per * (size_t)nt + (size_t)shared);
 }
@@ -540,7 +569,7 @@ lc_status LC_FLASH_FN(bwd)(float *dq, float *dk, float *dv, const float *dout, c
   bwd_plan(s, max_threads(), &nt, &Ck, &per);
   long shared = 0;
 #ifdef LC_FLASH_BF16
-  shared = kv_pack_words(s, 1);
+  shared = s->kv_pack ? 0 : kv_pack_words(s, 1);
 #endif
   float *ws = lc_alloc(arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, (size_t)(per * nt + shared)),
                        "attention workspace");
@@ -552,10 +581,9 @@ lc_status LC_FLASH_FN(bwd)(float *dq, float *dk, float *dv, const float *dout, c
     bwd_ws w;
     bwd_ws_carve(&w, ws + per * thread_id(), D, Hkv, Ck);
 #ifdef LC_FLASH_BF16
-    uint32_t *kp = (uint32_t *)(ws + per * nt), *kt = kp + kv_nat_words(s), *vp = kt + kv_tr_words(s);
-    pack_kv(kp, kt, k, Tk, Hkv, D);
-    pack_kv(vp, NULL, v, Tk, Hkv, D); // (implicit barrier: packed before use)
-    w.KP = kp, w.KT = kt, w.VP = vp;
+    uint32_t *kp = s->kv_pack ? (uint32_t *)s->kv_pack : (uint32_t *)(ws + per * nt);
+    if (!s->kv_pack) kv_fill(kp, k, v, s, 1);
+    w.KP = kp, w.KT = kp + kv_nat_words(s), w.VP = w.KT + kv_tr_words(s);
 #endif
     for (long c0 = 0; c0 < Tk; c0 += Ck) {
       const long c1 = c0 + Ck < Tk ? c0 + Ck : Tk;

@@ -125,14 +125,26 @@ static void lse_rows(float *dst, const float *src, int H, long Lc, long r0, int 
   }
 }
 
-// Forward of local q against the block (k, v) owned by context rank `owner`.
+// A key chunk's shape for packing k/v once for all query tiles against it
+// (lc_flash_kv_pack; kernels that read k/v in place need no packing: 0 bytes).
+static lc_attn_shape chunk_shape(const lc_ring *r, const geo *g) {
+  lc_attn_shape s = {.Tq = 1, .Tk = (int)g->Lc, .Hq = r->Hq, .Hkv = r->Hkv, .D = r->D, .causal = 1,
+                     .scale = r->scale, .bf16 = r->bf16};
+  return s;
+}
+
+// Forward of local q against the block (k, v) owned by context rank `owner`. Key chunk b
+// outermost, so the kernel's packing of it (pack: lc_flash_kv_bytes, NULL if none) happens
+// once for every query tile; each query chunk still merges its key chunks in order b = 0, 1.
 static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, float *lse,
                            const float *q, const float *k, const float *v, float *tmp_o,
-                           float *tmp_l, float *tmp_a, lc_req *reqs, int nreq, lc_arena *ar) {
+                           float *tmp_l, float *tmp_a, void *pack, lc_req *reqs, int nreq, lc_arena *ar) {
   const int H = r->Hq, D = r->D;
   lc_test_point("ring");
-  for (int a = 0; a < g->k; a++)
-    for (int b = 0; b < g->k; b++) {
+  for (int b = 0; b < g->k; b++) {
+    const float *kb = k + (size_t)b * g->Lc * r->Hkv * D, *vb = v + (size_t)b * g->Lc * r->Hkv * D;
+    int packed = 0;
+    for (int a = 0; a < g->k; a++) {
       long qs = chunk_start(g, g->c, a), ks = chunk_start(g, owner, b);
       if (hidden(g, ks, qs, (int)g->Lc)) continue; // no query of the chunk sees a key of the block
       for (long r0 = 0; r0 < g->Lc; r0 += r->poll_rows) {
@@ -141,10 +153,10 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, floa
         if (hidden(g, ks, qs + r0, n)) continue;
         lc_attn_shape s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
                            .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale,
-                           .lo = g->lo ? g->lo + qs + r0 : NULL, .bf16 = r->bf16};
+                           .lo = g->lo ? g->lo + qs + r0 : NULL, .bf16 = r->bf16, .kv_pack = pack};
+        if (pack && !packed) lc_flash_kv_pack(pack, kb, vb, &s, 0), packed = 1;
         const float *qa = q + ((size_t)a * g->Lc + r0) * H * D;
-        LC_TRY(lc_flash_fwd(tmp_o, tmp_l, qa, k + (size_t)b * g->Lc * r->Hkv * D,
-                            v + (size_t)b * g->Lc * r->Hkv * D, &s, ar));
+        LC_TRY(lc_flash_fwd(tmp_o, tmp_l, qa, kb, vb, &s, ar));
         float *lse_a = lse + (size_t)a * H * g->Lc;
         lse_rows(tmp_a, lse_a, H, g->Lc, r0, n, 0);
         lc_attn_merge(out + ((size_t)a * g->Lc + r0) * H * D, tmp_a, tmp_o, tmp_l, n, H, D);
@@ -152,6 +164,7 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, floa
         poll(r, reqs, nreq);
       }
     }
+  }
   return LC_OK;
 }
 
@@ -168,8 +181,11 @@ lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const 
   char *buf = lc_alloc(ar, LC_MEM_COMM, bb * n_kv_blocks(g.cp, g.w), "ring k/v buffers");
   float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, fwd_tmp_floats(P, H, D)), "ring merge tiles");
   float *work = r->bf16 ? lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, blk), "ring k/v block (widened)") : NULL;
+  const lc_attn_shape cs = chunk_shape(r, &g);
+  const size_t pbytes = lc_flash_kv_bytes(&cs, 0);
+  void *pack = pbytes ? lc_alloc(ar, LC_MEM_SCRATCH, pbytes, "ring k/v chunk packed for the kernel") : NULL;
   lc_status st = LC_OK;
-  if (!buf || !tmp || (r->bf16 && !work)) {
+  if (!buf || !tmp || (r->bf16 && !work) || (pbytes && !pack)) {
     st = LC_ENOMEM;
     goto done;
   }
@@ -195,7 +211,7 @@ lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const 
       const float *kv = kv_f32(r, cur, work, blk); // cur may be in flight: only read here
       if (st == LC_OK)
         st = fwd_block(r, &g, owner_at(&g, o, j), out, lse, q, kv, kv + g.nkv, tmp_o, tmp_l,
-                       tmp_a, reqs, 4, ar);
+                       tmp_a, pack, reqs, 4, ar);
       r->compute_seconds += lc_now() - t0;
       for (int x = 0; x < 2; x++) {
         lc_status s2 = lc_wait(r->ctx, &reqs[x]);
@@ -212,6 +228,7 @@ lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const 
     onext = t;
   }
 done:
+  lc_free(ar, pack);
   lc_free(ar, work);
   lc_free(ar, tmp);
   lc_free(ar, buf);
@@ -222,11 +239,14 @@ done:
 static lc_status bwd_block(lc_ring *r, const geo *g, int owner, float *dq, float *dk, float *dv,
                            const float *dout, const float *lse, const float *delta,
                            const float *q, const float *k, const float *v, float *tmp_l,
-                           float *tmp_d, lc_req *reqs, int nreq, lc_arena *ar) {
+                           float *tmp_d, void *pack, lc_req *reqs, int nreq, lc_arena *ar) {
   const int H = r->Hq, D = r->D;
   const size_t kb = (size_t)g->Lc * r->Hkv * D;
-  for (int a = 0; a < g->k; a++)
-    for (int b = 0; b < g->k; b++) {
+  // key chunk outermost, packed once (as fwd_block); dq rows still sum b = 0, 1 in order and
+  // dk/dv rows a = 0, 1
+  for (int b = 0; b < g->k; b++) {
+    int packed = 0;
+    for (int a = 0; a < g->k; a++) {
       long qs = chunk_start(g, g->c, a), ks = chunk_start(g, owner, b);
       if (hidden(g, ks, qs, (int)g->Lc)) continue;
       for (long r0 = 0; r0 < g->Lc; r0 += r->poll_rows) {
@@ -235,7 +255,8 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, float *dq, float
         if (hidden(g, ks, qs + r0, n)) continue;
         lc_attn_shape s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
                            .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale,
-                           .lo = g->lo ? g->lo + qs + r0 : NULL, .bf16 = r->bf16};
+                           .lo = g->lo ? g->lo + qs + r0 : NULL, .bf16 = r->bf16, .kv_pack = pack};
+        if (pack && !packed) lc_flash_kv_pack(pack, k + b * kb, v + b * kb, &s, 1), packed = 1;
         size_t qo = ((size_t)a * g->Lc + r0) * H * D;
         lse_rows(tmp_l, lse + (size_t)a * H * g->Lc, H, g->Lc, r0, n, 0);
         lse_rows(tmp_d, delta + (size_t)a * H * g->Lc, H, g->Lc, r0, n, 0);
@@ -244,6 +265,7 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, float *dq, float
         poll(r, reqs, nreq);
       }
     }
+  }
   return LC_OK;
 }
 
@@ -266,10 +288,14 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
   float *db = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, n_d), "ring dk/dv buffers");
   float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, bwd_tmp_floats(g.Tc, P, H)), "ring delta");
   float *work = r->bf16 ? lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, blk), "ring k/v block (widened)") : NULL;
+  const lc_attn_shape cs = chunk_shape(r, &g);
+  const size_t pbytes = lc_flash_kv_bytes(&cs, 1);
+  void *pack = pbytes ? lc_alloc(ar, LC_MEM_SCRATCH, pbytes, "ring k/v chunk packed for the kernel") : NULL;
   lc_req *oreq = calloc((size_t)n_owner + 1, sizeof *oreq);
   lc_status st = LC_OK;
-  if (!kvb || !db || !tmp || (r->bf16 && !work) || !oreq) {
-    st = kvb && db && tmp && (!r->bf16 || work) ? lc_fail(LC_ENOMEM, "out of memory for ring requests") : LC_ENOMEM;
+  if (!kvb || !db || !tmp || (r->bf16 && !work) || (pbytes && !pack) || !oreq) {
+    st = kvb && db && tmp && (!r->bf16 || work) && (!pbytes || pack) ? lc_fail(LC_ENOMEM, "out of memory for ring requests")
+                                                                      : LC_ENOMEM;
     goto done;
   }
   float *delta = tmp, *tmp_l = delta + (size_t)g.Tc * H, *tmp_d = tmp_l + (size_t)P * H;
@@ -310,7 +336,7 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
       const float *kv = kv_f32(r, cur, work, blk);
       if (st == LC_OK)
         st = bwd_block(r, &g, owner_at(&g, o, j), dq, acc, acc + g.nkv, dout, lse, delta, q, kv,
-                       kv + g.nkv, tmp_l, tmp_d, reqs, 7, ar);
+                       kv + g.nkv, tmp_l, tmp_d, pack, reqs, 7, ar);
       r->compute_seconds += lc_now() - t0;
       if (st == LC_OK && j > 0) {
         st = lc_wait(r->ctx, &reqs[4]);
@@ -368,6 +394,7 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
   }
 done:
   free(oreq);
+  lc_free(ar, pack);
   lc_free(ar, work);
   lc_free(ar, tmp);
   lc_free(ar, db);
