@@ -31,6 +31,7 @@ static void abort_on_fail(const char *file, int line) {
 #include "dist/grid.h"
 #include "io/tokfile.h"
 #include "layoutcount.h"
+#include "model/arch.h"
 #include "model/memplan.h"
 #include "train/trainer.h"
 #include "testutil.h"
@@ -44,14 +45,15 @@ typedef struct {
 } layout;
 
 // Max |a - b| over max |b|: the error relative to the tensor's scale.
-static double rel_err(const float *a, const float *b, size_t n) {
-  double e = 0, m = 0;
+static double rel_err_floor(const float *a, const float *b, size_t n, double floor) {
+  double e = 0, m = floor;
   for (size_t i = 0; i < n; i++) {
     e = fmax(e, fabs((double)a[i] - b[i]));
     m = fmax(m, fabs((double)b[i]));
   }
   return m > 0 ? e / m : e;
 }
+static double rel_err(const float *a, const float *b, size_t n) { return rel_err_floor(a, b, n, 0); }
 
 // ||a - b|| / ||b|| (L2): small for a few flipped bf16 roundings, large for an error that
 // touches every element.
@@ -220,7 +222,28 @@ typedef struct {
   int kv_heads; // 2 (GQA) or 1 (replicated on every head rank when hp > 1)
   float clip;   // 0: grads compared as computed; > 0: below the norm, the clipped update
   int steps;
+  int family;   // FAM_*: the model family and its RoPE
 } step_case;
+
+// The test model as another family (model/arch.h): Qwen2 (q/k/v biases, tied) with dynamic
+// NTK RoPE past a max_position_embeddings of 32 (the whole sequence's length sets the
+// frequencies on every rank alike), Qwen3 (per-head q/k norms, head_dim 12 != 64/8,
+// attention_bias: q/k/v/o biases) with YaRN.
+enum { FAM_LLAMA = 0, FAM_QWEN2 = 2, FAM_QWEN3 = 3 };
+static void apply_family(lc_config *c, int family) {
+  if (family == FAM_QWEN2) {
+    lc_arch_apply(c, lc_arch_get(LC_ARCH_QWEN2), 0);
+    c->tie_embeddings = 1;
+    c->max_pos = 32;
+    c->rope = (lc_rope_scaling){.type = LC_ROPE_DYNAMIC, .factor = 2};
+  } else if (family == FAM_QWEN3) {
+    lc_arch_apply(c, lc_arch_get(LC_ARCH_QWEN3), 1);
+    c->head_dim = 12;
+    c->max_pos = 256;
+    c->rope = (lc_rope_scaling){.type = LC_ROPE_YARN, .factor = 4, .orig_max = 16, .beta_fast = 32, .beta_slow = 1, .truncate = 1};
+  }
+}
+static const char *family_name(int family) { return family == FAM_QWEN2 ? " qwen2" : family == FAM_QWEN3 ? " qwen3" : ""; }
 
 static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch, const step_case *c) {
   lc_train_opts o;
@@ -231,6 +254,7 @@ static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch
   o.cfg.n_kv_heads = c->kv_heads;
   o.cfg.head_dim = 8;
   o.cfg.rope_theta = 1000.0;
+  apply_family(&o.cfg, c->family);
   o.mopts = c->mo;
   o.data_spec = "task:copy";
   o.seq = 64;
@@ -272,8 +296,8 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
   lc_step_metrics m;
   for (int k = 0; k < c->steps; k++) CHECK(lc_trainer_step(&tr, &m) == LC_OK, "step: %s", lc_errmsg());
   char tag[160];
-  snprintf(tag, sizeof tag, "%s hp %d cp %d w %d dp %d %s kv %d%s", what, L.hp, L.cp, L.w, dp,
-           lc_placement_name(pl), c->kv_heads, c->mo.precision == LC_DT_BF16 ? " bf16" : "");
+  snprintf(tag, sizeof tag, "%s hp %d cp %d w %d dp %d %s kv %d%s%s", what, L.hp, L.cp, L.w, dp,
+           lc_placement_name(pl), c->kv_heads, c->mo.precision == LC_DT_BF16 ? " bf16" : "", family_name(c->family));
   // fp32, same math in another order: loss relative 1e-6 expected; bound 1e-5 (bf16: 1e-4).
   double el = fabs(m.loss - rm.loss) / fabs(rm.loss);
   CHECK(el <= tol(&c->mo, 1e-5, 1e-4), "%s: loss %.9g vs %.9g", tag, m.loss, rm.loss);
@@ -307,7 +331,9 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
   for (int i = 0; i < tr.model.n_tensors; i++) {
     const lc_param_info *p = &tr.model.table[i];
     double e1 = rel_err(tr.model.grads + p->offset, ref.model.grads + p->offset, p->numel);
-    double e2 = rel_err(tr.model.params + p->offset, ref.model.params + p->offset, p->numel);
+    // (Parameters relative to at least 0.02, the weights' init scale: biases start at 0
+    // and are lr-sized after one update, so their own largest entry is no scale.)
+    double e2 = rel_err_floor(tr.model.params + p->offset, ref.model.params + p->offset, p->numel, 0.02);
     if (e1 > worst) worst = e1, wn = p->name;
     if (c->mo.precision == LC_DT_BF16) {
       double l2 = rel_l2(tr.model.grads + p->offset, ref.model.grads + p->offset, p->numel);
@@ -327,16 +353,16 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
   double ww[3] = {worst, worst_p, worst_l2};
   MPI_Allreduce(MPI_IN_PLACE, ww, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   if (rank0)
-    printf("step %-9s %-14s dp %d hp %d cp %d w %d kv %d%s: loss %.6f (ref %.6f, rel %.1e), gnorm %.5f, worst grad "
+    printf("step %-9s %-14s dp %d hp %d cp %d w %d kv %d%s%s: loss %.6f (ref %.6f, rel %.1e), gnorm %.5f, worst grad "
            "rel error %.2e (%s), params %.2e, grads L2 %.2e\n", what, lc_placement_name(pl), dp, L.hp, L.cp, L.w, c->kv_heads,
-           c->mo.precision == LC_DT_BF16 ? " bf16" : "", m.loss, rm.loss, el, m.grad_norm, ww[0], wn, ww[1], ww[2]);
+           c->mo.precision == LC_DT_BF16 ? " bf16" : "", family_name(c->family), m.loss, rm.loss, el, m.grad_norm, ww[0], wn, ww[1], ww[2]);
   lc_trainer_free(&tr);
   lc_trainer_free(&ref);
   lc_comm_destroy(self);
 }
 
 static void test_step(layout L, lc_placement pl, int dp, lc_model_opts mo, const char *what) {
-  step_case c = {mo, 2, 0.0f, 1};
+  step_case c = {mo, 2, 0.0f, 1, FAM_LLAMA};
   test_step_case(L, pl, dp, &c, what);
 }
 
@@ -370,9 +396,9 @@ static void write_pack_file(void) {
 // each document of the packed sample as its own sequence on one process, with the same
 // loss normalisation: loss and every gradient. The sample holds documents cut across
 // chunks and ranks and documents shorter than a chunk (checked).
-static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_model_opts mo, int pack) {
+static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_model_opts mo, int pack, int family) {
   if (L.hp * L.cp != world->size) return;
-  step_case c = {mo, 2, 0.0f, 1};
+  step_case c = {mo, 2, 0.0f, 1, family};
   lc_train_opts o = step_opts(L.hp, L.cp, L.w, pl, 1, &c);
   o.seq = 128;
   // Ring kernel calls of 8 query rows: chunks of 16-64 rows take several, each with its own
@@ -403,6 +429,9 @@ static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_mo
   lc_model ref;
   CHECK(lc_model_create(&ref, &o.cfg, &ar) == LC_OK && lc_model_init_random(&ref, o.seed) == LC_OK, "reference");
   lc_model_zero_grads(&ref);
+  // A length-dependent RoPE (dynamic) sees the longest document of the sample, as
+  // transformers does from the packed position ids: the documents alone use that length.
+  for (int t = 0; t < o.seq; t++) ref.rope_len = t - tr.full_doc[t] + 1 > ref.rope_len ? t - tr.full_doc[t] + 1 : ref.rope_len;
   lc_attn at;
   lc_attn_local_init(&at, o.cfg.n_heads, o.cfg.n_kv_heads, o.cfg.head_dim);
   const int S = o.seq;
@@ -435,8 +464,8 @@ static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_mo
     a = b;
   }
   char tag[160];
-  snprintf(tag, sizeof tag, "%s hp %d cp %d w %d %s %s window %d %s", pack ? "packed" : "one document", L.hp, L.cp,
-           L.w, lc_placement_name(pl), lc_cp_layout_name(cl), W, lc_ckpt_name(mo.ckpt));
+  snprintf(tag, sizeof tag, "%s hp %d cp %d w %d %s %s window %d %s%s", pack ? "packed" : "one document", L.hp, L.cp,
+           L.w, lc_placement_name(pl), lc_cp_layout_name(cl), W, lc_ckpt_name(mo.ckpt), family_name(family));
   // The work per context rank the step reports (cp_work_imbalance: max / mean) and its
   // visible pairs (attn_pairs, the FLOPs' count) against tiles and pairs counted here from
   // the documents and the window; a balanced layout keeps max <= mean + (1 - 1/cp) x its
@@ -500,9 +529,10 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
                       const char *what) {
   if (L.hp * L.cp * dp != world->size) return;
   const int steps = 3, W = world->size;
-  step_case c = {mo, 2, 0.2f, steps};
+  // odd: 1 the odd model; FAM_QWEN2 / FAM_QWEN3: that family.
+  step_case c = {mo, 2, 0.2f, steps, odd > 1 ? odd : FAM_LLAMA};
   lc_train_opts o0 = step_opts(L.hp, L.cp, L.w, pl, 2 * dp, &c);
-  if (odd) odd_model(&o0.cfg);
+  if (odd == 1) odd_model(&o0.cfg);
   lc_train_opts oz = o0;
   oz.mopts.zero = stage;
   oz.mopts.zero_group = Z;
@@ -511,9 +541,9 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
   CHECK(lc_trainer_init(&tr, &oz, world) == LC_OK, "zero %d init: %s", stage, lc_errmsg());
   char tag[200];
   snprintf(tag, sizeof tag, "%s zero %d Z %d: dp %d hp %d cp %d w %d %s %s%s%s", what, stage, Z, dp, L.hp, L.cp, L.w,
-           lc_placement_name(pl), lc_ckpt_name(mo.ckpt), odd ? " odd model" : "",
+           lc_placement_name(pl), lc_ckpt_name(mo.ckpt), odd == 1 ? " odd model" : family_name(odd),
            mo.precision == LC_DT_BF16 ? " bf16" : "");
-  if (odd) CHECK(lc_config_n_params(&o0.cfg) % 4 != 0, "odd model: %lld parameters", lc_config_n_params(&o0.cfg));
+  if (odd) CHECK(lc_config_n_params(&o0.cfg) % 4 != 0 || odd != 1, "odd model: %lld parameters", lc_config_n_params(&o0.cfg));
   double worst_l = 0, worst_n = 0;
   lc_step_metrics m0, m;
   for (int k = 0; k < steps; k++) {
@@ -737,12 +767,21 @@ int main(int argc, char **argv) {
     test_step((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, world->size, plain, "dp-only");
     // Clipping below the norm, two updates: the clip scale comes from the global norm.
     // One kv head: replicated on the head ranks, its gradient summed back (hp > 1).
-    step_case clip = {sel, 2, 0.05f, 2}, mqa = {plain, 1, 0.0f, 1};
+    step_case clip = {sel, 2, 0.05f, 2, FAM_LLAMA}, mqa = {plain, 1, 0.0f, 1, FAM_LLAMA};
     for (int i = 0; i < nl; i++) {
       if (i % 3 == 0) test_step_case(lays[i], LC_PLACE_HEAD_FIRST, 1, &clip, "clip");
       if (lays[i].hp > 1) test_step_case(lays[i], LC_PLACE_CONTEXT_FIRST, 1, &mqa, "mqa");
     }
     test_step_case((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, world->size, &clip, "dp-clip");
+    // The other families under every layout, both placements, each policy, fp32 and bf16:
+    // their bias and norm gradients summed over the head and context ranks as any weight's.
+    for (int i = 0; i < nl; i++) {
+      step_case q2 = {i % 2 ? plain : full, 2, 0.0f, 1, FAM_QWEN2}, q3 = {i % 2 ? sel : plain, 2, 0.0f, 1, FAM_QWEN3};
+      test_step_case(lays[i], pls[i % 2], 1, &q2, "qwen2");
+      test_step_case(lays[i], pls[(i + 1) % 2], 1, &q3, "qwen3");
+      step_case q3b = {i % 2 ? full16 : sel16, 2, 0.0f, 1, i % 2 ? FAM_QWEN2 : FAM_QWEN3};
+      test_step_case(lays[i], pls[i % 2], 1, &q3b, "fam-bf16");
+    }
     // ZeRO stages 1-3, over the whole world and in smaller groups (hybrid), under dp only,
     // cp only, hp only and 2D, with full and selective checkpointing and tiles.
     const int W = world->size;
@@ -753,15 +792,18 @@ int main(int argc, char **argv) {
     write_pack_file();
     lc_cp_layout_test_set_min_chunk(1);
     for (int i = 0; i < nl; i++) {
-      test_packed(lays[i], i % 2 ? LC_PLACE_CONTEXT_FIRST : LC_PLACE_HEAD_FIRST, LC_CP_BALANCED, 0, plain, 1);
-      test_packed(lays[i], LC_PLACE_HEAD_FIRST, LC_CP_ZIGZAG, 24, i % 2 ? sel : full, 1);
+      test_packed(lays[i], i % 2 ? LC_PLACE_CONTEXT_FIRST : LC_PLACE_HEAD_FIRST, LC_CP_BALANCED, 0, plain, 1, FAM_LLAMA);
+      test_packed(lays[i], LC_PLACE_HEAD_FIRST, LC_CP_ZIGZAG, 24, i % 2 ? sel : full, 1, FAM_LLAMA);
+      // Dynamic RoPE (Qwen2) over packed documents: the longest one sets it on every rank.
+      if (i % 3 == 0) test_packed(lays[i], pls[i % 2], LC_CP_BALANCED, 0, i % 2 ? full : sel, 1, FAM_QWEN2);
     }
-    test_packed((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, LC_CP_ZIGZAG, 0, plain, 1);
-    test_packed((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, LC_CP_ZIGZAG, 20, sel, 0);
+    test_packed((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, LC_CP_ZIGZAG, 0, plain, 1, FAM_LLAMA);
+    test_packed((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, LC_CP_ZIGZAG, 0, sel, 1, FAM_QWEN2);
+    test_packed((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, LC_CP_ZIGZAG, 20, sel, 0, FAM_LLAMA);
     for (int i = 0; i < nl; i++)
-      if (lays[i].cp > 1) test_packed(lays[i], LC_PLACE_CONTEXT_FIRST, LC_CP_BALANCED, 20, sel, 0);
+      if (lays[i].cp > 1) test_packed(lays[i], LC_PLACE_CONTEXT_FIRST, LC_CP_BALANCED, 20, sel, 0, FAM_LLAMA);
     lc_cp_layout_test_set_min_chunk(0);
-    if (world->size > 1) test_packed((layout){1, world->size, world->size}, LC_PLACE_HEAD_FIRST, LC_CP_BALANCED, 0, sel, 1);
+    if (world->size > 1) test_packed((layout){1, world->size, world->size}, LC_PLACE_HEAD_FIRST, LC_CP_BALANCED, 0, sel, 1, FAM_LLAMA);
     if (rank0) remove(pack_path);
     if (W > 1) {
       const layout only_dp = {1, 1, 1}, only_cp = {1, W, W}, only_hp = {W, 1, 1}, two_d = {2, W / 2, W / 2};
@@ -778,6 +820,10 @@ int main(int argc, char **argv) {
         }
       for (int stage = 1; stage <= 3; stage++) test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, stage, W, sel, 1, "dp");
       if (W >= 4) test_zero((layout){1, 2, 2}, LC_PLACE_HEAD_FIRST, W / 2, 3, W / 2, full, 1, "cp+dp");
+      // The families' tensors (biases, q/k norms) sharded like any: stage 3 gathers them.
+      test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, 3, W, sel, FAM_QWEN3, "qwen3");
+      test_zero(only_cp, LC_PLACE_CONTEXT_FIRST, 1, 2, W, full, FAM_QWEN2, "qwen2");
+      if (W >= 4) test_zero(two_d, LC_PLACE_HEAD_FIRST, 1, 3, W / 2, sel, FAM_QWEN3, "qwen3-2d");
       // bf16: stage 3 rounds the gathered copy, stages 1-2 a copy of the full weights.
       for (int stage = 1; stage <= 3; stage++)
         test_zero(stage == 2 ? only_cp : only_dp, LC_PLACE_HEAD_FIRST, stage == 2 ? 1 : W, stage, W, full16, 0, "bf16");

@@ -28,7 +28,9 @@ static int same_config(const lc_config *a, const lc_config *b) {
   return a->dim == b->dim && a->n_layers == b->n_layers && a->n_heads == b->n_heads &&
          a->n_kv_heads == b->n_kv_heads && a->head_dim == b->head_dim && a->ffn == b->ffn &&
          a->vocab == b->vocab && a->norm_eps == b->norm_eps && a->rope_theta == b->rope_theta &&
-         a->tie_embeddings == b->tie_embeddings && a->max_pos == b->max_pos;
+         a->tie_embeddings == b->tie_embeddings && a->max_pos == b->max_pos && a->arch == b->arch &&
+         a->qkv_bias == b->qkv_bias && a->o_bias == b->o_bias && a->qk_norm == b->qk_norm &&
+         a->sliding_window == b->sliding_window && !memcmp(&a->rope, &b->rope, sizeof a->rope);
 }
 
 #define BASE                                                                                   \
@@ -111,20 +113,26 @@ static void test_config(void) {
     lc_status st;
     const char *w1, *w2;
   } bad[] = {
-      {"{" BASE ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0}}", LC_EINVAL, "rope_scaling of type 'llama3'", "not supported"},
-      {"{" BASE ",\"rope_scaling\":{\"type\":\"linear\",\"factor\":2.0}}", LC_EINVAL, "rope_scaling", "'linear'"},
-      {"{" BASE ",\"rope_scaling\":{\"factor\":2.0}}", LC_EINVAL, "rope_scaling", "not supported"},
+      {"{" BASE ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0}}", LC_EFORMAT, "llama3", "low_freq_factor"},
+      {"{" BASE ",\"rope_scaling\":{\"type\":\"su\",\"factor\":2.0}}", LC_EINVAL, "rope_scaling of type 'su'", "longrope"},
       {"{" BASE ",\"rope_scaling\":3}", LC_EFORMAT, "rope_scaling", "object or null"},
-      {"{" BASE ",\"rope_parameters\":{\"rope_type\":\"yarn\"}}", LC_EINVAL, "rope_parameters", "'yarn'"},
-      {"{" BASE ",\"attention_bias\":true}", LC_EINVAL, "attention_bias true", "attention_bias false"},
+      {"{" BASE ",\"rope_parameters\":{\"rope_type\":\"yarn\"}}", LC_EFORMAT, "yarn", "factor"},
+      {"{" BASE ",\"rope_parameters\":{\"rope_type\":\"linear\",\"factor\":0.5}}", LC_EINVAL, "linear", "factor >= 1"},
+      {"{" BASE ",\"rope_parameters\":{\"full_attention\":{\"rope_type\":\"default\"}}}", LC_EINVAL, "per layer type", "one RoPE"},
+      {"{" BASE ",\"rope_parameters\":{\"rope_type\":\"default\",\"partial_rotary_factor\":0.5}}", LC_EINVAL, "partial_rotary_factor", "whole head"},
+      {"{" BASE ",\"rope_scaling\":{\"rope_type\":\"longrope\",\"short_factor\":[1,1],\"long_factor\":[1,1]}}", LC_EINVAL, "longrope", "head_dim/2 = 8"},
+      {"{" BASE ",\"rope_scaling\":{\"rope_type\":\"longrope\",\"short_factor\":[1,1],\"long_factor\":[1]}}", LC_EFORMAT, "short_factor has 2", "long_factor 1"},
       {"{" BASE ",\"mlp_bias\":true}", LC_EINVAL, "mlp_bias true", "mlp_bias false"},
       {"{" BASE ",\"attention_bias\":1}", LC_EFORMAT, "attention_bias", "true or false"},
       {"{" BASE ",\"pretraining_tp\":2}", LC_EINVAL, "pretraining_tp 2", "set it to 1"},
       {"{" BASE ",\"hidden_act\":\"gelu\"}", LC_EINVAL, "hidden_act 'gelu'", "silu"},
-      {"{" BASE ",\"head_dim\":128}", LC_EINVAL, "head_dim 128", "hidden_size / num_attention_heads"},
+      {"{" BASE ",\"head_dim\":7}", LC_EINVAL, "head_dim 7", "even"},
       {"{" BASE ",\"attention_dropout\":0.1}", LC_EINVAL, "attention_dropout", "0.0"},
       {"{" BASE ",\"quantization_config\":{\"bits\":4}}", LC_EINVAL, "quantization_config", "unquantized"},
-      {"{\"model_type\":\"gemma\",\"hidden_size\":64}", LC_EINVAL, "model_type 'gemma'", "llama"},
+      {"{\"model_type\":\"gemma\",\"hidden_size\":64}", LC_EINVAL, "model_type 'gemma'", "nearest is LlamaForCausalLM"},
+      {"{\"architectures\":[\"Qwen2MoeForCausalLM\"],\"hidden_size\":64}", LC_EINVAL, "Qwen2MoeForCausalLM", "nearest is Qwen2ForCausalLM"},
+      {"{\"architectures\":[\"MixtralForCausalLM\"],\"hidden_size\":64}", LC_EINVAL, "Mixtral", "nearest is MistralForCausalLM"},
+      {"{\"architectures\":[\"Qwen2ForCausalLM\"],\"model_type\":\"llama\",\"hidden_size\":64}", LC_EINVAL, "Qwen2ForCausalLM", "different families"},
       {"{\"architectures\":[\"GemmaForCausalLM\"],\"hidden_size\":64}", LC_EINVAL, "GemmaForCausalLM", "LlamaForCausalLM"},
       {"{\"hidden_size\":64}", LC_EFORMAT, "model_type", "architectures"},
       {"{\"model_type\":\"llama\",\"intermediate_size\":176,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":256}", LC_EFORMAT, "missing field hidden_size", NULL},
@@ -453,8 +461,6 @@ static void test_mistral(void) {
         "llama with a window: %s", lc_errmsg());
   CHECK(parse("{\"model_type\":\"mistral\"," MBASE ",\"sliding_window\":0}", &c) == LC_EFORMAT, "window 0: %s",
         lc_errmsg());
-  CHECK(parse("{\"model_type\":\"qwen2\"," MBASE "}", &c) == LC_EINVAL && strstr(lc_errmsg(), "mistral"),
-        "qwen2: %s", lc_errmsg());
 #undef MBASE
   lc_config_preset(&c, "tiny");
   c.sliding_window = 77;
@@ -462,7 +468,82 @@ static void test_mistral(void) {
   sub(d, sizeof d, "cfg_mistral");
   lc_mkdir_p(d);
   CHECK(lc_hf_write_config(d, &c, LC_DT_F32) == LC_OK && lc_hf_read_config(d, &r) == LC_OK, "round trip: %s", lc_errmsg());
+  c.arch = LC_ARCH_MISTRAL; // a Llama with a window is written as Mistral (transformers' Llama has none)
   CHECK(same_config(&c, &r) && r.sliding_window == 77, "window round trip: %d", r.sliding_window);
+}
+
+// The families' variant fields and RoPE scalings: read as written, kept through a
+// write/read round trip (the saved config must give transformers the same model).
+static void test_families(void) {
+  lc_config c, r;
+#define FB "\"hidden_size\":64,\"intermediate_size\":176,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"vocab_size\":256"
+  // Qwen2.5 as published: a window that use_sliding_window false turns off.
+  CHECK(parse("{\"architectures\":[\"Qwen2ForCausalLM\"],\"model_type\":\"qwen2\"," FB ",\"sliding_window\":32768,"
+              "\"use_sliding_window\":false,\"max_window_layers\":21,\"tie_word_embeddings\":true}", &c) == LC_OK &&
+            c.arch == LC_ARCH_QWEN2 && c.qkv_bias && !c.o_bias && !c.qk_norm && c.sliding_window == 0 && c.tie_embeddings,
+        "qwen2: %s", lc_errmsg());
+  CHECK(parse("{\"model_type\":\"qwen2\"," FB ",\"sliding_window\":64,\"use_sliding_window\":true,\"max_window_layers\":1}", &c) ==
+                LC_EINVAL && strstr(lc_errmsg(), "only some of the 2 layers"),
+        "qwen2 windows on some layers: %s", lc_errmsg());
+  CHECK(parse("{\"model_type\":\"qwen2\"," FB ",\"sliding_window\":64,\"use_sliding_window\":true,\"max_window_layers\":0}", &c) ==
+                LC_OK && c.sliding_window == 64,
+        "qwen2 window on every layer: %s", lc_errmsg());
+  CHECK(parse("{\"model_type\":\"qwen2\"," FB ",\"layer_types\":[\"full_attention\",\"sliding_attention\"]}", &c) == LC_EINVAL &&
+            strstr(lc_errmsg(), "layer_types lists 'sliding_attention'"),
+        "mixed layer_types: %s", lc_errmsg());
+  // Qwen3: head_dim of its own, q/k norms; attention_bias adds q/k/v and o biases.
+  CHECK(parse("{\"architectures\":[\"Qwen3ForCausalLM\"]," FB ",\"head_dim\":24,\"attention_bias\":true,"
+              "\"layer_types\":[\"full_attention\",\"full_attention\"]}", &c) == LC_OK &&
+            c.arch == LC_ARCH_QWEN3 && c.head_dim == 24 && c.qk_norm && c.qkv_bias && c.o_bias,
+        "qwen3: %s", lc_errmsg());
+  CHECK(parse("{\"model_type\":\"llama\"," FB ",\"attention_bias\":true}", &c) == LC_OK && c.qkv_bias && c.o_bias && !c.qk_norm,
+        "llama attention_bias: %s", lc_errmsg());
+  // RoPE scalings, both layouts (transformers 4: rope_scaling + top-level rope_theta and
+  // "type"; 5: rope_parameters holding rope_theta).
+  CHECK(parse("{\"model_type\":\"llama\"," FB ",\"rope_theta\":500000.0,\"max_position_embeddings\":131072,\"rope_scaling\":"
+              "{\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192,"
+              "\"rope_type\":\"llama3\"}}", &c) == LC_OK &&
+            c.rope.type == LC_ROPE_LLAMA3 && c.rope.factor == 8 && c.rope.orig_max == 8192 && c.rope.low_freq_factor == 1 &&
+            c.rope.high_freq_factor == 4 && c.rope_theta == 500000.0,
+        "Llama 3.1 rope_scaling: %s", lc_errmsg());
+  CHECK(parse("{\"model_type\":\"llama\"," FB ",\"rope_scaling\":{\"type\":\"linear\",\"factor\":2.0}}", &c) == LC_OK &&
+            c.rope.type == LC_ROPE_LINEAR && c.rope.factor == 2,
+        "old 'type' key: %s", lc_errmsg());
+  CHECK(parse("{\"model_type\":\"llama\"," FB ",\"max_position_embeddings\":64,\"rope_parameters\":{\"rope_type\":\"yarn\","
+              "\"rope_theta\":10000.0,\"original_max_position_embeddings\":16}}", &c) == LC_OK &&
+            c.rope.type == LC_ROPE_YARN && c.rope.factor == 4 && c.rope.beta_fast == 32 && c.rope.beta_slow == 1 && c.rope.truncate,
+        "yarn's factor from the lengths, default betas: %s", lc_errmsg());
+  CHECK(parse("{\"model_type\":\"llama\"," FB ",\"rope_parameters\":{\"rope_type\":\"longrope\",\"original_max_position_embeddings\":16,"
+              "\"short_factor\":[1,1,1,1,1,1,1,1.5],\"long_factor\":[2,2,2,2,2,2,2,2.5]}}", &c) == LC_OK &&
+            c.rope.type == LC_ROPE_LONGROPE && c.rope.n_factors == 8 && c.rope.short_factor[7] == 1.5f && c.rope.long_factor[7] == 2.5f,
+        "longrope: %s", lc_errmsg());
+  // Round trips: every family x scaling the writer can express.
+  const char *cases[] = {
+      "{\"model_type\":\"llama\"," FB ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8,\"low_freq_factor\":1,\"high_freq_factor\":4,\"original_max_position_embeddings\":32}}",
+      "{\"model_type\":\"llama\"," FB ",\"attention_bias\":true,\"rope_scaling\":{\"rope_type\":\"dynamic\",\"factor\":3.5}}",
+      "{\"model_type\":\"mistral\"," FB ",\"sliding_window\":5,\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4,\"beta_fast\":16,"
+      "\"beta_slow\":0.25,\"mscale\":1,\"mscale_all_dim\":0.5,\"truncate\":false,\"original_max_position_embeddings\":16}}",
+      "{\"model_type\":\"qwen2\"," FB ",\"tie_word_embeddings\":true,\"rope_theta\":1000000.0}",
+      "{\"model_type\":\"qwen2\"," FB ",\"sliding_window\":9,\"use_sliding_window\":true,\"max_window_layers\":0}",
+      "{\"model_type\":\"qwen3\"," FB ",\"head_dim\":24,\"rope_scaling\":{\"rope_type\":\"longrope\",\"attention_factor\":1.25,"
+      "\"short_factor\":[1,1.25,1,1,1,1,1,1,1,1,1,3],\"long_factor\":[2,2,2,2,2,2,2,2,2,2,2,2.5],\"original_max_position_embeddings\":16}}",
+      "{\"model_type\":\"qwen3\"," FB ",\"attention_bias\":true,\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":4}}",
+  };
+  for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+    CHECK(parse(cases[i], &c) == LC_OK, "case %d: %s", i, lc_errmsg());
+    char d[300], nm[32];
+    snprintf(nm, sizeof nm, "fam%d", i);
+    sub(d, sizeof d, nm);
+    lc_mkdir_p(d);
+    CHECK(lc_hf_write_config(d, &c, LC_DT_BF16) == LC_OK, "write %d: %s", i, lc_errmsg());
+    memset(&r, 0x55, sizeof r);
+    CHECK(lc_hf_read_config(d, &r) == LC_OK, "read back %d: %s", i, lc_errmsg());
+    snprintf(c.name, sizeof c.name, "%s", r.name);
+    CHECK(same_config(&c, &r), "round trip %d: family %d/%d biases %d%d/%d%d norm %d/%d rope %d/%d window %d/%d", i, c.arch, r.arch,
+          c.qkv_bias, c.o_bias, r.qkv_bias, r.o_bias, c.qk_norm, r.qk_norm, c.rope.type, r.rope.type, c.sliding_window,
+          r.sliding_window);
+  }
+#undef FB
 }
 
 int main(void) {
@@ -471,6 +552,7 @@ int main(void) {
   lc_mkdir_p(root);
   test_config();
   test_mistral();
+  test_families();
   test_save_load();
   test_half_weights();
   test_sharded();

@@ -1,12 +1,16 @@
 // Whole-model checks on small shapes:
 //  1. gradient of the loss vs central finite differences, per parameter tensor, along
-//     random directions (tiny preset geometry, GQA, untied and tied head);
-//  2. every checkpoint policy x MLP tile x loss tile gives the plain path's loss and grads;
+//     random directions (tiny preset geometry, GQA, untied and tied head; each family's
+//     variant: Qwen2 q/k/v biases, Qwen3 per-head q/k norms with head_dim != dim/heads and
+//     attention_bias, RoPE scalings with an attention factor);
+//  2. every checkpoint policy x MLP tile x loss tile gives the plain path's loss and grads
+//     (Llama and Qwen3, whose q/k norm keeps activations of its own);
 //  3. peak activation memory grows linearly in S (no S x S buffer);
 //  4. bad token ids are rejected with a clear error.
 #include <string.h>
 
 #include "attn/attn.h"
+#include "model/arch.h"
 #include "model/model.h"
 #include "testmodel.h"
 #include "testutil.h"
@@ -28,15 +32,38 @@ static double run(lc_model *m, lc_model_opts *o, const int *tok, const int *tgt,
 }
 
 
-static void test_fd(int tied) {
+// The tiny preset as a member of a family: "llama", "tied", "qwen2" (q/k/v biases, tied),
+// "qwen3" (q/k norms, head_dim 24 != 64/4, attention_bias: q/k/v/o biases), "yarn"
+// (Llama with YaRN: attention factor 1.14, ramp over the pairs) and "longrope".
+static void family_config(lc_config *cfg, const char *v) {
+  lc_config_preset(cfg, "tiny");
+  cfg->n_layers = 2;
+  cfg->rope_theta = 500.0; // non-default theta: positions matter more at small T
+  cfg->tie_embeddings = !strcmp(v, "tied") || !strcmp(v, "qwen2");
+  if (!strcmp(v, "qwen2")) lc_arch_apply(cfg, lc_arch_get(LC_ARCH_QWEN2), 0);
+  if (!strcmp(v, "qwen3")) {
+    lc_arch_apply(cfg, lc_arch_get(LC_ARCH_QWEN3), 1);
+    cfg->head_dim = 24;
+  }
+  if (!strcmp(v, "yarn")) {
+    cfg->rope = (lc_rope_scaling){.type = LC_ROPE_YARN, .factor = 4, .orig_max = 8, .beta_fast = 32, .beta_slow = 1, .truncate = 1};
+    cfg->max_pos = 32;
+  }
+  if (!strcmp(v, "longrope")) {
+    cfg->rope = (lc_rope_scaling){.type = LC_ROPE_LONGROPE, .orig_max = 8, .n_factors = cfg->head_dim / 2};
+    for (int i = 0; i < cfg->rope.n_factors; i++) cfg->rope.short_factor[i] = 1.0f + 0.1f * i, cfg->rope.long_factor[i] = 1.0f + 0.5f * i;
+    cfg->max_pos = 64;
+  }
+  CHECK(lc_config_validate(cfg) == LC_OK, "%s config: %s", v, lc_errmsg());
+}
+
+static void test_fd(const char *variant) {
   lc_config cfg;
-  lc_config_preset(&cfg, "tiny");
-  cfg.tie_embeddings = tied;
-  cfg.n_layers = 2;
-  cfg.rope_theta = 500.0; // non-default theta: positions matter more at small T
+  family_config(&cfg, variant);
+  const int tied = cfg.tie_embeddings;
   lc_model m;
   CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
-  lc_t_randomize(&m, 7 + tied);
+  lc_t_randomize(&m, 7 + tied + (uint64_t)strlen(variant));
   const int T = 19;
   int tok[19], tgt[19], pos[19];
   lc_rng r;
@@ -84,22 +111,21 @@ static void test_fd(int tied) {
     memcpy(p, save, sizeof(float) * n);
     double fd = (lp - lm) / (2.0 * h);
     double ratio = fabs(fd - gu) / (3e-4 + 2e-2 * fabs(gu));
-    CHECK(ratio <= 1.0, "%s%s: analytic %.6g vs finite difference %.6g", tied ? "[tied] " : "",
-          m.table[i].name, gu, fd);
+    CHECK(ratio <= 1.0, "[%s] %s: analytic %.6g vs finite difference %.6g", variant, m.table[i].name, gu, fd);
     CHECK(fabs(gu) > 1e-3, "%s: gradient along u is %.3g, too small to test", m.table[i].name, gu);
     if (ratio > worst) { worst = ratio; worst_i = i; }
     free(save);
     free(u);
   }
-  printf("model FD (%s head): worst ratio %.3f at %s\n", tied ? "tied" : "untied", worst,
+  printf("model FD (%s, %d tensors): worst ratio %.3f at %s\n", variant, m.n_tensors, worst,
          worst_i >= 0 ? m.table[worst_i].name : "-");
   free(g);
   lc_model_destroy(&m, &arena);
 }
 
-static void test_policies(void) {
+static void test_policies(const char *variant) {
   lc_config cfg;
-  lc_config_preset(&cfg, "tiny");
+  family_config(&cfg, variant);
   cfg.n_layers = 3;
   lc_model m;
   CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
@@ -201,9 +227,10 @@ static void test_bad_tokens(void) {
 
 int main(void) {
   lc_arena_init(&arena, 0);
-  test_fd(0);
-  test_fd(1);
-  test_policies();
+  const char *fams[] = {"llama", "tied", "qwen2", "qwen3", "yarn", "longrope"};
+  for (int i = 0; i < 6; i++) test_fd(fams[i]);
+  test_policies("llama");
+  test_policies("qwen3");
   test_memory_linear();
   test_bad_tokens();
   CHECK(arena.cur_total == 0, "arena still holds %zu bytes at exit", arena.cur_total);

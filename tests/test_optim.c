@@ -8,7 +8,8 @@
 #include "testutil.h"
 
 static void test_adamw(void) {
-  lc_param_info table[2] = {{"w", 2, {3, 5}, 0, 15, 1, 0}, {"norm", 1, {7, 1}, 16, 7, 0, 0}};
+  lc_param_info table[2] = {{.name = "w", .ndim = 2, .shape = {3, 5}, .offset = 0, .numel = 15, .decay = 1},
+                            {.name = "norm", .ndim = 1, .shape = {7, 1}, .offset = 16, .numel = 7, .decay = 0}};
   const size_t n = 23;
   lc_arena a;
   lc_arena_init(&a, 0);

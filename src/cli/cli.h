@@ -35,6 +35,15 @@ size_t lc_rss_bytes(void);
 // One line for the settings table and bench: the precision and, for bf16, how its GEMMs
 // and attention run on this CPU (never silently slow: the line says what bf16 costs here).
 const char *lc_cli_precision_desc(lc_dtype precision, const lc_cpu_info *c, char *buf, size_t n);
+// --rope-theta F and --rope-scaling TYPE:FACTOR[:ORIG_MAX] | none (either may be NULL: not
+// given) applied to cfg: the context becomes ORIG_MAX x FACTOR (max_position_embeddings).
+lc_status lc_cli_rope(lc_config *cfg, const char *theta, const char *scaling);
+#define LC_CLI_ROPE_THETA_HELP "RoPE base (default: the model's rope_theta)"
+#define LC_CLI_ROPE_SCALING_HELP                                                                          \
+  "TYPE:FACTOR[:ORIG_MAX] with TYPE linear, dynamic, llama3 or yarn, or none: extends the model's context to " \
+  "ORIG_MAX x FACTOR tokens (ORIG_MAX default: its original_max_position_embeddings, else "                   \
+  "max_position_embeddings); the saved config.json carries it (default: the model's own)"
+
 // --kernels auto|portable|avx2|avx512|bf16|amx: selects the kernel table's level (one
 // line naming the missing CPU feature when this CPU cannot run it).
 lc_status lc_cli_kernels(const char *spec);

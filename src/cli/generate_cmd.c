@@ -172,7 +172,7 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
   st = load_model(F->model, (uint64_t)F->seed, m, &random_init, a);
   if (st == LC_OK && prec == LC_DT_BF16) lc_model_bf16_inference(m);
   if (st == LC_OK && task) {
-    long long limit = m->cfg.max_pos > 0 ? m->cfg.max_pos : INT_MAX;
+    long long limit = lc_config_max_positions(&m->cfg);
     if ((long long)F->seq - K + 1 + F->max_new > limit)
       st = lc_fail(LC_EINVAL, "--seq %d: the prompt (%d tokens) + --max-new %d exceed the model's "
                               "limit of %lld positions: lower --seq",
@@ -187,7 +187,7 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
   }
   const lc_config *cfg = &m->cfg;
   long long need = (long long)n_prompt + F->max_new;
-  long long limit = cfg->max_pos > 0 ? cfg->max_pos : INT_MAX;
+  long long limit = lc_config_max_positions(cfg);
   if (need > limit) {
     fprintf(stderr, "longctx: error: prompt (%d tokens) + --max-new %d = %lld positions exceed the "
                     "model's limit of %lld: lower --max-new or shorten the prompt\n",

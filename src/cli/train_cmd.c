@@ -24,6 +24,7 @@
 
 typedef struct {
   const char *model, *data, *ckpt, *log_json, *placement, *save, *resume, *cp_layout, *save_dtype, *precision, *kernels;
+  const char *rope_theta, *rope_scaling;
   int save_every, keep;
   int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window, eval_every, eval_samples, log_every;
   int zero, zero_group, pack, attn_window, skip_nonfinite;
@@ -98,6 +99,11 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, const train_flags
   if (st == LC_OK && lc_args_find(flags, nf, "attn-window")->seen && F->attn_window < 1)
     st = lc_fail(LC_EINVAL, "--attn-window %d: give the number of most recent tokens each token sees (>= 1)",
                  F->attn_window);
+  // A resumed run keeps the checkpoint's RoPE: the flags apply to a model's first run.
+  if (st == LC_OK && (F->rope_theta || F->rope_scaling) && F->resume && !model_given)
+    st = lc_fail(LC_EINVAL, "--rope-theta / --rope-scaling change the model's positions: a resumed run keeps the "
+                 "checkpoint's (its config.json); leave them out with --resume");
+  if (st == LC_OK) st = lc_cli_rope(&o->cfg, F->rope_theta, F->rope_scaling);
   if (st != LC_OK) return st;
   if (lc_args_find(flags, nf, "attn-window")->seen) o->cfg.sliding_window = F->attn_window;
   const int mlp_auto = F->mlp_tile < 0, loss_auto = F->loss_tile < 0;
@@ -362,6 +368,8 @@ int lc_cmd_train(int argc, char **argv) {
       {"ring-window", LC_ARG_INT, &F.window, "inner ring size of the double ring, divides cp (default cp)", 0},
       {"placement", LC_ARG_STR, &F.placement, "head-first | context-first (default head-first)", 0},
       {"pack", LC_ARG_BOOL, &F.pack, "fill each sequence with whole documents (a token file with a document index, or task:copy): each token sees only its own document, positions restart per document", 0},
+      {"rope-theta", LC_ARG_STR, &F.rope_theta, LC_CLI_ROPE_THETA_HELP, 0},
+      {"rope-scaling", LC_ARG_STR, &F.rope_scaling, LC_CLI_ROPE_SCALING_HELP, 0},
       {"attn-window", LC_ARG_INT, &F.attn_window, "sliding-window attention: each token sees at most the N most recent tokens of its document (default: the model's sliding_window, else unlimited)", 0},
       {"cp-layout", LC_ARG_STR, &F.cp_layout, "zigzag | balanced: how a sequence is cut over the context ranks (default: balanced with --pack or a window, else zigzag)", 0},
       {"zero", LC_ARG_INT, &F.zero, "ZeRO stage: 0 replicated, 1 AdamW moments sharded, 2 + gradients, 3 + weights (default 0)", 0},

@@ -1,6 +1,9 @@
 #include "model/config.h"
 
+#include <math.h>
 #include <string.h>
+
+#include "model/arch.h"
 
 typedef struct {
   const char *name;
@@ -53,9 +56,8 @@ lc_status lc_config_validate(const lc_config *c) {
       c->vocab <= 0)
     return lc_fail(LC_EINVAL, "model config: hidden_size, num_hidden_layers, num_attention_heads, "
                               "num_key_value_heads, intermediate_size and vocab_size must be positive");
-  if (c->dim % c->n_heads != 0 || c->head_dim != c->dim / c->n_heads)
-    return lc_fail(LC_EINVAL, "model config: hidden_size %d is not num_attention_heads %d x head_dim",
-                   c->dim, c->n_heads);
+  if (c->head_dim <= 0 || c->head_dim > 2 * LC_ROPE_MAX_PAIRS)
+    return lc_fail(LC_EINVAL, "model config: head_dim %d must be in [2, %d]", c->head_dim, 2 * LC_ROPE_MAX_PAIRS);
   if (c->head_dim % 2 != 0)
     return lc_fail(LC_EINVAL, "model config: head_dim %d must be even for RoPE", c->head_dim);
   if (c->sliding_window < 0)
@@ -65,13 +67,22 @@ lc_status lc_config_validate(const lc_config *c) {
                    c->n_kv_heads, c->n_heads);
   if (!(c->norm_eps > 0) || !(c->rope_theta > 0))
     return lc_fail(LC_EINVAL, "model config: rms_norm_eps and rope_theta must be positive");
-  return LC_OK;
+  if (c->arch < 0 || c->arch >= LC_ARCH_N) return lc_fail(LC_EINVAL, "model config: unknown family %d", (int)c->arch);
+  return lc_rope_scaling_validate(&c->rope, c->head_dim);
+}
+
+int lc_config_max_positions(const lc_config *c) {
+  return c->max_pos > 0 && c->rope.type != LC_ROPE_DYNAMIC ? c->max_pos : 1 << 30;
 }
 
 long long lc_config_n_params(const lc_config *c) {
-  long long C = c->dim, D = c->head_dim, F = c->ffn, V = c->vocab;
-  long long per_layer = 2 * C + C * c->n_heads * D * 2 + C * c->n_kv_heads * D * 2 + 3 * C * F;
-  return V * C * (c->tie_embeddings ? 1 : 2) + C + per_layer * c->n_layers;
+  int nk;
+  const lc_tensor_kind *k = lc_tensor_kinds(&nk);
+  long long n = 0;
+  for (int i = 0; i < nk; i++)
+    if (lc_tensor_present(&k[i], c))
+      n += (long long)lc_size_of(k[i].rows, c) * lc_size_of(k[i].cols, c) * (k[i].place == LC_PLACE_LAYER ? c->n_layers : 1);
+  return n;
 }
 
 double lc_config_fwd_flops_pairs(const lc_config *c, double tokens, double pairs) {

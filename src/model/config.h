@@ -3,6 +3,10 @@
 #define LC_CONFIG_H
 
 #include "core/status.h"
+#include "ops/rope.h"
+
+// The model families longctx trains (model/arch.h holds each one's table).
+typedef enum { LC_ARCH_LLAMA = 0, LC_ARCH_MISTRAL, LC_ARCH_QWEN2, LC_ARCH_QWEN3, LC_ARCH_N } lc_arch_id;
 
 typedef struct {
   char name[64];
@@ -10,7 +14,7 @@ typedef struct {
   int n_layers;   // num_hidden_layers
   int n_heads;    // num_attention_heads
   int n_kv_heads; // num_key_value_heads
-  int head_dim;   // dim / n_heads
+  int head_dim;   // head_dim (Llama/Mistral/Qwen2: dim / n_heads; Qwen3 sets its own)
   int ffn;        // intermediate_size
   int vocab;      // vocab_size
   float norm_eps; // rms_norm_eps
@@ -20,12 +24,18 @@ typedef struct {
   int config_only;    // 1: a real model's shape without weights, for `longctx plan` only
   int sliding_window; // Mistral-style: each token sees at most this many most recent tokens
                       // of its document, itself included (0: unlimited; --attn-window)
+  lc_arch_id arch;    // the family (model/arch.h): HF architecture name and model_type
+  int qkv_bias;       // q/k/v projections have biases (Qwen2; attention_bias)
+  int o_bias;         // o_proj has a bias (attention_bias of Llama/Mistral/Qwen3)
+  int qk_norm;        // RMSNorm over each head's q and k before RoPE (Qwen3)
+  lc_rope_scaling rope; // RoPE scaling (type LC_ROPE_DEFAULT: none)
 } lc_config;
 
 // Fills cfg from a preset name (tiny, demo, bench-s, or a configuration-only preset of a
 // real model: llama-3-8b, llama-3-70b, which set config_only). LC_EINVAL for an unknown name.
 lc_status lc_config_preset(lc_config *cfg, const char *name);
-// Checks internal consistency (dims positive, heads divide dim, kv heads divide heads, even head_dim).
+// Checks internal consistency (dims positive, kv heads divide heads, even head_dim, RoPE
+// scaling parameters in range).
 lc_status lc_config_validate(const lc_config *cfg);
 // "tiny, demo, bench-s" (the trainable presets)
 const char *lc_config_preset_names(void);
@@ -35,6 +45,10 @@ const char *lc_config_plan_preset_names(void);
 // A sequence tile of `tile` tokens splits a pass over T tokens when 0 < tile < T; any
 // other value runs the op untiled (--mlp-tile, --loss-tile; the memory model agrees).
 static inline int lc_tile_splits(int tile, int T) { return tile > 0 && tile < T; }
+
+// The longest sequence (in positions) the model takes: max_position_embeddings, or
+// unlimited (2^30) when it is unset or the RoPE scaling is dynamic (made for longer ones).
+int lc_config_max_positions(const lc_config *cfg);
 
 // Parameter count (elements).
 long long lc_config_n_params(const lc_config *cfg);

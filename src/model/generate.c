@@ -18,7 +18,7 @@ lc_status lc_kv_cache_create(lc_kv_cache *c, const lc_config *cfg, int max_len, 
   LC_TRY(lc_config_validate(cfg));
   if (max_len < 1)
     return lc_fail(LC_EINVAL, "KV cache length %d: it must hold at least one position", max_len);
-  if (cfg->max_pos > 0 && max_len > cfg->max_pos)
+  if (max_len > lc_config_max_positions(cfg))
     return lc_fail(LC_EINVAL,
                    "KV cache of %d positions exceeds the model's max_position_embeddings %d: "
                    "use at most %d positions (shorter prompt or fewer new tokens)",
@@ -81,6 +81,8 @@ static size_t dec_floats(const lc_config *cfg, int ch, int carve, dec_bufs *b, f
   a->q = take(&p, ch * HQ);
   a->k = take(&p, ch * KV);
   a->v = take(&p, ch * KV);
+  lc_layer_qknorm_carve(a, cfg, ch, carve ? p : NULL);
+  p += lc_layer_qknorm_floats(cfg, ch);
   a->att = take(&p, ch * HQ);
   a->saved = take(&p, (size_t)cfg->n_heads * ch); // the decode strategy's lse
   a->x_mid = take(&p, ch * C);
@@ -97,12 +99,12 @@ static size_t dec_floats(const lc_config *cfg, int ch, int carve, dec_bufs *b, f
 // forward (model/layer.c) and the decode attention strategy, which appends k/v rows
 // [p0, p0+nn) to the cache. b->x holds the embeddings on entry; returns the buffer that
 // holds the final residual stream.
-static float *dec_layers(const lc_model *m, lc_kv_cache *c, dec_bufs *b, int p0, int nn, lc_arena *a,
+static float *dec_layers(const lc_model *m, lc_kv_cache *c, dec_bufs *b, int p0, int nn, int rope_len, lc_arena *a,
                          lc_status *st) {
   const lc_config *cfg = &m->cfg;
   const int W = cfg->sliding_window;
   for (int i = 0; i < nn; i++) b->pos[i] = p0 + i, b->lo[i] = lc_visible_from(p0 + i, 0, W);
-  lc_rope_table(b->cos, b->sin, b->pos, nn, cfg->head_dim, cfg->rope_theta);
+  lc_model_rope_table(cfg, rope_len, b->pos, nn, b->cos, b->sin);
   lc_attn_decode_state ds = {.p0 = p0, .max_len = c->max_len};
   lc_attn attn;
   lc_attn_decode_init(&attn, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, &ds);
@@ -150,7 +152,9 @@ lc_status lc_decode(const lc_model *m, lc_kv_cache *c, const int *tokens, int n,
   for (int t0 = 0; t0 < n && st == LC_OK; t0 += ch) {
     const int nn = n - t0 < ch ? n - t0 : ch;
     lc_embedding_fwd(b.x, tokens + t0, m->ps.w.embed, nn, C);
-    const float *x = dec_layers(m, c, &b, c->len, nn, a, &st);
+    // A length-dependent RoPE scaling sees the length at the end of this call, as
+    // transformers' cache does (keys made earlier keep the frequencies of their call).
+    const float *x = dec_layers(m, c, &b, c->len, nn, len0 + n, a, &st);
     if (st != LC_OK) break;
     c->len += nn;
     float *ln = b.acts.ln1, *rstd = b.acts.rstd1; // free once the layers are done

@@ -11,6 +11,7 @@
 #include "core/dtype.h"
 #include "io/fsutil.h"
 #include "io/safetensors.h"
+#include "model/arch.h"
 
 #define HF_PATH 4096
 
@@ -60,19 +61,84 @@ static lc_status get_bool(const cJSON *r, const char *L, const char *k, int *out
   return LC_OK;
 }
 
-// rope_scaling / rope_parameters: only the plain ("default") RoPE is implemented.
-static lc_status check_rope(const cJSON *r, const char *L, const char *k) {
+// A float list of exactly n entries (longrope's factors).
+static lc_status get_floats(const cJSON *j, const char *L, const char *k, float *out, int cap, int *n) {
+  const cJSON *a = field(j, k), *it;
+  if (!a || !cJSON_IsArray(a))
+    return lc_fail(LC_EFORMAT, "%s: rope scaling longrope needs %s, a list of head_dim/2 numbers; fix config.json", L, k);
+  int i = 0;
+  cJSON_ArrayForEach(it, a) {
+    if (!cJSON_IsNumber(it) || i >= cap)
+      return lc_fail(LC_EFORMAT, "%s: %s must be a list of at most %d numbers; fix config.json", L, k, cap);
+    out[i++] = (float)it->valuedouble;
+  }
+  *n = i;
+  return LC_OK;
+}
+
+// rope_scaling (transformers 4) / rope_parameters (5): the scaling type and its parameters
+// (the names transformers reads). Unknown types, nested per-layer-type parameters and a
+// partial rotary factor are errors naming the field.
+static lc_status parse_rope(const cJSON *r, const char *L, const char *k, lc_config *c) {
   const cJSON *j = field(r, k);
   if (!j) return LC_OK;
   if (!cJSON_IsObject(j))
     return lc_fail(LC_EFORMAT, "%s: field %s must be an object or null; fix config.json", L, k);
-  const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "rope_type");
-  if (!t) t = cJSON_GetObjectItemCaseSensitive(j, "type");
-  const char *ty = cJSON_IsString(t) ? t->valuestring : NULL;
-  if (ty && !strcmp(ty, "default")) return LC_OK;
-  return lc_fail(LC_EINVAL, "%s: %s of type '%.40s' is not supported: longctx implements plain "
-                 "RoPE (rope_theta only); use a model without %s (setting it to null changes the "
-                 "model's positions)", L, k, ty ? ty : "(none)", k);
+  const cJSON *it;
+  cJSON_ArrayForEach(it, j) if (cJSON_IsObject(it))
+    return lc_fail(LC_EINVAL, "%s: %s holds parameters per layer type ('%.40s'); longctx applies one RoPE to every layer", L, k,
+                   it->string);
+  const cJSON *t = field(j, "rope_type");
+  if (!t) t = field(j, "type");
+  if (t && !cJSON_IsString(t)) return lc_fail(LC_EFORMAT, "%s: %s.rope_type must be a string; fix config.json", L, k);
+  lc_rope_scaling *s = &c->rope;
+  lc_rope_type ty = LC_ROPE_DEFAULT;
+  if (t && lc_rope_type_parse(t->valuestring, &ty) != LC_OK)
+    return lc_fail(LC_EINVAL, "%s: %s of type '%.40s' is not supported: longctx implements default, linear, dynamic, "
+                   "llama3, yarn and longrope (as transformers does)", L, k, t->valuestring);
+  const cJSON *prf = field(j, "partial_rotary_factor");
+  if (prf && (!cJSON_IsNumber(prf) || prf->valuedouble != 1.0))
+    return lc_fail(LC_EINVAL, "%s: %s.partial_rotary_factor is not supported: longctx rotates the whole head", L, k);
+  if (ty == LC_ROPE_DEFAULT) return LC_OK; // a rope_type "default" entry changes nothing
+  memset(s, 0, sizeof *s);
+  s->type = ty;
+  s->beta_fast = 32.0;
+  s->beta_slow = 1.0;
+  s->truncate = 1;
+  if (field(j, "original_max_position_embeddings")) LC_TRY(get_int(j, L, "original_max_position_embeddings", 1, 0, &s->orig_max));
+  else if (field(r, "original_max_position_embeddings")) LC_TRY(get_int(r, L, "original_max_position_embeddings", 1, 0, &s->orig_max));
+  // factor: required but for yarn (max_position_embeddings / original when absent, as
+  // transformers derives it; c->max_pos is read before this) and longrope (derived in rope.c).
+  const cJSON *f = field(j, "factor");
+  if (f) LC_TRY(get_pos(j, L, "factor", 1.0, &s->factor));
+  else if (ty == LC_ROPE_YARN && s->orig_max > 0) s->factor = (double)c->max_pos / s->orig_max;
+  else if (ty != LC_ROPE_LONGROPE)
+    return lc_fail(LC_EFORMAT, "%s: rope scaling %s needs factor; fix config.json", L, lc_rope_type_name(ty));
+  if (ty == LC_ROPE_LLAMA3) {
+    if (!field(j, "low_freq_factor") || !field(j, "high_freq_factor"))
+      return lc_fail(LC_EFORMAT, "%s: rope scaling llama3 needs factor, low_freq_factor and high_freq_factor; fix "
+                     "config.json", L);
+    LC_TRY(get_pos(j, L, "low_freq_factor", 1.0, &s->low_freq_factor));
+    LC_TRY(get_pos(j, L, "high_freq_factor", 4.0, &s->high_freq_factor));
+  }
+  if (ty == LC_ROPE_YARN) {
+    LC_TRY(get_pos(j, L, "beta_fast", 32.0, &s->beta_fast));
+    LC_TRY(get_pos(j, L, "beta_slow", 1.0, &s->beta_slow));
+    LC_TRY(get_pos(j, L, "mscale", 0.0, &s->mscale));
+    LC_TRY(get_pos(j, L, "mscale_all_dim", 0.0, &s->mscale_all_dim));
+    const cJSON *tr = field(j, "truncate");
+    if (tr && !cJSON_IsBool(tr)) return lc_fail(LC_EFORMAT, "%s: %s.truncate must be true or false; fix config.json", L, k);
+    if (tr) s->truncate = cJSON_IsTrue(tr);
+  }
+  if (ty == LC_ROPE_YARN || ty == LC_ROPE_LONGROPE) LC_TRY(get_pos(j, L, "attention_factor", 0.0, &s->attn_factor));
+  if (ty == LC_ROPE_LONGROPE) {
+    int ns = 0, nl = 0;
+    LC_TRY(get_floats(j, L, "short_factor", s->short_factor, LC_ROPE_MAX_PAIRS, &ns));
+    LC_TRY(get_floats(j, L, "long_factor", s->long_factor, LC_ROPE_MAX_PAIRS, &nl));
+    if (ns != nl) return lc_fail(LC_EFORMAT, "%s: longrope short_factor has %d entries and long_factor %d; fix config.json", L, ns, nl);
+    s->n_factors = ns;
+  }
+  return LC_OK;
 }
 
 lc_status lc_hf_parse_config(const char *json, size_t len, const char *L, lc_config *cfg) {
@@ -98,36 +164,49 @@ lc_status lc_hf_parse_config(const char *json, size_t len, const char *L, lc_con
   do {                             \
     if ((st = (x)) != LC_OK) goto done; \
   } while (0)
-  // What model is it?
+  // What model is it? model_type and the architectures entries name one family.
   const cJSON *mt = field(r, "model_type"), *ar = field(r, "architectures");
   if (!mt && !ar) {
-    st = lc_fail(LC_EFORMAT, "%s: neither model_type nor architectures is set; longctx reads Llama "
-                 "configs (model_type \"llama\", architectures [\"LlamaForCausalLM\"])", L);
+    st = lc_fail(LC_EFORMAT, "%s: neither model_type nor architectures is set; longctx reads the configs of %s", L,
+                 lc_arch_names());
     goto done;
   }
-  // Mistral is a Llama with a sliding attention window.
-  int mistral = mt && cJSON_IsString(mt) && !strcmp(mt->valuestring, "mistral");
-  if (mt && !mistral && (!cJSON_IsString(mt) || strcmp(mt->valuestring, "llama") != 0)) {
-    st = lc_fail(LC_EINVAL, "%s: model_type '%.40s' is not supported: longctx trains Llama models "
-                 "(model_type \"llama\" or \"mistral\")", L, cJSON_IsString(mt) ? mt->valuestring : "(not a string)");
-    goto done;
+  const lc_arch *arch = NULL;
+  if (mt) {
+    if (!cJSON_IsString(mt)) {
+      st = lc_fail(LC_EFORMAT, "%s: model_type must be a string; fix config.json", L);
+      goto done;
+    }
+    if (!(arch = lc_arch_find_hf(mt->valuestring))) {
+      st = lc_fail(LC_EINVAL, "%s: model_type '%.40s' is not supported: longctx trains %s; the nearest is %s", L,
+                   mt->valuestring, lc_arch_names(), lc_arch_nearest(mt->valuestring));
+      goto done;
+    }
   }
   if (ar) {
     int ok = cJSON_IsArray(ar) && cJSON_GetArraySize(ar) > 0;
     const cJSON *it;
-    const char *bad = NULL;
     if (ok) cJSON_ArrayForEach(it, ar) {
         if (!cJSON_IsString(it)) { ok = 0; break; }
-        if (!strcmp(it->valuestring, "MistralForCausalLM")) mistral = mt ? mistral : 1;
-        else if (strcmp(it->valuestring, "LlamaForCausalLM") != 0) { bad = it->valuestring; ok = 0; break; }
+        const lc_arch *a = lc_arch_find_hf(it->valuestring);
+        if (!a) {
+          st = lc_fail(LC_EINVAL, "%s: architectures ['%.40s'] is not supported: longctx trains %s; the nearest is %s", L,
+                       it->valuestring, lc_arch_names(), lc_arch_nearest(it->valuestring));
+          goto done;
+        }
+        if (arch && a != arch) {
+          st = lc_fail(LC_EINVAL, "%s: architectures ['%.40s'] and model_type '%s' name different families; fix config.json",
+                       L, it->valuestring, arch->model_type);
+          goto done;
+        }
+        arch = a;
       }
     if (!ok) {
-      st = lc_fail(LC_EINVAL, "%s: architectures %s%.40s%s is not supported: longctx trains "
-                   "LlamaForCausalLM and MistralForCausalLM models", L, bad ? "['" : "", bad ? bad : "(not a list of names)",
-                   bad ? "']" : "");
+      st = lc_fail(LC_EFORMAT, "%s: architectures must be a list of class names such as [\"LlamaForCausalLM\"]; fix config.json", L);
       goto done;
     }
   }
+  const int mistral = arch->window;
   // Sizes.
   TRY_(get_int(r, L, "hidden_size", 1, 0, &c.dim));
   TRY_(get_int(r, L, "intermediate_size", 1, 0, &c.ffn));
@@ -136,16 +215,15 @@ lc_status lc_hf_parse_config(const char *json, size_t len, const char *L, lc_con
   TRY_(get_int(r, L, "num_key_value_heads", 0, c.n_heads, &c.n_kv_heads));
   TRY_(get_int(r, L, "vocab_size", 1, 0, &c.vocab));
   TRY_(get_int(r, L, "max_position_embeddings", 0, 2048, &c.max_pos));
-  c.head_dim = c.dim / c.n_heads;
+  // head_dim: its own field (Qwen3 sets it apart from hidden/heads), else hidden / heads.
   if (field(r, "head_dim")) {
-    int hd;
-    TRY_(get_int(r, L, "head_dim", 1, 0, &hd));
-    if (c.dim % c.n_heads != 0 || hd != c.head_dim) {
-      st = lc_fail(LC_EINVAL, "%s: head_dim %d is not hidden_size / num_attention_heads (%d / %d): "
-                   "longctx supports only head_dim = hidden_size / num_attention_heads", L, hd,
-                   c.dim, c.n_heads);
-      goto done;
-    }
+    TRY_(get_int(r, L, "head_dim", 1, 0, &c.head_dim));
+  } else if (c.dim % c.n_heads != 0) {
+    st = lc_fail(LC_EINVAL, "%s: hidden_size %d is not a multiple of num_attention_heads %d and head_dim is not set; "
+                 "fix config.json", L, c.dim, c.n_heads);
+    goto done;
+  } else {
+    c.head_dim = c.dim / c.n_heads;
   }
   double eps, theta;
   TRY_(get_pos(r, L, "rms_norm_eps", 1e-6, &eps));
@@ -156,14 +234,35 @@ lc_status lc_hf_parse_config(const char *json, size_t len, const char *L, lc_con
   }
   // transformers >= 5 keeps rope_theta inside rope_parameters.
   const cJSON *rp = field(r, "rope_parameters");
-  TRY_(check_rope(r, L, "rope_parameters"));
+  TRY_(parse_rope(r, L, "rope_parameters", &c));
+  if (c.rope.type == LC_ROPE_DEFAULT) TRY_(parse_rope(r, L, "rope_scaling", &c));
   TRY_(get_pos(r, L, "rope_theta", 10000.0, &theta));
   if (!field(r, "rope_theta") && rp) TRY_(get_pos(rp, L, "rope_theta", 10000.0, &theta));
   c.rope_theta = theta;
   TRY_(get_bool(r, L, "tie_word_embeddings", &c.tie_embeddings));
   // sliding_window: Mistral's (null = none); a Llama model ignores it in transformers, so
-  // a number there is an error rather than a window applied or dropped silently.
-  const cJSON *sw = field(r, "sliding_window");
+  // a number there is an error rather than a window applied or dropped silently. Qwen2/3
+  // apply it only with use_sliding_window (to the layers from max_window_layers on).
+  int use_sw = 0;
+  const int qwen = arch->id == LC_ARCH_QWEN2 || arch->id == LC_ARCH_QWEN3;
+  TRY_(get_bool(r, L, "use_sliding_window", &use_sw));
+  if (qwen && use_sw) {
+    // The window applies to layers >= max_window_layers: all of them or none is one attention.
+    const cJSON *mw = field(r, "max_window_layers");
+    double m = mw && cJSON_IsNumber(mw) ? mw->valuedouble : 28.0; // Qwen2Config's default
+    if (mw && !cJSON_IsNumber(mw)) {
+      st = lc_fail(LC_EFORMAT, "%s: max_window_layers must be a number; fix config.json", L);
+      goto done;
+    }
+    if (m > 0 && m < c.n_layers) {
+      st = lc_fail(LC_EINVAL, "%s: use_sliding_window with max_window_layers %g windows only some of the %d layers; "
+                   "longctx gives every layer the same attention: set use_sliding_window false, or max_window_layers 0 "
+                   "(every layer windowed)", L, m, c.n_layers);
+      goto done;
+    }
+    if (m <= 0) TRY_(get_int(r, L, "sliding_window", 1, 0, &c.sliding_window));
+  }
+  const cJSON *sw = qwen ? NULL : field(r, "sliding_window");
   if (sw && !cJSON_IsNull(sw)) {
     if (!mistral) {
       st = lc_fail(LC_EINVAL, "%s: sliding_window is set but model_type is llama, whose attention ignores it; "
@@ -171,29 +270,31 @@ lc_status lc_hf_parse_config(const char *json, size_t len, const char *L, lc_con
       goto done;
     }
     TRY_(get_int(r, L, "sliding_window", 1, 0, &c.sliding_window));
-    if (c.sliding_window < 1) {
-      st = lc_fail(LC_EINVAL, "%s: sliding_window %d must be >= 1 (or null)", L, c.sliding_window);
+  }
+  // layer_types (transformers 5): every layer the attention the fields above give.
+  const cJSON *lt = field(r, "layer_types"), *ltt;
+  const char *want_lt = c.sliding_window > 0 ? "sliding_attention" : "full_attention";
+  if (lt && cJSON_IsArray(lt)) cJSON_ArrayForEach(ltt, lt) if (!cJSON_IsString(ltt) || strcmp(ltt->valuestring, want_lt)) {
+      st = lc_fail(LC_EINVAL, "%s: layer_types lists '%.40s' where the config gives every layer %s; longctx gives every "
+                   "layer the same attention", L, cJSON_IsString(ltt) ? ltt->valuestring : "?", want_lt);
       goto done;
     }
-  }
   // Settings longctx does not implement: errors, never silently ignored.
-  TRY_(check_rope(r, L, "rope_scaling"));
   const cJSON *act = field(r, "hidden_act");
   if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu") != 0)) {
     st = lc_fail(LC_EINVAL, "%s: hidden_act '%.40s' is not supported: longctx's MLP is SwiGLU with "
                  "silu (hidden_act \"silu\")", L, cJSON_IsString(act) ? act->valuestring : "(not a string)");
     goto done;
   }
-  static const char *const biases[] = {"attention_bias", "mlp_bias"};
-  for (int i = 0; i < 2; i++) {
-    int b;
-    TRY_(get_bool(r, L, biases[i], &b));
-    if (b) {
-      st = lc_fail(LC_EINVAL, "%s: %s true is not supported: longctx's Llama layers have no bias "
-                   "terms; use a model with %s false", L, biases[i], biases[i]);
-      goto done;
-    }
+  int attn_bias = 0, mlp_bias = 0;
+  TRY_(get_bool(r, L, "attention_bias", &attn_bias));
+  TRY_(get_bool(r, L, "mlp_bias", &mlp_bias));
+  if (mlp_bias) {
+    st = lc_fail(LC_EINVAL, "%s: mlp_bias true is not supported: longctx's MLP has no bias terms; use a model with "
+                 "mlp_bias false", L);
+    goto done;
   }
+  lc_arch_apply(&c, arch, attn_bias);
   const cJSON *tp = field(r, "pretraining_tp");
   if (tp && (!cJSON_IsNumber(tp) || tp->valuedouble != 1)) {
     st = lc_fail(LC_EINVAL, "%s: pretraining_tp %g is not supported: set it to 1 (it only changes "
@@ -265,53 +366,119 @@ static void fmt_real(char *b, size_t cap, double v, int is_float) {
   }
 }
 
+// A number field written so that it reads back exactly (fmt_real).
+static void put_real(cJSON *o, const char *k, double v, int is_float) {
+  char b[64];
+  fmt_real(b, sizeof b, v, is_float);
+  cJSON_AddItemToObject(o, k, cJSON_CreateRaw(b));
+}
+
+// rope_scaling as transformers 4 and 5 both read it (5 moves it into rope_parameters).
+static cJSON *rope_json(const lc_config *c) {
+  const lc_rope_scaling *r = &c->rope;
+  if (r->type == LC_ROPE_DEFAULT) return cJSON_CreateNull();
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "rope_type", lc_rope_type_name(r->type));
+  if (r->type != LC_ROPE_LONGROPE || r->factor > 0) put_real(o, "factor", r->factor, 0);
+  if (r->orig_max > 0) cJSON_AddNumberToObject(o, "original_max_position_embeddings", r->orig_max);
+  if (r->type == LC_ROPE_LLAMA3) {
+    put_real(o, "low_freq_factor", r->low_freq_factor, 0);
+    put_real(o, "high_freq_factor", r->high_freq_factor, 0);
+  }
+  if (r->type == LC_ROPE_YARN) {
+    put_real(o, "beta_fast", r->beta_fast, 0);
+    put_real(o, "beta_slow", r->beta_slow, 0);
+    if (r->mscale > 0) put_real(o, "mscale", r->mscale, 0);
+    if (r->mscale_all_dim > 0) put_real(o, "mscale_all_dim", r->mscale_all_dim, 0);
+    cJSON_AddBoolToObject(o, "truncate", r->truncate);
+  }
+  if ((r->type == LC_ROPE_YARN || r->type == LC_ROPE_LONGROPE) && r->attn_factor > 0)
+    put_real(o, "attention_factor", r->attn_factor, 0);
+  if (r->type == LC_ROPE_LONGROPE) {
+    cJSON *sf = cJSON_AddArrayToObject(o, "short_factor"), *lf = cJSON_AddArrayToObject(o, "long_factor");
+    for (int i = 0; i < r->n_factors; i++) {
+      char b[64];
+      fmt_real(b, sizeof b, r->short_factor[i], 1);
+      cJSON_AddItemToArray(sf, cJSON_CreateRaw(b));
+      fmt_real(b, sizeof b, r->long_factor[i], 1);
+      cJSON_AddItemToArray(lf, cJSON_CreateRaw(b));
+    }
+  }
+  return o;
+}
+
 lc_status lc_hf_write_config(const char *dir, const lc_config *c, lc_dtype dt) {
   LC_TRY(lc_config_validate(c));
   if (c->max_pos <= 0 || !isfinite(c->norm_eps) || !isfinite(c->rope_theta))
     return lc_fail(LC_EINVAL, "model config: max_position_embeddings must be positive and "
                    "rms_norm_eps, rope_theta finite");
-  char path[HF_PATH], eps[64], theta[64], text[4096];
+  char path[HF_PATH];
   if (dt != LC_DT_F32 && dt != LC_DT_BF16)
     return lc_fail(LC_EINVAL, "model weights are written as F32 or BF16, not %s", lc_dtype_name(dt));
   LC_TRY(lc_path_join(path, sizeof path, dir, "config.json"));
-  fmt_real(eps, sizeof eps, c->norm_eps, 1);
-  fmt_real(theta, sizeof theta, c->rope_theta, 0);
-  // A model with a window is a Mistral model for transformers (Llama ignores windows).
-  const int mistral = c->sliding_window > 0;
-  char window[64] = "";
-  if (mistral) snprintf(window, sizeof window, "  \"sliding_window\": %d,\n", c->sliding_window);
-  int k = snprintf(text, sizeof text,
-                   "{\n"
-                   "  \"architectures\": [\"%s\"],\n"
-                   "  \"model_type\": \"%s\",\n%s"
-                   "  \"torch_dtype\": \"%s\",\n"
-                   "  \"hidden_size\": %d,\n"
-                   "  \"intermediate_size\": %d,\n"
-                   "  \"num_hidden_layers\": %d,\n"
-                   "  \"num_attention_heads\": %d,\n"
-                   "  \"num_key_value_heads\": %d,\n"
-                   "  \"head_dim\": %d,\n"
-                   "  \"hidden_act\": \"silu\",\n"
-                   "  \"rms_norm_eps\": %s,\n"
-                   "  \"rope_theta\": %s,\n"
-                   "  \"rope_scaling\": null,\n"
-                   "  \"vocab_size\": %d,\n"
-                   "  \"tie_word_embeddings\": %s,\n"
-                   "  \"max_position_embeddings\": %d,\n"
-                   "  \"attention_bias\": false,\n"
-                   "  \"attention_dropout\": 0.0,\n"
-                   "  \"mlp_bias\": false,\n"
-                   "  \"pretraining_tp\": 1,\n"
-                   "  \"initializer_range\": 0.02,\n"
-                   "  \"use_cache\": true,\n"
-                   "  \"bos_token_id\": null,\n"
-                   "  \"eos_token_id\": null\n"
-                   "}\n",
-                   mistral ? "MistralForCausalLM" : "LlamaForCausalLM", mistral ? "mistral" : "llama", window,
-                   dt == LC_DT_BF16 ? "bfloat16" : "float32", c->dim, c->ffn, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, eps, theta,
-                   c->vocab, c->tie_embeddings ? "true" : "false", c->max_pos);
-  if (k < 0 || (size_t)k >= sizeof text) return lc_fail(LC_EINVAL, "%s: config text too long", path);
-  return lc_write_file_atomic(path, text, (size_t)k);
+  const lc_arch *arch = lc_arch_get(c->arch);
+  // A Llama with a window is a Mistral model for transformers (Llama ignores windows).
+  if (arch->id == LC_ARCH_LLAMA && c->sliding_window > 0) arch = lc_arch_get(LC_ARCH_MISTRAL);
+  const int qwen = arch->id == LC_ARCH_QWEN2 || arch->id == LC_ARCH_QWEN3;
+  // The biases the family's attention_bias gives must be the model's.
+  const int attn_bias = arch->qkv_bias ? 0 : c->qkv_bias;
+  if (c->qkv_bias != (arch->qkv_bias || attn_bias) || c->o_bias != (attn_bias && arch->o_bias_follows) ||
+      c->qk_norm != arch->qk_norm)
+    return lc_fail(LC_EINVAL, "model config: %s has no config.json form for these biases / q-k norms", arch->hf_class);
+  cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "architectures");
+  cJSON_AddItemToArray(a, cJSON_CreateString(arch->hf_class));
+  cJSON_AddStringToObject(o, "model_type", arch->model_type);
+  if (qwen) {
+    cJSON_AddBoolToObject(o, "use_sliding_window", c->sliding_window > 0);
+    if (c->sliding_window > 0) cJSON_AddNumberToObject(o, "max_window_layers", 0);
+    if (c->sliding_window > 0) cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
+    else cJSON_AddNullToObject(o, "sliding_window");
+  } else if (c->sliding_window > 0) {
+    cJSON_AddNumberToObject(o, "sliding_window", c->sliding_window);
+  }
+  cJSON_AddStringToObject(o, "torch_dtype", dt == LC_DT_BF16 ? "bfloat16" : "float32");
+  cJSON_AddNumberToObject(o, "hidden_size", c->dim);
+  cJSON_AddNumberToObject(o, "intermediate_size", c->ffn);
+  cJSON_AddNumberToObject(o, "num_hidden_layers", c->n_layers);
+  cJSON_AddNumberToObject(o, "num_attention_heads", c->n_heads);
+  cJSON_AddNumberToObject(o, "num_key_value_heads", c->n_kv_heads);
+  cJSON_AddNumberToObject(o, "head_dim", c->head_dim);
+  cJSON_AddStringToObject(o, "hidden_act", "silu");
+  put_real(o, "rms_norm_eps", c->norm_eps, 1);
+  put_real(o, "rope_theta", c->rope_theta, 0);
+  cJSON_AddItemToObject(o, "rope_scaling", rope_json(c));
+  cJSON_AddNumberToObject(o, "vocab_size", c->vocab);
+  cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
+  cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_pos);
+  if (arch->id != LC_ARCH_QWEN2) cJSON_AddBoolToObject(o, "attention_bias", attn_bias);
+  cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
+  if (!qwen) cJSON_AddBoolToObject(o, "mlp_bias", 0);
+  if (!qwen) cJSON_AddNumberToObject(o, "pretraining_tp", 1);
+  cJSON_AddNumberToObject(o, "initializer_range", 0.02);
+  cJSON_AddBoolToObject(o, "use_cache", 1);
+  cJSON_AddNullToObject(o, "bos_token_id");
+  cJSON_AddNullToObject(o, "eos_token_id");
+  char *text = cJSON_Print(o);
+  cJSON_Delete(o);
+  // cJSON indents with tabs; HF's files use two spaces and ": " (no string here holds a tab).
+  char *t2 = text ? malloc(2 * strlen(text) + 2) : NULL;
+  if (!t2) {
+    free(text);
+    return lc_fail(LC_ENOMEM, "out of memory writing %s", path);
+  }
+  size_t n = 0;
+  for (const char *q = text; *q; q++) {
+    if (*q == '\t' && q > text && q[-1] == ':') t2[n++] = ' ';
+    else if (*q == '\t') t2[n++] = ' ', t2[n++] = ' ';
+    else t2[n++] = *q;
+  }
+  free(text);
+  t2[n++] = '\n';
+  t2[n] = 0;
+  n--; // written below with its newline: n + 1 bytes
+  lc_status st = lc_write_file_atomic(path, t2, n + 1);
+  free(t2);
+  return st;
 }
 
 int lc_hf_is_model_dir(const char *dir) {
@@ -515,9 +682,10 @@ lc_status lc_hf_load_weights(const char *dir, lc_model *m) {
         snprintf(nb, sizeof nb, "%.100s", t->name);
         for (char *q = nb; *q; q++)
           if ((unsigned char)*q < 0x20) *q = '?';
-        st = lc_fail(LC_EFORMAT, "%s: unexpected tensor '%s': it is not part of a Llama model with "
-                     "this config (%d layers, %s embeddings); the weights do not match config.json",
-                     f->path, nb, c->n_layers, c->tie_embeddings ? "tied" : "untied");
+        st = lc_fail(LC_EFORMAT, "%s: unexpected tensor '%s': it is not part of a %s model with "
+                     "this config (%d layers, %s embeddings%s%s%s); the weights do not match config.json",
+                     f->path, nb, lc_arch_get(c->arch)->hf_class, c->n_layers, c->tie_embeddings ? "tied" : "untied",
+                     c->qkv_bias ? ", q/k/v biases" : "", c->o_bias ? ", o_proj bias" : "", c->qk_norm ? ", q/k norms" : "");
         break;
       }
       int same = t->ndim == want_nd;

@@ -59,6 +59,56 @@ void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_
                                       lc_matmul_bwd_bytes(bf16, T, C, HKV));
 }
 
+#define PAD16(n) (((size_t)(n) + 15) & ~(size_t)15)
+
+size_t lc_layer_qknorm_floats(const lc_config *cfg, int T) {
+  if (!cfg->qk_norm) return 0;
+  const size_t t = (size_t)T;
+  return PAD16(t * cfg->n_heads * cfg->head_dim) + PAD16(t * cfg->n_kv_heads * cfg->head_dim) + PAD16(t * cfg->n_heads) +
+         PAD16(t * cfg->n_kv_heads);
+}
+
+void lc_layer_qknorm_carve(lc_layer_acts *a, const lc_config *cfg, int T, float *p) {
+  if (!cfg->qk_norm || !p) {
+    a->qp = a->kp = a->rstdq = a->rstdk = NULL;
+    return;
+  }
+  const size_t t = (size_t)T;
+  a->qp = p;
+  a->kp = a->qp + PAD16(t * cfg->n_heads * cfg->head_dim);
+  a->rstdq = a->kp + PAD16(t * cfg->n_kv_heads * cfg->head_dim);
+  a->rstdk = a->rstdq + PAD16(t * cfg->n_heads);
+}
+
+// ---------------------------------------------------------------- attention projections
+// One projection of n1 [T,C] into out [T,N] (+ bias); qk_norm: the raw projection is kept
+// in raw and out is its per-head RMSNorm (rows of D) with weight nw.
+static void proj_fwd(const lc_layer_ctx *c, float *out, const float *n1, const float *w, const float *b, float *raw,
+                     float *rstd, const float *nw, int N) {
+  const lc_mm mm = {c->bf16, c->arena};
+  const int T = c->T, C = c->cfg->dim, D = c->cfg->head_dim;
+  float *y = raw ? raw : out;
+  lc_matmul_fwd(&mm, y, n1, w, T, C, N);
+  poll(c);
+  if (b) lc_bias_fwd(y, b, T, N);
+  if (raw) {
+    to_bf16(c, raw, (size_t)T * N); // what a bf16 projection output holds
+    lc_rmsnorm_fwd(out, rstd, raw, nw, T * (N / D), D, c->cfg->norm_eps);
+  }
+}
+
+// The gradient of the rotated (and normed) projection dy [T,N] back to the projection
+// output, in place: through the rotation, then the per-head norm (its weight's gradient
+// into gnw); rounded as a bf16 gradient tensor; the bias gradient from it.
+static void proj_bwd(const lc_layer_ctx *c, float *dy, const float *raw, const float *rstd, const float *nw, float *gnw,
+                     float *gb, int H, int rope) {
+  const int T = c->T, D = c->cfg->head_dim;
+  if (rope) lc_rope_bwd(dy, c->rope_cos, c->rope_sin, T, H, D);
+  if (raw) lc_rmsnorm_bwd_set(dy, gnw, dy, raw, nw, rstd, T * H, D);
+  to_bf16(c, dy, (size_t)T * H * D);
+  if (gb) lc_bias_bwd(gb, dy, T, H * D);
+}
+
 // ---------------------------------------------------------------- MLP
 // n rows of x_mid -> n2 = rmsnorm2, gate, up, h = silu(gate) * up (the parts backward reads).
 static void mlp_fwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, const float *xm,
@@ -180,12 +230,10 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   const int HQ = cfg->n_heads * D, HKV = cfg->n_kv_heads * D;
   lc_rmsnorm_fwd(a->ln1, a->rstd1, x_in, w->ln1, T, C, cfg->norm_eps);
   to_bf16(c, a->ln1, (size_t)T * C);
-  lc_matmul_fwd(&mm, a->q, a->ln1, w->wq, T, C, HQ);
-  poll(c);
-  lc_matmul_fwd(&mm, a->k, a->ln1, w->wk, T, C, HKV);
-  poll(c);
-  lc_matmul_fwd(&mm, a->v, a->ln1, w->wv, T, C, HKV);
-  poll(c);
+  const int qn = cfg->qk_norm;
+  proj_fwd(c, a->q, a->ln1, w->wq, w->bq, qn ? a->qp : NULL, a->rstdq, w->q_norm, HQ);
+  proj_fwd(c, a->k, a->ln1, w->wk, w->bk, qn ? a->kp : NULL, a->rstdk, w->k_norm, HKV);
+  proj_fwd(c, a->v, a->ln1, w->wv, w->bv, NULL, NULL, NULL, HKV);
   lc_rope_fwd(a->q, c->rope_cos, c->rope_sin, T, cfg->n_heads, D);
   lc_rope_fwd(a->k, c->rope_cos, c->rope_sin, T, cfg->n_kv_heads, D);
   to_bf16(c, a->q, (size_t)T * HQ);
@@ -195,6 +243,7 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   if (!skip_attn) LC_TRY(c->attn->fwd(c->attn, a->att, a->saved, a->q, a->k, a->v, T, c->arena));
   lc_matmul_fwd(&mm, a->x_mid, a->att, w->wo, T, HQ, C);
   poll(c);
+  if (w->bo) lc_bias_fwd(a->x_mid, w->bo, T, C);
   lc_add_inplace(a->x_mid, x_in, (size_t)T * C);
   if (mlp_tiled(c)) return x_out ? mlp_fwd_tiled(c, w, a->x_mid, x_out) : LC_OK;
   mlp_fwd_rows(c, w, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h, T);
@@ -231,14 +280,14 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   }
   lc_matmul_bwd(&mm, datt, g->wo, dout, a->att, w->wo, T, HQ, C, 0);
   poll(c);
+  if (g->bo) lc_bias_bwd(g->bo, dout, T, C);
   to_bf16(c, datt, (size_t)T * HQ);
   lc_status st = c->attn->bwd(c->attn, dq, dk, dv, datt, a->att, a->saved, a->q, a->k, a->v, T, ar);
   if (st == LC_OK) {
-    lc_rope_bwd(dq, c->rope_cos, c->rope_sin, T, cfg->n_heads, D);
-    lc_rope_bwd(dk, c->rope_cos, c->rope_sin, T, cfg->n_kv_heads, D);
-    to_bf16(c, dq, (size_t)T * HQ);
-    to_bf16(c, dk, (size_t)T * HKV);
-    to_bf16(c, dv, (size_t)T * HKV);
+    const int qn = cfg->qk_norm;
+    proj_bwd(c, dq, qn ? a->qp : NULL, a->rstdq, w->q_norm, g->q_norm, g->bq, cfg->n_heads, 1);
+    proj_bwd(c, dk, qn ? a->kp : NULL, a->rstdk, w->k_norm, g->k_norm, g->bk, cfg->n_kv_heads, 1);
+    proj_bwd(c, dv, NULL, NULL, NULL, NULL, g->bv, cfg->n_kv_heads, 0);
     lc_matmul_bwd(&mm, dn1, g->wq, dq, a->ln1, w->wq, T, C, HQ, 0);
     poll(c);
     lc_matmul_bwd(&mm, dn1, g->wk, dk, a->ln1, w->wk, T, C, HKV, 1);

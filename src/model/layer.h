@@ -1,6 +1,9 @@
-// One Llama decoder layer, forward and backward, on this rank's T tokens.
-//   x_mid = x_in + o_proj(attn(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))),  n1 = rmsnorm1(x_in)
-//   x_out = x_mid + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                 n2 = rmsnorm2(x_mid)
+// One decoder layer of the Llama family, forward and backward, on this rank's T tokens.
+//   x_mid = x_in + o_proj(attn(rope(qn(q_proj(n1))), rope(kn(k_proj(n1))), v_proj(n1))),  n1 = rmsnorm1(x_in)
+//   x_out = x_mid + down_proj(silu(gate_proj(n2)) * up_proj(n2)),                         n2 = rmsnorm2(x_mid)
+// Family variants (config fields, model/arch.h): q/k/v projections with biases (qkv_bias:
+// Qwen2), o_proj with a bias (o_bias), qn/kn = RMSNorm over each head's D values (qk_norm:
+// Qwen3; identity otherwise); RoPE's scaling is in the cos/sin tables.
 // The MLP runs over sequence tiles of `mlp_tile` tokens when tiled; its backward then
 // recomputes the tile's n2/gate/up/h, so no [T, ffn] buffer exists.
 #ifndef LC_LAYER_H
@@ -19,6 +22,11 @@ typedef struct {
   float *q;     // [T,Hq*D]  after RoPE
   float *k;     // [T,Hkv*D] after RoPE
   float *v;     // [T,Hkv*D]
+  // qk_norm only (NULL otherwise): q and k before their per-head norm, and its rstd.
+  float *qp;    // [T,Hq*D]
+  float *kp;    // [T,Hkv*D]
+  float *rstdq; // [T*Hq]
+  float *rstdk; // [T*Hkv]
   float *att;   // [T,Hq*D]  attention output (input of o_proj)
   void *saved;  // attention strategy state (e.g. lse)
   float *x_mid; // [T,C]  residual after attention
@@ -54,6 +62,12 @@ typedef struct {
 // skip_attn: att/saved are already valid (selective checkpointing), attention is not re-run.
 lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_acts *a,
                        const float *x_in, float *x_out, int skip_attn);
+
+// Floats of the per-head norm's extra activations (qp, kp, rstdq, rstdk), each padded to 16
+// floats; 0 without qk_norm.
+size_t lc_layer_qknorm_floats(const lc_config *cfg, int T);
+// Carves them from p (lc_layer_qknorm_floats floats) into a, or sets them NULL.
+void lc_layer_qknorm_carve(lc_layer_acts *a, const lc_config *cfg, int T, float *p);
 
 // Arena bytes (category scratch) the layer itself allocates for T tokens, by phase; the
 // attention strategy's own buffers are lc_attn_mem's. The layer sizes its buffers with

@@ -8,6 +8,7 @@
 #include "model/layer.h"
 #include "model/loss.h"
 #include "ops/ops.h"
+#include "ops/rope.h"
 #include "ops/kernels.h"
 
 #define PAD16(n) (((size_t)(n) + 15) & ~(size_t)15)
@@ -64,7 +65,7 @@ lc_status lc_model_init_random(lc_model *m, uint64_t seed) { return lc_pstore_in
 void lc_model_zero_grads(lc_model *m) { lc_pstore_step_begin(&m->ps, 0); }
 
 // ---- activation groups (floats per layer, each sub-buffer padded to 16 floats)
-// proj: ln1, rstd1, q, k, v, x_mid      attn: att + strategy state     mlp: ln2, rstd2, gate, up, h
+// proj: ln1, rstd1, q, k, v, x_mid (qk_norm: qp, kp, rstdq, rstdk)     attn: att + strategy state     mlp: ln2, rstd2, gate, up, h
 typedef struct {
   size_t proj, attn, mlp;
 } act_sizes;
@@ -73,7 +74,7 @@ static act_sizes act_group_sizes(const lc_config *c, int T, size_t saved_bytes, 
   size_t HQ = (size_t)c->n_heads * c->head_dim, HKV = (size_t)c->n_kv_heads * c->head_dim;
   act_sizes s;
   s.proj = PAD16((size_t)T * c->dim) * 2 + PAD16(T) + PAD16((size_t)T * HQ) +
-           2 * PAD16((size_t)T * HKV);
+           2 * PAD16((size_t)T * HKV) + lc_layer_qknorm_floats(c, T);
   s.attn = PAD16((size_t)T * HQ) + PAD16((saved_bytes + 3) / 4);
   s.mlp = mlp_untiled ? PAD16((size_t)T * c->dim) + PAD16(T) + 3 * PAD16((size_t)T * c->ffn) : 0;
   return s;
@@ -172,6 +173,7 @@ static void carve_proj(lc_layer_acts *a, const lc_config *c, int T, float *p) {
   a->q = take(&p, (size_t)T * HQ);
   a->k = take(&p, (size_t)T * HKV);
   a->v = take(&p, (size_t)T * HKV);
+  lc_layer_qknorm_carve(a, c, T, p);
 }
 
 static void carve_attn(lc_layer_acts *a, const lc_config *c, int T, float *p) {
@@ -201,6 +203,14 @@ static lc_status check_tokens(const lc_config *c, const int *tokens, const int *
                      targets[t], t, c->vocab);
   }
   return LC_OK;
+}
+
+void lc_model_rope_table(const lc_config *cfg, int rope_len, const int *pos, int T, float *cos_t, float *sin_t) {
+  long len = rope_len;
+  for (int t = 0; rope_len <= 0 && t < T; t++) len = pos[t] + 1L > len ? pos[t] + 1L : len;
+  double inv[LC_ROPE_MAX_PAIRS], af;
+  lc_rope_freqs(inv, &af, cfg->head_dim, cfg->rope_theta, &cfg->rope, cfg->max_pos, len);
+  lc_rope_table_freqs(cos_t, sin_t, pos, T, cfg->head_dim, inv, af);
 }
 
 static void poll_store(void *ps) { lc_pstore_poll(ps); }
@@ -276,7 +286,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   // fp32 buffer (dx and xL alternate, so the last layer writes xL), packed into the
   // checkpoint before the layer runs; backward widens the checkpoint into xL (free by then).
   float *xin_fwd[2] = {L % 2 == 0 ? xL : dx, L % 2 == 0 ? dx : xL};
-  lc_rope_table(rcos, rsin, pos, T, D, cfg->rope_theta);
+  lc_model_rope_table(cfg, m->rope_len, pos, T, rcos, rsin);
   lc_layer_ctx ctx = {.cfg = cfg, .attn = attn, .rope_cos = rcos, .rope_sin = rsin, .T = T,
                       .mlp_tile = mlp_untiled ? 0 : o->mlp_tile, .bf16 = bf16, .arena = arena,
                       .poll = poll_store, .poll_arg = ps};

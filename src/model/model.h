@@ -56,6 +56,9 @@ typedef struct {
   int n_tensors;
   size_t n_flat;        // floats of one full flat buffer (units padded)
   float *params, *grads; // this rank's storage: the full buffers for a local model
+  int rope_len;         // the whole sequence's largest position + 1 for the next passes, for
+                        // RoPE scalings that depend on the length (dynamic, longrope): set by
+                        // a caller that holds part of a sequence; 0: each pass's positions decide
 } lc_model;
 
 // A local model (one process, everything held here): zeroed params and grads from the arena.
@@ -89,6 +92,10 @@ void lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int 
 // (lc_attn.saved_bytes). The pass allocates exactly these (memory model: memplan.c).
 void lc_model_pass_bytes(const lc_config *cfg, const lc_model_opts *o, int T,
                          size_t attn_saved_bytes, size_t *ckpt, size_t *act);
+
+// The RoPE tables [T, D/2] of the model's RoPE (with its scaling) at positions pos, for a
+// sequence whose largest position + 1 is rope_len (0: the largest of pos, + 1).
+void lc_model_rope_table(const lc_config *cfg, int rope_len, const int *pos, int T, float *cos_t, float *sin_t);
 
 // Forward only: loss sum and the number of counted tokens whose argmax is wrong.
 lc_status lc_model_eval(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,

@@ -1,21 +1,30 @@
 #include "model/params.h"
 
+#include <stddef.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void add(lc_param_info *t, int *n, size_t *off, int unit, const char *name, int ndim, long r,
-                long c, int decay) {
+#include "model/arch.h"
+
+static void add(lc_param_info *t, int *n, size_t *off, int unit, int layer, int ki, const lc_tensor_kind *k,
+                const lc_config *cfg) {
   lc_param_info *p = &t[(*n)++];
   memset(p, 0, sizeof *p);
   p->unit = unit;
-  snprintf(p->name, sizeof p->name, "%s", name);
-  p->ndim = ndim;
-  p->shape[0] = r;
-  p->shape[1] = ndim == 2 ? c : 1;
-  p->numel = (size_t)r * (size_t)(ndim == 2 ? c : 1);
+  p->kind = ki;
+  p->layer = layer;
+  if (layer >= 0) snprintf(p->name, sizeof p->name, "model.layers.%d.%s", layer, k->hf);
+  else snprintf(p->name, sizeof p->name, "%s", k->hf);
+  p->ndim = k->cols == LC_SZ_1 ? 1 : 2;
+  p->shape[0] = lc_size_of(k->rows, cfg);
+  p->shape[1] = lc_size_of(k->cols, cfg);
+  p->numel = (size_t)p->shape[0] * (size_t)p->shape[1];
   p->offset = *off;
-  p->decay = decay;
+  p->decay = k->decay;
+  p->init = k->init;
+  p->slot = layer >= 0 ? offsetof(lc_weights, layer) + (size_t)layer * sizeof(lc_layer_weights) + k->slot : k->slot;
   // Keep every tensor 16-float (64-byte) aligned inside the flat buffer.
   *off += (p->numel + 15) & ~(size_t)15;
 }
@@ -26,7 +35,9 @@ lc_status lc_param_layout_build(lc_param_layout *L, const lc_config *cfg, int sh
     return lc_fail(LC_EINVAL, "model has %d layers; longctx supports at most %d", cfg->n_layers,
                    LC_MAX_LAYERS);
   if (shard_ways < 1) return lc_fail(LC_EINVAL, "parameter layout split %d ways: use >= 1", shard_ways);
-  int cap = 3 + 9 * cfg->n_layers;
+  int nk;
+  const lc_tensor_kind *kinds = lc_tensor_kinds(&nk);
+  int cap = nk * (cfg->n_layers + 1);
   L->n_units = cfg->n_layers + 2;
   L->align = 16 * (size_t)shard_ways;
   lc_param_info *t = calloc((size_t)cap, sizeof *t);
@@ -37,45 +48,22 @@ lc_status lc_param_layout_build(lc_param_layout *L, const lc_config *cfg, int sh
     L->units = NULL;
     return lc_fail(LC_ENOMEM, "out of memory building the parameter table");
   }
-  long C = cfg->dim, D = cfg->head_dim, F = cfg->ffn, V = cfg->vocab;
-  long HQ = cfg->n_heads * D, HKV = cfg->n_kv_heads * D;
   int k = 0;
   size_t off = 0;
-  char nm[96];
-  // Closes unit u: its tensors are table[t0..k); pads it to a multiple of align.
-#define CLOSE_UNIT(u, first)                                         \
-  do {                                                               \
-    lc_param_unit *U = &L->units[u];                                 \
-    U->t1 = k;                                                       \
-    U->t0 = (first);                                                 \
-    off = (off + L->align - 1) / L->align * L->align;                \
-    U->n = off - U->off;                                             \
-  } while (0)
-  L->units[LC_UNIT_EMBED].off = off;
-  add(t, &k, &off, LC_UNIT_EMBED, "model.embed_tokens.weight", 2, V, C, 1);
-  CLOSE_UNIT(LC_UNIT_EMBED, 0);
-  for (int l = 0; l < cfg->n_layers; l++) {
-    int u = lc_unit_layer(l), t0 = k;
-    L->units[u].off = off;
-#define LNAME(s) (snprintf(nm, sizeof nm, "model.layers.%d.%s", l, s), nm)
-    add(t, &k, &off, u, LNAME("input_layernorm.weight"), 1, C, 0, 0);
-    add(t, &k, &off, u, LNAME("self_attn.q_proj.weight"), 2, HQ, C, 1);
-    add(t, &k, &off, u, LNAME("self_attn.k_proj.weight"), 2, HKV, C, 1);
-    add(t, &k, &off, u, LNAME("self_attn.v_proj.weight"), 2, HKV, C, 1);
-    add(t, &k, &off, u, LNAME("self_attn.o_proj.weight"), 2, C, HQ, 1);
-    add(t, &k, &off, u, LNAME("post_attention_layernorm.weight"), 1, C, 0, 0);
-    add(t, &k, &off, u, LNAME("mlp.gate_proj.weight"), 2, F, C, 1);
-    add(t, &k, &off, u, LNAME("mlp.up_proj.weight"), 2, F, C, 1);
-    add(t, &k, &off, u, LNAME("mlp.down_proj.weight"), 2, C, F, 1);
-#undef LNAME
-    CLOSE_UNIT(u, t0);
+  // The units in order: embedding, layers, final; each holds the present kinds of its
+  // place in table order and is padded to a multiple of align.
+  for (int u = 0; u < L->n_units; u++) {
+    const lc_place place = u == LC_UNIT_EMBED ? LC_PLACE_EMBED : u == lc_unit_final(cfg->n_layers) ? LC_PLACE_FINAL : LC_PLACE_LAYER;
+    const int layer = place == LC_PLACE_LAYER ? u - 1 : -1;
+    lc_param_unit *U = &L->units[u];
+    U->off = off;
+    U->t0 = k;
+    for (int i = 0; i < nk; i++)
+      if (kinds[i].place == place && lc_tensor_present(&kinds[i], cfg)) add(t, &k, &off, u, layer, i, &kinds[i], cfg);
+    U->t1 = k;
+    off = (off + L->align - 1) / L->align * L->align;
+    U->n = off - U->off;
   }
-  int uf = lc_unit_final(cfg->n_layers), t0 = k;
-  L->units[uf].off = off;
-  add(t, &k, &off, uf, "model.norm.weight", 1, C, 0, 0);
-  if (!cfg->tie_embeddings) add(t, &k, &off, uf, "lm_head.weight", 2, V, C, 1);
-  CLOSE_UNIT(uf, t0);
-#undef CLOSE_UNIT
   L->table = t;
   L->n_tensors = k;
   L->total = off;
@@ -99,24 +87,15 @@ lc_status lc_param_table(const lc_config *cfg, lc_param_info **table, int *n, si
   return LC_OK;
 }
 
-float **lc_weights_slot(lc_weights *w, const lc_config *cfg, int i) {
-  if (i == 0) return &w->embed;
-  int k = i - 1;
-  if (k < 9 * cfg->n_layers) {
-    lc_layer_weights *L = &w->layer[k / 9];
-    float **f[9] = {&L->ln1, &L->wq, &L->wk, &L->wv, &L->wo, &L->ln2, &L->wgate, &L->wup, &L->wdown};
-    return f[k % 9];
-  }
-  return k == 9 * cfg->n_layers ? &w->norm : &w->head;
-}
+float **lc_weights_slot(lc_weights *w, const lc_param_info *t) { return (float **)(void *)((char *)w + t->slot); }
 
 void lc_weights_tie(lc_weights *w, const lc_config *cfg) {
   if (cfg->tie_embeddings) w->head = w->embed;
 }
 
 void lc_param_init_part(float *dst, const lc_param_info *t, size_t n, lc_rng *rng) {
-  if (t->ndim == 1) {
-    for (size_t j = 0; j < n; j++) dst[j] = 1.0f;
+  if (t->init != LC_INIT_NORMAL) {
+    for (size_t j = 0; j < n; j++) dst[j] = t->init == LC_INIT_ONES ? 1.0f : 0.0f;
   } else {
     lc_rng_fill_normal(rng, dst, (long)n, 0.02f);
   }

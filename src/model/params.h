@@ -16,8 +16,12 @@ typedef struct {
   long shape[2];  // HF shape ([out, in] for linear weights)
   size_t offset;  // element offset in the flat buffer
   size_t numel;
-  int decay;      // 1: AdamW weight decay applies (matrices), 0: norms
+  int decay;      // 1: AdamW weight decay applies (matrices), 0: norms and biases
   int unit;       // the unit (see lc_param_layout) holding this tensor
+  int kind;       // index in lc_tensor_kinds (model/arch.h)
+  int layer;      // decoder layer (-1: embedding or final unit)
+  int init;       // lc_init (arch.h)
+  size_t slot;    // byte offset of its view pointer in lc_weights
 } lc_param_info;
 
 // A unit is what ZeRO moves at once: the embedding, one decoder layer, or the final norm
@@ -50,12 +54,16 @@ typedef struct {
 #define LC_STAGE_FLOATS ((size_t)1 << 22)
 size_t lc_stage_floats(const lc_param_layout *L);
 
+// The views of one layer (model/arch.h lists the tensors; absent ones are NULL).
 typedef struct {
   float *ln1;   // input_layernorm.weight          [C]
   float *wq;    // self_attn.q_proj.weight         [Hq*D, C]
   float *wk;    // self_attn.k_proj.weight         [Hkv*D, C]
   float *wv;    // self_attn.v_proj.weight         [Hkv*D, C]
   float *wo;    // self_attn.o_proj.weight         [C, Hq*D]
+  float *bq, *bk, *bv; // self_attn.{q,k,v}_proj.bias [Hq*D], [Hkv*D] (qkv_bias)
+  float *bo;    // self_attn.o_proj.bias           [C] (o_bias)
+  float *q_norm, *k_norm; // self_attn.{q,k}_norm.weight [D] (qk_norm)
   float *ln2;   // post_attention_layernorm.weight [C]
   float *wgate; // mlp.gate_proj.weight            [F, C]
   float *wup;   // mlp.up_proj.weight              [F, C]
@@ -78,11 +86,11 @@ lc_status lc_param_layout_build(lc_param_layout *L, const lc_config *cfg, int sh
 void lc_param_layout_free(lc_param_layout *L);
 // The unsharded table alone (malloc'd, caller frees) in flat-buffer order.
 lc_status lc_param_table(const lc_config *cfg, lc_param_info **table, int *n, size_t *total);
-// The view field of tensor i (table order) in w: &w->embed, &w->layer[l].wq, ... For a tied
-// model the head field follows the embedding (set both with lc_weights_tie).
-float **lc_weights_slot(lc_weights *w, const lc_config *cfg, int i);
+// The view field of tensor t in w: &w->embed, &w->layer[l].wq, ... For a tied model the
+// head field follows the embedding (set both with lc_weights_tie).
+float **lc_weights_slot(lc_weights *w, const lc_param_info *t);
 void lc_weights_tie(lc_weights *w, const lc_config *cfg);
-// HF-style init: linear and embedding weights ~ N(0, 0.02), norm weights = 1. Tensor by
+// HF-style init: linear and embedding weights ~ N(0, 0.02), norm weights = 1, biases 0. Tensor by
 // tensor in table order from one stream, so the values do not depend on the layout.
 void lc_param_init_tensor(float *dst, const lc_param_info *t, lc_rng *rng);
 // The next n values of tensor t's init (the same stream in pieces).

@@ -63,7 +63,7 @@ static int optim_sharded(const lc_pstore *ps) { return ps->stage >= 1; }
 static void set_views(lc_pstore *ps, lc_weights *w, int u, float *base) {
   const lc_param_unit *U = &ps->lay.units[u];
   for (int t = U->t0; t < U->t1; t++)
-    *lc_weights_slot(w, &ps->cfg, t) = base ? base + (ps->lay.table[t].offset - U->off) : NULL;
+    *lc_weights_slot(w, &ps->lay.table[t]) = base ? base + (ps->lay.table[t].offset - U->off) : NULL;
   lc_weights_tie(w, &ps->cfg);
 }
 

@@ -37,9 +37,20 @@ void lc_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, i
 void lc_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                     const float *rstd, int T, int C);
 
-// ---- rope.c (HF rotate-half convention) ----
-// Table for T positions: angle[t,i] = pos[t] * theta^(-2i/D), i < D/2;
-// cos_t/sin_t are [T, D/2]. Computed in double, stored as float.
+// The same with dinp OVERWRITTEN (dinp may be dout: in place).
+void lc_rmsnorm_bwd_set(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                        const float *rstd, int T, int C);
+
+// ---- bias.c: the bias of a linear layer ----
+// y[T,N] += b[N] on every row
+void lc_bias_fwd(float *y, const float *b, int T, int N);
+// db[N] += sum over rows of dy[T,N] (per-column order t ascending, whatever the threads)
+void lc_bias_bwd(float *db, const float *dy, int T, int N);
+
+// ---- rope.c (HF rotate-half convention; scaling in ops/rope.h) ----
+// Plain RoPE's table for T positions: angle[t,i] = pos[t] * theta^(-2i/D), i < D/2;
+// cos_t/sin_t are [T, D/2]. Computed in double, stored as float (lc_rope_table_freqs with
+// lc_rope_freqs of no scaling).
 void lc_rope_table(float *cos_t, float *sin_t, const int *pos, int T, int D, double theta);
 // x[T,H,D] rotated in place: for i < D/2, (a, b) = (x[i], x[i+D/2]):
 // x[i] = a*cos - b*sin ; x[i+D/2] = b*cos + a*sin

@@ -26,8 +26,8 @@ void lc_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, i
 // With y = x*r*w and r = (mean(x^2)+eps)^(-1/2):  dr/dx_j = -r^3 x_j / C, so
 //   dx_j = r*dy_j*w_j - x_j * r^3 * (sum_c dy_c w_c x_c) / C
 //   dw_c = sum_t dy[t,c] * x[t,c] * r[t]
-void lc_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
-                    const float *rstd, int T, int C) {
+static void rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                        const float *rstd, int T, int C, int accumulate) {
   const int par = (long)T * C > LC_RMS_PAR_MIN;
   // dw first (so dinp may even alias dout). Threads own column blocks: race-free and the
   // per-column summation order (t ascending) does not depend on the thread count.
@@ -53,6 +53,19 @@ void lc_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp,
 #pragma omp simd reduction(+ : dot)
     for (int c = 0; c < C; c++) dot += (double)(dy[c] * w[c]) * (double)x[c];
     const float k = (float)((double)r * r * r * dot / C);
-    for (int c = 0; c < C; c++) dx[c] += r * dy[c] * w[c] - x[c] * k;
+    if (accumulate)
+      for (int c = 0; c < C; c++) dx[c] += r * dy[c] * w[c] - x[c] * k;
+    else // dx may be dy: each element is read before it is written
+      for (int c = 0; c < C; c++) dx[c] = r * dy[c] * w[c] - x[c] * k;
   }
+}
+
+void lc_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                    const float *rstd, int T, int C) {
+  rmsnorm_bwd(dinp, dw, dout, inp, w, rstd, T, C, 1);
+}
+
+void lc_rmsnorm_bwd_set(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                        const float *rstd, int T, int C) {
+  rmsnorm_bwd(dinp, dw, dout, inp, w, rstd, T, C, 0);
 }

@@ -356,6 +356,14 @@ static lc_status check_model(const char *dir, const lc_config *a, const lc_confi
   SAME(norm_eps, "rms_norm_eps");
   SAME(rope_theta, "rope_theta");
   SAME(sliding_window, "sliding_window (--attn-window)");
+  SAME(head_dim, "head_dim");
+  SAME(arch, "family (0 llama, 1 mistral, 2 qwen2, 3 qwen3)");
+  SAME(qkv_bias, "q/k/v biases");
+  SAME(o_bias, "o_proj bias");
+  SAME(qk_norm, "q/k norms");
+  SAME(rope.type, "rope scaling type (0 default, 1 linear, 2 dynamic, 3 llama3, 4 yarn, 5 longrope)");
+  SAME(rope.factor, "rope scaling factor (--rope-scaling)");
+  SAME(rope.orig_max, "original_max_position_embeddings");
 #undef SAME
   return LC_OK;
 }

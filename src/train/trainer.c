@@ -38,9 +38,11 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
     return lc_fail(LC_EINVAL, "--lr, --wd and --clip must be >= 0");
   if (o->mopts.mlp_tile < 0 || o->mopts.loss_tile < 0)
     return lc_fail(LC_EINVAL, "--mlp-tile and --loss-tile must be >= 0 (0 = untiled)");
-  if ((long)o->seq > (long)o->cfg.max_pos)
-    return lc_fail(LC_EINVAL, "--seq %d exceeds the model's max_position_embeddings %d", o->seq,
-                   o->cfg.max_pos);
+  // Dynamic NTK scaling is made for positions beyond max_position_embeddings.
+  if ((long)o->seq > (long)lc_config_max_positions(&o->cfg))
+    return lc_fail(LC_EINVAL, "--seq %d exceeds the model's max_position_embeddings %d: extend its context with "
+                   "--rope-scaling TYPE:FACTOR (e.g. yarn:%d)", o->seq, o->cfg.max_pos,
+                   (o->seq + o->cfg.max_pos - 1) / o->cfg.max_pos);
   LC_TRY(lc_config_validate(&o->cfg));
   LC_TRY(lc_grid_validate(world->size, o->hp, o->cp, o->window, &o->cfg, o->seq, o->batch));
   lc_arena_init(&t->arena, o->mem_cap);
@@ -88,7 +90,8 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   t->pos = malloc(sizeof(int) * n);
   t->lo = bounded ? malloc(sizeof(int) * (size_t)t->local_batch * (size_t)o->seq) : NULL;
   t->lay = calloc((size_t)t->local_batch, sizeof *t->lay);
-  if (!t->tokens || !t->targets || !t->pos || !t->full_tok || !t->full_tgt || !t->full_doc || !t->lay ||
+  t->rope_len = calloc((size_t)t->local_batch, sizeof *t->rope_len);
+  if (!t->tokens || !t->targets || !t->pos || !t->full_tok || !t->full_tgt || !t->full_doc || !t->lay || !t->rope_len ||
       (bounded && !t->lo))
     st = lc_fail(LC_ENOMEM, "out of memory for the token buffers (--batch x --seq too large)");
   for (int b = 0; b < t->local_batch && st == LC_OK; b++)
@@ -101,6 +104,8 @@ void lc_trainer_free(lc_trainer *t) {
   if (t->lay)
     for (int b = 0; b < t->local_batch; b++) lc_seq_layout_free(&t->lay[b]);
   free(t->lay);
+  free(t->rope_len);
+  t->rope_len = NULL;
   free(t->lo);
   free(t->full_doc);
   free(t->pos);
@@ -138,12 +143,18 @@ static void place_sequence(lc_trainer *t, int b, long *counted, double *pairs) {
     *counted += tgt[i] >= 0;
     *pairs += (double)(g - (lo ? lo[g] : 0) + 1);
   }
+  // Positions are global (every rank sees the whole sample): the longest document decides
+  // a length-dependent RoPE scaling alike on every rank, as one process would.
+  t->rope_len[b] = 0;
+  for (long g = 0; g < S; g++)
+    if ((int)(g - t->full_doc[g]) + 1 > t->rope_len[b]) t->rope_len[b] = (int)(g - t->full_doc[g]) + 1;
 }
 
 // The attention of sequence b: its layout and bounds.
 static void attend_sequence(lc_trainer *t, int b) {
   t->attn.layout = t->distributed ? &t->lay[b] : NULL;
   t->attn.lo = t->lo ? t->lo + (size_t)b * t->o.seq : NULL;
+  t->model.rope_len = t->rope_len[b];
 }
 
 // This rank's tokens of the batch: its data-parallel group's sequences, its slice of each.

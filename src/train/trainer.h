@@ -76,6 +76,8 @@ typedef struct {
   int *tokens, *targets, *pos; // local shards [local_batch * T]; pos: RoPE positions
   int *lo;                     // [local_batch * seq] first key each token may see (NULL: plain causal)
   lc_seq_layout *lay;          // [local_batch] each sequence's layout over the context ranks
+  int *rope_len;               // [local_batch] each sequence's longest document (largest RoPE
+                               // position + 1), which length-dependent RoPE scalings read
   int window;                  // attention window (cfg.sliding_window, 0 = none)
 } lc_trainer;
 

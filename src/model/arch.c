@@ -1,0 +1,103 @@
+#include "model/arch.h"
+
+#include <ctype.h>
+#include <string.h>
+
+#include "model/params.h"
+
+#define LW(f) offsetof(lc_layer_weights, f)
+#define GW(f) offsetof(lc_weights, f)
+
+static const lc_tensor_kind kinds[] = {
+    {LC_PLACE_EMBED, "model.embed_tokens.weight", "token_embd.weight", LC_SZ_V, LC_SZ_C, LC_INIT_NORMAL, 1, LC_IF_ALWAYS, GW(embed)},
+    {LC_PLACE_LAYER, "input_layernorm.weight", "attn_norm.weight", LC_SZ_C, LC_SZ_1, LC_INIT_ONES, 0, LC_IF_ALWAYS, LW(ln1)},
+    {LC_PLACE_LAYER, "self_attn.q_proj.weight", "attn_q.weight", LC_SZ_HQ, LC_SZ_C, LC_INIT_NORMAL, 1, LC_IF_ALWAYS, LW(wq)},
+    {LC_PLACE_LAYER, "self_attn.q_proj.bias", "attn_q.bias", LC_SZ_HQ, LC_SZ_1, LC_INIT_ZEROS, 0, LC_IF_QKV_BIAS, LW(bq)},
+    {LC_PLACE_LAYER, "self_attn.k_proj.weight", "attn_k.weight", LC_SZ_HKV, LC_SZ_C, LC_INIT_NORMAL, 1, LC_IF_ALWAYS, LW(wk)},
+    {LC_PLACE_LAYER, "self_attn.k_proj.bias", "attn_k.bias", LC_SZ_HKV, LC_SZ_1, LC_INIT_ZEROS, 0, LC_IF_QKV_BIAS, LW(bk)},
+    {LC_PLACE_LAYER, "self_attn.v_proj.weight", "attn_v.weight", LC_SZ_HKV, LC_SZ_C, LC_INIT_NORMAL, 1, LC_IF_ALWAYS, LW(wv)},
+    {LC_PLACE_LAYER, "self_attn.v_proj.bias", "attn_v.bias", LC_SZ_HKV, LC_SZ_1, LC_INIT_ZEROS, 0, LC_IF_QKV_BIAS, LW(bv)},
+    {LC_PLACE_LAYER, "self_attn.o_proj.weight", "attn_output.weight", LC_SZ_C, LC_SZ_HQ, LC_INIT_NORMAL, 1, LC_IF_ALWAYS, LW(wo)},
+    {LC_PLACE_LAYER, "self_attn.o_proj.bias", "attn_output.bias", LC_SZ_C, LC_SZ_1, LC_INIT_ZEROS, 0, LC_IF_O_BIAS, LW(bo)},
+    {LC_PLACE_LAYER, "self_attn.q_norm.weight", "attn_q_norm.weight", LC_SZ_D, LC_SZ_1, LC_INIT_ONES, 0, LC_IF_QK_NORM, LW(q_norm)},
+    {LC_PLACE_LAYER, "self_attn.k_norm.weight", "attn_k_norm.weight", LC_SZ_D, LC_SZ_1, LC_INIT_ONES, 0, LC_IF_QK_NORM, LW(k_norm)},
+    {LC_PLACE_LAYER, "post_attention_layernorm.weight", "ffn_norm.weight", LC_SZ_C, LC_SZ_1, LC_INIT_ONES, 0, LC_IF_ALWAYS, LW(ln2)},
+    {LC_PLACE_LAYER, "mlp.gate_proj.weight", "ffn_gate.weight", LC_SZ_F, LC_SZ_C, LC_INIT_NORMAL, 1, LC_IF_ALWAYS, LW(wgate)},
+    {LC_PLACE_LAYER, "mlp.up_proj.weight", "ffn_up.weight", LC_SZ_F, LC_SZ_C, LC_INIT_NORMAL, 1, LC_IF_ALWAYS, LW(wup)},
+    {LC_PLACE_LAYER, "mlp.down_proj.weight", "ffn_down.weight", LC_SZ_C, LC_SZ_F, LC_INIT_NORMAL, 1, LC_IF_ALWAYS, LW(wdown)},
+    {LC_PLACE_FINAL, "model.norm.weight", "output_norm.weight", LC_SZ_C, LC_SZ_1, LC_INIT_ONES, 0, LC_IF_ALWAYS, GW(norm)},
+    {LC_PLACE_FINAL, "lm_head.weight", "output.weight", LC_SZ_V, LC_SZ_C, LC_INIT_NORMAL, 1, LC_IF_UNTIED, GW(head)},
+};
+
+const lc_tensor_kind *lc_tensor_kinds(int *n) {
+  *n = (int)(sizeof kinds / sizeof kinds[0]);
+  return kinds;
+}
+
+int lc_tensor_present(const lc_tensor_kind *k, const lc_config *c) {
+  switch (k->cond) {
+  case LC_IF_QKV_BIAS: return c->qkv_bias;
+  case LC_IF_O_BIAS: return c->o_bias;
+  case LC_IF_QK_NORM: return c->qk_norm;
+  case LC_IF_UNTIED: return !c->tie_embeddings;
+  default: return 1;
+  }
+}
+
+long lc_size_of(lc_size s, const lc_config *c) {
+  switch (s) {
+  case LC_SZ_C: return c->dim;
+  case LC_SZ_F: return c->ffn;
+  case LC_SZ_V: return c->vocab;
+  case LC_SZ_D: return c->head_dim;
+  case LC_SZ_HQ: return (long)c->n_heads * c->head_dim;
+  case LC_SZ_HKV: return (long)c->n_kv_heads * c->head_dim;
+  default: return 1;
+  }
+}
+
+static const lc_arch archs[LC_ARCH_N] = {
+    {LC_ARCH_LLAMA, "llama", "LlamaForCausalLM", "llama", 0, 1, 0, 0, 1},
+    {LC_ARCH_MISTRAL, "mistral", "MistralForCausalLM", "mistral", 0, 1, 0, 1, 1},
+    {LC_ARCH_QWEN2, "qwen2", "Qwen2ForCausalLM", "qwen2", 1, 0, 0, 0, 0},
+    {LC_ARCH_QWEN3, "qwen3", "Qwen3ForCausalLM", "qwen3", 0, 1, 1, 0, 0},
+};
+
+const lc_arch *lc_arch_get(lc_arch_id id) { return id >= 0 && id < LC_ARCH_N ? &archs[id] : &archs[0]; }
+
+const lc_arch *lc_arch_find_hf(const char *name) {
+  for (int i = 0; i < LC_ARCH_N; i++)
+    if (!strcmp(name, archs[i].model_type) || !strcmp(name, archs[i].hf_class)) return &archs[i];
+  return NULL;
+}
+
+const lc_arch *lc_arch_find_gguf(const char *name) {
+  for (int i = 0; i < LC_ARCH_N; i++)
+    if (!strcmp(name, archs[i].gguf_arch)) return &archs[i];
+  return NULL;
+}
+
+static int contains_ci(const char *s, const char *w) {
+  for (; *s; s++) {
+    size_t k = 0;
+    while (w[k] && s[k] && tolower((unsigned char)s[k]) == w[k]) k++;
+    if (!w[k]) return 1;
+  }
+  return 0;
+}
+
+const char *lc_arch_nearest(const char *name) {
+  if (contains_ci(name, "qwen3")) return archs[LC_ARCH_QWEN3].hf_class;
+  if (contains_ci(name, "qwen")) return archs[LC_ARCH_QWEN2].hf_class;
+  if (contains_ci(name, "mistral") || contains_ci(name, "mixtral")) return archs[LC_ARCH_MISTRAL].hf_class;
+  return archs[LC_ARCH_LLAMA].hf_class;
+}
+
+const char *lc_arch_names(void) { return "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"; }
+
+void lc_arch_apply(lc_config *cfg, const lc_arch *a, int attention_bias) {
+  cfg->arch = a->id;
+  cfg->qkv_bias = a->qkv_bias || attention_bias;
+  cfg->o_bias = attention_bias && a->o_bias_follows;
+  cfg->qk_norm = a->qk_norm;
+}
