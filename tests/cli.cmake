@@ -14,3 +14,6 @@ set_tests_properties(demo_passkey PROPERTIES LABELS demo TIMEOUT 600
 # threads per rank (~1 min).
 add_test(NAME cli_robust COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_robust.sh $<TARGET_FILE:longctx>)
 set_tests_properties(cli_robust PROPERTIES LABELS cli TIMEOUT 180 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
+# Model families (Qwen2, Qwen3, RoPE scalings) and --rope-theta / --rope-scaling (~10 s).
+add_test(NAME cli_families COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_families.sh $<TARGET_FILE:longctx> ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_families PROPERTIES LABELS cli TIMEOUT 90 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
