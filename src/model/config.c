@@ -12,20 +12,31 @@ typedef struct {
   float norm_eps;
   int max_pos;
   int config_only;
+  lc_arch_id arch; // families' fixed fields follow it (lc_arch_apply)
+  int head_dim;    // 0: dim / n_heads
+  int llama3;      // Llama 3.1's RoPE: llama3 scaling, factor 8 of 8192 (1, 4)
+  int tied;
 } lc_preset;
 
 // DESIGN.md's presets. Vocab 256 = bytes. Then configuration-only presets of real models
 // (their HF config.json values) for `longctx plan`: shapes without weights.
 static const lc_preset presets[] = {
-    {"tiny", 64, 2, 4, 2, 176, 256, 10000.0, 1e-5f, 1 << 24, 0},
-    {"demo", 256, 4, 8, 4, 704, 256, 10000.0, 1e-5f, 1 << 24, 0},
-    {"bench-s", 512, 8, 8, 4, 1408, 32000, 10000.0, 1e-5f, 1 << 24, 0},
-    {"llama-3-8b", 4096, 32, 32, 8, 14336, 128256, 500000.0, 1e-5f, 8192, 1},
-    {"llama-3-70b", 8192, 80, 64, 8, 28672, 128256, 500000.0, 1e-5f, 8192, 1},
+    {"tiny", 64, 2, 4, 2, 176, 256, 10000.0, 1e-5f, 1 << 24, 0, LC_ARCH_LLAMA, 0, 0, 0},
+    {"demo", 256, 4, 8, 4, 704, 256, 10000.0, 1e-5f, 1 << 24, 0, LC_ARCH_LLAMA, 0, 0, 0},
+    {"bench-s", 512, 8, 8, 4, 1408, 32000, 10000.0, 1e-5f, 1 << 24, 0, LC_ARCH_LLAMA, 0, 0, 0},
+    {"llama-3-8b", 4096, 32, 32, 8, 14336, 128256, 500000.0, 1e-5f, 8192, 1, LC_ARCH_LLAMA, 0, 0, 0},
+    {"llama-3-70b", 8192, 80, 64, 8, 28672, 128256, 500000.0, 1e-5f, 8192, 1, LC_ARCH_LLAMA, 0, 0, 0},
+    {"llama-3.1-8b", 4096, 32, 32, 8, 14336, 128256, 500000.0, 1e-5f, 131072, 1, LC_ARCH_LLAMA, 0, 1, 0},
+    {"llama-3.1-70b", 8192, 80, 64, 8, 28672, 128256, 500000.0, 1e-5f, 131072, 1, LC_ARCH_LLAMA, 0, 1, 0},
+    {"qwen2.5-7b", 3584, 28, 28, 4, 18944, 152064, 1000000.0, 1e-6f, 32768, 1, LC_ARCH_QWEN2, 0, 0, 0},
+    {"qwen3-8b", 4096, 36, 32, 8, 12288, 151936, 1000000.0, 1e-6f, 40960, 1, LC_ARCH_QWEN3, 128, 0, 0},
+    {"qwen3-32b", 5120, 64, 64, 8, 25600, 151936, 1000000.0, 1e-6f, 40960, 1, LC_ARCH_QWEN3, 128, 0, 0},
 };
 
 const char *lc_config_preset_names(void) { return "tiny, demo, bench-s"; }
-const char *lc_config_plan_preset_names(void) { return "llama-3-8b, llama-3-70b"; }
+const char *lc_config_plan_preset_names(void) {
+  return "llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, qwen2.5-7b, qwen3-8b, qwen3-32b";
+}
 
 lc_status lc_config_preset(lc_config *cfg, const char *name) {
   for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
@@ -37,14 +48,17 @@ lc_status lc_config_preset(lc_config *cfg, const char *name) {
     cfg->n_layers = p->n_layers;
     cfg->n_heads = p->n_heads;
     cfg->n_kv_heads = p->n_kv_heads;
-    cfg->head_dim = p->dim / p->n_heads;
+    cfg->head_dim = p->head_dim ? p->head_dim : p->dim / p->n_heads;
     cfg->ffn = p->ffn;
     cfg->vocab = p->vocab;
     cfg->norm_eps = p->norm_eps;
     cfg->rope_theta = p->rope_theta;
-    cfg->tie_embeddings = 0;
+    cfg->tie_embeddings = p->tied;
     cfg->max_pos = p->max_pos;
     cfg->config_only = p->config_only;
+    lc_arch_apply(cfg, lc_arch_get(p->arch), 0);
+    if (p->llama3)
+      cfg->rope = (lc_rope_scaling){.type = LC_ROPE_LLAMA3, .factor = 8, .orig_max = 8192, .low_freq_factor = 1, .high_freq_factor = 4};
     return LC_OK;
   }
   return lc_fail(LC_EINVAL, "unknown model preset '%s': use one of %s (or, for plan only, %s), or a "

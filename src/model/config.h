@@ -32,14 +32,15 @@ typedef struct {
 } lc_config;
 
 // Fills cfg from a preset name (tiny, demo, bench-s, or a configuration-only preset of a
-// real model: llama-3-8b, llama-3-70b, which set config_only). LC_EINVAL for an unknown name.
+// real model for plan, which set config_only: llama-3-8b, llama-3-70b, llama-3.1-8b/70b with
+// their llama3 RoPE scaling, qwen2.5-7b, qwen3-8b, qwen3-32b). LC_EINVAL for an unknown name.
 lc_status lc_config_preset(lc_config *cfg, const char *name);
 // Checks internal consistency (dims positive, kv heads divide heads, even head_dim, RoPE
 // scaling parameters in range).
 lc_status lc_config_validate(const lc_config *cfg);
 // "tiny, demo, bench-s" (the trainable presets)
 const char *lc_config_preset_names(void);
-// "llama-3-8b, llama-3-70b" (configuration-only presets, for plan)
+// "llama-3-8b, llama-3-70b, ..." (configuration-only presets, for plan)
 const char *lc_config_plan_preset_names(void);
 
 // A sequence tile of `tile` tokens splits a pass over T tokens when 0 < tile < T; any
