@@ -27,7 +27,7 @@ int lc_cmd_plan(int argc, char **argv) {
   const char *cp_layout = NULL;
   float budget_gib = 20.0f;
   lc_flag flags[] = {
-      {"model", LC_ARG_STR, &model, "preset (tiny, demo, bench-s, llama-3-8b, llama-3-70b) or HF model directory", 0},
+      {"model", LC_ARG_STR, &model, "a preset (tiny, demo, bench-s; for plan: llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, qwen2.5-7b, qwen3-8b, qwen3-32b) or HF model directory", 0},
       {"seq", LC_ARG_STR, &seq_s, "tokens per sequence, K = 1024, M = 1024^2 (e.g. 128K, 1M)", 0},
       {"batch", LC_ARG_INT, &batch, "sequences per step (default 1; run one after another: no effect on the peak)", 0},
       {"hp", LC_ARG_INT, &hp, "head-parallel (Ulysses) degree (default 1)", 0},
@@ -106,9 +106,9 @@ int lc_cmd_plan(int argc, char **argv) {
 
   char b[32], b2[32], b3[32];
   const double np = (double)lc_config_n_params(&cfg);
-  printf("longctx plan: %s (dim %d, layers %d, heads %d, kv heads %d, ffn %d, vocab %d%s), %.3f %s parameters%s\n",
-         cfg.name, cfg.dim, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.ffn, cfg.vocab,
-         cfg.tie_embeddings ? ", tied head" : "", np >= 1e9 ? np / 1e9 : np / 1e6, np >= 1e9 ? "B" : "M",
+  char desc[400];
+  printf("longctx plan: %s (%s), %.3f %s parameters%s\n", cfg.name, lc_config_describe(&cfg, desc, sizeof desc),
+         np >= 1e9 ? np / 1e9 : np / 1e6, np >= 1e9 ? "B" : "M",
          cfg.config_only ? " (configuration-only preset)" : "");
   printf("  %-10s hp %d x cp %d (ring window %d) = %d rank%s per sequence; S = %ld -> %ld tokens per rank; "
          "batch %d (sequences run one after another: no effect on the peak)\n",

@@ -47,9 +47,8 @@ void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int th
   const lc_config *c = &o->cfg;
   char b[32];
   printf("longctx train\n");
-  printf("  %-14s %s (dim %d, layers %d, heads %d, kv heads %d, ffn %d, vocab %d%s)\n", "model",
-         c->name, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->ffn, c->vocab,
-         c->tie_embeddings ? ", tied head" : "");
+  char desc[400];
+  printf("  %-14s %s (%s)\n", "model", c->name, lc_config_describe(c, desc, sizeof desc));
   printf("  %-14s %.3f M\n", "parameters", (double)lc_config_n_params(c) / 1e6);
   printf("  %-14s %s\n", "data", t->data.desc);
   char pk[300];

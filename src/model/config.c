@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "model/arch.h"
@@ -83,6 +84,20 @@ lc_status lc_config_validate(const lc_config *c) {
     return lc_fail(LC_EINVAL, "model config: rms_norm_eps and rope_theta must be positive");
   if (c->arch < 0 || c->arch >= LC_ARCH_N) return lc_fail(LC_EINVAL, "model config: unknown family %d", (int)c->arch);
   return lc_rope_scaling_validate(&c->rope, c->head_dim);
+}
+
+const char *lc_config_describe(const lc_config *c, char *b, size_t n) {
+  char rope[96] = "";
+  const lc_rope_scaling *r = &c->rope;
+  if (r->type == LC_ROPE_DEFAULT) snprintf(rope, sizeof rope, ", %d positions", c->max_pos);
+  else if (r->type == LC_ROPE_DYNAMIC) snprintf(rope, sizeof rope, ", dynamic x%g beyond %d positions", r->factor, c->max_pos);
+  else if (r->type == LC_ROPE_LONGROPE) snprintf(rope, sizeof rope, ", longrope %d -> %d positions", r->orig_max ? r->orig_max : c->max_pos, c->max_pos);
+  else snprintf(rope, sizeof rope, ", %s x%g: %d -> %d positions", lc_rope_type_name(r->type), r->factor, r->orig_max ? r->orig_max : c->max_pos, c->max_pos);
+  snprintf(b, n, "%s: dim %d, layers %d, heads %d (kv %d, head_dim %d), ffn %d, vocab %d%s%s%s%s; RoPE theta %g%s",
+           lc_arch_get(c->arch)->hf_class, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn, c->vocab,
+           c->tie_embeddings ? ", tied head" : "", c->qkv_bias ? (c->o_bias ? ", q/k/v/o biases" : ", q/k/v biases") : "",
+           c->qk_norm ? ", q/k norms" : "", c->sliding_window > 0 ? ", sliding window" : "", c->rope_theta, rope);
+  return b;
 }
 
 int lc_config_max_positions(const lc_config *c) {

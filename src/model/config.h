@@ -2,6 +2,8 @@
 #ifndef LC_CONFIG_H
 #define LC_CONFIG_H
 
+#include <stddef.h>
+
 #include "core/status.h"
 #include "ops/rope.h"
 
@@ -50,6 +52,11 @@ static inline int lc_tile_splits(int tile, int T) { return tile > 0 && tile < T;
 // The longest sequence (in positions) the model takes: max_position_embeddings, or
 // unlimited (2^30) when it is unset or the RoPE scaling is dynamic (made for longer ones).
 int lc_config_max_positions(const lc_config *cfg);
+
+// One line for the settings table and plan: family, shape and variant fields, e.g.
+// "Qwen3ForCausalLM: dim 64, layers 2, heads 4 (kv 2, head_dim 24), ffn 176, vocab 256,
+// tied head, q/k/v/o biases, q/k norms; RoPE theta 1e+06, yarn x4 of 16 positions".
+const char *lc_config_describe(const lc_config *cfg, char *buf, size_t n);
 
 // Parameter count (elements).
 long long lc_config_n_params(const lc_config *cfg);
