@@ -83,6 +83,14 @@ lc_status lc_config_validate(const lc_config *c) {
   if (!(c->norm_eps > 0) || !(c->rope_theta > 0))
     return lc_fail(LC_EINVAL, "model config: rms_norm_eps and rope_theta must be positive");
   if (c->arch < 0 || c->arch >= LC_ARCH_N) return lc_fail(LC_EINVAL, "model config: unknown family %d", (int)c->arch);
+  // The variant fields must be a combination the family has (its config.json can say).
+  const lc_arch *ar = lc_arch_get(c->arch);
+  int expressible = 0;
+  for (int ab = 0; ab < 2; ab++)
+    expressible |= c->qkv_bias == (ar->qkv_bias || ab) && c->o_bias == (ab && ar->o_bias_follows) && c->qk_norm == ar->qk_norm;
+  if (!expressible)
+    return lc_fail(LC_EINVAL, "model config: %s has no variant with%s q/k/v biases,%s an o_proj bias and%s q/k norms",
+                   ar->hf_class, c->qkv_bias ? "" : "out", c->o_bias ? "" : " no", c->qk_norm ? "" : " no");
   return lc_rope_scaling_validate(&c->rope, c->head_dim);
 }
 
