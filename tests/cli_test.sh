@@ -230,6 +230,30 @@ done
 [ "$(cat "$TMP/ck_bf16")" -gt 0 ] && [ $(( $(cat "$TMP/ck_fp32") )) = $(( 2 * $(cat "$TMP/ck_bf16") )) ] && ok || bad "plan checkpoint bytes/token fp32 $(cat "$TMP/ck_fp32") bf16 $(cat "$TMP/ck_bf16")"
 "$BIN" generate --model tiny --prompt "Hello" --max-new 8 --precision bf16 >"$TMP/gen" 2>"$TMP/err" && [ "$(sed -n 2p "$TMP/gen" | cut -c1-5)" = Hello ] && ok || bad "generate bf16: $(cat "$TMP/err")"
 
+# Layer checkpoints offloaded to disk (bench-s: 8 layers, 4 resident): the same losses as in
+# RAM; the scratch directory left empty; a missing directory, too little room and a write
+# error are one line naming the directory, and the checkpoint saved before the error loads.
+python3 - "$TMP/v32k.tok" <<'PY'
+import struct, sys
+toks = [(i * 7919 + 13) % 32000 for i in range(3000)]
+open(sys.argv[1], "wb").write(b"LCTOKENS" + struct.pack("<IIIIQ", 1, 2, 32000, 0, len(toks)) + struct.pack("<%dH" % len(toks), *toks))
+PY
+OFF="--model bench-s --data $TMP/v32k.tok --seq 128 --threads 2 --warmup 0"
+mkdir -p "$TMP/off"
+"$BIN" train $OFF --steps 2 --log-json "$TMP/ram.jsonl" >/dev/null 2>&1 && ok || bad "bench-s in RAM"
+"$BIN" train $OFF --steps 2 --offload-checkpoints "$TMP/off" --log-json "$TMP/off.jsonl" >"$TMP/out" 2>"$TMP/err" && ok || bad "offload: $(cat "$TMP/err")"
+grep -q "offloaded to $TMP/off (4 of 8 layers in RAM" "$TMP/out" && ok || bad "settings table lacks the offload line"
+[ "$(losses "$TMP/ram.jsonl")" = "$(losses "$TMP/off.jsonl")" ] && ok || bad "offloaded losses $(losses "$TMP/off.jsonl") vs RAM $(losses "$TMP/ram.jsonl")"
+[ -z "$(ls -A "$TMP/off")" ] && ok || bad "offload left $(ls -A "$TMP/off")"
+expect_error "--offload-checkpoints $TMP/nodir is not a directory" train $OFF --steps 1 --offload-checkpoints "$TMP/nodir"
+LONGCTX_TEST_OFFLOAD_ROOM=1000 expect_error "--offload-checkpoints $TMP/off has 0.0 MiB free but a pass writes up to" train $OFF --steps 1 --offload-checkpoints "$TMP/off"
+# (a pass writes at most 8 layers: the 9th write of the process falls in step 2 or 3)
+LONGCTX_TEST_OFFLOAD_FAIL_WRITE=9 expect_error "writing layer" train $OFF --steps 3 --save-every 1 --keep 3 --save "$TMP/offck" --offload-checkpoints "$TMP/off"
+grep -q "$TMP/off/longctx-ckpt-" "$TMP/err" && ok || bad "the write error does not name the directory: $(cat "$TMP/err")"
+[ -z "$(ls -A "$TMP/off")" ] && ok || bad "the failed run left $(ls -A "$TMP/off")"
+"$BIN" train $OFF --steps 2 --resume "$TMP/offck/checkpoint-1" >/dev/null 2>"$TMP/err" && ok || bad "resume from the checkpoint before the write error: $(cat "$TMP/err")"
+"$BIN" plan --model llama-3-8b --seq 1M --hp 8 --cp 8 --checkpoint full --offload-checkpoints /tmp | grep -q "^  offload    layer checkpoints on disk: 8.00 GiB written and read back per pass" && ok || bad "plan --offload-checkpoints: $("$BIN" plan --model llama-3-8b --seq 1M --hp 8 --cp 8 --checkpoint full --offload-checkpoints /tmp | grep offload)"
+
 for cmd in train plan bench generate; do
   "$BIN" $cmd --help >"$TMP/help" 2>&1 && grep -q "^usage: longctx $cmd \[flags\]" "$TMP/help" && grep -q -- '--model' "$TMP/help" && ok || bad "$cmd --help: $(head -2 "$TMP/help")"
 done

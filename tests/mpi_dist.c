@@ -10,6 +10,7 @@
 // ctest's timeout. `mpi_dist N --planted-failure` checks that (ctest mpi_dist_abort).
 #include <mpi.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -364,6 +365,45 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
 static void test_step(layout L, lc_placement pl, int dp, lc_model_opts mo, const char *what) {
   step_case c = {mo, 2, 0.0f, 1, FAM_LLAMA};
   test_step_case(L, pl, dp, &c, what);
+}
+
+// Checkpoints offloaded to disk (model/ckstore.h) under layout L equal the in-RAM run on
+// the same layout bit for bit: losses and norms of 2 steps, the updated parameters; the
+// arena peaks equal the memory model's (4 of 6 layers' checkpoints resident).
+static void test_offload(layout L, lc_placement pl, lc_model_opts mo, int family) {
+  if (L.hp * L.cp != world->size) return;
+  step_case c = {mo, 2, 0.0f, 2, family};
+  lc_train_opts o = step_opts(L.hp, L.cp, L.w, pl, 1, &c);
+  o.cfg.n_layers = 6;
+  char dir[64];
+  snprintf(dir, sizeof dir, "/tmp/lc_mpi_offload_%d_%d", world->rank, (int)getpid());
+  CHECK(mkdir(dir, 0700) == 0, "mkdir %s", dir);
+  lc_train_opts od = o;
+  od.mopts.offload_dir = dir;
+  lc_trainer ram, off;
+  CHECK(lc_trainer_init(&ram, &o, world) == LC_OK && lc_trainer_init(&off, &od, world) == LC_OK, "offload init: %s",
+        lc_errmsg());
+  char tag[160];
+  snprintf(tag, sizeof tag, "offload hp %d cp %d w %d %s %s%s%s", L.hp, L.cp, L.w, lc_placement_name(pl), lc_ckpt_name(mo.ckpt),
+           mo.precision == LC_DT_BF16 ? " bf16" : "", family_name(family));
+  lc_step_metrics a, b;
+  for (int k = 0; k < 2; k++) {
+    CHECK(lc_trainer_step(&ram, &a) == LC_OK && lc_trainer_step(&off, &b) == LC_OK, "%s step: %s", tag, lc_errmsg());
+    CHECK(a.loss == b.loss && a.grad_norm == b.grad_norm, "%s step %d: loss %.17g vs %.17g, norm %.17g vs %.17g", tag, k,
+          b.loss, a.loss, b.grad_norm, a.grad_norm);
+  }
+  CHECK(!memcmp(ram.model.params, off.model.params, sizeof(float) * ram.model.ps.n_params), "%s: parameters differ", tag);
+  lc_mem_estimate e;
+  CHECK(lc_memplan_predict(&od.cfg, &od.mopts, od.seq, L.hp, L.cp, L.w, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
+  for (int k = 0; k < LC_MEM_NCAT; k++)
+    CHECK(b.peak[k] == e.peak[k], "%s rank %d: %s peak measured %zu, predicted %zu", tag, world->rank,
+          lc_mem_cat_name((lc_mem_cat)k), b.peak[k], e.peak[k]);
+  CHECK(b.peak[LC_MEM_CKPT] * 6 == a.peak[LC_MEM_CKPT] * 4, "%s: checkpoints %zu vs %zu in RAM", tag, b.peak[LC_MEM_CKPT],
+        a.peak[LC_MEM_CKPT]);
+  lc_trainer_free(&off);
+  lc_trainer_free(&ram);
+  CHECK(rmdir(dir) == 0, "%s: scratch left in %s", tag, dir);
+  if (rank0) printf("%s: 2 steps bit-identical to RAM, checkpoints %zu -> %zu bytes\n", tag, a.peak[LC_MEM_CKPT], b.peak[LC_MEM_CKPT]);
 }
 
 // ---------------------------------------------------------------- E. packed documents
@@ -747,7 +787,7 @@ int main(int argc, char **argv) {
       test_attention_rows(lays[i], pls[(i + 1) % 2], 8, 2, 16, 12, 1);
       if (lays[i].hp > 1) test_attention_rows(lays[i], pls[i % 2], 8, 1, 16, 12, 1);
     }
-    lc_model_opts plain = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32}, sel = {LC_CKPT_SELECTIVE, 5, 7, 0, 0, 0, LC_DT_F32}, full = {LC_CKPT_FULL, 8, 0, 0, 0, 0, LC_DT_F32};
+    lc_model_opts plain = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL}, sel = {LC_CKPT_SELECTIVE, 5, 7, 0, 0, 0, LC_DT_F32, NULL}, full = {LC_CKPT_FULL, 8, 0, 0, 0, 0, LC_DT_F32, NULL};
     for (int p = 0; p < 2; p++)
       for (int i = 0; i < nl; i++) test_step(lays[i], pls[p], 1, plain, "plain");
     // Data parallel x sequence parallel, and memory options.
@@ -773,6 +813,17 @@ int main(int argc, char **argv) {
       if (lays[i].hp > 1) test_step_case(lays[i], LC_PLACE_CONTEXT_FIRST, 1, &mqa, "mqa");
     }
     test_step_case((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, world->size, &clip, "dp-clip");
+    // Offloaded checkpoints: every policy, fp32 and bf16, a Qwen3 model, on these layouts.
+    for (int i = 0; i < nl; i++)
+      if (i % 4 == 0 || lays[i].hp * lays[i].cp == 2) {
+        test_offload(lays[i], pls[i % 2], i % 2 ? full : sel, FAM_LLAMA);
+        test_offload(lays[i], pls[(i + 1) % 2], i % 2 ? sel16 : plain16, i % 2 ? FAM_QWEN3 : FAM_LLAMA);
+      }
+    test_offload((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, plain, FAM_LLAMA);
+    lc_model_opts z3 = sel, z2 = full16;
+    z3.zero = 3, z2.zero = 2;
+    test_offload((layout){1, 2, 2}, LC_PLACE_HEAD_FIRST, z3, FAM_LLAMA); // ZeRO 3: gathered weights + offload
+    test_offload((layout){2, 2, 2}, LC_PLACE_CONTEXT_FIRST, z2, FAM_QWEN2);
     // The other families under every layout, both placements, each policy, fp32 and bf16:
     // their bias and norm gradients summed over the head and context ranks as any weight's.
     for (int i = 0; i < nl; i++) {

@@ -8,6 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "model/ckstore.h"
 #include "model/memplan.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -24,7 +25,7 @@ int lc_cmd_plan(int argc, char **argv) {
   const char *model = NULL, *seq_s = NULL, *ckpt = "selective", *prec = "fp32", *kernels = "auto";
   int batch = 1, hp = 1, cp = 1, window = 0, mlp_tile = -1, loss_tile = -1, threads = 0;
   int ranks = 0, zero = 0, zero_group = 0, pack = 0, attn_window = 0, doc_len = 0;
-  const char *cp_layout = NULL;
+  const char *cp_layout = NULL, *offload = NULL;
   float budget_gib = 20.0f;
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &model, "a preset (tiny, demo, bench-s; for plan: llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, qwen2.5-7b, qwen3-8b, qwen3-32b) or HF model directory", 0},
@@ -41,6 +42,7 @@ int lc_cmd_plan(int argc, char **argv) {
       {"attn-window", LC_ARG_INT, &attn_window, "sliding window: each token sees at most N most recent tokens", 0},
       {"cp-layout", LC_ARG_STR, &cp_layout, "zigzag | balanced (default: balanced with --pack or a window)", 0},
       {"checkpoint", LC_ARG_STR, &ckpt, "none | full | selective (default selective)", 0},
+      {"offload-checkpoints", LC_ARG_STR, &offload, "as train: layer checkpoints on disk (DIR is not touched here): 4 layers in RAM, the disk traffic printed", 0},
       {"precision", LC_ARG_STR, &prec, "fp32 | bf16, as train (default fp32)", 0},
       {"kernels", LC_ARG_STR, &kernels, "as train: the bf16 attention kernel's workspace depends on it (default auto)", 0},
       {"mlp-tile", LC_ARG_INT, &mlp_tile, "tokens per MLP tile, 0 = untiled (default: as train, auto)", 0},
@@ -54,7 +56,7 @@ int lc_cmd_plan(int argc, char **argv) {
     return 0;
   }
   lc_config cfg;
-  lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32};
+  lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL};
   long S = 0;
   int used = 0;
   lc_status st = lc_args_parse(argc, argv, flags, nf);
@@ -94,6 +96,7 @@ int lc_cmd_plan(int argc, char **argv) {
   o.zero = zero;
   o.zero_group = zero_group ? zero_group : ranks;
   o.cp_layout = cl;
+  o.offload_dir = offload;
   const int mlp_auto = mlp_tile < 0, loss_auto = loss_tile < 0;
   o.mlp_tile = mlp_auto ? lc_memplan_auto_mlp_tile(S) : mlp_tile;
   o.loss_tile = loss_auto ? lc_memplan_auto_loss_tile(S, cfg.vocab) : loss_tile;
@@ -124,9 +127,20 @@ int lc_cmd_plan(int argc, char **argv) {
          mlp_auto ? " (auto)" : (o.mlp_tile && !e.mlp_tiled ? " (tile >= tokens per rank)" : ""),
          e.loss_tiled ? (snprintf(b2, sizeof b2, "%d", o.loss_tile), b2) : "untiled",
          loss_auto ? " (auto)" : (o.loss_tile && !e.loss_tiled ? " (tile >= tokens per rank)" : ""), used);
-  if (S > cfg.max_pos)
-    printf("  %-10s S exceeds the model's max_position_embeddings %d: training would need RoPE scaling\n", "note",
+  if (S > lc_config_max_positions(&cfg))
+    printf("  %-10s S exceeds the model's max_position_embeddings %d: extend it with --rope-scaling TYPE:FACTOR\n", "note",
            cfg.max_pos);
+  if (offload) {
+    // What one pass moves: every layer's checkpoint out after its forward and back before
+    // its backward (at most; the last layers may never leave RAM).
+    lc_model_opts ram = o;
+    ram.offload_dir = NULL;
+    size_t ck = 0, ac = 0;
+    lc_model_pass_bytes(&cfg, &ram, (int)e.T, e.attn_saved_per_layer, &ck, &ac);
+    printf("  %-10s layer checkpoints on disk: %s written and read back per pass (%.0f bytes per local token each way); "
+           "%d of %d layers in RAM\n", "offload", lc_fmt_bytes(b3, sizeof b3, (double)ck), (double)ck / (double)e.T,
+           cfg.n_layers < LC_CKS_SLOTS ? cfg.n_layers : LC_CKS_SLOTS, cfg.n_layers);
+  }
   printf("\npredicted arena peak per rank, one training step (fp32 weights, gradients, AdamW m and v%s)\n",
          zero == 3 ? (o.precision == LC_DT_BF16 ? "; gathered = layers all-gathered in bf16 for use"
                                                 : "; gathered = layers all-gathered for use")

@@ -24,7 +24,7 @@
 
 typedef struct {
   const char *model, *data, *ckpt, *log_json, *placement, *save, *resume, *cp_layout, *save_dtype, *precision, *kernels;
-  const char *rope_theta, *rope_scaling;
+  const char *rope_theta, *rope_scaling, *offload;
   int save_every, keep;
   int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window, eval_every, eval_samples, log_every;
   int zero, zero_group, pack, attn_window, skip_nonfinite;
@@ -106,6 +106,7 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, const train_flags
   if (st == LC_OK) st = lc_cli_rope(&o->cfg, F->rope_theta, F->rope_scaling);
   if (st != LC_OK) return st;
   if (lc_args_find(flags, nf, "attn-window")->seen) o->cfg.sliding_window = F->attn_window;
+  o->mopts.offload_dir = F->offload;
   const int mlp_auto = F->mlp_tile < 0, loss_auto = F->loss_tile < 0;
   o->mopts.mlp_tile = mlp_auto ? lc_memplan_auto_mlp_tile(F->seq) : F->mlp_tile;
   o->mopts.loss_tile = loss_auto ? lc_memplan_auto_loss_tile(F->seq, o->cfg.vocab) : F->loss_tile;
@@ -375,6 +376,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"zero", LC_ARG_INT, &F.zero, "ZeRO stage: 0 replicated, 1 AdamW moments sharded, 2 + gradients, 3 + weights (default 0)", 0},
       {"zero-group", LC_ARG_INT, &F.zero_group, "ranks per zero group (consecutive; divides the world): each group holds one copy of the states split this many ways, groups are replicas (default: the whole world)", 0},
       {"checkpoint", LC_ARG_STR, &F.ckpt, "none | full | selective (default selective)", 0},
+      {"offload-checkpoints", LC_ARG_STR, &F.offload, "keep layer checkpoints in this directory instead of RAM: written by a thread after each layer's forward, read back ahead of its backward, removed after use; RAM then holds 4 layers' checkpoints (default: RAM)", 0},
       {"mlp-tile", LC_ARG_INT, &F.mlp_tile, "tokens per MLP tile, 0 = untiled (default: auto)", 0},
       {"loss-tile", LC_ARG_INT, &F.loss_tile, "tokens per logits+loss tile, 0 = untiled (default: auto)", 0},
       {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default none)", 0},

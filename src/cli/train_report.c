@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "model/ckstore.h"
 #include "core/cpu.h"
 #include "core/timer.h"
 #include "model/memplan.h"
@@ -67,6 +68,9 @@ void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int th
          lc_ckpt_name(o->mopts.ckpt), ckpt_src,
          o->mopts.mlp_tile ? (snprintf(b, sizeof b, "%d%s", o->mopts.mlp_tile, mlp_auto ? " (auto)" : ""), b) : "untiled",
          o->mopts.loss_tile ? (snprintf(b + 16, 16, "%d%s", o->mopts.loss_tile, loss_auto ? " (auto)" : ""), b + 16) : "untiled");
+  if (o->mopts.offload_dir)
+    printf("  %-14s layer checkpoints offloaded to %s (%d of %d layers in RAM at once)\n", "offload", o->mopts.offload_dir,
+           o->cfg.n_layers < LC_CKS_SLOTS ? o->cfg.n_layers : LC_CKS_SLOTS, o->cfg.n_layers);
   const lc_grid *g = &t->grid;
   printf("  %-14s %d process%s = dp %d x cp %d x hp %d, %s, ring window %d, attention %s, %d threads/rank, seed %llu\n",
          "layout", g->world, g->world > 1 ? "es" : "", g->dp, g->cp, g->hp,

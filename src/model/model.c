@@ -5,6 +5,7 @@
 
 #include "core/dtype.h"
 #include "core/runstate.h"
+#include "model/ckstore.h"
 #include "model/layer.h"
 #include "model/loss.h"
 #include "ops/ops.h"
@@ -116,7 +117,7 @@ void lc_model_pass_bytes(const lc_config *cfg, const lc_model_opts *o, int T,
                          size_t attn_saved_bytes, size_t *ckpt, size_t *act) {
   size_t per_layer, shared;
   pass_sizes(cfg, o, T, attn_saved_bytes, &per_layer, &shared);
-  *ckpt = per_layer * (size_t)cfg->n_layers;
+  *ckpt = lc_ckstore_bytes(cfg->n_layers, per_layer, o->offload_dir != NULL);
   *act = lc_bytes(LC_DT_F32, shared);
 }
 
@@ -193,6 +194,34 @@ static void carve_mlp(lc_layer_acts *a, const lc_config *c, int T, float *p) {
   a->h = take(&p, (size_t)T * c->ffn);
 }
 
+// Where a layer's checkpoint block holds what the policy keeps: the layer input (as stored),
+// the bf16 attention output (selective in bf16), then the kept float groups; the rest of
+// the layer's activations point at the shared working storage.
+typedef struct {
+  const lc_config *cfg;
+  lc_ckpt_policy pol;
+  int T, att16, mlp_untiled;
+  act_sizes sz;
+  size_t xin_bytes, att16_bytes;
+  lc_layer_acts shared;
+} layer_carver;
+
+static void carve_layer(const layer_carver *c, char *lp, void **xs, uint16_t **att, lc_layer_acts *a) {
+  float *p = (float *)(void *)(lp + c->xin_bytes + c->att16_bytes);
+  *xs = lp;
+  *att = c->att16 ? (uint16_t *)(void *)(lp + c->xin_bytes) : NULL;
+  *a = c->shared;
+  if (c->pol == LC_CKPT_NONE) {
+    carve_proj(a, c->cfg, c->T, p);
+    carve_attn(a, c->cfg, c->T, p + c->sz.proj);
+    carve_mlp(a, c->cfg, c->T, c->mlp_untiled ? p + c->sz.proj + c->sz.attn : NULL);
+  } else if (c->pol == LC_CKPT_SELECTIVE && c->att16) {
+    a->saved = p; // the strategy's state stays fp32; att is the shared working buffer
+  } else if (c->pol == LC_CKPT_SELECTIVE) {
+    carve_attn(a, c->cfg, c->T, p);
+  }
+}
+
 static lc_status check_tokens(const lc_config *c, const int *tokens, const int *targets, int T) {
   for (int t = 0; t < T; t++) {
     if (tokens[t] < 0 || tokens[t] >= c->vocab)
@@ -241,47 +270,35 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   const size_t HQT = (size_t)T * cfg->n_heads * D;
 
   lc_status st = LC_OK;
-  char *ck = lc_alloc(arena, LC_MEM_CKPT, per_layer * L, "layer checkpoints");
-  float *act = ck ? lc_alloc(arena, LC_MEM_ACT, lc_bytes(LC_DT_F32, shared), "layer activations") : NULL;
+  // Layer checkpoints: in RAM, or offloaded with only the layers in flight resident.
+  lc_ckstore *cks = NULL;
+  st = lc_ckstore_open(&cks, L, per_layer, o->offload_dir, arena);
+  float *act = st == LC_OK ? lc_alloc(arena, LC_MEM_ACT, lc_bytes(LC_DT_F32, shared), "layer activations") : NULL;
   lc_layer_acts *acts = calloc((size_t)L, sizeof *acts);
   void **xs = calloc((size_t)L, sizeof *xs); // layer inputs as stored (float or bf16)
   uint16_t **atts = calloc((size_t)L, sizeof *atts); // attention outputs kept in bf16 (att16)
-  if (!ck || !act || !acts || !xs || !atts) {
-    st = acts && xs && atts ? LC_ENOMEM : lc_fail(LC_ENOMEM, "out of memory for layer bookkeeping");
+  if (st != LC_OK || !act || !acts || !xs || !atts) {
+    st = st != LC_OK ? st : acts && xs && atts ? LC_ENOMEM : lc_fail(LC_ENOMEM, "out of memory for layer bookkeeping");
     goto done;
   }
   float *ap = act;
   float *xL = take(&ap, (size_t)T * C), *dx = take(&ap, (size_t)T * C);
   float *rcos = take(&ap, (size_t)T * (D / 2)), *rsin = take(&ap, (size_t)T * (D / 2));
-  lc_layer_acts shared_acts;
-  memset(&shared_acts, 0, sizeof shared_acts);
+  layer_carver lcv = {.cfg = cfg, .pol = pol, .T = T, .att16 = att16, .mlp_untiled = mlp_untiled, .sz = sz,
+                      .xin_bytes = xin_bytes, .att16_bytes = att16_bytes};
+  lc_layer_acts *shared_acts = &lcv.shared;
   if (pol != LC_CKPT_NONE) {
     if (pol == LC_CKPT_FULL) {
-      carve_proj(&shared_acts, cfg, T, ap);
-      carve_attn(&shared_acts, cfg, T, ap + sz.proj);
-      carve_mlp(&shared_acts, cfg, T, mlp_untiled ? ap + sz.proj + sz.attn : NULL);
+      carve_proj(shared_acts, cfg, T, ap);
+      carve_attn(shared_acts, cfg, T, ap + sz.proj);
+      carve_mlp(shared_acts, cfg, T, mlp_untiled ? ap + sz.proj + sz.attn : NULL);
     } else {
-      carve_proj(&shared_acts, cfg, T, ap);
-      carve_mlp(&shared_acts, cfg, T, mlp_untiled ? ap + sz.proj : NULL);
-      if (att16) shared_acts.att = ap + sz.proj + sz.mlp; // working fp32 attention output
+      carve_proj(shared_acts, cfg, T, ap);
+      carve_mlp(shared_acts, cfg, T, mlp_untiled ? ap + sz.proj : NULL);
+      if (att16) shared_acts->att = ap + sz.proj + sz.mlp; // working fp32 attention output
     }
   }
-  for (int l = 0; l < L; l++) {
-    char *lp = ck + per_layer * l;
-    float *p = (float *)(void *)(lp + xin_bytes + att16_bytes);
-    xs[l] = lp;
-    if (att16) atts[l] = (uint16_t *)(void *)(lp + xin_bytes);
-    acts[l] = shared_acts;
-    if (pol == LC_CKPT_NONE) {
-      carve_proj(&acts[l], cfg, T, p);
-      carve_attn(&acts[l], cfg, T, p + sz.proj);
-      carve_mlp(&acts[l], cfg, T, mlp_untiled ? p + sz.proj + sz.attn : NULL);
-    } else if (pol == LC_CKPT_SELECTIVE && att16) {
-      acts[l].saved = p; // the strategy's state stays fp32; att is the shared working buffer
-    } else if (pol == LC_CKPT_SELECTIVE) {
-      carve_attn(&acts[l], cfg, T, p);
-    }
-  }
+  void *lbuf;
   // Where layer l reads its input in forward. fp32: the checkpoint itself. bf16: a working
   // fp32 buffer (dx and xL alternate, so the last layer writes xL), packed into the
   // checkpoint before the layer runs; backward widens the checkpoint into xL (free by then).
@@ -300,14 +317,19 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   const int E = LC_UNIT_EMBED, F = lc_unit_final(L), tied = cfg->tie_embeddings;
   lc_pstore_pass_begin(ps, want_grads);
 
-  // Forward.
-  st = lc_pstore_acquire(ps, E, lc_unit_layer(0));
+  // Forward. Layer l writes its output into layer l+1's checkpoint (fp32), so both are
+  // put before it runs; l's is complete (may go to disk) once it has run.
+  st = lc_ckstore_put_begin(cks, 0, &lbuf);
+  if (st == LC_OK) carve_layer(&lcv, lbuf, &xs[0], &atts[0], &acts[0]);
+  if (st == LC_OK) st = lc_pstore_acquire(ps, E, lc_unit_layer(0));
   if (st != LC_OK) goto done;
   lc_embedding_fwd(bf16 ? xin_fwd[0] : xs[0], tokens, ps->w.embed, T, C); // bf16: rows of the bf16 copy
   lc_pstore_release(ps, E);
   lc_test_point("forward");
   for (int l = 0; l < L && st == LC_OK; l++) {
     st = lc_pstore_acquire(ps, lc_unit_layer(l), l + 1 < L ? lc_unit_layer(l + 1) : F);
+    if (st == LC_OK && l + 1 < L) st = lc_ckstore_put_begin(cks, l + 1, &lbuf);
+    if (st == LC_OK && l + 1 < L) carve_layer(&lcv, lbuf, &xs[l + 1], &atts[l + 1], &acts[l + 1]);
     if (st == LC_OK && bf16) {
       lc_bf16_pack(xs[l], xin_fwd[l % 2], (size_t)T * C);
       st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin_fwd[l % 2], xin_fwd[(l + 1) % 2], 0);
@@ -316,6 +338,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
       st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xs[l], l + 1 < L ? xs[l + 1] : xL, 0);
     }
     lc_pstore_release(ps, lc_unit_layer(l));
+    if (st == LC_OK) st = lc_ckstore_put_end(cks, l);
   }
   if (st != LC_OK) goto done;
   // Loss (and its gradient w.r.t. x_L, head and final norm, in the same pass). A tied head
@@ -339,6 +362,14 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
     // l+2) before this layer's weights and the next gather arrive, so the two never coexist.
     st = lc_pstore_grad_begin(ps, u);
     if (st == LC_OK) st = lc_pstore_acquire(ps, u, l > 0 ? lc_unit_layer(l - 1) : -1);
+    // The checkpoint back (read ahead while the layer above computed), the next one's read
+    // started.
+    if (st == LC_OK) st = lc_ckstore_get(cks, l, l - 1, &lbuf);
+    if (st != LC_OK) {
+      lc_pstore_release(ps, u);
+      break;
+    }
+    carve_layer(&lcv, lbuf, &xs[l], &atts[l], &acts[l]);
     float *xin = xs[l];
     if (bf16) lc_bf16_unpack(xin = xL, xs[l], (size_t)T * C);
     if (att16) lc_bf16_unpack(acts[l].att, atts[l], HQT);
@@ -346,6 +377,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
       st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin, NULL, pol == LC_CKPT_SELECTIVE);
     if (st == LC_OK) st = lc_layer_bwd(&ctx, &ps->w.layer[l], &ps->g.layer[l], &acts[l], xin, dx);
     lc_pstore_release(ps, u);
+    lc_ckstore_release(cks, l);
     if (st == LC_OK) st = lc_pstore_grad_end(ps, u);
   }
   if (st == LC_OK) st = lc_pstore_grad_begin(ps, E); // tied: already open (waits as any begin)
@@ -362,8 +394,8 @@ done:
   free(xs);
   free(acts);
   lc_free(arena, act);
-  lc_free(arena, ck);
-  return st;
+  const lc_status cs = lc_ckstore_close(cks);
+  return st == LC_OK ? cs : st;
 }
 
 lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,

@@ -27,6 +27,8 @@ typedef struct {
   lc_cp_layout cp_layout; // how sequences are cut over the context ranks (dist/grid.h)
   lc_dtype precision; // LC_DT_F32 (0) or LC_DT_BF16: the values GEMMs and attention read
                       // (DESIGN.md "Precision"; the rounding points are in layer.h)
+  const char *offload_dir; // layer checkpoints offloaded to this directory (model/ckstore.h);
+                           // NULL: kept in RAM
 } lc_model_opts;
 
 // Phases of a training pass, for the memory model: short-lived buffers of one phase are

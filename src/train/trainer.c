@@ -8,6 +8,7 @@
 #include "core/fpenv.h"
 #include "core/runstate.h"
 #include "core/timer.h"
+#include "model/ckstore.h"
 
 void lc_train_opts_init(lc_train_opts *o) {
   memset(o, 0, sizeof *o);
@@ -69,6 +70,16 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
                          o->cfg.n_kv_heads, o->cfg.head_dim);
   else
     lc_attn_local_init(&t->attn, o->cfg.n_heads, o->cfg.n_kv_heads, o->cfg.head_dim);
+  // Offloaded checkpoints: the directory must take a pass's layers (every rank, before any
+  // step writes a byte; the bytes are the memory model's, lc_model_pass_bytes in RAM).
+  if (st == LC_OK && o->mopts.offload_dir) {
+    lc_model_opts ram = o->mopts;
+    ram.offload_dir = NULL;
+    size_t ck = 0, act = 0;
+    t->attn.bf16 = o->mopts.precision == LC_DT_BF16;
+    lc_model_pass_bytes(&o->cfg, &ram, t->T, t->attn.saved_bytes(&t->attn, t->T), &ck, &act);
+    st = lc_ckstore_check_dir(o->mopts.offload_dir, ck);
+  }
   st = lc_comm_agree(world, st);
   if (st == LC_OK) st = lc_model_create_zero(&t->model, &o->cfg, o->mopts.zero, o->mopts.zero_group, world, &t->arena);
   if (st == LC_OK) st = lc_pstore_add_optimizer(&t->model.ps);
