@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets (clang -fsanitize=fuzzer,address,undefined) and runs each for
 # SECONDS, in parallel. Seeds: a few valid files made here plus tests/data/fuzz/*. Crashing
 # inputs land in WORKDIR/crash-*; fix the bug, then copy the input to tests/data/fuzz/
-# (st_*.bin / tok_*.bin) so test_fuzz_regress keeps it fixed.
+# (st_*.bin / tok_*.bin / gguf_*.bin) so test_fuzz_regress keeps it fixed.
 #   usage: bench/fuzz/run.sh [SECONDS=180] [WORKDIR=/tmp/longctx_fuzz]
 # Needs clang and libFuzzer (Debian: apt-get install -y clang libfuzzer-14-dev).
 set -euo pipefail
@@ -23,9 +23,10 @@ build() { # name, sources...
 }
 build fuzz_safetensors "$root/src/io/safetensors.c" "$root/src/io/fsutil.c" "$root/src/core/status.c"
 build fuzz_tokfile "$root/src/io/tokfile.c" "$root/src/io/fsutil.c" "$root/src/core/status.c"
+build fuzz_gguf "$root/src/io/gguf.c" "$root/src/core/dtype.c" "$root/src/core/status.c"
 
 # Seed corpora: valid files of each kind, and the regression inputs.
-mkdir -p "$work/corpus_st" "$work/corpus_tok"
+mkdir -p "$work/corpus_st" "$work/corpus_tok" "$work/corpus_gguf"
 python3 - "$work" <<'PY'
 import json, struct, sys, os
 w = sys.argv[1]
@@ -54,6 +55,7 @@ PY
 if [ -d "$root/tests/data/fuzz" ]; then
   cp "$root"/tests/data/fuzz/st_* "$work/corpus_st/" 2>/dev/null || true
   cp "$root"/tests/data/fuzz/tok_* "$work/corpus_tok/" 2>/dev/null || true
+  cp "$root"/tests/data/fuzz/gguf_* "$work/corpus_gguf/" 2>/dev/null || true
 fi
 cat > "$work/st.dict" <<'D'
 "dtype"
@@ -77,6 +79,18 @@ cat > "$work/tok.dict" <<'D'
 "\x04\x00\x00\x00"
 D
 
+cat > "$work/gguf.dict" <<'D'
+"GGUF"
+"\x03\x00\x00\x00"
+"\x02\x00\x00\x00"
+"\x08\x00\x00\x00"
+"\x09\x00\x00\x00"
+"general.alignment"
+"general.architecture"
+"\x00\x00\x00\x00\x00\x00\x00"
+"\xff\xff\xff\xff\xff\xff\xff\xff"
+D
+
 echo "fuzzing each target for ${secs}s in $work"
 run() { # target, corpus, dict
   (cd "$work" && ./"$1" -max_total_time="$secs" -max_len=4096 -dict="$3" -print_final_stats=1 \
@@ -85,9 +99,11 @@ run() { # target, corpus, dict
 rc=0
 run fuzz_safetensors "$work/corpus_st" "$work/st.dict" & p1=$!
 run fuzz_tokfile "$work/corpus_tok" "$work/tok.dict" & p2=$!
+run fuzz_gguf "$work/corpus_gguf" "$work/gguf.dict" & p3=$!
 wait $p1 || rc=1
 wait $p2 || rc=1
-for t in fuzz_safetensors fuzz_tokfile; do
+wait $p3 || rc=1
+for t in fuzz_safetensors fuzz_tokfile fuzz_gguf; do
   echo "== $t"; grep -E "^(stat::|Done|#[0-9]+ +DONE)|ERROR|SUMMARY" "$work/$t.log" | tail -8
 done
 ls "$work"/crash-* 2>/dev/null && { echo "crashing inputs above"; rc=1; }
