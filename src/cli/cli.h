@@ -18,7 +18,7 @@ int lc_cmd_generate(int argc, char **argv);
 void lc_cli_error(const char *msg);
 // Human-readable bytes, e.g. "12.3 MiB".
 const char *lc_fmt_bytes(char *buf, int n, double bytes);
-// Resolves --model: a preset name or a Hugging Face model directory.
+// Resolves --model: a preset name, a Hugging Face model directory or a GGUF file.
 lc_status lc_cli_model(const char *spec, lc_config *cfg);
 // Parses comma-separated sequence lengths with an optional K (1024) or M (1024^2) suffix,
 // e.g. "1024,4K" or "1M", each in [1, limit], into out[0..max). Returns how many, or -1

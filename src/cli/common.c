@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "io/fsutil.h"
+#include "model/gguf_model.h"
 #include "model/hf.h"
 #include "ops/kernels.h"
 
@@ -23,6 +24,7 @@ const char *lc_fmt_bytes(char *buf, int n, double b) {
 lc_status lc_cli_model(const char *spec, lc_config *cfg) {
   // An existing directory is meant as a Hugging Face model: its own errors are clearer.
   if (lc_is_dir(spec)) return lc_hf_read_config(spec, cfg);
+  if (lc_gguf_is_model_path(spec)) return lc_gguf_read_config(spec, cfg); // FILE.gguf
   return lc_config_preset(cfg, spec);
 }
 

@@ -15,6 +15,7 @@
 #include "core/timer.h"
 #include "io/data.h"
 #include "model/generate.h"
+#include "model/gguf_model.h"
 #include "model/hf.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -38,7 +39,8 @@ static int is_dir(const char *p) {
 static lc_status load_model(const char *spec, uint64_t seed, lc_model *m, int *random_init,
                             lc_arena *a) {
   lc_config cfg;
-  *random_init = !is_dir(spec);
+  const int gguf = !is_dir(spec) && lc_gguf_is_model_path(spec);
+  *random_init = !is_dir(spec) && !gguf;
   if (*random_init) {
     if (strchr(spec, '/') || strchr(spec, '.'))
       return lc_fail(LC_EINVAL, "--model '%s': no such directory; pass a Hugging Face model "
@@ -48,9 +50,9 @@ static lc_status load_model(const char *spec, uint64_t seed, lc_model *m, int *r
     LC_TRY(lc_model_create(m, &cfg, a));
     lc_model_init_random(m, seed);
   } else {
-    LC_TRY(lc_hf_read_config(spec, &cfg));
+    LC_TRY((gguf ? lc_gguf_read_config : lc_hf_read_config)(spec, &cfg));
     LC_TRY(lc_model_create(m, &cfg, a));
-    lc_status st = lc_hf_load_weights(spec, m);
+    lc_status st = (gguf ? lc_gguf_load_weights : lc_hf_load_weights)(spec, m);
     if (st != LC_OK) {
       lc_model_destroy(m, a);
       return st;
@@ -260,7 +262,7 @@ int lc_cmd_generate(int argc, char **argv) {
   gen_flags F = {.model = "tiny", .prompt = NULL, .precision = "fp32", .kernels = "auto", .max_new = 64, .seq = 256, .top_k = 0, .threads = 0,
                  .seed = 1, .temperature = 0.0f, .mem_gib = 0.0f};
   lc_flag flags[] = {
-      {"model", LC_ARG_STR, &F.model, "Hugging Face model directory, or a preset with random weights: tiny, demo, bench-s (default tiny)", 0},
+      {"model", LC_ARG_STR, &F.model, "Hugging Face model directory or GGUF file, or a preset with random weights: tiny, demo, bench-s (default tiny)", 0},
       {"prompt", LC_ARG_STR, &F.prompt, "prompt text (vocab-256 models: its bytes); other models: token ids separated by spaces or commas, e.g. '1,15043,3186'; or task:passkey: a fresh sample of the built-in task, cut before the key, and a check of the answer (required)", 0},
       {"max-new", LC_ARG_INT, &F.max_new, "tokens to generate (default 64; task:passkey: the key's 3)", 0},
       {"seq", LC_ARG_INT, &F.seq, "with --prompt task:passkey: the sample's length, as trained (default 256)", 0},

@@ -28,7 +28,7 @@ int lc_cmd_plan(int argc, char **argv) {
   const char *cp_layout = NULL, *offload = NULL;
   float budget_gib = 20.0f;
   lc_flag flags[] = {
-      {"model", LC_ARG_STR, &model, "a preset (tiny, demo, bench-s; for plan: llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, qwen2.5-7b, qwen3-8b, qwen3-32b) or HF model directory", 0},
+      {"model", LC_ARG_STR, &model, "preset (tiny, demo, bench-s, llama-3-8b, llama-3-70b), HF model directory or GGUF file", 0},
       {"seq", LC_ARG_STR, &seq_s, "tokens per sequence, K = 1024, M = 1024^2 (e.g. 128K, 1M)", 0},
       {"batch", LC_ARG_INT, &batch, "sequences per step (default 1; run one after another: no effect on the peak)", 0},
       {"hp", LC_ARG_INT, &hp, "head-parallel (Ulysses) degree (default 1)", 0},
@@ -128,8 +128,8 @@ int lc_cmd_plan(int argc, char **argv) {
          e.loss_tiled ? (snprintf(b2, sizeof b2, "%d", o.loss_tile), b2) : "untiled",
          loss_auto ? " (auto)" : (o.loss_tile && !e.loss_tiled ? " (tile >= tokens per rank)" : ""), used);
   if (S > lc_config_max_positions(&cfg))
-    printf("  %-10s S exceeds the model's max_position_embeddings %d: extend it with --rope-scaling TYPE:FACTOR\n", "note",
-           cfg.max_pos);
+    printf("  %-10s S exceeds the model's context of %d positions: train would need --rope-scaling TYPE:FACTOR\n", "note",
+           lc_config_max_positions(&cfg));
   if (offload) {
     // What one pass moves: every layer's checkpoint out after its forward and back before
     // its backward (at most; the last layers may never leave RAM).

@@ -15,6 +15,7 @@
 #include "core/timer.h"
 #include "ops/kernels.h"
 #include "io/fsutil.h"
+#include "model/gguf_model.h"
 #include "model/hf.h"
 #include "model/memplan.h"
 #include "train/checkpoint.h"
@@ -64,7 +65,7 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, const train_flags
   if (F->resume && !model_given) {
     st = lc_hf_read_config(ckpt_dir, &o->cfg);
   } else {
-    *model_dir = lc_is_dir(F->model);
+    *model_dir = lc_is_dir(F->model) || lc_gguf_is_model_path(F->model); // weights to load
     st = lc_cli_model(F->model, &o->cfg);
   }
   const int given_threads = lc_args_find(flags, nf, "threads")->seen;
@@ -220,7 +221,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   lc_trainer tr;
   st = lc_trainer_init(&tr, &o, w);
   // Reading files may fail on one rank only: every rank learns it (rank 0 reports).
-  if (st == LC_OK && model_dir) st = lc_comm_agree(w, lc_hf_load_weights(F.model, &tr.model));
+  if (st == LC_OK && model_dir) st = lc_comm_agree(w, (lc_gguf_is_model_path(F.model) ? lc_gguf_load_weights : lc_hf_load_weights)(F.model, &tr.model));
   if (st == LC_OK && F.resume) st = lc_comm_agree(w, lc_checkpoint_load(&tr, ckpt_dir));
   if (st == LC_OK && tr.step > o.steps)
     st = lc_fail(LC_EINVAL, "the checkpoint is at step %ld, beyond --steps %ld; raise --steps", tr.step, o.steps);
@@ -352,7 +353,7 @@ int lc_cmd_train(int argc, char **argv) {
                    .cp_layout = NULL, .timeout = 30.0f, .skip_nonfinite = 0, .save_dtype = "fp32", .precision = "fp32",
                    .kernels = "auto"};
   lc_flag flags[] = {
-      {"model", LC_ARG_STR, &F.model, "a preset (tiny, demo, bench-s) or a Hugging Face Llama directory (default tiny)", 0},
+      {"model", LC_ARG_STR, &F.model, "a preset (tiny, demo, bench-s), a Hugging Face model directory or a GGUF file (default tiny)", 0},
       {"data", LC_ARG_STR, &F.data, "task:copy, task:passkey, a token file (tools/prepare_data.py) or a file read as bytes (default task:copy)", 0},
       {"seq", LC_ARG_INT, &F.seq, "tokens per sequence (default 256)", 0},
       {"batch", LC_ARG_INT, &F.batch, "sequences per step (default 1)", 0},
