@@ -2,6 +2,7 @@
 """Turn text or JSONL into a longctx token file.
 
     prepare_data.py --tokenizer DIR_OR_tokenizer.json --out data.tok [--eos-id N | --eos TOKEN] INPUT...
+    prepare_data.py --tokenizer MODEL.gguf --out data.tok [--eos-id N | --eos TOKEN] INPUT...
     prepare_data.py --bytes --out data.tok INPUT...
     prepare_data.py --self-test
 
@@ -11,6 +12,16 @@ Each INPUT is a text file (the whole file is one document) or a JSONL file (``.j
 tokenizer (``Tokenizer.from_file(tokenizer.json)``; no special tokens are added unless
 ``--add-special-tokens``) or, with ``--bytes``, as UTF-8 bytes (vocab 256). If an EOS id
 is given, it is appended after every document, so documents stay separated.
+
+A GGUF model file (llama.cpp's format) as ``--tokenizer`` builds the same kind of
+``tokenizers`` tokenizer from the vocabulary it carries (``tokenizer.ggml.*`` metadata,
+read here without other packages): model "gpt2" is byte-level BPE from the tokens and
+merges, with the pre-tokenizer of the model family that ``tokenizer.ggml.pre`` names (the
+regular expressions llama.cpp uses for it, which are those of the family's
+tokenizer.json); model "llama" is SentencePiece BPE from the tokens and their scores (merges
+rebuilt from the vocabulary as transformers' converter does, byte fallback). Control and
+user-defined tokens are added tokens, so the ids match the model's own Hugging Face
+tokenizer.
 
 Output (all little-endian): magic "LCTOKENS", uint32 version 2, uint32 bytes per token (2
 for vocab <= 65536, else 4), uint32 vocab size, uint32 flags 1 (a document index
@@ -100,6 +111,200 @@ class HFEncoder:
     def encode_batch(self, docs):
         encs = self.tok.encode_batch(docs, add_special_tokens=self.add_special)
         return [e.ids for e in encs]
+
+    def token_id(self, token):
+        i = self.tok.token_to_id(token)
+        if i is None:
+            raise PrepError(f"--eos {token!r} is not a token of this tokenizer; give --eos-id")
+        return i
+
+
+# ---------------------------------------------------------------- GGUF vocabularies
+
+GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q",
+                12: "<d"}
+
+
+def read_gguf_metadata(path, want=lambda key: key.startswith("tokenizer.") or key == "general.architecture"):
+    """{key: value} of a GGUF file's metadata for the keys `want` accepts (strings as str,
+    arrays as lists); the tensor data is never read."""
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise PrepError(f"{path}: cannot read ({e.strerror or e})")
+    with f:
+        def take(n):
+            b = f.read(n)
+            if len(b) != n:
+                raise PrepError(f"{path}: truncated GGUF metadata")
+            return b
+
+        def u32():
+            return struct.unpack("<I", take(4))[0]
+
+        def u64():
+            return struct.unpack("<Q", take(8))[0]
+
+        def string(keep=True):
+            n = u64()
+            if not keep:
+                f.seek(n, 1)
+                return None
+            try:
+                return take(n).decode("utf-8")
+            except UnicodeDecodeError:
+                raise PrepError(f"{path}: a metadata string is not UTF-8")
+
+        def value(t, keep, depth=0):
+            if t in GGUF_SCALARS:
+                fmt = GGUF_SCALARS[t]
+                v = struct.unpack(fmt, take(struct.calcsize(fmt)))[0]
+                return v if keep else None
+            if t == 8:
+                return string(keep)
+            if t == 9 and depth < 8:
+                at, n = u32(), u64()
+                if at in GGUF_SCALARS and at != 7:
+                    fmt = GGUF_SCALARS[at]
+                    size = struct.calcsize(fmt)
+                    if not keep:
+                        f.seek(n * size, 1)
+                        return None
+                    return list(struct.unpack(f"<{n}{fmt[1]}", take(n * size)))
+                return [value(at, keep, depth + 1) for _ in range(n)] if keep else [value(at, False, depth + 1) for _ in range(n)]
+            raise PrepError(f"{path}: unknown GGUF metadata value type {t}")
+
+        if take(4) != b"GGUF":
+            raise PrepError(f"{path}: not a GGUF file")
+        version = u32()
+        if version not in (2, 3):
+            raise PrepError(f"{path}: GGUF version {version} is not supported (2 and 3 are)")
+        u64()  # tensors
+        n_kv = u64()
+        out = {}
+        for _ in range(n_kv):
+            key = string()
+            t = u32()
+            keep = want(key)
+            v = value(t, keep)
+            if keep:
+                out[key] = v
+        return out
+
+
+def is_gguf(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
+# llama.cpp's pre-tokenizer names (tokenizer.ggml.pre; llama-vocab.cpp) -> the regular
+# expressions it splits with, which are the Split / ByteLevel pre-tokenizers of each
+# family's tokenizer.json. Digits: split every digit apart first (StarCoder, SmolLM).
+GPT2_RE = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+LLAMA3_RE = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
+             r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
+QWEN2_RE = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
+            r"""\s*[\r\n]+|\s+(?!\S)|\s+""")
+PRE_TOKENIZERS = {
+    # name: (regex, split digits one by one first, NFC normalizer, ignore_merges)
+    "default": (GPT2_RE, False, False, False), "gpt-2": (GPT2_RE, False, False, False),
+    "gpt2": (GPT2_RE, False, False, False), "phi-2": (GPT2_RE, False, False, False),
+    "smollm": (GPT2_RE, True, False, False), "starcoder": (GPT2_RE, True, False, False),
+    "refact": (GPT2_RE, True, False, False), "codeshell": (GPT2_RE, True, False, False),
+    "llama3": (LLAMA3_RE, False, False, True), "llama-v3": (LLAMA3_RE, False, False, True),
+    "llama-bpe": (LLAMA3_RE, False, False, True), "smaug-bpe": (LLAMA3_RE, False, False, False),
+    "dbrx": (LLAMA3_RE, False, False, False),
+    "qwen2": (QWEN2_RE, False, True, False), "deepseek-r1-qwen": (QWEN2_RE, False, True, False),
+}
+
+TOKEN_CONTROL, TOKEN_USER_DEFINED = 3, 4
+
+
+class GGUFEncoder:
+    """A `tokenizers` tokenizer from the vocabulary of a GGUF model file."""
+
+    def __init__(self, path, add_special):
+        try:
+            from tokenizers import Tokenizer, AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
+        except ImportError:
+            raise PrepError("the tokenizers package is missing: pip install tokenizers (or use --bytes)")
+        meta = read_gguf_metadata(path)
+        kind = meta.get("tokenizer.ggml.model")
+        tokens = meta.get("tokenizer.ggml.tokens")
+        if not kind or not tokens:
+            raise PrepError(f"{path}: the GGUF file holds no tokenizer (tokenizer.ggml.model and tokens); give "
+                            f"the model's tokenizer.json")
+        types = meta.get("tokenizer.ggml.token_type") or [1] * len(tokens)
+        vocab = {t: i for i, t in enumerate(tokens)}
+        if kind == "gpt2":
+            pre = meta.get("tokenizer.ggml.pre", "default")
+            if pre not in PRE_TOKENIZERS:
+                raise PrepError(f"{path}: tokenizer.ggml.pre '{pre}' is not known here (known: "
+                                f"{', '.join(sorted(PRE_TOKENIZERS))}); give the model's tokenizer.json")
+            regex, digits, nfc, ignore_merges = PRE_TOKENIZERS[pre]
+            merges = [tuple(m.split(" ", 1)) for m in meta.get("tokenizer.ggml.merges", [])]
+            tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=ignore_merges))
+            steps = [pre_tokenizers.Digits(individual_digits=True)] if digits else []
+            if regex == GPT2_RE:
+                steps.append(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True))
+            else:
+                steps += [pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False),
+                          pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+            tok.pre_tokenizer = steps[0] if len(steps) == 1 else pre_tokenizers.Sequence(steps)
+            if nfc:
+                tok.normalizer = normalizers.NFC()
+            tok.decoder = decoders.ByteLevel()
+            add_bos_default = False
+        elif kind == "llama":
+            scores = meta.get("tokenizer.ggml.scores") or [0.0] * len(tokens)
+            # SentencePiece BPE as transformers' LlamaConverter builds it: merges are every
+            # split of a piece into two pieces, ranked by the merged piece's score.
+            merges = []
+            for piece, i in vocab.items():
+                if types[i] != 1:
+                    continue
+                for k in range(1, len(piece)):
+                    a, b = piece[:k], piece[k:]
+                    if a in vocab and b in vocab:
+                        merges.append((-scores[i], vocab[a], vocab[b], a, b))
+            merges.sort()
+            unk = meta.get("tokenizer.ggml.unknown_token_id", 0)
+            tok = Tokenizer(models.BPE(vocab=vocab, merges=[(m[3], m[4]) for m in merges],
+                                       unk_token=tokens[unk] if 0 <= unk < len(tokens) else None,
+                                       fuse_unk=True, byte_fallback=True))
+            steps = [normalizers.Replace(" ", "\u2581")]
+            if meta.get("tokenizer.ggml.add_space_prefix", True):
+                steps.insert(0, normalizers.Prepend("\u2581"))
+            tok.normalizer = normalizers.Sequence(steps)
+            tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                             decoders.Strip(" ", 1, 0)])
+            add_bos_default = True
+        else:
+            raise PrepError(f"{path}: tokenizer model '{kind}' is not supported (gpt2 and llama are); give the "
+                            f"model's tokenizer.json")
+        added = [AddedToken(t, special=types[i] == TOKEN_CONTROL, normalized=False)
+                 for i, t in enumerate(tokens) if types[i] in (TOKEN_CONTROL, TOKEN_USER_DEFINED)]
+        if added:
+            tok.add_tokens(added)
+        self.tok = tok
+        self.vocab = len(tokens)
+        self.add_special = add_special
+        self.bos = meta.get("tokenizer.ggml.bos_token_id") if meta.get("tokenizer.ggml.add_bos_token",
+                                                                         add_bos_default) else None
+        self.eos = meta.get("tokenizer.ggml.eos_token_id") if meta.get("tokenizer.ggml.add_eos_token", False) else None
+
+    def encode_batch(self, docs):
+        encs = self.tok.encode_batch(docs, add_special_tokens=False)
+        out = []
+        for e in encs:
+            ids = list(e.ids)
+            if self.add_special:
+                ids = ([self.bos] if self.bos is not None else []) + ids + ([self.eos] if self.eos is not None else [])
+            out.append(ids)
+        return out
 
     def token_id(self, token):
         i = self.tok.token_to_id(token)
@@ -211,7 +416,7 @@ def run(argv):
     p.add_argument("inputs", nargs="*", help="text or JSONL files")
     p.add_argument("--out", help="token file to write")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--tokenizer", help="tokenizer.json or a model directory holding it")
+    src.add_argument("--tokenizer", help="tokenizer.json, a model directory holding it, or a GGUF model file")
     src.add_argument("--bytes", action="store_true", help="UTF-8 bytes as tokens (vocab 256)")
     p.add_argument("--eos-id", type=int, help="token id appended after every document")
     p.add_argument("--eos", help="token (e.g. '</s>') appended after every document")
@@ -229,7 +434,12 @@ def run(argv):
         p.error("give --out FILE and at least one input file")
     if not a.tokenizer and not a.bytes:
         p.error("give --tokenizer tokenizer.json (or a model directory) or --bytes")
-    enc = ByteEncoder() if a.bytes else HFEncoder(a.tokenizer, a.add_special_tokens)
+    if a.bytes:
+        enc = ByteEncoder()
+    elif a.tokenizer.endswith(".gguf") or (os.path.isfile(a.tokenizer) and is_gguf(a.tokenizer)):
+        enc = GGUFEncoder(a.tokenizer, a.add_special_tokens)
+    else:
+        enc = HFEncoder(a.tokenizer, a.add_special_tokens)
     eos = a.eos_id
     if a.eos is not None:
         if a.bytes:
@@ -257,6 +467,27 @@ def main(argv=None):
     except PrepError as e:
         print(f"prepare_data: error: {e}", file=sys.stderr)
         return 1
+
+
+def write_test_gguf(path, kv):
+    """A metadata-only GGUF (strings, ints, lists of strings or ints), for the self-test."""
+    def s(x):
+        b = x.encode("utf-8")
+        return struct.pack("<Q", len(b)) + b
+
+    out = b"GGUF" + struct.pack("<IQQ", 3, 0, len(kv))
+    for k, v in kv.items():
+        out += s(k)
+        if isinstance(v, str):
+            out += struct.pack("<I", 8) + s(v)
+        elif isinstance(v, int):
+            out += struct.pack("<II", 4, v)
+        elif v and isinstance(v[0], str):
+            out += struct.pack("<IIQ", 9, 8, len(v)) + b"".join(s(x) for x in v)
+        else:
+            out += struct.pack("<IIQ", 9, 5, len(v)) + struct.pack(f"<{len(v)}i", *v)
+    with open(path, "wb") as f:
+        f.write(out)
 
 
 def self_test():
@@ -330,6 +561,26 @@ def self_test():
         open(empty, "w").close()
         check(main(["--bytes", "--out", out, empty]) == 1, "empty input fails")
         check(not [x for x in os.listdir(d) if ".tmp." in x], "no temp file after failures")
+        # The same tokenizer as a GGUF vocabulary (model gpt2, pre "gpt2"): the same tokens.
+        spec = json.loads(tok.to_str())
+        toks = [None] * vocab
+        for t, i in spec["model"]["vocab"].items():
+            toks[i] = t
+        for a in spec["added_tokens"]:
+            toks[a["id"]] = a["content"]
+        merges = [m if isinstance(m, str) else " ".join(m) for m in spec["model"]["merges"]]
+        types = [3 if t in ("<unk>", "<s>", "</s>") else 1 for t in toks]
+        gg = os.path.join(d, "vocab.gguf")
+        write_test_gguf(gg, {"general.architecture": "llama", "tokenizer.ggml.model": "gpt2",
+                             "tokenizer.ggml.pre": "gpt2", "tokenizer.ggml.tokens": toks,
+                             "tokenizer.ggml.merges": merges, "tokenizer.ggml.token_type": types,
+                             "tokenizer.ggml.eos_token_id": eos})
+        check(main(["--tokenizer", gg, "--eos", "</s>", "--out", out, jl, txt]) == 0, "GGUF tokenizer run")
+        v, bpt, got = read_token_file(out)
+        check(v == vocab and got == want, "GGUF vocabulary gives the tokenizer.json's tokens")
+        write_test_gguf(gg, {"general.architecture": "llama", "tokenizer.ggml.model": "gpt2",
+                             "tokenizer.ggml.pre": "no-such-pre", "tokenizer.ggml.tokens": toks})
+        check(main(["--tokenizer", gg, "--out", out, txt]) == 1, "unknown pre-tokenizer refused")
     for f in fails:
         print("FAIL", f, file=sys.stderr)
     print(f"prepare_data self-test: {'ok' if not fails else str(len(fails)) + ' failed'}")
