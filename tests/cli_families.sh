@@ -39,7 +39,7 @@ for lay in "--cp 2" "--hp 2"; do
     ok || bad "dynamic RoPE $lay loss differs: $(losses "$TMP/two.jsonl" | tr '\n' ' ') vs $(losses "$TMP/one.jsonl" | tr '\n' ' ')"
 done
 
-# Context extension. golden_qwen2 has max_position_embeddings 4096 (read it), so a longer
+# Context extension. golden_qwen2 has max_position_embeddings 32768 (read it), so a longer
 # --seq is refused with the fix; --rope-scaling yarn:2:16 makes it 32 positions; the saved
 # config carries the scaling; a run beyond the extended context is refused again.
 mp=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['max_position_embeddings'])" "$D/golden_qwen2/config.json")
@@ -50,7 +50,7 @@ expect_error() { # expected-substring args...
   if [ $rc -ne 0 ] && grep -q -- "$w" "$TMP/err" && [ "$(wc -l <"$TMP/err")" -le 2 ]; then ok
   else bad "'$*': rc=$rc, stderr: $(cat "$TMP/err") (wanted '$w')"; fi
 }
-expect_error "exceeds the model's max_position_embeddings $mp: extend its context with --rope-scaling" \
+expect_error "exceeds the model's context of $mp positions: extend it with --rope-scaling TYPE:FACTOR\[:ORIG\] (e.g. yarn:2:$mp)" \
   train --model "$D/golden_qwen2" --data task:copy --seq $((mp + 8)) --steps 1
 "$BIN" train --model "$D/golden_qwen2" $COMMON --steps 1 --rope-scaling yarn:2:16 --rope-theta 20000 --save "$TMP/ext" >/dev/null 2>"$TMP/err" &&
   ok || bad "yarn extension: $(cat "$TMP/err")"
@@ -61,10 +61,22 @@ r = c["rope_scaling"]
 assert c["max_position_embeddings"] == 32 and c["rope_theta"] == 20000.0, c
 assert r["rope_type"] == "yarn" and r["factor"] == 2.0 and r["original_max_position_embeddings"] == 16, r
 PY
-expect_error "--seq 33 exceeds the model's max_position_embeddings 32" train --model "$TMP/ext/checkpoint-1" --data task:copy --seq 33 --steps 1
-expect_error "saved for another model (rope scaling type" train --model "$D/golden_qwen2" --resume "$TMP/ext" --data task:copy --seq 32 --steps 2 --rope-theta 20000 --rope-scaling linear:2:16
+expect_error "--seq 33 exceeds the model's context of 32 positions: extend it with --rope-scaling TYPE:FACTOR\[:ORIG\] (e.g. yarn:3:16)" train --model "$TMP/ext/checkpoint-1" --data task:copy --seq 33 --steps 1
+expect_error "saved with another RoPE scaling (RoPE theta 20000, yarn x2" train --model "$D/golden_qwen2" --resume "$TMP/ext" --data task:copy --seq 32 --steps 2 --rope-theta 20000 --rope-scaling linear:2:16
 expect_error "leave them out with --resume" train --resume "$TMP/ext" --data task:copy --seq 32 --steps 2 --rope-theta 5e5
 expect_error "--rope-theta 'abc'" train --rope-theta abc
+expect_error "as plain numbers" train --rope-scaling "yarn: 4"
+expect_error "as plain numbers" train --rope-scaling yarn:0x10
+# A Llama trained with a window is saved as Mistral; resuming it with the same --model
+# and --attn-window is the same model.
+"$BIN" train --model "$D/golden_untied" $COMMON --steps 2 --attn-window 8 --save "$TMP/win" >/dev/null 2>"$TMP/err" && ok || bad "window run: $(cat "$TMP/err")"
+"$BIN" train --model "$D/golden_untied" $COMMON --steps 3 --attn-window 8 --resume "$TMP/win" >/dev/null 2>"$TMP/err" && ok || bad "resume a windowed Llama: $(cat "$TMP/err")"
+# Qwen's YaRN recipe leaves max_position_embeddings at the original: the scaled context is
+# what the model takes.
+mkdir -p "$TMP/qy" && cp "$D/golden_qwen2/model.safetensors" "$TMP/qy/" &&
+  python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['max_position_embeddings']=16; c['rope_scaling']={'rope_type':'yarn','factor':4.0,'original_max_position_embeddings':16}; json.dump(c, open(sys.argv[2],'w'))" "$D/golden_qwen2/config.json" "$TMP/qy/config.json"
+"$BIN" train --model "$TMP/qy" --data task:copy --seq 64 --threads 1 --steps 1 >/dev/null 2>"$TMP/err" && ok || bad "Qwen YaRN at 4 x its max_position_embeddings: $(cat "$TMP/err")"
+expect_error "--seq 65 exceeds the model's context of 64 positions: extend it with --rope-scaling TYPE:FACTOR\[:ORIG\] (e.g. yarn:5:16)" train --model "$TMP/qy" --data task:copy --seq 65 --steps 1
 expect_error "--rope-scaling 'yarn': give TYPE:FACTOR" train --rope-scaling yarn
 expect_error "FACTOR >= 1" train --rope-scaling linear:0.5
 expect_error "FACTOR >= 1" train --rope-scaling linear:2:x

@@ -195,6 +195,38 @@ static void test_long_prefill(int window, int steps) {
   lc_model_destroy(&m, &arena);
 }
 
+// A length-dependent RoPE (dynamic NTK past max_position_embeddings 64) over a prefill of
+// several chunks: every chunk must use the frequencies of the whole call's length, as the
+// training forward over the same tokens does (a chunk using its own end would not).
+static void test_long_prefill_dynamic(void) {
+  lc_model m;
+  make_model(&m, 1, 0, 11);
+  m.cfg.max_pos = 64;
+  m.cfg.rope = (lc_rope_scaling){.type = LC_ROPE_DYNAMIC, .factor = 4};
+  const int N = 2 * LC_DECODE_CHUNK + 37, V = m.cfg.vocab; // tokens; N - 1 inputs predict x[1..N)
+  int *x = malloc(sizeof(int) * N), *tgt = malloc(sizeof(int) * N), *pos = malloc(sizeof(int) * N);
+  lc_rng r;
+  lc_rng_seed(&r, 6);
+  for (int i = 0; i < N; i++) x[i] = (int)lc_rng_below(&r, (uint32_t)V);
+  for (int i = 0; i < N - 1; i++) tgt[i] = x[i + 1], pos[i] = i;
+  lc_attn attn;
+  lc_attn_local_init(&attn, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.head_dim);
+  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL};
+  double want = 0;
+  CHECK(lc_model_fwd_bwd(&m, &o, &attn, x, tgt, pos, N - 1, 1.0f, 0, &want, &arena) == LC_OK, "fwd: %s", lc_errmsg());
+  float *logits = malloc(sizeof(float) * (size_t)N * V);
+  lc_kv_cache c;
+  CHECK(lc_kv_cache_create(&c, &m.cfg, N, &arena) == LC_OK, "cache: %s", lc_errmsg());
+  CHECK(lc_decode(&m, &c, x, N - 1, logits, 1, &arena) == LC_OK, "prefill: %s", lc_errmsg());
+  double got = 0;
+  for (int t = 0; t < N - 1; t++) got -= log_softmax_at(logits + (size_t)t * V, V, x[t + 1]);
+  CHECK(fabs(got - want) <= 1e-5 * fabs(want), "dynamic RoPE prefill over chunks: nll sum %.9g vs %.9g", got, want);
+  printf("long prefill %d tokens, dynamic RoPE beyond 64: nll sum %.6f vs training %.6f\n", N - 1, got, want);
+  lc_kv_cache_destroy(&c, &arena);
+  free(logits), free(x), free(tgt), free(pos);
+  lc_model_destroy(&m, &arena);
+}
+
 static void test_sampling(void) {
   enum { V = 50 };
   float l[V];
@@ -314,6 +346,7 @@ static void test_errors(void) {
 
 int main(void) {
   lc_arena_init(&arena, 0);
+  test_long_prefill_dynamic();
   test_consistency(0);
   test_consistency(1);
   test_long_prefill(0, 0);

@@ -19,6 +19,7 @@
 #include "model/generate.h"
 #include "model/hf.h"
 #include "model/model.h"
+#include "ops/rope.h"
 #include "testutil.h"
 
 static float *read_tensor(lc_st_file *f, const char *name, size_t n) {
@@ -56,6 +57,63 @@ static double hf_bf16_worst(const char *dir) {
   return w;
 }
 
+// golden.json's "rope": the frequencies and attention factor transformers' rotary module
+// used for this forward (S = 37) against lc_rope_freqs (transformers computes them in
+// float32: ~1 ulp of 6e-8 per operation, a few per value; bound 2e-6 relative).
+static void check_rope_freqs(const char *dir, const lc_config *cfg) {
+  char path[1200], *text = NULL;
+  size_t n = 0;
+  snprintf(path, sizeof path, "%s/golden.json", dir);
+  if (lc_read_file(path, 1 << 22, &text, &n) != LC_OK) return; // the first cases predate the record
+  cJSON *j = cJSON_ParseWithLength(text, n);
+  free(text);
+  const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "rope");
+  const cJSON *f = cJSON_GetObjectItemCaseSensitive(r, "inv_freq_f32"), *af = cJSON_GetObjectItemCaseSensitive(r, "attention_scaling");
+  if (cJSON_IsArray(f) && cJSON_IsNumber(af)) {
+    double inv[LC_ROPE_MAX_PAIRS], a;
+    lc_rope_freqs(inv, &a, cfg->head_dim, cfg->rope_theta, &cfg->rope, cfg->max_pos, 37);
+    CHECK(cJSON_GetArraySize(f) == cfg->head_dim / 2, "%s: %d frequencies recorded", dir, cJSON_GetArraySize(f));
+    double worst = 0;
+    for (int i = 0; i < cfg->head_dim / 2 && i < cJSON_GetArraySize(f); i++) {
+      const double want = cJSON_GetArrayItem(f, i)->valuedouble;
+      worst = fmax(worst, fabs(inv[i] - want) / want);
+    }
+    CHECK(worst <= 2e-6, "%s: inv_freq relative error %.3g", dir, worst);
+    CHECK(fabs(a - af->valuedouble) <= 1e-12, "%s: attention factor %.17g vs %.17g", dir, a, af->valuedouble);
+  }
+  cJSON_Delete(j);
+}
+
+// greedy.json (where present): transformers' generate, greedy, 30 new tokens from a
+// 10-token prompt; lc_decode must pick the same tokens (the KV cache keeps each key's
+// frequencies of its step, as transformers' cache does, for the length-dependent types).
+static void check_greedy(const char *dir, const lc_model *m, lc_arena *ar) {
+  char path[1200], *text = NULL;
+  size_t n = 0;
+  snprintf(path, sizeof path, "%s/greedy.json", dir);
+  if (lc_read_file(path, 1 << 20, &text, &n) != LC_OK) return;
+  cJSON *j = cJSON_ParseWithLength(text, n);
+  free(text);
+  const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "prompt"), *g = cJSON_GetObjectItemCaseSensitive(j, "generated");
+  int toks[64], np = cJSON_GetArraySize(p), ng = cJSON_GetArraySize(g), same = 0;
+  for (int i = 0; i < np; i++) toks[i] = cJSON_GetArrayItem(p, i)->valueint;
+  lc_kv_cache c;
+  CHECK(lc_kv_cache_create(&c, &m->cfg, np + ng, ar) == LC_OK, "cache: %s", lc_errmsg());
+  float *logits = malloc(sizeof(float) * (size_t)m->cfg.vocab);
+  lc_status st = lc_decode(m, &c, toks, np, logits, 0, ar);
+  for (int k = 0; k < ng && st == LC_OK; k++) {
+    int best = 0;
+    for (int v = 1; v < m->cfg.vocab; v++) best = logits[v] > logits[best] ? v : best;
+    same += best == cJSON_GetArrayItem(g, k)->valueint;
+    st = lc_decode(m, &c, &best, 1, logits, 0, ar);
+  }
+  CHECK(st == LC_OK && same == ng, "%s: greedy decoding matches transformers' on %d of %d tokens", dir, same, ng);
+  printf("%s: greedy decoding = transformers' cached greedy decoding (%d tokens)\n", dir, same);
+  free(logits);
+  lc_kv_cache_destroy(&c, ar);
+  cJSON_Delete(j);
+}
+
 static void check_case(const golden_case *gc) {
   const char *name = gc->name;
   char dir[1024], path[1100];
@@ -74,6 +132,7 @@ static void check_case(const golden_case *gc) {
         "%s: family %d rope %s biases %d%d norm %d head_dim %d window %d tied %d", name, cfg.arch,
         lc_rope_type_name(cfg.rope.type), cfg.qkv_bias, cfg.o_bias, cfg.qk_norm, cfg.head_dim, cfg.sliding_window,
         cfg.tie_embeddings);
+  check_rope_freqs(dir, &cfg);
   lc_model m;
   CHECK(lc_model_create(&m, &cfg, &ar) == LC_OK, "create");
   st = lc_hf_load_weights(dir, &m);
@@ -202,6 +261,7 @@ static void check_case(const golden_case *gc) {
   CHECK(st == LC_OK && e2 <= 1e-4, "%s token-by-token logits: max diff %.3g", name, e2);
   printf("%s: logits max diff %.2e (prefill), %.2e (token by token)\n", name, e, e2);
   lc_kv_cache_destroy(&c, &ar);
+  check_greedy(dir, &m, &ar);
   free(out), free(ids), free(labels), free(logits), free(loss);
   lc_st_close(&g);
   lc_model_destroy(&m, &ar);

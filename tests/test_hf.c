@@ -30,7 +30,7 @@ static int same_config(const lc_config *a, const lc_config *b) {
          a->vocab == b->vocab && a->norm_eps == b->norm_eps && a->rope_theta == b->rope_theta &&
          a->tie_embeddings == b->tie_embeddings && a->max_pos == b->max_pos && a->arch == b->arch &&
          a->qkv_bias == b->qkv_bias && a->o_bias == b->o_bias && a->qk_norm == b->qk_norm &&
-         a->sliding_window == b->sliding_window && !memcmp(&a->rope, &b->rope, sizeof a->rope);
+         a->sliding_window == b->sliding_window && lc_rope_scaling_equal(&a->rope, &b->rope);
 }
 
 #define BASE                                                                                   \
@@ -498,6 +498,18 @@ static void test_families(void) {
         "qwen3: %s", lc_errmsg());
   CHECK(parse("{\"model_type\":\"llama\"," FB ",\"attention_bias\":true}", &c) == LC_OK && c.qkv_bias && c.o_bias && !c.qk_norm,
         "llama attention_bias: %s", lc_errmsg());
+  // A biased Llama with a window would be written as Mistral, which has no biases: refused.
+  c.sliding_window = 8;
+  CHECK(lc_config_validate(&c) == LC_EINVAL && strstr(lc_errmsg(), "MistralForCausalLM (a Llama with a sliding window)"),
+        "biased Llama with a window: %s", lc_errmsg());
+  CHECK(parse("{\"model_type\":\"mistral\"," FB ",\"attention_bias\":true}", &c) == LC_EINVAL &&
+            strstr(lc_errmsg(), "attention_bias true is not part of MistralForCausalLM"),
+        "mistral attention_bias: %s", lc_errmsg());
+  CHECK(parse("{\"model_type\":\"qwen3\"," FB "}", &c) == LC_OK && c.head_dim == 128, "Qwen3's default head_dim: %d", c.head_dim);
+  CHECK(parse("{\"model_type\":\"llama\"," FB ",\"rope_theta\":5.0,\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":7.0}}", &c) ==
+                LC_OK && c.rope_theta == 7.0,
+        "rope_parameters' theta wins: %g", c.rope_theta);
+  CHECK(parse("{\"model_type\":\"llama\"," FB ",\"partial_rotary_factor\":0.5}", &c) == LC_EINVAL, "top-level partial rotary");
   // RoPE scalings, both layouts (transformers 4: rope_scaling + top-level rope_theta and
   // "type"; 5: rope_parameters holding rope_theta).
   CHECK(parse("{\"model_type\":\"llama\"," FB ",\"rope_theta\":500000.0,\"max_position_embeddings\":131072,\"rope_scaling\":"

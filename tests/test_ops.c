@@ -27,6 +27,7 @@
 
 #include "core/fpenv.h"
 #include "ops/ops.h"
+#include "ops/rope.h"
 #include "testutil.h"
 
 static int verbose;
@@ -584,8 +585,43 @@ static void test_flush_denormals(void) {
 #endif
 }
 
+// The length-dependent RoPE scalings on both sides of their switch, against the formulas
+// written out (transformers' modeling_rope_utils): longrope divides by the short factors
+// up to original_max_position_embeddings and by the long ones beyond; dynamic NTK is plain
+// RoPE up to max_position_embeddings and then raises the base to
+// theta (factor L / max - (factor - 1))^(D / (D - 2)); static types ignore the length.
+static void test_rope_lengths(void) {
+  enum { D = 16 };
+  double inv[D / 2], af, plain[D / 2];
+  const double theta = 10000.0;
+  for (int i = 0; i < D / 2; i++) plain[i] = 1.0 / pow(theta, 2.0 * i / D);
+  lc_rope_scaling lr = {.type = LC_ROPE_LONGROPE, .orig_max = 16, .n_factors = D / 2};
+  for (int i = 0; i < D / 2; i++) lr.short_factor[i] = 1.0f + 0.25f * i, lr.long_factor[i] = 2.0f + 0.5f * i;
+  for (int len = 15; len <= 18; len++) {
+    lc_rope_freqs(inv, &af, D, theta, &lr, 64, len);
+    double e = 0;
+    for (int i = 0; i < D / 2; i++) e = fmax(e, fabs(inv[i] - plain[i] / (len > 16 ? lr.long_factor[i] : lr.short_factor[i])) / inv[i]);
+    CHECK(e < 1e-12 && fabs(af - sqrt(1 + log(4.0) / log(16.0))) < 1e-12, "longrope at length %d: error %.3g, factor %.17g",
+          len, e, af);
+  }
+  lc_rope_scaling dy = {.type = LC_ROPE_DYNAMIC, .factor = 4};
+  for (int len = 1; len <= 40; len += 13) {
+    lc_rope_freqs(inv, &af, D, theta, &dy, 16, len);
+    const double base = len > 16 ? theta * pow(4.0 * len / 16 - 3.0, (double)D / (D - 2)) : theta;
+    double e = 0;
+    for (int i = 0; i < D / 2; i++) e = fmax(e, fabs(inv[i] - 1.0 / pow(base, 2.0 * i / D)) / inv[i]);
+    CHECK(e < 1e-12 && af == 1.0, "dynamic at length %d: error %.3g", len, e);
+  }
+  lc_rope_scaling y = {.type = LC_ROPE_YARN, .factor = 4, .orig_max = 16, .beta_fast = 32, .beta_slow = 1, .truncate = 1};
+  double a1[D / 2], a2[D / 2], f1, f2;
+  lc_rope_freqs(a1, &f1, D, theta, &y, 64, 5);
+  lc_rope_freqs(a2, &f2, D, theta, &y, 64, 500);
+  CHECK(!memcmp(a1, a2, sizeof a1) && f1 == f2 && fabs(f1 - (0.1 * log(4.0) + 1)) < 1e-12, "yarn depends on the length");
+}
+
 int main(void) {
   verbose = getenv("LC_TEST_VERBOSE") != NULL;
+  test_rope_lengths();
   lc_rng_seed(&rng, 20240611);
   const int Ts[] = {1, 3, 17}, Cs[] = {5, 64, 67};
 

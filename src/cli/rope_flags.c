@@ -35,6 +35,11 @@ lc_status lc_cli_rope(lc_config *cfg, const char *theta, const char *scaling) {
   if (ty == LC_ROPE_LONGROPE)
     return lc_fail(LC_EINVAL, "--rope-scaling longrope needs per-pair factors: set rope_scaling in the model's config.json");
   if (ty == LC_ROPE_DEFAULT) return lc_fail(LC_EINVAL, "--rope-scaling default takes no factor: write --rope-scaling none");
+  // FACTOR and ORIG_MAX: plain decimal digits (strtod alone would take spaces and hex).
+  for (const char *q = colon + 1; *q; q++)
+    if (!strchr("0123456789.:eE+-", *q))
+      return lc_fail(LC_EINVAL, "--rope-scaling '%s': give TYPE:FACTOR[:ORIG_MAX] with FACTOR >= 1 and ORIG_MAX in tokens, "
+                     "as plain numbers", scaling);
   char *end = NULL;
   errno = 0;
   const double factor = strtod(colon + 1, &end);
@@ -51,21 +56,25 @@ lc_status lc_cli_rope(lc_config *cfg, const char *theta, const char *scaling) {
     return lc_fail(LC_EINVAL, "--rope-scaling '%s': give TYPE:FACTOR[:ORIG_MAX] with FACTOR >= 1 and ORIG_MAX the "
                    "model's original context in tokens (default: its original_max_position_embeddings, else "
                    "max_position_embeddings)", scaling);
+  // The same type as the model's keeps its other parameters (llama3's band, YaRN's betas,
+  // mscales, attention factor, truncation); another type starts from transformers'
+  // defaults (llama3: Meta's band 1, 4; yarn: betas 32, 1, truncated, derived factor).
   const lc_rope_scaling old = cfg->rope;
   lc_rope_scaling *r = &cfg->rope;
-  memset(r, 0, sizeof *r);
-  r->type = ty;
+  if (old.type != ty) {
+    memset(r, 0, sizeof *r);
+    r->type = ty;
+    r->beta_fast = 32.0;
+    r->beta_slow = 1.0;
+    r->truncate = 1;
+    if (ty == LC_ROPE_LLAMA3) r->low_freq_factor = 1.0, r->high_freq_factor = 4.0;
+  }
   r->factor = factor;
-  r->beta_fast = 32.0;
-  r->beta_slow = 1.0;
-  r->truncate = 1;
-  // llama3: Meta's band (1, 4) unless the model already has its own.
-  r->low_freq_factor = old.type == LC_ROPE_LLAMA3 ? old.low_freq_factor : 1.0;
-  r->high_freq_factor = old.type == LC_ROPE_LLAMA3 ? old.high_freq_factor : 4.0;
   // The extended context: ORIG_MAX x FACTOR (dynamic scales beyond max_position_embeddings
   // by itself, so that field stays the original length).
   if (ty == LC_ROPE_DYNAMIC) {
     cfg->max_pos = (int)orig;
+    r->orig_max = 0;
   } else {
     r->orig_max = (int)orig;
     const double ext = floor((double)orig * factor + 0.5);

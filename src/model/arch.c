@@ -58,7 +58,7 @@ long lc_size_of(lc_size s, const lc_config *c) {
 
 static const lc_arch archs[LC_ARCH_N] = {
     {LC_ARCH_LLAMA, "llama", "LlamaForCausalLM", "llama", 0, 1, 0, 0, 1},
-    {LC_ARCH_MISTRAL, "mistral", "MistralForCausalLM", "mistral", 0, 1, 0, 1, 1},
+    {LC_ARCH_MISTRAL, "mistral", "MistralForCausalLM", "mistral", 0, 0, 0, 1, 1},
     {LC_ARCH_QWEN2, "qwen2", "Qwen2ForCausalLM", "qwen2", 1, 0, 0, 0, 0},
     {LC_ARCH_QWEN3, "qwen3", "Qwen3ForCausalLM", "qwen3", 0, 1, 1, 0, 0},
 };
@@ -97,7 +97,11 @@ const char *lc_arch_names(void) { return "LlamaForCausalLM, MistralForCausalLM, 
 
 void lc_arch_apply(lc_config *cfg, const lc_arch *a, int attention_bias) {
   cfg->arch = a->id;
-  cfg->qkv_bias = a->qkv_bias || attention_bias;
-  cfg->o_bias = attention_bias && a->o_bias_follows;
+  cfg->qkv_bias = a->qkv_bias || (attention_bias && a->attention_bias);
+  cfg->o_bias = attention_bias && a->attention_bias;
   cfg->qk_norm = a->qk_norm;
+}
+
+const lc_arch *lc_arch_written(const lc_config *cfg) {
+  return lc_arch_get(cfg->arch == LC_ARCH_LLAMA && cfg->sliding_window > 0 ? LC_ARCH_MISTRAL : cfg->arch);
 }

@@ -39,7 +39,8 @@ typedef struct {
   const char *hf_class;   // HF architectures entry
   const char *gguf_arch;  // GGUF general.architecture
   int qkv_bias;           // 1: the family always has q/k/v biases (Qwen2); 0: attention_bias decides
-  int o_bias_follows;     // attention_bias also gives o_proj a bias (Llama, Mistral, Qwen3; not Qwen2)
+  int attention_bias;     // attention_bias true gives q/k/v/o biases (Llama, Qwen3); 0: the family
+                          // has no such field (Mistral: no biases; Qwen2: fixed q/k/v biases)
   int qk_norm;            // per-head q/k RMSNorm (Qwen3)
   int window;             // sliding_window is honoured (Mistral)
   int gguf_permuted_qk;   // llama.cpp's converter permutes q/k rows (Llama, Mistral): undone on load
@@ -55,7 +56,10 @@ const char *lc_arch_nearest(const char *name);
 // "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"
 const char *lc_arch_names(void);
 // Sets the family and its fixed variant fields in cfg (qkv_bias, qk_norm); attention_bias
-// (read by the caller) adds q/k/v and, where the family has one, o biases.
+// (read by the caller; only for a family with the field) adds q/k/v/o biases.
 void lc_arch_apply(lc_config *cfg, const lc_arch *a, int attention_bias);
+// The family a config is written as: a Llama with a sliding window is a Mistral model for
+// transformers (its Llama ignores windows); every other config its own.
+const lc_arch *lc_arch_written(const lc_config *cfg);
 
 #endif

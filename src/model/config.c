@@ -84,13 +84,16 @@ lc_status lc_config_validate(const lc_config *c) {
     return lc_fail(LC_EINVAL, "model config: rms_norm_eps and rope_theta must be positive");
   if (c->arch < 0 || c->arch >= LC_ARCH_N) return lc_fail(LC_EINVAL, "model config: unknown family %d", (int)c->arch);
   // The variant fields must be a combination the family has (its config.json can say).
-  const lc_arch *ar = lc_arch_get(c->arch);
+  // (A Llama with a window is written as Mistral, which has no biases.)
+  const lc_arch *ar = lc_arch_written(c);
   int expressible = 0;
   for (int ab = 0; ab < 2; ab++)
-    expressible |= c->qkv_bias == (ar->qkv_bias || ab) && c->o_bias == (ab && ar->o_bias_follows) && c->qk_norm == ar->qk_norm;
+    expressible |= c->qkv_bias == (ar->qkv_bias || (ab && ar->attention_bias)) && c->o_bias == (ab && ar->attention_bias) &&
+                   c->qk_norm == ar->qk_norm;
   if (!expressible)
-    return lc_fail(LC_EINVAL, "model config: %s has no variant with%s q/k/v biases,%s an o_proj bias and%s q/k norms",
-                   ar->hf_class, c->qkv_bias ? "" : "out", c->o_bias ? "" : " no", c->qk_norm ? "" : " no");
+    return lc_fail(LC_EINVAL, "model config: %s%s has no variant with%s q/k/v biases, %s o_proj bias and%s q/k norms",
+                   ar->hf_class, ar->id != c->arch ? " (a Llama with a sliding window)" : "", c->qkv_bias ? "" : "out",
+                   c->o_bias ? "an" : "no", c->qk_norm ? "" : " no");
   return lc_rope_scaling_validate(&c->rope, c->head_dim);
 }
 
@@ -100,7 +103,7 @@ const char *lc_config_describe(const lc_config *c, char *b, size_t n) {
   if (r->type == LC_ROPE_DEFAULT) snprintf(rope, sizeof rope, ", %d positions", c->max_pos);
   else if (r->type == LC_ROPE_DYNAMIC) snprintf(rope, sizeof rope, ", dynamic x%g beyond %d positions", r->factor, c->max_pos);
   else if (r->type == LC_ROPE_LONGROPE) snprintf(rope, sizeof rope, ", longrope %d -> %d positions", r->orig_max ? r->orig_max : c->max_pos, c->max_pos);
-  else snprintf(rope, sizeof rope, ", %s x%g: %d -> %d positions", lc_rope_type_name(r->type), r->factor, r->orig_max ? r->orig_max : c->max_pos, c->max_pos);
+  else snprintf(rope, sizeof rope, ", %s x%g: %d -> %d positions", lc_rope_type_name(r->type), r->factor, r->orig_max ? r->orig_max : c->max_pos, lc_config_max_positions(c));
   snprintf(b, n, "%s: dim %d, layers %d, heads %d (kv %d, head_dim %d), ffn %d, vocab %d%s%s%s%s; RoPE theta %g%s",
            lc_arch_get(c->arch)->hf_class, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->ffn, c->vocab,
            c->tie_embeddings ? ", tied head" : "", c->qkv_bias ? (c->o_bias ? ", q/k/v/o biases" : ", q/k/v biases") : "",
@@ -109,7 +112,12 @@ const char *lc_config_describe(const lc_config *c, char *b, size_t n) {
 }
 
 int lc_config_max_positions(const lc_config *c) {
-  return c->max_pos > 0 && c->rope.type != LC_ROPE_DYNAMIC ? c->max_pos : 1 << 30;
+  const lc_rope_scaling *r = &c->rope;
+  if (c->max_pos <= 0 || r->type == LC_ROPE_DYNAMIC) return 1 << 30;
+  // A static scaling of an original context (Qwen's YaRN recipe leaves
+  // max_position_embeddings at the original): the context it was made for.
+  const double ext = r->type != LC_ROPE_DEFAULT && r->orig_max > 0 && r->factor > 0 ? (double)r->orig_max * r->factor : 0;
+  return ext > c->max_pos ? (ext < (double)(1 << 30) ? (int)ext : 1 << 30) : c->max_pos;
 }
 
 long long lc_config_n_params(const lc_config *c) {

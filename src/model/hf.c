@@ -27,7 +27,7 @@ static lc_status get_int(const cJSON *r, const char *L, const char *k, int requi
   const cJSON *j = field(r, k);
   if (!j) {
     if (required)
-      return lc_fail(LC_EFORMAT, "%s: missing field %s, which a Llama config.json needs; add it "
+      return lc_fail(LC_EFORMAT, "%s: missing field %s, which the model's config.json needs; add it "
                      "(see the model's original config)", L, k);
     *out = def;
     return LC_OK;
@@ -215,9 +215,12 @@ lc_status lc_hf_parse_config(const char *json, size_t len, const char *L, lc_con
   TRY_(get_int(r, L, "num_key_value_heads", 0, c.n_heads, &c.n_kv_heads));
   TRY_(get_int(r, L, "vocab_size", 1, 0, &c.vocab));
   TRY_(get_int(r, L, "max_position_embeddings", 0, 2048, &c.max_pos));
-  // head_dim: its own field (Qwen3 sets it apart from hidden/heads), else hidden / heads.
+  // head_dim: its own field (Qwen3 sets it apart from hidden/heads; Qwen3Config's default is
+  // 128), else hidden / heads.
   if (field(r, "head_dim")) {
     TRY_(get_int(r, L, "head_dim", 1, 0, &c.head_dim));
+  } else if (arch->id == LC_ARCH_QWEN3) {
+    c.head_dim = 128;
   } else if (c.dim % c.n_heads != 0) {
     st = lc_fail(LC_EINVAL, "%s: hidden_size %d is not a multiple of num_attention_heads %d and head_dim is not set; "
                  "fix config.json", L, c.dim, c.n_heads);
@@ -236,9 +239,15 @@ lc_status lc_hf_parse_config(const char *json, size_t len, const char *L, lc_con
   const cJSON *rp = field(r, "rope_parameters");
   TRY_(parse_rope(r, L, "rope_parameters", &c));
   if (c.rope.type == LC_ROPE_DEFAULT) TRY_(parse_rope(r, L, "rope_scaling", &c));
+  // rope_parameters' own rope_theta wins over a top-level one (transformers 5 keeps it).
   TRY_(get_pos(r, L, "rope_theta", 10000.0, &theta));
-  if (!field(r, "rope_theta") && rp) TRY_(get_pos(rp, L, "rope_theta", 10000.0, &theta));
+  if (rp && field(rp, "rope_theta")) TRY_(get_pos(rp, L, "rope_theta", 10000.0, &theta));
   c.rope_theta = theta;
+  const cJSON *prf = field(r, "partial_rotary_factor");
+  if (prf && (!cJSON_IsNumber(prf) || prf->valuedouble != 1.0)) {
+    st = lc_fail(LC_EINVAL, "%s: partial_rotary_factor is not supported: longctx rotates the whole head", L);
+    goto done;
+  }
   TRY_(get_bool(r, L, "tie_word_embeddings", &c.tie_embeddings));
   // sliding_window: Mistral's (null = none); a Llama model ignores it in transformers, so
   // a number there is an error rather than a window applied or dropped silently. Qwen2/3
@@ -260,7 +269,7 @@ lc_status lc_hf_parse_config(const char *json, size_t len, const char *L, lc_con
                    "(every layer windowed)", L, m, c.n_layers);
       goto done;
     }
-    if (m <= 0) TRY_(get_int(r, L, "sliding_window", 1, 0, &c.sliding_window));
+    if (m <= 0) TRY_(get_int(r, L, "sliding_window", 0, 4096, &c.sliding_window)); // Qwen2Config's default
   }
   const cJSON *sw = qwen ? NULL : field(r, "sliding_window");
   if (sw && !cJSON_IsNull(sw)) {
@@ -292,6 +301,11 @@ lc_status lc_hf_parse_config(const char *json, size_t len, const char *L, lc_con
   if (mlp_bias) {
     st = lc_fail(LC_EINVAL, "%s: mlp_bias true is not supported: longctx's MLP has no bias terms; use a model with "
                  "mlp_bias false", L);
+    goto done;
+  }
+  if (attn_bias && !arch->attention_bias) {
+    st = lc_fail(LC_EINVAL, "%s: attention_bias true is not part of %s (transformers builds it without those biases); "
+                 "set it to false or use the family the weights come from", L, arch->hf_class);
     goto done;
   }
   lc_arch_apply(&c, arch, attn_bias);
@@ -416,15 +430,10 @@ lc_status lc_hf_write_config(const char *dir, const lc_config *c, lc_dtype dt) {
   if (dt != LC_DT_F32 && dt != LC_DT_BF16)
     return lc_fail(LC_EINVAL, "model weights are written as F32 or BF16, not %s", lc_dtype_name(dt));
   LC_TRY(lc_path_join(path, sizeof path, dir, "config.json"));
-  const lc_arch *arch = lc_arch_get(c->arch);
-  // A Llama with a window is a Mistral model for transformers (Llama ignores windows).
-  if (arch->id == LC_ARCH_LLAMA && c->sliding_window > 0) arch = lc_arch_get(LC_ARCH_MISTRAL);
+  const lc_arch *arch = lc_arch_written(c); // a Llama with a window is a Mistral model for transformers
   const int qwen = arch->id == LC_ARCH_QWEN2 || arch->id == LC_ARCH_QWEN3;
   // The biases the family's attention_bias gives must be the model's.
-  const int attn_bias = arch->qkv_bias ? 0 : c->qkv_bias;
-  if (c->qkv_bias != (arch->qkv_bias || attn_bias) || c->o_bias != (attn_bias && arch->o_bias_follows) ||
-      c->qk_norm != arch->qk_norm)
-    return lc_fail(LC_EINVAL, "model config: %s has no config.json form for these biases / q-k norms", arch->hf_class);
+  const int attn_bias = arch->attention_bias && c->o_bias; // lc_config_validate: the family has this variant
   cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "architectures");
   cJSON_AddItemToArray(a, cJSON_CreateString(arch->hf_class));
   cJSON_AddStringToObject(o, "model_type", arch->model_type);
@@ -450,7 +459,7 @@ lc_status lc_hf_write_config(const char *dir, const lc_config *c, lc_dtype dt) {
   cJSON_AddNumberToObject(o, "vocab_size", c->vocab);
   cJSON_AddBoolToObject(o, "tie_word_embeddings", c->tie_embeddings);
   cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_pos);
-  if (arch->id != LC_ARCH_QWEN2) cJSON_AddBoolToObject(o, "attention_bias", attn_bias);
+  if (arch->attention_bias) cJSON_AddBoolToObject(o, "attention_bias", attn_bias);
   cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
   if (!qwen) cJSON_AddBoolToObject(o, "mlp_bias", 0);
   if (!qwen) cJSON_AddNumberToObject(o, "pretraining_tp", 1);

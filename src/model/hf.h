@@ -10,13 +10,15 @@
 #include "io/safetensors.h"
 #include "model/model.h"
 
-// Reads DIR/config.json (LlamaForCausalLM / model_type "llama"). Required: hidden_size,
-// intermediate_size, num_hidden_layers, num_attention_heads, vocab_size. Defaults as in HF's
-// LlamaConfig: num_key_value_heads = heads, rms_norm_eps 1e-6, rope_theta 10000,
-// tie_word_embeddings false, max_position_embeddings 2048. Unsupported settings are errors
-// naming the field and the fix: rope_scaling (other than type "default"), attention_bias,
-// mlp_bias, pretraining_tp != 1, hidden_act other than silu, head_dim != hidden/heads,
-// attention_dropout != 0, quantization_config.
+// Reads DIR/config.json of a family in model/arch.h (model_type / architectures: Llama,
+// Mistral, Qwen2, Qwen3). Required: hidden_size, intermediate_size, num_hidden_layers,
+// num_attention_heads, vocab_size. Defaults as in transformers' configs: num_key_value_heads
+// = heads, head_dim = hidden/heads (Qwen3: 128), rms_norm_eps 1e-6, rope_theta 10000,
+// tie_word_embeddings false, max_position_embeddings 2048. RoPE scaling from rope_scaling
+// (transformers 4) or rope_parameters (5). Unsupported settings are errors naming the field
+// and the fix: another family (naming the nearest), mlp_bias, attention_bias where the
+// family has none, pretraining_tp != 1, hidden_act other than silu, a partial rotary
+// factor, windows on some layers only, attention_dropout != 0, quantization_config.
 lc_status lc_hf_read_config(const char *dir, lc_config *cfg);
 // The same from JSON text; `label` names it in messages.
 lc_status lc_hf_parse_config(const char *json, size_t len, const char *label, lc_config *cfg);

@@ -157,6 +157,17 @@ lc_status lc_rope_type_parse(const char *s, lc_rope_type *t) {
   return lc_fail(LC_EINVAL, "RoPE scaling type '%.40s' is not known: use default, linear, dynamic, llama3, yarn or longrope", s);
 }
 
+int lc_rope_scaling_equal(const lc_rope_scaling *a, const lc_rope_scaling *b) {
+  if (a->type != b->type || a->factor != b->factor || a->orig_max != b->orig_max || a->low_freq_factor != b->low_freq_factor ||
+      a->high_freq_factor != b->high_freq_factor || a->beta_fast != b->beta_fast || a->beta_slow != b->beta_slow ||
+      a->mscale != b->mscale || a->mscale_all_dim != b->mscale_all_dim || a->attn_factor != b->attn_factor ||
+      a->truncate != b->truncate || a->n_factors != b->n_factors)
+    return 0;
+  for (int i = 0; i < a->n_factors; i++)
+    if (a->short_factor[i] != b->short_factor[i] || a->long_factor[i] != b->long_factor[i]) return 0;
+  return 1;
+}
+
 lc_status lc_rope_scaling_validate(const lc_rope_scaling *r, int head_dim) {
   const char *ty = lc_rope_type_name(r->type);
   if (r->type < 0 || r->type >= LC_ROPE_N) return lc_fail(LC_EINVAL, "model config: unknown RoPE scaling type %d", (int)r->type);

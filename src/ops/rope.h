@@ -37,6 +37,8 @@ typedef struct {
 // "default", "linear", ... and back (LC_EINVAL naming the known types).
 const char *lc_rope_type_name(lc_rope_type t);
 lc_status lc_rope_type_parse(const char *s, lc_rope_type *t);
+// 1 if a and b give the same frequencies (every field compared; not memcmp: padding).
+int lc_rope_scaling_equal(const lc_rope_scaling *a, const lc_rope_scaling *b);
 // The scaling's parameters in range for a head of head_dim (one clear line otherwise).
 lc_status lc_rope_scaling_validate(const lc_rope_scaling *r, int head_dim);
 

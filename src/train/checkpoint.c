@@ -15,6 +15,7 @@
 #include "core/hash.h"
 #include "io/fsutil.h"
 #include "io/safetensors.h"
+#include "model/arch.h"
 #include "model/hf.h"
 
 #define PATHN 4096
@@ -357,14 +358,25 @@ static lc_status check_model(const char *dir, const lc_config *a, const lc_confi
   SAME(rope_theta, "rope_theta");
   SAME(sliding_window, "sliding_window (--attn-window)");
   SAME(head_dim, "head_dim");
-  SAME(arch, "family (0 llama, 1 mistral, 2 qwen2, 3 qwen3)");
   SAME(qkv_bias, "q/k/v biases");
   SAME(o_bias, "o_proj bias");
   SAME(qk_norm, "q/k norms");
-  SAME(rope.type, "rope scaling type (0 default, 1 linear, 2 dynamic, 3 llama3, 4 yarn, 5 longrope)");
-  SAME(rope.factor, "rope scaling factor (--rope-scaling)");
-  SAME(rope.orig_max, "original_max_position_embeddings");
+  SAME(max_pos, "max_position_embeddings");
 #undef SAME
+  // The family as written (a Llama with a window is saved as Mistral) and the whole RoPE
+  // scaling (every parameter changes the positions).
+  const lc_arch *fa = lc_arch_written(a), *fb = lc_arch_written(b);
+  if (fa != fb)
+    return lc_fail(LC_EINVAL, "checkpoint %s was saved for another model (%s, this run %s); omit --model or pass the model "
+                   "the checkpoint was trained with", dir, fa->hf_class, fb->hf_class);
+  if (!lc_rope_scaling_equal(&a->rope, &b->rope)) {
+    char da[400], db[400];
+    lc_config_describe(a, da, sizeof da);
+    lc_config_describe(b, db, sizeof db);
+    const char *ra = strstr(da, "RoPE"), *rb = strstr(db, "RoPE");
+    return lc_fail(LC_EINVAL, "checkpoint %s was saved with another RoPE scaling (%s; this run %s): resume with the model's "
+                   "own (leave out --rope-scaling, or pass the same)", dir, ra ? ra : da, rb ? rb : db);
+  }
   return LC_OK;
 }
 

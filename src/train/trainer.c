@@ -40,10 +40,15 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   if (o->mopts.mlp_tile < 0 || o->mopts.loss_tile < 0)
     return lc_fail(LC_EINVAL, "--mlp-tile and --loss-tile must be >= 0 (0 = untiled)");
   // Dynamic NTK scaling is made for positions beyond max_position_embeddings.
-  if ((long)o->seq > (long)lc_config_max_positions(&o->cfg))
-    return lc_fail(LC_EINVAL, "--seq %d exceeds the model's max_position_embeddings %d: extend its context with "
-                   "--rope-scaling TYPE:FACTOR (e.g. yarn:%d)", o->seq, o->cfg.max_pos,
-                   (o->seq + o->cfg.max_pos - 1) / o->cfg.max_pos);
+  const int lim = lc_config_max_positions(&o->cfg);
+  if ((long)o->seq > (long)lim) {
+    // The hint: the model's own static type (else yarn) over its original context.
+    const lc_rope_scaling *r = &o->cfg.rope;
+    const int orig = r->type != LC_ROPE_DEFAULT && r->orig_max > 0 ? r->orig_max : o->cfg.max_pos;
+    const char *ty = r->type != LC_ROPE_DEFAULT && r->type != LC_ROPE_LONGROPE ? lc_rope_type_name(r->type) : "yarn";
+    return lc_fail(LC_EINVAL, "--seq %d exceeds the model's context of %d positions: extend it with --rope-scaling "
+                   "TYPE:FACTOR[:ORIG] (e.g. %s:%d:%d)", o->seq, lim, ty, (o->seq + orig - 1) / orig, orig);
+  }
   LC_TRY(lc_config_validate(&o->cfg));
   LC_TRY(lc_grid_validate(world->size, o->hp, o->cp, o->window, &o->cfg, o->seq, o->batch));
   lc_arena_init(&t->arena, o->mem_cap);
