@@ -28,7 +28,7 @@ int lc_cmd_plan(int argc, char **argv) {
   const char *cp_layout = NULL, *offload = NULL;
   float budget_gib = 20.0f;
   lc_flag flags[] = {
-      {"model", LC_ARG_STR, &model, "preset (tiny, demo, bench-s, llama-3-8b, llama-3-70b), HF model directory or GGUF file", 0},
+      {"model", LC_ARG_STR, &model, "a preset (tiny, demo, bench-s; shapes only: llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, qwen2.5-7b, qwen3-8b, qwen3-32b), an HF model directory or a GGUF file", 0},
       {"seq", LC_ARG_STR, &seq_s, "tokens per sequence, K = 1024, M = 1024^2 (e.g. 128K, 1M)", 0},
       {"batch", LC_ARG_INT, &batch, "sequences per step (default 1; run one after another: no effect on the peak)", 0},
       {"hp", LC_ARG_INT, &hp, "head-parallel (Ulysses) degree (default 1)", 0},
