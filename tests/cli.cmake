@@ -17,3 +17,6 @@ set_tests_properties(cli_robust PROPERTIES LABELS cli TIMEOUT 180 ENVIRONMENT "O
 # Model families (Qwen2, Qwen3, RoPE scalings) and --rope-theta / --rope-scaling (~10 s).
 add_test(NAME cli_families COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_families.sh $<TARGET_FILE:longctx> ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_families PROPERTIES LABELS cli TIMEOUT 90 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
+# Text in, text out: eval (and the tokenizer's commands as they land) (~5 s).
+add_test(NAME cli_text COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_text.sh $<TARGET_FILE:longctx> ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_text PROPERTIES LABELS cli TIMEOUT 60)

@@ -8,16 +8,23 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "model/config.h"
+#include "model/model.h"
 
 int lc_cmd_train(int argc, char **argv);
 int lc_cmd_bench(int argc, char **argv);
 int lc_cmd_plan(int argc, char **argv);
 int lc_cmd_generate(int argc, char **argv);
+int lc_cmd_eval(int argc, char **argv);
 
 // Prints "longctx: error: <message>" to stderr (rank 0 only in multi-process runs).
 void lc_cli_error(const char *msg);
 // Human-readable bytes, e.g. "12.3 MiB".
 const char *lc_fmt_bytes(char *buf, int n, double bytes);
+// A model for inference from --model (HF directory, GGUF file, or a preset with random
+// weights from seed: *random_init 1), without gradient buffers (cli/model_load.c).
+lc_status lc_cli_load_inference_model(const char *spec, uint64_t seed, lc_model *m, int *random_init, lc_arena *a);
+// The machine's physical memory: the default arena cap of generate and eval.
+size_t lc_cli_default_mem_cap(void);
 // Resolves --model: a preset name, a Hugging Face model directory or a GGUF file.
 lc_status lc_cli_model(const char *spec, lc_config *cfg);
 // Parses comma-separated sequence lengths with an optional K (1024) or M (1024^2) suffix,

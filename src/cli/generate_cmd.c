@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/args.h"
@@ -15,8 +14,6 @@
 #include "core/timer.h"
 #include "io/data.h"
 #include "model/generate.h"
-#include "model/gguf_model.h"
-#include "model/hf.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 // Upper bound on --max-new: hours of decoding even for the tiny preset beyond it.
@@ -29,40 +26,6 @@ typedef struct {
   long seed;
   float temperature, mem_gib;
 } gen_flags;
-
-static int is_dir(const char *p) {
-  struct stat sb;
-  return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
-// --model: an existing directory is a Hugging Face model; otherwise a preset name.
-static lc_status load_model(const char *spec, uint64_t seed, lc_model *m, int *random_init,
-                            lc_arena *a) {
-  lc_config cfg;
-  const int gguf = !is_dir(spec) && lc_gguf_is_model_path(spec);
-  *random_init = !is_dir(spec) && !gguf;
-  if (*random_init) {
-    if (strchr(spec, '/') || strchr(spec, '.'))
-      return lc_fail(LC_EINVAL, "--model '%s': no such directory; pass a Hugging Face model "
-                                "directory (config.json + model.safetensors) or a preset (%s)",
-                     spec, lc_config_preset_names());
-    LC_TRY(lc_config_preset(&cfg, spec));
-    LC_TRY(lc_model_create(m, &cfg, a));
-    lc_model_init_random(m, seed);
-  } else {
-    LC_TRY((gguf ? lc_gguf_read_config : lc_hf_read_config)(spec, &cfg));
-    LC_TRY(lc_model_create(m, &cfg, a));
-    lc_status st = (gguf ? lc_gguf_load_weights : lc_hf_load_weights)(spec, m);
-    if (st != LC_OK) {
-      lc_model_destroy(m, a);
-      return st;
-    }
-  }
-  // Inference needs no gradient buffer: give its memory back (the views into it go too).
-  lc_pstore_drop_grads(&m->ps);
-  m->grads = NULL;
-  return LC_OK;
-}
 
 // Byte vocabulary: the prompt's bytes. Otherwise space/comma-separated ids below vocab.
 static lc_status parse_prompt(const char *s, int vocab, int **out, int *n) {
@@ -136,11 +99,6 @@ static void print_token(int tok, int bytes, int first) {
   else printf("\\x%02x", tok);
 }
 
-static size_t default_mem_cap(void) {
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
-}
-
 static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cache,
                         int **prompt, float **logits) {
   int threads = 0, random_init = 0, n_prompt = 0, expect[8], key_at = -1;
@@ -170,8 +128,8 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
     lc_cli_error(lc_errmsg());
     return 2;
   }
-  a->cap = F->mem_gib > 0 ? (size_t)(F->mem_gib * GIB) : default_mem_cap();
-  st = load_model(F->model, (uint64_t)F->seed, m, &random_init, a);
+  a->cap = F->mem_gib > 0 ? (size_t)(F->mem_gib * GIB) : lc_cli_default_mem_cap();
+  st = lc_cli_load_inference_model(F->model, (uint64_t)F->seed, m, &random_init, a);
   if (st == LC_OK && prec == LC_DT_BF16) lc_model_bf16_inference(m);
   if (st == LC_OK && task) {
     long long limit = lc_config_max_positions(&m->cfg);

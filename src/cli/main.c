@@ -11,7 +11,8 @@ static void usage(FILE *f) {
           "  train   train a model (longctx train --help)\n"
           "  plan    predict peak memory per rank and the longest sequence that fits (longctx plan --help)\n"
           "  bench   measure throughput, FLOP rate and memory (longctx bench --help)\n"
-          "  generate  continue a prompt with a model (longctx generate --help)\n");
+          "  generate  continue a prompt with a model (longctx generate --help)\n"
+          "  eval    loss and perplexity of a model on a long text or token file (longctx eval --help)\n");
 }
 
 int main(int argc, char **argv) {
@@ -24,7 +25,8 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "plan")) return lc_cmd_plan(argc - 2, argv + 2);
   if (!strcmp(argv[1], "bench")) return lc_cmd_bench(argc - 2, argv + 2);
   if (!strcmp(argv[1], "generate")) return lc_cmd_generate(argc - 2, argv + 2);
-  fprintf(stderr, "longctx: error: unknown command '%s': use train, plan, bench or generate (longctx --help)\n",
+  if (!strcmp(argv[1], "eval")) return lc_cmd_eval(argc - 2, argv + 2);
+  fprintf(stderr, "longctx: error: unknown command '%s': use train, plan, bench, generate or eval (longctx --help)\n",
           argv[1]);
   return 2;
 }

@@ -1,0 +1,49 @@
+// Loading a model for inference (generate, eval): an HF directory, a GGUF file, or a
+// preset with random weights; no gradient buffer.
+#define _POSIX_C_SOURCE 200809L
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "model/gguf_model.h"
+#include "model/hf.h"
+
+static int is_dir(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+// --model: an existing directory is a Hugging Face model, a .gguf file (or one starting
+// with GGUF) a GGUF model; otherwise a preset name.
+lc_status lc_cli_load_inference_model(const char *spec, uint64_t seed, lc_model *m, int *random_init, lc_arena *a) {
+  lc_config cfg;
+  const int gguf = !is_dir(spec) && lc_gguf_is_model_path(spec);
+  *random_init = !is_dir(spec) && !gguf;
+  if (*random_init) {
+    if (strchr(spec, '/') || strchr(spec, '.'))
+      return lc_fail(LC_EINVAL, "--model '%s': no such directory; pass a Hugging Face model "
+                                "directory (config.json + model.safetensors) or a preset (%s)",
+                     spec, lc_config_preset_names());
+    LC_TRY(lc_config_preset(&cfg, spec));
+    LC_TRY(lc_model_create(m, &cfg, a));
+    lc_model_init_random(m, seed);
+  } else {
+    LC_TRY((gguf ? lc_gguf_read_config : lc_hf_read_config)(spec, &cfg));
+    LC_TRY(lc_model_create(m, &cfg, a));
+    lc_status st = (gguf ? lc_gguf_load_weights : lc_hf_load_weights)(spec, m);
+    if (st != LC_OK) {
+      lc_model_destroy(m, a);
+      return st;
+    }
+  }
+  // Inference needs no gradient buffer: give its memory back (the views into it go too).
+  lc_pstore_drop_grads(&m->ps);
+  m->grads = NULL;
+  return LC_OK;
+}
+
+size_t lc_cli_default_mem_cap(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+}
