@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets (clang -fsanitize=fuzzer,address,undefined) and runs each for
 # SECONDS, in parallel. Seeds: a few valid files made here plus tests/data/fuzz/*. Crashing
 # inputs land in WORKDIR/crash-*; fix the bug, then copy the input to tests/data/fuzz/
-# (st_*.bin / tok_*.bin / gguf_*.bin) so test_fuzz_regress keeps it fixed.
+# (st_*.bin / tok_*.bin / gguf_*.bin) so test_fuzz_regress keeps it fixed; a tokenizer crasher
+# (fuzz_tok) goes to tests/data/tok/fuzz/, which test_tok reads.
 #   usage: bench/fuzz/run.sh [SECONDS=180] [WORKDIR=/tmp/longctx_fuzz]
 # Needs clang and libFuzzer (Debian: apt-get install -y clang libfuzzer-14-dev).
 set -euo pipefail
@@ -24,9 +25,11 @@ build() { # name, sources...
 build fuzz_safetensors "$root/src/io/safetensors.c" "$root/src/io/fsutil.c" "$root/src/core/status.c"
 build fuzz_tokfile "$root/src/io/tokfile.c" "$root/src/io/fsutil.c" "$root/src/core/status.c"
 build fuzz_gguf "$root/src/io/gguf.c" "$root/src/core/dtype.c" "$root/src/core/status.c"
+build fuzz_tok "$root"/src/tok/*.c "$root/src/io/gguf.c" "$root/src/io/fsutil.c" "$root/src/core/dtype.c" \
+  "$root/src/core/status.c" "$root/src/core/hash.c"
 
 # Seed corpora: valid files of each kind, and the regression inputs.
-mkdir -p "$work/corpus_st" "$work/corpus_tok" "$work/corpus_gguf"
+mkdir -p "$work/corpus_st" "$work/corpus_tok" "$work/corpus_gguf" "$work/corpus_tokjson"
 python3 - "$work" <<'PY'
 import json, struct, sys, os
 w = sys.argv[1]
@@ -57,6 +60,11 @@ if [ -d "$root/tests/data/fuzz" ]; then
   cp "$root"/tests/data/fuzz/tok_* "$work/corpus_tok/" 2>/dev/null || true
   cp "$root"/tests/data/fuzz/gguf_* "$work/corpus_gguf/" 2>/dev/null || true
 fi
+# The tokenizer loaders (tokenizer.json and a GGUF vocabulary): small tokenizers of each kind
+# and the inputs that once broke them (tests/data/tok/fuzz, read by test_tok).
+if [ -d "$root/tests/data/tok/fuzz" ]; then
+  cp "$root"/tests/data/tok/fuzz/* "$work/corpus_tokjson/" 2>/dev/null || true
+fi
 cat > "$work/st.dict" <<'D'
 "dtype"
 "shape"
@@ -77,6 +85,38 @@ cat > "$work/tok.dict" <<'D'
 "\x01\x00\x00\x00"
 "\x02\x00\x00\x00"
 "\x04\x00\x00\x00"
+D
+
+cat > "$work/tokjson.dict" <<'D'
+"\"type\""
+"\"BPE\""
+"\"ByteLevel\""
+"\"Sequence\""
+"\"Split\""
+"\"Digits\""
+"\"Metaspace\""
+"\"NFC\""
+"\"Prepend\""
+"\"Replace\""
+"\"TemplateProcessing\""
+"\"added_tokens\""
+"\"merges\""
+"\"vocab\""
+"\"byte_fallback\":true"
+"\"ignore_merges\":true"
+"\"lstrip\":true"
+"\"rstrip\":true"
+"\"single_word\":true"
+"\"normalized\":true"
+"<0x41>"
+"\xc4\xa0"
+"\xe2\x96\x81"
+"GGUF"
+"tokenizer.ggml.model"
+"tokenizer.ggml.tokens"
+"tokenizer.ggml.merges"
+"tokenizer.ggml.token_type"
+"tokenizer.ggml.scores"
 D
 
 cat > "$work/gguf.dict" <<'D'
@@ -100,10 +140,12 @@ rc=0
 run fuzz_safetensors "$work/corpus_st" "$work/st.dict" & p1=$!
 run fuzz_tokfile "$work/corpus_tok" "$work/tok.dict" & p2=$!
 run fuzz_gguf "$work/corpus_gguf" "$work/gguf.dict" & p3=$!
+run fuzz_tok "$work/corpus_tokjson" "$work/tokjson.dict" & p4=$!
 wait $p1 || rc=1
 wait $p2 || rc=1
 wait $p3 || rc=1
-for t in fuzz_safetensors fuzz_tokfile fuzz_gguf; do
+wait $p4 || rc=1
+for t in fuzz_safetensors fuzz_tokfile fuzz_gguf fuzz_tok; do
   echo "== $t"; grep -E "^(stat::|Done|#[0-9]+ +DONE)|ERROR|SUMMARY" "$work/$t.log" | tail -8
 done
 ls "$work"/crash-* 2>/dev/null && { echo "crashing inputs above"; rc=1; }
