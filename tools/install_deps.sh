@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages longctx builds with, if any is missing.
 set -e
-PKGS="build-essential cmake libopenblas-openmp-dev libopenmpi-dev openmpi-bin libcjson-dev libdnnl-dev"
+PKGS="build-essential cmake libopenblas-openmp-dev libopenmpi-dev openmpi-bin libcjson-dev libdnnl-dev zlib1g-dev"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

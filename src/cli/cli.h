@@ -15,6 +15,7 @@ int lc_cmd_bench(int argc, char **argv);
 int lc_cmd_plan(int argc, char **argv);
 int lc_cmd_generate(int argc, char **argv);
 int lc_cmd_eval(int argc, char **argv);
+int lc_cmd_prepare(int argc, char **argv);
 
 // Prints "longctx: error: <message>" to stderr (rank 0 only in multi-process runs).
 void lc_cli_error(const char *msg);
@@ -23,6 +24,10 @@ const char *lc_fmt_bytes(char *buf, int n, double bytes);
 // A model for inference from --model (HF directory, GGUF file, or a preset with random
 // weights from seed: *random_init 1), without gradient buffers (cli/model_load.c).
 lc_status lc_cli_load_inference_model(const char *spec, uint64_t seed, lc_model *m, int *random_init, lc_arena *a);
+// The tokenizer --model brings: tokenizer.json of an HF directory, a GGUF file's
+// vocabulary, or a tokenizer.json given itself. One line when there is none.
+typedef struct lc_tokenizer lc_tokenizer;
+lc_status lc_cli_load_tokenizer(const char *spec, lc_tokenizer **t);
 // The machine's physical memory: the default arena cap of generate and eval.
 size_t lc_cli_default_mem_cap(void);
 // Resolves --model: a preset name, a Hugging Face model directory or a GGUF file.

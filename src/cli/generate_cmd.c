@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "cli/chat.h"
 #include "cli/cli.h"
 #include "core/timer.h"
 #include "io/data.h"
@@ -20,20 +21,21 @@
 #define LC_GEN_MAX_NEW (1 << 20)
 
 typedef struct {
-  const char *model, *prompt, *precision, *kernels;
+  const char *model, *prompt, *prompt_ids, *precision, *kernels;
+  int chat;
   int max_new, top_k, threads, seq;
   int max_new_given, seq_given;
   long seed;
   float temperature, mem_gib;
 } gen_flags;
 
-// Byte vocabulary: the prompt's bytes. Otherwise space/comma-separated ids below vocab.
-static lc_status parse_prompt(const char *s, int vocab, int **out, int *n) {
+// ids: space/comma-separated ids below vocab; else the prompt's bytes (vocab 256).
+static lc_status parse_prompt(const char *s, int vocab, int ids_given, int **out, int *n) {
   size_t len = strlen(s);
   int *ids = malloc(sizeof(int) * (len + 1));
   if (!ids) return lc_fail(LC_ENOMEM, "out of memory for a prompt of %zu bytes", len);
   int k = 0;
-  if (vocab == 256) {
+  if (!ids_given) {
     for (size_t i = 0; i < len; i++) ids[k++] = (unsigned char)s[i];
   } else {
     const char *p = s;
@@ -47,9 +49,8 @@ static lc_status parse_prompt(const char *s, int vocab, int **out, int *n) {
       errno = 0;
       long v = strtol(p, &end, 10);
       if (end != p + w || errno || v < 0 || v >= vocab || *p == '+' || *p == '-') {
-        lc_fail(LC_EINVAL, "--prompt piece '%.*s' is not a token id below the vocabulary size %d: "
-                           "this model is not byte-level, so the prompt is space- or "
-                           "comma-separated token ids",
+        lc_fail(LC_EINVAL, "--prompt-ids piece '%.*s' is not a token id below the vocabulary size %d: "
+                           "give space- or comma-separated token ids",
                 (int)(w > 40 ? 40 : w), p, vocab);
         free(ids);
         return LC_EINVAL;
@@ -60,8 +61,8 @@ static lc_status parse_prompt(const char *s, int vocab, int **out, int *n) {
   }
   if (k == 0) {
     free(ids);
-    return lc_fail(LC_EINVAL, "--prompt has no tokens: give at least one %s",
-                   vocab == 256 ? "byte" : "token id");
+    return lc_fail(LC_EINVAL, "%s has no tokens: give at least one %s", ids_given ? "--prompt-ids" : "--prompt",
+                   ids_given ? "token id" : "byte");
   }
   *out = ids;
   *n = k;
@@ -99,14 +100,47 @@ static void print_token(int tok, int bytes, int first) {
   else printf("\\x%02x", tok);
 }
 
+// The prompt through the model's tokenizer (--chat: in its chat template); ids checked
+// against the model's vocabulary.
+static lc_status encode_prompt(const gen_flags *F, lc_tokenizer *tok, int vocab, int **out, int *n, int32_t *stop,
+                               const char **form) {
+  char *chat = NULL;
+  const char *text = F->prompt;
+  if (F->chat) {
+    LC_TRY(lc_chat_render(tok, F->prompt, &chat, stop, form));
+    text = chat;
+  }
+  int32_t *ids = NULL;
+  size_t k = 0;
+  // A chat template holds its own special tokens; plain text gets the tokenizer's (a BOS).
+  lc_status st = lc_tok_encode(tok, text, strlen(text), !F->chat, &ids, &k);
+  free(chat);
+  if (st == LC_OK && k == 0) st = lc_fail(LC_EINVAL, "--prompt gives no tokens: give some text");
+  for (size_t i = 0; st == LC_OK && i < k; i++)
+    if (ids[i] >= vocab)
+      st = lc_fail(LC_EINVAL, "the tokenizer gives id %d, outside the model's vocabulary of %d: the tokenizer is not this "
+                   "model's", ids[i], vocab);
+  int *o = st == LC_OK ? malloc(sizeof(int) * k) : NULL;
+  if (st == LC_OK && !o) st = lc_fail(LC_ENOMEM, "out of memory for the prompt");
+  for (size_t i = 0; st == LC_OK && i < k; i++) o[i] = ids[i];
+  free(ids);
+  if (st == LC_OK) *out = o, *n = (int)k;
+  return st;
+}
+
 static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cache,
-                        int **prompt, float **logits) {
+                        int **prompt, float **logits, lc_tokenizer **tokp) {
   int threads = 0, random_init = 0, n_prompt = 0, expect[8], key_at = -1;
-  const int task = !strcmp(F->prompt, "task:passkey"), K = lc_passkey_key_len();
+  int32_t stop = -1;
+  const char *form = NULL;
+  const int task = F->prompt && !strcmp(F->prompt, "task:passkey"), K = lc_passkey_key_len();
   if (!F->max_new_given) F->max_new = task ? K : 64;
   lc_status st = lc_cli_threads(F->threads, &threads);
-  if (st == LC_OK && !task && !strncmp(F->prompt, "task:", 5))
+  if (st == LC_OK && !task && F->prompt && !strncmp(F->prompt, "task:", 5))
     st = lc_fail(LC_EINVAL, "--prompt %s: unknown built-in task prompt; use task:passkey or text", F->prompt);
+  if (st == LC_OK && !F->prompt == !F->prompt_ids)
+    st = lc_fail(LC_EINVAL, "give --prompt TEXT (or task:passkey) or --prompt-ids IDS, one of them");
+  if (st == LC_OK && F->chat && (!F->prompt || task)) st = lc_fail(LC_EINVAL, "--chat needs --prompt TEXT");
   if (st == LC_OK && !task && F->seq_given)
     st = lc_fail(LC_EINVAL, "--seq applies only to --prompt task:passkey (the sample's length)");
   if (st == LC_OK && task && F->max_new < K)
@@ -138,9 +172,20 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
                               "limit of %lld positions: lower --seq",
                    F->seq, F->seq - K + 1, F->max_new, limit);
   }
+  // The model's tokenizer for text (a byte model needs none: its text is its bytes).
+  lc_tokenizer *tok = NULL;
+  char why[512] = "";
+  if (st == LC_OK && !random_init && !task && !F->prompt_ids && lc_cli_load_tokenizer(F->model, &tok) != LC_OK)
+    snprintf(why, sizeof why, "%s", lc_errmsg());
+  *tokp = tok;
+  if (st == LC_OK && !task && !F->prompt_ids && !tok && (m->cfg.vocab != 256 || F->chat))
+    st = lc_fail(LC_EINVAL, "--prompt is text, and this model (vocab %d) has no tokenizer to read it (%s): give token ids "
+                 "with --prompt-ids", m->cfg.vocab, why[0] ? why : "a preset with random weights");
   if (st == LC_OK)
     st = task ? passkey_prompt(F, m->cfg.vocab, prompt, &n_prompt, expect, &key_at)
-              : parse_prompt(F->prompt, m->cfg.vocab, prompt, &n_prompt);
+         : F->prompt_ids ? parse_prompt(F->prompt_ids, m->cfg.vocab, 1, prompt, &n_prompt)
+         : tok ? encode_prompt(F, tok, m->cfg.vocab, prompt, &n_prompt, &stop, &form)
+               : parse_prompt(F->prompt, m->cfg.vocab, 0, prompt, &n_prompt);
   if (st != LC_OK) {
     lc_cli_error(lc_errmsg());
     return st == LC_EINVAL ? 2 : 1;
@@ -166,7 +211,7 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
     return 1;
   }
 
-  const int bytes = cfg->vocab == 256;
+  const int bytes = cfg->vocab == 256 && !tok;
   if (random_init)
     printf("# model %s: preset with RANDOM weights (seed %ld), not a trained model: expect noise; "
            "pass a Hugging Face model directory for real text\n", cfg->name, F->seed);
@@ -177,8 +222,23 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
     printf("# a fresh task:passkey sample (seed %ld, %d prompt tokens): the key first appears at "
            "position %d, %d tokens before the answer\n",
            F->seed, n_prompt, key_at, n_prompt - key_at);
-  for (int i = 0; i < n_prompt; i++) print_token((*prompt)[i], bytes, i == 0);
+  // Text models print text, token by token as it comes (held back inside a UTF-8
+  // character); the prompt as given (--chat: the user's message after the template's form).
+  lc_tok_stream *ts = NULL;
+  if (tok) {
+    if (F->chat) printf("# chat (%s template): %s\n", form, F->prompt);
+    else fputs(F->prompt, stdout);
+    st = lc_tok_stream_new(tok, 1, &ts);
+    if (st != LC_OK) {
+      lc_cli_error(lc_errmsg());
+      return 1;
+    }
+  } else {
+    for (int i = 0; i < n_prompt; i++) print_token((*prompt)[i], bytes, i == 0);
+  }
   fflush(stdout);
+  const int32_t eos = tok ? lc_tok_eos(tok) : -1;
+  int stopped = 0;
 
   lc_sampling sp = {.temperature = F->temperature, .top_k = F->top_k, .seed = (uint64_t)F->seed};
   lc_rng rng;
@@ -188,17 +248,35 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
   double t_prefill = lc_now() - t0, t1 = lc_now();
   int steps = 0, right = 0;
   for (int i = 0; i < F->max_new && st == LC_OK; i++) {
-    int tok = lc_sample(*logits, cfg->vocab, &sp, &rng);
-    if (task && i < K) right += tok == expect[i];
-    print_token(tok, bytes, 0);
+    int t = lc_sample(*logits, cfg->vocab, &sp, &rng);
+    if (task && i < K) right += t == expect[i];
+    if (ts && (t == eos || t == stop)) { // the end of the text (or of the assistant's turn)
+      stopped = 1;
+      break;
+    }
+    if (ts) {
+      const char *piece;
+      size_t len;
+      st = lc_tok_stream_step(ts, t, &piece, &len);
+      if (st == LC_OK) fwrite(piece, 1, len, stdout);
+    } else {
+      print_token(t, bytes, 0);
+    }
     fflush(stdout);
-    if (i + 1 < F->max_new) {
-      st = lc_decode(m, cache, &tok, 1, *logits, 0, a);
+    if (st == LC_OK && i + 1 < F->max_new) {
+      st = lc_decode(m, cache, &t, 1, *logits, 0, a);
       steps++;
     }
   }
   double t_decode = lc_now() - t1;
+  if (ts) {
+    const char *piece;
+    size_t len;
+    if (lc_tok_stream_flush(ts, &piece, &len) == LC_OK) fwrite(piece, 1, len, stdout);
+    lc_tok_stream_free(ts);
+  }
   printf("\n");
+  if (stopped) fprintf(stderr, "stopped at the end-of-text token\n");
   if (st != LC_OK) {
     lc_cli_error(lc_errmsg());
     return 1;
@@ -217,11 +295,13 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
 }
 
 int lc_cmd_generate(int argc, char **argv) {
-  gen_flags F = {.model = "tiny", .prompt = NULL, .precision = "fp32", .kernels = "auto", .max_new = 64, .seq = 256, .top_k = 0, .threads = 0,
+  gen_flags F = {.model = "tiny", .prompt = NULL, .prompt_ids = NULL, .chat = 0, .precision = "fp32", .kernels = "auto", .max_new = 64, .seq = 256, .top_k = 0, .threads = 0,
                  .seed = 1, .temperature = 0.0f, .mem_gib = 0.0f};
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &F.model, "Hugging Face model directory or GGUF file, or a preset with random weights: tiny, demo, bench-s (default tiny)", 0},
-      {"prompt", LC_ARG_STR, &F.prompt, "prompt text (vocab-256 models: its bytes); other models: token ids separated by spaces or commas, e.g. '1,15043,3186'; or task:passkey: a fresh sample of the built-in task, cut before the key, and a check of the answer (required)", 0},
+      {"prompt", LC_ARG_STR, &F.prompt, "prompt text, encoded with the model's tokenizer (tokenizer.json of an HF directory, or the GGUF file's; vocab-256 models without one: its bytes), the continuation printed as text as it comes; or task:passkey: a fresh sample of the built-in task, cut before the key, and a check of the answer", 0},
+      {"prompt-ids", LC_ARG_STR, &F.prompt_ids, "the prompt as token ids separated by spaces or commas, e.g. '1,15043,3186' (continuation printed as ids)", 0},
+      {"chat", LC_ARG_BOOL, &F.chat, "put --prompt in the model's chat template as a user message (ChatML or Llama 3 forms) and stop at the end of the assistant's turn", 0},
       {"max-new", LC_ARG_INT, &F.max_new, "tokens to generate (default 64; task:passkey: the key's 3)", 0},
       {"seq", LC_ARG_INT, &F.seq, "with --prompt task:passkey: the sample's length, as trained (default 256)", 0},
       {"temperature", LC_ARG_FLOAT, &F.temperature, "softmax temperature; 0 = greedy (default 0)", 0},
@@ -242,8 +322,8 @@ int lc_cmd_generate(int argc, char **argv) {
   lc_status st = lc_args_parse(argc, argv, flags, nf);
   F.max_new_given = lc_args_find(flags, nf, "max-new")->seen;
   F.seq_given = lc_args_find(flags, nf, "seq")->seen;
-  if (st == LC_OK && !F.prompt)
-    st = lc_fail(LC_EINVAL, "--prompt is required: give the text (or token ids) to continue");
+  if (st == LC_OK && !F.prompt && !F.prompt_ids)
+    st = lc_fail(LC_EINVAL, "--prompt is required: give the text (or --prompt-ids token ids) to continue");
   if (st != LC_OK) {
     lc_cli_error(lc_errmsg());
     return 2;
@@ -256,7 +336,9 @@ int lc_cmd_generate(int argc, char **argv) {
   memset(&cache, 0, sizeof cache);
   int *prompt = NULL;
   float *logits = NULL;
-  int rc = run_generate(&F, &a, &m, &cache, &prompt, &logits);
+  lc_tokenizer *tok = NULL;
+  int rc = run_generate(&F, &a, &m, &cache, &prompt, &logits, &tok);
+  if (tok) lc_tok_free(tok);
   lc_free(&a, logits);
   lc_kv_cache_destroy(&cache, &a);
   if (m.params) lc_model_destroy(&m, &a);

@@ -12,7 +12,8 @@ static void usage(FILE *f) {
           "  plan    predict peak memory per rank and the longest sequence that fits (longctx plan --help)\n"
           "  bench   measure throughput, FLOP rate and memory (longctx bench --help)\n"
           "  generate  continue a prompt with a model (longctx generate --help)\n"
-          "  eval    loss and perplexity of a model on a long text or token file (longctx eval --help)\n");
+          "  eval    loss and perplexity of a model on a long text or token file (longctx eval --help)\n"
+          "  prepare text or JSONL to a token file with the model's tokenizer (longctx prepare --help)\n");
 }
 
 int main(int argc, char **argv) {
@@ -26,7 +27,8 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "bench")) return lc_cmd_bench(argc - 2, argv + 2);
   if (!strcmp(argv[1], "generate")) return lc_cmd_generate(argc - 2, argv + 2);
   if (!strcmp(argv[1], "eval")) return lc_cmd_eval(argc - 2, argv + 2);
-  fprintf(stderr, "longctx: error: unknown command '%s': use train, plan, bench, generate or eval (longctx --help)\n",
+  if (!strcmp(argv[1], "prepare")) return lc_cmd_prepare(argc - 2, argv + 2);
+  fprintf(stderr, "longctx: error: unknown command '%s': use train, plan, bench, generate, eval or prepare (longctx --help)\n",
           argv[1]);
   return 2;
 }

@@ -1,6 +1,7 @@
 // Loading a model for inference (generate, eval): an HF directory, a GGUF file, or a
 // preset with random weights; no gradient buffer.
 #define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include "cli/cli.h"
 #include "model/gguf_model.h"
 #include "model/hf.h"
+#include "tok/tokenizer.h"
 
 static int is_dir(const char *p) {
   struct stat sb;
@@ -46,4 +48,19 @@ lc_status lc_cli_load_inference_model(const char *spec, uint64_t seed, lc_model 
 size_t lc_cli_default_mem_cap(void) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+}
+
+lc_status lc_cli_load_tokenizer(const char *spec, lc_tokenizer **t) {
+  *t = NULL;
+  if (is_dir(spec)) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/tokenizer.json", spec);
+    if (access(p, R_OK) != 0)
+      return lc_fail(LC_EIO, "%s has no tokenizer.json: copy the model's tokenizer.json next to its config.json", spec);
+    return lc_tok_load_json(t, spec);
+  }
+  if (lc_gguf_is_model_path(spec)) return lc_tok_load_gguf(t, spec);
+  if (access(spec, R_OK) == 0) return lc_tok_load_json(t, spec); // a tokenizer.json itself
+  return lc_fail(LC_EINVAL, "'%s' has no tokenizer: give an HF model directory (with tokenizer.json), a GGUF file or a "
+                 "tokenizer.json", spec);
 }
