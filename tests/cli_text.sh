@@ -93,6 +93,11 @@ if [ -f "$G" ]; then
   "$BIN" prepare --model "$G" --eos "<|endoftext|>" --out "$TMP/s.tok" "$TXT" >/dev/null 2>&1 && ok || bad "prepare with SmolLM2's GGUF vocabulary"
   "$BIN" eval --model "$G" --data "$TMP/s.tok" --seq 256 --max-tokens 1025 --threads 2 --log-json "$TMP/s.json" >/dev/null 2>&1 &&
     python3 -c "import json,sys; e=json.load(open(sys.argv[1])); assert 1.5 < e['loss'] < 4.5, e" "$TMP/s.json" && ok || bad "SmolLM2 eval on English: $(cat "$TMP/s.json" 2>/dev/null)"
+  # The text itself through the model's tokenizer: the same tokens (SmolLM2 adds no BOS), the
+  # same loss, and bits per byte from the decoded text.
+  "$BIN" eval --model "$G" --data "$TXT" --seq 256 --max-tokens 1025 --threads 2 --log-json "$TMP/t.json" >"$TMP/out" 2>&1 &&
+    python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a['loss'] == b['loss'] and 0.5 < a['bits_per_byte'] < 1.5, (a, b)" "$TMP/t.json" "$TMP/s.json" &&
+    ok || bad "SmolLM2 eval on the text: $(cat "$TMP/out")"
 else
   echo "skip: the SmolLM2 checks need $G (tools/real_model.sh fetches it)"
 fi

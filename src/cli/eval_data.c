@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "io/fsutil.h"
 #include "io/tokfile.h"
+#include "tok/tokenizer.h"
 
 static int is_token_file(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -16,9 +18,22 @@ static int is_token_file(const char *path) {
   return ok;
 }
 
+// Bytes of text the ids decode to (special tokens left out), into *bytes.
+static lc_status decoded_bytes(const lc_tokenizer *t, const int32_t *ids, size_t n, double *bytes) {
+  char *text = NULL;
+  size_t len = 0;
+  LC_TRY(lc_tok_decode(t, ids, n, 1, &text, &len));
+  free(text);
+  *bytes = (double)len;
+  return LC_OK;
+}
+
 lc_status lc_eval_data_load(lc_eval_data *d, const char *path, const char *model_spec, const lc_config *cfg, long max_tokens) {
-  (void)model_spec;
   memset(d, 0, sizeof *d);
+  // The model's tokenizer, if it brings one (a byte model needs none).
+  lc_tokenizer *tok = NULL;
+  char why[400] = "";
+  if (cfg->vocab != 256 && lc_cli_load_tokenizer(model_spec, &tok) != LC_OK) snprintf(why, sizeof why, "%s", lc_errmsg());
   if (is_token_file(path)) {
     lc_tokfile t;
     LC_TRY(lc_tokfile_open(&t, path));
@@ -34,16 +49,43 @@ lc_status lc_eval_data_load(lc_eval_data *d, const char *path, const char *model
     snprintf(d->desc, sizeof d->desc, "token file, vocab %u", t.vocab);
     if (cfg->vocab == 256) {
       d->bytes_known = 1, d->bytes_total = (double)n, d->first_bytes = 1; // a byte model's tokens are bytes
+    } else if (tok) { // the text the tokens decode to
+      st = decoded_bytes(tok, d->tokens, (size_t)n, &d->bytes_total);
+      if (st == LC_OK) st = decoded_bytes(tok, d->tokens, 1, &d->first_bytes);
+      d->bytes_known = st == LC_OK;
     } else {
-      snprintf(d->bytes_why, sizeof d->bytes_why, "a token file does not say which text it came from (give the text "
-               "file itself for bits per byte)");
+      snprintf(d->bytes_why, sizeof d->bytes_why, "the model has no tokenizer to decode the tokens (%.200s)", why);
     }
-    return LC_OK;
+    if (tok) lc_tok_free(tok);
+    return st;
+  }
+  if (tok) { // text through the model's tokenizer, with its special tokens (a BOS), as transformers' recipe
+    char *text = NULL;
+    size_t len = 0;
+    int32_t *ids = NULL;
+    size_t k = 0;
+    lc_status st = lc_read_file(path, (size_t)1 << 32, &text, &len);
+    if (st == LC_OK) st = lc_tok_encode(tok, text, len, 1, &ids, &k);
+    free(text);
+    if (st == LC_OK && max_tokens > 0 && (long)k > max_tokens) k = (size_t)max_tokens;
+    for (size_t i = 0; st == LC_OK && i < k; i++)
+      if (ids[i] >= cfg->vocab)
+        st = lc_fail(LC_EINVAL, "the tokenizer gives id %d, outside the model's vocabulary of %d", ids[i], cfg->vocab);
+    if (st == LC_OK) st = decoded_bytes(tok, ids, k, &d->bytes_total);
+    if (st == LC_OK) st = decoded_bytes(tok, ids, 1, &d->first_bytes);
+    if (st == LC_OK) {
+      d->tokens = ids, d->n = (long)k, d->bytes_known = 1;
+      snprintf(d->desc, sizeof d->desc, "text through the model's tokenizer: %.200s", lc_tok_describe(tok));
+    } else {
+      free(ids);
+    }
+    lc_tok_free(tok);
+    return st;
   }
   // Text: the bytes themselves for a byte model.
   if (cfg->vocab != 256)
-    return lc_fail(LC_EINVAL, "%s is text, and this model (vocab %d) needs its tokenizer to read it: give a token file "
-                   "(tools/prepare_data.py --tokenizer MODEL)", path, cfg->vocab);
+    return lc_fail(LC_EINVAL, "%s is text, and this model (vocab %d) has no tokenizer to read it (%.200s): give a token "
+                   "file (longctx prepare)", path, cfg->vocab, why);
   char *text = NULL;
   size_t len = 0;
   LC_TRY(lc_read_file(path, (size_t)1 << 32, &text, &len));
