@@ -29,6 +29,8 @@ some token strings. The kinds:
               --smollm2-dir (the test finds it through LC_TOK_SMOLLM2=DIR/tokenizer.json,
               and the GGUF through LC_TOK_SMOLLM2_GGUF)
 
+DIR/nfc.json: random strings of the code points NFC acts on and their NFC (unicodedata).
+
 Needs tokenizers (0.23) and, for smollm2, transformers + gguf: /tmp/gvenv/bin/python.
 """
 import argparse
@@ -38,6 +40,10 @@ import sys
 import sysconfig
 import time
 import zipfile
+
+# --bench measures one thread: encode_batch must not fan out (set before tokenizers loads).
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
@@ -157,9 +163,18 @@ def sentencepiece_json(style):
     after <unk> <s> </s>, trained here through a Metaspace pre-tokenizer."""
     t = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True, byte_fallback=True))
     t.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True)
+    # The 220 most frequent characters (ties by code point) make the alphabet; the rest go
+    # to byte fallback. (The trainer's own limit_alphabet breaks ties at random.)
+    parts = training_text()
+    counts = {}
+    for p in parts:
+        for ch in p:
+            counts[ch] = counts.get(ch, 0) + 1
+    keep = set(sorted(counts, key=lambda ch: (-counts[ch], ch))[:220])
+    parts = ["".join(ch for ch in p if ch in keep) for p in parts]
     trainer = trainers.BpeTrainer(vocab_size=2800, min_frequency=2, special_tokens=["<unk>", "<s>", "</s>"],
-                                  limit_alphabet=220, show_progress=False)
-    t.train_from_iterator(training_text(), trainer)
+                                  show_progress=False)
+    t.train_from_iterator(parts, trainer)
     spec = json.loads(t.to_str())
     trained = sorted(spec["model"]["vocab"].items(), key=lambda kv: kv[1])
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
@@ -354,8 +369,27 @@ def write_json(path, obj):
         f.write("\n")
 
 
+def nfc_cases(n=600, seed=24):
+    """Random strings over code points NFC acts on (combining marks, composable starters,
+    Hangul jamo and syllables, singletons, excluded composites) and their NFC (unicodedata)."""
+    import random
+    import unicodedata
+    rng = random.Random(seed)
+    pool = [c for c in range(0x300, 0x30000) if 0xD800 > c or c > 0xDFFF
+            if unicodedata.combining(chr(c)) or unicodedata.decomposition(chr(c)) and
+            not unicodedata.decomposition(chr(c)).startswith("<")]
+    pool += list(range(0x1100, 0x1113)) + list(range(0x1161, 0x1176)) + list(range(0x11A8, 0x11C3))
+    pool += [0xAC00, 0xAC01, 0xD7A3] + [ord(c) for c in "aeiouAEIOUnNcCsSzZ "]
+    out = []
+    for _ in range(n):
+        s = "".join(chr(rng.choice(pool)) for _ in range(rng.randint(1, 8)))
+        out.append([s, unicodedata.normalize("NFC", s)])
+    return {"unicode": unicodedata.unidata_version, "cases": out}
+
+
 def generate(a):
     corpus = open(os.path.join(a.out, "corpus.txt"), encoding="utf-8", newline="").read()
+    write_json(os.path.join(a.out, "nfc.json"), nfc_cases())
     makers = {"gpt2": make_gpt2, "llama3": make_llama3, "qwen2": make_qwen2, "flags": make_flags,
               "llama2": lambda: sentencepiece_json("llama2"), "mistral": lambda: sentencepiece_json("mistral")}
     for name, make in makers.items():
@@ -396,26 +430,42 @@ def generate(a):
         print(f"smollm2: {tok.get_vocab_size(True)} tokens; tokenizer.json in {a.smollm2_dir}")
 
 
+def chunks(text, size=4096):
+    """The text cut after the first newline past every `size` bytes (as test_tok --bench)."""
+    data, out, start = text.encode(), [], 0
+    while start < len(data):
+        nl = data.find(b"\n", start + size)
+        end = len(data) if nl < 0 else nl + 1
+        out.append(data[start:end].decode())
+        start = end
+    return out
+
+
 def bench(a):
-    """Encode MB/s of each tokenizer on each file, one thread, the file as one text and as
-    its lines (the C bench, bench/tok_bench.c, does the same)."""
-    os.environ["RAYON_NUM_THREADS"] = "1"
+    """Encode MB/s of each tokenizer on each file, one thread: the file as one text, and as
+    documents of about 4 KB (encode_batch, not parallel). test_tok --bench does the same."""
     names = ["gpt2", "llama3", "qwen2", "flags", "llama2", "mistral"]
     paths = {n: os.path.join(a.out, n, "tokenizer.json") for n in names}
     if a.smollm2_dir and os.path.exists(os.path.join(a.smollm2_dir, "tokenizer.json")):
         paths["smollm2"] = os.path.join(a.smollm2_dir, "tokenizer.json")
     for path in a.bench:
         text = open(path, encoding="utf-8", newline="").read()
+        docs = chunks(text)
         mb = len(text.encode()) / 1e6
         for name, tp in paths.items():
-            tok = Tokenizer.from_file(tp)
-            best = 1e9
-            for _ in range(3):
-                t0 = time.perf_counter()
-                n = len(tok.encode(text, add_special_tokens=False).ids)
-                best = min(best, time.perf_counter() - t0)
-            print(f"tokenizers {tokenizers_version()} {name:8s} {os.path.basename(path)}: {mb:.2f} MB -> {n} tokens, "
-                  f"{mb / best:.2f} MB/s")
+            res = []
+            for mode in ("whole", "4KB docs"):
+                best, n = 1e9, 0
+                for _ in range(3):
+                    tok = Tokenizer.from_file(tp)  # a cold cache each time
+                    t0 = time.perf_counter()
+                    if mode == "whole":
+                        n = len(tok.encode(text, add_special_tokens=False).ids)
+                    else:
+                        n = sum(len(e.ids) for e in tok.encode_batch(docs, add_special_tokens=False))
+                    best = min(best, time.perf_counter() - t0)
+                res.append(f"{mode} {mb / best:.2f} MB/s ({n} tokens)")
+            print(f"tokenizers {tokenizers_version()} {name:8s} {os.path.basename(path)} {mb:.2f} MB: " + ", ".join(res))
             sys.stdout.flush()
 
 

@@ -134,6 +134,8 @@ lc_status lc_utf8_lossy(lc_tbuf *out, const char *str, size_t n) {
 enum { SBASE = 0xAC00, LBASE = 0x1100, VBASE = 0x1161, TBASE = 0x11A7, LCOUNT = 19, VCOUNT = 21, TCOUNT = 28,
        NCOUNT = VCOUNT * TCOUNT, SCOUNT = LCOUNT * NCOUNT };
 
+static int nfc_maybe(uint32_t cp) { return cp >= 0x300 && range_find(&lc_uc_nfc_maybe[0][0], lc_uc_nfc_maybe_n, 2, cp) >= 0; }
+
 int lc_nfc_quick(const char *str, size_t n) {
   const unsigned char *s = (const unsigned char *)str;
   for (size_t i = 0; i < n;) {
@@ -143,7 +145,7 @@ int lc_nfc_quick(const char *str, size_t n) {
     }
     uint32_t cp;
     i += (size_t)lc_utf8_dec(s + i, n - i, &cp);
-    if (range_find(&lc_uc_nfc_maybe[0][0], lc_uc_nfc_maybe_n, 2, cp) >= 0) return 0;
+    if (nfc_maybe(cp)) return 0;
   }
   return 1;
 }
@@ -199,7 +201,38 @@ static lc_status decompose(cpbuf *b, uint32_t cp, int depth) {
   return lc_uc_decomp[i][2] ? decompose(b, lc_uc_decomp[i][2], depth + 1) : LC_OK;
 }
 
+static lc_status nfc_all(lc_tbuf *out, const char *str, size_t n);
+
+// Only the spans that can change are normalized: each run of "maybe" characters with the
+// character before it (which may compose with it); every other character (ccc 0, its own
+// NFC, never the second of a pair) neither changes nor composes with what precedes it.
 lc_status lc_nfc(lc_tbuf *out, const char *str, size_t n) {
+  const unsigned char *s = (const unsigned char *)str;
+  size_t copied = 0, last_safe = 0;
+  for (size_t i = 0; i < n;) {
+    uint32_t cp;
+    const size_t l = s[i] < 0xCC ? (size_t)lc_utf8_len(s[i]) : (size_t)lc_utf8_dec(s + i, n - i, &cp);
+    if (s[i] < 0xCC || !nfc_maybe(cp)) {
+      last_safe = i;
+      i += l;
+      continue;
+    }
+    const size_t seg = last_safe > copied ? last_safe : copied;
+    size_t j = i + l;
+    while (j < n) {
+      const size_t k = s[j] < 0xCC ? 0 : (size_t)lc_utf8_dec(s + j, n - j, &cp);
+      if (!k || !nfc_maybe(cp)) break;
+      j += k;
+    }
+    LC_TRY(lc_tbuf_put(out, str + copied, seg - copied));
+    LC_TRY(nfc_all(out, str + seg, j - seg));
+    copied = last_safe = j;
+    i = j;
+  }
+  return lc_tbuf_put(out, str + copied, n - copied);
+}
+
+static lc_status nfc_all(lc_tbuf *out, const char *str, size_t n) {
   const unsigned char *s = (const unsigned char *)str;
   cpbuf b = {0};
   lc_status st = LC_OK;
