@@ -173,8 +173,41 @@ static void check_expected(lc_tokenizer *t, const char *name, const char *path, 
   }
   tally tl = {0};
   cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "cases")) check_case(t, name, x, roundtrip_all, &tl);
-  printf("%-22s %3d cases, %6d ids identical to tokenizers %s, %3d decode back to their text (%s)\n", name, tl.cases, tl.ids,
-         cJSON_GetObjectItem(e, "tokenizers")->valuestring, tl.roundtrips, lc_tok_describe(t));
+  // Random id sequences: decode with and without special tokens; the stream gives the same
+  // text unless it holds U+FFFD (a stream cannot take back what it printed).
+  int n_dec = 0;
+  cJSON_ArrayForEach(x, cJSON_GetObjectItem(e, "decodes")) {
+    int32_t *ids;
+    const size_t n = json_ids(x->child, &ids);
+    for (int skip = 0; skip < 2; skip++) {
+      const char *want = skip ? x->child->next->next->valuestring : x->child->next->valuestring;
+      char *dec;
+      size_t dn;
+      const lc_status st = lc_tok_decode(t, ids, n, skip, &dec, &dn);
+      CHECK(st == LC_OK && dn == strlen(want) && (!dn || !memcmp(dec, want, dn)), "%s: decode of random ids %d (skip %d): got '%s' want '%s'",
+            name, n_dec, skip, st == LC_OK ? esc(dec, dn) : lc_errmsg(), esc(want, strlen(want)));
+      free(dec);
+    }
+    const char *want = x->child->next->valuestring;
+    if (!strstr(want, "\xef\xbf\xbd")) {
+      lc_tok_stream *s;
+      lc_tbuf acc = {0};
+      const char *p;
+      size_t pn;
+      lc_tok_stream_new(t, 0, &s);
+      for (size_t i = 0; i < n; i++)
+        if (lc_tok_stream_step(s, ids[i], &p, &pn) == LC_OK) lc_tbuf_put(&acc, p, pn);
+      if (lc_tok_stream_flush(s, &p, &pn) == LC_OK) lc_tbuf_put(&acc, p, pn);
+      CHECK(acc.n == strlen(want) && (!acc.n || !memcmp(acc.p, want, acc.n)), "%s: stream of random ids %d", name, n_dec);
+      lc_tbuf_free(&acc);
+      lc_tok_stream_free(s);
+    }
+    free(ids);
+    n_dec++;
+  }
+  printf("%-22s %3d cases, %6d ids identical to tokenizers %s, %3d decode back to their text, %d random id sequences "
+         "decode alike (%s)\n", name, tl.cases, tl.ids, cJSON_GetObjectItem(e, "tokenizers")->valuestring, tl.roundtrips, n_dec,
+         lc_tok_describe(t));
   cJSON_Delete(e);
 }
 

@@ -8,9 +8,10 @@ Trains small BPE tokenizers of each kind longctx implements on a training text m
 (Python's own standard library sources plus a few sentences in other scripts written
 below; it shares nothing with the test corpus), saves each as DIR/<name>/tokenizer.json,
 and records what `tokenizers` gives on the test corpus (DIR/corpus.txt: every line, the
-whole file, and the edge cases below) in DIR/<name>/expected.json: ids without and with
-the special tokens, the decoded text with and without them, vocabulary size, the ids of
-some token strings. The kinds:
+whole file, the edge cases below, random texts glued from tricky pieces) in
+DIR/<name>/expected.json: ids without and with the special tokens, the decoded text with and
+without them, vocabulary size, the ids of some token strings; and the decoded text of random
+id sequences. The kinds:
 
   gpt2        byte-level BPE, ByteLevel pre-tokenizer (GPT-2's pattern), <|endoftext|>
   llama3      Split(Llama 3 pattern) + ByteLevel, ignore_merges, TemplateProcessing BOS,
@@ -90,6 +91,36 @@ EXTRA = ["", " ", "  ", "\n", "\r\n", "\t", "a", " a", "  a", "a ", "a  ", " \n 
          "\u200b", "\ufeff", "\x7f", "中", "中文", " 中文 ", "ÿ", "ſ", "'ſ", "İ", "\u1100\u1161",
          "Ω\u0301", "a\U00011F04b", "x\U00031350y \U0002EBF0", "\U00010D50\U00010D51 \U000105C0",
          "a\U00010940b", "a" * 300, "ab" * 200, " " * 50, "\n" * 20, "\t \t \n", "0" * 40, "😀" * 30]
+
+
+# Random texts glued from these pieces (contractions in every case, long s, digits of many
+# scripts, white space of every kind, marks, emoji, special-token strings, byte-token
+# spellings) test the pre-tokenizer patterns and the added-token rules where the corpus
+# does not reach.
+ATOMS = list("aZé ßſ'sStTrReEvVmMlLdD0123456789 \t\r\n\u00a0\u3000\u2028\u0085.,!?-_#@()[]{}\"\\/") + [
+    "\u0301", "\u0308", "中", "文", "😀", "👍🏽", "👨‍👩‍👧", "\u200d", "\u200b", "\ufeff", "\u0663", "\u00b2", "Ⅻ", "ｱ", "한",
+    "\u1100\u1161", "ع", "ह", "\u094d", "ñ", "I", "i", "İ", "K", "\U00010D50", "\x01", "\x1f", "  ", "\r\n", "'s", "'LL",
+    "'Ve", "<s>", "</s>", "<|endoftext|>", "<|im_start|>", "<mask>", "[R]", "word", "héllo", "cafe\u0301", "<0x41>",
+    "\u2581", "\u2581\u2581"]
+
+
+def random_texts(n=150, seed=24):
+    import random
+    rng = random.Random(seed)
+    return ["".join(rng.choice(ATOMS) for _ in range(rng.randint(1, 25))) for _ in range(n)]
+
+
+def random_decodes(tok, n=100, seed=24):
+    """Random id sequences (special and byte tokens included) and what decode gives."""
+    import random
+    rng = random.Random(seed)
+    size, out = tok.get_vocab_size(True), []
+    while len(out) < n:
+        ids = [rng.randrange(size) for _ in range(rng.randint(1, 12))]
+        d, s = tok.decode(ids, skip_special_tokens=False), tok.decode(ids, skip_special_tokens=True)
+        if "\0" not in d:  # (the C test reads strings through cJSON)
+            out.append([ids, d, s])
+    return out
 
 
 def training_text():
@@ -247,7 +278,7 @@ def make_smollm2(wheel, out_dir):
 def corpus_cases(corpus):
     lines = [ln + "\n" for ln in corpus.split("\n")]
     lines[-1] = lines[-1][:-1]
-    return [ln for ln in lines if ln] + [corpus] + EXTRA
+    return [ln for ln in lines if ln] + [corpus] + EXTRA + random_texts()
 
 
 def expected(tok, name, corpus, probe_tokens):
@@ -271,7 +302,7 @@ def expected(tok, name, corpus, probe_tokens):
     import tokenizers
     return {"name": name, "tokenizers": tokenizers.__version__, "vocab_size": tok.get_vocab_size(True),
             "special_prefix": empty, "token_ids": {s: tok.token_to_id(s) for s in probe_tokens},
-            "cases": cases}
+            "cases": cases, "decodes": random_decodes(tok)}
 
 
 # ---------------------------------------------------------------- GGUF-style vocabularies
