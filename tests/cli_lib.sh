@@ -9,5 +9,13 @@ ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 # "step loss" pairs of a --log-json file.
 losses() { grep -o '"step":[0-9]*,"loss":[-0-9.e+]*' "$1" | sed 's/"step":\([0-9]*\),"loss":/\1 /'; }
+# Bad input: a non-zero exit and at most two lines on stderr holding the expected words.
+expect_error() { # expected-substring args...
+  local w="$1"; shift
+  "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [ $rc -ne 0 ] && grep -q -- "$w" "$TMP/err" && [ "$(wc -l <"$TMP/err")" -le 2 ]; then ok
+  else bad "'$*': rc=$rc, stderr: $(cat "$TMP/err") (wanted '$w')"; fi
+}
 # The summary line; the exit status is the verdict.
 finish() { echo "$1: $pass passed, $fail failed"; [ $fail -eq 0 ]; }

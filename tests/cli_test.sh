@@ -21,13 +21,6 @@ grep -q '"step":3,' "$TMP/log.jsonl" && ok || bad "last JSON line is not step 3"
 ! grep -q $'\033' "$TMP/out" && ok || bad "escape codes in progress written to a file"
 
 # Bad input: non-zero exit and a message naming the problem.
-expect_error() { # expected-substring args...
-  local want="$1"; shift
-  "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [ $rc -ne 0 ] && grep -q -- "$want" "$TMP/err" && [ "$(wc -l <"$TMP/err")" -le 2 ]; then ok
-  else bad "'$*': rc=$rc, stderr: $(cat "$TMP/err") (wanted '$want')"; fi
-}
 expect_error "unknown flag '--bogus'" train --bogus 1
 expect_error "--seq 'abc' is not an integer" train --seq abc
 expect_error "--seq needs a value" train --seq

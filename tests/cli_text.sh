@@ -11,13 +11,6 @@ BIN="$1"
 SRC="$2"
 . "$(dirname "$0")/cli_lib.sh"
 D="$SRC/tests/data"
-expect_error() { # expected-substring args...
-  local w="$1"; shift
-  "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [ $rc -ne 0 ] && grep -q -- "$w" "$TMP/err" && [ "$(wc -l <"$TMP/err")" -le 2 ]; then ok
-  else bad "'$*': rc=$rc, stderr: $(cat "$TMP/err") (wanted '$w')"; fi
-}
 TXT=/usr/share/common-licenses/Apache-2.0
 head -c 3000 "$TXT" >"$TMP/a.txt"
 # A byte model (vocab 256): the text's bytes are its tokens; bits per byte = loss / ln 2.
