@@ -55,11 +55,16 @@ static inline void try_pair(const lc_tokenizer *t, const sym_t *sym, int32_t pos
 
 // Symbols of w into t->sym; returns their count.
 static lc_status symbols(lc_tokenizer *t, const unsigned char *w, size_t n, int32_t *count) {
-  LC_TRY(lc_tgrow((void **)&t->sym, &t->sym_cap, n * 4 + 1, sizeof *t->sym));
+  if (n > INT32_MAX / 4) return lc_fail(LC_EINVAL, "%s: a word of %zu bytes is too long to encode", t->label, n);
+  LC_TRY(lc_tgrow((void **)&t->sym, &t->sym_cap, n + 1, sizeof *t->sym));
   sym_t *sym = t->sym;
   int32_t m = 0, unk_len = 0;
   int unk_pending = 0;
   for (size_t i = 0; i < n;) {
+    if (t->sym_cap - (size_t)m < 8) { // room for one character's symbols (byte fallback: up to 4) and an unk
+      LC_TRY(lc_tgrow((void **)&t->sym, &t->sym_cap, (size_t)m + 8, sizeof *t->sym));
+      sym = t->sym;
+    }
     int32_t id;
     size_t len;
     char fb[8]; // the character's bytes for the byte fallback
@@ -121,9 +126,9 @@ static lc_status merge_word(lc_tokenizer *t, const char *w, size_t n, lc_ids32 *
       return LC_OK;
     }
   }
-  int32_t m;
+  int32_t m = 0;
   LC_TRY(symbols(t, (const unsigned char *)w, n, &m));
-  LC_TRY(lc_tgrow((void **)&t->heap, &t->heap_cap, (size_t)m * 2 + 2, sizeof *t->heap));
+  LC_TRY(lc_tgrow((void **)&t->heap, &t->heap_cap, (size_t)m + 2, sizeof *t->heap));
   sym_t *sym = t->sym;
   uint64_t *heap = t->heap;
   size_t hn = 0;
