@@ -114,7 +114,9 @@ expect_error "--save-every needs --save" train --save-every 2
 "$BIN" train --seq 64 --steps 2 --save "$TMP/ck" >/dev/null 2>&1 && "$BIN" generate --model "$TMP/ck/checkpoint-2" --prompt "ab" --max-new 4 >"$TMP/gen" 2>"$TMP/err" && ok || bad "generate from a checkpoint: $(cat "$TMP/err")"
 expect_error "--max-new" generate --model tiny --prompt x --max-new 0
 expect_error "unknown flag '--bogus'" generate --model tiny --prompt x --bogus 1
-expect_error "not a token id" generate --model bench-s --prompt "hello" --max-new 1
+expect_error "has no tokenizer to read it (a preset with random weights): give token ids with --prompt-ids" generate --model bench-s --prompt "hello" --max-new 1
+expect_error "--prompt-ids piece 'hello' is not a token id below the vocabulary size 32000" generate --model bench-s --prompt-ids "1 hello" --max-new 1
+"$BIN" generate --model bench-s --prompt-ids "1,31999" --max-new 2 >"$TMP/gen" 2>/dev/null && grep -q "^1 31999 " "$TMP/gen" && ok || bad "generate --prompt-ids on a preset: $(cat "$TMP/gen")"
 # --prompt task:passkey: a fresh sample cut before its key, then the check of the answer.
 "$BIN" generate --model tiny --prompt task:passkey --seq 128 --seed 7 >"$TMP/gen" 2>"$TMP/err" && ok || bad "generate task:passkey: $(cat "$TMP/err")"
 grep -q '126 prompt tokens' "$TMP/gen" && ok || bad "task prompt of 128 - 3 + 1 tokens: $(sed -n 2p "$TMP/gen")"
