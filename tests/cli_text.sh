@@ -57,6 +57,7 @@ magic, ver, bpt, vocab, flags, n = struct.unpack_from("<8sIIIIQ", d)
 assert (magic, ver, bpt, vocab, flags, n) == (b"LCTOKENS", 2, 2, 256, 1, len(t) + 1), (ver, bpt, vocab, flags, n)
 assert list(struct.unpack_from("<%dH" % n, d, 32)) == list(t) + [0]
 PY
+"$BIN" prepare --bytes --eos-id=0 --out="$TMP/eq.tok" "$TMP/a.txt" >/dev/null 2>&1 && cmp -s "$TMP/eq.tok" "$TMP/b.tok" && ok || bad "prepare --flag=value"
 printf '{"text": "a"}\n{"text": 5}\n' >"$TMP/bad1.jsonl"
 printf '{"text": "a"}\n{"body": "b"}\n' >"$TMP/bad2.jsonl"
 printf '{"text": "a"} x\n' >"$TMP/bad3.jsonl"

@@ -187,9 +187,10 @@ int lc_cmd_prepare(int argc, char **argv) {
   int nflag = 0;
   while (nflag < argc && !strncmp(argv[nflag], "--", 2)) {
     const lc_flag *fl = NULL;
+    const size_t nl = strcspn(argv[nflag] + 2, "=");
     for (int i = 0; i < nf; i++)
-      if (!strcmp(argv[nflag] + 2, flags[i].name)) fl = &flags[i];
-    nflag += fl && fl->type == LC_ARG_BOOL ? 1 : 2;
+      if (strlen(flags[i].name) == nl && !strncmp(argv[nflag] + 2, flags[i].name, nl)) fl = &flags[i];
+    nflag += (fl && fl->type == LC_ARG_BOOL) || strchr(argv[nflag], '=') ? 1 : 2; // --flag=value is one word
   }
   if (nflag > argc) nflag = argc;
   lc_status st = lc_args_parse(nflag, argv, flags, nf);
