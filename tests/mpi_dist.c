@@ -98,7 +98,7 @@ static void test_attention_rows(layout L, lc_placement pl, int Hq, int Hkv, int 
   lc_grid g;
   CHECK(lc_grid_create(&g, world, L.hp, L.cp, L.w, pl) == LC_OK, "grid: %s", lc_errmsg());
   lc_attn at;
-  CHECK(lc_attn_2d_init(&at, g.head, g.ctx, L.w, SS, 2, Hq, Hkv, D) == LC_OK, "attn init");
+  CHECK(lc_attn_2d_init(&at, g.head, g.ctx, L.w, SS, 2, Hq, Hkv, D, 0) == LC_OK, "attn init");
   at.bf16 = bf16;
   const int T = (int)(SS / N);
   float *ql = malloc(4 * (size_t)T * Hq * D), *kl = malloc(4 * (size_t)T * Hkv * D),
@@ -125,7 +125,7 @@ static void test_attention_rows(layout L, lc_placement pl, int Hq, int Hkv, int 
   // The memory model's sizes of this strategy (lc_attn_2d_mem) are what each call holds
   // at its peak, per category, in forward and in backward separately.
   lc_attn_mem am;
-  CHECK(lc_attn_2d_mem(L.hp, L.cp, L.w, SS, 2, Hq, Hkv, D, 0, bf16, &am) == LC_OK, "attn mem: %s", lc_errmsg());
+  CHECK(lc_attn_2d_mem(L.hp, L.cp, L.w, SS, 2, Hq, Hkv, D, 0, 0, bf16, &am) == LC_OK, "attn mem: %s", lc_errmsg());
   CHECK(am.saved == at.saved_bytes(&at, T), "saved bytes %zu vs %zu", am.saved, at.saved_bytes(&at, T));
   lc_arena_reset_peaks(&ar);
   lc_status st = at.fwd(&at, ol, saved, ql, kl, vl, T, &ar);
@@ -224,6 +224,7 @@ typedef struct {
   float clip;   // 0: grads compared as computed; > 0: below the norm, the clipped update
   int steps;
   int family;   // FAM_*: the model family and its RoPE
+  int head_chunk; // --head-chunk of the distributed run (0: all heads at once)
 } step_case;
 
 // The test model as another family (model/arch.h): Qwen2 (q/k/v biases, tied) with dynamic
@@ -274,6 +275,7 @@ static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch
   if (c->mo.precision == LC_DT_BF16) o.eps = 1e-2f;
   o.seed = 5;
   o.hp = hp, o.cp = cp, o.window = w, o.placement = pl;
+  o.head_chunk = hp > 1 ? c->head_chunk : 0;
   return o;
 }
 
@@ -297,8 +299,9 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
   lc_step_metrics m;
   for (int k = 0; k < c->steps; k++) CHECK(lc_trainer_step(&tr, &m) == LC_OK, "step: %s", lc_errmsg());
   char tag[160];
-  snprintf(tag, sizeof tag, "%s hp %d cp %d w %d dp %d %s kv %d%s%s", what, L.hp, L.cp, L.w, dp,
-           lc_placement_name(pl), c->kv_heads, c->mo.precision == LC_DT_BF16 ? " bf16" : "", family_name(c->family));
+  snprintf(tag, sizeof tag, "%s hp %d cp %d w %d dp %d %s kv %d%s%s head-chunk %d", what, L.hp, L.cp, L.w, dp,
+           lc_placement_name(pl), c->kv_heads, c->mo.precision == LC_DT_BF16 ? " bf16" : "", family_name(c->family),
+           tr.head_chunk);
   // fp32, same math in another order: loss relative 1e-6 expected; bound 1e-5 (bf16: 1e-4).
   double el = fabs(m.loss - rm.loss) / fabs(rm.loss);
   CHECK(el <= tol(&c->mo, 1e-5, 1e-4), "%s: loss %.9g vs %.9g", tag, m.loss, rm.loss);
@@ -315,7 +318,8 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
   // The memory model predicts every category's arena peak of this rank exactly (it takes
   // its sizes from the allocating code: a byte off is an allocation it does not know).
   lc_mem_estimate e;
-  CHECK(lc_memplan_predict(&o.cfg, &o.mopts, o.seq, L.hp, L.cp, L.w, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
+  CHECK(lc_memplan_predict_hc(&o.cfg, &o.mopts, o.seq, L.hp, L.cp, L.w, tr.head_chunk, 0, &e) == LC_OK, "predict: %s",
+        lc_errmsg());
   for (int k = 0; k < LC_MEM_NCAT; k++)
     CHECK(m.peak[k] == e.peak[k], "%s rank %d: %s peak measured %zu, predicted %zu", tag, world->rank,
           lc_mem_cat_name((lc_mem_cat)k), m.peak[k], e.peak[k]);
@@ -353,17 +357,19 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
   free(p0);
   double ww[3] = {worst, worst_p, worst_l2};
   MPI_Allreduce(MPI_IN_PLACE, ww, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  char hcs[32];
   if (rank0)
-    printf("step %-9s %-14s dp %d hp %d cp %d w %d kv %d%s%s: loss %.6f (ref %.6f, rel %.1e), gnorm %.5f, worst grad "
+    printf("step %-9s %-14s dp %d hp %d cp %d w %d kv %d%s%s%s: loss %.6f (ref %.6f, rel %.1e), gnorm %.5f, worst grad "
            "rel error %.2e (%s), params %.2e, grads L2 %.2e\n", what, lc_placement_name(pl), dp, L.hp, L.cp, L.w, c->kv_heads,
-           c->mo.precision == LC_DT_BF16 ? " bf16" : "", family_name(c->family), m.loss, rm.loss, el, m.grad_norm, ww[0], wn, ww[1], ww[2]);
+           c->mo.precision == LC_DT_BF16 ? " bf16" : "", family_name(c->family),
+           tr.head_chunk ? (snprintf(hcs, sizeof hcs, " head-chunk %d", tr.head_chunk), hcs) : "", m.loss, rm.loss, el, m.grad_norm, ww[0], wn, ww[1], ww[2]);
   lc_trainer_free(&tr);
   lc_trainer_free(&ref);
   lc_comm_destroy(self);
 }
 
 static void test_step(layout L, lc_placement pl, int dp, lc_model_opts mo, const char *what) {
-  step_case c = {mo, 2, 0.0f, 1, FAM_LLAMA};
+  step_case c = {mo, 2, 0.0f, 1, FAM_LLAMA, 0};
   test_step_case(L, pl, dp, &c, what);
 }
 
@@ -372,7 +378,7 @@ static void test_step(layout L, lc_placement pl, int dp, lc_model_opts mo, const
 // arena peaks equal the memory model's (4 of 6 layers' checkpoints resident).
 static void test_offload(layout L, lc_placement pl, lc_model_opts mo, int family) {
   if (L.hp * L.cp != world->size) return;
-  step_case c = {mo, 2, 0.0f, 2, family};
+  step_case c = {mo, 2, 0.0f, 2, family, 0};
   lc_train_opts o = step_opts(L.hp, L.cp, L.w, pl, 1, &c);
   o.cfg.n_layers = 6;
   char dir[64];
@@ -438,7 +444,7 @@ static void write_pack_file(void) {
 // chunks and ranks and documents shorter than a chunk (checked).
 static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_model_opts mo, int pack, int family) {
   if (L.hp * L.cp != world->size) return;
-  step_case c = {mo, 2, 0.0f, 1, family};
+  step_case c = {mo, 2, 0.0f, 1, family, 0};
   lc_train_opts o = step_opts(L.hp, L.cp, L.w, pl, 1, &c);
   o.seq = 128;
   // Ring kernel calls of 8 query rows: chunks of 16-64 rows take several, each with its own
@@ -544,6 +550,172 @@ static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_mo
   lc_attn_2d_test_set_poll_rows(0);
 }
 
+// ---------------------------------------------------------------- F. head-chunked Ulysses
+// Every head chunk N < Hq/hp against the unchunked strategy on the same inputs (fp32 or
+// bf16; docs: bounds of packed documents under a 20-token window, else plain causal):
+// out, LSE, dq bit for bit (each head's kernel work does not depend on the other heads of
+// a call at one thread, the tests' OMP_NUM_THREADS=1, and the exchanges only move values);
+// dk, dv too when a stage holds whole kv groups. With one kv head per rank (Hkvl = 1,
+// replicated when hp > Hkv) every stage's ring writes a part of the same kv gradient, summed
+// over the stages after the ring instead of inside the kernel: fp32 rounding, bound 2e-6
+// of the tensor's largest entry (measured ~1e-7; a stage missing or counted twice is O(1)).
+// The arena's peaks equal lc_attn_2d_mem, the kept bytes are the LSE alone, and the bytes
+// sent equal lc_attn_2d_bytes_per_layer (backward re-exchanges q, k, v, out).
+static void test_chunks(layout L, lc_placement pl, int Hq, int Hkv, int bf16, int docs) {
+  const int W = world->size;
+  if (L.hp * L.cp != W || L.hp < 2) return;
+  const long rows = 12, SS = 2L * L.cp * L.hp * rows;
+  const int D = 16, T = (int)(SS / W), Hl = Hq / L.hp, Hkvl = L.hp > Hkv ? 1 : Hkv / L.hp;
+  int cs[64];
+  const int ncs = lc_attn_2d_head_chunks(L.hp, Hq, Hkv, cs, 64);
+  CHECK(ncs >= 1 && cs[ncs - 1] == Hl, "head chunks of hp %d Hq %d Hkv %d", L.hp, Hq, Hkv);
+  lc_arena ar;
+  lc_arena_init(&ar, 0);
+  lc_rng r;
+  lc_rng_seed(&r, 4000 + 100 * world->rank + Hq + Hkv);
+  const size_t nq = (size_t)T * Hq * D, nk = (size_t)T * Hkv * D;
+  float *q = lc_t_randn(&r, (long)nq, 1.0f), *k = lc_t_randn(&r, (long)nk, 1.0f), *v = lc_t_randn(&r, (long)nk, 1.0f),
+        *dout = lc_t_randn(&r, (long)nq, 1.0f);
+  if (bf16) lc_bf16_round(q, nq), lc_bf16_round(k, nk), lc_bf16_round(v, nk), lc_bf16_round(dout, nq);
+  int *lo = NULL;
+  if (docs) { // documents of 5..40 tokens (the same on every rank), a 20-token window
+    lo = malloc(sizeof(int) * (size_t)SS);
+    lc_rng rd;
+    lc_rng_seed(&rd, 99);
+    for (long t = 0, start = 0, len = 0; t < SS; t++) {
+      if (t - start >= len) start = t, len = 5 + lc_rng_below(&rd, 36);
+      lo[t] = lc_visible_from(t, start, 20);
+    }
+  }
+  lc_grid g;
+  CHECK(lc_grid_create(&g, world, L.hp, L.cp, L.w, pl) == LC_OK, "grid: %s", lc_errmsg());
+  float *o[2] = {NULL, NULL}, *dq[2] = {NULL, NULL}, *dk[2] = {NULL, NULL}, *dv[2] = {NULL, NULL};
+  void *saved[2] = {NULL, NULL};
+  const size_t nlse = (size_t)T * L.hp * Hl;
+  char tag[160];
+  for (int ci = ncs - 1; ci >= 0; ci--) { // the unchunked run first (slot 0), then each chunk (slot 1)
+    const int N = cs[ci], x = ci == ncs - 1 ? 0 : 1;
+    snprintf(tag, sizeof tag, "head-chunk %d of %d: hp %d cp %d w %d %s Hq %d Hkv %d%s%s", N, Hl, L.hp, L.cp, L.w,
+             lc_placement_name(pl), Hq, Hkv, bf16 ? " bf16" : "", docs ? " documents+window" : "");
+    lc_attn at;
+    CHECK(lc_attn_2d_init(&at, g.head, g.ctx, L.w, SS, 2, Hq, Hkv, D, x ? N : 0) == LC_OK, "%s: init: %s", tag,
+          lc_errmsg());
+    CHECK(lc_attn_2d_head_chunk(&at) == N, "%s: %d heads per stage", tag, lc_attn_2d_head_chunk(&at));
+    at.bf16 = bf16, at.lo = lo;
+    lc_attn_mem am;
+    CHECK(lc_attn_2d_mem(L.hp, L.cp, L.w, SS, 2, Hq, Hkv, D, x ? N : 0, 0, bf16, &am) == LC_OK, "%s: mem: %s", tag,
+          lc_errmsg());
+    CHECK(am.saved == at.saved_bytes(&at, T) && (!x || am.saved == 4 * nlse), "%s: saved %zu, model %zu", tag,
+          at.saved_bytes(&at, T), am.saved);
+    if (x) { // a slot per chunk size: free the previous one
+      free(o[1]), free(dq[1]), free(dk[1]), free(dv[1]), free(saved[1]);
+    }
+    o[x] = malloc(4 * nq), dq[x] = malloc(4 * nq), dk[x] = malloc(4 * nk), dv[x] = malloc(4 * nk);
+    saved[x] = malloc(am.saved);
+    const double b0 = g.head->bytes_sent + g.ctx->bytes_sent;
+    lc_arena_reset_peaks(&ar);
+    CHECK(at.fwd(&at, o[x], saved[x], q, k, v, T, &ar) == LC_OK, "%s: fwd: %s", tag, lc_errmsg());
+    CHECK(ar.peak[LC_MEM_COMM] == am.fwd_comm && ar.peak[LC_MEM_SCRATCH] == am.fwd_scratch,
+          "%s forward: comm %zu scratch %zu bytes, memory model %zu, %zu", tag, ar.peak[LC_MEM_COMM],
+          ar.peak[LC_MEM_SCRATCH], am.fwd_comm, am.fwd_scratch);
+    lc_arena_reset_peaks(&ar);
+    CHECK(at.bwd(&at, dq[x], dk[x], dv[x], dout, o[x], saved[x], q, k, v, T, &ar) == LC_OK, "%s: bwd: %s", tag,
+          lc_errmsg());
+    CHECK(ar.peak[LC_MEM_COMM] == am.bwd_comm && ar.peak[LC_MEM_SCRATCH] == am.bwd_scratch,
+          "%s backward: comm %zu scratch %zu bytes, memory model %zu, %zu", tag, ar.peak[LC_MEM_COMM],
+          ar.peak[LC_MEM_SCRATCH], am.bwd_comm, am.bwd_scratch);
+    const double sent = g.head->bytes_sent + g.ctx->bytes_sent - b0, want = lc_attn_2d_bytes_per_layer(&at, T, 1, bf16);
+    CHECK(sent == want, "%s: sent %.0f bytes, formulas %.0f", tag, sent, want);
+    CHECK(ar.cur_total == 0, "%s: arena balanced", tag);
+    lc_attn_2d_free(&at);
+    if (!x) continue;
+    CHECK(!memcmp(o[0], o[1], 4 * nq), "%s rank %d: output differs from unchunked", tag, world->rank);
+    CHECK(!memcmp(saved[0], saved[1], 4 * nlse), "%s rank %d: LSE differs from unchunked", tag, world->rank);
+    CHECK(!memcmp(dq[0], dq[1], 4 * nq), "%s rank %d: dq differs from unchunked", tag, world->rank);
+    double ek = 0, ev = 0;
+    if (Hkvl > 1) {
+      CHECK(!memcmp(dk[0], dk[1], 4 * nk) && !memcmp(dv[0], dv[1], 4 * nk), "%s rank %d: dk/dv differ from unchunked",
+            tag, world->rank);
+    } else {
+      ek = rel_err(dk[1], dk[0], nk), ev = rel_err(dv[1], dv[0], nk);
+      CHECK(ek <= 2e-6 && ev <= 2e-6, "%s rank %d: dk error %.3g, dv error %.3g", tag, world->rank, ek, ev);
+    }
+    double ww[2] = {ek, ev};
+    MPI_Allreduce(MPI_IN_PLACE, ww, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    char how[64] = "bit for bit";
+    if (Hkvl == 1) snprintf(how, sizeof how, "to %.1e (one kv head: summed over stages)", fmax(ww[0], ww[1]));
+    if (rank0)
+      printf("%-76s = unchunked: out, LSE, dq bit for bit, dk/dv %s (peak comm %zu/%zu B)\n", tag, how, am.fwd_comm,
+             am.bwd_comm);
+  }
+  // An invalid chunk: one line naming the valid values.
+  lc_attn bad;
+  char want[64];
+  snprintf(want, sizeof want, "valid: %d", cs[0]);
+  CHECK(lc_attn_2d_init(&bad, g.head, g.ctx, L.w, SS, 2, Hq, Hkv, D, Hl + 1) == LC_EINVAL &&
+        strstr(lc_errmsg(), "--head-chunk") && strstr(lc_errmsg(), want) && !strchr(lc_errmsg(), '\n'),
+        "bad chunk: '%s'", lc_errmsg());
+  for (int x = 0; x < 2; x++) free(o[x]), free(dq[x]), free(dk[x]), free(dv[x]), free(saved[x]);
+  free(lo), free(q), free(k), free(v), free(dout);
+  lc_grid_destroy(&g);
+}
+
+// A whole training step with head chunks against the unchunked run on the same layout: 2
+// steps' losses, norms and the updated parameters bit for bit where every stage holds whole
+// kv groups (kv_heads >= hp), else to fp32 rounding (kv gradients summed over stages:
+// losses 1e-6, parameters 1e-5 of their scale as in B); the arena peaks equal the memory
+// model with the chunk, checkpoints shrink (the LSE alone is kept), and the bytes sent equal
+// the formulas.
+static void test_chunk_steps(layout L, lc_placement pl, int kv_heads, lc_model_opts mo, int hc) {
+  if (L.hp * L.cp != world->size || L.hp < 2) return;
+  step_case c0 = {mo, kv_heads, 0.0f, 2, FAM_LLAMA, 0}, c1 = c0;
+  c1.head_chunk = hc;
+  lc_train_opts o0 = step_opts(L.hp, L.cp, L.w, pl, 1, &c0), o1 = step_opts(L.hp, L.cp, L.w, pl, 1, &c1);
+  lc_trainer a, b;
+  CHECK(lc_trainer_init(&a, &o0, world) == LC_OK && lc_trainer_init(&b, &o1, world) == LC_OK, "chunk init: %s",
+        lc_errmsg());
+  const int exact = kv_heads >= L.hp * 2; // a rank holds several kv heads: whole groups per stage
+  char tag[160];
+  snprintf(tag, sizeof tag, "head-chunk %d step: hp %d cp %d w %d %s kv %d %s%s", hc, L.hp, L.cp, L.w,
+           lc_placement_name(pl), kv_heads, lc_ckpt_name(mo.ckpt), mo.precision == LC_DT_BF16 ? " bf16" : "");
+  CHECK(b.head_chunk == hc, "%s: chunk in use %d", tag, b.head_chunk);
+  lc_step_metrics ma, mb;
+  for (int s = 0; s < 2; s++) {
+    CHECK(lc_trainer_step(&a, &ma) == LC_OK && lc_trainer_step(&b, &mb) == LC_OK, "%s: step: %s", tag, lc_errmsg());
+    if (exact)
+      CHECK(ma.loss == mb.loss && ma.grad_norm == mb.grad_norm, "%s step %d: loss %.17g vs %.17g, norm %.17g vs %.17g",
+            tag, s, mb.loss, ma.loss, mb.grad_norm, ma.grad_norm);
+    else
+      CHECK(fabs(ma.loss - mb.loss) <= 1e-6 * fabs(ma.loss) && fabs(ma.grad_norm - mb.grad_norm) <= 1e-5 * ma.grad_norm,
+            "%s step %d: loss %.9g vs %.9g, norm %.9g vs %.9g", tag, s, mb.loss, ma.loss, mb.grad_norm, ma.grad_norm);
+    CHECK(mb.attn_bytes == mb.attn_bytes_formula, "%s: attention sent %.0f bytes, formulas %.0f", tag, mb.attn_bytes,
+          mb.attn_bytes_formula);
+  }
+  if (exact) CHECK(!memcmp(a.model.params, b.model.params, sizeof(float) * a.model.ps.n_params), "%s: parameters differ", tag);
+  double wp = 0;
+  for (int i = 0; i < a.model.n_tensors; i++) {
+    const lc_param_info *p = &a.model.table[i];
+    wp = fmax(wp, rel_err_floor(b.model.params + p->offset, a.model.params + p->offset, p->numel, 0.02));
+  }
+  CHECK(wp <= 1e-5, "%s: parameters error %.3g", tag, wp);
+  lc_mem_estimate e;
+  CHECK(lc_memplan_predict_hc(&o1.cfg, &o1.mopts, o1.seq, L.hp, L.cp, L.w, hc, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
+  for (int k = 0; k < LC_MEM_NCAT; k++)
+    CHECK(mb.peak[k] == e.peak[k], "%s rank %d: %s peak measured %zu, predicted %zu", tag, world->rank,
+          lc_mem_cat_name((lc_mem_cat)k), mb.peak[k], e.peak[k]);
+  CHECK(mb.peak_bytes == e.total, "%s: total peak %zu, predicted %zu", tag, mb.peak_bytes, e.total);
+  CHECK(mo.ckpt == LC_CKPT_FULL || mb.peak[LC_MEM_CKPT] < ma.peak[LC_MEM_CKPT], "%s: checkpoints %zu, unchunked %zu", tag,
+        mb.peak[LC_MEM_CKPT], ma.peak[LC_MEM_CKPT]);
+  MPI_Allreduce(MPI_IN_PLACE, &wp, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  char how[64] = "bit for bit";
+  if (!exact) snprintf(how, sizeof how, "to %.1e (parameters)", wp);
+  if (rank0)
+    printf("%-62s = unchunked %s; checkpoints %zu -> %zu B, comm %zu -> %zu B\n", tag, how, ma.peak[LC_MEM_CKPT],
+           mb.peak[LC_MEM_CKPT], ma.peak[LC_MEM_COMM], mb.peak[LC_MEM_COMM]);
+  lc_trainer_free(&b);
+  lc_trainer_free(&a);
+}
+
 // ---------------------------------------------------------------- D. ZeRO
 // FNV-1a of this rank's parameter storage, to compare replicas bit for bit.
 static uint64_t hash_bytes(const void *p, size_t n) {
@@ -570,7 +742,7 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
   if (L.hp * L.cp * dp != world->size) return;
   const int steps = 3, W = world->size;
   // odd: 1 the odd model; FAM_QWEN2 / FAM_QWEN3: that family.
-  step_case c = {mo, 2, 0.2f, steps, odd > 1 ? odd : FAM_LLAMA};
+  step_case c = {mo, 2, 0.2f, steps, odd > 1 ? odd : FAM_LLAMA, 0};
   lc_train_opts o0 = step_opts(L.hp, L.cp, L.w, pl, 2 * dp, &c);
   if (odd == 1) odd_model(&o0.cfg);
   lc_train_opts oz = o0;
@@ -807,7 +979,7 @@ int main(int argc, char **argv) {
     test_step((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, world->size, plain, "dp-only");
     // Clipping below the norm, two updates: the clip scale comes from the global norm.
     // One kv head: replicated on the head ranks, its gradient summed back (hp > 1).
-    step_case clip = {sel, 2, 0.05f, 2, FAM_LLAMA}, mqa = {plain, 1, 0.0f, 1, FAM_LLAMA};
+    step_case clip = {sel, 2, 0.05f, 2, FAM_LLAMA, 0}, mqa = {plain, 1, 0.0f, 1, FAM_LLAMA, 0};
     for (int i = 0; i < nl; i++) {
       if (i % 3 == 0) test_step_case(lays[i], LC_PLACE_HEAD_FIRST, 1, &clip, "clip");
       if (lays[i].hp > 1) test_step_case(lays[i], LC_PLACE_CONTEXT_FIRST, 1, &mqa, "mqa");
@@ -827,10 +999,10 @@ int main(int argc, char **argv) {
     // The other families under every layout, both placements, each policy, fp32 and bf16:
     // their bias and norm gradients summed over the head and context ranks as any weight's.
     for (int i = 0; i < nl; i++) {
-      step_case q2 = {i % 2 ? plain : full, 2, 0.0f, 1, FAM_QWEN2}, q3 = {i % 2 ? sel : plain, 2, 0.0f, 1, FAM_QWEN3};
+      step_case q2 = {i % 2 ? plain : full, 2, 0.0f, 1, FAM_QWEN2, 0}, q3 = {i % 2 ? sel : plain, 2, 0.0f, 1, FAM_QWEN3, 0};
       test_step_case(lays[i], pls[i % 2], 1, &q2, "qwen2");
       test_step_case(lays[i], pls[(i + 1) % 2], 1, &q3, "qwen3");
-      step_case q3b = {i % 2 ? full16 : sel16, 2, 0.0f, 1, i % 2 ? FAM_QWEN2 : FAM_QWEN3};
+      step_case q3b = {i % 2 ? full16 : sel16, 2, 0.0f, 1, i % 2 ? FAM_QWEN2 : FAM_QWEN3, 0};
       test_step_case(lays[i], pls[i % 2], 1, &q3b, "fam-bf16");
     }
     // ZeRO stages 1-3, over the whole world and in smaller groups (hybrid), under dp only,
@@ -881,6 +1053,26 @@ int main(int argc, char **argv) {
       if (W >= 4) test_zero(two_d, LC_PLACE_CONTEXT_FIRST, 1, 3, W / 2, sel16, 0, "bf16-2d");
     }
     if (world->size >= 4) test_step_case((layout){2, 1, 1}, LC_PLACE_HEAD_FIRST, world->size / 2, &clip, "dp-clip");
+    // Head-chunked Ulysses: every chunk size against unchunked, on every layout with hp > 1,
+    // both placements; MHA and GQA (whole kv groups per stage: Hkv 8, 4 at hp 2), one kv head
+    // per rank (Hkv = hp) and replicated (Hkv < hp); fp32 and bf16; documents + window.
+    for (int i = 0; i < nl; i++) {
+      if (lays[i].hp < 2) continue;
+      const int Hq = lays[i].hp == 8 ? 16 : 8;
+      test_chunks(lays[i], pls[i % 2], Hq, Hq, 0, 0);
+      test_chunks(lays[i], pls[(i + 1) % 2], Hq, lays[i].hp == 2 ? 4 : 2, 1, i % 2);
+      test_chunks(lays[i], pls[i % 2], Hq, lays[i].hp, i % 2, 1);
+      test_chunks(lays[i], pls[(i + 1) % 2], Hq, 2, 0, 0);
+    }
+    // Whole steps: chunked = unchunked on the same layout, and = one process (B).
+    lc_model_opts sel_w = sel;
+    for (int i = 0; i < nl; i++) {
+      if (lays[i].hp < 2 || lays[i].hp > 4) continue;
+      test_chunk_steps(lays[i], pls[i % 2], 8, i % 2 ? sel16 : sel, 8 / lays[i].hp / 2);
+      test_chunk_steps(lays[i], pls[(i + 1) % 2], 2, i % 2 ? full : plain16, 1);
+      step_case hcs = {i % 2 ? full16 : sel_w, 4, 0.0f, 1, FAM_LLAMA, lays[i].hp == 2 ? 2 : 1};
+      test_step_case(lays[i], pls[i % 2], 1, &hcs, "head-chunk");
+    }
   }
   int fails = lc_t_fail;
   MPI_Allreduce(MPI_IN_PLACE, &fails, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -81,14 +81,27 @@ void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, int bf16, lc_
 // Distributed: Ulysses over `head` (size hp) x ring over `ctx` (size cp) with inner rings
 // of `window` context ranks. S is the global sequence length; each context rank holds
 // `chunks` chunks of it (2: zigzag by default; a pass may set another layout with as many).
+// head_chunk N (hp > 1): attention runs N of the rank's Hl = Hq/hp query heads at a time,
+// the next group's all-to-all overlapping the current group's ring, and keeps only the LSE
+// for backward (which re-exchanges q, k, v, out, dout per group); 0 or Hl: all at once
+// (the unchunked path). LC_EINVAL with a message naming the valid values otherwise.
 #include "dist/comm.h"
 lc_status lc_attn_2d_init(lc_attn *a, lc_comm *head, lc_comm *ctx, int window, long S, int chunks,
-                          int Hq, int Hkv, int D);
+                          int Hq, int Hkv, int D, int head_chunk);
 void lc_attn_2d_free(lc_attn *a);
 // The same sizes for hp x cp ranks (window: inner ring size, divides cp) with T = S/(hp*cp)
-// local tokens, without communicators. LC_EINVAL (with a message) for an impossible layout.
-lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq, int Hkv, int D,
+// local tokens, without communicators. LC_EINVAL (with a message) for an impossible layout
+// or head chunk.
+lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq, int Hkv, int D, int head_chunk,
                          int threads, int bf16, lc_attn_mem *m);
+// Head chunks: N divides Hl = Hq/hp and, when a rank holds several kv heads, is a multiple
+// of Hq/Hkv (whole kv groups). lc_attn_2d_head_chunks writes the valid N ascending (Hl, the
+// unchunked size, last) and returns how many (0 for an impossible hp). _check: LC_OK for 0
+// (all) or a valid N; else one line naming the valid values (hp = 1: no N is valid).
+int lc_attn_2d_head_chunks(int hp, int Hq, int Hkv, int *out, int cap);
+lc_status lc_attn_2d_head_chunk_check(int hp, int Hq, int Hkv, int N);
+// Query heads per stage of a strategy from lc_attn_2d_init (Hq/hp when unchunked).
+int lc_attn_2d_head_chunk(const lc_attn *a);
 // Test-only: query rows per ring kernel call (256; 0 restores it), so small shapes cross
 // several calls per chunk. Set it before creating the strategy; not thread-safe.
 void lc_attn_2d_test_set_poll_rows(int rows);
@@ -96,8 +109,8 @@ void lc_attn_2d_test_set_poll_rows(int rows);
 // communication and packing).
 double lc_attn_2d_compute_seconds(const lc_attn *a);
 // Bytes this rank should send per layer for T local tokens by the formulas (Ulysses:
-// 4 all-to-alls forward + 4 backward; ring: cp-1 k/v hops forward, k/v + dk/dv hops
-// backward). fwd_passes: 2 when full checkpointing re-runs the forward. bf16: q, k, v,
+// 4 all-to-alls forward + 4 backward, + q, k, v, out again in backward with head chunks;
+// ring: cp-1 k/v hops forward, k/v + dk/dv hops backward, per head chunk). fwd_passes: 2 when full checkpointing re-runs the forward. bf16: q, k, v,
 // out, dout and the ring's k/v blocks travel as bf16 (dq, dk, dv and dk/dv blocks: fp32).
 double lc_attn_2d_bytes_per_layer(const lc_attn *a, int T, int fwd_passes, int bf16);
 

@@ -9,7 +9,20 @@
 // Saved between forward and backward (selective checkpointing keeps it, so backward
 // never re-runs the forward ring or all-to-alls): the LSE, and for hp > 1 also the
 // head-layout q, k, v and output.
+//
+// Head chunks (--head-chunk N < Hl, "Untied Ulysses"): a call runs in Hl/N stages of N
+// query heads each. A stage all-to-alls its heads' q/k/v (token layout -> head layout),
+// runs the ring on them and all-to-alls its output back into the token-layout out; the
+// next stage's all-to-alls are posted (non-blocking) before this stage's ring and polled
+// with the ring's transfers. Only the LSE is kept: backward re-exchanges each stage's q,
+// k, v, out and dout from the token-layout tensors the layer hands it (selective
+// checkpointing recomputes q/k/v and keeps out), runs the ring backward and exchanges dq,
+// dk, dv back, the next stage's exchange again posted ahead. So buffers and the kept bytes
+// scale with N, not Hl. A stage holds whole kv groups (Hkvl > 1); with one kv head per
+// rank (Hkvl = 1, replicated when hp > Hkv) every stage uses it: it is exchanged once per
+// call and kept for all stages, and its gradient summed over the stages.
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,9 +34,24 @@
 typedef struct {
   lc_comm *head;
   int hp, Hl, Hkvl, rep; // rep: replicas of each kv head (hp / Hkv when hp > Hkv, else 1)
+  int N;                 // query heads per stage (head chunk); Hl: unchunked
   lc_ring ring;
   lc_seq_layout def;     // the layout used when a pass sets none
+  // Head chunks: the next stage's all-to-alls in flight, polled with the ring's transfers
+  // before the caller's own poll.
+  lc_req inflight[5];
+  int n_inflight;
+  void (*outer_poll)(void *arg);
+  void *outer_arg;
 } attn2d;
+
+static int chunked(const attn2d *x) { return x->hp > 1 && x->N < x->Hl; }
+
+static void chunk_poll(void *arg) {
+  attn2d *x = arg;
+  for (int i = 0; i < x->n_inflight; i++) lc_test(x->head, &x->inflight[i]);
+  if (x->outer_poll) x->outer_poll(x->outer_arg);
+}
 
 // The ring follows the pass's sequence: its layout (or the default) and bounds.
 static void ring_for_pass(attn2d *x, const lc_attn *a) {
@@ -32,6 +60,12 @@ static void ring_for_pass(attn2d *x, const lc_attn *a) {
   x->ring.layout = a->layout ? a->layout : &x->def;
   x->ring.lo = a->lo;
   x->ring.bf16 = a->bf16;
+  x->ring.lse_stride = 0;
+  if (chunked(x)) { // stage c's LSE is heads [cN, cN + N) of the [k][Hl][Lc] array
+    x->outer_poll = a->poll, x->outer_arg = a->poll_arg;
+    x->ring.extra_poll = chunk_poll, x->ring.extra_arg = x;
+    x->ring.lse_stride = (long)x->Hl * x->ring.layout->Lc;
+  }
 }
 
 #define POLL_ROWS 256 // q rows per ring kernel call (MPI is polled between calls)
@@ -41,13 +75,15 @@ static int poll_rows(void) { return test_poll_rows ? test_poll_rows : POLL_ROWS;
 
 // Heads per rank after the all-to-all: Hl query heads, Hkvl kv heads (replicated rep times
 // when hp > Hkv). x->ring gets the head counts and D; the rest is set by lc_attn_2d_init.
-static void heads_2d(attn2d *x, int hp, int Hq, int Hkv, int D) {
+// Head chunk N (0: all): the ring runs on N query heads and their kv heads per stage.
+static void heads_2d(attn2d *x, int hp, int Hq, int Hkv, int D, int N) {
   x->hp = hp;
   x->Hl = Hq / hp;
   x->rep = hp > Hkv ? hp / Hkv : 1;
   x->Hkvl = hp > Hkv ? 1 : Hkv / hp;
-  x->ring.Hq = x->Hl;
-  x->ring.Hkv = x->Hkvl;
+  x->N = N > 0 && N < x->Hl ? N : x->Hl;
+  x->ring.Hq = x->N;
+  x->ring.Hkv = x->Hkvl == 1 ? 1 : x->Hkvl * x->N / x->Hl;
   x->ring.D = D;
 }
 
@@ -65,23 +101,105 @@ static size_t sz_heads(const attn2d *x, int T) { return x->hp > 1 ? 2 * sz_q(x, 
 // Saved: the LSE (fp32) and, for hp > 1, the head-layout q, k, v, out; those are bf16 values
 // in bf16 and kept in 2 bytes (widened into fp32 scratch, sz_heads, around each ring call).
 static size_t saved_bytes_of(const attn2d *x, int T, int bf16) {
+  if (chunked(x)) return lc_bytes(LC_DT_F32, sz_lse(x, T)); // head chunks keep the LSE only
   return lc_bytes(LC_DT_F32, sz_lse(x, T)) + lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, sz_heads(x, T));
+}
+
+// ---- head chunks: sizes (values) of a stage, for the strategy and the memory model
+// N query heads and Kc kv heads per stage (nc stages); shared: one kv head per rank, kept
+// for every stage.
+typedef struct {
+  int N, nc, Kc, shared;
+  size_t nq, nkv, nsh; // head-layout values: [Tc,N,D]; [Tc,Kc,D] per stage (0 when shared); [Tc,1,D]
+} hchunk;
+static hchunk chunk_of(const attn2d *x, int T) {
+  hchunk c;
+  const size_t Tc = (size_t)T * x->hp, D = (size_t)x->ring.D;
+  c.N = x->N, c.nc = x->Hl / x->N, c.shared = x->Hkvl == 1;
+  c.Kc = c.shared ? 1 : x->Hkvl / c.nc;
+  c.nq = Tc * c.N * D, c.nkv = c.shared ? 0 : Tc * c.Kc * D, c.nsh = Tc * D;
+  return c;
+}
+// Values of one stage's exchange token -> head layout: q, k, v (forward); q, out, dout,
+// k, v (backward). The shared kv head travels once per call, not per stage.
+static size_t set_vals(const hchunk *c, int bwd) { return (bwd ? 3 : 1) * c->nq + 2 * c->nkv; }
+// The kv gradient a stage's ring writes (Kc heads, or the shared head).
+static size_t dkv_vals(const hchunk *c) { return c->shared ? c->nsh : c->nkv; }
+// Floats of the fp32 part of a call's communication block (carved in this order):
+//   forward:  2 head-layout sets (fp32: the stage computed, the next arriving) | out of the
+//             ring [Tc,N,D] | out exchange buffer [Tc,N,D] | fp32: the shared k, v
+//   backward: 2 sets (fp32) | dq [Tc,N,D] | dk, dv of a stage (+ shared: the sums over the
+//             stages) | exchange buffer [Tc,N,D] | fp32: the shared k, v
+// then the send buffer of a set (fp32 or bf16), and in bf16 the set's landing area (bf16).
+// bf16 widens the set (and the shared k, v) into fp32 scratch for the ring.
+static size_t chunk_f32_vals(const hchunk *c, int bwd, int bf16) {
+  size_t n = bf16 ? 0 : 2 * set_vals(c, bwd); // the sets
+  n += 2 * c->nq;                             // out of the ring or dq, and the exchange buffer
+  if (bwd) n += 2 * dkv_vals(c) + (c->shared ? 2 * c->nsh : 0); // dk, dv (+ their sums)
+  if (c->shared && !bf16) n += 2 * c->nsh;    // the shared k, v
+  return n;
+}
+static size_t chunk_comm_bytes(const hchunk *c, int bwd, int bf16) {
+  const size_t set = set_vals(c, bwd);
+  return lc_bytes(LC_DT_F32, chunk_f32_vals(c, bwd, bf16)) + lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, set) +
+         (bf16 ? lc_bytes(LC_DT_BF16, set) : 0);
+}
+static size_t chunk_scratch_bytes(const hchunk *c, int bwd, int bf16) {
+  return bf16 ? lc_bytes(LC_DT_F32, set_vals(c, bwd) + (c->shared ? 2 * c->nsh : 0)) : 0;
 }
 static size_t heads_scratch_bytes(const attn2d *x, int T, int bf16) { return bf16 ? lc_bytes(LC_DT_F32, sz_heads(x, T)) : 0; }
 
 static size_t saved_bytes_2d(const lc_attn *a, int T) { return saved_bytes_of(a->ctx, T, a->bf16); }
 
-lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq, int Hkv, int D,
+// Valid head chunks: N divides Hl, and holds whole kv groups when a rank has several kv heads.
+static int chunk_ok(int hp, int Hq, int Hkv, int N) {
+  const int Hl = Hq / hp, Hkvl = hp > Hkv ? 1 : Hkv / hp;
+  return N >= 1 && N <= Hl && Hl % N == 0 && (Hkvl == 1 || N % (Hq / Hkv) == 0);
+}
+
+int lc_attn_2d_head_chunks(int hp, int Hq, int Hkv, int *out, int cap) {
+  int n = 0;
+  if (hp < 1 || Hkv < 1 || Hq % hp != 0 || Hq % Hkv != 0 || (hp % Hkv != 0 && Hkv % hp != 0)) return 0;
+  for (int N = 1; N <= Hq / hp; N++)
+    if (chunk_ok(hp, Hq, Hkv, N) && n < cap) out[n++] = N;
+  return n;
+}
+
+lc_status lc_attn_2d_head_chunk_check(int hp, int Hq, int Hkv, int N) {
+  if (N == 0) return LC_OK;
+  if (hp <= 1)
+    return lc_fail(LC_EINVAL, "--head-chunk %d needs head parallelism (--hp > 1): with --hp 1 there is no Ulysses "
+                   "exchange to chunk; use auto or all", N);
+  int v[256], n = lc_attn_2d_head_chunks(hp, Hq, Hkv, v, 256);
+  if (n > 0 && chunk_ok(hp, Hq, Hkv, N)) return LC_OK;
+  char list[512] = "";
+  for (int i = 0, k = 0; i < n && k < (int)sizeof list - 16; i++) k += snprintf(list + k, sizeof list - (size_t)k, "%s%d", i ? ", " : "", v[i]);
+  const int Hl = Hq / hp, Hkvl = hp > Hkv ? 1 : Hkv / hp;
+  return lc_fail(LC_EINVAL, "--head-chunk %d: each rank holds %d query heads (%d / hp %d)%s; valid: %s (or all, auto)", N,
+                 Hl, Hq, hp, Hkvl > 1 ? (Hq / Hkv > 1 ? ", and a chunk must hold whole groups of query heads sharing a kv head" : "") : "",
+                 n ? list : "none");
+}
+
+lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq, int Hkv, int D, int head_chunk,
                          int threads, int bf16, lc_attn_mem *m) {
   memset(m, 0, sizeof *m);
   if (hp < 1 || cp < 1 || window < 1 || cp % window != 0 || Hq % hp != 0 || chunks < 2 || chunks % 2 ||
       (hp % Hkv != 0 && Hkv % hp != 0) || S <= 0 || S % (2L * cp * hp) != 0 || S % ((long)chunks * cp) != 0)
     return lc_fail(LC_EINVAL, "attention layout hp %d x cp %d (window %d) does not fit S %ld with %d heads "
                    "and %d kv heads: see longctx train --help for the layout rules", hp, cp, window, S, Hq, Hkv);
+  LC_TRY(lc_attn_2d_head_chunk_check(hp, Hq, Hkv, head_chunk));
   attn2d x;
   memset(&x, 0, sizeof x);
-  heads_2d(&x, hp, Hq, Hkv, D);
+  heads_2d(&x, hp, Hq, Hkv, D, head_chunk);
   const int T = (int)(S / ((long)cp * hp));
+  if (chunked(&x)) { // a stage's ring, plus the call's blocks
+    const hchunk h = chunk_of(&x, T);
+    lc_ring_mem(cp, window, S, chunks, h.N, h.Kc, D, poll_rows(), threads, bf16, m);
+    m->saved = saved_bytes_of(&x, T, bf16);
+    m->fwd_comm += chunk_comm_bytes(&h, 0, bf16), m->fwd_scratch += chunk_scratch_bytes(&h, 0, bf16);
+    m->bwd_comm += chunk_comm_bytes(&h, 1, bf16), m->bwd_scratch += chunk_scratch_bytes(&h, 1, bf16);
+    return LC_OK;
+  }
   lc_ring_mem(cp, window, S, chunks, x.Hl, x.Hkvl, D, poll_rows(), threads, bf16, m);
   m->saved = saved_bytes_of(&x, T, bf16);
   if (hp > 1) {
@@ -171,6 +289,244 @@ static heads heads_of(const attn2d *x, int T, void *saved, float *work, int bf16
   return h;
 }
 
+// ---- head chunks: the exchanges
+// The heads of a token-layout tensor [T, H, D] that go to (or come from) head rank p: `per`
+// consecutive heads from (p / rep) * stride + off.
+typedef struct {
+  int H, per, stride, off, rep;
+} hsel;
+static hsel sel_q(const attn2d *x, const lc_attn *a, int c) { return (hsel){a->Hq, x->N, x->Hl, c * x->N, 1}; }
+static hsel sel_kv(const attn2d *x, const lc_attn *a, const hchunk *h, int c) {
+  if (h->shared) return (hsel){a->Hkv, 1, 1, 0, x->rep}; // rank p's kv head: p / rep
+  return (hsel){a->Hkv, h->Kc, x->Hkvl, c * h->Kc, 1};
+}
+
+// src[T, H, D] -> send[p][T][per][D] for each head rank p; bf16: narrowed (exact: the
+// values are bf16 already).
+static void sel_pack(const attn2d *x, void *send, const float *src, int T, hsel s, int bf16) {
+  const int D = x->ring.D;
+  const size_t row = (size_t)s.per * D;
+  for (int p = 0; p < x->hp; p++) {
+    const size_t h0 = (size_t)(p / s.rep) * s.stride + s.off;
+    for (int t = 0; t < T; t++) {
+      const float *in = src + ((size_t)t * s.H + h0) * D;
+      const size_t o = ((size_t)p * T + t) * row;
+      if (bf16) lc_bf16_pack((uint16_t *)send + o, in, row);
+      else memcpy((float *)send + o, in, lc_bytes(LC_DT_F32, row));
+    }
+  }
+}
+
+// Head layout src[hp*T, per, D] -> token layout dst[T, H, D] at the heads of s (replicas of
+// a kv head summed in rank order, as kv_reduce), blocking, through buf (hp*T*per*D floats).
+// bf16: travels as bf16 (src holds bf16 values); else fp32.
+static lc_status back_exchange(attn2d *x, float *dst, const float *src, int T, hsel s, float *buf, int bf16) {
+  const int D = x->ring.D;
+  const size_t row = (size_t)s.per * D, blk = (size_t)T * row, n = (size_t)x->hp * blk;
+  uint16_t *p16 = (uint16_t *)(void *)buf, *r16 = p16 + n;
+  if (bf16) {
+    lc_bf16_pack(p16, src, n);
+    LC_TRY(lc_alltoall(x->head, p16, r16, blk, LC_DT_BF16));
+  } else {
+    LC_TRY(lc_alltoall(x->head, src, buf, blk, LC_DT_F32));
+  }
+  for (int p = 0; p < x->hp; p++) {
+    const size_t h0 = (size_t)(p / s.rep) * s.stride + s.off;
+    for (int t = 0; t < T; t++) {
+      float *o = dst + ((size_t)t * s.H + h0) * D;
+      const size_t i = ((size_t)p * T + t) * row;
+      if (bf16) lc_bf16_unpack(o, r16 + i, row);
+      else if (p % s.rep == 0) memcpy(o, buf + i, lc_bytes(LC_DT_F32, row));
+      else lc_kern()->add(o, buf + i, row);
+    }
+  }
+  return LC_OK;
+}
+
+// The shared kv head, token layout src[T, Hkv, D] -> dst[Tc, 1, D] (fp32), blocking,
+// through buf (Tc*D floats).
+static lc_status shared_kv_in(attn2d *x, const lc_attn *a, float *dst, const float *src, int T, float *buf, int bf16) {
+  const hsel s = {a->Hkv, 1, 1, 0, x->rep};
+  const size_t blk = (size_t)T * a->D, n = (size_t)x->hp * blk;
+  sel_pack(x, buf, src, T, s, bf16);
+  if (!bf16) return lc_alltoall(x->head, buf, dst, blk, LC_DT_F32);
+  uint16_t *p16 = (uint16_t *)(void *)buf;
+  LC_TRY(lc_alltoall(x->head, p16, p16 + n, blk, LC_DT_BF16));
+  lc_bf16_unpack(dst, p16 + n, n);
+  return LC_OK;
+}
+
+// One stage's exchange token -> head layout: nt tensors, each packed into `send` and posted
+// as a non-blocking all-to-all landing in `recv` (head layout, one tensor after another).
+typedef struct {
+  int nt;
+  const float *src[5];
+  hsel sel[5];
+} stage_in;
+static lc_status post_in(attn2d *x, const stage_in *io, void *send, void *recv, int T, int bf16) {
+  const lc_dtype dt = bf16 ? LC_DT_BF16 : LC_DT_F32;
+  size_t off = 0;
+  x->n_inflight = 0;
+  for (int m = 0; m < io->nt; m++) {
+    const size_t blk = (size_t)T * io->sel[m].per * x->ring.D;
+    char *sd = (char *)send + lc_bytes(dt, off), *rv = (char *)recv + lc_bytes(dt, off);
+    sel_pack(x, sd, io->src[m], T, io->sel[m], bf16);
+    LC_TRY(lc_ialltoall(x->head, sd, rv, blk, dt, &x->inflight[x->n_inflight++]));
+    off += blk * x->hp;
+  }
+  return LC_OK;
+}
+static lc_status wait_in(attn2d *x) {
+  lc_status st = LC_OK;
+  for (int i = 0; i < x->n_inflight; i++) {
+    lc_status s2 = lc_wait(x->head, &x->inflight[i]);
+    if (st == LC_OK) st = s2;
+  }
+  x->n_inflight = 0;
+  return st;
+}
+
+// Stage c's tensors: forward q, k, v; backward q, out, dout, k, v (k, v unless shared).
+static stage_in stage_of(const attn2d *x, const lc_attn *a, const hchunk *h, int c, const float *q, const float *o,
+                         const float *dout, const float *k, const float *v) {
+  stage_in io;
+  memset(&io, 0, sizeof io);
+  const float *qs[3] = {q, o, dout};
+  for (int m = 0; m < 3; m++)
+    if (qs[m]) io.src[io.nt] = qs[m], io.sel[io.nt++] = sel_q(x, a, c);
+  for (int m = 0; m < 2 && !h->shared; m++) io.src[io.nt] = m ? v : k, io.sel[io.nt++] = sel_kv(x, a, h, c);
+  return io;
+}
+
+// The buffers of a chunked call: one communication block and (bf16) one scratch block.
+typedef struct {
+  float *set[2];     // fp32: head-layout sets of two stages; bf16: set[0] = the widened set
+  void *send, *land; // send buffer of a set; bf16: where a set lands (2 bytes)
+  float *o, *buf;    // forward: the ring's out; backward: dq. buf: exchange buffer [Tc,N,D]
+  float *dk, *dv, *dk_sum, *dv_sum; // backward: a stage's dk, dv; shared: sums over stages
+  float *ks, *vs;    // the shared kv head (fp32)
+  char *comm;
+  float *scr;
+} chunk_bufs;
+static lc_status chunk_alloc(const hchunk *h, int bwd, int bf16, lc_arena *ar, chunk_bufs *b) {
+  memset(b, 0, sizeof *b);
+  const size_t set = set_vals(h, bwd), sc = chunk_scratch_bytes(h, bwd, bf16);
+  b->comm = lc_alloc(ar, LC_MEM_COMM, chunk_comm_bytes(h, bwd, bf16), "Ulysses head-chunk buffers");
+  b->scr = sc ? lc_alloc(ar, LC_MEM_SCRATCH, sc, "Ulysses head-chunk q/k/v (widened)") : NULL;
+  if (!b->comm || (sc && !b->scr)) {
+    lc_free(ar, b->scr);
+    lc_free(ar, b->comm);
+    return LC_ENOMEM;
+  }
+  float *f = (float *)(void *)b->comm; // carved as chunk_f32_vals says
+  if (!bf16) b->set[0] = f, b->set[1] = f + set, f += 2 * set;
+  b->o = f, f += h->nq;
+  if (bwd) {
+    b->dk = f, b->dv = f + dkv_vals(h), f += 2 * dkv_vals(h);
+    if (h->shared) b->dk_sum = f, b->dv_sum = f + h->nsh, f += 2 * h->nsh;
+  }
+  b->buf = f, f += h->nq;
+  if (h->shared && !bf16) b->ks = f, b->vs = f + h->nsh, f += 2 * h->nsh;
+  b->send = f;
+  if (bf16) {
+    b->land = (uint16_t *)b->send + set;
+    b->set[0] = b->scr;
+    if (h->shared) b->ks = b->scr + set, b->vs = b->ks + h->nsh;
+  }
+  return LC_OK;
+}
+static void chunk_free(chunk_bufs *b, lc_arena *ar) {
+  lc_free(ar, b->scr);
+  lc_free(ar, b->comm);
+}
+
+// The set stage c computes on, once its exchange is complete: fp32 where it landed; bf16
+// widened into the scratch set (the landing area is then free for the next stage).
+static float *stage_set(const chunk_bufs *b, const hchunk *h, int c, int bwd, int bf16) {
+  if (!bf16) return b->set[c % 2];
+  lc_bf16_unpack(b->set[0], (const uint16_t *)b->land, set_vals(h, bwd));
+  return b->set[0];
+}
+static void *stage_recv(const chunk_bufs *b, int c, int bf16) { return bf16 ? b->land : (void *)b->set[c % 2]; }
+
+static lc_status fwd_chunked(lc_attn *a, float *out, float *lse, const float *q, const float *k, const float *v,
+                             int T, lc_arena *ar) {
+  attn2d *x = a->ctx;
+  const hchunk h = chunk_of(x, T);
+  const int bf16 = a->bf16;
+  const long Lc = x->ring.layout->Lc;
+  chunk_bufs b;
+  LC_TRY(chunk_alloc(&h, 0, bf16, ar, &b));
+  lc_status st = LC_OK;
+  if (h.shared) { // the one kv head every stage uses: exchanged once, kept for all stages
+    st = shared_kv_in(x, a, b.ks, k, T, b.buf, bf16);
+    if (st == LC_OK) st = shared_kv_in(x, a, b.vs, v, T, b.buf, bf16);
+  }
+  stage_in io = stage_of(x, a, &h, 0, q, NULL, NULL, k, v);
+  if (st == LC_OK) st = post_in(x, &io, b.send, stage_recv(&b, 0, bf16), T, bf16);
+  for (int c = 0; c < h.nc && st == LC_OK; c++) {
+    st = wait_in(x);
+    if (st != LC_OK) break;
+    const float *qh = stage_set(&b, &h, c, 0, bf16);
+    const float *kh = h.shared ? b.ks : qh + h.nq, *vh = h.shared ? b.vs : kh + h.nkv;
+    if (c + 1 < h.nc) { // the next stage's exchange runs while this stage's ring computes
+      io = stage_of(x, a, &h, c + 1, q, NULL, NULL, k, v);
+      st = post_in(x, &io, b.send, stage_recv(&b, c + 1, bf16), T, bf16);
+    }
+    if (st == LC_OK) st = lc_ring_fwd(&x->ring, b.o, lse + (size_t)c * h.N * Lc, qh, kh, vh, ar);
+    if (st == LC_OK && bf16) lc_bf16_round(b.o, h.nq); // as the unchunked path rounds its output
+    if (st == LC_OK) st = back_exchange(x, out, b.o, T, sel_q(x, a, c), b.buf, bf16);
+  }
+  lc_status s2 = wait_in(x); // nothing in flight on an error either
+  chunk_free(&b, ar);
+  return st != LC_OK ? st : s2;
+}
+
+static lc_status bwd_chunked(lc_attn *a, float *dq, float *dk, float *dv, const float *dout, const float *out,
+                             const float *lse, const float *q, const float *k, const float *v, int T, lc_arena *ar) {
+  attn2d *x = a->ctx;
+  const hchunk h = chunk_of(x, T);
+  const int bf16 = a->bf16;
+  const long Lc = x->ring.layout->Lc;
+  chunk_bufs b;
+  LC_TRY(chunk_alloc(&h, 1, bf16, ar, &b));
+  lc_status st = LC_OK;
+  if (h.shared) {
+    st = shared_kv_in(x, a, b.ks, k, T, b.buf, bf16);
+    if (st == LC_OK) st = shared_kv_in(x, a, b.vs, v, T, b.buf, bf16);
+  }
+  // q, k, v, out and dout hold bf16 values in bf16 and travel as bf16; dq, dk, dv are fp32
+  // sums and travel as fp32.
+  stage_in io = stage_of(x, a, &h, 0, q, out, dout, k, v);
+  if (st == LC_OK) st = post_in(x, &io, b.send, stage_recv(&b, 0, bf16), T, bf16);
+  for (int c = 0; c < h.nc && st == LC_OK; c++) {
+    st = wait_in(x);
+    if (st != LC_OK) break;
+    const float *qh = stage_set(&b, &h, c, 1, bf16), *oh = qh + h.nq, *doh = oh + h.nq;
+    const float *kh = h.shared ? b.ks : doh + h.nq, *vh = h.shared ? b.vs : kh + h.nkv;
+    if (c + 1 < h.nc) {
+      io = stage_of(x, a, &h, c + 1, q, out, dout, k, v);
+      st = post_in(x, &io, b.send, stage_recv(&b, c + 1, bf16), T, bf16);
+    }
+    // Shared kv head: stage 0 writes the sums, later stages add theirs (in stage order).
+    float *dkh = h.shared && c == 0 ? b.dk_sum : b.dk, *dvh = h.shared && c == 0 ? b.dv_sum : b.dv;
+    if (st == LC_OK)
+      st = lc_ring_bwd(&x->ring, b.o, dkh, dvh, doh, oh, lse + (size_t)c * h.N * Lc, qh, kh, vh, ar);
+    if (st == LC_OK && h.shared && c > 0) {
+      lc_kern()->add(b.dk_sum, b.dk, h.nsh);
+      lc_kern()->add(b.dv_sum, b.dv, h.nsh);
+    }
+    if (st == LC_OK) st = back_exchange(x, dq, b.o, T, sel_q(x, a, c), b.buf, 0);
+    if (st == LC_OK && !h.shared) st = back_exchange(x, dk, b.dk, T, sel_kv(x, a, &h, c), b.buf, 0);
+    if (st == LC_OK && !h.shared) st = back_exchange(x, dv, b.dv, T, sel_kv(x, a, &h, c), b.buf, 0);
+  }
+  if (st == LC_OK && h.shared) st = back_exchange(x, dk, b.dk_sum, T, sel_kv(x, a, &h, 0), b.buf, 0);
+  if (st == LC_OK && h.shared) st = back_exchange(x, dv, b.dv_sum, T, sel_kv(x, a, &h, 0), b.buf, 0);
+  lc_status s2 = wait_in(x);
+  chunk_free(&b, ar);
+  return st != LC_OK ? st : s2;
+}
+
 static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, const float *k,
                         const float *v, int T, lc_arena *ar) {
   attn2d *x = a->ctx;
@@ -181,6 +537,7 @@ static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, con
     lc_attn_round_out(a, out, T);
     return LC_OK;
   }
+  if (chunked(x)) return fwd_chunked(a, out, lse, q, k, v, T, ar);
   const int h16 = a->bf16; // q, k, v arrive as bf16 values; the output leaves as one
   // Pack buffer (largest exchange) + expanded kv when replicating; bf16: fp32 head layout.
   size_t npack = sz_pack(x, T);
@@ -220,6 +577,7 @@ static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const float
   ring_for_pass(x, a);
   const float *lse = saved;
   if (x->hp == 1) return lc_ring_bwd(&x->ring, dq, dk, dv, dout, out, lse, q, k, v, ar);
+  if (chunked(x)) return bwd_chunked(a, dq, dk, dv, dout, out, lse, q, k, v, T, ar);
   size_t nq = sz_q(x, T), nkv = sz_kv(x, T);
   // doh, dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack; expanded kv gradient (sz_bwd).
   float *b = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, sz_bwd(x, T)), "Ulysses backward buffers");
@@ -254,18 +612,19 @@ static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const float
 }
 
 lc_status lc_attn_2d_init(lc_attn *a, lc_comm *head, lc_comm *ctx, int window, long S, int chunks,
-                          int Hq, int Hkv, int D) {
+                          int Hq, int Hkv, int D, int head_chunk) {
   memset(a, 0, sizeof *a);
+  int hp = head->size;
+  LC_TRY(lc_attn_2d_head_chunk_check(hp, Hq, Hkv, head_chunk));
   attn2d *x = calloc(1, sizeof *x);
   if (!x) return lc_fail(LC_ENOMEM, "out of memory for the attention strategy");
-  int hp = head->size;
   lc_status st = lc_seq_layout_init(&x->def, S, ctx->size, hp, chunks);
   if (st != LC_OK) {
     free(x);
     return st;
   }
   x->head = head;
-  heads_2d(x, hp, Hq, Hkv, D);
+  heads_2d(x, hp, Hq, Hkv, D, head_chunk);
   x->ring.ctx = ctx;
   x->ring.window = window;
   x->ring.S = S;
@@ -290,6 +649,8 @@ void lc_attn_2d_free(lc_attn *a) {
 
 double lc_attn_2d_compute_seconds(const lc_attn *a) { return ((const attn2d *)a->ctx)->ring.compute_seconds; }
 
+int lc_attn_2d_head_chunk(const lc_attn *a) { return ((const attn2d *)a->ctx)->N; }
+
 double lc_attn_2d_bytes_per_layer(const lc_attn *a, int T, int fwd_passes, int bf16) {
   const attn2d *x = a->ctx;
   const double D = a->D, f = 4.0, h = bf16 ? 2.0 : 4.0; // fp32; what bf16 mode sends as bf16
@@ -298,10 +659,12 @@ double lc_attn_2d_bytes_per_layer(const lc_attn *a, int T, int fwd_passes, int b
     const double per = (x->hp - 1) * (double)T * D;
     bytes += fwd_passes * per * (2.0 * x->Hl + 2.0 * x->Hkvl) * h;
     bytes += per * (x->Hl * h + (x->Hl + 2.0 * x->Hkvl) * f);
+    if (chunked(x)) bytes += per * (2.0 * x->Hl + 2.0 * x->Hkvl) * h; // backward re-exchanges q, k, v, out
   }
   const int cp = x->ring.ctx->size, w = x->ring.window, outer = cp / w;
-  if (cp > 1) {
-    double blk = 2.0 * (double)(x->ring.S / cp) * x->Hkvl * D; // values of one k/v (or dk/dv) block
+  if (cp > 1) { // head chunks: each stage's ring moves its kv heads (a shared one in every stage)
+    const double kv_heads = (double)x->ring.Hkv * (x->Hl / x->N);
+    double blk = 2.0 * (double)(x->ring.S / cp) * kv_heads * D; // values of one k/v (or dk/dv) block
     double fwd_hops = cp - 1;                                  // outer*(w-1) inner + (outer-1) outer
     double kv_bwd = cp - 1, d_bwd = (w > 1 ? cp : 0) + (outer - 1); // k/v again; dk/dv around, partials home
     bytes += ((fwd_passes * fwd_hops + kv_bwd) * h + d_bwd * f) * blk;

@@ -22,6 +22,7 @@ typedef struct {
   size_t nkv; // floats of one of k or v: Tc*Hkv*D
   const lc_seq_layout *L;
   const int *lo;
+  long lse_ld; // floats between the LSE blocks of consecutive chunks
 } geo;
 
 static geo geometry(const lc_ring *r) {
@@ -38,6 +39,7 @@ static geo geometry(const lc_ring *r) {
   g.Lc = g.L->Lc;
   g.nkv = (size_t)g.Tc * r->Hkv * r->D;
   g.lo = r->lo;
+  g.lse_ld = r->lse_stride ? r->lse_stride : (long)r->Hq * g.Lc;
   return g;
 }
 
@@ -157,7 +159,7 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, floa
         if (pack && !packed) lc_flash_kv_pack(pack, kb, vb, &s, 0), packed = 1;
         const float *qa = q + ((size_t)a * g->Lc + r0) * H * D;
         LC_TRY(lc_flash_fwd(tmp_o, tmp_l, qa, kb, vb, &s, ar));
-        float *lse_a = lse + (size_t)a * H * g->Lc;
+        float *lse_a = lse + (size_t)a * g->lse_ld;
         lse_rows(tmp_a, lse_a, H, g->Lc, r0, n, 0);
         lc_attn_merge(out + ((size_t)a * g->Lc + r0) * H * D, tmp_a, tmp_o, tmp_l, n, H, D);
         lse_rows(tmp_a, lse_a, H, g->Lc, r0, n, 1);
@@ -174,7 +176,8 @@ lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const 
   const int H = r->Hq, D = r->D;
   const int P = r->poll_rows;
   memset(out, 0, lc_bytes(LC_DT_F32, (size_t)g.Tc * H * D));
-  for (size_t x = 0; x < (size_t)g.k * H * g.Lc; x++) lse[x] = -INFINITY;
+  for (int a = 0; a < g.k; a++)
+    for (size_t x = 0; x < (size_t)H * g.Lc; x++) lse[(size_t)a * g.lse_ld + x] = -INFINITY;
   // Block buffers ([k | v]): start-of-window block, two inner buffers, outer prefetch.
   const size_t blk = 2 * g.nkv, bb = lc_bytes(kv_dtype(r), blk); // values, bytes of a block
   const lc_dtype kdt = kv_dtype(r);
@@ -258,7 +261,7 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, float *dq, float
                            .lo = g->lo ? g->lo + qs + r0 : NULL, .bf16 = r->bf16, .kv_pack = pack};
         if (pack && !packed) lc_flash_kv_pack(pack, k + b * kb, v + b * kb, &s, 1), packed = 1;
         size_t qo = ((size_t)a * g->Lc + r0) * H * D;
-        lse_rows(tmp_l, lse + (size_t)a * H * g->Lc, H, g->Lc, r0, n, 0);
+        lse_rows(tmp_l, lse + (size_t)a * g->lse_ld, H, g->Lc, r0, n, 0);
         lse_rows(tmp_d, delta + (size_t)a * H * g->Lc, H, g->Lc, r0, n, 0);
         LC_TRY(lc_flash_bwd(dq + qo, dk + b * kb, dv + b * kb, dout + qo, q + qo, k + b * kb,
                             v + b * kb, tmp_l, tmp_d, &s, ar));

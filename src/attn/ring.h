@@ -21,6 +21,8 @@ typedef struct {
   void *extra_arg;
   const lc_seq_layout *layout; // which chunks each context rank holds (k per rank)
   const int *lo;   // [S] first key each token may see, global positions (NULL: plain causal)
+  long lse_stride; // floats from one chunk's [Hq][Lc] LSE block to the next (0: Hq * Lc,
+                   // contiguous); head-chunked Ulysses writes into its all-heads array
   int bf16;        // k/v hold bf16 values: their blocks travel as bf16 (half the bytes) and
                    // are widened into one fp32 block for the kernel; dk/dv stay fp32
   // statistics (accumulated)
@@ -28,7 +30,8 @@ typedef struct {
 } lc_ring;
 
 // This context rank's Tc = S/cp tokens: its k chunks of the layout, in order.
-// q[Tc,Hq,D], k/v[Tc,Hkv,D] -> out[Tc,Hq,D], lse[k][Hq][Lc] (per chunk). Block pairs that
+// q[Tc,Hq,D], k/v[Tc,Hkv,D] -> out[Tc,Hq,D], lse[k][Hq][Lc] (per chunk; chunk a's block
+// at lse + a * lse_stride when set). Block pairs that
 // no query may see (causal, or before every query's lower bound) are skipped.
 lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const float *k,
                       const float *v, lc_arena *arena);

@@ -56,6 +56,16 @@ lc_status lc_cli_rope(lc_config *cfg, const char *theta, const char *scaling);
   "ORIG_MAX x FACTOR tokens (ORIG_MAX default: its original_max_position_embeddings, else "                   \
   "max_position_embeddings); the saved config.json carries it (default: the model's own)"
 
+// --head-chunk N|auto|all: N query heads per rank per Ulysses stage (attn.h) -> N, auto
+// -> -1, all -> 0. Whether N fits the model and --hp is checked where both are known.
+lc_status lc_cli_head_chunk(const char *spec, int *out);
+#define LC_CLI_HEAD_CHUNK_HELP                                                                          \
+  "N | auto | all: Ulysses (--hp > 1) runs attention N query heads per rank at a time (N divides heads/hp " \
+  "and holds whole kv groups), the next group's all-to-all overlapping the current one's ring; only the " \
+  "log-sum-exp is kept for backward, which exchanges q/k/v/out again: less checkpoint and buffer memory, " \
+  "more traffic. auto: all at once unless the predicted peak exceeds the memory cap, then the largest N that " \
+  "fits (default all)"
+
 // --kernels auto|portable|avx2|avx512|bf16|amx: selects the kernel table's level (one
 // line naming the missing CPU feature when this CPU cannot run it).
 lc_status lc_cli_kernels(const char *spec);

@@ -48,6 +48,19 @@ int lc_cli_lengths(const char *s, long limit, long *out, int max) {
   return n > 0 ? n : -1;
 }
 
+lc_status lc_cli_head_chunk(const char *spec, int *out) {
+  *out = 0;
+  if (!spec || !strcmp(spec, "all")) return LC_OK;
+  if (!strcmp(spec, "auto")) return *out = -1, LC_OK;
+  char *end = NULL;
+  const long v = strtol(spec, &end, 10);
+  if (end == spec || *end || v < 1 || v > 1 << 20)
+    return lc_fail(LC_EINVAL, "--head-chunk '%s': give query heads per rank per stage (a positive number), auto or all",
+                   spec);
+  *out = (int)v;
+  return LC_OK;
+}
+
 lc_status lc_cli_threads(int threads, int *used) {
   if (threads < 0) return lc_fail(LC_EINVAL, "--threads %d: use a positive count (0 = default)", threads);
   if (threads > 0) omp_set_num_threads(threads);

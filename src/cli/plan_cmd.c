@@ -26,6 +26,7 @@ int lc_cmd_plan(int argc, char **argv) {
   int batch = 1, hp = 1, cp = 1, window = 0, mlp_tile = -1, loss_tile = -1, threads = 0;
   int ranks = 0, zero = 0, zero_group = 0, pack = 0, attn_window = 0, doc_len = 0;
   const char *cp_layout = NULL, *offload = NULL;
+  const char *head_chunk_s = "all";
   float budget_gib = 20.0f;
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &model, "a preset (tiny, demo, bench-s; shapes only: llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, qwen2.5-7b, qwen3-8b, qwen3-32b), an HF model directory or a GGUF file", 0},
@@ -34,6 +35,7 @@ int lc_cmd_plan(int argc, char **argv) {
       {"hp", LC_ARG_INT, &hp, "head-parallel (Ulysses) degree (default 1)", 0},
       {"cp", LC_ARG_INT, &cp, "context-parallel (ring) degree (default 1)", 0},
       {"ring-window", LC_ARG_INT, &window, "inner ring size of the double ring, divides cp (default cp)", 0},
+      {"head-chunk", LC_ARG_STR, &head_chunk_s, "as train: N | auto | all query heads per rank per Ulysses stage (auto: all unless the peak exceeds --budget-gib; the largest-S search then tries every chunk)", 0},
       {"gpus", LC_ARG_INT, &ranks, "ranks (processes; GPUs on a GPU cluster) in the job: hp x cp x dp (default hp x cp)", 0},
       {"zero", LC_ARG_INT, &zero, "ZeRO stage 0..3 (default 0)", 0},
       {"zero-group", LC_ARG_INT, &zero_group, "ranks per zero group, divides --gpus (default: all of them)", 0},
@@ -66,7 +68,12 @@ int lc_cmd_plan(int argc, char **argv) {
   if (st == LC_OK) st = lc_cli_model(model, &cfg);
   if (st == LC_OK && lc_cli_lengths(seq_s, LONG_MAX / 2, &S, 1) != 1)
     st = lc_fail(LC_EINVAL, "--seq '%s' is not a positive length: give tokens, e.g. 131072, 128K or 1M", seq_s);
+  int head_chunk = 0;
   if (st == LC_OK) st = lc_ckpt_parse(ckpt, &o.ckpt);
+  if (st == LC_OK) st = lc_cli_head_chunk(head_chunk_s, &head_chunk);
+  if (st == LC_OK && head_chunk > 0 && hp == 1)
+    st = lc_fail(LC_EINVAL, "--head-chunk %d needs head parallelism (--hp > 1): with --hp 1 there is no Ulysses exchange "
+                 "to chunk; use auto or all", head_chunk);
   if (st == LC_OK) st = lc_dtype_parse_user(prec, "--precision", &o.precision);
   if (st == LC_OK) st = lc_cli_kernels(kernels);
   if (st == LC_OK) st = lc_cli_threads(threads, &used);
@@ -101,7 +108,11 @@ int lc_cmd_plan(int argc, char **argv) {
   o.mlp_tile = mlp_auto ? lc_memplan_auto_mlp_tile(S) : mlp_tile;
   o.loss_tile = loss_auto ? lc_memplan_auto_loss_tile(S, cfg.vocab) : loss_tile;
   lc_mem_estimate e;
-  st = lc_memplan_predict(&cfg, &o, S, hp, cp, window, used, &e);
+  const size_t budget = (size_t)((double)budget_gib * GIB);
+  // The chunk in use: as given (all heads: 0), or auto's pick against the budget.
+  int hc = head_chunk < 0 ? lc_memplan_auto_head_chunk(&cfg, &o, S, hp, cp, window, used, budget)
+                          : head_chunk == cfg.n_heads / hp ? 0 : head_chunk;
+  st = lc_memplan_predict_hc(&cfg, &o, S, hp, cp, window, hc, used, &e);
   if (st != LC_OK) {
     lc_cli_error(lc_errmsg());
     return 2;
@@ -127,6 +138,18 @@ int lc_cmd_plan(int argc, char **argv) {
          mlp_auto ? " (auto)" : (o.mlp_tile && !e.mlp_tiled ? " (tile >= tokens per rank)" : ""),
          e.loss_tiled ? (snprintf(b2, sizeof b2, "%d", o.loss_tile), b2) : "untiled",
          loss_auto ? " (auto)" : (o.loss_tile && !e.loss_tiled ? " (tile >= tokens per rank)" : ""), used);
+  if (hp > 1) {
+    const int Hl = cfg.n_heads / hp;
+    if (e.head_chunk < Hl)
+      printf("  %-10s Ulysses head chunk %d of %d query heads per rank (%d stages%s): %s kept per layer (the "
+             "log-sum-exp only); backward exchanges q, k, v and out again\n", "attention", e.head_chunk, Hl,
+             Hl / e.head_chunk, head_chunk < 0 ? ", auto: all at once exceeds --budget-gib" : "",
+             lc_fmt_bytes(b3, sizeof b3, (double)e.attn_saved_per_layer));
+    else
+      printf("  %-10s Ulysses head chunk: all %d query heads per rank at once%s: %s kept per layer (log-sum-exp and "
+             "head-layout q, k, v, out)\n", "attention", Hl, head_chunk < 0 ? " (auto: fits --budget-gib)" : "",
+             lc_fmt_bytes(b3, sizeof b3, (double)e.attn_saved_per_layer));
+  }
   if (S > lc_config_max_positions(&cfg))
     printf("  %-10s S exceeds the model's context of %d positions: train would need --rope-scaling TYPE:FACTOR\n", "note",
            lc_config_max_positions(&cfg));
@@ -187,13 +210,16 @@ int lc_cmd_plan(int argc, char **argv) {
   lc_model_opts ob = o;
   if (mlp_auto) ob.mlp_tile = lc_memplan_auto_mlp_tile(LONG_MAX);
   if (loss_auto) ob.loss_tile = lc_memplan_auto_loss_tile(LONG_MAX, cfg.vocab);
-  const size_t budget = (size_t)((double)budget_gib * GIB);
-  long best = lc_memplan_max_seq(&cfg, &ob, hp, cp, window, used, budget);
+  // --head-chunk auto: the longest S over every chunk size, with the chunk auto picks there.
+  int hc_best = hc;
+  long best = lc_memplan_max_seq_hc(&cfg, &ob, hp, cp, window, head_chunk < 0 ? -1 : hc, used, budget, &hc_best);
   if (best > 0) {
     lc_mem_estimate eb;
-    lc_memplan_predict(&cfg, &ob, best, hp, cp, window, used, &eb);
+    lc_memplan_predict_hc(&cfg, &ob, best, hp, cp, window, hc_best, used, &eb);
+    char hcb[80] = "";
+    if (hp > 1) snprintf(hcb, sizeof hcb, "; head chunk %d of %d", eb.head_chunk, cfg.n_heads / hp);
     printf("Largest S within %.2f GiB per rank: %ld tokens (%ld per rank, a multiple of 2 x cp x hp = %d; "
-           "predicted peak %s)\n", budget_gib, best, eb.T, 2 * cp * hp, lc_fmt_bytes(b, sizeof b, (double)eb.total));
+           "predicted peak %s%s)\n", budget_gib, best, eb.T, 2 * cp * hp, lc_fmt_bytes(b, sizeof b, (double)eb.total), hcb);
   } else if (e.persistent >= budget) {
     printf("Largest S within %.2f GiB per rank: none: weights, gradients and AdamW state alone take %s on every "
            "rank%s; use a larger --budget-gib\n", budget_gib, lc_fmt_bytes(b, sizeof b, (double)e.persistent),

@@ -26,6 +26,7 @@
 typedef struct {
   const char *model, *data, *ckpt, *log_json, *placement, *save, *resume, *cp_layout, *save_dtype, *precision, *kernels;
   const char *rope_theta, *rope_scaling, *offload;
+  const char *head_chunk; // --head-chunk N|auto|all
   int save_every, keep;
   int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window, eval_every, eval_samples, log_every;
   int zero, zero_group, pack, attn_window, skip_nonfinite;
@@ -73,6 +74,7 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, const train_flags
     st = lc_fail(LC_EINVAL, "--threads %d: give at least 1 thread per rank (or leave it out: SLURM_CPUS_PER_TASK, "
                  "OMP_NUM_THREADS, or the node's cores / its ranks)", F->threads);
   if (st == LC_OK) st = lc_ckpt_parse(F->ckpt ? F->ckpt : "selective", &o->mopts.ckpt);
+  if (st == LC_OK) st = lc_cli_head_chunk(F->head_chunk, &o->head_chunk);
   if (st == LC_OK) st = lc_cli_threads(jt->threads, threads);
   if (st == LC_OK && F->mem_gib < 0) st = lc_fail(LC_EINVAL, "--mem-limit must be positive GiB");
   if (st == LC_OK && F->seq < 2) st = lc_fail(LC_EINVAL, "--seq %d is too short: use at least 2 tokens", F->seq);
@@ -122,6 +124,9 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, const train_flags
   o->clip = F->clip;
   o->seed = (uint64_t)F->seed;
   o->mem_cap = (size_t)(F->mem_gib * GIB);
+  // --head-chunk auto fits the predicted peak into --mem-limit, else this node's memory
+  // shared by its ranks (rank 0's choice holds for all).
+  o->head_chunk_budget = o->mem_cap ? o->mem_cap : lc_cli_default_mem_cap() / (size_t)(jt->local_ranks > 0 ? jt->local_ranks : 1);
   o->hp = F->hp;
   o->cp = F->cp;
   o->window = F->window ? F->window : F->cp;
@@ -351,7 +356,7 @@ int lc_cmd_train(int argc, char **argv) {
                    .eval_every = 0, .eval_samples = 64, .log_every = 1, .save = NULL, .resume = NULL,
                    .save_every = 0, .keep = 2, .zero = 0, .zero_group = 0, .pack = 0, .attn_window = 0,
                    .cp_layout = NULL, .timeout = 30.0f, .skip_nonfinite = 0, .save_dtype = "fp32", .precision = "fp32",
-                   .kernels = "auto"};
+                   .kernels = "auto", .head_chunk = "all"};
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &F.model, "a preset (tiny, demo, bench-s), a Hugging Face model directory or a GGUF file (default tiny)", 0},
       {"data", LC_ARG_STR, &F.data, "task:copy, task:passkey, a token file (tools/prepare_data.py) or a file read as bytes (default task:copy)", 0},
@@ -368,6 +373,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"hp", LC_ARG_INT, &F.hp, "head-parallel (Ulysses) degree (default 1)", 0},
       {"cp", LC_ARG_INT, &F.cp, "context-parallel (ring) degree (default 1)", 0},
       {"ring-window", LC_ARG_INT, &F.window, "inner ring size of the double ring, divides cp (default cp)", 0},
+      {"head-chunk", LC_ARG_STR, &F.head_chunk, LC_CLI_HEAD_CHUNK_HELP, 0},
       {"placement", LC_ARG_STR, &F.placement, "head-first | context-first (default head-first)", 0},
       {"pack", LC_ARG_BOOL, &F.pack, "fill each sequence with whole documents (a token file with a document index, or task:copy): each token sees only its own document, positions restart per document", 0},
       {"rope-theta", LC_ARG_STR, &F.rope_theta, LC_CLI_ROPE_THETA_HELP, 0},

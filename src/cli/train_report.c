@@ -75,6 +75,16 @@ void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int th
   printf("  %-14s %d process%s = dp %d x cp %d x hp %d, %s, ring window %d, attention %s, %d threads/rank, seed %llu\n",
          "layout", g->world, g->world > 1 ? "es" : "", g->dp, g->cp, g->hp,
          lc_placement_name(g->placement), g->window, t->attn.name, threads, (unsigned long long)o->seed);
+  if (g->hp > 1) {
+    const int Hl = c->n_heads / g->hp, N = t->head_chunk ? t->head_chunk : Hl;
+    if (N < Hl)
+      printf("  %-14s %d of %d query heads per rank per Ulysses stage (%d stages%s): the next stage's all-to-all overlaps "
+             "the ring; only the log-sum-exp is kept, backward exchanges q/k/v/out again\n", "head chunk", N, Hl, Hl / N,
+             o->head_chunk < 0 ? ", --head-chunk auto: all heads at once do not fit the memory cap" : "");
+    else
+      printf("  %-14s all %d query heads per rank at once%s\n", "head chunk", Hl,
+             o->head_chunk < 0 ? " (--head-chunk auto: they fit the memory cap)" : "");
+  }
   printf("  %-14s %d tokens per rank (S / (cp x hp)), %d sequence%s per data-parallel group\n", "tokens",
          t->T, t->local_batch, t->local_batch > 1 ? "s" : "");
   if (g->cp > 1)

@@ -46,6 +46,9 @@ typedef struct {
   // (the input is recv[size * n]; the result lands in recv[0..n)).
   lc_status (*ireduce_scatter_sum)(lc_comm *c, const void *send, void *recv, size_t n_per_rank,
                                    lc_dtype t, lc_req *r);
+  // Non-blocking all-to-all: block p of send[size * n] goes to rank p, block p of
+  // recv[size * n] comes from rank p. Both buffers stay untouched until it completes.
+  lc_status (*ialltoall)(lc_comm *c, const void *send, void *recv, size_t n_per_rank, lc_dtype t, lc_req *r);
   // Sub-communicator of the ranks with the same color, ordered by key.
   lc_status (*split)(lc_comm *c, int color, int key, lc_comm **out);
   void (*destroy)(lc_comm *c);
@@ -111,6 +114,10 @@ static inline lc_status lc_iallgather(lc_comm *c, const void *s, void *r, size_t
 static inline lc_status lc_ireduce_scatter_sum(lc_comm *c, const void *s, void *r, size_t n, lc_dtype t,
                                                lc_req *q) {
   return c->ops->ireduce_scatter_sum(c, s, r, n, t, q);
+}
+// Counted as lc_alltoall: (size - 1) blocks of n elements.
+static inline lc_status lc_ialltoall(lc_comm *c, const void *s, void *r, size_t n, lc_dtype t, lc_req *q) {
+  return c->ops->ialltoall(c, s, r, n, t, q);
 }
 static inline lc_status lc_comm_split(lc_comm *c, int color, int key, lc_comm **out) {
   return c->ops->split(c, color, key, out);

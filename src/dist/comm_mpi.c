@@ -200,6 +200,16 @@ static lc_status m_ireduce_scatter(lc_comm *c, const void *s, void *d, size_t n,
   return mpi_err(rc, "ireduce_scatter");
 }
 
+static lc_status m_ialltoall(lc_comm *c, const void *s, void *d, size_t n, lc_dtype t, lc_req *r) {
+  r->active = 0;
+  LC_TRY(check_count(n, "non-blocking all-to-all"));
+  MPI_Request q;
+  int rc = MPI_Ialltoall(s, (int)n, dt(t), d, (int)n, dt(t), C(c), &q);
+  keep_req(r, q, rc);
+  c->bytes_sent += (double)(c->size - 1) * (double)(n * lc_dtype_size(t));
+  return mpi_err(rc, "ialltoall");
+}
+
 static lc_status m_bcast(lc_comm *c, void *b, size_t n, lc_dtype t, int root) {
   LC_TRY(check_count(n, "broadcast"));
   double t0 = lc_now();
@@ -257,7 +267,7 @@ static const lc_comm_ops mpi_ops = {
     .allreduce_sum = m_allreduce, .allgather = m_allgather, .alltoall = m_alltoall, .isend = m_isend,
     .irecv = m_irecv, .test = m_test, .wait = m_wait, .barrier = m_barrier, .split = m_split,
     .destroy = m_destroy, .bcast = m_bcast, .iallreduce_sum = m_iallreduce, .iallgather = m_iallgather,
-    .ireduce_scatter_sum = m_ireduce_scatter};
+    .ireduce_scatter_sum = m_ireduce_scatter, .ialltoall = m_ialltoall};
 
 lc_status lc_comm_mpi_world(lc_comm **out) {
   MPI_Comm d;

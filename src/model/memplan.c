@@ -33,6 +33,11 @@ static int default_threads(void) {
 
 lc_status lc_memplan_predict(const lc_config *cfg, const lc_model_opts *o, long seq, int hp, int cp,
                              int window, int threads, lc_mem_estimate *out) {
+  return lc_memplan_predict_hc(cfg, o, seq, hp, cp, window, 0, threads, out);
+}
+
+lc_status lc_memplan_predict_hc(const lc_config *cfg, const lc_model_opts *o, long seq, int hp, int cp,
+                                int window, int head_chunk, int threads, lc_mem_estimate *out) {
   memset(out, 0, sizeof *out);
   if (hp <= 0) hp = 1;
   if (cp <= 0) cp = 1;
@@ -74,8 +79,9 @@ lc_status lc_memplan_predict(const lc_config *cfg, const lc_model_opts *o, long 
   lc_attn_mem am;
   if (hp * cp == 1) lc_attn_local_mem(cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, Ti, threads, o->precision == LC_DT_BF16, &am);
   else LC_TRY(lc_attn_2d_mem(hp, cp, window, seq, lc_cp_layout_chunks(o->cp_layout, seq, cp, hp), cfg->n_heads,
-                             cfg->n_kv_heads, cfg->head_dim, threads, o->precision == LC_DT_BF16, &am));
+                             cfg->n_kv_heads, cfg->head_dim, head_chunk, threads, o->precision == LC_DT_BF16, &am));
   out->attn_saved_per_layer = am.saved;
+  out->head_chunk = head_chunk > 0 ? head_chunk : cfg->n_heads / hp;
 
   // Held for the whole pass.
   lc_model_pass_bytes(cfg, o, Ti, am.saved, &out->peak[LC_MEM_CKPT], &out->peak[LC_MEM_ACT]);
@@ -116,40 +122,80 @@ lc_status lc_memplan_predict(const lc_config *cfg, const lc_model_opts *o, long 
   return LC_OK;
 }
 
+// The layout a search holds fixed.
+typedef struct {
+  int hp, cp, window, head_chunk, threads;
+} lay;
+
 // Predicted total at S = k * unit, or SIZE_MAX if it cannot be predicted.
-static size_t total_at(const lc_config *cfg, const lc_model_opts *o, long k, long unit, int hp,
-                       int cp, int window, int threads) {
+static size_t total_at(const lc_config *cfg, const lc_model_opts *o, long k, long unit, const lay *l) {
   lc_mem_estimate e;
-  if (lc_memplan_predict(cfg, o, k * unit, hp, cp, window, threads, &e) != LC_OK) return SIZE_MAX;
+  if (lc_memplan_predict_hc(cfg, o, k * unit, l->hp, l->cp, l->window, l->head_chunk, l->threads, &e) != LC_OK)
+    return SIZE_MAX;
   return e.total;
 }
 
 // Largest k in [lo, hi] with total_at(k) <= budget, for a total nondecreasing in k; lo - 1 if none.
-static long search(const lc_config *cfg, const lc_model_opts *o, long lo, long hi, long unit, int hp,
-                   int cp, int window, int threads, size_t budget) {
-  if (lo > hi || total_at(cfg, o, lo, unit, hp, cp, window, threads) > budget) return lo - 1;
+static long search(const lc_config *cfg, const lc_model_opts *o, long lo, long hi, long unit, const lay *l,
+                   size_t budget) {
+  if (lo > hi || total_at(cfg, o, lo, unit, l) > budget) return lo - 1;
   while (lo < hi) { // invariant: lo fits
     long mid = lo + (hi - lo + 1) / 2;
-    if (total_at(cfg, o, mid, unit, hp, cp, window, threads) <= budget) lo = mid;
+    if (total_at(cfg, o, mid, unit, l) <= budget) lo = mid;
     else hi = mid - 1;
   }
   return lo;
 }
 
-long lc_memplan_max_seq(const lc_config *cfg, const lc_model_opts *o, int hp, int cp, int window,
-                        int threads, size_t budget_bytes) {
-  if (hp <= 0) hp = 1;
-  if (cp <= 0) cp = 1;
-  if (window <= 0) window = cp;
-  const long unit = 2L * cp * hp; // S must be a multiple of 2*cp*hp: T = k * 2 local tokens
+static long max_seq_at(const lc_config *cfg, const lc_model_opts *o, const lay *l, size_t budget_bytes) {
+  const long unit = 2L * l->cp * l->hp; // S must be a multiple of 2*cp*hp: T = k * 2 local tokens
   lc_mem_estimate e;
-  if (lc_memplan_predict(cfg, o, unit, hp, cp, window, threads, &e) != LC_OK) return 0;
+  if (lc_memplan_predict_hc(cfg, o, unit, l->hp, l->cp, l->window, l->head_chunk, l->threads, &e) != LC_OK) return 0;
   const long kmax = (long)(INT_MAX / 4) / 2; // T = 2k within the supported range
   // The prediction grows with S except where the MLP becomes tiled (T > mlp_tile): there
   // its [T, ffn] buffers give way to one tile, and memory drops. Search the tiled range
   // first (T = 2k > mlp_tile), then the untiled one; each is nondecreasing in k.
   long k_tiled = o->mlp_tile > 0 ? o->mlp_tile / 2 + 1 : 1;
-  long k = search(cfg, o, k_tiled, kmax, unit, hp, cp, window, threads, budget_bytes);
-  if (k < k_tiled) k = search(cfg, o, 1, k_tiled - 1, unit, hp, cp, window, threads, budget_bytes);
+  long k = search(cfg, o, k_tiled, kmax, unit, l, budget_bytes);
+  if (k < k_tiled) k = search(cfg, o, 1, k_tiled - 1, unit, l, budget_bytes);
   return k >= 1 ? k * unit : 0;
+}
+
+long lc_memplan_max_seq(const lc_config *cfg, const lc_model_opts *o, int hp, int cp, int window,
+                        int threads, size_t budget_bytes) {
+  return lc_memplan_max_seq_hc(cfg, o, hp, cp, window, 0, threads, budget_bytes, NULL);
+}
+
+int lc_memplan_auto_head_chunk(const lc_config *cfg, const lc_model_opts *o, long seq, int hp, int cp, int window,
+                               int threads, size_t budget_bytes) {
+  int v[256];
+  const int n = hp > 1 ? lc_attn_2d_head_chunks(hp, cfg->n_heads, cfg->n_kv_heads, v, 256) : 0;
+  if (n <= 1) return 0;
+  for (int i = n - 1; i >= 0; i--) { // all heads first (fastest), then smaller chunks
+    lc_mem_estimate e;
+    const int N = i == n - 1 ? 0 : v[i];
+    if (lc_memplan_predict_hc(cfg, o, seq, hp, cp, window, N, threads, &e) == LC_OK && e.total <= budget_bytes) return N;
+  }
+  return v[0]; // none fits: the least memory
+}
+
+long lc_memplan_max_seq_hc(const lc_config *cfg, const lc_model_opts *o, int hp, int cp, int window, int head_chunk,
+                           int threads, size_t budget_bytes, int *chunk_out) {
+  lay l = {hp > 0 ? hp : 1, cp > 0 ? cp : 1, window, head_chunk, threads};
+  if (l.window <= 0) l.window = l.cp;
+  if (chunk_out) *chunk_out = head_chunk;
+  if (head_chunk >= 0) return max_seq_at(cfg, o, &l, budget_bytes);
+  // auto: the longest S any chunk size reaches; at that S, the chunk auto picks.
+  int v[256];
+  const int n = l.hp > 1 ? lc_attn_2d_head_chunks(l.hp, cfg->n_heads, cfg->n_kv_heads, v, 256) : 0;
+  long best = 0;
+  l.head_chunk = 0;
+  if (n <= 1) best = max_seq_at(cfg, o, &l, budget_bytes);
+  for (int i = 0; i < n; i++) {
+    l.head_chunk = v[i] == cfg->n_heads / l.hp ? 0 : v[i];
+    const long s = max_seq_at(cfg, o, &l, budget_bytes);
+    best = s > best ? s : best;
+  }
+  if (chunk_out) *chunk_out = best > 0 ? lc_memplan_auto_head_chunk(cfg, o, best, l.hp, l.cp, l.window, threads, budget_bytes) : 0;
+  return best;
 }

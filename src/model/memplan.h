@@ -51,6 +51,7 @@ typedef struct {
   size_t model_states_peak; // their peaks with gathered weights and temporary gradients
   size_t padding;           // bytes of padding in one full fp32 flat buffer (units split evenly)
   size_t attn_saved_per_layer; // attention state kept per layer (lse; Ulysses-layout q/k/v/out)
+  int head_chunk;           // query heads per Ulysses stage (n_heads / hp: unchunked)
 } lc_mem_estimate;
 
 // Prediction for one step at sequence length seq on each of the hp*cp ranks of a sequence
@@ -60,6 +61,20 @@ typedef struct {
 // LC_EINVAL with a message for an invalid config or layout (the trainer's rules).
 lc_status lc_memplan_predict(const lc_config *cfg, const lc_model_opts *o, long seq, int hp, int cp,
                              int window, int threads, lc_mem_estimate *out);
+
+// The same with head-chunked Ulysses (attn.h): head_chunk query heads per rank per stage
+// (0: all at once); LC_EINVAL naming the valid values for an invalid chunk.
+lc_status lc_memplan_predict_hc(const lc_config *cfg, const lc_model_opts *o, long seq, int hp, int cp,
+                                int window, int head_chunk, int threads, lc_mem_estimate *out);
+// --head-chunk auto: 0 (all heads at once, the fastest) when that predicted total fits
+// budget_bytes or hp = 1; else the largest valid chunk whose total fits; the smallest valid
+// chunk (the least memory) when none fits.
+int lc_memplan_auto_head_chunk(const lc_config *cfg, const lc_model_opts *o, long seq, int hp, int cp, int window,
+                               int threads, size_t budget_bytes);
+// lc_memplan_max_seq with head chunks; head_chunk -1 (auto): the longest S any valid chunk
+// reaches, and *chunk_out (may be NULL) = the chunk auto picks at that S.
+long lc_memplan_max_seq_hc(const lc_config *cfg, const lc_model_opts *o, int hp, int cp, int window, int head_chunk,
+                           int threads, size_t budget_bytes, int *chunk_out);
 
 // Largest S, a multiple of 2*cp*hp, whose predicted total peak per rank is <= budget_bytes;
 // 0 if none (or on an invalid layout: lc_errmsg() says why).

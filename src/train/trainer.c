@@ -9,12 +9,27 @@
 #include "core/runstate.h"
 #include "core/timer.h"
 #include "model/ckstore.h"
+#include "model/memplan.h"
 
 void lc_train_opts_init(lc_train_opts *o) {
   memset(o, 0, sizeof *o);
   o->beta1 = 0.9f;
   o->beta2 = 0.95f;
   o->eps = 1e-8f;
+}
+
+// The head chunk of the run: the one asked for, or (auto) all heads at once unless the
+// predicted peak exceeds the budget, then the largest chunk that fits (the memory model).
+// Rank 0's choice holds everywhere (budgets may differ by node; the exchanges must not).
+static lc_status choose_head_chunk(lc_trainer *t) {
+  const lc_train_opts *o = &t->o;
+  t->head_chunk = o->head_chunk > 0 && o->head_chunk < o->cfg.n_heads / o->hp ? o->head_chunk : 0;
+  if (o->head_chunk >= 0 || o->hp < 2) return LC_OK;
+  const size_t budget = o->head_chunk_budget ? o->head_chunk_budget : o->mem_cap;
+  int32_t hc = budget ? lc_memplan_auto_head_chunk(&o->cfg, &o->mopts, o->seq, o->hp, o->cp, o->window, 0, budget) : 0;
+  LC_TRY(lc_bcast(t->world, &hc, 1, LC_DT_I32, 0));
+  t->head_chunk = hc;
+  return LC_OK;
 }
 
 lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world) {
@@ -51,6 +66,9 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   }
   LC_TRY(lc_config_validate(&o->cfg));
   LC_TRY(lc_grid_validate(world->size, o->hp, o->cp, o->window, &o->cfg, o->seq, o->batch));
+  if (o->head_chunk < -1) return lc_fail(LC_EINVAL, "--head-chunk %d: give a number of heads, all or auto", o->head_chunk);
+  if (o->head_chunk > 0 && !(o->hp > 1 && o->head_chunk == o->cfg.n_heads / o->hp))
+    LC_TRY(lc_attn_2d_head_chunk_check(o->hp, o->cfg.n_heads, o->cfg.n_kv_heads, o->head_chunk));
   lc_arena_init(&t->arena, o->mem_cap);
   // Files (and memory) may fail on some ranks only: agree before each collective, so that
   // every rank returns the error instead of some waiting forever (lc_comm_agree).
@@ -70,9 +88,10 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   t->distributed = o->hp * o->cp > 1;
   t->window = o->cfg.sliding_window;
   const int chunks = lc_cp_layout_chunks(o->mopts.cp_layout, o->seq, o->cp, o->hp);
-  if (t->distributed)
+  st = choose_head_chunk(t);
+  if (st == LC_OK && t->distributed)
     st = lc_attn_2d_init(&t->attn, t->grid.head, t->grid.ctx, o->window, o->seq, chunks, o->cfg.n_heads,
-                         o->cfg.n_kv_heads, o->cfg.head_dim);
+                         o->cfg.n_kv_heads, o->cfg.head_dim, t->head_chunk);
   else
     lc_attn_local_init(&t->attn, o->cfg.n_heads, o->cfg.n_kv_heads, o->cfg.head_dim);
   // Offloaded checkpoints: the directory must take a pass's layers (every rank, before any

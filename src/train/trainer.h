@@ -23,6 +23,8 @@ typedef struct {
   uint64_t seed;
   size_t mem_cap; // arena cap in bytes (0 = none)
   int hp, cp, window; // layout (0 = 1; window 0 = cp)
+  int head_chunk;     // query heads per rank per Ulysses stage (attn.h): 0 all at once, -1 auto
+  size_t head_chunk_budget; // auto: bytes per rank the predicted peak must fit (0: mem_cap; none: all)
   lc_placement placement;
   int pack;               // samples are whole documents packed into --seq tokens (io/pack.h)
   int skip_nonfinite;     // skip up to this many updates in a row whose loss or gradient norm is not finite
@@ -79,6 +81,7 @@ typedef struct {
   int *rope_len;               // [local_batch] each sequence's longest document (largest RoPE
                                // position + 1), which length-dependent RoPE scalings read
   int window;                  // attention window (cfg.sliding_window, 0 = none)
+  int head_chunk;              // query heads per Ulysses stage in use (0: all at once)
 } lc_trainer;
 
 // Collective over `world` (every rank calls it with the same options).
