@@ -93,10 +93,17 @@ static void compare(const char *label, const char *pol, int mlp_tile, int loss_t
 
 // A whole training step (optimizer included), with the model states as ZeRO `zero` (one
 // process: a group of one, so stages differ only in their temporary units).
+static void check_step_opts(const char *label, const lc_config *cfg, lc_train_opts o);
 static void check_step_zero(const char *label, const lc_config *cfg, lc_ckpt_policy pol, int mlp_tile,
                             int loss_tile, int seq, int zero) {
   lc_train_opts o = opts_for(cfg, pol, mlp_tile, loss_tile, seq);
   o.mopts.zero = zero;
+  check_step_opts(label, cfg, o);
+}
+
+static void check_step_opts(const char *label, const lc_config *cfg, lc_train_opts o) {
+  const int seq = o.seq, mlp_tile = o.mopts.mlp_tile, loss_tile = o.mopts.loss_tile;
+  const lc_ckpt_policy pol = o.mopts.ckpt;
   lc_mem_estimate e;
   lc_status st = lc_memplan_predict(cfg, &o.mopts, seq, 1, 1, 1, 0, &e);
   CHECK(st == LC_OK, "predict: %s", lc_errmsg());
@@ -285,6 +292,60 @@ static void test_distributed_shape(void) {
         "hp 3: '%s'", lc_errmsg());
 }
 
+// Head-chunked Ulysses (attn.h) in the model: bench-s at hp 2 x cp 2 (4 query heads and 2 kv
+// heads per rank: chunks 2, 4) keeps the LSE alone per layer, so the checkpoints shrink by
+// exactly the head-layout q, k, v, out of every layer; auto picks all heads when they fit
+// and the chunk otherwise; the largest-S search with auto reaches at least what every chunk
+// size reaches alone (tiny at hp 2: chunks 1, 2), with auto's pick at that S.
+static void test_head_chunks(void) {
+  lc_config c;
+  lc_config_preset(&c, "bench-s");
+  lc_model_opts o;
+  memset(&o, 0, sizeof o);
+  o.ckpt = LC_CKPT_SELECTIVE, o.mlp_tile = 1024;
+  lc_mem_estimate ea, e2;
+  CHECK(lc_memplan_predict_hc(&c, &o, 16384, 2, 2, 2, 0, 2, &ea) == LC_OK &&
+            lc_memplan_predict_hc(&c, &o, 16384, 2, 2, 2, 2, 2, &e2) == LC_OK, "predict: %s", lc_errmsg());
+  const size_t T = 4096, Hl = 4;
+  CHECK(ea.head_chunk == 4 && e2.head_chunk == 2 && e2.attn_saved_per_layer == 4 * T * 2 * Hl,
+        "chunk 2: %d heads per stage, saved %zu bytes per layer", e2.head_chunk, e2.attn_saved_per_layer);
+  CHECK(ea.peak[LC_MEM_CKPT] - e2.peak[LC_MEM_CKPT] == (size_t)c.n_layers * (ea.attn_saved_per_layer - e2.attn_saved_per_layer),
+        "checkpoints %zu -> %zu", ea.peak[LC_MEM_CKPT], e2.peak[LC_MEM_CKPT]);
+  CHECK(e2.total < ea.total, "chunked total %zu, unchunked %zu", e2.total, ea.total);
+  // The same prediction through lc_memplan_predict (all heads) and with N = heads/hp.
+  lc_mem_estimate e0, e4;
+  CHECK(lc_memplan_predict(&c, &o, 16384, 2, 2, 2, 2, &e0) == LC_OK &&
+            lc_memplan_predict_hc(&c, &o, 16384, 2, 2, 2, 4, 2, &e4) == LC_OK && e0.total == ea.total &&
+            e4.total == ea.total && !memcmp(e0.peak, ea.peak, sizeof e0.peak), "all heads: %zu %zu %zu", e0.total,
+        e4.total, ea.total);
+  CHECK(lc_memplan_auto_head_chunk(&c, &o, 16384, 2, 2, 2, 2, ea.total) == 0, "auto with room: all heads");
+  CHECK(lc_memplan_auto_head_chunk(&c, &o, 16384, 2, 2, 2, 2, ea.total - 1) == 2, "auto one byte short: chunk 2");
+  CHECK(lc_memplan_auto_head_chunk(&c, &o, 16384, 2, 2, 2, 2, 1000) == 2, "auto without room: the smallest chunk");
+  CHECK(lc_memplan_auto_head_chunk(&c, &o, 16384, 1, 4, 4, 2, 1000) == 0, "auto at hp 1: all heads");
+  // Invalid chunks: one line naming the valid values.
+  CHECK(lc_memplan_predict_hc(&c, &o, 16384, 2, 2, 2, 1, 2, &e2) == LC_EINVAL && strstr(lc_errmsg(), "valid: 2, 4") &&
+            strstr(lc_errmsg(), "whole groups"), "chunk 1 splits a kv group: '%s'", lc_errmsg());
+  CHECK(lc_memplan_predict_hc(&c, &o, 16384, 2, 2, 2, 3, 2, &e2) == LC_EINVAL && strstr(lc_errmsg(), "valid: 2, 4"),
+        "chunk 3: '%s'", lc_errmsg());
+  CHECK(lc_memplan_predict_hc(&c, &o, 16384, 1, 4, 4, 2, 2, &e2) == LC_EINVAL && strstr(lc_errmsg(), "--hp > 1"),
+        "chunk at hp 1: '%s'", lc_errmsg());
+  // Largest S: auto = the best of the chunk sizes, with the chunk auto picks there.
+  lc_config t;
+  lc_config_preset(&t, "tiny");
+  lc_mem_estimate e;
+  CHECK(lc_memplan_predict(&t, &o, 4096 * 4, 2, 1, 1, 2, &e) == LC_OK, "predict: %s", lc_errmsg());
+  const size_t budget = e.total + e.total / 7;
+  const long s_all = lc_memplan_max_seq_hc(&t, &o, 2, 1, 1, 0, 2, budget, NULL),
+             s_1 = lc_memplan_max_seq_hc(&t, &o, 2, 1, 1, 1, 2, budget, NULL);
+  int pick = -5;
+  const long s_auto = lc_memplan_max_seq_hc(&t, &o, 2, 1, 1, -1, 2, budget, &pick);
+  lc_mem_estimate ep;
+  CHECK(s_1 > s_all && s_auto == s_1 && pick == 1 &&
+            lc_memplan_predict_hc(&t, &o, s_auto, 2, 1, 1, pick, 2, &ep) == LC_OK && ep.total <= budget &&
+            s_all == lc_memplan_max_seq(&t, &o, 2, 1, 1, 2, budget),
+        "largest S: all heads %ld, chunk 1 %ld, auto %ld (chunk %d)", s_all, s_1, s_auto, pick);
+}
+
 static void test_config_only(void) {
   lc_config c;
   CHECK(lc_config_preset(&c, "llama-3-8b") == LC_OK && c.config_only && c.dim == 4096 && c.n_layers == 32 &&
@@ -308,6 +369,7 @@ int main(void) {
   test_quarter();
   test_max_seq();
   test_distributed_shape();
+  test_head_chunks();
   test_config_only();
   return lc_test_finish("test_memplan");
 }
