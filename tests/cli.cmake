@@ -20,3 +20,6 @@ set_tests_properties(cli_families PROPERTIES LABELS cli TIMEOUT 90 ENVIRONMENT "
 # Text in, text out: eval (and the tokenizer's commands as they land) (~5 s).
 add_test(NAME cli_text COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_text.sh $<TARGET_FILE:longctx> ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_text PROPERTIES LABELS cli TIMEOUT 60)
+# Head-chunked Ulysses on 2 ranks: losses = unchunked, auto, bad values on every rank, plan (~15 s).
+add_test(NAME cli_head_chunk COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_head_chunk.sh $<TARGET_FILE:longctx>)
+set_tests_properties(cli_head_chunk PROPERTIES LABELS cli TIMEOUT 90 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
