@@ -249,6 +249,23 @@ grep -q "$TMP/off/longctx-ckpt-" "$TMP/err" && ok || bad "the write error does n
 "$BIN" train $OFF --steps 2 --resume "$TMP/offck/checkpoint-1" >/dev/null 2>"$TMP/err" && ok || bad "resume from the checkpoint before the write error: $(cat "$TMP/err")"
 "$BIN" plan --model llama-3-8b --seq 1M --hp 8 --cp 8 --checkpoint full --offload-checkpoints /tmp | grep -q "^  offload    layer checkpoints on disk: 8.00 GiB written and read back per pass" && ok || bad "plan --offload-checkpoints: $("$BIN" plan --model llama-3-8b --seq 1M --hp 8 --cp 8 --checkpoint full --offload-checkpoints /tmp | grep offload)"
 
+# Vocabulary slices (bench-s: 32000 rows in slices of 5000, the last 2000) on 2 context ranks
+# under ZeRO 3: the losses equal the whole matrices' to 1e-5 relative (the softmax sum in
+# another order); the settings table and plan name the slices, plan's gathered weights
+# shrink; a negative slice is one line.
+$MPI -np 2 "$BIN" train $OFF --cp 2 --steps 2 --zero 3 --log-json "$TMP/z3.jsonl" >/dev/null 2>"$TMP/err" && ok || bad "zero 3: $(cat "$TMP/err")"
+$MPI -np 2 "$BIN" train $OFF --cp 2 --steps 2 --zero 3 --vocab-slice 5000 --log-json "$TMP/z3v.jsonl" >"$TMP/out" 2>"$TMP/err" && ok || bad "zero 3 --vocab-slice: $(cat "$TMP/err")"
+grep -q "embedding and LM head in 7 slices of 5000 vocabulary rows" "$TMP/out" && ok || bad "settings table lacks the vocabulary line"
+python3 - "$TMP/z3.jsonl" "$TMP/z3v.jsonl" <<'PY' && ok || bad "sliced losses differ: $(losses "$TMP/z3v.jsonl") vs $(losses "$TMP/z3.jsonl")"
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(f) if '"loss"' in l] for f in sys.argv[1:3])
+sys.exit(0 if len(a) == len(b) == 2 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)) else 1)
+PY
+expect_error "--vocab-slice -1" train $OFF --steps 1 --vocab-slice -1
+gath() { "$BIN" plan --model llama-3-8b --seq 1M --hp 8 --cp 8 --zero 3 --precision bf16 "$@" | awk -F'|' '$2 ~ /gathered/ {print $3}'; }
+"$BIN" plan --model llama-3-8b --seq 1M --hp 8 --cp 8 --zero 3 --vocab-slice 8192 | grep -q "^  vocabulary embedding and LM head in 16 slices of 8192 rows" && ok || bad "plan --vocab-slice names no slices"
+[ "$(gath)" != "$(gath --vocab-slice 8192)" ] && ok || bad "plan --vocab-slice: gathered $(gath --vocab-slice 8192) vs $(gath)"
+
 for cmd in train plan bench generate; do
   "$BIN" $cmd --help >"$TMP/help" 2>&1 && grep -q "^usage: longctx $cmd \[flags\]" "$TMP/help" && grep -q -- '--model' "$TMP/help" && ok || bad "$cmd --help: $(head -2 "$TMP/help")"
 done

@@ -748,6 +748,7 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
   lc_train_opts oz = o0;
   oz.mopts.zero = stage;
   oz.mopts.zero_group = Z;
+  o0.mopts.vocab_slice = 0; // the reference holds the whole vocabulary matrices
   lc_trainer ref, tr;
   CHECK(lc_trainer_init(&ref, &o0, world) == LC_OK, "zero 0 init: %s", lc_errmsg());
   CHECK(lc_trainer_init(&tr, &oz, world) == LC_OK, "zero %d init: %s", stage, lc_errmsg());
@@ -959,7 +960,7 @@ int main(int argc, char **argv) {
       test_attention_rows(lays[i], pls[(i + 1) % 2], 8, 2, 16, 12, 1);
       if (lays[i].hp > 1) test_attention_rows(lays[i], pls[i % 2], 8, 1, 16, 12, 1);
     }
-    lc_model_opts plain = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL}, sel = {LC_CKPT_SELECTIVE, 5, 7, 0, 0, 0, LC_DT_F32, NULL}, full = {LC_CKPT_FULL, 8, 0, 0, 0, 0, LC_DT_F32, NULL};
+    lc_model_opts plain = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0}, sel = {LC_CKPT_SELECTIVE, 5, 7, 0, 0, 0, LC_DT_F32, NULL, 0}, full = {LC_CKPT_FULL, 8, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
     for (int p = 0; p < 2; p++)
       for (int i = 0; i < nl; i++) test_step(lays[i], pls[p], 1, plain, "plain");
     // Data parallel x sequence parallel, and memory options.
@@ -1051,6 +1052,16 @@ int main(int argc, char **argv) {
       for (int stage = 1; stage <= 3; stage++)
         test_zero(stage == 2 ? only_cp : only_dp, LC_PLACE_HEAD_FIRST, stage == 2 ? 1 : W, stage, W, full16, 0, "bf16");
       if (W >= 4) test_zero(two_d, LC_PLACE_CONTEXT_FIRST, 1, 3, W / 2, sel16, 0, "bf16-2d");
+      // Vocabulary slices (--vocab-slice 60: 5 slices of the odd model's 251 rows, the
+      // last 11; 5 of the tied Qwen2's 256, the last 16): only slices are gathered and
+      // reduced (uneven pieces: most ranks hold none of a slice), against zero 0 with the
+      // whole matrices; replica groups (Z = W/2) all-reduce each slice's pieces.
+      lc_model_opts vs = sel, vf16 = full16;
+      vs.vocab_slice = vf16.vocab_slice = 60;
+      for (int stage = 1; stage <= 3; stage++) test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, stage, W, vs, 1, "vocab");
+      test_zero(only_cp, LC_PLACE_HEAD_FIRST, 1, 3, W, vf16, FAM_QWEN2, "vocab-tied-bf16");
+      test_zero(W >= 4 ? two_d : only_hp, LC_PLACE_CONTEXT_FIRST, 1, 3, W / 2, vs, FAM_QWEN2, "vocab-tied-hybrid");
+      test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, 2, W / 2, vf16, 1, "vocab-z2-hybrid");
     }
     if (world->size >= 4) test_step_case((layout){2, 1, 1}, LC_PLACE_HEAD_FIRST, world->size / 2, &clip, "dp-clip");
     // Head-chunked Ulysses: every chunk size against unchunked, on every layout with hp > 1,

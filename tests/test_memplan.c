@@ -161,7 +161,7 @@ static void test_prediction(void) {
   for (int p = 0; p < 3; p++)
     for (int t = 0; t < 2; t++)
       for (int s = 0; s < 2; s++) {
-        lc_model_opts o = {pols[p], t ? 48 : 0, t ? 32 : 0, 0, 0, 0, LC_DT_F32, NULL};
+        lc_model_opts o = {pols[p], t ? 48 : 0, t ? 32 : 0, 0, 0, 0, LC_DT_F32, NULL, 0};
         lc_mem_estimate e;
         size_t peak[LC_MEM_NCAT], total;
         CHECK(lc_memplan_predict(&bs, &o, bseqs[s], 1, 1, 1, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
@@ -172,7 +172,7 @@ static void test_prediction(void) {
   // of their own: ops/matmul.c), at the larger length, tiled and untiled
   for (int p = 0; p < 3; p++)
     for (int t = 0; t < 2; t++) {
-      lc_model_opts o = {pols[p], t ? 48 : 0, t ? 32 : 0, 0, 0, 0, LC_DT_BF16, NULL};
+      lc_model_opts o = {pols[p], t ? 48 : 0, t ? 32 : 0, 0, 0, 0, LC_DT_BF16, NULL, 0};
       lc_mem_estimate e;
       size_t peak[LC_MEM_NCAT], total;
       CHECK(lc_memplan_predict(&bs, &o, bseqs[1], 1, 1, 1, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
@@ -191,6 +191,19 @@ static void test_prediction(void) {
     c.tie_embeddings = zc[i].tied;
     check_step_zero(zc[i].tied ? "bs2-tied" : "bs2", &c, zc[i].pol, 48, 32, bseqs[1], zc[i].zero);
   }
+  // Vocabulary slices (a slice of 1900 rows: 5 slices, the last 400): ZeRO 0-3, tied and
+  // untied, fp32 and bf16; the slices replace the embedding and head units' transients.
+  const struct { int zero, tied, bf16; } vc[] = {{0, 0, 0}, {1, 1, 1}, {2, 0, 1}, {2, 1, 0}, {3, 0, 0}, {3, 1, 1}};
+  for (int i = 0; i < 6; i++) {
+    lc_config c = bs;
+    c.vocab = 8000;
+    c.tie_embeddings = vc[i].tied;
+    lc_train_opts o = opts_for(&c, i % 2 ? LC_CKPT_SELECTIVE : LC_CKPT_FULL, 48, i % 3 ? 32 : 0, bseqs[1]);
+    o.mopts.zero = vc[i].zero;
+    o.mopts.vocab_slice = 1900;
+    o.mopts.precision = vc[i].bf16 ? LC_DT_BF16 : LC_DT_F32;
+    check_step_opts(vc[i].tied ? "vs-tied" : "vs", &c, o);
+  }
   printf("prediction vs arena: worst relative error %.2e (bound 5e-2)\n", worst_rel);
 }
 
@@ -208,12 +221,12 @@ static void test_quarter(void) {
   CHECK(lc_model_create(&m, &c, &ar) == LC_OK, "create: %s", lc_errmsg());
   const size_t persistent = 2 * sizeof(float) * m.n_flat;
   size_t peak[LC_MEM_NCAT], total;
-  lc_model_opts plain = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL};
+  lc_model_opts plain = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
   if (!pass_peaks(&m, &ar, &plain, S, peak, &total)) return;
   const double ref = (double)(total - persistent) / S;
   const lc_ckpt_policy pols[] = {LC_CKPT_FULL, LC_CKPT_SELECTIVE};
   for (int p = 0; p < 2; p++) {
-    lc_model_opts o = {pols[p], 256, 128, 0, 0, 0, LC_DT_F32, NULL};
+    lc_model_opts o = {pols[p], 256, 128, 0, 0, 0, LC_DT_F32, NULL, 0};
     if (!pass_peaks(&m, &ar, &o, S, peak, &total)) break;
     double a = (double)(total - persistent) / S;
     CHECK(a <= 0.25 * ref, "%s + tiles at S %d: %.0f activation bytes/token vs plain %.0f (ratio %.3f > 1/4)",
@@ -231,7 +244,7 @@ static void test_quarter(void) {
   CHECK(lc_memplan_predict(&bs, &plain, SP, 1, 1, 1, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
   double pref = (double)(e.total - e.persistent) / SP;
   for (int p = 0; p < 2; p++) {
-    lc_model_opts to = {pols[p], lc_memplan_auto_mlp_tile(SP), lc_memplan_auto_loss_tile(SP, bs.vocab), 0, 0, 0, LC_DT_F32, NULL};
+    lc_model_opts to = {pols[p], lc_memplan_auto_mlp_tile(SP), lc_memplan_auto_loss_tile(SP, bs.vocab), 0, 0, 0, LC_DT_F32, NULL, 0};
     CHECK(lc_memplan_predict(&bs, &to, SP, 1, 1, 1, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
     double a = (double)(e.total - e.persistent) / SP;
     CHECK(a <= 0.25 * pref, "bench-s predicted %s: %.0f vs %.0f bytes/token", lc_ckpt_name(pols[p]), a, pref);
@@ -243,7 +256,7 @@ static void test_quarter(void) {
 static void test_max_seq(void) {
   lc_config c;
   lc_config_preset(&c, "tiny");
-  const lc_model_opts os[] = {{LC_CKPT_SELECTIVE, 64, 32, 0, 0, 0, LC_DT_F32, NULL}, {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL}, {LC_CKPT_FULL, 1024, 0, 0, 0, 0, LC_DT_F32, NULL}};
+  const lc_model_opts os[] = {{LC_CKPT_SELECTIVE, 64, 32, 0, 0, 0, LC_DT_F32, NULL, 0}, {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0}, {LC_CKPT_FULL, 1024, 0, 0, 0, 0, LC_DT_F32, NULL, 0}};
   const int lay[][3] = {{1, 1, 1}, {2, 2, 1}, {1, 4, 2}}; // hp, cp, window
   for (int i = 0; i < 3; i++)
     for (int l = 0; l < 3; l++) {
@@ -264,7 +277,7 @@ static void test_max_seq(void) {
             lc_ckpt_name(os[i].ckpt), os[i].mlp_tile, hp, cp, S, best);
     }
   // A budget below the parameters: nothing fits.
-  lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL};
+  lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
   CHECK(lc_memplan_max_seq(&c, &o, 1, 1, 1, 2, 1000) == 0, "a 1000-byte budget fits a sequence");
 }
 
@@ -273,7 +286,7 @@ static void test_distributed_shape(void) {
   // backward. The total must be the larger phase sum, below the sum of category peaks.
   lc_config c;
   lc_config_preset(&c, "bench-s");
-  lc_model_opts o = {LC_CKPT_SELECTIVE, 1024, 0, 0, 0, 0, LC_DT_F32, NULL};
+  lc_model_opts o = {LC_CKPT_SELECTIVE, 1024, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
   lc_mem_estimate e;
   CHECK(lc_memplan_predict(&c, &o, 16384, 2, 2, 2, 2, &e) == LC_OK, "predict: %s", lc_errmsg());
   size_t sum = 0;

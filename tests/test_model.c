@@ -69,7 +69,7 @@ static void test_fd(const char *variant) {
   lc_rng r;
   lc_rng_seed(&r, 11);
   lc_t_make_batch(&r, tok, tgt, pos, T, cfg.vocab);
-  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL};
+  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
   run(&m, &o, tok, tgt, pos, T, 1);
   float *g = malloc(sizeof(float) * m.n_flat);
   memcpy(g, m.grads, sizeof(float) * m.n_flat);
@@ -135,7 +135,7 @@ static void test_policies(const char *variant) {
   lc_rng r;
   lc_rng_seed(&r, 5);
   lc_t_make_batch(&r, tok, tgt, pos, T, cfg.vocab);
-  lc_model_opts ref_o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL};
+  lc_model_opts ref_o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
   double ref_loss = run(&m, &ref_o, tok, tgt, pos, T, 1);
   float *ref = malloc(sizeof(float) * m.n_flat);
   memcpy(ref, m.grads, sizeof(float) * m.n_flat);
@@ -146,7 +146,7 @@ static void test_policies(const char *variant) {
   for (int a = 0; a < 3; a++)
     for (int b = 0; b < 4; b++)
       for (int c = 0; c < 3; c++) {
-        lc_model_opts o = {pols[a], mts[b], lts[c], 0, 0, 0, LC_DT_F32, NULL};
+        lc_model_opts o = {pols[a], mts[b], lts[c], 0, 0, 0, LC_DT_F32, NULL, 0};
         double loss = run(&m, &o, tok, tgt, pos, T, 1);
         // Same arithmetic in a different order (tiles change GEMM shapes and summation
         // order): fp32 rounding, relative ~1e-6. Bound: 1e-5 relative on the loss, and
@@ -158,6 +158,66 @@ static void test_policies(const char *variant) {
         CHECK(worst <= 1e-4 * gmax, "grads %s/mlp %d/loss %d: max diff %.3g (max |g| %.3g)",
               lc_ckpt_name(pols[a]), mts[b], lts[c], worst, gmax);
       }
+  free(ref);
+  lc_model_destroy(&m, &arena);
+}
+
+// Vocabulary slices (--vocab-slice): the embedding and the LM head a slice of rows at a
+// time equal the whole matrices: the same loss, gradients (every tensor, the head's and the
+// embedding's included) and argmax count, for slices that divide the vocabulary and ones
+// that do not, one row per slice, tied and untied heads, with and without loss tiles,
+// fp32 and bf16. The log-sum-exp is merged across slices in another order: fp32 rounding.
+static void test_vocab_slices(const char *variant) {
+  lc_config cfg;
+  family_config(&cfg, variant);
+  lc_model m;
+  CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
+  lc_t_randomize(&m, 11);
+  const int T = 37, V = cfg.vocab;
+  int tok[37], tgt[37], pos[37];
+  lc_rng r;
+  lc_rng_seed(&r, 13);
+  lc_t_make_batch(&r, tok, tgt, pos, T, V);
+  float *ref = malloc(sizeof(float) * m.n_flat);
+  const int slices[] = {1, 7, 64, 100, V - 1, V, 4 * V}, tiles[] = {0, 8};
+  const lc_dtype precs[] = {LC_DT_F32, LC_DT_BF16};
+  lc_attn attn;
+  lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
+  for (int p = 0; p < 2; p++)
+    for (int ti = 0; ti < 2; ti++) {
+      lc_model_opts ro = {p ? LC_CKPT_FULL : LC_CKPT_SELECTIVE, 0, tiles[ti], 0, 0, 0, precs[p], NULL, 0};
+      const double ref_loss = run(&m, &ro, tok, tgt, pos, T, 1);
+      memcpy(ref, m.grads, sizeof(float) * m.n_flat);
+      double gmax = 0, ls = 0;
+      for (size_t j = 0; j < m.n_flat; j++) gmax = fmax(gmax, fabs(ref[j]));
+      long wrong_ref = 0;
+      CHECK(lc_model_eval(&m, &ro, &attn, tok, tgt, pos, T, &ls, &wrong_ref, &arena) == LC_OK, "eval: %s", lc_errmsg());
+      for (int k = 0; k < 7; k++) {
+        lc_model_opts o = ro;
+        o.vocab_slice = slices[k];
+        const double loss = run(&m, &o, tok, tgt, pos, T, 1);
+        // fp32: the loss to 1e-6 relative (rounding of a different summation order), every
+        // gradient entry to 1e-5 of the largest. bf16: dlogits are rounded to bf16 after a
+        // softmax whose sum differs in its last bits, so a rare entry rounds the other way
+        // (2^-8 relative of one dlogit): 2e-3 of the largest gradient entry; the loss 1e-5.
+        CHECK(fabs(loss - ref_loss) <= (p ? 1e-5 : 1e-6) * fabs(ref_loss), "%s %s slice %d tile %d: loss %.9g vs %.9g",
+              variant, p ? "bf16" : "fp32", slices[k], tiles[ti], loss, ref_loss);
+        double worst = 0;
+        size_t at = 0;
+        for (size_t j = 0; j < m.n_flat; j++)
+          if (fabs(m.grads[j] - ref[j]) > worst) worst = fabs(m.grads[j] - ref[j]), at = j;
+        int ti_at = 0;
+        for (int i = 0; i < m.n_tensors; i++)
+          if (at >= m.table[i].offset) ti_at = i;
+        CHECK(worst <= (p ? 2e-3 : 1e-5) * gmax, "%s %s slice %d tile %d: gradient differs by %.3g (max |g| %.3g) in %s",
+              variant, p ? "bf16" : "fp32", slices[k], tiles[ti], worst, gmax, m.table[ti_at].name);
+        long wrong = 0;
+        ls = 0;
+        CHECK(lc_model_eval(&m, &o, &attn, tok, tgt, pos, T, &ls, &wrong, &arena) == LC_OK, "eval: %s", lc_errmsg());
+        CHECK(wrong == wrong_ref, "%s slice %d: %ld wrong argmax vs %ld", variant, slices[k], wrong, wrong_ref);
+      }
+    }
+  printf("vocabulary slices (%s): loss, gradients and argmax equal the whole head\n", variant);
   free(ref);
   lc_model_destroy(&m, &arena);
 }
@@ -185,7 +245,7 @@ static void test_memory_linear(void) {
   lc_model_init_random(&m, 1);
   const lc_ckpt_policy pols[] = {LC_CKPT_NONE, LC_CKPT_FULL, LC_CKPT_SELECTIVE};
   for (int a = 0; a < 3; a++) {
-    lc_model_opts o = {pols[a], 0, 0, 0, 0, 0, LC_DT_F32, NULL};
+    lc_model_opts o = {pols[a], 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
     double p1 = act_peak(&m, &o, 1024), p2 = act_peak(&m, &o, 2048);
     // Linear memory: doubling S at most doubles the activation peak, plus constant-size
     // kernel workspaces (hence 2.1, the bound). A quadratic buffer would give ~4x.
@@ -206,7 +266,7 @@ static void test_bad_tokens(void) {
   lc_attn attn;
   lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
   double loss = 0;
-  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL};
+  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
   lc_status st = lc_model_fwd_bwd(&m, &o, &attn, tok, tgt, pos, 4, 1.0f, 1, &loss, &arena);
   CHECK(st == LC_EINVAL && strstr(lc_errmsg(), "256") && strstr(lc_errmsg(), "position 2"),
         "out-of-vocab token: status %d, message '%s'", st, lc_errmsg());
@@ -231,6 +291,9 @@ int main(void) {
   for (int i = 0; i < 6; i++) test_fd(fams[i]);
   test_policies("llama");
   test_policies("qwen3");
+  test_vocab_slices("llama");
+  test_vocab_slices("tied");
+  test_vocab_slices("qwen3");
   test_memory_linear();
   test_bad_tokens();
   CHECK(arena.cur_total == 0, "arena still holds %zu bytes at exit", arena.cur_total);

@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "model/ckstore.h"
+#include "model/loss.h"
 #include "model/memplan.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -24,7 +25,7 @@ static double doc_pairs(long n, long W) {
 int lc_cmd_plan(int argc, char **argv) {
   const char *model = NULL, *seq_s = NULL, *ckpt = "selective", *prec = "fp32", *kernels = "auto";
   int batch = 1, hp = 1, cp = 1, window = 0, mlp_tile = -1, loss_tile = -1, threads = 0;
-  int ranks = 0, zero = 0, zero_group = 0, pack = 0, attn_window = 0, doc_len = 0;
+  int ranks = 0, zero = 0, zero_group = 0, pack = 0, attn_window = 0, doc_len = 0, vocab_slice = 0;
   const char *cp_layout = NULL, *offload = NULL;
   const char *head_chunk_s = "all";
   float budget_gib = 20.0f;
@@ -45,6 +46,7 @@ int lc_cmd_plan(int argc, char **argv) {
       {"cp-layout", LC_ARG_STR, &cp_layout, "zigzag | balanced (default: balanced with --pack or a window)", 0},
       {"checkpoint", LC_ARG_STR, &ckpt, "none | full | selective (default selective)", 0},
       {"offload-checkpoints", LC_ARG_STR, &offload, "as train: layer checkpoints on disk (DIR is not touched here): 4 layers in RAM, the disk traffic printed", 0},
+      {"vocab-slice", LC_ARG_INT, &vocab_slice, "as train: the embedding and LM head a slice of N vocabulary rows at a time (default 0: whole)", 0},
       {"precision", LC_ARG_STR, &prec, "fp32 | bf16, as train (default fp32)", 0},
       {"kernels", LC_ARG_STR, &kernels, "as train: the bf16 attention kernel's workspace depends on it (default auto)", 0},
       {"mlp-tile", LC_ARG_INT, &mlp_tile, "tokens per MLP tile, 0 = untiled (default: as train, auto)", 0},
@@ -58,7 +60,7 @@ int lc_cmd_plan(int argc, char **argv) {
     return 0;
   }
   lc_config cfg;
-  lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL};
+  lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
   long S = 0;
   int used = 0;
   lc_status st = lc_args_parse(argc, argv, flags, nf);
@@ -90,6 +92,8 @@ int lc_cmd_plan(int argc, char **argv) {
   if (st == LC_OK && lc_args_find(flags, nf, "attn-window")->seen && attn_window < 1)
     st = lc_fail(LC_EINVAL, "--attn-window %d: give the number of most recent tokens each token sees (>= 1)",
                  attn_window);
+  if (st == LC_OK && vocab_slice < 0)
+    st = lc_fail(LC_EINVAL, "--vocab-slice %d: give vocabulary rows per slice (>= 1), or 0 for whole matrices", vocab_slice);
   if (st == LC_OK && (doc_len < 0 || (doc_len && !pack)))
     st = lc_fail(LC_EINVAL, "--doc-len needs --pack and a positive length");
   lc_cp_layout cl = LC_CP_ZIGZAG;
@@ -104,9 +108,10 @@ int lc_cmd_plan(int argc, char **argv) {
   o.zero_group = zero_group ? zero_group : ranks;
   o.cp_layout = cl;
   o.offload_dir = offload;
-  const int mlp_auto = mlp_tile < 0, loss_auto = loss_tile < 0;
+  o.vocab_slice = vocab_slice;
+  const int mlp_auto = mlp_tile < 0, loss_auto = loss_tile < 0, sliced = lc_vocab_sliced(&o, cfg.vocab);
   o.mlp_tile = mlp_auto ? lc_memplan_auto_mlp_tile(S) : mlp_tile;
-  o.loss_tile = loss_auto ? lc_memplan_auto_loss_tile(S, cfg.vocab) : loss_tile;
+  o.loss_tile = loss_auto ? lc_memplan_auto_loss_tile(S, sliced ? vocab_slice : cfg.vocab) : loss_tile;
   lc_mem_estimate e;
   const size_t budget = (size_t)((double)budget_gib * GIB);
   // The chunk in use: as given (all heads: 0), or auto's pick against the budget.
@@ -153,6 +158,11 @@ int lc_cmd_plan(int argc, char **argv) {
   if (S > lc_config_max_positions(&cfg))
     printf("  %-10s S exceeds the model's context of %d positions: train would need --rope-scaling TYPE:FACTOR\n", "note",
            lc_config_max_positions(&cfg));
+  if (sliced)
+    printf("  %-10s embedding and LM head in %d slices of %d rows: %s a slice at a time\n", "vocabulary",
+           lc_head_n_slices(cfg.vocab, vocab_slice), vocab_slice,
+           zero == 3 ? "gathered, and their gradients reduced,"
+                     : zero == 2 ? "gradients reduced" : "logits computed (below ZeRO 2 the matrices are held whole anyway)");
   if (offload) {
     // What one pass moves: every layer's checkpoint out after its forward and back before
     // its backward (at most; the last layers may never leave RAM).

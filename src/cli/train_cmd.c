@@ -29,7 +29,7 @@ typedef struct {
   const char *head_chunk; // --head-chunk N|auto|all
   int save_every, keep;
   int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window, eval_every, eval_samples, log_every;
-  int zero, zero_group, pack, attn_window, skip_nonfinite;
+  int zero, zero_group, pack, attn_window, skip_nonfinite, vocab_slice;
   float timeout;
   long steps, warmup, seed;
   float lr, lr_min, wd, clip, mem_gib, peak_gflops;
@@ -99,6 +99,9 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, const train_flags
     st = lc_fail(LC_EINVAL, "--skip-nonfinite %d: give how many non-finite steps in a row may be skipped (>= 0)",
                  F->skip_nonfinite);
   if (st == LC_OK) st = lc_zero_check(F->zero, F->zero_group, lc_args_find(flags, nf, "zero-group")->seen, w->size);
+  if (st == LC_OK && F->vocab_slice < 0)
+    st = lc_fail(LC_EINVAL, "--vocab-slice %d: give vocabulary rows per slice (>= 1), or 0 for whole matrices",
+                 F->vocab_slice);
   if (st == LC_OK && lc_args_find(flags, nf, "attn-window")->seen && F->attn_window < 1)
     st = lc_fail(LC_EINVAL, "--attn-window %d: give the number of most recent tokens each token sees (>= 1)",
                  F->attn_window);
@@ -110,9 +113,13 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, const train_flags
   if (st != LC_OK) return st;
   if (lc_args_find(flags, nf, "attn-window")->seen) o->cfg.sliding_window = F->attn_window;
   o->mopts.offload_dir = F->offload;
+  o->mopts.vocab_slice = F->vocab_slice;
   const int mlp_auto = F->mlp_tile < 0, loss_auto = F->loss_tile < 0;
   o->mopts.mlp_tile = mlp_auto ? lc_memplan_auto_mlp_tile(F->seq) : F->mlp_tile;
-  o->mopts.loss_tile = loss_auto ? lc_memplan_auto_loss_tile(F->seq, o->cfg.vocab) : F->loss_tile;
+  // The loss tile's logits are [tile, vocab], or [tile, slice] with vocabulary slices.
+  o->mopts.loss_tile = loss_auto ? lc_memplan_auto_loss_tile(F->seq, lc_vocab_sliced(&o->mopts, o->cfg.vocab)
+                                                                          ? F->vocab_slice : o->cfg.vocab)
+                                 : F->loss_tile;
   o->data_spec = F->data;
   o->seq = F->seq;
   o->batch = F->batch;
@@ -384,6 +391,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"zero-group", LC_ARG_INT, &F.zero_group, "ranks per zero group (consecutive; divides the world): each group holds one copy of the states split this many ways, groups are replicas (default: the whole world)", 0},
       {"checkpoint", LC_ARG_STR, &F.ckpt, "none | full | selective (default selective)", 0},
       {"offload-checkpoints", LC_ARG_STR, &F.offload, "keep layer checkpoints in this directory instead of RAM: written by a thread after each layer's forward, read back ahead of its backward, removed after use; RAM then holds 4 layers' checkpoints (default: RAM)", 0},
+      {"vocab-slice", LC_ARG_INT, &F.vocab_slice, "vocabulary rows per slice: the embedding and the LM head are used (under ZeRO 3 gathered) and their gradients reduced a slice of rows at a time, the loss merging its log-sum-exp across slices, so no rank holds a whole [vocab, dim] matrix or gradient; costs one more LM-head GEMM (default 0: whole)", 0},
       {"mlp-tile", LC_ARG_INT, &F.mlp_tile, "tokens per MLP tile, 0 = untiled (default: auto)", 0},
       {"loss-tile", LC_ARG_INT, &F.loss_tile, "tokens per logits+loss tile, 0 = untiled (default: auto)", 0},
       {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default none)", 0},

@@ -12,6 +12,7 @@
 #include "model/ckstore.h"
 #include "core/cpu.h"
 #include "core/timer.h"
+#include "model/loss.h"
 #include "model/memplan.h"
 
 // ZeRO: stage, groups and the predicted model-state bytes per rank (the memory model).
@@ -68,6 +69,9 @@ void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int th
          lc_ckpt_name(o->mopts.ckpt), ckpt_src,
          o->mopts.mlp_tile ? (snprintf(b, sizeof b, "%d%s", o->mopts.mlp_tile, mlp_auto ? " (auto)" : ""), b) : "untiled",
          o->mopts.loss_tile ? (snprintf(b + 16, 16, "%d%s", o->mopts.loss_tile, loss_auto ? " (auto)" : ""), b + 16) : "untiled");
+  if (lc_vocab_sliced(&o->mopts, o->cfg.vocab))
+    printf("  %-14s embedding and LM head in %d slices of %d vocabulary rows (the loss merges them)\n", "vocabulary",
+           lc_head_n_slices(o->cfg.vocab, o->mopts.vocab_slice), o->mopts.vocab_slice);
   if (o->mopts.offload_dir)
     printf("  %-14s layer checkpoints offloaded to %s (%d of %d layers in RAM at once)\n", "offload", o->mopts.offload_dir,
            o->cfg.n_layers < LC_CKS_SLOTS ? o->cfg.n_layers : LC_CKS_SLOTS, o->cfg.n_layers);

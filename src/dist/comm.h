@@ -46,6 +46,14 @@ typedef struct {
   // (the input is recv[size * n]; the result lands in recv[0..n)).
   lc_status (*ireduce_scatter_sum)(lc_comm *c, const void *send, void *recv, size_t n_per_rank,
                                    lc_dtype t, lc_req *r);
+  // Uneven blocks, in place: rank i's block is buf[displs[i] .. + counts[i]) (counts may be
+  // 0); every rank's block ends up in every rank's buf. counts/displs (size entries) must
+  // stay valid until the request completes.
+  lc_status (*iallgatherv)(lc_comm *c, void *buf, const int *counts, const int *displs, lc_dtype t, lc_req *r);
+  // Uneven blocks: recv[counts[rank]] = block `rank` of the sum over ranks of send, whose
+  // blocks lie one after another in rank order (counts may be 0; send != recv).
+  lc_status (*ireduce_scatterv_sum)(lc_comm *c, const void *send, void *recv, const int *counts, lc_dtype t,
+                                    lc_req *r);
   // Non-blocking all-to-all: block p of send[size * n] goes to rank p, block p of
   // recv[size * n] comes from rank p. Both buffers stay untouched until it completes.
   lc_status (*ialltoall)(lc_comm *c, const void *send, void *recv, size_t n_per_rank, lc_dtype t, lc_req *r);
@@ -114,6 +122,14 @@ static inline lc_status lc_iallgather(lc_comm *c, const void *s, void *r, size_t
 static inline lc_status lc_ireduce_scatter_sum(lc_comm *c, const void *s, void *r, size_t n, lc_dtype t,
                                                lc_req *q) {
   return c->ops->ireduce_scatter_sum(c, s, r, n, t, q);
+}
+static inline lc_status lc_iallgatherv(lc_comm *c, void *b, const int *counts, const int *displs, lc_dtype t,
+                                       lc_req *q) {
+  return c->ops->iallgatherv(c, b, counts, displs, t, q);
+}
+static inline lc_status lc_ireduce_scatterv_sum(lc_comm *c, const void *s, void *r, const int *counts, lc_dtype t,
+                                                lc_req *q) {
+  return c->ops->ireduce_scatterv_sum(c, s, r, counts, t, q);
 }
 // Counted as lc_alltoall: (size - 1) blocks of n elements.
 static inline lc_status lc_ialltoall(lc_comm *c, const void *s, void *r, size_t n, lc_dtype t, lc_req *q) {

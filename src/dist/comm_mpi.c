@@ -200,6 +200,28 @@ static lc_status m_ireduce_scatter(lc_comm *c, const void *s, void *d, size_t n,
   return mpi_err(rc, "ireduce_scatter");
 }
 
+static lc_status m_iallgatherv(lc_comm *c, void *b, const int *counts, const int *displs, lc_dtype t, lc_req *r) {
+  r->active = 0;
+  MPI_Request q;
+  int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, dt(t), b, counts, displs, dt(t), C(c), &q);
+  keep_req(r, q, rc);
+  c->bytes_sent += (double)(c->size - 1) * (double)((size_t)counts[c->rank] * lc_dtype_size(t));
+  return mpi_err(rc, "iallgatherv");
+}
+
+static lc_status m_ireduce_scatterv(lc_comm *c, const void *s, void *d, const int *counts, lc_dtype t, lc_req *r) {
+  r->active = 0;
+  LC_TRY(summable(t, "reduce-scatter"));
+  MPI_Request q;
+  int rc = MPI_Ireduce_scatter(s, d, counts, dt(t), MPI_SUM, C(c), &q);
+  keep_req(r, q, rc);
+  // Ring convention: each rank sends every block but its own once.
+  size_t all = 0;
+  for (int i = 0; i < c->size; i++) all += (size_t)counts[i];
+  c->bytes_sent += (double)(all - (size_t)counts[c->rank]) * (double)lc_dtype_size(t);
+  return mpi_err(rc, "ireduce_scatterv");
+}
+
 static lc_status m_ialltoall(lc_comm *c, const void *s, void *d, size_t n, lc_dtype t, lc_req *r) {
   r->active = 0;
   LC_TRY(check_count(n, "non-blocking all-to-all"));
@@ -267,7 +289,8 @@ static const lc_comm_ops mpi_ops = {
     .allreduce_sum = m_allreduce, .allgather = m_allgather, .alltoall = m_alltoall, .isend = m_isend,
     .irecv = m_irecv, .test = m_test, .wait = m_wait, .barrier = m_barrier, .split = m_split,
     .destroy = m_destroy, .bcast = m_bcast, .iallreduce_sum = m_iallreduce, .iallgather = m_iallgather,
-    .ireduce_scatter_sum = m_ireduce_scatter, .ialltoall = m_ialltoall};
+    .ireduce_scatter_sum = m_ireduce_scatter, .iallgatherv = m_iallgatherv,
+    .ireduce_scatterv_sum = m_ireduce_scatterv, .ialltoall = m_ialltoall};
 
 lc_status lc_comm_mpi_world(lc_comm **out) {
   MPI_Comm d;

@@ -27,6 +27,15 @@ static lc_status s_iblock(lc_comm *c, const void *s, void *d, size_t n, lc_dtype
   if (s && s != d) memmove(d, s, n * lc_dtype_size(t));
   return LC_OK;
 }
+static lc_status s_iallgatherv(lc_comm *c, void *b, const int *counts, const int *displs, lc_dtype t, lc_req *r) {
+  r->active = 0;
+  return LC_OK; // in place: the one block is there
+}
+static lc_status s_ireduce_scatterv(lc_comm *c, const void *s, void *d, const int *counts, lc_dtype t, lc_req *r) {
+  r->active = 0;
+  memmove(d, s, (size_t)counts[0] * lc_dtype_size(t));
+  return LC_OK;
+}
 // One rank: the all-to-all's one block is a copy.
 static lc_status s_ialltoall(lc_comm *c, const void *s, void *d, size_t n, lc_dtype t, lc_req *r) {
   r->active = 0;
@@ -43,7 +52,8 @@ static const lc_comm_ops self_ops = {
     .allreduce_sum = s_allreduce, .allgather = s_copy, .alltoall = s_copy, .isend = s_p2p,
     .irecv = s_p2p_recv, .test = s_test, .wait = s_wait, .barrier = s_barrier, .split = s_split,
     .destroy = s_destroy, .bcast = s_bcast, .iallreduce_sum = s_iallreduce, .iallgather = s_iblock,
-    .ireduce_scatter_sum = s_iblock, .ialltoall = s_ialltoall};
+    .ireduce_scatter_sum = s_iblock, .iallgatherv = s_iallgatherv, .ireduce_scatterv_sum = s_ireduce_scatterv,
+    .ialltoall = s_ialltoall};
 
 lc_status lc_comm_self(lc_comm **out) {
   lc_comm *c = calloc(1, sizeof *c);

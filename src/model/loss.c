@@ -1,10 +1,12 @@
 #include "model/loss.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "core/dtype.h"
 #include "ops/ops.h"
 #include "ops/kernels.h"
+#include "ops/fastexp.h"
 
 static int eff_tile(int T, int tile) { return lc_tile_splits(tile, T) ? tile : T; }
 
@@ -61,4 +63,131 @@ lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights 
   *loss_sum += total;
   lc_free(arena, buf);
   return LC_OK;
+}
+
+// ---------------------------------------------------------------- vocabulary slices
+static size_t sliced_tile_floats(const lc_config *cfg, int tile, int rows) {
+  return (size_t)tile * ((size_t)cfg->dim + 1 + (size_t)rows);
+}
+// Per token: the running sum (double), max, target logit, best logit (floats), its index.
+static size_t stats_bytes(int T) { return (size_t)T * (sizeof(double) + 3 * sizeof(float) + sizeof(int)); }
+
+size_t lc_loss_sliced_scratch_bytes(const lc_config *cfg, int T, int tile, int rows, int bf16) {
+  tile = eff_tile(T, tile);
+  if (rows > cfg->vocab) rows = cfg->vocab;
+  size_t f = lc_matmul_fwd_bytes(bf16, tile, cfg->dim, rows), b = lc_matmul_bwd_bytes(bf16, tile, cfg->dim, rows);
+  return lc_bytes(LC_DT_F32, sliced_tile_floats(cfg, tile, rows)) + stats_bytes(T) + (f > b ? f : b);
+}
+
+static int tile_counted(const int *targets, int t0, int m) {
+  for (int t = 0; t < m; t++)
+    if (targets[t0 + t] >= 0) return 1;
+  return 0;
+}
+
+lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, float *norm_g, const lc_head_slices *hs,
+                                 const float *x, const int *targets, int T, int tile, float loss_scale, int bf16,
+                                 float *dx, double *loss_sum, long *n_wrong, lc_arena *arena) {
+  const int C = cfg->dim, V = cfg->vocab, R = hs->rows < V ? hs->rows : V, ns = lc_head_n_slices(V, R);
+  const lc_mm mm = {bf16, arena};
+  tile = eff_tile(T, tile);
+  // Scratch: normed [tile,C], rstd [tile], logits [tile,R]; per token: sum, max, target
+  // logit, best logit and its index.
+  float *buf = lc_alloc(arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, sliced_tile_floats(cfg, tile, R)), "loss tile (vocabulary slice)");
+  double *sum = buf ? lc_alloc(arena, LC_MEM_SCRATCH, stats_bytes(T), "loss statistics per token") : NULL;
+  if (!sum) {
+    lc_free(arena, buf);
+    return LC_ENOMEM;
+  }
+  float *nrm = buf, *rstd = nrm + (size_t)tile * C, *logits = rstd + tile;
+  float *mx = (float *)(void *)(sum + T), *zt = mx + T, *best = zt + T;
+  int *arg = (int *)(void *)(best + T);
+  for (int t = 0; t < T; t++) sum[t] = 0, mx[t] = -INFINITY, zt[t] = 0, best[t] = -INFINITY, arg[t] = -1;
+  lc_status st = LC_OK;
+  // Pass 0: each token's log-sum-exp merged over the slices (running max and sum).
+  for (int s = 0; s < ns && st == LC_OK; s++) {
+    const int v0 = s * R, vs = V - v0 < R ? V - v0 : R;
+    const float *W;
+    float *G;
+    st = hs->get(hs->arg, s, 0, &W, &G);
+    for (int t0 = 0; t0 < T && st == LC_OK; t0 += tile) {
+      const int m = T - t0 < tile ? T - t0 : tile;
+      if (!tile_counted(targets, t0, m)) continue;
+      lc_rmsnorm_fwd(nrm, rstd, x + (size_t)t0 * C, norm_w, m, C, cfg->norm_eps);
+      if (bf16) lc_bf16_round(nrm, (size_t)m * C);
+      lc_matmul_fwd(&mm, logits, nrm, W, m, C, vs);
+#pragma omp parallel for schedule(static) if ((long)m * vs > 32768L)
+      for (int i = 0; i < m; i++) {
+        const int t = t0 + i, y = targets[t];
+        if (y < 0) continue;
+        const float *row = logits + (size_t)i * vs;
+        float rm = -INFINITY;
+        int ra = 0;
+        for (int v = 0; v < vs; v++)
+          if (row[v] > rm) rm = row[v], ra = v;
+        double rs = 0.0;
+#pragma omp simd reduction(+ : rs)
+        for (int v = 0; v < vs; v++) rs += (double)lc_fast_expf(row[v] - rm);
+        if (rm > mx[t]) {
+          sum[t] = sum[t] * exp((double)mx[t] - (double)rm) + rs;
+          mx[t] = rm;
+        } else {
+          sum[t] += rs * exp((double)rm - (double)mx[t]);
+        }
+        if (y >= v0 && y < v0 + vs) zt[t] = row[y - v0];
+        if (rm > best[t]) best[t] = rm, arg[t] = v0 + ra; // first maximum over the vocabulary
+      }
+    }
+    lc_status ps = hs->put(hs->arg, s, 0);
+    if (st == LC_OK) st = ps;
+  }
+  double total = 0;
+  for (int t = 0; t < T && st == LC_OK; t++) {
+    if (targets[t] < 0) continue;
+    total += (double)mx[t] + log(sum[t]) - (double)zt[t];
+    if (n_wrong) *n_wrong += arg[t] != targets[t];
+  }
+  // Pass 1: dlogits = softmax * scale - scale * onehot, slice by slice, into dnormed (dx)
+  // and the slice's gradient; then the final norm's backward in place.
+  if (dx && st == LC_OK) memset(dx, 0, lc_bytes(LC_DT_F32, (size_t)T * C));
+  for (int s = 0; dx && s < ns && st == LC_OK; s++) {
+    const int v0 = s * R, vs = V - v0 < R ? V - v0 : R;
+    const float *W;
+    float *G;
+    st = hs->get(hs->arg, s, 1, &W, &G);
+    for (int t0 = 0; t0 < T && st == LC_OK; t0 += tile) {
+      const int m = T - t0 < tile ? T - t0 : tile;
+      if (!tile_counted(targets, t0, m)) continue;
+      lc_rmsnorm_fwd(nrm, rstd, x + (size_t)t0 * C, norm_w, m, C, cfg->norm_eps);
+      if (bf16) lc_bf16_round(nrm, (size_t)m * C);
+      lc_matmul_fwd(&mm, logits, nrm, W, m, C, vs);
+#pragma omp parallel for schedule(static) if ((long)m * vs > 32768L)
+      for (int i = 0; i < m; i++) {
+        const int t = t0 + i, y = targets[t];
+        float *row = logits + (size_t)i * vs;
+        if (y < 0) {
+          memset(row, 0, lc_bytes(LC_DT_F32, (size_t)vs));
+          continue;
+        }
+        const float k = (float)((double)loss_scale / sum[t]), M = mx[t];
+        for (int v = 0; v < vs; v++) row[v] = lc_fast_expf(row[v] - M) * k;
+        if (y >= v0 && y < v0 + vs) row[y - v0] -= loss_scale;
+      }
+      if (bf16) lc_bf16_round(logits, (size_t)m * vs);
+      lc_matmul_bwd(&mm, dx + (size_t)t0 * C, G, logits, nrm, W, m, C, vs, 1);
+    }
+    lc_status ps = hs->put(hs->arg, s, 1);
+    if (st == LC_OK) st = ps;
+  }
+  for (int t0 = 0; dx && t0 < T && st == LC_OK; t0 += tile) {
+    const int m = T - t0 < tile ? T - t0 : tile;
+    if (!tile_counted(targets, t0, m)) continue;
+    const float *xt = x + (size_t)t0 * C;
+    lc_rmsnorm_fwd(nrm, rstd, xt, norm_w, m, C, cfg->norm_eps); // rstd again
+    lc_rmsnorm_bwd_set(dx + (size_t)t0 * C, norm_g, dx + (size_t)t0 * C, xt, norm_w, rstd, m, C);
+  }
+  if (st == LC_OK) *loss_sum += total;
+  lc_free(arena, sum);
+  lc_free(arena, buf);
+  return st;
 }

@@ -23,4 +23,35 @@ lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights 
 // plus (bf16) the head GEMMs' operand packing (lc_matmul_*_bytes).
 size_t lc_loss_scratch_bytes(const lc_config *cfg, int T, int tile, int bf16);
 
+// ---- the LM head a vocabulary slice at a time (--vocab-slice)
+// The caller hands out the head's rows [s * rows, s * rows + rows) one slice at a time
+// (under ZeRO 3 gathering only that slice, and reducing only its gradient), so that no
+// [vocab, C] matrix or gradient exists at once. Two passes over the slices: the first
+// merges each token's log-sum-exp across slices (running max and sum, as flash attention
+// merges key blocks), the target logit and the argmax; the second (with gradients)
+// recomputes each slice's logits, turns them into dlogits with the final log-sum-exp and
+// accumulates dnormed (in dx) and the slice's weight gradient. The final norm's backward
+// runs last. Logits are recomputed once per slice (one extra head GEMM: 4 instead of 3).
+typedef struct {
+  int rows; // rows per slice; the last slice holds the rest of the vocabulary
+  // Slice s of pass p (0: the log-sum-exp pass, 1: the gradient pass; slices in order
+  // 0..n-1 in each): *w its weights [rows_s, C]; in pass 1 *g its gradient rows
+  // (accumulated into). put ends the slice's use.
+  lc_status (*get)(void *arg, int s, int pass, const float **w, float **g);
+  lc_status (*put)(void *arg, int s, int pass);
+  void *arg;
+} lc_head_slices;
+
+static inline int lc_head_n_slices(int vocab, int rows) { return (vocab + rows - 1) / rows; }
+
+// As lc_loss_fwd_bwd with the head's slices from hs and the final norm's weight and
+// gradient given apart (norm_g accumulated; may be NULL without dx).
+lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, float *norm_g, const lc_head_slices *hs,
+                                 const float *x, const int *targets, int T, int tile, float loss_scale, int bf16,
+                                 float *dx, double *loss_sum, long *n_wrong, lc_arena *arena);
+
+// Its peak arena scratch: one tile's normed rows, rstd and logits [tile, rows], the
+// per-token statistics (24 bytes per token) and the head GEMMs' bf16 packing.
+size_t lc_loss_sliced_scratch_bytes(const lc_config *cfg, int T, int tile, int rows, int bf16);
+
 #endif

@@ -92,7 +92,9 @@ lc_status lc_memplan_predict_hc(const lc_config *cfg, const lc_model_opts *o, lo
   size_t *s = out->phase_scratch, *c = out->phase_comm;
   s[LC_PHASE_ATTN_FWD] = am.fwd_scratch, c[LC_PHASE_ATTN_FWD] = am.fwd_comm;
   s[LC_PHASE_MLP_FWD] = lm.mlp_fwd;
-  s[LC_PHASE_LOSS] = lc_loss_scratch_bytes(cfg, Ti, o->loss_tile, o->precision == LC_DT_BF16);
+  s[LC_PHASE_LOSS] = lc_vocab_sliced(o, cfg->vocab)
+                        ? lc_loss_sliced_scratch_bytes(cfg, Ti, o->loss_tile, o->vocab_slice, o->precision == LC_DT_BF16)
+                        : lc_loss_scratch_bytes(cfg, Ti, o->loss_tile, o->precision == LC_DT_BF16);
   s[LC_PHASE_MLP_BWD] = lm.mlp_bwd;
   s[LC_PHASE_ATTN_BWD] = lm.attn_bwd + am.bwd_scratch, c[LC_PHASE_ATTN_BWD] = am.bwd_comm;
   // ZeRO's temporary units alive in each phase: gathered weights (stage 3) and gradient

@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,6 +129,35 @@ static void occur(size_t *G, size_t *R, size_t *GR, int p, size_t g, size_t r) {
   if (g + r > GR[p]) GR[p] = g + r;
 }
 
+// The vocabulary slices' part (model_pass's order; slice k of the embedding and the head
+// has rows(k) rows): the embedding forward with the next slice (then layer 0) fetched; the
+// loss with the final norm's rows held, the sequence of head slices of its two passes each
+// with the next fetched (after the last: layer L-1) and, in the gradient pass, the slice's
+// gradient and the previous one's reduction in flight; the embedding backward with each
+// slice's gradient and the previous reduction (layer 0's first).
+static void sliced_transients(const lc_config *cfg, const lc_model_opts *o, int stage, size_t l, size_t *G,
+                              size_t *R, size_t *GR) {
+  const int bf16 = o->precision == LC_DT_BF16, g3 = stage >= 3, r2 = stage >= 2;
+  const size_t C = (size_t)cfg->dim, V = (size_t)cfg->vocab, rows = (size_t)o->vocab_slice;
+  const int ns = lc_head_n_slices(cfg->vocab, o->vocab_slice);
+#define SLICE_N(k) ((k) + 1 < ns ? rows * C : (V - (size_t)(ns - 1) * rows) * C)
+#define SLICE_W(k) lc_pstore_rows_bytes(stage, bf16, SLICE_N(k))
+#define SLICE_G(k) lc_pstore_rows_grad_bytes(stage, SLICE_N(k))
+  for (int s = 0; s < ns; s++)
+    occur(G, R, GR, LC_PHASE_EMBED_FWD, SLICE_W(s) + (g3 ? (s + 1 < ns ? SLICE_W(s + 1) : l) : 0), 0);
+  const size_t nw = lc_pstore_rows_bytes(stage, bf16, C), ng = lc_pstore_rows_grad_bytes(stage, C);
+  for (int k = 0; k < 2 * ns; k++) {
+    const int s = k % ns, pass = k / ns;
+    const size_t next = g3 ? (k + 1 < 2 * ns ? SLICE_W((k + 1) % ns) : l) : 0;
+    occur(G, R, GR, LC_PHASE_LOSS, nw + SLICE_W(s) + next, ng + (pass ? SLICE_G(s) + (s > 0 ? SLICE_G(s - 1) : 0) : 0));
+  }
+  for (int s = 0; s < ns; s++)
+    occur(G, R, GR, LC_PHASE_EMBED_BWD, 0, SLICE_G(s) + (s > 0 ? SLICE_G(s - 1) : r2 ? l : 0));
+#undef SLICE_N
+#undef SLICE_W
+#undef SLICE_G
+}
+
 void lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z,
                               size_t *G, size_t *R, size_t *GR, int n_phases) {
   for (int p = 0; p < n_phases; p++) G[p] = R[p] = GR[p] = 0;
@@ -137,27 +167,31 @@ void lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int 
   const int L = cfg->n_layers, g3 = stage >= 3, r2 = stage >= 2;
   // Stages 0-2 in bf16: the rounded copy of each unit in use (lc_pstore_acquire); stage 3
   // rounds its gathered copy in place.
-  const int cw = bf16 && !g3;
-  const size_t e = z.unit_embed, l = z.unit_layer, f = z.unit_final, te = cfg->tie_embeddings ? e : 0;
+  const int cw = bf16 && !g3, sliced = lc_vocab_sliced(o, cfg->vocab);
+  const size_t e = z.unit_embed, l = z.unit_layer, f = z.unit_final;
+  const size_t te = cfg->tie_embeddings && !sliced ? e : 0;
   // Forward: the unit in use and the next one's gather (model_pass's order).
-  occur(G, R, GR, LC_PHASE_EMBED_FWD, g3 ? e + l : cw ? e : 0, 0);
+  if (sliced) sliced_transients(cfg, o, stage, l, G, R, GR);
+  else occur(G, R, GR, LC_PHASE_EMBED_FWD, g3 ? e + l : cw ? e : 0, 0);
   for (int k = 0; k < L; k++) {
-    size_t g = g3 ? l + (k + 1 < L ? l : f) : cw ? l : 0;
+    size_t g = g3 ? l + (k + 1 < L ? l : sliced ? 0 : f) : cw ? l : 0;
     occur(G, R, GR, LC_PHASE_ATTN_FWD, g, 0);
     occur(G, R, GR, LC_PHASE_MLP_FWD, g, 0);
   }
   // Loss: F (+ the tied embedding) gathered with layer L-1's prefetch; their gradients open.
-  occur(G, R, GR, LC_PHASE_LOSS, g3 ? f + te + l : cw ? f + te : 0, r2 ? f + te : 0);
+  if (!sliced) occur(G, R, GR, LC_PHASE_LOSS, g3 ? f + te + l : cw ? f + te : 0, r2 ? f + te : 0);
   // Backward of layer k: k and k-1 gathered; k's gradient, the previous unit's still in
-  // flight (F for the last layer) and the tied embedding's open buffer.
+  // flight (F for the last layer; sliced: the final norm's rows) and the tied embedding's
+  // open buffer.
+  const size_t last = sliced ? lc_pstore_rows_grad_bytes(stage, (size_t)cfg->dim) : f;
   for (int k = L - 1; k >= 0; k--) {
-    size_t g = g3 ? l + (k > 0 ? l : 0) : cw ? l : 0, r = r2 ? l + (k == L - 1 ? f : l) + te : 0;
+    size_t g = g3 ? l + (k > 0 ? l : 0) : cw ? l : 0, r = r2 ? l + (k == L - 1 ? last : l) + te : 0;
     occur(G, R, GR, LC_PHASE_MLP_BWD, g, r);
     occur(G, R, GR, LC_PHASE_ATTN_BWD, g, r);
     if (o->ckpt == LC_CKPT_FULL) occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
   }
   // Embedding gradient: layer 0's still in flight.
-  occur(G, R, GR, LC_PHASE_EMBED_BWD, 0, r2 ? l + e : 0);
+  if (!sliced) occur(G, R, GR, LC_PHASE_EMBED_BWD, 0, r2 ? l + e : 0);
 }
 
 static float *take(float **p, size_t n) {
@@ -244,6 +278,149 @@ void lc_model_rope_table(const lc_config *cfg, int rope_len, const int *pos, int
 
 static void poll_store(void *ps) { lc_pstore_poll(ps); }
 
+// ---- vocabulary slices (o->vocab_slice): the embedding and the LM head R rows at a time,
+// so that no [vocab, C] matrix, gathered copy or gradient exists at once (pstore.h row ranges)
+
+// The tensor of unit u whose view is the lc_weights field at byte offset `slot`, or -1.
+static int unit_tensor(const lc_pstore *ps, int u, size_t slot) {
+  const lc_param_unit *U = &ps->lay.units[u];
+  for (int t = U->t0; t < U->t1; t++)
+    if (ps->lay.table[t].slot == slot) return t;
+  return -1;
+}
+
+static size_t slice_end(size_t r0, int R, size_t V) { return r0 + (size_t)R < V ? r0 + (size_t)R : V; }
+
+// out[T,C] = rows tokens[t] of `tensor`, one slice at a time (the next slice's gather, then
+// unit next_unit's, issued while the current one is copied).
+static lc_status embed_fwd_sliced(lc_pstore *ps, int tensor, int R, const int *tokens, int T, int C, float *out,
+                                  int next_unit) {
+  const size_t V = lc_pstore_n_rows(ps, tensor);
+  const int ns = lc_head_n_slices((int)V, R);
+  lc_ps_rows r[2];
+  memset(r, 0, sizeof r);
+  lc_status st = lc_pstore_rows_fetch(ps, &r[0], tensor, 0, slice_end(0, R, V));
+  for (int s = 0; s < ns && st == LC_OK; s++) {
+    lc_ps_rows *cur = &r[s % 2];
+    const size_t a = cur->r0, b = cur->r1;
+    st = lc_pstore_rows_acquire(ps, cur);
+    if (st == LC_OK)
+      st = s + 1 < ns ? lc_pstore_rows_fetch(ps, &r[(s + 1) % 2], tensor, b, slice_end(b, R, V))
+                      : next_unit >= 0 ? lc_pstore_prefetch(ps, next_unit) : LC_OK;
+    if (st == LC_OK) {
+      const float *w = cur->w;
+#pragma omp parallel for schedule(static) if ((long)T * C > 32768L)
+      for (int t = 0; t < T; t++)
+        if ((size_t)tokens[t] >= a && (size_t)tokens[t] < b)
+          memcpy(out + (size_t)t * C, w + ((size_t)tokens[t] - a) * C, lc_bytes(LC_DT_F32, (size_t)C));
+    }
+    lc_pstore_rows_release(ps, cur);
+  }
+  lc_pstore_rows_release(ps, &r[0]); // error paths: a fetch never acquired
+  lc_pstore_rows_release(ps, &r[1]);
+  return st;
+}
+
+// The embedding gradient slice by slice: rows tokens[t] += dx[t], each slice's rows
+// reduced as soon as they are complete. Threads own column blocks and walk the tokens in
+// order (as lc_embedding_bwd: the same sums, bit for bit).
+static lc_status embed_bwd_sliced(lc_pstore *ps, int tensor, int R, const int *tokens, int T, int C, const float *dx) {
+  const size_t V = lc_pstore_n_rows(ps, tensor);
+  lc_status st = LC_OK;
+  for (size_t a = 0; a < V && st == LC_OK; a += (size_t)R) {
+    lc_ps_rows r;
+    const size_t b = slice_end(a, R, V);
+    lc_pstore_rows_init(ps, &r, tensor, a, b);
+    st = lc_pstore_rows_grad_begin(ps, &r);
+    if (st != LC_OK) break;
+    float *g = r.g;
+    const int nblk = (C + 127) / 128;
+#pragma omp parallel for schedule(static) if ((long)T * C > 32768L && nblk > 1)
+    for (int k = 0; k < nblk; k++) {
+      const int c0 = k * 128, c1 = c0 + 128 < C ? c0 + 128 : C;
+      for (int t = 0; t < T; t++) {
+        if ((size_t)tokens[t] < a || (size_t)tokens[t] >= b) continue;
+        float *restrict d = g + ((size_t)tokens[t] - a) * C;
+        const float *restrict x = dx + (size_t)t * C;
+        for (int c = c0; c < c1; c++) d[c] += x[c];
+      }
+    }
+    st = lc_pstore_rows_grad_end(ps, &r);
+  }
+  return st;
+}
+
+// The head's slices for lc_loss_fwd_bwd_sliced: item k = pass * ns + s of the sequence
+// lives in r[k % 2]; getting item k fetches item k + 1 (after the last: unit next_unit).
+typedef struct {
+  lc_pstore *ps;
+  int tensor, R, ns, passes, next_unit;
+  size_t V;
+  lc_ps_rows r[2];
+} head_slicer;
+
+static lc_status slicer_fetch(head_slicer *h, long k) {
+  if (k >= (long)h->ns * h->passes) return h->next_unit >= 0 ? lc_pstore_prefetch(h->ps, h->next_unit) : LC_OK;
+  const size_t a = (size_t)(k % h->ns) * (size_t)h->R;
+  return lc_pstore_rows_fetch(h->ps, &h->r[k % 2], h->tensor, a, slice_end(a, h->R, h->V));
+}
+
+static lc_status slicer_get(void *arg, int s, int pass, const float **w, float **g) {
+  head_slicer *h = arg;
+  const long k = (long)pass * h->ns + s;
+  lc_ps_rows *cur = &h->r[k % 2];
+  *w = NULL;
+  *g = NULL;
+  LC_TRY(lc_pstore_rows_acquire(h->ps, cur));
+  LC_TRY(slicer_fetch(h, k + 1));
+  *w = cur->w;
+  if (pass == 1) {
+    LC_TRY(lc_pstore_rows_grad_begin(h->ps, cur));
+    *g = cur->g;
+  }
+  return LC_OK;
+}
+
+static lc_status slicer_put(void *arg, int s, int pass) {
+  head_slicer *h = arg;
+  lc_ps_rows *cur = &h->r[((long)pass * h->ns + s) % 2];
+  lc_status st = pass == 1 && cur->g ? lc_pstore_rows_grad_end(h->ps, cur) : LC_OK;
+  lc_pstore_rows_release(h->ps, cur);
+  return st;
+}
+
+// The final norm, LM head and loss with the head in slices: the norm's rows held for the
+// whole loss, the head's fetched one slice ahead; then the units' reductions (stages 0/1).
+static lc_status loss_sliced(lc_model *m, const lc_model_opts *o, const float *xL, const int *targets, int T,
+                             float loss_scale, int bf16, float *dx, double *loss_sum, long *n_wrong, int next_unit,
+                             lc_arena *arena) {
+  lc_pstore *ps = &m->ps;
+  const lc_config *cfg = &m->cfg;
+  const int L = cfg->n_layers, F = lc_unit_final(L), tied = cfg->tie_embeddings;
+  const int norm_t = unit_tensor(ps, F, offsetof(lc_weights, norm));
+  const int head_t = tied ? unit_tensor(ps, LC_UNIT_EMBED, offsetof(lc_weights, embed))
+                          : unit_tensor(ps, F, offsetof(lc_weights, head));
+  head_slicer h = {.ps = ps, .tensor = head_t, .R = o->vocab_slice, .passes = dx ? 2 : 1,
+                   .next_unit = next_unit, .V = (size_t)cfg->vocab};
+  h.ns = lc_head_n_slices(cfg->vocab, h.R);
+  memset(h.r, 0, sizeof h.r);
+  lc_ps_rows nr;
+  lc_status st = lc_pstore_rows_fetch(ps, &nr, norm_t, 0, 1);
+  if (st == LC_OK) st = lc_pstore_rows_acquire(ps, &nr);
+  if (st == LC_OK && dx) st = lc_pstore_rows_grad_begin(ps, &nr);
+  if (st == LC_OK) st = slicer_fetch(&h, 0);
+  const lc_head_slices hs = {.rows = h.R, .get = slicer_get, .put = slicer_put, .arg = &h};
+  if (st == LC_OK)
+    st = lc_loss_fwd_bwd_sliced(cfg, nr.w, nr.g, &hs, xL, targets, T, o->loss_tile, loss_scale, bf16, dx, loss_sum,
+                                n_wrong, arena);
+  lc_pstore_rows_release(ps, &h.r[0]);
+  lc_pstore_rows_release(ps, &h.r[1]);
+  if (st == LC_OK && dx) st = lc_pstore_rows_grad_end(ps, &nr);
+  lc_pstore_rows_release(ps, &nr);
+  if (st == LC_OK && dx) st = lc_pstore_rows_done(ps, F);
+  return st;
+}
+
 static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
                             const int *targets, const int *pos, int T, float loss_scale,
                             int want_grads, double *loss_sum, long *n_wrong, lc_arena *arena) {
@@ -321,13 +498,21 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   // put before it runs; l's is complete (may go to disk) once it has run.
   st = lc_ckstore_put_begin(cks, 0, &lbuf);
   if (st == LC_OK) carve_layer(&lcv, lbuf, &xs[0], &atts[0], &acts[0]);
-  if (st == LC_OK) st = lc_pstore_acquire(ps, E, lc_unit_layer(0));
+  const int sliced = lc_vocab_sliced(o, cfg->vocab);
+  ps->vocab_rows = sliced ? (size_t)o->vocab_slice : 0;
+  const int embed_t = unit_tensor(ps, E, offsetof(lc_weights, embed));
+  if (st == LC_OK && sliced) {
+    st = embed_fwd_sliced(ps, embed_t, o->vocab_slice, tokens, T, C, bf16 ? xin_fwd[0] : xs[0], lc_unit_layer(0));
+  } else if (st == LC_OK) {
+    st = lc_pstore_acquire(ps, E, lc_unit_layer(0));
+    if (st == LC_OK) lc_embedding_fwd(bf16 ? xin_fwd[0] : xs[0], tokens, ps->w.embed, T, C); // bf16: rows of the bf16 copy
+    lc_pstore_release(ps, E);
+  }
   if (st != LC_OK) goto done;
-  lc_embedding_fwd(bf16 ? xin_fwd[0] : xs[0], tokens, ps->w.embed, T, C); // bf16: rows of the bf16 copy
-  lc_pstore_release(ps, E);
   lc_test_point("forward");
   for (int l = 0; l < L && st == LC_OK; l++) {
-    st = lc_pstore_acquire(ps, lc_unit_layer(l), l + 1 < L ? lc_unit_layer(l + 1) : F);
+    // (Sliced: the loss fetches the final norm and the first head slice itself.)
+    st = lc_pstore_acquire(ps, lc_unit_layer(l), l + 1 < L ? lc_unit_layer(l + 1) : sliced ? -1 : F);
     if (st == LC_OK && l + 1 < L) st = lc_ckstore_put_begin(cks, l + 1, &lbuf);
     if (st == LC_OK && l + 1 < L) carve_layer(&lcv, lbuf, &xs[l + 1], &atts[l + 1], &acts[l + 1]);
     if (st == LC_OK && bf16) {
@@ -344,17 +529,22 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   // Loss (and its gradient w.r.t. x_L, head and final norm, in the same pass). A tied head
   // is the embedding: acquired again, and its gradient buffer stays open until the end.
   const int bwd_first = want_grads ? lc_unit_layer(L - 1) : -1;
-  st = lc_pstore_acquire(ps, F, tied ? E : bwd_first);
-  if (st == LC_OK && tied) st = lc_pstore_acquire(ps, E, bwd_first);
-  if (st == LC_OK && want_grads) st = lc_pstore_grad_begin(ps, F);
-  if (st == LC_OK && want_grads && tied) st = lc_pstore_grad_begin(ps, E);
-  if (st == LC_OK)
-    st = lc_loss_fwd_bwd(cfg, &ps->w, &ps->g, xL, targets, T, o->loss_tile, loss_scale, bf16,
-                         want_grads ? dx : NULL, loss_sum, n_wrong, arena);
-  lc_pstore_release(ps, F);
-  if (tied) lc_pstore_release(ps, E);
+  if (sliced) {
+    st = loss_sliced(m, o, xL, targets, T, loss_scale, bf16, want_grads ? dx : NULL, loss_sum, n_wrong, bwd_first,
+                     arena);
+  } else {
+    st = lc_pstore_acquire(ps, F, tied ? E : bwd_first);
+    if (st == LC_OK && tied) st = lc_pstore_acquire(ps, E, bwd_first);
+    if (st == LC_OK && want_grads) st = lc_pstore_grad_begin(ps, F);
+    if (st == LC_OK && want_grads && tied) st = lc_pstore_grad_begin(ps, E);
+    if (st == LC_OK)
+      st = lc_loss_fwd_bwd(cfg, &ps->w, &ps->g, xL, targets, T, o->loss_tile, loss_scale, bf16,
+                           want_grads ? dx : NULL, loss_sum, n_wrong, arena);
+    lc_pstore_release(ps, F);
+    if (tied) lc_pstore_release(ps, E);
+    if (st == LC_OK && want_grads) st = lc_pstore_grad_end(ps, F);
+  }
   if (st != LC_OK || !want_grads) goto done;
-  st = lc_pstore_grad_end(ps, F);
   // Backward, recomputing what the policy did not keep.
   for (int l = L - 1; l >= 0 && st == LC_OK; l--) {
     const int u = lc_unit_layer(l);
@@ -380,10 +570,15 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
     lc_ckstore_release(cks, l);
     if (st == LC_OK) st = lc_pstore_grad_end(ps, u);
   }
-  if (st == LC_OK) st = lc_pstore_grad_begin(ps, E); // tied: already open (waits as any begin)
-  if (st == LC_OK) {
-    lc_embedding_bwd(ps->g.embed, dx, tokens, T, C);
-    st = lc_pstore_grad_end(ps, E);
+  if (st == LC_OK && sliced) {
+    st = embed_bwd_sliced(ps, embed_t, o->vocab_slice, tokens, T, C, dx);
+    if (st == LC_OK) st = lc_pstore_rows_done(ps, E);
+  } else {
+    if (st == LC_OK) st = lc_pstore_grad_begin(ps, E); // tied: already open (waits as any begin)
+    if (st == LC_OK) {
+      lc_embedding_bwd(ps->g.embed, dx, tokens, T, C);
+      st = lc_pstore_grad_end(ps, E);
+    }
   }
 done:
   if (st == LC_OK) st = lc_pstore_pass_end(ps);

@@ -29,7 +29,12 @@ typedef struct {
                       // (DESIGN.md "Precision"; the rounding points are in layer.h)
   const char *offload_dir; // layer checkpoints offloaded to this directory (model/ckstore.h);
                            // NULL: kept in RAM
+  int vocab_slice; // vocabulary rows per slice of the embedding and LM head (model/loss.h:
+                   // lc_head_slices); 0 or >= vocab: whole matrices
 } lc_model_opts;
+
+// Whether a pass takes the vocabulary matrices a slice at a time.
+static inline int lc_vocab_sliced(const lc_model_opts *o, int vocab) { return o->vocab_slice > 0 && o->vocab_slice < vocab; }
 
 // Phases of a training pass, for the memory model: short-lived buffers of one phase are
 // freed before the next begins (memplan.h).

@@ -32,6 +32,11 @@ struct lc_ps_red {
   int unit, phase, done;
   int p0_done; // phase 0 complete, phase 1 not started yet
   lc_req req;
+  // A row range's reduction (unit < 0; stage >= 2): its gradient rows (freed at retire),
+  // the per-rank counts the reduce-scatter reads, and this rank's piece of its shard.
+  float *gbuf, *piece;
+  size_t piece_n;
+  int *cnt;
 };
 
 static lc_comm *red_comm(const lc_pstore *ps, const lc_ps_red *r);
@@ -142,7 +147,7 @@ lc_status lc_pstore_create(lc_pstore *ps, const lc_config *cfg, int stage, int g
   ps->n_grads = grads_sharded(ps) ? shard : full;
   ps->n_opt = optim_sharded(ps) ? shard : full;
   ps->u_ = calloc((size_t)ps->lay.n_units, sizeof *ps->u_);
-  ps->red_ = calloc((size_t)ps->lay.n_units, sizeof *ps->red_);
+  ps->red_ = calloc((size_t)ps->lay.n_units + 4, sizeof *ps->red_); // at most 3 in flight
   if (!ps->u_ || !ps->red_) st = lc_fail(LC_ENOMEM, "out of memory for the parameter store");
   if (st == LC_OK) st = build_segments(ps);
   if (st == LC_OK) {
@@ -182,8 +187,13 @@ void lc_pstore_destroy(lc_pstore *ps) {
       if (ps->u_[u].greq.active) lc_wait(ps->zg, &ps->u_[u].greq);
       lc_free(ps->arena, ps->u_[u].gath);
     }
-  for (int i = 0; i < ps->n_red_; i++)
+  for (int i = 0; i < ps->n_red_; i++) {
     if (ps->red_[i].req.active) lc_wait(red_comm(ps, &ps->red_[i]), &ps->red_[i].req);
+    if (ps->red_[i].unit < 0) {
+      lc_free(ps->arena, ps->red_[i].gbuf);
+      free(ps->red_[i].cnt);
+    }
+  }
   if (ps->u_)
     for (int u = 0; u < ps->lay.n_units; u++) lc_free(ps->arena, ps->u_[u].gbuf);
   lc_free(ps->arena, ps->v);
@@ -372,6 +382,11 @@ static lc_comm *red_comm(const lc_pstore *ps, const lc_ps_red *r) {
 // groups still have to be summed (phase 1, started by start_phase1 in FIFO order).
 static void phase0_done(lc_pstore *ps, lc_ps_red *r) {
   const int u = r->unit;
+  if (u < 0) { // a row range (stage >= 2): its piece is in place
+    if (ps->R == 1) r->done = 1;
+    else r->p0_done = 1;
+    return;
+  }
   const size_t s = shard_floats(ps, u);
   if (ps->stage == 1 && ps->zrank != 0) {
     // The in-place reduce-scatter left the result at the unit's start: move it to its slice.
@@ -384,6 +399,11 @@ static void phase0_done(lc_pstore *ps, lc_ps_red *r) {
 
 static lc_status start_phase1(lc_pstore *ps, lc_ps_red *r) {
   const int u = r->unit;
+  if (u < 0) {
+    r->p0_done = 0;
+    r->phase = 1;
+    return lc_iallreduce_sum(ps->rep, r->piece, r->piece_n, LC_DT_F32, &r->req);
+  }
   const size_t s = shard_floats(ps, u);
   float *slice = ps->stage == 1 ? ps->grads + ps->lay.units[u].off + (size_t)ps->zrank * s
                                 : ps->grads + shard_off(ps, u);
@@ -420,9 +440,12 @@ static lc_status progress(lc_pstore *ps, int nwait) {
 
 void lc_pstore_poll(lc_pstore *ps) {
   if (progress(ps, 0) != LC_OK) return; // reported when the reduction is waited for
-  if (params_sharded(ps))
+  if (params_sharded(ps)) {
     for (int u = 0; u < ps->lay.n_units; u++)
       if (ps->u_[u].greq.active) lc_test(ps->zg, &ps->u_[u].greq);
+    for (int i = 0; i < 4; i++)
+      if (ps->rows_[i] && ps->rows_[i]->req.active) lc_test(ps->zg, &ps->rows_[i]->req);
+  }
 }
 
 // Completes the oldest reductions until at most `keep` are in flight; frees their
@@ -432,7 +455,13 @@ static lc_status retire(lc_pstore *ps, int keep) {
   const int n = ps->n_red_ - keep;
   LC_TRY(progress(ps, n)); // the oldest n complete (in order), the rest move on if they can
   for (int i = 0; i < n; i++) {
-    lc_ps_unit *x = &ps->u_[ps->red_[i].unit];
+    lc_ps_red *r = &ps->red_[i];
+    if (r->unit < 0) {
+      lc_free(ps->arena, r->gbuf);
+      free(r->cnt);
+      continue;
+    }
+    lc_ps_unit *x = &ps->u_[r->unit];
     lc_free(ps->arena, x->gbuf);
     x->gbuf = NULL;
   }
@@ -484,6 +513,172 @@ lc_status lc_pstore_grad_end(lc_pstore *ps, int unit) {
   ps->n_red_++;
   return LC_OK;
 }
+
+// ---------------------------------------------------------------- row ranges
+size_t lc_pstore_row_len(const lc_pstore *ps, int tensor) {
+  const lc_param_info *T = &ps->lay.table[tensor];
+  return T->ndim == 2 ? (size_t)T->shape[1] : T->numel;
+}
+size_t lc_pstore_n_rows(const lc_pstore *ps, int tensor) { return ps->lay.table[tensor].numel / lc_pstore_row_len(ps, tensor); }
+
+// Zero-group rank i's piece of the full-coordinate range [x0, x0 + n) of unit u: the
+// intersection with its shard, as an offset in the range and a length (0: none).
+static void range_piece(const lc_pstore *ps, int u, size_t x0, size_t n, int i, size_t *at, size_t *len) {
+  const size_t lo = ps->lay.units[u].off + (size_t)i * shard_floats(ps, u), hi = lo + shard_floats(ps, u);
+  const size_t a = x0 > lo ? x0 : lo, b = x0 + n < hi ? x0 + n : hi;
+  *at = b > a ? a - x0 : 0;
+  *len = b > a ? b - a : 0;
+}
+
+// cnt[Z] counts and cnt[Z..2Z) displacements of the range's pieces, in rank order (they
+// follow one another: shards are consecutive).
+static int *range_counts(const lc_pstore *ps, int u, size_t x0, size_t n) {
+  int *cnt = malloc(sizeof(int) * 2 * (size_t)ps->Z);
+  if (!cnt) return NULL;
+  for (int i = 0; i < ps->Z; i++) {
+    size_t at, len;
+    range_piece(ps, u, x0, n, i, &at, &len);
+    cnt[i] = (int)len;
+    cnt[ps->Z + i] = (int)at;
+  }
+  return cnt;
+}
+
+// This rank's piece of the range in its shard buffer (params or grads).
+static float *range_mine(const lc_pstore *ps, float *shard_buf, int u, size_t x0, size_t n, size_t *at, size_t *len) {
+  range_piece(ps, u, x0, n, ps->zrank, at, len);
+  return shard_buf + shard_off(ps, u) + (x0 + *at - owned_lo(ps, u));
+}
+
+static void rows_track(lc_pstore *ps, lc_ps_rows *r, int on) {
+  for (int i = 0; i < 4; i++)
+    if (on ? !ps->rows_[i] : ps->rows_[i] == r) {
+      ps->rows_[i] = on ? r : NULL;
+      return;
+    }
+}
+
+size_t lc_pstore_rows_bytes(int stage, int bf16, size_t n) {
+  if (stage >= 3) return lc_bytes(LC_DT_F32, n + (n & 1));
+  return bf16 ? lc_bytes(LC_DT_F32, n) : 0;
+}
+size_t lc_pstore_rows_grad_bytes(int stage, size_t n) { return stage >= 2 ? lc_bytes(LC_DT_F32, n) : 0; }
+
+void lc_pstore_rows_init(const lc_pstore *ps, lc_ps_rows *r, int tensor, size_t r0, size_t r1) {
+  memset(r, 0, sizeof *r);
+  const size_t len = lc_pstore_row_len(ps, tensor);
+  r->tensor = tensor;
+  r->r0 = r0;
+  r->r1 = r1;
+  r->x0 = ps->lay.table[tensor].offset + r0 * len;
+  r->n = (r1 - r0) * len;
+}
+
+lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t r0, size_t r1) {
+  lc_pstore_rows_init(ps, r, tensor, r0, r1);
+  if (!params_sharded(ps)) return LC_OK;
+  const int u = ps->lay.table[tensor].unit;
+  const size_t nb = r->n + (r->n & 1); // even, for the in-place bf16 widening
+  r->buf = lc_alloc(ps->arena, LC_MEM_GATHERED, lc_bytes(LC_DT_F32, nb), "gathered vocabulary rows");
+  r->cnt = r->buf ? range_counts(ps, u, r->x0, r->n) : NULL;
+  if (!r->cnt) {
+    lc_free(ps->arena, r->buf);
+    r->buf = NULL;
+    return r->cnt ? LC_ENOMEM : lc_fail(LC_ENOMEM, "out of memory for a vocabulary slice's counts");
+  }
+  size_t at, mine;
+  const float *src = range_mine(ps, ps->params, u, r->x0, r->n, &at, &mine);
+  r->g16 = ps->compute == LC_DT_BF16;
+  lc_status st;
+  if (!r->g16) {
+    if (mine) memcpy(r->buf + at, src, lc_bytes(LC_DT_F32, mine));
+    st = lc_iallgatherv(ps->zg, r->buf, r->cnt, r->cnt + ps->Z, LC_DT_F32, &r->req);
+  } else { // bf16 values travel (half the bytes), widened in place at acquire
+    uint16_t *h = (uint16_t *)(void *)r->buf + nb;
+    if (nb > r->n) h[r->n] = 0;
+    if (mine) lc_bf16_pack(h + at, src, mine);
+    st = lc_iallgatherv(ps->zg, h, r->cnt, r->cnt + ps->Z, LC_DT_BF16, &r->req);
+  }
+  if (st == LC_OK) rows_track(ps, r, 1);
+  return st;
+}
+
+lc_status lc_pstore_rows_acquire(lc_pstore *ps, lc_ps_rows *r) {
+  r->acquired = 1;
+  if (params_sharded(ps)) {
+    LC_TRY(lc_wait(ps->zg, &r->req));
+    if (r->g16) lc_bf16_unpack_inplace(r->buf, r->n + (r->n & 1));
+    r->g16 = 0;
+    r->w = r->buf;
+    return LC_OK;
+  }
+  if (ps->compute != LC_DT_BF16) {
+    r->w = ps->params + r->x0;
+    return LC_OK;
+  }
+  if (!r->buf) {
+    r->buf = lc_alloc(ps->arena, LC_MEM_GATHERED, lc_bytes(LC_DT_F32, r->n), "bf16 compute vocabulary rows");
+    if (!r->buf) return LC_ENOMEM;
+    lc_bf16_round_copy(r->buf, ps->params + r->x0, r->n);
+  }
+  r->w = r->buf;
+  return LC_OK;
+}
+
+void lc_pstore_rows_release(lc_pstore *ps, lc_ps_rows *r) {
+  if (r->req.active) lc_wait(ps->zg, &r->req); // released before use (an error path)
+  rows_track(ps, r, 0);
+  lc_free(ps->arena, r->buf);
+  free(r->cnt);
+  r->buf = NULL;
+  r->cnt = NULL;
+  r->w = NULL;
+  r->acquired = 0;
+}
+
+lc_status lc_pstore_rows_grad_begin(lc_pstore *ps, lc_ps_rows *r) {
+  LC_TRY(retire(ps, 1));
+  if (!grads_sharded(ps)) {
+    r->g = ps->grads + r->x0;
+    return LC_OK;
+  }
+  r->gbuf = lc_calloc(ps->arena, LC_MEM_GRADS, lc_bytes(LC_DT_F32, r->n), "vocabulary rows gradient");
+  if (!r->gbuf) return LC_ENOMEM;
+  r->g = r->gbuf;
+  return LC_OK;
+}
+
+lc_status lc_pstore_rows_grad_end(lc_pstore *ps, lc_ps_rows *r) {
+  lc_test_point("reduce");
+  r->g = NULL;
+  if (!grads_sharded(ps)) return LC_OK;
+  const int u = ps->lay.table[r->tensor].unit;
+  lc_ps_red *q = &ps->red_[ps->n_red_];
+  memset(q, 0, sizeof *q);
+  q->unit = -1;
+  q->gbuf = r->gbuf;
+  r->gbuf = NULL;
+  q->cnt = range_counts(ps, u, r->x0, r->n);
+  if (!q->cnt) {
+    lc_free(ps->arena, q->gbuf);
+    return lc_fail(LC_ENOMEM, "out of memory for a vocabulary slice's counts");
+  }
+  size_t at;
+  q->piece = range_mine(ps, ps->grads, u, r->x0, r->n, &at, &q->piece_n);
+  // The shard's piece may already hold sums (earlier passes, or this range reduced before
+  // in this pass): one replica adds them to its input, so they are counted once.
+  if (ps->rrank == 0 && q->piece_n) lc_add_inplace(q->gbuf + at, q->piece, q->piece_n);
+  ps->n_red_++; // queued before the collective so that an error still frees its buffers
+  return lc_ireduce_scatterv_sum(ps->zg, q->gbuf, q->piece, q->cnt, LC_DT_F32, &q->req);
+}
+
+lc_status lc_pstore_rows_done(lc_pstore *ps, int unit) {
+  if (grads_sharded(ps)) return LC_OK;
+  LC_TRY(retire(ps, 1));
+  return lc_pstore_grad_end(ps, unit);
+}
+
+lc_status lc_pstore_prefetch(lc_pstore *ps, int unit) { return params_sharded(ps) ? start_gather(ps, unit) : LC_OK; }
 
 lc_status lc_pstore_pass_end(lc_pstore *ps) {
   if (ps->want_grads_) ps->passes_++;
@@ -575,20 +770,52 @@ lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *o
   return LC_OK;
 }
 
+// Bytes this rank sends in one pass for the row ranges of tensor t, `rows` rows each
+// (vocabulary slices): `gathers` uneven all-gathers of g-byte elements and `reductions`
+// uneven reduce-scatters (each then all-reduced across the replica groups).
+static double rows_bytes_sent(const lc_pstore *ps, int t, size_t rows, int gathers, int reductions, double g) {
+  const size_t len = lc_pstore_row_len(ps, t), V = lc_pstore_n_rows(ps, t);
+  const double f = (double)lc_dtype_size(LC_DT_F32), Z = ps->Z, R = ps->R;
+  double b = 0;
+  for (size_t a = 0; a < V; a += rows) {
+    const size_t x0 = ps->lay.table[t].offset + a * len, n = ((a + rows < V ? a + rows : V) - a) * len;
+    size_t at, mine;
+    range_piece(ps, ps->lay.table[t].unit, x0, n, ps->zrank, &at, &mine);
+    b += gathers * (Z - 1) * (double)mine * g;
+    b += reductions * ((double)(n - mine) * f + (R > 1 ? 2.0 * (R - 1) / R * (double)mine * f : 0.0));
+  }
+  return b;
+}
+
 double lc_pstore_step_bytes(const lc_pstore *ps, int passes, lc_dtype compute) {
   const double f = (double)lc_dtype_size(LC_DT_F32), total = (double)ps->lay.total, Z = ps->Z, R = ps->R;
   const int W = ps->world ? ps->world->size : 1;
   if (ps->stage == 0) return W > 1 ? 2.0 * (W - 1) / W * total * f : 0.0;
+  const lc_param_layout *L = &ps->lay;
+  const int nl = ps->cfg.n_layers, Eu = LC_UNIT_EMBED, Fu = lc_unit_final(nl), tied = ps->cfg.tie_embeddings;
+  // Vocabulary slices (stage >= 2): the embedding and final units move as row ranges.
+  const int sliced = ps->vocab_rows > 0 && ps->stage >= 2;
+  const double g = (double)lc_dtype_size(compute == LC_DT_BF16 ? LC_DT_BF16 : LC_DT_F32); // gathered dtype
   // One reduction of every unit: reduce-scatter in the group, all-reduce across groups.
-  double red = (Z - 1) * (total / Z) * f + (R > 1 ? 2.0 * (R - 1) / R * (total / Z) * f : 0.0);
+  const double reduced = sliced ? total - (double)L->units[Eu].n - (double)L->units[Fu].n : total;
+  double red = (Z - 1) * (reduced / Z) * f + (R > 1 ? 2.0 * (R - 1) / R * (reduced / Z) * f : 0.0);
   double bytes = red * (ps->stage == 1 ? 1 : passes);
   bytes += 2.0 * (Z - 1) / Z * sizeof(double); // the norm's sum of squares
+  if (sliced) { // per pass: the embedding's rows (gathered for the lookup, and twice more as a
+                // tied head), the head's (gathered by both loss passes) and the final norm's
+    const int g3 = ps->stage >= 3;
+    for (int t = L->units[Eu].t0; t < L->units[Fu].t1; t++) {
+      const int u = L->table[t].unit;
+      if (u != Eu && u != Fu) continue;
+      const int head = u == Fu && L->table[t].ndim == 2, emb = u == Eu;
+      const int gathers = !g3 ? 0 : emb ? 1 + 2 * tied : head ? 2 : 1, reductions = emb && tied ? 2 : 1;
+      bytes += passes * rows_bytes_sent(ps, t, L->table[t].ndim == 2 ? ps->vocab_rows : 1, gathers, reductions, g);
+    }
+  }
   if (ps->stage <= 2) return bytes + (Z - 1) * (total / Z) * f; // parameters all-gathered
   // Stage 3: per pass, forward gathers every unit once (the embedding twice when tied:
   // the LM head at the loss), backward every layer again.
-  const lc_param_layout *L = &ps->lay;
-  double units = (double)L->total + (ps->cfg.tie_embeddings ? (double)L->units[LC_UNIT_EMBED].n : 0.0);
-  for (int l = 0; l < ps->cfg.n_layers; l++) units += (double)L->units[lc_unit_layer(l)].n;
-  const double g = (double)lc_dtype_size(compute == LC_DT_BF16 ? LC_DT_BF16 : LC_DT_F32); // gathered dtype
+  double units = sliced ? reduced : (double)L->total + (tied ? (double)L->units[Eu].n : 0.0);
+  for (int l = 0; l < nl; l++) units += (double)L->units[lc_unit_layer(l)].n;
   return bytes + passes * (Z - 1) * (units / Z) * g;
 }

@@ -44,6 +44,29 @@ typedef struct {
 
 typedef enum { LC_PS_PARAMS = 0, LC_PS_EXP_AVG, LC_PS_EXP_AVG_SQ } lc_ps_state;
 
+// A range of rows of one tensor acquired, and its gradient reduced, on its own, so that no
+// rank ever holds the whole tensor's gathered weights or gradient (model.c, vocab_slice).
+// Under stage 3 the rows are all-gathered from the ranks whose shards they overlap (an
+// uneven all-gather: most ranks send nothing for a given slice); under stage >= 2 their
+// gradient is reduce-scattered onto those shards (stage 2 and 3: the shard's earlier sums
+// are added by one replica first, so a range may be reduced several times per pass, e.g.
+// a tied embedding's rows by the LM head and again by the embedding's backward). Stages
+// 0/1 point into the full buffers (bf16 compute: a rounded copy of the rows) and leave the
+// reduction to the unit's: call lc_pstore_rows_done once the unit's ranges are done.
+typedef struct {
+  int tensor;       // table index
+  size_t r0, r1;    // rows [r0, r1) ([rows, cols] tensors; a 1-D tensor is one row)
+  float *w;         // after lc_pstore_rows_acquire: the rows' weights [r1 - r0, cols]
+  float *g;         // after lc_pstore_rows_grad_begin: their gradient (accumulate into it)
+  // private
+  size_t x0, n;     // floats [x0, x0 + n) of the full flat buffer
+  float *buf;       // gathered (stage 3) or rounded (bf16) rows; NULL: w points into params
+  float *gbuf;      // stage >= 2: the temporary gradient rows
+  int *cnt;         // stage 3 gather: per zero-group rank, counts then displacements
+  lc_req req;
+  int g16, acquired;
+} lc_ps_rows;
+
 typedef struct lc_ps_unit lc_ps_unit;
 typedef struct lc_ps_red lc_ps_red;
 
@@ -61,6 +84,8 @@ typedef struct {
   lc_ps_segment *seg; // this rank's pieces of every tensor (the optimizer's work)
   int n_seg;
   lc_weights w, g;    // views: the current weights and gradient buffers of acquired units
+  size_t vocab_rows;  // rows per vocabulary slice the passes use (0: whole units); set by the
+                      // model's pass, read by lc_pstore_step_bytes
   lc_dtype compute;   // LC_DT_F32, or LC_DT_BF16: an acquired unit's view holds its weights
                       // rounded to bf16 (stage 3: gathered as bf16, half the bytes, and
                       // widened in place; otherwise a copy made at acquire, freed at release)
@@ -68,6 +93,7 @@ typedef struct {
   lc_ps_unit *u_;
   lc_ps_red *red_;
   int n_red_, want_grads_, last_, passes_, step_passes_;
+  lc_ps_rows *rows_[4]; // row ranges whose gather may be in flight (polled)
 } lc_pstore;
 
 // The one check of a ZeRO request, for the trainer, the planner and the store: stage in
@@ -102,6 +128,37 @@ lc_status lc_pstore_grad_begin(lc_pstore *ps, int unit);
 lc_status lc_pstore_grad_end(lc_pstore *ps, int unit);
 // Progresses reductions and gathers in flight (never blocks).
 void lc_pstore_poll(lc_pstore *ps);
+
+// ---- row ranges of one tensor (vocabulary slices of the embedding and the LM head;
+// lc_ps_rows above)
+// Columns of a tensor's rows (shape[1], or numel for a 1-D tensor) and its row count.
+size_t lc_pstore_row_len(const lc_pstore *ps, int tensor);
+size_t lc_pstore_n_rows(const lc_pstore *ps, int tensor);
+// Sets r to rows [r0, r1) of tensor without fetching them (for a gradient alone).
+void lc_pstore_rows_init(const lc_pstore *ps, lc_ps_rows *r, int tensor, size_t r0, size_t r1);
+// Starts fetching rows [r0, r1) of tensor (stage 3: the gather is issued; it runs while the
+// caller computes, progressed by lc_pstore_poll).
+lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t r0, size_t r1);
+// Waits for the rows: r->w holds them (in the compute dtype's values).
+lc_status lc_pstore_rows_acquire(lc_pstore *ps, lc_ps_rows *r);
+// Drops the gathered or rounded copy (also a fetch never acquired).
+void lc_pstore_rows_release(lc_pstore *ps, lc_ps_rows *r);
+// Gradient rows in r->g (stage >= 2: a zeroed temporary buffer; otherwise the full gradient
+// buffer's rows). Like lc_pstore_grad_begin, first waits for all but the most recent
+// reduction in flight.
+lc_status lc_pstore_rows_grad_begin(lc_pstore *ps, lc_ps_rows *r);
+// Stage >= 2: hands the rows' gradient to its reduction (the buffer is freed when it
+// retires). Stages 0/1: nothing.
+lc_status lc_pstore_rows_grad_end(lc_pstore *ps, lc_ps_rows *r);
+// Every range of `unit` has ended its gradient for this pass: stages 0/1 reduce the unit
+// as lc_pstore_grad_end does (in the step's last pass); stages >= 2 have nothing left.
+lc_status lc_pstore_rows_done(lc_pstore *ps, int unit);
+// Starts the stage-3 gather of a whole unit ahead of its acquire (no-op otherwise).
+lc_status lc_pstore_prefetch(lc_pstore *ps, int unit);
+// Arena bytes of one acquired range of n floats (gathered or rounded copy: 0 when it is a
+// view) and of its temporary gradient, for the memory model.
+size_t lc_pstore_rows_bytes(int stage, int bf16, size_t n);
+size_t lc_pstore_rows_grad_bytes(int stage, size_t n);
 
 // ---- the step around the passes
 // Zeroes the gradients for a step of `passes` training passes (0: unknown, every pass
