@@ -12,17 +12,18 @@
 # LIMIT_S (1500: wall seconds per configuration), MEM_GIB (20: cap per PyTorch process, lowered
 # to what the machine has free), QUIET (15: wait before each configuration until the CPUs were
 # under this % busy over 10 s; at most QUIET_MAX_S 1800 s), LC_CKPT ("selective full"),
-# TORCH_CKPT ("none layer"), PRECISIONS ("fp32 bf16"), RERUN_PCT (10), RERUNS (1), ONLY (run just
+# TORCH_CKPT ("none layer"), PRECISIONS ("fp32 bf16"), LC_STEPS (4: longctx steps, the first a
+# warm-up), TORCH_STEPS (3: PyTorch's timed steps after its warm-up), RERUN_PCT (10), RERUNS (1), ONLY (run just
 # these configuration names, e.g. "longctx-8192-bf16-full pytorch-8192-bf16-layer"), APPEND (1: add
 # to WORK_DIR/results.jsonl instead of starting it afresh).
 #
 # Per S the configurations run interleaved (longctx then PyTorch, for each precision and
-# checkpoint policy), each in its own process. longctx: `train --seq S --steps 4 --lr 1e-5
+# checkpoint policy), each in its own process. longctx: `train --seq S --steps "$LC_STEPS" --lr 1e-5
 # --warmup 0 --threads 2 --precision P --checkpoint C --log-json F` on a token file of random
-# ids (vocab 49152); tokens/s is the median of steps 2-4 (step 1 warms up), peak = the arena's
+# ids (vocab 49152); tokens/s is the median of steps 2-LC_STEPS (step 1 warms up), peak = the arena's
 # peak_bytes, rss = the largest rss_bytes of the JSON and the process's ru_maxrss. PyTorch:
 # bench/torch_step.py (SDPA, fp32 or bf16 autocast, gradient checkpointing off or per layer),
-# one warm-up step and 3 timed steps, median; peak = ru_maxrss. A configuration still running
+# one warm-up step and TORCH_STEPS timed steps, median; peak = ru_maxrss. A configuration still running
 # after LIMIT_S is stopped (when its next step could not finish in time) and reported with the
 # steps it finished, or as "> LIMIT_S" when it finished none after the warm-up; one that runs
 # out of memory is reported as such. Each step's "others" is the CPU time other processes took
@@ -44,6 +45,8 @@ LC_CKPT=${LC_CKPT:-"selective full"}
 TORCH_CKPT=${TORCH_CKPT:-"none layer"}
 PRECISIONS=${PRECISIONS:-"fp32 bf16"}
 RERUN_PCT=${RERUN_PCT:-10}
+LC_STEPS=${LC_STEPS:-4}
+TORCH_STEPS=${TORCH_STEPS:-3}
 RERUNS=${RERUNS:-1}
 mkdir -p "$WORK/logs"
 RES="$WORK/results.jsonl"
@@ -242,20 +245,22 @@ PY
 run() {
   local name=$1 impl S P C
   IFS=- read -r impl S P C <<<"$name"
-  local common="\"name\":\"$name\",\"seq\":$S,\"precision\":\"$P\",\"checkpoint\":\"$C\",\"timed\":3,\"log\":\"$WORK/logs/$name.log\",\"out\":\"$RES\",\"limit_s\":$LIMIT_S,\"mem_gib\":$MEM_GIB,\"quiet\":$QUIET,\"quiet_max_s\":$QUIET_MAX_S"
+  local timed=$TORCH_STEPS
+  [ "$impl" = longctx ] && timed=$((LC_STEPS - 1))
+  local common="\"name\":\"$name\",\"seq\":$S,\"precision\":\"$P\",\"checkpoint\":\"$C\",\"timed\":$timed,\"log\":\"$WORK/logs/$name.log\",\"out\":\"$RES\",\"limit_s\":$LIMIT_S,\"mem_gib\":$MEM_GIB,\"quiet\":$QUIET,\"quiet_max_s\":$QUIET_MAX_S"
   echo "$(date -u +%H:%M:%S) $name" >&2
   if [ "$impl" = longctx ]; then
     local J="$WORK/logs/$name.jsonl"
     rm -f "$J"
     python3 "$RUNNER" "{\"impl\":\"longctx\",\"json\":\"$J\",$common}" \
-      "$LONGCTX" train --model "$LC_MODEL" --data "$TOK" --seq "$S" --steps 4 --lr 1e-5 --warmup 0 \
+      "$LONGCTX" train --model "$LC_MODEL" --data "$TOK" --seq "$S" --steps "$LC_STEPS" --lr 1e-5 --warmup 0 \
       --threads "$THREADS" --precision "$P" --checkpoint "$C" --log-json "$J" || echo "  (runner failed: $name)" >&2
   else
     local CK=()
     [ "$C" = layer ] && CK=(--checkpointing)
     python3 "$RUNNER" "{\"impl\":\"pytorch\",$common}" \
       "$PY" "$ROOT/bench/torch_step.py" --model "$HF" --seq "$S" --precision "$P" "${CK[@]}" \
-      --threads "$THREADS" --steps 3 || echo "  (runner failed: $name)" >&2
+      --threads "$THREADS" --steps "$TORCH_STEPS" || echo "  (runner failed: $name)" >&2
   fi
 }
 
