@@ -16,11 +16,13 @@ for r in $(seq 1 "$REPS"); do
     quiet
     OMP_NUM_THREADS=1 $MPI "$BIN" train $ARGS --steps $STEPS --warmup 0 --head-chunk "$hc" --log-json "$OUT/$hc.$r.jsonl" >"$OUT/$hc.$r.out" 2>&1 ||
       { echo "run $hc rep $r failed:"; tail -5 "$OUT/$hc.$r.out"; exit 1; }
-    echo "done $hc rep $r: $(tail -1 "$OUT/$hc.$r.jsonl" | grep -o '"step_seconds":[0-9.]*')" >&2
+    # Our 2 ranks make the 1-minute load ~2 by the end of a run; more means other work ran.
+    cut -d' ' -f1 /proc/loadavg >"$OUT/$hc.$r.load"
+    echo "done $hc rep $r: $(tail -1 "$OUT/$hc.$r.jsonl" | grep -o '"step_seconds":[0-9.]*'), load $(cat "$OUT/$hc.$r.load")" >&2
   done
 done
-echo "| --head-chunk | step s (each run, last step) | comm peak | checkpoint peak | comm + checkpoints | plan: comm + checkpoints | loss after $STEPS steps |"
-echo "|---|---|---|---|---|---|---|"
+echo "| --head-chunk | step s (each run, last step) | 1-min load at the end | comm peak | checkpoint peak | comm + checkpoints | plan: comm + checkpoints | loss after $STEPS steps |"
+echo "|---|---|---|---|---|---|---|---|"
 for hc in $CHUNKS; do
   "$BIN" plan $ARGS --head-chunk "$hc" >"$OUT/plan.$hc" 2>&1
   python3 - "$OUT" "$hc" "$REPS" <<'PY'
@@ -35,7 +37,8 @@ def cat(name):
     m = re.search(r"^\| %s \| ([0-9.]+) (KiB|MiB|GiB|B) \|" % name, plan, re.M)
     return float(m.group(1)) * {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[m.group(2)]
 mib = lambda b: "%.1f MiB" % (b / 2**20)
-print("| %s | %s | %s | %s | %s | %s | %.6f |" % (hc, " / ".join("%.1f" % l["step_seconds"] for l in last), mib(comm), mib(ck),
+loads = " / ".join(open(f"{out}/{hc}.{r}.load").read().strip() for r in range(1, reps + 1))
+print("| %s | %s | %s | %s | %s | %s | %s | %.6f |" % (hc, " / ".join("%.1f" % l["step_seconds"] for l in last), loads, mib(comm), mib(ck),
       mib(comm + ck), mib(cat("comm") + cat("checkpoints")), last[0]["loss"]))
 PY
 done
