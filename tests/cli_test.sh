@@ -249,6 +249,16 @@ grep -q "$TMP/off/longctx-ckpt-" "$TMP/err" && ok || bad "the write error does n
 "$BIN" train $OFF --steps 2 --resume "$TMP/offck/checkpoint-1" >/dev/null 2>"$TMP/err" && ok || bad "resume from the checkpoint before the write error: $(cat "$TMP/err")"
 "$BIN" plan --model llama-3-8b --seq 1M --hp 8 --cp 8 --checkpoint full --offload-checkpoints /tmp | grep -q "^  offload    layer checkpoints on disk: 8.00 GiB written and read back per pass" && ok || bad "plan --offload-checkpoints: $("$BIN" plan --model llama-3-8b --seq 1M --hp 8 --cp 8 --checkpoint full --offload-checkpoints /tmp | grep offload)"
 
+# The disk bandwidth that hides offload scales with the compute rate (--gflops).
+bw() { "$BIN" plan --model llama-3-8b --seq 1M --hp 8 --cp 8 --checkpoint full --offload-checkpoints /tmp --gflops "$1" | sed -n 's|^Offload stays hidden when the disk sustains \([0-9.]*\) \([KMGT]*i*B\)/s.*|\1 \2|p'; }
+python3 - "$(bw 100)" "$(bw 400)" <<'PY' && ok || bad "plan --gflops: bandwidth '$(bw 100)' at 100, '$(bw 400)' at 400"
+import sys
+u = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+a, b = (float(x.split()[0]) * u[x.split()[1]] for x in sys.argv[1:3])
+sys.exit(0 if a > 0 and abs(b / a - 4) < 0.02 else 1)
+PY
+expect_error "--gflops 0" plan --model llama-3-8b --seq 1M --gflops 0
+
 # Vocabulary slices (bench-s: 32000 rows in slices of 5000, the last 2000) on 2 context ranks
 # under ZeRO 3: the losses equal the whole matrices' to 1e-5 relative (the softmax sum in
 # another order); the settings table and plan name the slices, plan's gathered weights

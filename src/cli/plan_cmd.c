@@ -28,7 +28,7 @@ int lc_cmd_plan(int argc, char **argv) {
   int ranks = 0, zero = 0, zero_group = 0, pack = 0, attn_window = 0, doc_len = 0, vocab_slice = 0;
   const char *cp_layout = NULL, *offload = NULL;
   const char *head_chunk_s = "all";
-  float budget_gib = 20.0f;
+  float budget_gib = 20.0f, gflops = 200.0f;
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &model, "a preset (tiny, demo, bench-s; shapes only: llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, qwen2.5-7b, qwen3-8b, qwen3-32b), an HF model directory or a GGUF file", 0},
       {"seq", LC_ARG_STR, &seq_s, "tokens per sequence, K = 1024, M = 1024^2 (e.g. 128K, 1M)", 0},
@@ -52,6 +52,7 @@ int lc_cmd_plan(int argc, char **argv) {
       {"mlp-tile", LC_ARG_INT, &mlp_tile, "tokens per MLP tile, 0 = untiled (default: as train, auto)", 0},
       {"loss-tile", LC_ARG_INT, &loss_tile, "tokens per logits+loss tile, 0 = untiled (default: as train, auto)", 0},
       {"threads", LC_ARG_INT, &threads, "OpenMP threads per rank, sizes kernel workspaces (default: this machine's)", 0},
+      {"gflops", LC_ARG_FLOAT, &gflops, "sustained GFLOP/s per rank, for the disk bandwidth that keeps --offload-checkpoints hidden (default 200: ~2 Zen 4 cores in bf16; an H100 sustains ~400000)", 0},
       {"budget-gib", LC_ARG_FLOAT, &budget_gib, "memory per rank for the largest-S search, GiB (default 20)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
@@ -92,6 +93,8 @@ int lc_cmd_plan(int argc, char **argv) {
   if (st == LC_OK && lc_args_find(flags, nf, "attn-window")->seen && attn_window < 1)
     st = lc_fail(LC_EINVAL, "--attn-window %d: give the number of most recent tokens each token sees (>= 1)",
                  attn_window);
+  if (st == LC_OK && !(gflops > 0))
+    st = lc_fail(LC_EINVAL, "--gflops %g: give the sustained GFLOP/s per rank (> 0)", gflops);
   if (st == LC_OK && vocab_slice < 0)
     st = lc_fail(LC_EINVAL, "--vocab-slice %d: give vocabulary rows per slice (>= 1), or 0 for whole matrices", vocab_slice);
   if (st == LC_OK && (doc_len < 0 || (doc_len && !pack)))
@@ -163,12 +166,13 @@ int lc_cmd_plan(int argc, char **argv) {
            lc_head_n_slices(cfg.vocab, vocab_slice), vocab_slice,
            zero == 3 ? "gathered, and their gradients reduced,"
                      : zero == 2 ? "gradients reduced" : "logits computed (below ZeRO 2 the matrices are held whole anyway)");
+  size_t ck = 0; // offload: checkpoint bytes one pass writes (and reads back)
   if (offload) {
     // What one pass moves: every layer's checkpoint out after its forward and back before
     // its backward (at most; the last layers may never leave RAM).
     lc_model_opts ram = o;
     ram.offload_dir = NULL;
-    size_t ck = 0, ac = 0;
+    size_t ac = 0;
     lc_model_pass_bytes(&cfg, &ram, (int)e.T, e.attn_saved_per_layer, &ck, &ac);
     printf("  %-10s layer checkpoints on disk: %s written and read back per pass (%.0f bytes per local token each way); "
            "%d of %d layers in RAM\n", "offload", lc_fmt_bytes(b3, sizeof b3, (double)ck), (double)ck / (double)e.T,
@@ -216,10 +220,20 @@ int lc_cmd_plan(int argc, char **argv) {
          pairs, 100 * pairs / full, pack ? (snprintf(b3, sizeof b3, ", documents of %ld tokens", L), b3) : "",
          W ? ", sliding window" : "", fl, fl_full, fl / (hp * cp), lc_cp_layout_name(cl), lc_cp_layout_chunks(cl, S, cp, hp));
 
+  if (offload) {
+    // Hidden: layer l's checkpoint is written while the layers after it compute forward and
+    // read back while the layers above it compute backward, so over a pass the disk must
+    // move the checkpoints out and back within the pass's compute (full checkpointing
+    // recomputes each layer's forward: 4/3 of the model FLOPs).
+    const double t = fl / (hp * cp) * (o.ckpt == LC_CKPT_FULL ? 4.0 / 3.0 : 1.0) / (gflops * 1e9);
+    printf("Offload stays hidden when the disk sustains %s/s written and as much read (%s each way per pass, "
+           "a pass of %.3g s at %.0f GFLOP/s per rank: --gflops).\n", lc_fmt_bytes(b, sizeof b, (double)ck / t),
+           lc_fmt_bytes(b2, sizeof b2, (double)ck), t, gflops);
+  }
   // Largest S: the same tiles (auto tiles: their value for long sequences).
   lc_model_opts ob = o;
   if (mlp_auto) ob.mlp_tile = lc_memplan_auto_mlp_tile(LONG_MAX);
-  if (loss_auto) ob.loss_tile = lc_memplan_auto_loss_tile(LONG_MAX, cfg.vocab);
+  if (loss_auto) ob.loss_tile = lc_memplan_auto_loss_tile(LONG_MAX, sliced ? vocab_slice : cfg.vocab);
   // --head-chunk auto: the longest S over every chunk size, with the chunk auto picks there.
   int hc_best = hc;
   long best = lc_memplan_max_seq_hc(&cfg, &ob, hp, cp, window, head_chunk < 0 ? -1 : hc, used, budget, &hc_best);
