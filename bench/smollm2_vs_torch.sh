@@ -13,7 +13,9 @@
 # to what the machine has free), QUIET (15: wait before each configuration until the CPUs were
 # under this % busy over 10 s; at most QUIET_MAX_S 1800 s), LC_CKPT ("selective full"),
 # TORCH_CKPT ("none layer"), PRECISIONS ("fp32 bf16"), LC_STEPS (4: longctx steps, the first a
-# warm-up), TORCH_STEPS (3: PyTorch's timed steps after its warm-up), RERUN_PCT (10), RERUNS (1), ONLY (run just
+# warm-up), TORCH_STEPS (3: PyTorch's timed steps after its warm-up), LC_CTX (8192: the model's
+# context; longer S runs longctx with --rope-scaling yarn:F:LC_CTX, F = S / LC_CTX rounded up,
+# which changes positions, not work; transformers computes RoPE past it unasked), RERUN_PCT (10), RERUNS (1), ONLY (run just
 # these configuration names, e.g. "longctx-8192-bf16-full pytorch-8192-bf16-layer"), APPEND (1: add
 # to WORK_DIR/results.jsonl instead of starting it afresh).
 #
@@ -47,6 +49,7 @@ PRECISIONS=${PRECISIONS:-"fp32 bf16"}
 RERUN_PCT=${RERUN_PCT:-10}
 LC_STEPS=${LC_STEPS:-4}
 TORCH_STEPS=${TORCH_STEPS:-3}
+LC_CTX=${LC_CTX:-8192}
 RERUNS=${RERUNS:-1}
 mkdir -p "$WORK/logs"
 RES="$WORK/results.jsonl"
@@ -250,11 +253,12 @@ run() {
   local common="\"name\":\"$name\",\"seq\":$S,\"precision\":\"$P\",\"checkpoint\":\"$C\",\"timed\":$timed,\"log\":\"$WORK/logs/$name.log\",\"out\":\"$RES\",\"limit_s\":$LIMIT_S,\"mem_gib\":$MEM_GIB,\"quiet\":$QUIET,\"quiet_max_s\":$QUIET_MAX_S"
   echo "$(date -u +%H:%M:%S) $name" >&2
   if [ "$impl" = longctx ]; then
-    local J="$WORK/logs/$name.jsonl"
+    local J="$WORK/logs/$name.jsonl" RS=()
     rm -f "$J"
+    [ "$S" -gt "$LC_CTX" ] && RS=(--rope-scaling "yarn:$(((S + LC_CTX - 1) / LC_CTX)):$LC_CTX")
     python3 "$RUNNER" "{\"impl\":\"longctx\",\"json\":\"$J\",$common}" \
       "$LONGCTX" train --model "$LC_MODEL" --data "$TOK" --seq "$S" --steps "$LC_STEPS" --lr 1e-5 --warmup 0 \
-      --threads "$THREADS" --precision "$P" --checkpoint "$C" --log-json "$J" || echo "  (runner failed: $name)" >&2
+      --threads "$THREADS" --precision "$P" --checkpoint "$C" --log-json "$J" "${RS[@]}" || echo "  (runner failed: $name)" >&2
   else
     local CK=()
     [ "$C" = layer ] && CK=(--checkpointing)
