@@ -85,6 +85,15 @@ static int tile_counted(const int *targets, int t0, int m) {
   return 0;
 }
 
+// One tile's logits against one slice: normed rows (recomputed: cheaper than keeping
+// [T, C]; bf16-rounded in bf16) times the slice's rows [vs, C]^T -> logits [m, vs].
+static void slice_logits(const lc_config *cfg, const lc_mm *mm, float *nrm, float *rstd, float *logits,
+                         const float *xt, const float *norm_w, const float *W, int m, int vs, int bf16) {
+  lc_rmsnorm_fwd(nrm, rstd, xt, norm_w, m, cfg->dim, cfg->norm_eps);
+  if (bf16) lc_bf16_round(nrm, (size_t)m * cfg->dim);
+  lc_matmul_fwd(mm, logits, nrm, W, m, cfg->dim, vs);
+}
+
 lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, float *norm_g, const lc_head_slices *hs,
                                  const float *x, const int *targets, int T, int tile, float loss_scale, int bf16,
                                  float *dx, double *loss_sum, long *n_wrong, lc_arena *arena) {
@@ -113,9 +122,7 @@ lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, floa
     for (int t0 = 0; t0 < T && st == LC_OK; t0 += tile) {
       const int m = T - t0 < tile ? T - t0 : tile;
       if (!tile_counted(targets, t0, m)) continue;
-      lc_rmsnorm_fwd(nrm, rstd, x + (size_t)t0 * C, norm_w, m, C, cfg->norm_eps);
-      if (bf16) lc_bf16_round(nrm, (size_t)m * C);
-      lc_matmul_fwd(&mm, logits, nrm, W, m, C, vs);
+      slice_logits(cfg, &mm, nrm, rstd, logits, x + (size_t)t0 * C, norm_w, W, m, vs, bf16);
 #pragma omp parallel for schedule(static) if ((long)m * vs > 32768L)
       for (int i = 0; i < m; i++) {
         const int t = t0 + i, y = targets[t];
@@ -158,9 +165,7 @@ lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, floa
     for (int t0 = 0; t0 < T && st == LC_OK; t0 += tile) {
       const int m = T - t0 < tile ? T - t0 : tile;
       if (!tile_counted(targets, t0, m)) continue;
-      lc_rmsnorm_fwd(nrm, rstd, x + (size_t)t0 * C, norm_w, m, C, cfg->norm_eps);
-      if (bf16) lc_bf16_round(nrm, (size_t)m * C);
-      lc_matmul_fwd(&mm, logits, nrm, W, m, C, vs);
+      slice_logits(cfg, &mm, nrm, rstd, logits, x + (size_t)t0 * C, norm_w, W, m, vs, bf16);
 #pragma omp parallel for schedule(static) if ((long)m * vs > 32768L)
       for (int i = 0; i < m; i++) {
         const int t = t0 + i, y = targets[t];
