@@ -17,7 +17,7 @@
 #include "core/arena.h"
 #include "core/rng.h"
 #include "core/timer.h"
-#include "dist/grid.h"
+#include "attn/seqlayout.h"
 #include "io/data.h"
 
 enum { HQ = 8, HKV = 4, D = 64 };

@@ -1,5 +1,5 @@
 // Attention work per context rank counted from the visible (query, key) pairs, without
-// the layout's cost code (dist/grid.c), for test_policy and mpi_dist.
+// the layout's cost code (attn/seqlayout.c), for test_policy and mpi_dist.
 #ifndef LC_LAYOUTCOUNT_H
 #define LC_LAYOUTCOUNT_H
 
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "attn/flash.h"
-#include "dist/grid.h"
+#include "attn/seqlayout.h"
 
 // The kernel's work on chunk j (tokens [j Lc, (j+1) Lc) of a sequence of S): it runs
 // blocks of LC_FLASH_BQ queries from the chunk's start against tiles of LC_FLASH_BK keys,

@@ -29,7 +29,8 @@ static void abort_on_fail(const char *file, int line) {
 
 #include "attn/attn.h"
 #include "attn/flash.h"
-#include "dist/grid.h"
+#include "attn/seqlayout.h"
+#include "comm/grid.h"
 #include "io/tokfile.h"
 #include "layoutcount.h"
 #include "model/arch.h"
@@ -914,12 +915,12 @@ static void test_layout(void) {
       {4, 2, 1, 1, 64, 1, "not divisible by the 2 data-parallel groups"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    lc_status st = lc_grid_validate(bad[i].world, bad[i].hp, bad[i].cp, bad[i].w, &cfg, bad[i].S, bad[i].batch);
+    lc_status st = lc_layout_validate(bad[i].world, bad[i].hp, bad[i].cp, bad[i].w, &cfg, bad[i].S, bad[i].batch);
     CHECK(st == LC_EINVAL && strstr(lc_errmsg(), bad[i].want), "layout error %zu: '%s'", i, lc_errmsg());
   }
   lc_config c3 = cfg;
   c3.n_heads = 6, c3.n_kv_heads = 3, c3.head_dim = 64 / 6;
-  CHECK(lc_grid_validate(2, 2, 1, 1, &c3, 64, 1) == LC_EINVAL && strstr(lc_errmsg(), "divide one another"),
+  CHECK(lc_layout_validate(2, 2, 1, 1, &c3, 64, 1) == LC_EINVAL && strstr(lc_errmsg(), "divide one another"),
         "hp vs kv heads: %s", lc_errmsg());
 }
 

@@ -19,7 +19,7 @@
 
 #include "attn/attn.h"
 #include "core/arena.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "io/fsutil.h"
 #include "io/gguf.h"
 #include "model/arch.h"

@@ -14,7 +14,7 @@
 #include "attn/attn.h"
 #include "core/rng.h"
 #include "core/status.h"
-#include "dist/grid.h"
+#include "attn/seqlayout.h"
 #include "io/pack.h"
 #include "layoutcount.h"
 #include "testutil.h"

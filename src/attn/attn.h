@@ -9,7 +9,7 @@
 
 #include "core/arena.h"
 #include "core/status.h"
-#include "dist/grid.h"
+#include "attn/seqlayout.h"
 
 typedef struct lc_attn lc_attn;
 struct lc_attn {
@@ -49,13 +49,6 @@ void lc_attn_round_out(const lc_attn *a, float *out, int T);
 // sequence in order.
 void lc_attn_local_init(lc_attn *a, int Hq, int Hkv, int D);
 
-// The first key position a token at position p may see: the start of its document, and
-// with a sliding window of W > 0 tokens (Mistral) no earlier than p - W + 1.
-static inline int lc_visible_from(long p, long doc_start, int W) {
-  const long w = W > 0 ? p - W + 1 : 0;
-  return (int)(doc_start > w ? doc_start : w);
-}
-
 // Decoding (model/generate.c): before each layer's forward the caller points k/v at that
 // layer's cache ([max_len, Hkv, D]) and p0 at the first new position; the forward appends
 // the new tokens' keys/values there and attends to the rows [0, p0 + T), from lo[i] on
@@ -85,7 +78,7 @@ void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, int bf16, lc_
 // the next group's all-to-all overlapping the current group's ring, and keeps only the LSE
 // for backward (which re-exchanges q, k, v, out, dout per group); 0 or Hl: all at once
 // (the unchunked path). LC_EINVAL with a message naming the valid values otherwise.
-#include "dist/comm.h"
+#include "comm/comm.h"
 lc_status lc_attn_2d_init(lc_attn *a, lc_comm *head, lc_comm *ctx, int window, long S, int chunks,
                           int Hq, int Hkv, int D, int head_chunk);
 void lc_attn_2d_free(lc_attn *a);

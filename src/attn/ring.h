@@ -7,8 +7,8 @@
 
 #include "attn/attn.h"
 #include "core/arena.h"
-#include "dist/comm.h"
-#include "dist/grid.h"
+#include "comm/comm.h"
+#include "attn/seqlayout.h"
 
 typedef struct {
   lc_comm *ctx;    // ring communicator: rank = context rank c, size = cp

@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "core/status.h"
-#include "dist/watchdog.h"
+#include "comm/watchdog.h"
 
 // Exit codes of `longctx train` (README: running long jobs).
 #define LC_EXIT_OK 0

@@ -28,7 +28,7 @@
 
 #include "core/arena.h"
 #include "core/dtype.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "ops/kernels.h"

@@ -65,7 +65,7 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
                    "TYPE:FACTOR[:ORIG] (e.g. %s:%d:%d)", o->seq, lim, ty, (o->seq + orig - 1) / orig, orig);
   }
   LC_TRY(lc_config_validate(&o->cfg));
-  LC_TRY(lc_grid_validate(world->size, o->hp, o->cp, o->window, &o->cfg, o->seq, o->batch));
+  LC_TRY(lc_layout_validate(world->size, o->hp, o->cp, o->window, &o->cfg, o->seq, o->batch));
   if (o->head_chunk < -1) return lc_fail(LC_EINVAL, "--head-chunk %d: give a number of heads, all or auto", o->head_chunk);
   if (o->head_chunk > 0 && !(o->hp > 1 && o->head_chunk == o->cfg.n_heads / o->hp))
     LC_TRY(lc_attn_2d_head_chunk_check(o->hp, o->cfg.n_heads, o->cfg.n_kv_heads, o->head_chunk));
@@ -158,31 +158,16 @@ void lc_trainer_free(lc_trainer *t) {
   lc_arena_trim(&t->arena);
 }
 
-// Sequence b of the batch from the sample in full_tok/tgt/doc: where every token may look
-// (its document, the window), the layout over the context ranks (balanced by that work
-// when asked), this rank's tokens, targets and RoPE positions (restarting per document).
-// Adds this rank's counted targets and visible (query, key) pairs.
+// Sequence b of the batch from the sample in full_tok/tgt/doc (attn/seqlayout.h).
 static void place_sequence(lc_trainer *t, int b, long *counted, double *pairs) {
   const long S = t->o.seq;
-  int *lo = t->lo ? t->lo + (size_t)b * S : NULL;
-  if (lo)
-    for (long g = 0; g < S; g++) lo[g] = lc_visible_from(g, t->full_doc[g], t->window);
-  lc_seq_layout *L = &t->lay[b];
-  if (t->o.mopts.cp_layout == LC_CP_BALANCED && L->cp > 1) lc_seq_layout_balance(L, lo);
-  int *tok = t->tokens + (size_t)b * t->T, *tgt = t->targets + (size_t)b * t->T, *pos = t->pos + (size_t)b * t->T;
-  for (int i = 0; i < t->T; i++) {
-    long g = lc_seq_layout_global(L, t->grid.c, t->grid.h, i);
-    tok[i] = t->full_tok[g];
-    tgt[i] = t->full_tgt[g];
-    pos[i] = (int)(g - t->full_doc[g]);
-    *counted += tgt[i] >= 0;
-    *pairs += (double)(g - (lo ? lo[g] : 0) + 1);
-  }
-  // Positions are global (every rank sees the whole sample): the longest document decides
-  // a length-dependent RoPE scaling alike on every rank, as one process would.
-  t->rope_len[b] = 0;
-  for (long g = 0; g < S; g++)
-    if ((int)(g - t->full_doc[g]) + 1 > t->rope_len[b]) t->rope_len[b] = (int)(g - t->full_doc[g]) + 1;
+  lc_seq_placed r;
+  lc_seq_place(&t->lay[b], t->o.mopts.cp_layout == LC_CP_BALANCED, t->grid.c, t->grid.h, t->window, t->full_tok,
+               t->full_tgt, t->full_doc, t->lo ? t->lo + (size_t)b * S : NULL, t->T, t->tokens + (size_t)b * t->T,
+               t->targets + (size_t)b * t->T, t->pos + (size_t)b * t->T, &r);
+  *counted += r.counted;
+  *pairs += r.pairs;
+  t->rope_len[b] = r.rope_len;
 }
 
 // The attention of sequence b: its layout and bounds.

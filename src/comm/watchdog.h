@@ -22,7 +22,7 @@
 #define LC_WATCHDOG_H
 
 #include "core/status.h"
-#include "dist/grid.h"
+#include "comm/grid.h"
 
 #define LC_EXIT_PEER 3 // process exit code when the watchdog ends a job
 

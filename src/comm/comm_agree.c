@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 lc_status lc_comm_agree(lc_comm *c, lc_status st) {
   if (c->size == 1) return st;

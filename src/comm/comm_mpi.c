@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 
 #include "core/timer.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 _Static_assert(sizeof(MPI_Request) <= sizeof(((lc_req *)0)->opaque), "MPI_Request fits lc_req");
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 static lc_status s_allreduce(lc_comm *c, void *b, size_t n, lc_dtype t) { return LC_OK; }
 static lc_status s_copy(lc_comm *c, const void *s, void *r, size_t n, lc_dtype t) {

@@ -1,40 +1,13 @@
-#include "dist/grid.h"
+#include "attn/seqlayout.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "attn/flash.h"
+#include "comm/grid.h"
 
-const char *lc_placement_name(lc_placement p) {
-  return p == LC_PLACE_HEAD_FIRST ? "head-first" : "context-first";
-}
-
-lc_status lc_placement_parse(const char *s, lc_placement *p) {
-  if (!strcmp(s, "head-first")) *p = LC_PLACE_HEAD_FIRST;
-  else if (!strcmp(s, "context-first")) *p = LC_PLACE_CONTEXT_FIRST;
-  else return lc_fail(LC_EINVAL, "--placement '%s': use head-first or context-first", s);
-  return LC_OK;
-}
-
-int lc_grid_rank_of(int cp, int hp, lc_placement p, int d, int c, int h) {
-  return p == LC_PLACE_HEAD_FIRST ? (d * cp + c) * hp + h : (d * hp + h) * cp + c;
-}
-
-void lc_grid_coords_of(int cp, int hp, lc_placement p, int r, int *d, int *c, int *h) {
-  if (p == LC_PLACE_HEAD_FIRST) *h = r % hp, *c = (r / hp) % cp;
-  else *c = r % cp, *h = (r / cp) % hp;
-  *d = r / (hp * cp);
-}
-
-lc_status lc_grid_validate(int world, int hp, int cp, int window, const lc_config *cfg, long seq,
-                           int batch) {
-  if (hp < 1 || cp < 1) return lc_fail(LC_EINVAL, "--hp and --cp must be >= 1 (got %d, %d)", hp, cp);
-  if (world % (hp * cp) != 0)
-    return lc_fail(LC_EINVAL, "world size %d is not a multiple of hp x cp = %d x %d; start %d x k processes "
-                   "(mpirun -np) or change --hp/--cp", world, hp, cp, hp * cp);
-  int dp = world / (hp * cp);
-  if (window < 1 || cp % window != 0)
-    return lc_fail(LC_EINVAL, "--ring-window %d must divide --cp %d", window, cp);
+lc_status lc_layout_validate(int world, int hp, int cp, int window, const lc_config *cfg, long seq, int batch) {
+  LC_TRY(lc_grid_check(world, hp, cp, window, batch));
   if (cfg->n_heads % hp != 0)
     return lc_fail(LC_EINVAL, "--hp %d does not divide the model's %d attention heads; pick a divisor",
                    hp, cfg->n_heads);
@@ -44,35 +17,7 @@ lc_status lc_grid_validate(int world, int hp, int cp, int window, const lc_confi
   if (cp * hp > 1 && seq % (2L * cp * hp) != 0) // one process: any length
     return lc_fail(LC_EINVAL, "--seq %ld is not divisible by 2 x cp x hp = %d; use a multiple of %d",
                    seq, 2 * cp * hp, 2 * cp * hp);
-  if (batch % dp != 0)
-    return lc_fail(LC_EINVAL, "--batch %d is not divisible by the %d data-parallel groups "
-                   "(world %d / (hp %d x cp %d)); use a multiple of %d", batch, dp, world, hp, cp, dp);
   return LC_OK;
-}
-
-lc_status lc_grid_create(lc_grid *g, lc_comm *world, int hp, int cp, int window, lc_placement p) {
-  memset(g, 0, sizeof *g);
-  g->world = world->size;
-  g->rank = world->rank;
-  g->hp = hp;
-  g->cp = cp;
-  g->dp = world->size / (hp * cp);
-  g->window = window;
-  g->placement = p;
-  g->world_comm = world;
-  lc_grid_coords_of(cp, hp, p, world->rank, &g->d, &g->c, &g->h);
-  lc_status st = lc_comm_split(world, g->d * cp + g->c, g->h, &g->head);
-  if (st == LC_OK) st = lc_comm_split(world, g->d * hp + g->h, g->c, &g->ctx);
-  if (st == LC_OK) st = lc_comm_split(world, g->c * hp + g->h, g->d, &g->data);
-  if (st != LC_OK) lc_grid_destroy(g);
-  return st;
-}
-
-void lc_grid_destroy(lc_grid *g) {
-  lc_comm_destroy(g->data);
-  lc_comm_destroy(g->ctx);
-  lc_comm_destroy(g->head);
-  g->data = g->ctx = g->head = NULL;
 }
 
 const char *lc_cp_layout_name(lc_cp_layout l) { return l == LC_CP_ZIGZAG ? "zigzag" : "balanced"; }
@@ -179,4 +124,24 @@ void lc_seq_layout_work(const lc_seq_layout *L, const int *lo, double *work) {
     work[c] = 0;
     for (int a = 0; a < L->k; a++) work[c] += chunk_cost(L, lo, L->chunk[c * L->k + a]);
   }
+}
+
+void lc_seq_place(lc_seq_layout *L, int balanced, int c, int h, int window, const int *full_tok,
+                  const int *full_tgt, const int *full_doc, int *lo, int T, int *tok, int *tgt, int *pos,
+                  lc_seq_placed *out) {
+  const long S = L->S;
+  if (lo)
+    for (long g = 0; g < S; g++) lo[g] = lc_visible_from(g, full_doc[g], window);
+  if (balanced && L->cp > 1) lc_seq_layout_balance(L, lo);
+  out->counted = 0, out->pairs = 0, out->rope_len = 0;
+  for (int i = 0; i < T; i++) {
+    long g = lc_seq_layout_global(L, c, h, i);
+    tok[i] = full_tok[g];
+    tgt[i] = full_tgt[g];
+    pos[i] = (int)(g - full_doc[g]);
+    out->counted += tgt[i] >= 0;
+    out->pairs += (double)(g - (lo ? lo[g] : 0) + 1);
+  }
+  for (long g = 0; g < S; g++)
+    if ((int)(g - full_doc[g]) + 1 > out->rope_len) out->rope_len = (int)(g - full_doc[g]) + 1;
 }

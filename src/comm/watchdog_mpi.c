@@ -11,9 +11,9 @@
 
 #include "core/runstate.h"
 #include "core/timer.h"
-#include "dist/comm.h"
-#include "dist/grid.h"
-#include "dist/watchdog.h"
+#include "comm/comm.h"
+#include "comm/grid.h"
+#include "comm/watchdog.h"
 
 #define TAG_HB 4242
 

@@ -1,36 +1,21 @@
-// The process grid W = dp x cp x hp, its placement on ranks, the sub-communicators,
-// and where each token of a sequence lives (DESIGN.md, Parallel layout).
-#ifndef LC_GRID_H
-#define LC_GRID_H
+// Where the tokens of a sequence live over the cp x hp ranks of a sequence group
+// (zigzag or balanced chunks), which keys each token may see (documents, windows), the
+// chunk cost model that balances them, and placing one sample on this rank.
+#ifndef LC_SEQLAYOUT_H
+#define LC_SEQLAYOUT_H
 
-#include "dist/comm.h"
+#include "core/status.h"
 #include "model/config.h"
 
-typedef enum { LC_PLACE_HEAD_FIRST = 0, LC_PLACE_CONTEXT_FIRST } lc_placement;
-
-const char *lc_placement_name(lc_placement p);
-lc_status lc_placement_parse(const char *s, lc_placement *p);
-
-typedef struct {
-  int world, rank;
-  int dp, cp, hp, window; // window: inner ring size of the double ring (window == cp: plain ring)
-  lc_placement placement;
-  int d, c, h;            // this rank's coordinates
-  lc_comm *world_comm;    // not owned
-  lc_comm *head;          // same (d, c): the Ulysses all-to-all group, rank = h
-  lc_comm *ctx;           // same (d, h): the ring, rank = c
-  lc_comm *data;          // same (c, h): data-parallel replicas, rank = d
-} lc_grid;
-
-// Rank of coordinates (d, c, h) under the placement, and the coordinates of a rank.
-int lc_grid_rank_of(int cp, int hp, lc_placement p, int d, int c, int h);
-void lc_grid_coords_of(int cp, int hp, lc_placement p, int rank, int *d, int *c, int *h);
 // Checks a layout against the world size, model and sequence: clear error if impossible.
-lc_status lc_grid_validate(int world, int hp, int cp, int window, const lc_config *cfg, long seq,
-                           int batch);
-// Builds the grid (collective over world: every rank must call it).
-lc_status lc_grid_create(lc_grid *g, lc_comm *world, int hp, int cp, int window, lc_placement p);
-void lc_grid_destroy(lc_grid *g);
+lc_status lc_layout_validate(int world, int hp, int cp, int window, const lc_config *cfg, long seq, int batch);
+
+// The first key position a token at position p may see: the start of its document, and
+// with a sliding window of W > 0 tokens (Mistral) no earlier than p - W + 1.
+static inline int lc_visible_from(long p, long doc_start, int W) {
+  const long w = W > 0 ? p - W + 1 : 0;
+  return (int)(doc_start > w ? doc_start : w);
+}
 
 // The general token layout of one sequence: S cut into k * cp equal chunks of Lc tokens;
 // context rank c holds k of them, chunk[c*k .. c*k+k) in ascending order, concatenated;
@@ -76,5 +61,20 @@ static inline long lc_seq_layout_chunk_start(const lc_seq_layout *L, int c, int 
 // Attention work of each context rank in query-key pairs of the tiles computed (the cost
 // of lc_seq_layout_balance): work[c] (cp entries).
 void lc_seq_layout_work(const lc_seq_layout *L, const int *lo, double *work);
+
+// One sample on rank (c, h) of a sequence group: where every token may look (lo[S], from
+// its document start full_doc and the window; lo NULL: plain causal), the layout over the
+// context ranks (balanced by that work when asked), this rank's T tokens, targets and RoPE
+// positions (restarting per document); its counted targets, visible (query, key) pairs, and
+// the longest document + 1 (positions are global: every rank sees the whole sample, so a
+// length-dependent RoPE scaling agrees on every rank, as one process would).
+typedef struct {
+  long counted;
+  double pairs;
+  int rope_len;
+} lc_seq_placed;
+void lc_seq_place(lc_seq_layout *L, int balanced, int c, int h, int window, const int *full_tok,
+                  const int *full_tgt, const int *full_doc, int *lo, int T, int *tok, int *tgt, int *pos,
+                  lc_seq_placed *out);
 
 #endif
