@@ -9,6 +9,7 @@
 #include "model/ckstore.h"
 #include "model/layer.h"
 #include "model/loss.h"
+#include "model/schedule.h"
 #include "ops/ops.h"
 #include "ops/rope.h"
 #include "ops/kernels.h"
@@ -122,6 +123,11 @@ void lc_model_pass_bytes(const lc_config *cfg, const lc_model_opts *o, int T,
   *act = lc_bytes(LC_DT_F32, shared);
 }
 
+// Bytes of one full copy of parameter unit u.
+static size_t unit_bytes(const lc_ps_sizes *z, int L, int u) {
+  return u == LC_UNIT_EMBED ? z->unit_embed : u == lc_unit_final(L) ? z->unit_final : z->unit_layer;
+}
+
 // One occurrence of phase p with g gathered and r temporary gradient bytes alive.
 static void occur(size_t *G, size_t *R, size_t *GR, int p, size_t g, size_t r) {
   if (g > G[p]) G[p] = g;
@@ -164,34 +170,73 @@ void lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int 
   lc_ps_sizes z;
   const int bf16 = o->precision == LC_DT_BF16;
   if ((stage < 2 && !bf16) || n_phases < LC_PHASE_N || lc_pstore_sizes(cfg, stage, Z, &z) != LC_OK) return;
-  const int L = cfg->n_layers, g3 = stage >= 3, r2 = stage >= 2;
+  const int L = cfg->n_layers, g3 = stage >= 3, r2 = stage >= 2, NU = L + 2;
   // Stages 0-2 in bf16: the rounded copy of each unit in use (lc_pstore_acquire); stage 3
-  // rounds its gathered copy in place.
+  // rounds its gathered copy in place and gathers the next unit ahead.
   const int cw = bf16 && !g3, sliced = lc_vocab_sliced(o, cfg->vocab);
-  const size_t e = z.unit_embed, l = z.unit_layer, f = z.unit_final;
-  const size_t te = cfg->tie_embeddings && !sliced ? e : 0;
-  // Forward: the unit in use and the next one's gather (model_pass's order).
-  if (sliced) sliced_transients(cfg, o, stage, l, G, R, GR);
-  else occur(G, R, GR, LC_PHASE_EMBED_FWD, g3 ? e + l : cw ? e : 0, 0);
-  for (int k = 0; k < L; k++) {
-    size_t g = g3 ? l + (k + 1 < L ? l : sliced ? 0 : f) : cw ? l : 0;
-    occur(G, R, GR, LC_PHASE_ATTN_FWD, g, 0);
-    occur(G, R, GR, LC_PHASE_MLP_FWD, g, 0);
+  if (sliced) sliced_transients(cfg, o, stage, z.unit_layer, G, R, GR);
+  // Walk the pass's schedule with the store's rules: gathered[u] while u is acquired or its
+  // gather posted; a gradient buffer from grad_begin until a later grad_begin retires its
+  // reduction (every one but the newest in flight) or the pass ends. Sliced, the final
+  // norm's buffer is its gradient rows, opened inside the loss.
+  const int n = lc_schedule_build(cfg, o, 1, NULL, 0);
+  lc_event *ev = malloc(sizeof *ev * (size_t)n);
+  size_t *gath = calloc((size_t)NU, sizeof *gath), *gbuf = calloc((size_t)NU, sizeof *gbuf);
+  int *fifo = malloc(sizeof(int) * (size_t)(NU + 2)), nf = 0; // units in flight, oldest first
+  if (!ev || !gath || !gbuf || !fifo) goto out;
+  lc_schedule_build(cfg, o, 1, ev, n);
+  for (int i = 0; i < n; i++) {
+    const lc_event *e = &ev[i];
+    switch (e->kind) {
+    case LC_EV_ACQUIRE:
+      if (g3 || cw) gath[e->unit] = unit_bytes(&z, L, e->unit);
+      if (g3 && e->next >= 0) gath[e->next] = unit_bytes(&z, L, e->next);
+      break;
+    case LC_EV_PREFETCH:
+      if (g3) gath[e->unit] = unit_bytes(&z, L, e->unit);
+      break;
+    case LC_EV_RELEASE: gath[e->unit] = 0; break;
+    case LC_EV_GRAD_BEGIN:
+      if (!r2) break;
+      for (; nf > 1; nf--) {
+        gbuf[fifo[0]] = 0;
+        memmove(fifo, fifo + 1, sizeof(int) * (size_t)(nf - 1));
+      }
+      gbuf[e->unit] = unit_bytes(&z, L, e->unit);
+      break;
+    case LC_EV_GRAD_END:
+      if (r2) fifo[nf++] = e->unit;
+      break;
+    case LC_EV_RUN: {
+      size_t g = 0, r = 0;
+      for (int u = 0; u < NU; u++) g += gath[u], r += gbuf[u];
+      switch (e->op) {
+      case LC_OP_EMBED_FWD: occur(G, R, GR, LC_PHASE_EMBED_FWD, g, r); break;
+      case LC_OP_LAYER_FWD:
+        occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
+        occur(G, R, GR, LC_PHASE_MLP_FWD, g, r);
+        break;
+      case LC_OP_LOSS: occur(G, R, GR, LC_PHASE_LOSS, g, r); break;
+      case LC_OP_RECOMPUTE: // full: attention again; selective: no attention phase buffers
+        if (o->ckpt == LC_CKPT_FULL) occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
+        break;
+      case LC_OP_LAYER_BWD:
+        occur(G, R, GR, LC_PHASE_MLP_BWD, g, r);
+        occur(G, R, GR, LC_PHASE_ATTN_BWD, g, r);
+        break;
+      case LC_OP_EMBED_BWD: occur(G, R, GR, LC_PHASE_EMBED_BWD, g, r); break;
+      case LC_OP_LOSS_SLICED: // the final norm's gradient rows, handed on by its GRAD_END
+        if (r2) gbuf[lc_unit_final(L)] = lc_pstore_rows_grad_bytes(stage, (size_t)cfg->dim);
+        break;
+      default: break; // the sliced embedding's phases: sliced_transients
+      }
+      break;
+    }
+    default: break;
+    }
   }
-  // Loss: F (+ the tied embedding) gathered with layer L-1's prefetch; their gradients open.
-  if (!sliced) occur(G, R, GR, LC_PHASE_LOSS, g3 ? f + te + l : cw ? f + te : 0, r2 ? f + te : 0);
-  // Backward of layer k: k and k-1 gathered; k's gradient, the previous unit's still in
-  // flight (F for the last layer; sliced: the final norm's rows) and the tied embedding's
-  // open buffer.
-  const size_t last = sliced ? lc_pstore_rows_grad_bytes(stage, (size_t)cfg->dim) : f;
-  for (int k = L - 1; k >= 0; k--) {
-    size_t g = g3 ? l + (k > 0 ? l : 0) : cw ? l : 0, r = r2 ? l + (k == L - 1 ? last : l) + te : 0;
-    occur(G, R, GR, LC_PHASE_MLP_BWD, g, r);
-    occur(G, R, GR, LC_PHASE_ATTN_BWD, g, r);
-    if (o->ckpt == LC_CKPT_FULL) occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
-  }
-  // Embedding gradient: layer 0's still in flight.
-  if (!sliced) occur(G, R, GR, LC_PHASE_EMBED_BWD, 0, r2 ? l + e : 0);
+out:
+  free(ev), free(gath), free(gbuf), free(fifo);
 }
 
 static float *take(float **p, size_t n) {

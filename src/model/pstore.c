@@ -344,7 +344,15 @@ static lc_status round_copy(lc_pstore *ps, int u) {
   return LC_OK;
 }
 
+static void trace(lc_pstore *ps, char kind, int unit, int next) {
+  lc_ps_trace *t = ps->trace;
+  if (!t) return;
+  if (t->n < t->cap) t->ev[t->n].kind = kind, t->ev[t->n].unit = unit, t->ev[t->n].next = next;
+  t->n++;
+}
+
 lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next) {
+  trace(ps, 'A', unit, next);
   const int bf16 = ps->compute == LC_DT_BF16;
   if (!params_sharded(ps)) return bf16 ? round_copy(ps, unit) : LC_OK;
   lc_ps_unit *x = &ps->u_[unit];
@@ -357,6 +365,7 @@ lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next) {
 }
 
 void lc_pstore_release(lc_pstore *ps, int unit) {
+  trace(ps, 'R', unit, -1);
   lc_ps_unit *x = &ps->u_[unit];
   if (!params_sharded(ps)) {
     if (!x->gath) return;
@@ -471,6 +480,7 @@ static lc_status retire(lc_pstore *ps, int keep) {
 }
 
 lc_status lc_pstore_grad_begin(lc_pstore *ps, int unit) {
+  trace(ps, 'B', unit, -1);
   LC_TRY(retire(ps, 1));
   lc_ps_unit *x = &ps->u_[unit];
   if (grads_sharded(ps) && !x->gbuf) {
@@ -483,6 +493,7 @@ lc_status lc_pstore_grad_begin(lc_pstore *ps, int unit) {
 }
 
 lc_status lc_pstore_grad_end(lc_pstore *ps, int unit) {
+  trace(ps, 'E', unit, -1);
   lc_test_point("reduce");
   lc_ps_unit *x = &ps->u_[unit];
   x->gopen = 0;
@@ -678,7 +689,10 @@ lc_status lc_pstore_rows_done(lc_pstore *ps, int unit) {
   return lc_pstore_grad_end(ps, unit);
 }
 
-lc_status lc_pstore_prefetch(lc_pstore *ps, int unit) { return params_sharded(ps) ? start_gather(ps, unit) : LC_OK; }
+lc_status lc_pstore_prefetch(lc_pstore *ps, int unit) {
+  trace(ps, 'P', unit, -1);
+  return params_sharded(ps) ? start_gather(ps, unit) : LC_OK;
+}
 
 lc_status lc_pstore_pass_end(lc_pstore *ps) {
   if (ps->want_grads_) ps->passes_++;

@@ -70,6 +70,16 @@ typedef struct {
 typedef struct lc_ps_unit lc_ps_unit;
 typedef struct lc_ps_red lc_ps_red;
 
+// A record of the unit calls of passes, for tests of the pass schedule (model/schedule.h):
+// kind 'A' acquire, 'P' prefetch, 'R' release, 'B' grad_begin, 'E' grad_end.
+typedef struct {
+  struct {
+    char kind;
+    int unit, next;
+  } *ev;
+  int n, cap; // n counts every call, also those past cap
+} lc_ps_trace;
+
 typedef struct {
   lc_config cfg;
   lc_param_layout lay;
@@ -94,6 +104,7 @@ typedef struct {
   lc_ps_red *red_;
   int n_red_, want_grads_, last_, passes_, step_passes_;
   lc_ps_rows *rows_[4]; // row ranges whose gather may be in flight (polled)
+  lc_ps_trace *trace;   // tests: NULL, or where the unit calls are recorded
 } lc_pstore;
 
 // The one check of a ZeRO request, for the trainer, the planner and the store: stage in
