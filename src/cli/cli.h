@@ -13,6 +13,7 @@
 int lc_cmd_train(int argc, char **argv);
 int lc_cmd_bench(int argc, char **argv);
 int lc_cmd_plan(int argc, char **argv);
+int lc_cmd_calibrate(int argc, char **argv);
 int lc_cmd_generate(int argc, char **argv);
 int lc_cmd_eval(int argc, char **argv);
 int lc_cmd_prepare(int argc, char **argv);
@@ -69,6 +70,12 @@ lc_status lc_cli_head_chunk(const char *spec, int *out);
 // --kernels auto|portable|avx2|avx512|bf16|amx: selects the kernel table's level (one
 // line naming the missing CPU feature when this CPU cannot run it).
 lc_status lc_cli_kernels(const char *spec);
+
+// The time model's rates (plan/rates.h): --hardware FILE.json, else --machine FILE, else the
+// default machine file when it exists, else the built-in defaults (r->source says which).
+// An unreadable file named by a flag, or a malformed default file, is an error.
+#include "plan/rates.h"
+lc_status lc_cli_rates(const char *machine, const char *hardware, int ranks, int threads, lc_rates *r);
 #define LC_CLI_KERNELS_HELP                                                                          \
   "auto | portable | avx2 | avx512 | bf16 | amx: the kernel table's level (default auto: the best " \
   "this CPU runs; bf16 and amx use native bf16 GEMMs and attention in --precision bf16)"

@@ -104,3 +104,13 @@ lc_status lc_cli_kernels(const char *spec) {
   LC_TRY(lc_kern_parse(spec, &level));
   return lc_kern_select(level);
 }
+
+lc_status lc_cli_rates(const char *machine, const char *hardware, int ranks, int threads, lc_rates *r) {
+  if (hardware && machine) return lc_fail(LC_EINVAL, "--hardware and --machine both name rates: give one");
+  if (hardware) return lc_rates_load_hardware(hardware, r);
+  if (machine) return lc_rates_load_machine(machine, ranks, threads, r);
+  char def[4096];
+  if (lc_is_file(lc_rates_default_path(def, sizeof def))) return lc_rates_load_machine(def, ranks, threads, r);
+  lc_rates_default(r);
+  return LC_OK;
+}

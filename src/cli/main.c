@@ -9,7 +9,9 @@ static void usage(FILE *f) {
           "usage: longctx COMMAND [flags]\n"
           "commands:\n"
           "  train   train a model (longctx train --help)\n"
-          "  plan    predict peak memory per rank and the longest sequence that fits (longctx plan --help)\n"
+          "  plan    predict memory and step time per rank, the longest sequence that fits, the fastest layout\n"
+          "          (longctx plan --help)\n"
+          "  calibrate  measure this machine's rates for the time model (longctx calibrate --help)\n"
           "  bench   measure throughput, FLOP rate and memory (longctx bench --help)\n"
           "  generate  continue a prompt with a model (longctx generate --help)\n"
           "  eval    loss and perplexity of a model on a long text or token file (longctx eval --help)\n"
@@ -24,11 +26,12 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "train")) return lc_cmd_train(argc - 2, argv + 2);
   if (!strcmp(argv[1], "plan")) return lc_cmd_plan(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "calibrate")) return lc_cmd_calibrate(argc - 2, argv + 2);
   if (!strcmp(argv[1], "bench")) return lc_cmd_bench(argc - 2, argv + 2);
   if (!strcmp(argv[1], "generate")) return lc_cmd_generate(argc - 2, argv + 2);
   if (!strcmp(argv[1], "eval")) return lc_cmd_eval(argc - 2, argv + 2);
   if (!strcmp(argv[1], "prepare")) return lc_cmd_prepare(argc - 2, argv + 2);
-  fprintf(stderr, "longctx: error: unknown command '%s': use train, plan, bench, generate, eval or prepare (longctx --help)\n",
+  fprintf(stderr, "longctx: error: unknown command '%s': use train, plan, calibrate, bench, generate, eval or prepare (longctx --help)\n",
           argv[1]);
   return 2;
 }

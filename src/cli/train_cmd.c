@@ -27,6 +27,7 @@ typedef struct {
   const char *model, *data, *ckpt, *log_json, *placement, *save, *resume, *cp_layout, *save_dtype, *precision, *kernels;
   const char *rope_theta, *rope_scaling, *offload;
   const char *head_chunk; // --head-chunk N|auto|all
+  const char *machine;    // --machine FILE: the time model's rates
   int save_every, keep;
   int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window, eval_every, eval_samples, log_every;
   int zero, zero_group, pack, attn_window, skip_nonfinite, vocab_slice;
@@ -242,6 +243,8 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   // Before the first step: the save directory takes a checkpoint (rank 0 writes them).
   if (st == LC_OK && F.save)
     st = lc_comm_agree(w, rank == 0 ? lc_job_check_save_dir(F.save, lc_checkpoint_bytes(&o.cfg, o.save_dtype)) : LC_OK);
+  lc_rates rates; // the time model's, for the predicted step time beside the measured one
+  if (st == LC_OK) st = lc_comm_agree(w, lc_cli_rates(F.machine, NULL, w->size, threads, &rates));
   if (st != LC_OK) {
     // Layout and input errors are found identically on every rank; rank 0 reports.
     if (rank == 0) lc_cli_error(lc_errmsg());
@@ -261,6 +264,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   if (rank == 0 && F.resume) printf("resumed from %s at step %ld\n", ckpt_dir, tr.step);
   if (rank == 0 && model_dir) printf("loaded weights from %s\n", F.model);
   if (rank == 0) lc_train_print_settings(&o, &tr, threads, F.ckpt ? "" : " (default)", F.mlp_tile < 0, F.loss_tile < 0, extra);
+  if (rank == 0) lc_train_print_prediction(&o, &tr, &rates);
   FILE *jf = NULL;
   int bad_log = rank == 0 && F.log_json && !(jf = fopen(F.log_json, "w"));
   double bad_d = bad_log;
@@ -279,6 +283,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   long saved_at = -1;
   for (long s = tr.step; s < o.steps; s++) {
     st = lc_trainer_step(&tr, &m);
+    if (st == LC_OK && rank == 0) m.predicted_step_s = lc_train_predict(&o, &tr, &rates, NULL, 1);
     if (st != LC_OK && !tr.failed_everywhere) return fail_everywhere(w, LC_EXIT_ERROR);
     if (st != LC_OK) { // found alike on every rank: one line, an orderly end
       if (rank == 0) lc_cli_error(lc_errmsg());
@@ -398,6 +403,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"peak-gflops", LC_ARG_FLOAT, &F.peak_gflops, "peak GFLOP/s of the whole job for mfu (default 117 per thread per rank)", 0},
       {"log-every", LC_ARG_INT, &F.log_every, "progress line every N steps when not on a terminal (on one, a status line is rewritten every step) (default 1)", 0},
       {"log-json", LC_ARG_STR, &F.log_json, "write one JSON object per step to this file", 0},
+      {"machine", LC_ARG_STR, &F.machine, "rates for the predicted step time (longctx calibrate --out FILE; default: ~/.cache/longctx/machine.json when it exists, else built-in rates)", 0},
       {"save", LC_ARG_STR, &F.save, "write checkpoints (HF model + optimizer + state) under this directory", 0},
       {"save-every", LC_ARG_INT, &F.save_every, "checkpoint every N steps (default: only at the end)", 0},
       {"precision", LC_ARG_STR, &F.precision, "fp32 | bf16: bf16 rounds GEMM operands, attention inputs and layer checkpoints to bf16 (checkpoints take half the memory); master weights, gradients, AdamW, norms, softmax and loss stay fp32 (default fp32; the settings table says what bf16 costs on this CPU)", 0},

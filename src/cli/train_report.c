@@ -158,6 +158,7 @@ void lc_train_log_json(FILE *f, const lc_step_metrics *m, double peak_gflops) {
   cJSON_AddNumberToObject(o, "gflops", flops / m->seconds / 1e9);
   cJSON_AddNumberToObject(o, "mfu", flops / m->seconds / 1e9 / peak_gflops);
   cJSON_AddNumberToObject(o, "step_seconds", m->seconds);
+  if (m->predicted_step_s > 0) cJSON_AddNumberToObject(o, "predicted_step_s", m->predicted_step_s);
   cJSON_AddNumberToObject(o, "peak_bytes", (double)m->peak_bytes);
   cJSON *pk = cJSON_AddObjectToObject(o, "peak_bytes_by_category");
   for (int c = 0; c < LC_MEM_NCAT; c++)
@@ -179,3 +180,24 @@ void lc_train_log_json(FILE *f, const lc_step_metrics *m, double peak_gflops) {
   cJSON_Delete(o);
 }
 
+
+double lc_train_predict(const lc_train_opts *o, const lc_trainer *t, const lc_rates *r, lc_time_estimate *e,
+                        int with_sample) {
+  lc_time_layout l = {.seq = o->seq, .batch = o->batch, .world = t->grid.world, .hp = t->grid.hp, .cp = t->grid.cp,
+                      .window = t->grid.window, .head_chunk = t->head_chunk,
+                      .context_first = t->grid.placement == LC_PLACE_CONTEXT_FIRST,
+                      .attn_window = o->cfg.sliding_window, .lo = with_sample ? t->lo : NULL};
+  lc_time_estimate x;
+  if (lc_time_predict(&o->cfg, &o->mopts, &l, r, &x) != LC_OK) return 0;
+  if (e) *e = x;
+  return x.total_s;
+}
+
+void lc_train_print_prediction(const lc_train_opts *o, const lc_trainer *t, const lc_rates *r) {
+  lc_time_estimate e;
+  if (lc_train_predict(o, t, r, &e, 0) <= 0) return;
+  printf("  %-14s predicted %.3g s per step%s: compute %.3g s (recompute %.3g, attention kernels %.3g), exposed "
+         "communication %.3g s of %.3g, optimizer %.3g s; rates: %s\n", "time model", e.total_s,
+         o->pack ? " (documents: each step's own in the log)" : "", e.compute_s, e.recompute_s, e.attn_kernel_s,
+         e.exposed_comm_s, e.comm_s, e.optim_s, r->source);
+}

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+#include "plan/timemodel.h"
 #include "train/trainer.h"
 
 // The settings table (rank 0): model, data, layout, memory, model states, FLOP formula.
@@ -24,5 +25,12 @@ int lc_stdout_is_terminal(void);
 
 // One JSON object for the step (the keys README.md lists).
 void lc_train_log_json(FILE *f, const lc_step_metrics *m, double peak_gflops);
+// The time model's step time for the trainer's layout (plan/timemodel.h); with_sample: the
+// attention bounds of the batch's first sequence just processed (documents, window), else
+// plain causal (or the window). e (may be NULL) gets the breakdown. 0 if it cannot predict.
+double lc_train_predict(const lc_train_opts *o, const lc_trainer *t, const lc_rates *r, lc_time_estimate *e,
+                        int with_sample);
+// The settings table's "time model" line.
+void lc_train_print_prediction(const lc_train_opts *o, const lc_trainer *t, const lc_rates *r);
 
 #endif

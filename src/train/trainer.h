@@ -57,6 +57,7 @@ typedef struct {
   double flops;               // model FLOPs of the step: 3 x lc_config_fwd_flops_pairs
   double cp_imbalance;        // max / mean attention work over this group's context ranks
   int skipped;                // 1: the loss or gradient norm was not finite and the update was skipped
+  double predicted_step_s;    // the time model's step time for this step's layout and sample (CLI; 0: none)
 } lc_step_metrics;
 
 typedef struct {

@@ -1,0 +1,169 @@
+#include "plan/calibrate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/attn.h"
+#include "core/arena.h"
+#include "core/rng.h"
+#include "core/timer.h"
+#include "ops/kernels.h"
+#include "ops/ops.h"
+
+static const int dims[LC_RATE_NDIM] = {64, 256, 1024, 4096};
+static const int hds[LC_RATE_NHD] = {32, 64, 128};
+
+// Fills x[n] with uniform values rounded to bf16 (exact inputs for either precision).
+static void fill(lc_rng *g, float *x, size_t n) {
+  lc_rng_fill_uniform(g, x, (long)n, -1.0f, 1.0f);
+  lc_bf16_round(x, n);
+}
+
+// Seconds of the fastest of `reps` calls after a warm-up (all ranks in step).
+#define BEST_OF(reps, call, out)                        \
+  do {                                                  \
+    call;                                               \
+    double best_ = 1e30;                                \
+    for (int r_ = 0; r_ < (reps); r_++) {               \
+      double t0_ = lc_now();                            \
+      call;                                             \
+      double d_ = lc_now() - t0_;                       \
+      best_ = d_ < best_ ? d_ : best_;                  \
+    }                                                   \
+    (out) = best_;                                      \
+  } while (0)
+
+static void say(void (*progress)(const char *, double), lc_comm *w, const char *what, double frac) {
+  if (progress && w->rank == 0) progress(what, frac);
+}
+
+lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progress)(const char *what, double frac)) {
+  lc_rates_default(out); // the link terms of a one-rank run stay the defaults
+  out->ranks = world->size, out->threads = threads;
+  lc_arena arena;
+  lc_arena_init(&arena, 0);
+  lc_rng g;
+  lc_rng_seed(&g, 1234 + (uint64_t)world->rank);
+  const int T = LC_RATE_GEMM_T, MAXD = dims[LC_RATE_NDIM - 1];
+  float *x = malloc(sizeof(float) * (size_t)T * MAXD), *w = malloc(sizeof(float) * (size_t)MAXD * MAXD);
+  float *y = malloc(sizeof(float) * (size_t)T * MAXD), *dx = malloc(sizeof(float) * (size_t)T * MAXD);
+  float *dw = malloc(sizeof(float) * (size_t)MAXD * MAXD);
+  lc_status st = x && w && y && dx && dw ? LC_OK : lc_fail(LC_ENOMEM, "out of memory for calibration");
+  if (st == LC_OK) {
+    fill(&g, x, (size_t)T * MAXD), fill(&g, w, (size_t)MAXD * MAXD), fill(&g, y, (size_t)T * MAXD);
+    memset(dw, 0, sizeof(float) * (size_t)MAXD * MAXD);
+  }
+  // GEMMs: a linear layer's forward (T x K -> N) and its backward (both products).
+  for (int b = 0; b < 2 && st == LC_OK; b++) {
+    lc_mm mm = {b, &arena};
+    for (int i = 0; i < LC_RATE_NDIM; i++)
+      for (int j = 0; j < LC_RATE_NDIM; j++) {
+        const int K = dims[i], N = dims[j];
+        char what[64];
+        snprintf(what, sizeof what, "GEMM %s %d x %d x %d", b ? "bf16" : "fp32", T, K, N);
+        say(progress, world, what, (b * 16 + i * 4 + j) / 64.0);
+        const double fl = 2.0 * T * K * N;
+        const int reps = fl < 2e9 ? 3 : 1;
+        double tf, tb;
+        lc_barrier(world);
+        BEST_OF(reps, lc_matmul_fwd(&mm, dx, x, w, T, K, N), tf);
+        BEST_OF(reps, lc_matmul_bwd(&mm, dx, dw, y, x, w, T, K, N, 0), tb);
+        out->gemm[b][0][i][j] = fl / tf;
+        out->gemm[b][1][i][j] = 2 * fl / tb;
+      }
+  }
+  // Attention kernels: one causal GQA sequence of 1024 tokens, 4 query and 2 kv heads.
+  const int AT = 1024, HQ = 4, HKV = 2;
+  for (int b = 0; b < 2 && st == LC_OK; b++)
+    for (int h = 0; h < LC_RATE_NHD && st == LC_OK; h++) {
+      const int D = hds[h];
+      char what[64];
+      snprintf(what, sizeof what, "attention %s head dim %d", b ? "bf16" : "fp32", D);
+      say(progress, world, what, 0.5 + (b * 3 + h) / 12.0);
+      lc_attn a;
+      lc_attn_local_init(&a, HQ, HKV, D);
+      a.bf16 = b;
+      const size_t nq = (size_t)AT * HQ * D, nk = (size_t)AT * HKV * D;
+      float *q = x, *k = x + nq, *v = x + nq + nk, *o = y, *dq = dx, *dk = dx + nq, *dv = dx + nq + nk, *dout = w;
+      void *saved = malloc(a.saved_bytes(&a, AT) + 64);
+      if (!saved) {
+        st = lc_fail(LC_ENOMEM, "out of memory for calibration");
+        break;
+      }
+      lc_seq_layout L;
+      double work = 0;
+      if (lc_seq_layout_init(&L, AT, 1, 1, 2) == LC_OK) lc_seq_layout_work(&L, NULL, &work), lc_seq_layout_free(&L);
+      const double fl = 4.0 * D * HQ * work;
+      double tf, tb;
+      lc_barrier(world);
+      BEST_OF(3, st = a.fwd(&a, o, saved, q, k, v, AT, &arena), tf);
+      BEST_OF(3, st = a.bwd(&a, dq, dk, dv, dout, o, saved, q, k, v, AT, &arena), tb);
+      free(saved);
+      out->flash[b][0][h] = fl / tf;
+      out->flash[b][1][h] = 2.5 * fl / tb;
+    }
+  // Element-wise: y += x over 64 MiB of each (read 2, write 1).
+  if (st == LC_OK) {
+    say(progress, world, "element-wise bandwidth", 0.75);
+    const size_t n = (size_t)T * MAXD;
+    double te;
+    lc_barrier(world);
+    BEST_OF(3, lc_add_inplace(y, x, n), te);
+    out->ew_bw = 12.0 * n / te;
+  }
+  // The network: each collective over the world at 8 bytes and 4 MiB per rank; latency from
+  // the small one, bandwidth from the difference (lc_rates_coll_s's formula).
+  if (st == LC_OK && world->size > 1) {
+    const int W = world->size;
+    const size_t big = (size_t)1 << 20; // floats per rank (4 MiB)
+    float *s = x, *rcv = y;
+    for (int c = 0; c < LC_COLL_N && st == LC_OK; c++) {
+      char what[64];
+      snprintf(what, sizeof what, "network %s over %d ranks", lc_coll_name((lc_coll)c), W);
+      say(progress, world, what, 0.8 + 0.04 * c);
+      double t[2];
+      for (int z = 0; z < 2; z++) {
+        const size_t m = z ? big : 2;
+        lc_req rq = {0};
+        double best = 1e30;
+        for (int rep = 0; rep < (z ? 3 : 20); rep++) {
+          lc_barrier(world);
+          const double t0 = lc_now();
+          switch ((lc_coll)c) {
+          case LC_COLL_P2P: { // ring neighbours exchange one block each
+            lc_req a = {0}, bq = {0};
+            st = lc_irecv(world, rcv, m, LC_DT_F32, (world->rank + W - 1) % W, 9, &a);
+            if (st == LC_OK) st = lc_isend(world, s, m, LC_DT_F32, (world->rank + 1) % W, 9, &bq);
+            if (st == LC_OK) st = lc_wait(world, &a);
+            if (st == LC_OK) st = lc_wait(world, &bq);
+            break;
+          }
+          case LC_COLL_ALLTOALL: st = lc_alltoall(world, s, rcv, m / W + 1, LC_DT_F32); break;
+          case LC_COLL_ALLGATHER: st = lc_allgather(world, s, rcv, m / W + 1, LC_DT_F32); break;
+          case LC_COLL_REDUCE_SCATTER:
+            st = lc_ireduce_scatter_sum(world, s, rcv, m / W + 1, LC_DT_F32, &rq);
+            if (st == LC_OK) st = lc_wait(world, &rq);
+            break;
+          case LC_COLL_ALLREDUCE: memcpy(rcv, s, m * 4), st = lc_allreduce_sum(world, rcv, m, LC_DT_F32); break;
+          default: break;
+          }
+          const double d = lc_now() - t0;
+          best = d < best ? d : best;
+        }
+        t[z] = best;
+      }
+      const double steps = c == LC_COLL_P2P ? 1 : c == LC_COLL_ALLREDUCE ? 2.0 * (W - 1) : W - 1;
+      const double frac = c == LC_COLL_P2P ? 1 : c == LC_COLL_ALLREDUCE ? 2.0 * (W - 1) / W : (double)(W - 1) / W;
+      const double bytes = 4.0 * big;
+      out->coll[c].lat_s = t[0] / steps;
+      out->coll[c].bw = bytes * frac / (t[1] - t[0] > 1e-9 ? t[1] - t[0] : 1e-9);
+    }
+  }
+  // The profile is rank 0's (every rank measured under the same load).
+  if (st == LC_OK && world->size > 1) st = lc_bcast(world, out, sizeof *out, LC_DT_U8, 0);
+  free(x), free(w), free(y), free(dx), free(dw);
+  lc_arena_trim(&arena);
+  say(progress, world, "done", 1.0);
+  return st;
+}

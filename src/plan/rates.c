@@ -1,0 +1,277 @@
+#include "plan/rates.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/fsutil.h"
+
+static const int dims[LC_RATE_NDIM] = {64, 256, 1024, 4096};
+static const int hds[LC_RATE_NHD] = {32, 64, 128};
+static const char *coll_names[LC_COLL_N] = {"p2p", "alltoall", "allgather", "reduce_scatter", "allreduce"};
+
+const char *lc_coll_name(lc_coll c) { return (unsigned)c < LC_COLL_N ? coll_names[c] : "?"; }
+
+void lc_rates_default(lc_rates *r) {
+  // `longctx calibrate` on 2 cores of an AMD EPYC Zen 4 (family 25 model 17), 2 threads,
+  // rounded (docs/NOTES.md "Time model"). A machine file replaces them.
+  memset(r, 0, sizeof *r);
+  snprintf(r->source, sizeof r->source, "built-in defaults (2 Zen 4 cores, 2 threads; run `longctx calibrate` for this machine)");
+  static const double g32[LC_RATE_NDIM] = {60e9, 105e9, 125e9, 130e9}, g16[LC_RATE_NDIM] = {70e9, 170e9, 240e9, 260e9};
+  for (int b = 0; b < 2; b++)
+    for (int k = 0; k < LC_RATE_NDIM; k++)
+      for (int n = 0; n < LC_RATE_NDIM; n++) {
+        const double *g = b ? g16 : g32;
+        const double v = g[k < n ? k : n];
+        r->gemm[b][0][k][n] = v, r->gemm[b][1][k][n] = v * 0.9;
+      }
+  static const double f32[LC_RATE_NHD] = {40e9, 60e9, 75e9}, f16[LC_RATE_NHD] = {60e9, 100e9, 130e9};
+  for (int d = 0; d < LC_RATE_NHD; d++)
+    r->flash[0][0][d] = f32[d], r->flash[0][1][d] = 0.8 * f32[d], r->flash[1][0][d] = f16[d], r->flash[1][1][d] = 0.8 * f16[d];
+  r->ew_bw = 12e9;
+  for (int c = 0; c < LC_COLL_N; c++) r->coll[c] = (lc_link){2e-6, 4e9};
+  r->disk_bw = 0.7e9;
+  r->ranks = 1, r->threads = 2;
+}
+
+// Linear interpolation in log2 of x over the grid g (clamped at its ends): index and weight.
+static void grid_pos(const int *g, int n, double x, int *i, double *w) {
+  double lx = log2(x > 1 ? x : 1);
+  if (lx <= log2(g[0])) { *i = 0, *w = 0; return; }
+  for (int k = 0; k + 1 < n; k++)
+    if (lx <= log2(g[k + 1])) {
+      *i = k, *w = (lx - log2(g[k])) / (log2(g[k + 1]) - log2(g[k]));
+      return;
+    }
+  *i = n - 2, *w = 1;
+}
+
+double lc_rates_gemm_s(const lc_rates *r, int bf16, int bwd, double T, int K, int N) {
+  if (T <= 0 || K <= 0 || N <= 0) return 0;
+  int ik, in;
+  double wk, wn;
+  grid_pos(dims, LC_RATE_NDIM, K, &ik, &wk);
+  grid_pos(dims, LC_RATE_NDIM, N, &in, &wn);
+  const double (*g)[LC_RATE_NDIM] = r->gemm[bf16 ? 1 : 0][bwd ? 1 : 0];
+  // interpolate the time per FLOP (harmonic), so a slow corner is not averaged away
+  const double inv = (1 - wk) * (1 - wn) / g[ik][in] + wk * (1 - wn) / g[ik + 1][in] + (1 - wk) * wn / g[ik][in + 1] +
+                     wk * wn / g[ik + 1][in + 1];
+  double flops = (bwd ? 4.0 : 2.0) * T * K * N;
+  // fewer tokens than calibrated: the same per-call cost spread over fewer rows
+  return flops * inv * (T < LC_RATE_GEMM_T ? pow(LC_RATE_GEMM_T / T, 0.15) : 1.0);
+}
+
+double lc_rates_flash_s(const lc_rates *r, int bf16, int bwd, int D, double flops) {
+  int i;
+  double w;
+  grid_pos(hds, LC_RATE_NHD, D, &i, &w);
+  const double *f = r->flash[bf16 ? 1 : 0][bwd ? 1 : 0];
+  return flops * ((1 - w) / f[i] + w / f[i + 1]);
+}
+
+double lc_rates_ew_s(const lc_rates *r, double bytes) { return bytes / r->ew_bw; }
+
+double lc_rates_coll_s(const lc_rates *r, lc_coll c, int g, double bytes, int inter) {
+  if (g <= 1 && c != LC_COLL_P2P) return 0;
+  const lc_link l = inter && r->inter.bw > 0 ? r->inter : r->coll[c];
+  double steps = c == LC_COLL_P2P ? 1 : g - 1, frac = c == LC_COLL_P2P ? 1 : (double)(g - 1) / g;
+  if (c == LC_COLL_ALLREDUCE) steps *= 2, frac *= 2;
+  return l.lat_s * steps + bytes * frac / l.bw;
+}
+
+const char *lc_rates_default_path(char *buf, size_t n) {
+  const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+  if (x && *x) snprintf(buf, n, "%s/longctx/machine.json", x);
+  else snprintf(buf, n, "%s/.cache/longctx/machine.json", h && *h ? h : ".");
+  return buf;
+}
+
+// ---- machine files: {"cpu": "...", "profiles": [ {ranks, threads, gemm, flash, ew_bw, coll}, ... ]}
+static cJSON *profile_json(const lc_rates *r) {
+  cJSON *p = cJSON_CreateObject();
+  cJSON_AddNumberToObject(p, "ranks", r->ranks);
+  cJSON_AddNumberToObject(p, "threads", r->threads);
+  cJSON *gd = cJSON_AddArrayToObject(p, "gemm_dims");
+  for (int i = 0; i < LC_RATE_NDIM; i++) cJSON_AddItemToArray(gd, cJSON_CreateNumber(dims[i]));
+  const char *pn[2] = {"fp32", "bf16"}, *dn[2] = {"fwd", "bwd"};
+  cJSON *g = cJSON_AddObjectToObject(p, "gemm_gflops"); // [K][N]
+  for (int b = 0; b < 2; b++)
+    for (int d = 0; d < 2; d++) {
+      char key[16];
+      snprintf(key, sizeof key, "%s_%s", pn[b], dn[d]);
+      cJSON *m = cJSON_AddArrayToObject(g, key);
+      for (int k = 0; k < LC_RATE_NDIM; k++) {
+        cJSON *row = cJSON_CreateArray();
+        for (int n = 0; n < LC_RATE_NDIM; n++) cJSON_AddItemToArray(row, cJSON_CreateNumber(round(r->gemm[b][d][k][n] / 1e7) / 100));
+        cJSON_AddItemToArray(m, row);
+      }
+    }
+  cJSON *f = cJSON_AddObjectToObject(p, "attention_gflops"); // by head dim 32, 64, 128
+  for (int b = 0; b < 2; b++)
+    for (int d = 0; d < 2; d++) {
+      char key[16];
+      snprintf(key, sizeof key, "%s_%s", pn[b], dn[d]);
+      cJSON *m = cJSON_AddArrayToObject(f, key);
+      for (int h = 0; h < LC_RATE_NHD; h++) cJSON_AddItemToArray(m, cJSON_CreateNumber(round(r->flash[b][d][h] / 1e7) / 100));
+    }
+  cJSON_AddNumberToObject(p, "elementwise_gbs", round(r->ew_bw / 1e7) / 100);
+  cJSON *c = cJSON_AddObjectToObject(p, "comm");
+  for (int k = 0; k < LC_COLL_N; k++) {
+    cJSON *l = cJSON_AddObjectToObject(c, coll_names[k]);
+    cJSON_AddNumberToObject(l, "latency_us", round(r->coll[k].lat_s * 1e8) / 100);
+    cJSON_AddNumberToObject(l, "bandwidth_gbs", round(r->coll[k].bw / 1e7) / 100);
+  }
+  if (r->disk_bw > 0) cJSON_AddNumberToObject(p, "disk_gbs", round(r->disk_bw / 1e7) / 100);
+  return p;
+}
+
+static double num(const cJSON *o, const char *k, int *ok) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+  if (!cJSON_IsNumber(x) || !(x->valuedouble >= 0)) *ok = 0;
+  return cJSON_IsNumber(x) ? x->valuedouble : 0;
+}
+
+static int profile_read(const cJSON *p, lc_rates *r) {
+  int ok = 1;
+  r->ranks = (int)num(p, "ranks", &ok), r->threads = (int)num(p, "threads", &ok);
+  const char *pn[2] = {"fp32", "bf16"}, *dn[2] = {"fwd", "bwd"};
+  const cJSON *g = cJSON_GetObjectItemCaseSensitive(p, "gemm_gflops"), *f = cJSON_GetObjectItemCaseSensitive(p, "attention_gflops");
+  for (int b = 0; b < 2; b++)
+    for (int d = 0; d < 2; d++) {
+      char key[16];
+      snprintf(key, sizeof key, "%s_%s", pn[b], dn[d]);
+      const cJSON *m = cJSON_GetObjectItemCaseSensitive(g, key), *a = cJSON_GetObjectItemCaseSensitive(f, key);
+      if (cJSON_GetArraySize(m) != LC_RATE_NDIM || cJSON_GetArraySize(a) != LC_RATE_NHD) return 0;
+      for (int k = 0; k < LC_RATE_NDIM; k++)
+        for (int n = 0; n < LC_RATE_NDIM; n++) {
+          const cJSON *v = cJSON_GetArrayItem(cJSON_GetArrayItem(m, k), n);
+          if (!cJSON_IsNumber(v) || !(v->valuedouble > 0)) return 0;
+          r->gemm[b][d][k][n] = v->valuedouble * 1e9;
+        }
+      for (int h = 0; h < LC_RATE_NHD; h++) {
+        const cJSON *v = cJSON_GetArrayItem(a, h);
+        if (!cJSON_IsNumber(v) || !(v->valuedouble > 0)) return 0;
+        r->flash[b][d][h] = v->valuedouble * 1e9;
+      }
+    }
+  r->ew_bw = num(p, "elementwise_gbs", &ok) * 1e9;
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "comm");
+  for (int k = 0; k < LC_COLL_N; k++) {
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(c, coll_names[k]);
+    r->coll[k].lat_s = num(l, "latency_us", &ok) * 1e-6;
+    r->coll[k].bw = num(l, "bandwidth_gbs", &ok) * 1e9;
+  }
+  int dok = 1;
+  r->disk_bw = num(p, "disk_gbs", &dok) * 1e9;
+  return ok && r->ew_bw > 0 && r->ranks > 0 && r->threads > 0;
+}
+
+lc_status lc_rates_load_machine(const char *path, int ranks, int threads, lc_rates *r) {
+  char *txt = NULL;
+  size_t len = 0;
+  if (lc_read_file(path, (size_t)4 << 20, &txt, &len) != LC_OK)
+    return lc_fail(LC_EIO, "cannot read the machine file %s: run `longctx calibrate --out %s` first", path, path);
+  cJSON *j = cJSON_ParseWithLength(txt, len);
+  free(txt);
+  const cJSON *ps = cJSON_GetObjectItemCaseSensitive(j, "profiles");
+  int best = -1;
+  double bestd = 1e30;
+  lc_rates cand;
+  for (int i = 0; i < cJSON_GetArraySize(ps); i++) {
+    memset(&cand, 0, sizeof cand);
+    if (!profile_read(cJSON_GetArrayItem(ps, i), &cand)) {
+      best = -2;
+      break;
+    }
+    // the same threads per rank first, then the nearest number of ranks
+    const double d = (cand.threads != threads) * 1e6 + fabs(log2((double)cand.ranks / ranks));
+    if (d < bestd) bestd = d, best = i;
+  }
+  if (best < 0) {
+    cJSON_Delete(j);
+    return lc_fail(LC_EFORMAT, "the machine file %s is not one `longctx calibrate` wrote (%s); run calibrate again", path,
+                   best == -2 ? "a profile lacks a rate" : "no profiles");
+  }
+  memset(r, 0, sizeof *r);
+  profile_read(cJSON_GetArrayItem(ps, best), r);
+  const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(j, "cpu");
+  snprintf(r->source, sizeof r->source, "calibrated %s (%s; profile %d rank%s x %d thread%s%s)", path,
+           cJSON_IsString(cpu) ? cpu->valuestring : "?", r->ranks, r->ranks > 1 ? "s" : "", r->threads,
+           r->threads > 1 ? "s" : "", bestd == 0 ? "" : bestd < 1e6 ? ", the nearest rank count" : ", other threads per rank");
+  cJSON_Delete(j);
+  return LC_OK;
+}
+
+lc_status lc_rates_save_machine(const char *path, const lc_rates *r, const char *cpu_name) {
+  char *txt = NULL;
+  size_t len = 0;
+  cJSON *j = NULL;
+  if (lc_is_file(path) && lc_read_file(path, (size_t)4 << 20, &txt, &len) == LC_OK) j = cJSON_ParseWithLength(txt, len);
+  free(txt);
+  if (!cJSON_IsObject(j) || !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(j, "profiles"))) {
+    cJSON_Delete(j);
+    j = cJSON_CreateObject();
+    cJSON_AddArrayToObject(j, "profiles");
+  }
+  cJSON_DeleteItemFromObjectCaseSensitive(j, "cpu");
+  cJSON_AddStringToObject(j, "cpu", cpu_name);
+  cJSON *ps = cJSON_GetObjectItemCaseSensitive(j, "profiles");
+  for (int i = cJSON_GetArraySize(ps) - 1; i >= 0; i--) {
+    const cJSON *p = cJSON_GetArrayItem(ps, i);
+    int ok = 1;
+    if ((int)num(p, "ranks", &ok) == r->ranks && (int)num(p, "threads", &ok) == r->threads) cJSON_DeleteItemFromArray(ps, i);
+  }
+  cJSON_AddItemToArray(ps, profile_json(r));
+  char *out = cJSON_Print(j);
+  cJSON_Delete(j);
+  if (!out) return lc_fail(LC_ENOMEM, "out of memory writing %s", path);
+  lc_status st = lc_write_file_atomic(path, out, strlen(out));
+  free(out);
+  return st;
+}
+
+// ---- hardware descriptions
+static double hw_num(const cJSON *o, const char *k, const char *path, lc_status *st) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+  if (!cJSON_IsNumber(x) || !(x->valuedouble > 0)) {
+    if (*st == LC_OK) *st = lc_fail(LC_EFORMAT, "%s: \"%s\" must be a positive number (see hardware/h100-sxm-80gb-8x-node.json)", path, k);
+    return 1;
+  }
+  return x->valuedouble;
+}
+
+lc_status lc_rates_load_hardware(const char *path, lc_rates *r) {
+  char *txt = NULL;
+  size_t len = 0;
+  LC_TRY(lc_read_file(path, (size_t)4 << 20, &txt, &len));
+  cJSON *j = cJSON_ParseWithLength(txt, len);
+  free(txt);
+  if (!cJSON_IsObject(j)) {
+    cJSON_Delete(j);
+    return lc_fail(LC_EFORMAT, "%s is not a JSON object: see hardware/*.json for the format", path);
+  }
+  lc_status st = LC_OK;
+  memset(r, 0, sizeof *r);
+  const cJSON *nm = cJSON_GetObjectItemCaseSensitive(j, "name");
+  snprintf(r->source, sizeof r->source, "hardware %s (%s)", path, cJSON_IsString(nm) ? nm->valuestring : "unnamed");
+  const cJSON *ach = cJSON_GetObjectItemCaseSensitive(j, "achievable_tflops");
+  const double t32 = hw_num(ach, "fp32", path, &st) * 1e12, t16 = hw_num(ach, "bf16", path, &st) * 1e12;
+  const double af = hw_num(j, "attention_fraction", path, &st);
+  for (int k = 0; k < LC_RATE_NDIM; k++)
+    for (int n = 0; n < LC_RATE_NDIM; n++)
+      for (int d = 0; d < 2; d++) r->gemm[0][d][k][n] = t32, r->gemm[1][d][k][n] = t16;
+  for (int h = 0; h < LC_RATE_NHD; h++)
+    for (int d = 0; d < 2; d++) r->flash[0][d][h] = af * t32, r->flash[1][d][h] = af * t16;
+  r->ew_bw = hw_num(j, "memory_bandwidth_gbs", path, &st) * 1e9;
+  const cJSON *in = cJSON_GetObjectItemCaseSensitive(j, "intra_node"), *out = cJSON_GetObjectItemCaseSensitive(j, "inter_node");
+  const lc_link li = {hw_num(in, "latency_us", path, &st) * 1e-6, hw_num(in, "bandwidth_gbs", path, &st) * 1e9};
+  for (int c = 0; c < LC_COLL_N; c++) r->coll[c] = li;
+  r->inter = (lc_link){hw_num(out, "latency_us", path, &st) * 1e-6, hw_num(out, "bandwidth_gbs", path, &st) * 1e9};
+  r->devices_per_node = (int)hw_num(j, "devices_per_node", path, &st);
+  r->mem_bytes = hw_num(j, "memory_per_device_gib", path, &st) * 1073741824.0;
+  r->disk_bw = hw_num(j, "disk_bandwidth_gbs", path, &st) * 1e9 / r->devices_per_node;
+  cJSON_Delete(j);
+  return st;
+}

@@ -1,0 +1,65 @@
+// The rates the time model prices a step with (DESIGN.md "Planning"): GEMM FLOP/s by shape
+// and precision, attention-kernel FLOP/s forward/backward by head dim and precision,
+// element-wise bandwidth, and the communicator's latency and bandwidth per collective.
+// Three sources fill them: `longctx calibrate` (measured on this machine, one profile per
+// ranks x threads in a machine file), a hardware description (`--hardware FILE.json`: a
+// GPU node), or built-in defaults (2 Zen 4 cores, 2 threads; documented in docs/NOTES.md).
+#ifndef LC_RATES_H
+#define LC_RATES_H
+
+#include <stddef.h>
+
+#include "core/status.h"
+
+#define LC_RATE_NDIM 4   // GEMM K and N grid: 64, 256, 1024, 4096 (clamped outside)
+#define LC_RATE_NHD 3    // attention head dims: 32, 64, 128
+#define LC_RATE_GEMM_T 1024 // tokens (M) of the calibrated GEMMs
+
+typedef enum { LC_COLL_P2P = 0, LC_COLL_ALLTOALL, LC_COLL_ALLGATHER, LC_COLL_REDUCE_SCATTER, LC_COLL_ALLREDUCE, LC_COLL_N } lc_coll;
+
+// Cost of a collective over g ranks moving n bytes (p2p: one message; all-to-all: the send
+// buffer; all-gather: the output; reduce-scatter and all-reduce: the input):
+//   lat * steps + n * frac / bw, steps = g - 1 (p2p 1), frac = (g-1)/g (p2p 1, all-reduce 2(g-1)/g).
+typedef struct {
+  double lat_s, bw; // seconds per step, bytes/s
+} lc_link;
+
+typedef struct {
+  char source[320];     // where the numbers come from, for the settings table
+  int ranks, threads;   // the profile's process grid (calibrated) or 0
+  int devices_per_node; // ranks sharing the intra-node link (0: all)
+  double gemm[2][2][LC_RATE_NDIM][LC_RATE_NDIM]; // [bf16][0: forward NT, 1: backward NN+TN][K][N] FLOP/s
+  double flash[2][2][LC_RATE_NHD]; // [bf16][0 fwd, 1 bwd][head dim] FLOP/s of the tiles computed
+  double ew_bw;         // element-wise bytes/s (read + write)
+  lc_link coll[LC_COLL_N]; // within a node
+  lc_link inter;        // between nodes (one link per rank); bw 0: one node only
+  double disk_bw;       // checkpoint offload bytes/s each way (0: unknown)
+  double mem_bytes;     // memory per rank of a hardware description (0: not given)
+} lc_rates;
+
+// The built-in defaults (measured once on 2 Zen 4 cores, 2 threads; docs/NOTES.md).
+void lc_rates_default(lc_rates *r);
+// The profile of machine file `path` for ranks x threads: the exact pair, else the one with
+// the same threads per rank and the nearest ranks (said in r->source). LC_EIO / LC_EINVAL
+// with one line for a missing or malformed file.
+lc_status lc_rates_load_machine(const char *path, int ranks, int threads, lc_rates *r);
+// Merges profile r (its ranks x threads) into machine file `path` (created if absent; an
+// existing profile with the same pair is replaced); written atomically.
+lc_status lc_rates_save_machine(const char *path, const lc_rates *r, const char *cpu_name);
+// A hardware description (hardware/*.json: achievable TFLOP/s per precision, attention
+// fraction, memory bandwidth, intra/inter-node links, memory per device).
+lc_status lc_rates_load_hardware(const char *path, lc_rates *r);
+// The default machine file: $XDG_CACHE_HOME or ~/.cache, /longctx/machine.json (buf).
+const char *lc_rates_default_path(char *buf, size_t n);
+
+// Seconds of: a linear layer's forward (T x K -> N) or backward (both products) in the
+// precision; an attention kernel pass computing `flops` tile FLOPs at head dim D; moving
+// `bytes` element-wise; a collective over g ranks (inter: crossing nodes).
+double lc_rates_gemm_s(const lc_rates *r, int bf16, int bwd, double T, int K, int N);
+double lc_rates_flash_s(const lc_rates *r, int bf16, int bwd, int D, double flops);
+double lc_rates_ew_s(const lc_rates *r, double bytes);
+double lc_rates_coll_s(const lc_rates *r, lc_coll c, int g, double bytes, int inter);
+
+const char *lc_coll_name(lc_coll c);
+
+#endif

@@ -1,0 +1,260 @@
+#include "plan/timemodel.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn/attn.h"
+#include "attn/seqlayout.h"
+#include "model/loss.h"
+#include "model/params.h"
+#include "model/pstore.h"
+#include "model/schedule.h"
+
+// Element-wise bytes per token of one layer's forward (norms, RoPE, residual adds, SwiGLU,
+// casts): read + write, fp32. Backward moves about twice as much.
+static double ew_layer_fwd(const lc_config *c) {
+  const double C = c->dim, HQ = (double)c->n_heads * c->head_dim, HKV = (double)c->n_kv_heads * c->head_dim;
+  return 4.0 * (10 * C + 3 * HQ + 2 * HKV + 4 * (double)c->ffn);
+}
+
+typedef struct {
+  const lc_config *c;
+  const lc_model_opts *o;
+  const lc_rates *r;
+  int bf16, T, hp, cp, hc_stages, tiled;
+  double attn_fwd_s, attn_bwd_s;   // kernel seconds per layer (slowest rank)
+  double a2a_fwd_s, a2a_bwd_s;     // Ulysses exchanges per layer (blocking)
+  double ring_fwd_s, ring_bwd_s;   // ring hops per layer (overlapped with the kernel)
+  double hop_s;                    // one hop
+} cost;
+
+// One linear layer (T x K -> N) forward or backward.
+static double lin(const cost *k, int bwd, double T, int K, int N) { return lc_rates_gemm_s(k->r, k->bf16, bwd, T, K, N); }
+
+// GEMMs of the attention half (q, k, v, o) and the MLP half (gate, up[, down]).
+static double attn_gemms(const cost *k, int bwd) {
+  const lc_config *c = k->c;
+  const int HQ = c->n_heads * c->head_dim, HKV = c->n_kv_heads * c->head_dim;
+  return lin(k, bwd, k->T, c->dim, HQ) + 2 * lin(k, bwd, k->T, c->dim, HKV) + lin(k, bwd, k->T, HQ, c->dim);
+}
+static double mlp_gemms(const cost *k, int bwd, int with_down) {
+  const lc_config *c = k->c;
+  return 2 * lin(k, bwd, k->T, c->dim, c->ffn) + (with_down ? lin(k, bwd, k->T, c->ffn, c->dim) : 0);
+}
+
+// A layer's attention with its exchanges: all-to-alls block (head chunks: the later stages'
+// overlap the ring), the ring's hops overlap the kernel.
+static double attention(const cost *k, int bwd) {
+  const double ker = bwd ? k->attn_bwd_s : k->attn_fwd_s, ring = bwd ? k->ring_bwd_s : k->ring_fwd_s;
+  const double a2a = bwd ? k->a2a_bwd_s : k->a2a_fwd_s;
+  double t = (ring > ker ? ring : ker) + (k->cp > 1 ? k->hop_s : 0);
+  if (k->hc_stages > 1) {
+    const double first = a2a / k->hc_stages, rest = a2a - first;
+    t += first + (rest > ker ? rest - ker : 0);
+  } else {
+    t += a2a;
+  }
+  return t;
+}
+
+static double op_seconds(const cost *k, lc_op op, double *recompute, double *attn_kernel) {
+  const lc_config *c = k->c;
+  const double T = k->T, ewf = ew_layer_fwd(c) * T, V = c->vocab, C = c->dim;
+  const lc_ckpt_policy pol = k->o->ckpt;
+  switch (op) {
+  case LC_OP_EMBED_FWD:
+  case LC_OP_EMBED_FWD_SLICED:
+  case LC_OP_EMBED_BWD:
+  case LC_OP_EMBED_BWD_SLICED: return lc_rates_ew_s(k->r, 8.0 * T * C);
+  case LC_OP_LAYER_FWD:
+    *attn_kernel += k->attn_fwd_s;
+    return attn_gemms(k, 0) + mlp_gemms(k, 0, 1) + attention(k, 0) + lc_rates_ew_s(k->r, ewf);
+  case LC_OP_RECOMPUTE: { // lc_layer_fwd without the output: q/k/v/o, untiled gate/up; full: attention too
+    double s = attn_gemms(k, 0) + (k->tiled ? 0 : mlp_gemms(k, 0, 0)) + lc_rates_ew_s(k->r, ewf);
+    if (pol == LC_CKPT_FULL) s += attention(k, 0), *attn_kernel += k->attn_fwd_s;
+    *recompute += s;
+    return s;
+  }
+  case LC_OP_LAYER_BWD: {
+    const double rec = k->tiled ? mlp_gemms(k, 0, 0) : 0; // tiled MLP recomputes gate/up per tile
+    *recompute += rec;
+    *attn_kernel += k->attn_bwd_s;
+    return attn_gemms(k, 1) + mlp_gemms(k, 1, 1) + rec + attention(k, 1) + lc_rates_ew_s(k->r, 2 * ewf);
+  }
+  case LC_OP_LOSS:
+  case LC_OP_LOSS_SLICED: { // head forward + both backward products + softmax passes; slices: the logits twice
+    const double f = lin(k, 0, T, c->dim, c->vocab);
+    return f * (op == LC_OP_LOSS_SLICED ? 2 : 1) + lin(k, 1, T, c->dim, c->vocab) + lc_rates_ew_s(k->r, 12.0 * T * V);
+  }
+  default: return 0;
+  }
+}
+
+static int spans(int g, int stride, int dpn) { return dpn > 0 && g > 1 && (long)(g - 1) * stride + 1 > dpn; }
+
+lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc_time_layout *l, const lc_rates *r,
+                          lc_time_estimate *out) {
+  memset(out, 0, sizeof *out);
+  const int hp = l->hp > 0 ? l->hp : 1, cp = l->cp > 0 ? l->cp : 1, window = l->window > 0 ? l->window : cp;
+  const int world = l->world > 0 ? l->world : hp * cp, batch = l->batch > 0 ? l->batch : world / (hp * cp);
+  LC_TRY(lc_layout_validate(world, hp, cp, window, cfg, l->seq, batch));
+  const int dp = world / (hp * cp), dpn = r->devices_per_node;
+  const int Z = o->zero > 0 ? (o->zero_group > 0 ? o->zero_group : world) : 1, R = world / Z, stage = o->zero;
+  LC_TRY(lc_zero_check(stage, o->zero > 0 ? o->zero_group : 0, 0, world));
+  const long S = l->seq, T = S / ((long)hp * cp);
+  cost k = {.c = cfg, .o = o, .r = r, .bf16 = o->precision == LC_DT_BF16, .T = (int)T, .hp = hp, .cp = cp,
+            .hc_stages = 1, .tiled = lc_tile_splits(o->mlp_tile, (int)T)};
+  const int D = cfg->head_dim, Hl = cfg->n_heads / hp;
+  const double esz = k.bf16 ? 2 : 4;
+  if (hp > 1 && l->head_chunk > 0) k.hc_stages = Hl / l->head_chunk;
+
+  // Attention work: the tiles each context rank's kernel computes (the chunk cost model of
+  // the layout, over the documents and window), for its Hq/hp heads; the slowest rank counts.
+  int *lo = NULL;
+  if (!l->lo && (l->doc_len > 0 || l->attn_window > 0)) {
+    lo = malloc(sizeof(int) * (size_t)S);
+    if (!lo) return lc_fail(LC_ENOMEM, "out of memory for the attention bounds of %ld tokens", S);
+    for (long g = 0; g < S; g++) lo[g] = lc_visible_from(g, l->doc_len > 0 ? g / l->doc_len * l->doc_len : 0, l->attn_window);
+  }
+  double work_max = 0;
+  lc_seq_layout L;
+  const int chunks = cp > 1 ? lc_cp_layout_chunks(o->cp_layout, S, cp, hp) : 2;
+  if (S % (2L * cp) == 0 && lc_seq_layout_init(&L, S, cp, hp, chunks) == LC_OK) {
+    const int *bounds = l->lo ? l->lo : lo;
+    if (o->cp_layout == LC_CP_BALANCED && cp > 1) lc_seq_layout_balance(&L, bounds);
+    double *w = malloc(sizeof(double) * (size_t)cp);
+    if (w) {
+      lc_seq_layout_work(&L, bounds, w);
+      for (int c = 0; c < cp; c++) work_max = w[c] > work_max ? w[c] : work_max;
+    }
+    free(w);
+    lc_seq_layout_free(&L);
+  } else {
+    work_max = (double)S * (S + 1) / 2; // one process, odd length: the visible pairs
+  }
+  free(lo);
+  const double attn_flops = 4.0 * D * work_max * Hl;
+  k.attn_fwd_s = lc_rates_flash_s(r, k.bf16, 0, D, attn_flops);
+  k.attn_bwd_s = lc_rates_flash_s(r, k.bf16, 1, D, 2.5 * attn_flops);
+
+  // Exchanges per layer. Ulysses: q, k, v and out (backward: dout; dq, dk, dv in fp32) with
+  // kv heads replicated to every rank when hp > Hkv. Ring: cp - 1 hops of this rank's k/v
+  // block (backward: k/v and dk/dv in fp32).
+  const int hfirst = !l->context_first;
+  const int inter_head = spans(hp, hfirst ? 1 : cp, dpn), inter_ctx = spans(cp, hfirst ? hp : 1, dpn);
+  if (hp > 1) {
+    const double q = (double)T * cfg->n_heads * D, kv = (double)T * (cfg->n_kv_heads > hp ? cfg->n_kv_heads : hp) * D;
+    const double again = k.hc_stages > 1 ? 1 : 0; // chunked backward re-exchanges q, k, v, out
+    k.a2a_fwd_s = lc_rates_coll_s(r, LC_COLL_ALLTOALL, hp, (2 * q + 2 * kv) * esz, inter_head);
+    k.a2a_bwd_s = lc_rates_coll_s(r, LC_COLL_ALLTOALL, hp, q * esz + (q + 2 * kv) * 4 + again * (2 * q + 2 * kv) * esz,
+                                  inter_head) +
+                  (hp - 1) * r->coll[LC_COLL_ALLTOALL].lat_s * 3;
+  }
+  if (cp > 1) {
+    const int hkv = cfg->n_kv_heads > hp ? cfg->n_kv_heads / hp : 1;
+    const double blk = (double)(S / cp) * hkv * D * 2;
+    k.hop_s = lc_rates_coll_s(r, LC_COLL_P2P, 2, blk * esz, inter_ctx);
+    k.ring_fwd_s = (cp - 1) * k.hop_s;
+    k.ring_bwd_s = (cp - 1) * (k.hop_s + lc_rates_coll_s(r, LC_COLL_P2P, 2, blk * 4, inter_ctx));
+  }
+
+  // Model states: unit sizes and the groups their collectives run in.
+  lc_ps_sizes zs;
+  LC_TRY(lc_pstore_sizes(cfg, stage, Z, &zs));
+  const int inter_z = spans(Z, 1, dpn), inter_r = spans(R, Z, dpn), inter_w = spans(world, 1, dpn);
+  const double gsz = k.bf16 ? 0.5 : 1.0; // stage 3 gathers bf16 weights in bf16
+  const int NU = cfg->n_layers + 2;
+  double *ready = calloc((size_t)NU, sizeof(double)), *done = calloc((size_t)NU + 2, sizeof(double));
+  const int n = lc_schedule_build(cfg, o, 1, NULL, 0);
+  lc_event *ev = malloc(sizeof *ev * (size_t)n);
+  if (!ready || !done || !ev) {
+    free(ready), free(done), free(ev);
+    return lc_fail(LC_ENOMEM, "out of memory for the time model");
+  }
+  lc_schedule_build(cfg, o, 1, ev, n);
+  const int passes = batch / dp;
+  double t = 0, net = 0, comm = 0, compute = 0, recompute = 0, attn_kernel = 0;
+#define UNIT(u) ((u) == LC_UNIT_EMBED ? (double)zs.unit_embed : (u) == lc_unit_final(cfg->n_layers) ? (double)zs.unit_final : (double)zs.unit_layer)
+  for (int p = 0; p < passes; p++) {
+    const int last = p == passes - 1, reduce = stage >= 2 || (last && world > 1);
+    int nf = 0;
+    for (int u = 0; u < NU; u++) ready[u] = -1;
+    for (int i = 0; i < n; i++) {
+      const lc_event *e = &ev[i];
+      switch (e->kind) {
+      case LC_EV_PREFETCH:
+      case LC_EV_ACQUIRE: {
+        const int u = e->unit;
+        if (stage == 3 && Z > 1) {
+          if (e->kind == LC_EV_ACQUIRE && ready[u] < 0) { // not gathered ahead: now, blocking
+            const double d = lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, UNIT(u) * gsz, inter_z);
+            t = (t > net ? t : net) + d, net = t, comm += d;
+          } else if (e->kind == LC_EV_ACQUIRE) {
+            t = t > ready[u] ? t : ready[u];
+          }
+          const int g = e->kind == LC_EV_PREFETCH ? u : e->next;
+          if (g >= 0) {
+            const double d = lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, UNIT(g) * gsz, inter_z);
+            net = (t > net ? t : net) + d, ready[g] = net, comm += d;
+          }
+          if (e->kind == LC_EV_ACQUIRE) ready[u] = -1;
+        } else if (e->kind == LC_EV_ACQUIRE && k.bf16) {
+          const double c = lc_rates_ew_s(r, UNIT(u) * 2); // the rounded copy
+          t += c, compute += c;
+        }
+        break;
+      }
+      case LC_EV_GRAD_BEGIN:
+        for (; nf > 1; nf--) { // retire all but the newest reduction
+          t = t > done[0] ? t : done[0];
+          memmove(done, done + 1, sizeof(double) * (size_t)(nf - 1));
+        }
+        break;
+      case LC_EV_GRAD_END: {
+        if (!reduce) break;
+        const double b = UNIT(e->unit);
+        double d = stage == 0 ? lc_rates_coll_s(r, LC_COLL_ALLREDUCE, world, b, inter_w)
+                              : lc_rates_coll_s(r, LC_COLL_REDUCE_SCATTER, Z, b, inter_z) +
+                                    (R > 1 ? lc_rates_coll_s(r, LC_COLL_ALLREDUCE, R, b / Z, inter_r) : 0);
+        net = (t > net ? t : net) + d, done[nf++] = net, comm += d;
+        break;
+      }
+      case LC_EV_RUN: {
+        const double s = op_seconds(&k, e->op, &recompute, &attn_kernel);
+        if (e->op == LC_OP_LAYER_FWD && e->layer == 0 && p == 0) out->layer_fwd_s = s;
+        if (e->op == LC_OP_LAYER_BWD && e->layer == 0 && p == 0) out->layer_bwd_s = s;
+        t += s, compute += s;
+        break;
+      }
+      default: break;
+      }
+    }
+    for (int i = 0; i < nf; i++) t = t > done[i] ? t : done[i]; // the pass ends with its reductions
+  }
+#undef UNIT
+  // Attention exchanges: counted in compute above (they sit inside the layer's time).
+  const double a2a = cfg->n_layers * passes * (k.a2a_fwd_s + k.a2a_bwd_s + (o->ckpt == LC_CKPT_FULL ? k.a2a_fwd_s : 0));
+  const double ring = cfg->n_layers * passes * (k.ring_fwd_s + k.ring_bwd_s + (o->ckpt == LC_CKPT_FULL ? k.ring_fwd_s : 0));
+  const double ring_exposed = cfg->n_layers * passes *
+                              ((k.ring_fwd_s > k.attn_fwd_s ? k.ring_fwd_s - k.attn_fwd_s : 0) +
+                               (k.ring_bwd_s > k.attn_bwd_s ? k.ring_bwd_s - k.attn_bwd_s : 0) + (cp > 1 ? 2 * k.hop_s : 0));
+  // After the passes: gradient norm and AdamW over this rank's shard (read p, g, m, v; write
+  // p, m, v; the norm reads g), stages 1/2 all-gather the parameters, small all-reduces.
+  const double nopt = (double)zs.optim / 8, ngrad = (double)zs.grads / 4;
+  const double opt = lc_rates_ew_s(r, 28 * nopt + 8 * ngrad);
+  double after = 0;
+  if ((stage == 1 || stage == 2) && Z > 1) after += lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, (double)zs.params * Z, inter_z);
+  if (world > 1) after += 3 * lc_rates_coll_s(r, LC_COLL_ALLREDUCE, world, 8, inter_w);
+  const double pass_comm_wait = t - compute;
+  out->passes = passes;
+  out->recompute_s = recompute;
+  out->attn_kernel_s = attn_kernel;
+  out->optim_s = opt;
+  out->comm_s = comm + a2a + ring + after;
+  out->exposed_comm_s = pass_comm_wait + a2a + ring_exposed + after;
+  out->compute_s = compute - a2a - ring_exposed;
+  out->total_s = t + opt + after;
+  out->tokens_per_s = (double)batch * S / out->total_s;
+  free(ready), free(done), free(ev);
+  return LC_OK;
+}
