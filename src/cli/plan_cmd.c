@@ -11,6 +11,9 @@
 #include "model/ckstore.h"
 #include "model/loss.h"
 #include "model/memplan.h"
+#include "comm/grid.h"
+#include "plan/layout_search.h"
+#include "plan/timemodel.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -28,6 +31,8 @@ int lc_cmd_plan(int argc, char **argv) {
   int ranks = 0, zero = 0, zero_group = 0, pack = 0, attn_window = 0, doc_len = 0, vocab_slice = 0;
   const char *cp_layout = NULL, *offload = NULL;
   const char *head_chunk_s = "all";
+  const char *machine = NULL, *hardware = NULL, *placement = "head-first";
+  int auto_ = 0, longest = 0, per_node = 0, top = 5;
   float budget_gib = 20.0f, gflops = 200.0f;
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &model, "a preset (tiny, demo, bench-s; shapes only: llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, qwen2.5-7b, qwen3-8b, qwen3-32b), an HF model directory or a GGUF file", 0},
@@ -53,7 +58,15 @@ int lc_cmd_plan(int argc, char **argv) {
       {"loss-tile", LC_ARG_INT, &loss_tile, "tokens per logits+loss tile, 0 = untiled (default: as train, auto)", 0},
       {"threads", LC_ARG_INT, &threads, "OpenMP threads per rank, sizes kernel workspaces (default: this machine's)", 0},
       {"gflops", LC_ARG_FLOAT, &gflops, "sustained GFLOP/s per rank, for the disk bandwidth that keeps --offload-checkpoints hidden (default 200: ~2 Zen 4 cores in bf16; an H100 sustains ~400000)", 0},
-      {"budget-gib", LC_ARG_FLOAT, &budget_gib, "memory per rank for the largest-S search, GiB (default 20)", 0},
+      {"budget-gib", LC_ARG_FLOAT, &budget_gib, "memory per rank for the largest-S search and --auto, GiB (default 20; a --hardware file's memory per device)", 0},
+      {"mem-per-rank", LC_ARG_FLOAT, &budget_gib, "the same as --budget-gib", 0},
+      {"placement", LC_ARG_STR, &placement, "head-first | context-first, as train (which groups span nodes; default head-first)", 0},
+      {"machine", LC_ARG_STR, &machine, "rates for the predicted step time: a file from `longctx calibrate` (default ~/.cache/longctx/machine.json when it exists, else built-in rates)", 0},
+      {"hardware", LC_ARG_STR, &hardware, "rates and memory of hardware you do not have: a description such as hardware/h100-sxm-80gb-8x-node.json", 0},
+      {"gpus-per-node", LC_ARG_INT, &per_node, "ranks per node (default: the --hardware file's devices per node, else all)", 0},
+      {"auto", LC_ARG_BOOL, &auto_, "enumerate the layouts of --gpus ranks (hp x cp, placement, ZeRO stage and group, checkpoint policy, precision; flags you give stay fixed), drop those over the memory per rank, print the fastest as train command lines", 0},
+      {"longest", LC_ARG_BOOL, &longest, "the longest --seq any layout of --gpus ranks fits, and the fastest layout that reaches it (no --seq needed)", 0},
+      {"top", LC_ARG_INT, &top, "layouts --auto prints (default 5)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
   if (lc_args_wants_help(argc, argv)) {
@@ -67,9 +80,9 @@ int lc_cmd_plan(int argc, char **argv) {
   lc_status st = lc_args_parse(argc, argv, flags, nf);
   if (st == LC_OK && !model) st = lc_fail(LC_EINVAL, "--model is required: a preset (%s, %s) or a Hugging Face "
                                           "model directory", lc_config_preset_names(), lc_config_plan_preset_names());
-  if (st == LC_OK && !seq_s) st = lc_fail(LC_EINVAL, "--seq is required: tokens per sequence, e.g. 131072 or 128K");
+  if (st == LC_OK && !seq_s && !longest) st = lc_fail(LC_EINVAL, "--seq is required: tokens per sequence, e.g. 131072 or 128K");
   if (st == LC_OK) st = lc_cli_model(model, &cfg);
-  if (st == LC_OK && lc_cli_lengths(seq_s, LONG_MAX / 2, &S, 1) != 1)
+  if (st == LC_OK && seq_s && lc_cli_lengths(seq_s, LONG_MAX / 2, &S, 1) != 1)
     st = lc_fail(LC_EINVAL, "--seq '%s' is not a positive length: give tokens, e.g. 131072, 128K or 1M", seq_s);
   int head_chunk = 0;
   if (st == LC_OK) st = lc_ckpt_parse(ckpt, &o.ckpt);
@@ -99,6 +112,14 @@ int lc_cmd_plan(int argc, char **argv) {
     st = lc_fail(LC_EINVAL, "--vocab-slice %d: give vocabulary rows per slice (>= 1), or 0 for whole matrices", vocab_slice);
   if (st == LC_OK && (doc_len < 0 || (doc_len && !pack)))
     st = lc_fail(LC_EINVAL, "--doc-len needs --pack and a positive length");
+  lc_placement pl = LC_PLACE_HEAD_FIRST;
+  if (st == LC_OK) st = lc_placement_parse(placement, &pl);
+  if (st == LC_OK && (per_node < 0 || top < 1)) st = lc_fail(LC_EINVAL, "--gpus-per-node must be >= 1 and --top >= 1");
+  lc_rates rates;
+  if (st == LC_OK) st = lc_cli_rates(machine, hardware, ranks ? ranks : hp * cp, used, &rates);
+  if (st == LC_OK && hardware && !lc_args_find(flags, nf, "budget-gib")->seen && !lc_args_find(flags, nf, "mem-per-rank")->seen)
+    budget_gib = (float)(rates.mem_bytes / GIB);
+  if (st == LC_OK && per_node) rates.devices_per_node = per_node;
   lc_cp_layout cl = LC_CP_ZIGZAG;
   if (st == LC_OK) st = lc_cp_layout_parse(cp_layout ? cp_layout : pack || attn_window ? "balanced" : "zigzag", &cl);
   if (st != LC_OK) {
@@ -117,6 +138,21 @@ int lc_cmd_plan(int argc, char **argv) {
   o.loss_tile = loss_auto ? lc_memplan_auto_loss_tile(S, sliced ? vocab_slice : cfg.vocab) : loss_tile;
   lc_mem_estimate e;
   const size_t budget = (size_t)((double)budget_gib * GIB);
+  if (auto_ || longest) {
+    lc_search_opts so = {.world = ranks, .per_node = rates.devices_per_node, .threads = used, .mem_cap = budget,
+                         .hp = -1, .cp = -1, .zero = -1, .zero_group = -1, .ckpt = -1, .bf16 = -1, .context_first = -1,
+                         .doc_len = pack ? doc_len : 0, .attn_window = attn_window};
+#define SEEN(f) lc_args_find(flags, nf, f)->seen
+    if (SEEN("hp")) so.hp = hp;
+    if (SEEN("cp")) so.cp = cp;
+    if (SEEN("zero")) so.zero = zero;
+    if (SEEN("zero-group")) so.zero_group = zero_group;
+    if (SEEN("checkpoint")) so.ckpt = (int)o.ckpt;
+    if (SEEN("precision")) so.bf16 = o.precision == LC_DT_BF16;
+    if (SEEN("placement")) so.context_first = pl == LC_PLACE_CONTEXT_FIRST;
+#undef SEEN
+    return lc_plan_auto(&cfg, &o, S, &so, &rates, auto_, longest, top, model, budget_gib);
+  }
   // The chunk in use: as given (all heads: 0), or auto's pick against the budget.
   int hc = head_chunk < 0 ? lc_memplan_auto_head_chunk(&cfg, &o, S, hp, cp, window, used, budget)
                           : head_chunk == cfg.n_heads / hp ? 0 : head_chunk;
@@ -229,6 +265,17 @@ int lc_cmd_plan(int argc, char **argv) {
     printf("Offload stays hidden when the disk sustains %s/s written and as much read (%s each way per pass, "
            "a pass of %.3g s at %.0f GFLOP/s per rank: --gflops).\n", lc_fmt_bytes(b, sizeof b, (double)ck / t),
            lc_fmt_bytes(b2, sizeof b2, (double)ck), t, gflops);
+  }
+  {
+    lc_time_layout tl = {.seq = S, .batch = batch, .world = ranks, .hp = hp, .cp = cp, .window = e.window,
+                         .head_chunk = hc, .context_first = pl == LC_PLACE_CONTEXT_FIRST,
+                         .doc_len = pack ? doc_len : 0, .attn_window = attn_window};
+    lc_time_estimate te;
+    if (lc_time_predict(&cfg, &o, &tl, &rates, &te) == LC_OK)
+      printf("\nPredicted step time (batch %d): %.4g s = compute %.4g s (recompute %.4g, attention kernels %.4g) + "
+             "exposed communication %.4g s (of %.4g) + optimizer %.4g s; one layer %.4g s forward, %.4g s backward; "
+             "%.4g tokens/s. Rates: %s.\n", batch, te.total_s, te.compute_s, te.recompute_s, te.attn_kernel_s,
+             te.exposed_comm_s, te.comm_s, te.optim_s, te.layer_fwd_s, te.layer_bwd_s, te.tokens_per_s, rates.source);
   }
   // Largest S: the same tiles (auto tiles: their value for long sequences).
   lc_model_opts ob = o;

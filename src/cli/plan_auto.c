@@ -1,0 +1,98 @@
+// longctx plan --auto / --longest: the layout search (plan/layout_search.h) printed as a
+// table and as train command lines, with why the runner-up lost.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/timer.h"
+#include "plan/layout_search.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static const char *ckname(lc_ckpt_policy p) { return lc_ckpt_name(p); }
+
+static void command(const lc_layout_choice *x, const char *model, int world, char *b, size_t n) {
+  int k = world > 1 ? snprintf(b, n, "mpirun -np %d ", world) : 0;
+  k += snprintf(b + k, n - (size_t)k, "longctx train --model %s --seq %ld --batch %d --hp %d --cp %d", model, x->seq,
+                world / (x->hp * x->cp), x->hp, x->cp);
+  if (x->hp > 1 && x->cp > 1) k += snprintf(b + k, n - (size_t)k, " --placement %s", x->context_first ? "context-first" : "head-first");
+  if (x->zero) k += snprintf(b + k, n - (size_t)k, " --zero %d", x->zero);
+  if (x->zero && x->zero_group != world) k += snprintf(b + k, n - (size_t)k, " --zero-group %d", x->zero_group);
+  k += snprintf(b + k, n - (size_t)k, " --checkpoint %s --precision %s", ckname(x->o.ckpt),
+                x->o.precision == LC_DT_BF16 ? "bf16" : "fp32");
+  if (x->head_chunk > 0) snprintf(b + k, n - (size_t)k, " --head-chunk %d", x->head_chunk);
+}
+
+static void row(int i, const lc_layout_choice *x, int world) {
+  char lay[64];
+  snprintf(lay, sizeof lay, "dp %d x hp %d x cp %d%s", world / (x->hp * x->cp), x->hp, x->cp,
+           x->hp > 1 && x->cp > 1 ? (x->context_first ? " ctx-first" : " head-first") : "");
+  char z[32];
+  if (x->zero) snprintf(z, sizeof z, "%d / %d", x->zero, x->zero_group);
+  else snprintf(z, sizeof z, "0");
+  printf("| %d | %s | %s | %s | %s | %.2f | %.4g | %.4g | %.4g | %.4g | %.4g |\n", i, lay, z, ckname(x->o.ckpt),
+         x->o.precision == LC_DT_BF16 ? "bf16" : "fp32", (double)x->peak / GIB, x->t.total_s, x->t.tokens_per_s,
+         x->t.tokens_per_s / world, x->t.compute_s - x->t.recompute_s, x->t.recompute_s + x->t.exposed_comm_s);
+}
+
+// The term per token (one step's tokens) in which b costs most more than a.
+static void why(const lc_layout_choice *a, const lc_layout_choice *b) {
+  const double ta = (double)a->seq * a->t.passes, tb = (double)b->seq * b->t.passes; // tokens per rank-group pass set
+  const char *names[4] = {"compute", "recompute", "exposed communication", "optimizer"};
+  const double va[4] = {a->t.compute_s - a->t.recompute_s, a->t.recompute_s, a->t.exposed_comm_s, a->t.optim_s};
+  const double vb[4] = {b->t.compute_s - b->t.recompute_s, b->t.recompute_s, b->t.exposed_comm_s, b->t.optim_s};
+  int w = 0;
+  double worst = -1e30;
+  for (int i = 0; i < 4; i++) {
+    const double d = vb[i] / tb - va[i] / ta;
+    if (d > worst) worst = d, w = i;
+  }
+  printf("The runner-up is %.1f%% slower per token: mostly %s (%.3g vs %.3g us per token of a sequence group).\n",
+         100 * (a->t.tokens_per_s / b->t.tokens_per_s - 1), names[w], 1e6 * vb[w] / tb, 1e6 * va[w] / ta);
+}
+
+int lc_plan_auto(const lc_config *cfg, const lc_model_opts *base, long S, const lc_search_opts *so, const lc_rates *r,
+                 int auto_, int longest, int top, const char *model, double mem_gib) {
+  const double t0 = lc_now();
+  char cmd[1024];
+  printf("longctx plan%s%s: %s, %d rank%s (%d per node), %.2f GiB per rank, %d threads per rank\n", auto_ ? " --auto" : "",
+         longest ? " --longest" : "", cfg->name, so->world, so->world > 1 ? "s" : "",
+         r->devices_per_node > 0 ? r->devices_per_node : so->world, mem_gib, so->threads);
+  printf("  rates: %s\n", r->source);
+  if (longest) {
+    lc_layout_choice b;
+    const long L = lc_layout_longest(cfg, base, so, r, &b);
+    if (L <= 0) {
+      printf("Longest S: none fits: even the shortest sequence of every layout exceeds %.2f GiB per rank (more ranks, "
+             "--zero 3, or more memory)\n", mem_gib);
+      return 1;
+    }
+    command(&b, model, so->world, cmd, sizeof cmd);
+    printf("\nLongest S: %ld tokens (%.0fK), peak %.2f GiB per rank, predicted %.4g s per step (%.4g tokens/s):\n  %s\n",
+           L, L / 1024.0, (double)b.peak / GIB, b.t.total_s, b.t.tokens_per_s, cmd);
+    if (!auto_) return 0;
+    S = L;
+  }
+  lc_layout_choice *v = malloc(sizeof *v * (size_t)top);
+  int n_valid = 0, n_fit = 0;
+  const int k = v ? lc_layout_search(cfg, base, S, so, r, v, top, &n_valid, &n_fit) : 0;
+  printf("\nS = %ld: %d layouts valid, %d fit in %.2f GiB per rank (searched in %.2f s); the fastest %d by predicted "
+         "tokens per second (dp = world / (hp x cp) sequences per step):\n\n", S, n_valid, n_fit, mem_gib, lc_now() - t0, k);
+  if (k == 0) {
+    printf("None fits: use more ranks, --zero 3, a shorter --seq or more memory per rank (--mem-per-rank).\n");
+    free(v);
+    return 1;
+  }
+  printf("| # | layout | zero / group | checkpoint | precision | peak GiB | step s | tokens/s | tokens/s per rank | "
+         "compute s | recompute + exposed comm s |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (int i = 0; i < k; i++) row(i + 1, &v[i], so->world);
+  printf("\n");
+  for (int i = 0; i < k; i++) {
+    command(&v[i], model, so->world, cmd, sizeof cmd);
+    printf("%d: %s\n", i + 1, cmd);
+  }
+  if (k > 1) why(&v[0], &v[1]);
+  free(v);
+  return 0;
+}
