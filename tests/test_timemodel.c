@@ -1,0 +1,172 @@
+// The time model (plan/timemodel.h) and the layout search (plan/layout_search.h) on
+// synthetic rates:
+//  1. the sum rule: one rank, no communication: the step is the sum of its priced events,
+//     and scales exactly with the compute rates;
+//  2. a layout that cannot overlap (Ulysses all-to-alls block): the step grows by exactly
+//     the all-to-all time of every layer (formula written here);
+//  3. ring hops overlap the kernel: hidden hops leave the step (almost) unchanged, exposed
+//     ones add their excess;
+//  4. ZeRO 3 gathers ahead of use: a fast network hides all but the first gather; a slow
+//     one is exposed;
+//  5. the search covers exactly the valid layouts (counted here by brute force) and drops
+//     those over the memory cap (each kept one's peak is the memory model's, <= cap; a
+//     layout may fit with head chunks where all heads at once would not);
+//  6. a machine file round trip keeps the rates (to its 0.01 GFLOP/s rounding).
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attn/seqlayout.h"
+#include "model/memplan.h"
+#include "plan/layout_search.h"
+#include "plan/rates.h"
+#include "plan/timemodel.h"
+#include "testutil.h"
+
+static void flat_rates(lc_rates *r, double gemm, double flash, double ew, double lat, double bw) {
+  memset(r, 0, sizeof *r);
+  for (int b = 0; b < 2; b++)
+    for (int d = 0; d < 2; d++) {
+      for (int k = 0; k < LC_RATE_NDIM; k++)
+        for (int n = 0; n < LC_RATE_NDIM; n++) r->gemm[b][d][k][n] = gemm;
+      for (int h = 0; h < LC_RATE_NHD; h++) r->flash[b][d][h] = flash;
+    }
+  r->ew_bw = ew;
+  for (int c = 0; c < LC_COLL_N; c++) r->coll[c] = (lc_link){lat, bw};
+}
+
+static lc_time_estimate predict(const lc_config *c, const lc_model_opts *o, long S, int world, int hp, int cp,
+                                const lc_rates *r) {
+  lc_time_layout l = {.seq = S, .world = world, .hp = hp, .cp = cp};
+  lc_time_estimate e;
+  lc_status st = lc_time_predict(c, o, &l, r, &e);
+  CHECK(st == LC_OK, "predict: %s", lc_errmsg());
+  return e;
+}
+
+int main(void) {
+  lc_config cfg;
+  lc_config_preset(&cfg, "demo");
+  const long S = 4096;
+  lc_model_opts o = {LC_CKPT_SELECTIVE, 1024, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
+  lc_rates r, r2;
+  // 1. sum rule and scaling
+  flat_rates(&r, 100e9, 50e9, 10e9, 0, 1e30);
+  lc_time_estimate a = predict(&cfg, &o, S, 1, 1, 1, &r);
+  CHECK(fabs(a.total_s - (a.compute_s + a.optim_s + a.exposed_comm_s)) < 1e-12 * a.total_s && a.exposed_comm_s == 0,
+        "one rank: total %.9g = compute %.9g + optimizer %.9g (exposed %.3g)", a.total_s, a.compute_s, a.optim_s, a.exposed_comm_s);
+  flat_rates(&r2, 200e9, 100e9, 20e9, 0, 1e30);
+  lc_time_estimate b = predict(&cfg, &o, S, 1, 1, 1, &r2);
+  CHECK(fabs(b.total_s - a.total_s / 2) < 1e-9 * a.total_s, "doubled rates: %.9g vs half of %.9g", b.total_s, a.total_s);
+  // every policy: recompute full > selective > none (the same rates)
+  double rec[3];
+  for (int p = 0; p < 3; p++) {
+    lc_model_opts q = o;
+    q.ckpt = (lc_ckpt_policy)p;
+    q.mlp_tile = 0;
+    rec[p] = predict(&cfg, &q, S, 1, 1, 1, &r).recompute_s;
+  }
+  CHECK(rec[LC_CKPT_NONE] == 0 && rec[LC_CKPT_SELECTIVE] > 0 && rec[LC_CKPT_FULL] > rec[LC_CKPT_SELECTIVE],
+        "recompute none %.3g selective %.3g full %.3g", rec[0], rec[1], rec[2]);
+
+  // 2. Ulysses (hp 2): the all-to-alls block. The step with a slow network minus with an
+  // infinitely fast one (latency 0) = layers x (forward + backward all-to-alls).
+  const double lat = 5e-3, bw = 1e8;
+  flat_rates(&r, 100e9, 50e9, 10e9, 0, 1e30);
+  flat_rates(&r2, 100e9, 50e9, 10e9, lat, bw);
+  const int hp = 2;
+  const double T = (double)S / hp, D = cfg.head_dim, q = T * cfg.n_heads * D, kv = T * cfg.n_kv_heads * D;
+  const double fwd = lat * (hp - 1) + (2 * q + 2 * kv) * 4 * 0.5 / bw;
+  const double bwd = lat * (hp - 1) + (q * 4 + (q + 2 * kv) * 4) * 0.5 / bw + (hp - 1) * lat * 3;
+  lc_time_estimate f = predict(&cfg, &o, S, 2, hp, 1, &r), s = predict(&cfg, &o, S, 2, hp, 1, &r2);
+  // the gradient reduction (ZeRO 0 over 2 ranks) also slows: count it from the same formula
+  lc_ps_sizes zs;
+  lc_pstore_sizes(&cfg, 0, 1, &zs);
+  const double total_params = (double)zs.params;
+  const double red_max = 2 * lat * (cfg.n_layers + 2) + total_params / bw + 3 * 2 * lat; // upper bound: none hidden
+  const double grow = s.total_s - f.total_s, a2a = cfg.n_layers * (fwd + bwd);
+  CHECK(grow >= a2a - 1e-9 && grow <= a2a + red_max, "hp 2: the step grew %.6g s; all-to-alls alone %.6g (+ at most %.3g of reductions)",
+        grow, a2a, red_max);
+
+  // 3. ring (cp 2): hops hidden under the kernel change the step by only the one unhidden hop
+  flat_rates(&r, 100e9, 1e9, 10e9, 1e-6, 1e12);
+  flat_rates(&r2, 100e9, 1e9, 10e9, 1e-6, 0.5e12);
+  lc_time_estimate h1 = predict(&cfg, &o, S, 2, 1, 2, &r), h2 = predict(&cfg, &o, S, 2, 1, 2, &r2);
+  CHECK(fabs(h2.total_s - h1.total_s) < 1e-3 * h1.total_s, "hidden ring: %.6g vs %.6g s", h1.total_s, h2.total_s);
+  flat_rates(&r2, 100e9, 1e9, 10e9, 1e-6, 1e6); // hops far slower than the kernel
+  lc_time_estimate h3 = predict(&cfg, &o, S, 2, 1, 2, &r2);
+  CHECK(h3.total_s > 1.1 * h1.total_s && h3.exposed_comm_s > 0.9 * (h3.total_s - h1.total_s),
+        "exposed ring: %.6g s (hidden %.6g), exposed communication %.6g", h3.total_s, h1.total_s, h3.exposed_comm_s);
+
+  // 4. ZeRO 3 over 2 ranks (dp 2): gathers ahead of use
+  lc_model_opts z3 = o;
+  z3.zero = 3, z3.zero_group = 2;
+  flat_rates(&r, 100e9, 50e9, 10e9, 0, 1e15);
+  lc_time_estimate g1 = predict(&cfg, &z3, S, 2, 1, 1, &r);
+  CHECK(g1.exposed_comm_s < 1e-3 * g1.total_s, "fast network: exposed %.3g of %.3g", g1.exposed_comm_s, g1.total_s);
+  flat_rates(&r, 100e9, 50e9, 10e9, 0, 1e6);
+  lc_time_estimate g2 = predict(&cfg, &z3, S, 2, 1, 1, &r);
+  CHECK(g2.exposed_comm_s > 0.5 * g2.comm_s && g2.total_s > g1.total_s, "slow network: exposed %.3g of %.3g",
+        g2.exposed_comm_s, g2.comm_s);
+
+  // 5. the search: every valid layout once; those over the cap dropped.
+  lc_rates_default(&r);
+  lc_config tiny;
+  lc_config_preset(&tiny, "tiny");
+  lc_model_opts base = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
+  for (int W = 1; W <= 8; W *= 2) {
+    lc_search_opts so = {.world = W, .per_node = W > 2 ? 2 : 0, .threads = 1, .mem_cap = (size_t)1 << 40, .hp = -1,
+                         .cp = -1, .zero = -1, .zero_group = -1, .ckpt = -1, .bf16 = -1, .context_first = -1};
+    int expect = 0;
+    for (int hp = 1; hp <= W; hp++)
+      for (int cp = 1; cp * hp <= W; cp++) {
+        if (W % (hp * cp) || lc_layout_validate(W, hp, cp, cp, &tiny, 256, W / (hp * cp)) != LC_OK) continue;
+        const int places = hp > 1 && cp > 1 ? 2 : 1;
+        const int zeros = W == 1 ? 1 : 1 + 3 * (so.per_node > 0 && so.per_node < W ? 2 : 1);
+        expect += places * zeros * 3 * 2;
+      }
+    lc_layout_choice out[512];
+    int nv = 0, nf = 0;
+    int k = lc_layout_search(&tiny, &base, 256, &so, &r, out, 512, &nv, &nf);
+    CHECK(nv == expect && nf == expect && k == expect, "world %d: %d valid, %d fit (brute force %d)", W, nv, nf, expect);
+    for (int i = 1; i < k; i++)
+      CHECK(out[i - 1].t.tokens_per_s >= out[i].t.tokens_per_s, "world %d: not sorted at %d", W, i);
+    // a cap between the smallest and largest peaks: exactly those at or under it kept
+    size_t lo = SIZE_MAX, hi = 0;
+    for (int i = 0; i < k; i++) lo = out[i].peak < lo ? out[i].peak : lo, hi = out[i].peak > hi ? out[i].peak : hi;
+    so.mem_cap = lo + (hi - lo) / 2;
+    int under = 0;
+    for (int i = 0; i < k; i++) under += out[i].peak <= so.mem_cap;
+    lc_layout_choice cut[512];
+    int k2 = lc_layout_search(&tiny, &base, 256, &so, &r, cut, 512, &nv, &nf);
+    // (a layout over the cap with all heads at once may fit with Ulysses head chunks: kept)
+    CHECK(k2 >= under && k2 < k && nf == k2, "world %d cap %zu: %d kept of %d, %d under it unchunked", W, so.mem_cap, k2, k, under);
+    for (int i = 0; i < k2; i++) {
+      lc_mem_estimate e;
+      lc_memplan_predict_hc(&tiny, &cut[i].o, 256, cut[i].hp, cut[i].cp, cut[i].cp, cut[i].head_chunk, 1, &e);
+      CHECK(cut[i].peak <= so.mem_cap && cut[i].peak == e.total, "world %d: kept peak %zu (model %zu, cap %zu)", W,
+            cut[i].peak, e.total, so.mem_cap);
+    }
+  }
+
+  // 6. machine file round trip
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/lc_test_machine_%d.json", (int)getpid());
+  lc_rates_default(&r);
+  r.ranks = 2, r.threads = 1, r.gemm[1][0][2][3] = 123.45e9, r.coll[LC_COLL_ALLTOALL] = (lc_link){3.5e-6, 2.25e9};
+  CHECK(lc_rates_save_machine(path, &r, "test cpu") == LC_OK, "save: %s", lc_errmsg());
+  lc_rates one;
+  lc_rates_default(&one);
+  one.threads = 2;
+  CHECK(lc_rates_save_machine(path, &one, "test cpu") == LC_OK, "save 2: %s", lc_errmsg());
+  CHECK(lc_rates_load_machine(path, 2, 1, &r2) == LC_OK, "load: %s", lc_errmsg());
+  CHECK(r2.ranks == 2 && r2.threads == 1 && fabs(r2.gemm[1][0][2][3] - 123.45e9) < 1e7 &&
+            fabs(r2.coll[LC_COLL_ALLTOALL].lat_s - 3.5e-6) < 1e-8 && fabs(r2.coll[LC_COLL_ALLTOALL].bw - 2.25e9) < 1e7,
+        "round trip: %d x %d, %.4g, %.4g, %.4g", r2.ranks, r2.threads, r2.gemm[1][0][2][3], r2.coll[LC_COLL_ALLTOALL].lat_s,
+        r2.coll[LC_COLL_ALLTOALL].bw);
+  CHECK(lc_rates_load_machine(path, 1, 2, &r2) == LC_OK && r2.ranks == 1 && r2.threads == 2, "the 1 x 2 profile");
+  CHECK(lc_rates_load_machine("/nonexistent/m.json", 1, 1, &r2) == LC_EIO && strstr(lc_errmsg(), "calibrate"),
+        "missing file: %s", lc_errmsg());
+  unlink(path);
+  return lc_test_finish("test_timemodel");
+}
