@@ -139,12 +139,14 @@ run_cfg demo-16k-hp2-bf16       2 $DEMO --seq 16384 --batch 1 --hp 2 --precision
 # ~45-60 s per step each)
 run_cfg bs-16k-cp2-$P16         2 $BS --seq 16384 --batch 1 --cp 2 --precision "$P16"
 run_cfg bs-16k-hp2-$P16         2 $BS --seq 16384 --batch 1 --hp 2 --precision "$P16"
+# plan --auto's runner-up kind on this machine: the ring without checkpoints under ZeRO 3
+run_cfg bs-16k-cp2-none-z3-$P16 2 $BS --seq 16384 --batch 1 --cp 2 --checkpoint none --zero 3 --precision "$P16"
 
 # ---- plan --auto for bench-s at 16K on 2 ranks; run its pick unless already measured ----
 : >"$OUT/auto.tsv"
 if [ "$AUTO" = 1 ] && { [ -z "$ONLY" ] || [[ auto-bs-16k-pick =~ $ONLY ]]; }; then
   log "plan --auto --model bench-s --seq 16384 --gpus 2"
-  "$LC" plan --auto --model bench-s --seq 16384 --gpus 2 --gpus-per-node 2 --mem-per-rank "$MEM_PER_RANK" \
+  "$LC" plan --auto --model bench-s --seq 16384 --gpus 2 --threads 1 --gpus-per-node 2 --mem-per-rank "$MEM_PER_RANK" \
     --precision "$P16" --machine "$MACHINE" >"$OUT/plan_auto.txt" 2>&1
   prc=$?
   # The pick is the first full command line plan prints. Prints ranks, args, the name of the

@@ -23,3 +23,6 @@ set_tests_properties(cli_text PROPERTIES LABELS cli TIMEOUT 60)
 # Head-chunked Ulysses on 2 ranks: losses = unchunked, auto, bad values on every rank, plan (~15 s).
 add_test(NAME cli_head_chunk COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_head_chunk.sh $<TARGET_FILE:longctx>)
 set_tests_properties(cli_head_chunk PROPERTIES LABELS cli TIMEOUT 90 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
+# The time model through the program: calibrate, train's prediction, plan --auto/--longest/--hardware (~30 s).
+add_test(NAME cli_plan COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_plan.sh $<TARGET_FILE:longctx> ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_plan PROPERTIES LABELS cli TIMEOUT 180 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")

@@ -110,7 +110,7 @@ int main(void) {
         g2.exposed_comm_s, g2.comm_s);
 
   // 5. the search: every valid layout once; those over the cap dropped.
-  lc_rates_default(&r);
+  lc_rates_default(&r, 2);
   lc_config tiny;
   lc_config_preset(&tiny, "tiny");
   lc_model_opts base = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
@@ -152,11 +152,11 @@ int main(void) {
   // 6. machine file round trip
   char path[64];
   snprintf(path, sizeof path, "/tmp/lc_test_machine_%d.json", (int)getpid());
-  lc_rates_default(&r);
+  lc_rates_default(&r, 2);
   r.ranks = 2, r.threads = 1, r.gemm[1][0][2][3] = 123.45e9, r.coll[LC_COLL_ALLTOALL] = (lc_link){3.5e-6, 2.25e9};
   CHECK(lc_rates_save_machine(path, &r, "test cpu") == LC_OK, "save: %s", lc_errmsg());
   lc_rates one;
-  lc_rates_default(&one);
+  lc_rates_default(&one, 2);
   one.threads = 2;
   CHECK(lc_rates_save_machine(path, &one, "test cpu") == LC_OK, "save 2: %s", lc_errmsg());
   CHECK(lc_rates_load_machine(path, 2, 1, &r2) == LC_OK, "load: %s", lc_errmsg());

@@ -111,6 +111,6 @@ lc_status lc_cli_rates(const char *machine, const char *hardware, int ranks, int
   if (machine) return lc_rates_load_machine(machine, ranks, threads, r);
   char def[4096];
   if (lc_is_file(lc_rates_default_path(def, sizeof def))) return lc_rates_load_machine(def, ranks, threads, r);
-  lc_rates_default(r);
+  lc_rates_default(r, threads);
   return LC_OK;
 }

@@ -38,7 +38,7 @@ static void row(int i, const lc_layout_choice *x, int world) {
 
 // The term per token (one step's tokens) in which b costs most more than a.
 static void why(const lc_layout_choice *a, const lc_layout_choice *b) {
-  const double ta = (double)a->seq * a->t.passes, tb = (double)b->seq * b->t.passes; // tokens per rank-group pass set
+  const double ta = a->t.tokens_per_s * a->t.total_s, tb = b->t.tokens_per_s * b->t.total_s; // tokens per step
   const char *names[4] = {"compute", "recompute", "exposed communication", "optimizer"};
   const double va[4] = {a->t.compute_s - a->t.recompute_s, a->t.recompute_s, a->t.exposed_comm_s, a->t.optim_s};
   const double vb[4] = {b->t.compute_s - b->t.recompute_s, b->t.recompute_s, b->t.exposed_comm_s, b->t.optim_s};
@@ -48,7 +48,8 @@ static void why(const lc_layout_choice *a, const lc_layout_choice *b) {
     const double d = vb[i] / tb - va[i] / ta;
     if (d > worst) worst = d, w = i;
   }
-  printf("The runner-up is %.1f%% slower per token: mostly %s (%.3g vs %.3g us per token of a sequence group).\n",
+  printf("The runner-up is %.1f%% slower per token: mostly %s (%.3g vs %.3g us per token of the step; every rank "
+         "runs its part at once).\n",
          100 * (a->t.tokens_per_s / b->t.tokens_per_s - 1), names[w], 1e6 * vb[w] / tb, 1e6 * va[w] / ta);
 }
 

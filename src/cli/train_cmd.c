@@ -281,9 +281,13 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   double t_start = lc_now();
   lc_step_metrics m;
   long saved_at = -1;
+  const long first_step = tr.step;
+  double meas_sum = 0, pred_sum = 0;
+  int n_timed = 0;
   for (long s = tr.step; s < o.steps; s++) {
     st = lc_trainer_step(&tr, &m);
     if (st == LC_OK && rank == 0) m.predicted_step_s = lc_train_predict(&o, &tr, &rates, NULL, 1);
+    if (st == LC_OK && s > first_step) meas_sum += m.seconds, pred_sum += m.predicted_step_s, n_timed++; // the first warms up
     if (st != LC_OK && !tr.failed_everywhere) return fail_everywhere(w, LC_EXIT_ERROR);
     if (st != LC_OK) { // found alike on every rank: one line, an orderly end
       if (rank == 0) lc_cli_error(lc_errmsg());
@@ -352,6 +356,9 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
     for (int c = 0; c < LC_MEM_NCAT; c++)
       printf(" %s %s%s", lc_mem_cat_name((lc_mem_cat)c), lc_fmt_bytes(b, sizeof b, (double)tr.arena.peak[c]),
              c + 1 < LC_MEM_NCAT ? "," : "\n");
+    if (n_timed > 0 && pred_sum > 0)
+      printf("time model: predicted %.4g s per step, measured %.4g s (mean of %d step%s after the first): %+.1f%%\n",
+             pred_sum / n_timed, meas_sum / n_timed, n_timed, n_timed > 1 ? "s" : "", 100 * (pred_sum / meas_sum - 1));
   }
   if (jf) fclose(jf);
   lc_watchdog_stop(dog); // every rank gets here: the step loop's failures that may be on one rank abort

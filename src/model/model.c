@@ -435,7 +435,7 @@ static lc_status slicer_put(void *arg, int s, int pass) {
 }
 
 // The final norm, LM head and loss with the head in slices: the norm's rows held for the
-// whole loss, the head's fetched one slice ahead; then the units' reductions (stages 0/1).
+// whole loss, the head's fetched one slice ahead (after the last: unit next_unit).
 static lc_status loss_sliced(lc_model *m, const lc_model_opts *o, const float *xL, const int *targets, int T,
                              float loss_scale, int bf16, float *dx, double *loss_sum, long *n_wrong, int next_unit,
                              lc_arena *arena) {
@@ -462,8 +462,7 @@ static lc_status loss_sliced(lc_model *m, const lc_model_opts *o, const float *x
   lc_pstore_rows_release(ps, &h.r[1]);
   if (st == LC_OK && dx) st = lc_pstore_rows_grad_end(ps, &nr);
   lc_pstore_rows_release(ps, &nr);
-  if (st == LC_OK && dx) st = lc_pstore_rows_done(ps, F);
-  return st;
+  return st; // (the units' reductions: the schedule's grad_end of F)
 }
 
 static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
@@ -497,6 +496,8 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   st = lc_ckstore_open(&cks, L, per_layer, o->offload_dir, arena);
   float *act = st == LC_OK ? lc_alloc(arena, LC_MEM_ACT, lc_bytes(LC_DT_F32, shared), "layer activations") : NULL;
   lc_layer_acts *acts = calloc((size_t)L, sizeof *acts);
+  lc_event *ev = NULL;
+  char *held = NULL;
   void **xs = calloc((size_t)L, sizeof *xs); // layer inputs as stored (float or bf16)
   uint16_t **atts = calloc((size_t)L, sizeof *atts); // attention outputs kept in bf16 (att16)
   if (st != LC_OK || !act || !acts || !xs || !atts) {
@@ -532,104 +533,110 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   lc_pstore_set_compute(ps, bf16 ? LC_DT_BF16 : LC_DT_F32);
   attn->poll = poll_store;
   attn->poll_arg = ps;
-  // The store's units: E (embedding), layer l, F (final norm + untied head). Each is
-  // acquired (ZeRO-3: gathered) right before use with the next one's gather issued, and
-  // released after; gradient buffers open before a unit's backward and are handed to
-  // their reduction after it. lc_model_zero_transients mirrors this order exactly.
-  const int E = LC_UNIT_EMBED, F = lc_unit_final(L), tied = cfg->tie_embeddings;
-  lc_pstore_pass_begin(ps, want_grads);
-
-  // Forward. Layer l writes its output into layer l+1's checkpoint (fp32), so both are
-  // put before it runs; l's is complete (may go to disk) once it has run.
-  st = lc_ckstore_put_begin(cks, 0, &lbuf);
-  if (st == LC_OK) carve_layer(&lcv, lbuf, &xs[0], &atts[0], &acts[0]);
+  // The pass is its schedule (schedule.h), run event by event: the store's units E
+  // (embedding), layer l and F (final norm + untied head) acquired (ZeRO 3: gathered) right
+  // before use with the next one's gather posted and released after; gradient buffers
+  // opened before a unit's backward and handed to their reduction after it; layer
+  // checkpoints put after forward and got back before backward; the compute in between.
+  // The memory and time models read the same list.
+  const int E = LC_UNIT_EMBED, F = lc_unit_final(L);
   const int sliced = lc_vocab_sliced(o, cfg->vocab);
   ps->vocab_rows = sliced ? (size_t)o->vocab_slice : 0;
   const int embed_t = unit_tensor(ps, E, offsetof(lc_weights, embed));
-  if (st == LC_OK && sliced) {
-    st = embed_fwd_sliced(ps, embed_t, o->vocab_slice, tokens, T, C, bf16 ? xin_fwd[0] : xs[0], lc_unit_layer(0));
-  } else if (st == LC_OK) {
-    st = lc_pstore_acquire(ps, E, lc_unit_layer(0));
-    if (st == LC_OK) lc_embedding_fwd(bf16 ? xin_fwd[0] : xs[0], tokens, ps->w.embed, T, C); // bf16: rows of the bf16 copy
-    lc_pstore_release(ps, E);
+  const int bwd_first = want_grads ? lc_unit_layer(L - 1) : -1; // the sliced loss gathers it ahead
+  const int n_ev = lc_schedule_build(cfg, o, want_grads, NULL, 0);
+  ev = malloc(sizeof *ev * (size_t)n_ev);
+  held = calloc((size_t)L + 2, 1); // units acquired and not yet released (released on an error)
+  if (!ev || !held) {
+    st = lc_fail(LC_ENOMEM, "out of memory for the pass schedule");
+    goto done;
   }
-  if (st != LC_OK) goto done;
-  lc_test_point("forward");
-  for (int l = 0; l < L && st == LC_OK; l++) {
-    // (Sliced: the loss fetches the final norm and the first head slice itself.)
-    st = lc_pstore_acquire(ps, lc_unit_layer(l), l + 1 < L ? lc_unit_layer(l + 1) : sliced ? -1 : F);
-    if (st == LC_OK && l + 1 < L) st = lc_ckstore_put_begin(cks, l + 1, &lbuf);
-    if (st == LC_OK && l + 1 < L) carve_layer(&lcv, lbuf, &xs[l + 1], &atts[l + 1], &acts[l + 1]);
-    if (st == LC_OK && bf16) {
-      lc_bf16_pack(xs[l], xin_fwd[l % 2], (size_t)T * C);
-      st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin_fwd[l % 2], xin_fwd[(l + 1) % 2], 0);
-      if (st == LC_OK && att16) lc_bf16_pack(atts[l], acts[l].att, HQT); // exact: att holds bf16 values
-    } else if (st == LC_OK) {
-      st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xs[l], l + 1 < L ? xs[l + 1] : xL, 0);
-    }
-    lc_pstore_release(ps, lc_unit_layer(l));
-    if (st == LC_OK) st = lc_ckstore_put_end(cks, l);
-  }
-  if (st != LC_OK) goto done;
-  // Loss (and its gradient w.r.t. x_L, head and final norm, in the same pass). A tied head
-  // is the embedding: acquired again, and its gradient buffer stays open until the end.
-  const int bwd_first = want_grads ? lc_unit_layer(L - 1) : -1;
-  if (sliced) {
-    st = loss_sliced(m, o, xL, targets, T, loss_scale, bf16, want_grads ? dx : NULL, loss_sum, n_wrong, bwd_first,
-                     arena);
-  } else {
-    st = lc_pstore_acquire(ps, F, tied ? E : bwd_first);
-    if (st == LC_OK && tied) st = lc_pstore_acquire(ps, E, bwd_first);
-    if (st == LC_OK && want_grads) st = lc_pstore_grad_begin(ps, F);
-    if (st == LC_OK && want_grads && tied) st = lc_pstore_grad_begin(ps, E);
-    if (st == LC_OK)
-      st = lc_loss_fwd_bwd(cfg, &ps->w, &ps->g, xL, targets, T, o->loss_tile, loss_scale, bf16,
-                           want_grads ? dx : NULL, loss_sum, n_wrong, arena);
-    lc_pstore_release(ps, F);
-    if (tied) lc_pstore_release(ps, E);
-    if (st == LC_OK && want_grads) st = lc_pstore_grad_end(ps, F);
-  }
-  if (st != LC_OK || !want_grads) goto done;
-  // Backward, recomputing what the policy did not keep.
-  for (int l = L - 1; l >= 0 && st == LC_OK; l--) {
-    const int u = lc_unit_layer(l);
-    // The gradient buffer first: grad_begin retires the older reduction (of F or layer
-    // l+2) before this layer's weights and the next gather arrive, so the two never coexist.
-    st = lc_pstore_grad_begin(ps, u);
-    if (st == LC_OK) st = lc_pstore_acquire(ps, u, l > 0 ? lc_unit_layer(l - 1) : -1);
-    // The checkpoint back (read ahead while the layer above computed), the next one's read
-    // started.
-    if (st == LC_OK) st = lc_ckstore_get(cks, l, l - 1, &lbuf);
-    if (st != LC_OK) {
-      lc_pstore_release(ps, u);
+  lc_schedule_build(cfg, o, want_grads, ev, n_ev);
+  lc_pstore_pass_begin(ps, want_grads);
+  float *xin = NULL; // backward: the layer's input, widened from its checkpoint in bf16
+  for (int i = 0; i < n_ev && st == LC_OK; i++) {
+    const lc_event *e = &ev[i];
+    const int l = e->layer;
+    if (e->by_op) continue;
+    switch (e->kind) {
+    case LC_EV_ACQUIRE:
+      st = lc_pstore_acquire(ps, e->unit, e->next);
+      held[e->unit] = st == LC_OK;
       break;
+    case LC_EV_PREFETCH: st = lc_pstore_prefetch(ps, e->unit); break;
+    case LC_EV_RELEASE:
+      lc_pstore_release(ps, e->unit);
+      held[e->unit] = 0;
+      break;
+    case LC_EV_GRAD_BEGIN: st = lc_pstore_grad_begin(ps, e->unit); break; // tied E at the end: already open
+    case LC_EV_GRAD_END:
+      st = sliced && (e->unit == E || e->unit == F) ? lc_pstore_rows_done(ps, e->unit) : lc_pstore_grad_end(ps, e->unit);
+      break;
+    case LC_EV_CKPT_PUT: st = lc_ckstore_put_end(cks, l); break;
+    case LC_EV_CKPT_GET: // read ahead while the layer above computed; the next one's read started
+      st = lc_ckstore_get(cks, l, l - 1, &lbuf);
+      if (st != LC_OK) break;
+      carve_layer(&lcv, lbuf, &xs[l], &atts[l], &acts[l]);
+      xin = xs[l];
+      if (bf16) lc_bf16_unpack(xin = xL, xs[l], (size_t)T * C);
+      if (att16) lc_bf16_unpack(acts[l].att, atts[l], HQT);
+      break;
+    case LC_EV_CKPT_FREE: lc_ckstore_release(cks, l); break;
+    case LC_EV_RUN:
+      switch (e->op) {
+      case LC_OP_EMBED_FWD:
+      case LC_OP_EMBED_FWD_SLICED: // (sliced: posts layer 0's gather at its last slice)
+        st = lc_ckstore_put_begin(cks, 0, &lbuf);
+        if (st != LC_OK) break;
+        carve_layer(&lcv, lbuf, &xs[0], &atts[0], &acts[0]);
+        if (e->op == LC_OP_EMBED_FWD_SLICED)
+          st = embed_fwd_sliced(ps, embed_t, o->vocab_slice, tokens, T, C, bf16 ? xin_fwd[0] : xs[0], lc_unit_layer(0));
+        else
+          lc_embedding_fwd(bf16 ? xin_fwd[0] : xs[0], tokens, ps->w.embed, T, C); // bf16: rows of the bf16 copy
+        lc_test_point("forward");
+        break;
+      case LC_OP_LAYER_FWD:
+        // Layer l writes its output into layer l+1's checkpoint (fp32), so both are put
+        // before it runs; l's is complete (may go to disk) once it has run.
+        if (l + 1 < L) st = lc_ckstore_put_begin(cks, l + 1, &lbuf);
+        if (st == LC_OK && l + 1 < L) carve_layer(&lcv, lbuf, &xs[l + 1], &atts[l + 1], &acts[l + 1]);
+        if (st == LC_OK && bf16) {
+          lc_bf16_pack(xs[l], xin_fwd[l % 2], (size_t)T * C);
+          st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin_fwd[l % 2], xin_fwd[(l + 1) % 2], 0);
+          if (st == LC_OK && att16) lc_bf16_pack(atts[l], acts[l].att, HQT); // exact: att holds bf16 values
+        } else if (st == LC_OK) {
+          st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xs[l], l + 1 < L ? xs[l + 1] : xL, 0);
+        }
+        break;
+      case LC_OP_LOSS: // the loss and its gradient w.r.t. x_L, head and final norm, in one pass
+        st = lc_loss_fwd_bwd(cfg, &ps->w, &ps->g, xL, targets, T, o->loss_tile, loss_scale, bf16,
+                             want_grads ? dx : NULL, loss_sum, n_wrong, arena);
+        break;
+      case LC_OP_LOSS_SLICED: // (posts layer L-1's gather at its last slice)
+        st = loss_sliced(m, o, xL, targets, T, loss_scale, bf16, want_grads ? dx : NULL, loss_sum, n_wrong, bwd_first,
+                         arena);
+        break;
+      case LC_OP_RECOMPUTE: // what the policy did not keep (selective: all but attention)
+        st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin, NULL, pol == LC_CKPT_SELECTIVE);
+        break;
+      case LC_OP_LAYER_BWD: st = lc_layer_bwd(&ctx, &ps->w.layer[l], &ps->g.layer[l], &acts[l], xin, dx); break;
+      case LC_OP_EMBED_BWD: lc_embedding_bwd(ps->g.embed, dx, tokens, T, C); break;
+      case LC_OP_EMBED_BWD_SLICED: st = embed_bwd_sliced(ps, embed_t, o->vocab_slice, tokens, T, C, dx); break;
+      default: break;
+      }
+      break;
+    default: break;
     }
-    carve_layer(&lcv, lbuf, &xs[l], &atts[l], &acts[l]);
-    float *xin = xs[l];
-    if (bf16) lc_bf16_unpack(xin = xL, xs[l], (size_t)T * C);
-    if (att16) lc_bf16_unpack(acts[l].att, atts[l], HQT);
-    if (st == LC_OK && pol != LC_CKPT_NONE)
-      st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin, NULL, pol == LC_CKPT_SELECTIVE);
-    if (st == LC_OK) st = lc_layer_bwd(&ctx, &ps->w.layer[l], &ps->g.layer[l], &acts[l], xin, dx);
-    lc_pstore_release(ps, u);
-    lc_ckstore_release(cks, l);
-    if (st == LC_OK) st = lc_pstore_grad_end(ps, u);
   }
-  if (st == LC_OK && sliced) {
-    st = embed_bwd_sliced(ps, embed_t, o->vocab_slice, tokens, T, C, dx);
-    if (st == LC_OK) st = lc_pstore_rows_done(ps, E);
-  } else {
-    if (st == LC_OK) st = lc_pstore_grad_begin(ps, E); // tied: already open (waits as any begin)
-    if (st == LC_OK) {
-      lc_embedding_bwd(ps->g.embed, dx, tokens, T, C);
-      st = lc_pstore_grad_end(ps, E);
-    }
-  }
+  for (int u = 0; held && st != LC_OK && u < L + 2; u++) // an error: drop what the pass holds
+    if (held[u]) lc_pstore_release(ps, u);
 done:
   if (st == LC_OK) st = lc_pstore_pass_end(ps);
   lc_pstore_set_compute(ps, compute0);
   attn->poll = NULL;
   attn->poll_arg = NULL;
+  free(ev);
+  free(held);
   free(atts);
   free(xs);
   free(acts);

@@ -8,8 +8,13 @@ typedef struct {
 } sched;
 
 static void put(sched *s, lc_ev_kind k, int unit, int next, int layer, lc_op op) {
-  if (s->n < s->cap) s->ev[s->n] = (lc_event){k, unit, next, layer, op};
+  if (s->n < s->cap) s->ev[s->n] = (lc_event){k, unit, next, layer, op, 0};
   s->n++;
+}
+// A gather the preceding op posts itself (at its last slice).
+static void prefetch_by_op(sched *s, int unit) {
+  put(s, LC_EV_PREFETCH, unit, -1, -1, LC_OP_N);
+  if (s->n <= s->cap) s->ev[s->n - 1].by_op = 1;
 }
 static void unit_ev(sched *s, lc_ev_kind k, int unit, int next) { put(s, k, unit, next, -1, LC_OP_N); }
 static void run(sched *s, lc_op op, int layer) { put(s, LC_EV_RUN, -1, -1, layer, op); }
@@ -22,7 +27,7 @@ int lc_schedule_build(const lc_config *cfg, const lc_model_opts *o, int want_gra
   // Forward: the embedding (sliced: row ranges, then layer 0's gather posted).
   if (sliced) {
     run(&s, LC_OP_EMBED_FWD_SLICED, -1);
-    unit_ev(&s, LC_EV_PREFETCH, lc_unit_layer(0), -1);
+    prefetch_by_op(&s, lc_unit_layer(0));
   } else {
     unit_ev(&s, LC_EV_ACQUIRE, E, lc_unit_layer(0));
     run(&s, LC_OP_EMBED_FWD, -1);
@@ -40,8 +45,8 @@ int lc_schedule_build(const lc_config *cfg, const lc_model_opts *o, int want_gra
   const int bwd_first = want_grads ? lc_unit_layer(L - 1) : -1;
   if (sliced) {
     run(&s, LC_OP_LOSS_SLICED, -1); // (grads: the final norm's rows' gradient opened inside)
-    if (bwd_first >= 0) unit_ev(&s, LC_EV_PREFETCH, bwd_first, -1);
-    if (want_grads) unit_ev(&s, LC_EV_GRAD_END, F, -1);
+    if (bwd_first >= 0) prefetch_by_op(&s, bwd_first);
+    if (want_grads) unit_ev(&s, LC_EV_GRAD_END, F, -1); // the final norm's rows and the head's slices done
   } else {
     unit_ev(&s, LC_EV_ACQUIRE, F, tied ? E : bwd_first);
     if (tied) unit_ev(&s, LC_EV_ACQUIRE, E, bwd_first);
@@ -64,11 +69,12 @@ int lc_schedule_build(const lc_config *cfg, const lc_model_opts *o, int want_gra
     if (o->ckpt != LC_CKPT_NONE) run(&s, LC_OP_RECOMPUTE, l);
     run(&s, LC_OP_LAYER_BWD, l);
     unit_ev(&s, LC_EV_RELEASE, u, -1);
+    put(&s, LC_EV_CKPT_FREE, -1, -1, l, LC_OP_N);
     unit_ev(&s, LC_EV_GRAD_END, u, -1);
   }
   if (sliced) {
     run(&s, LC_OP_EMBED_BWD_SLICED, -1);
-    unit_ev(&s, LC_EV_GRAD_END, E, -1); // after its slices' own reductions
+    unit_ev(&s, LC_EV_GRAD_END, E, -1); // the slices done (their own reductions posted)
   } else {
     unit_ev(&s, LC_EV_GRAD_BEGIN, E, -1); // tied: already open (waits as any begin)
     run(&s, LC_OP_EMBED_BWD, -1);
@@ -78,7 +84,7 @@ int lc_schedule_build(const lc_config *cfg, const lc_model_opts *o, int want_gra
 }
 
 const char *lc_ev_kind_name(lc_ev_kind k) {
-  static const char *n[LC_EV_N] = {"acquire", "prefetch", "release", "grad_begin", "grad_end", "ckpt_put", "ckpt_get", "run"};
+  static const char *n[LC_EV_N] = {"acquire", "prefetch", "release", "grad_begin", "grad_end", "ckpt_put", "ckpt_get", "ckpt_free", "run"};
   return (unsigned)k < LC_EV_N ? n[k] : "?";
 }
 

@@ -2,9 +2,11 @@
 // which parameter units are acquired, prefetched and released, which gradient buffers are
 // opened and handed to their reduction, which layer checkpoints are put and got, and which
 // compute runs in between. The executor (model.c: model_pass) makes exactly these store
-// calls in this order (tests/test_schedule.c traces a real pass against it); the memory
-// model (lc_model_zero_transients) and the time model (plan/timemodel.h) read the list
-// instead of mirroring the pass by hand.
+// calls in this order: it runs the list, event by event (model.c: model_pass); the memory
+// model (lc_model_zero_transients) and the time model (plan/timemodel.h) read the same
+// list (tests/test_schedule.c traces a real pass's store calls against it). Inside the
+// compute events: a layer's forward first opens the next layer's checkpoint (its output
+// goes there), the embedding's forward opens layer 0's.
 #ifndef LC_SCHEDULE_H
 #define LC_SCHEDULE_H
 
@@ -19,6 +21,7 @@ typedef enum {
   LC_EV_GRAD_END,    // unit's gradient handed to its reduction (polled while later work runs)
   LC_EV_CKPT_PUT,    // layer's checkpoint complete (offload: written behind)
   LC_EV_CKPT_GET,    // layer's checkpoint back (offload: the next one read ahead)
+  LC_EV_CKPT_FREE,   // layer's checkpoint no longer needed (after its backward)
   LC_EV_RUN,         // compute: op over the local tokens
   LC_EV_N
 } lc_ev_kind;
@@ -42,6 +45,8 @@ typedef struct {
   int unit, next;  // parameter units (params.h; -1 none): ACQUIRE/PREFETCH/RELEASE/GRAD_*
   int layer;       // CKPT_*, and RUN of a layer op (-1 otherwise)
   lc_op op;        // RUN
+  int by_op;       // made inside the RUN before it (a sliced op posts the next gather while its
+                   // last slice computes): listed for the models, not called by the executor
 } lc_event;
 
 // The events of one pass (want_grads 0: forward and loss only) of a model with options o.

@@ -39,7 +39,7 @@ static void say(void (*progress)(const char *, double), lc_comm *w, const char *
 }
 
 lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progress)(const char *what, double frac)) {
-  lc_rates_default(out); // the link terms of a one-rank run stay the defaults
+  lc_rates_default(out, threads); // the link terms of a one-rank run stay the defaults
   out->ranks = world->size, out->threads = threads;
   lc_arena arena;
   lc_arena_init(&arena, 0);

@@ -14,26 +14,28 @@ static const char *coll_names[LC_COLL_N] = {"p2p", "alltoall", "allgather", "red
 
 const char *lc_coll_name(lc_coll c) { return (unsigned)c < LC_COLL_N ? coll_names[c] : "?"; }
 
-void lc_rates_default(lc_rates *r) {
-  // `longctx calibrate` on 2 cores of an AMD EPYC Zen 4 (family 25 model 17), 2 threads,
-  // rounded (docs/NOTES.md "Time model"). A machine file replaces them.
+void lc_rates_default(lc_rates *r, int threads) {
+  // `longctx calibrate` on 2 cores of an AMD EPYC Zen 4 (family 25 model 17), 1 rank x 2
+  // threads, rounded, by the smaller of K and N (docs/NOTES.md); the compute rates scale
+  // with threads / 2 and the links are its 2-rank profile. A machine file replaces them.
   memset(r, 0, sizeof *r);
-  snprintf(r->source, sizeof r->source, "built-in defaults (2 Zen 4 cores, 2 threads; run `longctx calibrate` for this machine)");
-  static const double g32[LC_RATE_NDIM] = {60e9, 105e9, 125e9, 130e9}, g16[LC_RATE_NDIM] = {70e9, 170e9, 240e9, 260e9};
+  const double sc = (threads > 0 ? threads : 2) / 2.0;
+  snprintf(r->source, sizeof r->source, "built-in defaults (2 Zen 4 cores; run `longctx calibrate` for this machine)");
+  static const double g[2][2][LC_RATE_NDIM] = {{{100e9, 170e9, 170e9, 175e9}, {110e9, 160e9, 165e9, 175e9}},
+                                               {{95e9, 330e9, 350e9, 360e9}, {100e9, 250e9, 320e9, 320e9}}};
+  static const double f[2][2][LC_RATE_NHD] = {{{147e9, 163e9, 172e9}, {149e9, 150e9, 159e9}},
+                                              {{214e9, 223e9, 238e9}, {215e9, 232e9, 230e9}}};
   for (int b = 0; b < 2; b++)
-    for (int k = 0; k < LC_RATE_NDIM; k++)
-      for (int n = 0; n < LC_RATE_NDIM; n++) {
-        const double *g = b ? g16 : g32;
-        const double v = g[k < n ? k : n];
-        r->gemm[b][0][k][n] = v, r->gemm[b][1][k][n] = v * 0.9;
-      }
-  static const double f32[LC_RATE_NHD] = {40e9, 60e9, 75e9}, f16[LC_RATE_NHD] = {60e9, 100e9, 130e9};
-  for (int d = 0; d < LC_RATE_NHD; d++)
-    r->flash[0][0][d] = f32[d], r->flash[0][1][d] = 0.8 * f32[d], r->flash[1][0][d] = f16[d], r->flash[1][1][d] = 0.8 * f16[d];
-  r->ew_bw = 12e9;
-  for (int c = 0; c < LC_COLL_N; c++) r->coll[c] = (lc_link){2e-6, 4e9};
+    for (int d = 0; d < 2; d++) {
+      for (int k = 0; k < LC_RATE_NDIM; k++)
+        for (int n = 0; n < LC_RATE_NDIM; n++) r->gemm[b][d][k][n] = sc * g[b][d][k < n ? k : n];
+      for (int h = 0; h < LC_RATE_NHD; h++) r->flash[b][d][h] = sc * f[b][d][h];
+    }
+  r->ew_bw = sc * 58e9;
+  for (int c = 0; c < LC_COLL_N; c++) r->coll[c] = (lc_link){1e-6, 1.6e9};
+  r->coll[LC_COLL_P2P].bw = 4.9e9;
   r->disk_bw = 0.7e9;
-  r->ranks = 1, r->threads = 2;
+  r->ranks = 1, r->threads = threads > 0 ? threads : 2;
 }
 
 // Linear interpolation in log2 of x over the grid g (clamped at its ends): index and weight.

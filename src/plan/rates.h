@@ -37,8 +37,9 @@ typedef struct {
   double mem_bytes;     // memory per rank of a hardware description (0: not given)
 } lc_rates;
 
-// The built-in defaults (measured once on 2 Zen 4 cores, 2 threads; docs/NOTES.md).
-void lc_rates_default(lc_rates *r);
+// The built-in defaults (measured once on 2 Zen 4 cores; compute rates scaled by
+// threads / 2 per rank; docs/NOTES.md).
+void lc_rates_default(lc_rates *r, int threads);
 // The profile of machine file `path` for ranks x threads: the exact pair, else the one with
 // the same threads per rank and the nearest ranks (said in r->source). LC_EIO / LC_EINVAL
 // with one line for a missing or malformed file.

@@ -26,6 +26,7 @@ typedef struct {
   double a2a_fwd_s, a2a_bwd_s;     // Ulysses exchanges per layer (blocking)
   double ring_fwd_s, ring_bwd_s;   // ring hops per layer (overlapped with the kernel)
   double hop_s;                    // one hop
+  double attn_comm_s, attn_exposed_s; // accumulated by attention(): all of its exchanges, the part waited for
 } cost;
 
 // One linear layer (T x K -> N) forward or backward.
@@ -44,20 +45,22 @@ static double mlp_gemms(const cost *k, int bwd, int with_down) {
 
 // A layer's attention with its exchanges: all-to-alls block (head chunks: the later stages'
 // overlap the ring), the ring's hops overlap the kernel.
-static double attention(const cost *k, int bwd) {
+static double attention(cost *k, int bwd) {
   const double ker = bwd ? k->attn_bwd_s : k->attn_fwd_s, ring = bwd ? k->ring_bwd_s : k->ring_fwd_s;
   const double a2a = bwd ? k->a2a_bwd_s : k->a2a_fwd_s;
-  double t = (ring > ker ? ring : ker) + (k->cp > 1 ? k->hop_s : 0);
+  double exposed = (ring > ker ? ring - ker : 0) + (k->cp > 1 ? k->hop_s : 0);
   if (k->hc_stages > 1) {
     const double first = a2a / k->hc_stages, rest = a2a - first;
-    t += first + (rest > ker ? rest - ker : 0);
+    exposed += first + (rest > ker ? rest - ker : 0);
   } else {
-    t += a2a;
+    exposed += a2a;
   }
-  return t;
+  k->attn_comm_s += ring + a2a + (k->cp > 1 ? k->hop_s : 0);
+  k->attn_exposed_s += exposed;
+  return ker + exposed;
 }
 
-static double op_seconds(const cost *k, lc_op op, double *recompute, double *attn_kernel) {
+static double op_seconds(cost *k, lc_op op, double *recompute, double *attn_kernel) {
   const lc_config *c = k->c;
   const double T = k->T, ewf = ew_layer_fwd(c) * T, V = c->vocab, C = c->dim;
   const lc_ckpt_policy pol = k->o->ckpt;
@@ -232,12 +235,6 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
     for (int i = 0; i < nf; i++) t = t > done[i] ? t : done[i]; // the pass ends with its reductions
   }
 #undef UNIT
-  // Attention exchanges: counted in compute above (they sit inside the layer's time).
-  const double a2a = cfg->n_layers * passes * (k.a2a_fwd_s + k.a2a_bwd_s + (o->ckpt == LC_CKPT_FULL ? k.a2a_fwd_s : 0));
-  const double ring = cfg->n_layers * passes * (k.ring_fwd_s + k.ring_bwd_s + (o->ckpt == LC_CKPT_FULL ? k.ring_fwd_s : 0));
-  const double ring_exposed = cfg->n_layers * passes *
-                              ((k.ring_fwd_s > k.attn_fwd_s ? k.ring_fwd_s - k.attn_fwd_s : 0) +
-                               (k.ring_bwd_s > k.attn_bwd_s ? k.ring_bwd_s - k.attn_bwd_s : 0) + (cp > 1 ? 2 * k.hop_s : 0));
   // After the passes: gradient norm and AdamW over this rank's shard (read p, g, m, v; write
   // p, m, v; the norm reads g), stages 1/2 all-gather the parameters, small all-reduces.
   const double nopt = (double)zs.optim / 8, ngrad = (double)zs.grads / 4;
@@ -245,14 +242,15 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   double after = 0;
   if ((stage == 1 || stage == 2) && Z > 1) after += lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, (double)zs.params * Z, inter_z);
   if (world > 1) after += 3 * lc_rates_coll_s(r, LC_COLL_ALLREDUCE, world, 8, inter_w);
+  // (compute holds the attention's exposed exchanges: they sit inside the layers' time)
   const double pass_comm_wait = t - compute;
   out->passes = passes;
   out->recompute_s = recompute;
   out->attn_kernel_s = attn_kernel;
   out->optim_s = opt;
-  out->comm_s = comm + a2a + ring + after;
-  out->exposed_comm_s = pass_comm_wait + a2a + ring_exposed + after;
-  out->compute_s = compute - a2a - ring_exposed;
+  out->comm_s = comm + k.attn_comm_s + after;
+  out->exposed_comm_s = pass_comm_wait + k.attn_exposed_s + after;
+  out->compute_s = compute - k.attn_exposed_s;
   out->total_s = t + opt + after;
   out->tokens_per_s = (double)batch * S / out->total_s;
   free(ready), free(done), free(ev);

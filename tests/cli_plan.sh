@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The time model through the program: calibrate writes and merges profiles (1 process, 2
+# ranks under mpirun), train prints and logs the predicted step time with the rates it
+# used (a machine file, the default file, built-in rates), plan predicts the step and
+# `plan --auto` / `--longest` choose layouts (flags given stay fixed, the memory cap drops
+# layouts), `--hardware` describes a GPU node; bad files and flags are one line each.
+set -u
+BIN="$1"
+SRC="$2"
+. "$(dirname "$0")/cli_lib.sh"
+H100="$SRC/hardware/h100-sxm-80gb-8x-node.json"
+
+# calibrate: one profile per ranks x threads, merged into one file.
+"$BIN" calibrate --out "$TMP/m.json" --threads 2 >"$TMP/out" 2>"$TMP/err" && ok || bad "calibrate exited $?: $(cat "$TMP/err")"
+grep -q "1 rank x 2 threads" "$TMP/out" && grep -q "GEMM 1024 x 1024 x 1024 forward: fp32 [0-9]" "$TMP/out" && ok || bad "calibrate output: $(cat "$TMP/out")"
+grep -q "calibrate: 100% done" "$TMP/err" && ok || bad "calibrate progress: $(tail -c 300 "$TMP/err")"
+timeout 120 $MPI -np 2 "$BIN" calibrate --out "$TMP/m.json" >"$TMP/out" 2>&1 && ok || bad "calibrate on 2 ranks: $(tail -3 "$TMP/out")"
+grep -q "network: all-to-all" "$TMP/out" && ok || bad "2-rank calibrate lacks the network line: $(cat "$TMP/out")"
+python3 - "$TMP/m.json" <<'PY' && ok || bad "machine file profiles"
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = sorted((x["ranks"], x["threads"]) for x in d["profiles"])
+assert p == [(1, 2), (2, 1)], p
+two = [x for x in d["profiles"] if x["ranks"] == 2][0]
+assert two["comm"]["alltoall"]["bandwidth_gbs"] > 0 and two["gemm_gflops"]["fp32_fwd"][2][2] > 0
+PY
+
+# train: the settings table and the JSON log carry the prediction and its rates.
+"$BIN" train --model tiny --seq 64 --steps 2 --threads 2 --machine "$TMP/m.json" --log-json "$TMP/l.jsonl" >"$TMP/out" 2>"$TMP/err" && ok || bad "train --machine: $(cat "$TMP/err")"
+grep -q "time model     predicted .* s per step: compute .*rates: calibrated $TMP/m.json" "$TMP/out" && ok || bad "settings lack the time model: $(grep -i 'time' "$TMP/out")"
+[ "$(grep -c '"predicted_step_s":[0-9.e-]*[1-9]' "$TMP/l.jsonl")" = 2 ] && ok || bad "predicted_step_s missing: $(cat "$TMP/l.jsonl")"
+grep -q "^time model: predicted [0-9.e-]* s per step, measured [0-9.e-]* s (mean of 1 step after the first): [-+][0-9.]*%$" "$TMP/out" && ok || bad "the closing time-model line: $(grep '^time model' "$TMP/out")"
+timeout 120 $MPI -np 2 "$BIN" train --model tiny --seq 64 --steps 2 --cp 2 --machine "$TMP/m.json" >"$TMP/out" 2>&1 && grep -q "profile 2 ranks x 1 thread)" "$TMP/out" && ok || bad "2-rank train did not use the 2 x 1 profile: $(grep 'time model' "$TMP/out")"
+# the default machine file: absent -> built-in rates; after calibrate without --out -> that file
+HOME="$TMP/home" XDG_CACHE_HOME= "$BIN" train --model tiny --seq 64 --steps 1 >"$TMP/out" 2>&1 && grep -q "rates: built-in defaults" "$TMP/out" && ok || bad "no machine file: $(grep 'time model' "$TMP/out")"
+mkdir -p "$TMP/home"
+HOME="$TMP/home" XDG_CACHE_HOME= "$BIN" calibrate >/dev/null 2>&1 && [ -f "$TMP/home/.cache/longctx/machine.json" ] && ok || bad "calibrate did not write the default file"
+HOME="$TMP/home" XDG_CACHE_HOME= "$BIN" train --model tiny --seq 64 --steps 1 >"$TMP/out" 2>&1 && grep -q "rates: calibrated $TMP/home/.cache/longctx/machine.json" "$TMP/out" && ok || bad "default file not read: $(grep 'time model' "$TMP/out")"
+
+# plan: the step time, then --auto and --longest.
+"$BIN" plan --model bench-s --seq 16K --cp 2 --threads 1 --machine "$TMP/m.json" >"$TMP/out" 2>&1 && grep -q "^Predicted step time (batch 1): [0-9.e+-]* s = compute" "$TMP/out" && ok || bad "plan step time: $(grep -i predicted "$TMP/out")"
+"$BIN" plan --auto --model bench-s --seq 16K --gpus 2 --threads 1 --mem-per-rank 10 --machine "$TMP/m.json" >"$TMP/auto" 2>&1 && ok || bad "plan --auto exited $?: $(tail -3 "$TMP/auto")"
+grep -q "^S = 16384: 72 layouts valid, 72 fit" "$TMP/auto" && ok || bad "plan --auto counts: $(grep '^S =' "$TMP/auto")"
+grep -q "^1: mpirun -np 2 longctx train --model bench-s --seq 16384 --batch [12] --hp [12] --cp [12]" "$TMP/auto" && ok || bad "plan --auto command line: $(grep '^1:' "$TMP/auto")"
+grep -q "^The runner-up is [0-9.]*% slower per token: mostly " "$TMP/auto" && ok || bad "plan --auto lacks why the runner-up lost"
+# the printed commands run as they are (the fastest one, 1 step, at a short length)
+cmd=$(grep '^1: ' "$TMP/auto" | sed 's/^1: //; s/--seq 16384/--seq 256/; s#^mpirun#'"$MPI"'#; s#longctx train#'"$BIN"' train#')
+timeout 120 $cmd --steps 1 --data task:copy >"$TMP/out" 2>&1 && ok || bad "plan --auto's command does not run: $cmd: $(tail -2 "$TMP/out")"
+# flags given stay fixed
+"$BIN" plan --auto --model bench-s --seq 16K --gpus 2 --hp 2 --checkpoint full --threads 1 --machine "$TMP/m.json" --top 20 >"$TMP/auto" 2>&1
+n=$(grep -c '^[0-9]*: mpirun' "$TMP/auto"); m=$(grep '^[0-9]*: mpirun' "$TMP/auto" | grep -c -- '--hp 2 --cp 1 .*--checkpoint full')
+[ "$n" -gt 0 ] && [ "$n" = "$m" ] && ok || bad "--hp 2 --checkpoint full not held: $n lines, $m with them"
+# the memory cap drops layouts: bench-s at 64K on 2 ranks in 1 GiB
+"$BIN" plan --auto --model bench-s --seq 64K --gpus 2 --threads 1 --mem-per-rank 1 --machine "$TMP/m.json" >"$TMP/auto" 2>&1
+grep -q "^S = 65536: 72 layouts valid, [0-9]* fit" "$TMP/auto" && ! grep -q "72 layouts valid, 72 fit" "$TMP/auto" && ok || bad "1 GiB cap: $(grep '^S =' "$TMP/auto")"
+"$BIN" plan --auto --model bench-s --seq 1M --gpus 2 --threads 1 --mem-per-rank 0.5 --machine "$TMP/m.json" >"$TMP/auto" 2>&1
+[ $? -ne 0 ] && grep -q "^None fits" "$TMP/auto" && ok || bad "nothing fits: $(tail -2 "$TMP/auto")"
+# a GPU node: Llama-3-8B's longest sequence on 8 H100s, with the fastest layout reaching it
+"$BIN" plan --longest --model llama-3-8b --gpus 8 --hardware "$H100" >"$TMP/out" 2>&1 && grep -q "^Longest S: [0-9]* tokens" "$TMP/out" && grep -q "mpirun -np 8 longctx train --model llama-3-8b" "$TMP/out" && ok || bad "plan --longest --hardware: $(cat "$TMP/out")"
+grep -q "78.00 GiB per rank" "$TMP/out" && grep -q "rates: hardware .*h100" "$TMP/out" && ok || bad "the hardware file's memory and name: $(head -2 "$TMP/out")"
+
+# bad input
+expect_error "run \`longctx calibrate --out $TMP/none.json\` first" train --model tiny --seq 64 --steps 1 --machine "$TMP/none.json"
+expect_error "run \`longctx calibrate --out $TMP/none.json\` first" plan --model tiny --seq 64 --machine "$TMP/none.json"
+echo '{"profiles": [{"ranks": 1}]}' >"$TMP/bad.json"
+expect_error "is not one \`longctx calibrate\` wrote" plan --model tiny --seq 64 --machine "$TMP/bad.json"
+echo '{"name": "x", "achievable_tflops": {"fp32": 1}}' >"$TMP/hw.json"
+expect_error "\"bf16\" must be a positive number" plan --model tiny --seq 64 --hardware "$TMP/hw.json"
+expect_error "--hardware and --machine both name rates" plan --model tiny --seq 64 --hardware "$H100" --machine "$TMP/m.json"
+expect_error "the folder $TMP/nodir does not exist" calibrate --out "$TMP/nodir/m.json"
+expect_error "--gpus-per-node must be >= 1" plan --model tiny --seq 64 --auto --gpus 2 --gpus-per-node -1
+timeout 60 $MPI -np 2 "$BIN" train --model tiny --seq 64 --steps 1 --cp 2 --machine "$TMP/none.json" >"$TMP/out" 2>&1
+[ $? -ne 0 ] && [ "$(grep -c 'longctx: error: cannot read the machine file' "$TMP/out")" -ge 1 ] && ok || bad "2 ranks, missing machine file: $(tail -3 "$TMP/out")"
+finish cli_plan
