@@ -69,6 +69,15 @@ expect_error "\"bf16\" must be a positive number" plan --model tiny --seq 64 --h
 expect_error "--hardware and --machine both name rates" plan --model tiny --seq 64 --hardware "$H100" --machine "$TMP/m.json"
 expect_error "the folder $TMP/nodir does not exist" calibrate --out "$TMP/nodir/m.json"
 expect_error "--gpus-per-node must be >= 1" plan --model tiny --seq 64 --auto --gpus 2 --gpus-per-node -1
+expect_error "--head-chunk is chosen by --auto/--longest" plan --auto --model bench-s --seq 16K --gpus 2 --head-chunk 2
+expect_error "--ring-window is chosen by --auto/--longest" plan --auto --model bench-s --seq 16K --gpus 2 --ring-window 1
+expect_error "--longest searches the sequence length: leave out --seq" plan --longest --model bench-s --seq 16K --gpus 2
+expect_error "--top sets how many layouts --auto prints" plan --model bench-s --seq 16K --top 3
+expect_error "--gpus-per-node 3 does not divide --gpus 8" plan --auto --model bench-s --seq 16K --gpus 8 --gpus-per-node 3
+# options fixed for every layout travel into the command lines; a fixed ZeRO group is the only one tried
+"$BIN" plan --auto --model bench-s --seq 16K --gpus 4 --threads 1 --vocab-slice 4000 --zero 3 --zero-group 2 --mlp-tile 512 --machine "$TMP/m.json" >"$TMP/auto" 2>&1
+grep -q "^1: mpirun -np 4 longctx train .* --zero 3 --zero-group 2 .* --threads 1 --vocab-slice 4000 --mlp-tile 512$" "$TMP/auto" && ok || bad "fixed options in the command: $(grep '^1:' "$TMP/auto")"
+[ "$(grep -c '^[0-9]*: mpirun' "$TMP/auto")" = "$(grep '^[0-9]*: mpirun' "$TMP/auto" | grep -c -- '--zero 3 --zero-group 2 ')" ] && ok || bad "--zero-group 2 not held"
 timeout 60 $MPI -np 2 "$BIN" train --model tiny --seq 64 --steps 1 --cp 2 --machine "$TMP/none.json" >"$TMP/out" 2>&1
 [ $? -ne 0 ] && [ "$(grep -c 'longctx: error: cannot read the machine file' "$TMP/out")" -ge 1 ] && ok || bad "2 ranks, missing machine file: $(tail -3 "$TMP/out")"
 finish cli_plan

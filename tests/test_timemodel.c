@@ -109,6 +109,22 @@ int main(void) {
   CHECK(g2.exposed_comm_s > 0.5 * g2.comm_s && g2.total_s > g1.total_s, "slow network: exposed %.3g of %.3g",
         g2.exposed_comm_s, g2.comm_s);
 
+  // 4b. ZeRO 1 over 2 data-parallel ranks: every byte it sends, from the store's sizes: one
+  // reduce-scatter per unit in the (only) pass, the parameters all-gathered after the
+  // update (the output: every parameter once), three small all-reduces.
+  lc_model_opts z1 = o;
+  z1.zero = 1, z1.zero_group = 2;
+  flat_rates(&r, 100e9, 50e9, 10e9, 3e-6, 1e9);
+  lc_time_estimate g3 = predict(&cfg, &z1, S, 2, 1, 1, &r);
+  lc_ps_sizes s1;
+  lc_pstore_sizes(&cfg, 1, 2, &s1);
+  double want = lc_rates_coll_s(&r, LC_COLL_ALLGATHER, 2, (double)s1.params, 0) + 3 * lc_rates_coll_s(&r, LC_COLL_ALLREDUCE, 2, 8, 0);
+  want += lc_rates_coll_s(&r, LC_COLL_REDUCE_SCATTER, 2, (double)s1.unit_embed, 0) +
+          lc_rates_coll_s(&r, LC_COLL_REDUCE_SCATTER, 2, (double)s1.unit_final, 0) +
+          cfg.n_layers * lc_rates_coll_s(&r, LC_COLL_REDUCE_SCATTER, 2, (double)s1.unit_layer, 0);
+  CHECK(fabs(g3.comm_s - want) < 1e-9 * want, "ZeRO 1 communication %.9g s, from the sizes %.9g s (params %zu bytes)",
+        g3.comm_s, want, s1.params);
+
   // 5. the search: every valid layout once; those over the cap dropped.
   lc_rates_default(&r, 2);
   lc_config tiny;

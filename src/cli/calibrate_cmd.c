@@ -38,12 +38,17 @@ static int run(int argc, char **argv) {
   lc_comm *w = NULL;
   int used = 0;
   char def[4096], dir[4096];
+  if (lc_comm_mpi_world(&w) != LC_OK) {
+    lc_cli_error(lc_errmsg());
+    return 2;
+  }
+  // Flags are read alike on every rank; rank 0 reports.
   lc_status st = lc_args_parse(argc, argv, flags, nf);
   if (st == LC_OK) st = lc_cli_threads(threads, &used);
   if (st == LC_OK) st = lc_cli_kernels(kernels);
-  if (st == LC_OK) st = lc_comm_mpi_world(&w);
   if (st != LC_OK) {
-    lc_cli_error(lc_errmsg());
+    if (w->rank == 0) lc_cli_error(lc_errmsg());
+    lc_comm_destroy(w);
     return 2;
   }
   if (!out) out = lc_rates_default_path(def, sizeof def);

@@ -12,16 +12,21 @@
 
 static const char *ckname(lc_ckpt_policy p) { return lc_ckpt_name(p); }
 
-static void command(const lc_layout_choice *x, const char *model, int world, char *b, size_t n) {
-  int k = world > 1 ? snprintf(b, n, "mpirun -np %d ", world) : 0;
-  k += snprintf(b + k, n - (size_t)k, "longctx train --model %s --seq %ld --batch %d --hp %d --cp %d", model, x->seq,
-                world / (x->hp * x->cp), x->hp, x->cp);
-  if (x->hp > 1 && x->cp > 1) k += snprintf(b + k, n - (size_t)k, " --placement %s", x->context_first ? "context-first" : "head-first");
-  if (x->zero) k += snprintf(b + k, n - (size_t)k, " --zero %d", x->zero);
-  if (x->zero && x->zero_group != world) k += snprintf(b + k, n - (size_t)k, " --zero-group %d", x->zero_group);
-  k += snprintf(b + k, n - (size_t)k, " --checkpoint %s --precision %s", ckname(x->o.ckpt),
-                x->o.precision == LC_DT_BF16 ? "bf16" : "fp32");
-  if (x->head_chunk > 0) snprintf(b + k, n - (size_t)k, " --head-chunk %d", x->head_chunk);
+// The train command line of a layout; extra: the options fixed for every layout (threads,
+// slices, offload, packing, tiles given). Cut short rather than overflow b.
+static void command(const lc_layout_choice *x, const char *model, int world, const char *extra, char *b, size_t n) {
+  int k = 0;
+#define ADD(...) (k += k >= 0 && (size_t)k < n ? snprintf(b + k, n - (size_t)k, __VA_ARGS__) : 0)
+  if (world > 1) ADD("mpirun -np %d ", world);
+  ADD("longctx train --model %s --seq %ld --batch %d --hp %d --cp %d", model, x->seq, world / (x->hp * x->cp), x->hp,
+      x->cp);
+  if (x->hp > 1 && x->cp > 1) ADD(" --placement %s", x->context_first ? "context-first" : "head-first");
+  if (x->zero) ADD(" --zero %d", x->zero);
+  if (x->zero && x->zero_group != world) ADD(" --zero-group %d", x->zero_group);
+  ADD(" --checkpoint %s --precision %s", ckname(x->o.ckpt), x->o.precision == LC_DT_BF16 ? "bf16" : "fp32");
+  if (x->head_chunk > 0) ADD(" --head-chunk %d", x->head_chunk);
+  ADD("%s", extra);
+#undef ADD
 }
 
 static void row(int i, const lc_layout_choice *x, int world) {
@@ -54,9 +59,9 @@ static void why(const lc_layout_choice *a, const lc_layout_choice *b) {
 }
 
 int lc_plan_auto(const lc_config *cfg, const lc_model_opts *base, long S, const lc_search_opts *so, const lc_rates *r,
-                 int auto_, int longest, int top, const char *model, double mem_gib) {
+                 int auto_, int longest, int top, const char *model, double mem_gib, const char *extra) {
   const double t0 = lc_now();
-  char cmd[1024];
+  char cmd[2400];
   printf("longctx plan%s%s: %s, %d rank%s (%d per node), %.2f GiB per rank, %d threads per rank\n", auto_ ? " --auto" : "",
          longest ? " --longest" : "", cfg->name, so->world, so->world > 1 ? "s" : "",
          r->devices_per_node > 0 ? r->devices_per_node : so->world, mem_gib, so->threads);
@@ -69,7 +74,7 @@ int lc_plan_auto(const lc_config *cfg, const lc_model_opts *base, long S, const 
              "--zero 3, or more memory)\n", mem_gib);
       return 1;
     }
-    command(&b, model, so->world, cmd, sizeof cmd);
+    command(&b, model, so->world, extra, cmd, sizeof cmd);
     printf("\nLongest S: %ld tokens (%.0fK), peak %.2f GiB per rank, predicted %.4g s per step (%.4g tokens/s):\n  %s\n",
            L, L / 1024.0, (double)b.peak / GIB, b.t.total_s, b.t.tokens_per_s, cmd);
     if (!auto_) return 0;
@@ -80,6 +85,12 @@ int lc_plan_auto(const lc_config *cfg, const lc_model_opts *base, long S, const 
   const int k = v ? lc_layout_search(cfg, base, S, so, r, v, top, &n_valid, &n_fit) : 0;
   printf("\nS = %ld: %d layouts valid, %d fit in %.2f GiB per rank (searched in %.2f s); the fastest %d by predicted "
          "tokens per second (dp = world / (hp x cp) sequences per step):\n\n", S, n_valid, n_fit, mem_gib, lc_now() - t0, k);
+  if (k == 0 && n_valid == 0) {
+    printf("No layout is valid: the flags held fixed (--hp, --cp, --zero-group, ...) leave none for %d ranks and this "
+           "model and length; leave some out.\n", so->world);
+    free(v);
+    return 1;
+  }
   if (k == 0) {
     printf("None fits: use more ranks, --zero 3, a shorter --seq or more memory per rank (--mem-per-rank).\n");
     free(v);
@@ -90,7 +101,7 @@ int lc_plan_auto(const lc_config *cfg, const lc_model_opts *base, long S, const 
   for (int i = 0; i < k; i++) row(i + 1, &v[i], so->world);
   printf("\n");
   for (int i = 0; i < k; i++) {
-    command(&v[i], model, so->world, cmd, sizeof cmd);
+    command(&v[i], model, so->world, extra, cmd, sizeof cmd);
     printf("%d: %s\n", i + 1, cmd);
   }
   if (k > 1) why(&v[0], &v[1]);

@@ -87,7 +87,7 @@ int lc_cmd_plan(int argc, char **argv) {
   int head_chunk = 0;
   if (st == LC_OK) st = lc_ckpt_parse(ckpt, &o.ckpt);
   if (st == LC_OK) st = lc_cli_head_chunk(head_chunk_s, &head_chunk);
-  if (st == LC_OK && head_chunk > 0 && hp == 1)
+  if (st == LC_OK && head_chunk > 0 && hp == 1 && !auto_ && !longest)
     st = lc_fail(LC_EINVAL, "--head-chunk %d needs head parallelism (--hp > 1): with --hp 1 there is no Ulysses exchange "
                  "to chunk; use auto or all", head_chunk);
   if (st == LC_OK) st = lc_dtype_parse_user(prec, "--precision", &o.precision);
@@ -115,6 +115,18 @@ int lc_cmd_plan(int argc, char **argv) {
   lc_placement pl = LC_PLACE_HEAD_FIRST;
   if (st == LC_OK) st = lc_placement_parse(placement, &pl);
   if (st == LC_OK && (per_node < 0 || top < 1)) st = lc_fail(LC_EINVAL, "--gpus-per-node must be >= 1 and --top >= 1");
+  if (st == LC_OK && per_node > 0 && ranks % per_node != 0)
+    st = lc_fail(LC_EINVAL, "--gpus-per-node %d does not divide --gpus %d: give whole nodes", per_node, ranks);
+  // --auto / --longest choose these themselves; a value given would be ignored.
+  static const char *chosen[] = {"head-chunk", "ring-window", "batch", "gflops"};
+  for (int i = 0; i < 4 && st == LC_OK && (auto_ || longest); i++)
+    if (lc_args_find(flags, nf, chosen[i])->seen)
+      st = lc_fail(LC_EINVAL, "--%s is chosen by --auto/--longest (%s); leave it out", chosen[i],
+                   i == 0 ? "per layout: all heads, or the largest chunk that fits" : i == 1 ? "the plain ring: windows are priced alike"
+                   : i == 2 ? "one sequence per data-parallel group" : "the step time comes from the rates");
+  if (st == LC_OK && longest && seq_s) st = lc_fail(LC_EINVAL, "--longest searches the sequence length: leave out --seq");
+  if (st == LC_OK && lc_args_find(flags, nf, "top")->seen && !auto_)
+    st = lc_fail(LC_EINVAL, "--top sets how many layouts --auto prints: add --auto");
   lc_rates rates;
   if (st == LC_OK) st = lc_cli_rates(machine, hardware, ranks ? ranks : hp * cp, used, &rates);
   if (st == LC_OK && hardware && !lc_args_find(flags, nf, "budget-gib")->seen && !lc_args_find(flags, nf, "mem-per-rank")->seen)
@@ -150,8 +162,22 @@ int lc_cmd_plan(int argc, char **argv) {
     if (SEEN("checkpoint")) so.ckpt = (int)o.ckpt;
     if (SEEN("precision")) so.bf16 = o.precision == LC_DT_BF16;
     if (SEEN("placement")) so.context_first = pl == LC_PLACE_CONTEXT_FIRST;
+    so.mlp_tile = mlp_auto ? -1 : mlp_tile;
+    so.loss_tile = loss_auto ? -1 : loss_tile;
+    // What train needs to run as planned, beyond the layout: appended to every command line.
+    char extra[1200];
+    int k = snprintf(extra, sizeof extra, " --threads %d", used);
+#define ADD(...) (k += k < (int)sizeof extra ? snprintf(extra + k, sizeof extra - (size_t)k, __VA_ARGS__) : 0)
+    if (vocab_slice) ADD(" --vocab-slice %d", vocab_slice);
+    if (offload) ADD(" --offload-checkpoints %s", offload);
+    if (pack) ADD(" --pack");
+    if (attn_window) ADD(" --attn-window %d", attn_window);
+    if (cp_layout) ADD(" --cp-layout %s", cp_layout);
+    if (!mlp_auto) ADD(" --mlp-tile %d", mlp_tile);
+    if (!loss_auto) ADD(" --loss-tile %d", loss_tile);
+#undef ADD
 #undef SEEN
-    return lc_plan_auto(&cfg, &o, S, &so, &rates, auto_, longest, top, model, budget_gib);
+    return lc_plan_auto(&cfg, &o, S, &so, &rates, auto_, longest, top, model, budget_gib, extra);
   }
   // The chunk in use: as given (all heads: 0), or auto's pick against the budget.
   int hc = head_chunk < 0 ? lc_memplan_auto_head_chunk(&cfg, &o, S, hp, cp, window, used, budget)
@@ -271,7 +297,9 @@ int lc_cmd_plan(int argc, char **argv) {
                          .head_chunk = hc, .context_first = pl == LC_PLACE_CONTEXT_FIRST,
                          .doc_len = pack ? doc_len : 0, .attn_window = attn_window};
     lc_time_estimate te;
-    if (lc_time_predict(&cfg, &o, &tl, &rates, &te) == LC_OK)
+    if (lc_time_predict(&cfg, &o, &tl, &rates, &te) != LC_OK)
+      printf("\nPredicted step time: none: %s\n", lc_errmsg());
+    else
       printf("\nPredicted step time (batch %d): %.4g s = compute %.4g s (recompute %.4g, attention kernels %.4g) + "
              "exposed communication %.4g s (of %.4g) + optimizer %.4g s; one layer %.4g s forward, %.4g s backward; "
              "%.4g tokens/s. Rates: %s.\n", batch, te.total_s, te.compute_s, te.recompute_s, te.attn_kernel_s,

@@ -559,9 +559,9 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
     const int l = e->layer;
     if (e->by_op) continue;
     switch (e->kind) {
-    case LC_EV_ACQUIRE:
+    case LC_EV_ACQUIRE: // held even when it fails part-way (gathered, then the next gather failed)
+      held[e->unit] = 1;
       st = lc_pstore_acquire(ps, e->unit, e->next);
-      held[e->unit] = st == LC_OK;
       break;
     case LC_EV_PREFETCH: st = lc_pstore_prefetch(ps, e->unit); break;
     case LC_EV_RELEASE:

@@ -49,7 +49,8 @@ lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progre
   float *x = malloc(sizeof(float) * (size_t)T * MAXD), *w = malloc(sizeof(float) * (size_t)MAXD * MAXD);
   float *y = malloc(sizeof(float) * (size_t)T * MAXD), *dx = malloc(sizeof(float) * (size_t)T * MAXD);
   float *dw = malloc(sizeof(float) * (size_t)MAXD * MAXD);
-  lc_status st = x && w && y && dx && dw ? LC_OK : lc_fail(LC_ENOMEM, "out of memory for calibration");
+  // Every rank learns of one rank's failure before the first barrier (no rank waits alone).
+  lc_status st = lc_comm_agree(world, x && w && y && dx && dw ? LC_OK : lc_fail(LC_ENOMEM, "out of memory for calibration"));
   if (st == LC_OK) {
     fill(&g, x, (size_t)T * MAXD), fill(&g, w, (size_t)MAXD * MAXD), fill(&g, y, (size_t)T * MAXD);
     memset(dw, 0, sizeof(float) * (size_t)MAXD * MAXD);
@@ -87,8 +88,9 @@ lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progre
       const size_t nq = (size_t)AT * HQ * D, nk = (size_t)AT * HKV * D;
       float *q = x, *k = x + nq, *v = x + nq + nk, *o = y, *dq = dx, *dk = dx + nq, *dv = dx + nq + nk, *dout = w;
       void *saved = malloc(a.saved_bytes(&a, AT) + 64);
-      if (!saved) {
-        st = lc_fail(LC_ENOMEM, "out of memory for calibration");
+      st = lc_comm_agree(world, saved ? LC_OK : lc_fail(LC_ENOMEM, "out of memory for calibration"));
+      if (st != LC_OK) {
+        free(saved);
         break;
       }
       lc_seq_layout L;
@@ -100,10 +102,13 @@ lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progre
       BEST_OF(3, st = a.fwd(&a, o, saved, q, k, v, AT, &arena), tf);
       BEST_OF(3, st = a.bwd(&a, dq, dk, dv, dout, o, saved, q, k, v, AT, &arena), tb);
       free(saved);
+      st = lc_comm_agree(world, st);
       out->flash[b][0][h] = fl / tf;
       out->flash[b][1][h] = 2.5 * fl / tb;
     }
-  // Element-wise: y += x over 64 MiB of each (read 2, write 1).
+  // Element-wise: y += x over 16 MiB arrays (read 2, write 1): the size of a layer's
+  // activations at a few thousand tokens (cache-resident in part on large-L3 CPUs, as
+  // they are in a step).
   if (st == LC_OK) {
     say(progress, world, "element-wise bandwidth", 0.75);
     const size_t n = (size_t)T * MAXD;

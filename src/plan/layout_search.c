@@ -30,11 +30,12 @@ static int enumerate(const lc_config *cfg, const lc_search_opts *so, cand *v, in
         if (so->context_first >= 0 && cf != so->context_first && hp > 1 && cp > 1) continue;
         for (int zero = 0; zero <= 3; zero++) {
           if (so->zero >= 0 && zero != so->zero) continue;
-          // ZeRO groups: the whole world, or one node (hybrid) when that is smaller.
+          // ZeRO groups: the whole world, or one node (hybrid) when that is smaller; or the one given.
           int groups[2] = {W, so->per_node > 0 && so->per_node < W && W % so->per_node == 0 ? so->per_node : 0};
+          if (so->zero_group > 0) groups[0] = so->zero_group, groups[1] = 0;
           for (int gi = 0; gi < 2; gi++) {
             int Z = zero == 0 ? 1 : groups[gi];
-            if (Z == 0 || (zero == 0 && gi) || (so->zero_group > 0 && zero > 0 && Z != so->zero_group)) continue;
+            if (Z == 0 || (zero == 0 && gi)) continue;
             if (zero > 0 && W == 1) continue;
             for (int ck = 0; ck < 3; ck++) {
               if (so->ckpt >= 0 && ck != so->ckpt) continue;
@@ -52,32 +53,45 @@ static int enumerate(const lc_config *cfg, const lc_search_opts *so, cand *v, in
   return n;
 }
 
-static void options(const lc_model_opts *base, const cand *c, long S, const lc_config *cfg, lc_model_opts *o) {
+static void options(const lc_model_opts *base, const cand *c, long S, const lc_config *cfg, const lc_search_opts *so,
+                    lc_model_opts *o) {
   *o = *base;
   o->ckpt = (lc_ckpt_policy)c->ckpt;
   o->precision = c->bf16 ? LC_DT_BF16 : LC_DT_F32;
   o->zero = c->zero;
   o->zero_group = c->zero ? c->Z : 0;
-  o->mlp_tile = lc_memplan_auto_mlp_tile(S);
-  o->loss_tile = lc_memplan_auto_loss_tile(S, lc_vocab_sliced(base, cfg->vocab) ? base->vocab_slice : cfg->vocab);
+  o->mlp_tile = so->mlp_tile >= 0 ? so->mlp_tile : lc_memplan_auto_mlp_tile(S);
+  o->loss_tile = so->loss_tile >= 0 ? so->loss_tile
+                                    : lc_memplan_auto_loss_tile(S, lc_vocab_sliced(base, cfg->vocab) ? base->vocab_slice : cfg->vocab);
 }
 
 // Memory and time of candidate c at S; 0 when it does not fit or is invalid at S.
 static int evaluate(const lc_config *cfg, const lc_model_opts *base, long S, const cand *c, const lc_search_opts *so,
-                    const lc_rates *r, lc_layout_choice *x) {
+                    const lc_rates *r, const int *lo, lc_layout_choice *x) {
   memset(x, 0, sizeof *x);
-  options(base, c, S, cfg, &x->o);
+  options(base, c, S, cfg, so, &x->o);
   const int hc = c->hp > 1 ? lc_memplan_auto_head_chunk(cfg, &x->o, S, c->hp, c->cp, c->cp, so->threads, so->mem_cap) : 0;
   lc_mem_estimate e;
   if (lc_memplan_predict_hc(cfg, &x->o, S, c->hp, c->cp, c->cp, hc, so->threads, &e) != LC_OK) return 0;
   if (e.total > so->mem_cap) return 0;
   const int dp = so->world / (c->hp * c->cp);
   lc_time_layout l = {.seq = S, .batch = dp, .world = so->world, .hp = c->hp, .cp = c->cp, .window = c->cp,
-                      .head_chunk = hc, .context_first = c->cf, .doc_len = so->doc_len, .attn_window = so->attn_window};
+                      .head_chunk = hc, .context_first = c->cf, .doc_len = so->doc_len, .attn_window = so->attn_window,
+                      .lo = lo};
   if (lc_time_predict(cfg, &x->o, &l, r, &x->t) != LC_OK) return 0;
   x->hp = c->hp, x->cp = c->cp, x->context_first = c->cf, x->zero = c->zero, x->zero_group = c->zero ? c->Z : 0;
   x->head_chunk = hc, x->seq = S, x->peak = e.total;
   return 1;
+}
+
+// lo[S] for packed documents of so->doc_len tokens and the window (NULL: plain causal, or
+// out of memory: the time model then builds them itself).
+static int *bounds(const lc_search_opts *so, long S) {
+  if (so->doc_len <= 0 && so->attn_window <= 0) return NULL;
+  int *lo = malloc(sizeof(int) * (size_t)S);
+  for (long g = 0; lo && g < S; g++)
+    lo[g] = lc_visible_from(g, so->doc_len > 0 ? g / so->doc_len * so->doc_len : 0, so->attn_window);
+  return lo;
 }
 
 static int faster(const void *a, const void *b) {
@@ -96,12 +110,14 @@ int lc_layout_search(const lc_config *cfg, const lc_model_opts *base, long S, co
     return 0;
   }
   enumerate(cfg, so, v, n);
+  int *lo = bounds(so, S); // the documents' and window's bounds, once for every candidate
   int fit = 0;
   for (int i = 0; i < n; i++) {
     if (lc_layout_validate(so->world, v[i].hp, v[i].cp, v[i].cp, cfg, S, so->world / (v[i].hp * v[i].cp)) != LC_OK) continue;
     ++*n_valid;
-    if (evaluate(cfg, base, S, &v[i], so, r, &all[fit])) fit++;
+    if (evaluate(cfg, base, S, &v[i], so, r, lo, &all[fit])) fit++;
   }
+  free(lo);
   qsort(all, (size_t)fit, sizeof *all, faster);
   *n_fit = fit;
   const int k = fit < cap ? fit : cap;
@@ -121,13 +137,16 @@ long lc_layout_longest(const lc_config *cfg, const lc_model_opts *base, const lc
   for (int i = 0; i < n; i++) {
     // the longest S of this candidate, with the tiles train picks for long sequences
     lc_model_opts o;
-    options(base, &v[i], LONG_MAX, cfg, &o);
+    options(base, &v[i], LONG_MAX, cfg, so, &o);
     int hc = 0;
     const long s = lc_memplan_max_seq_hc(cfg, &o, v[i].hp, v[i].cp, v[i].cp, v[i].hp > 1 ? -1 : 0, so->threads,
                                          so->mem_cap, &hc);
     if (s <= 0 || s < S) continue;
     lc_layout_choice x;
-    if (!evaluate(cfg, base, s, &v[i], so, r, &x)) continue;
+    int *lo = bounds(so, s);
+    const int fits = evaluate(cfg, base, s, &v[i], so, r, lo, &x);
+    free(lo);
+    if (!fits) continue;
     if (s > S || x.t.tokens_per_s > best->t.tokens_per_s) S = s, *best = x;
   }
   free(v);

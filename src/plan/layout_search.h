@@ -17,7 +17,7 @@ typedef struct {
   int world, per_node, threads; // ranks, ranks per node (0: all), OpenMP threads per rank
   size_t mem_cap;               // bytes per rank
   // Held fixed when >= 0 (the user gave them); -1: enumerated.
-  int hp, cp, zero, zero_group, ckpt, bf16, context_first;
+  int hp, cp, zero, zero_group, ckpt, bf16, context_first, mlp_tile, loss_tile;
   int doc_len, attn_window;     // the data (as plan's --pack/--doc-len, --attn-window)
 } lc_search_opts;
 

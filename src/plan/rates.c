@@ -35,6 +35,7 @@ void lc_rates_default(lc_rates *r, int threads) {
   for (int c = 0; c < LC_COLL_N; c++) r->coll[c] = (lc_link){1e-6, 1.6e9};
   r->coll[LC_COLL_P2P].bw = 4.9e9;
   r->disk_bw = 0.7e9;
+  r->small_t_exp = 0.15;
   r->ranks = 1, r->threads = threads > 0 ? threads : 2;
 }
 
@@ -62,7 +63,7 @@ double lc_rates_gemm_s(const lc_rates *r, int bf16, int bwd, double T, int K, in
                      wk * wn / g[ik + 1][in + 1];
   double flops = (bwd ? 4.0 : 2.0) * T * K * N;
   // fewer tokens than calibrated: the same per-call cost spread over fewer rows
-  return flops * inv * (T < LC_RATE_GEMM_T ? pow(LC_RATE_GEMM_T / T, 0.15) : 1.0);
+  return flops * inv * (T < LC_RATE_GEMM_T && r->small_t_exp > 0 ? pow(LC_RATE_GEMM_T / T, r->small_t_exp) : 1.0);
 }
 
 double lc_rates_flash_s(const lc_rates *r, int bf16, int bwd, int D, double flops) {
@@ -164,7 +165,9 @@ static int profile_read(const cJSON *p, lc_rates *r) {
     const cJSON *l = cJSON_GetObjectItemCaseSensitive(c, coll_names[k]);
     r->coll[k].lat_s = num(l, "latency_us", &ok) * 1e-6;
     r->coll[k].bw = num(l, "bandwidth_gbs", &ok) * 1e9;
+    if (!(r->coll[k].bw > 0)) ok = 0;
   }
+  r->small_t_exp = 0.15;
   int dok = 1;
   r->disk_bw = num(p, "disk_gbs", &dok) * 1e9;
   return ok && r->ew_bw > 0 && r->ranks > 0 && r->threads > 0;
@@ -199,9 +202,24 @@ lc_status lc_rates_load_machine(const char *path, int ranks, int threads, lc_rat
   memset(r, 0, sizeof *r);
   profile_read(cJSON_GetArrayItem(ps, best), r);
   const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(j, "cpu");
+  char note[96] = "";
+  if (bestd >= 1e6 && threads > 0) { // other threads per rank: compute rates scaled by the thread ratio
+    const double sc = (double)threads / r->threads;
+    for (int b = 0; b < 2; b++)
+      for (int d = 0; d < 2; d++) {
+        for (int x = 0; x < LC_RATE_NDIM; x++)
+          for (int y = 0; y < LC_RATE_NDIM; y++) r->gemm[b][d][x][y] *= sc;
+        for (int h = 0; h < LC_RATE_NHD; h++) r->flash[b][d][h] *= sc;
+      }
+    r->ew_bw *= sc;
+    snprintf(note, sizeof note, ", scaled to %d thread%s per rank: calibrate with those for better rates", threads,
+             threads > 1 ? "s" : "");
+  } else if (bestd > 0) {
+    snprintf(note, sizeof note, ", the nearest rank count");
+  }
   snprintf(r->source, sizeof r->source, "calibrated %s (%s; profile %d rank%s x %d thread%s%s)", path,
            cJSON_IsString(cpu) ? cpu->valuestring : "?", r->ranks, r->ranks > 1 ? "s" : "", r->threads,
-           r->threads > 1 ? "s" : "", bestd == 0 ? "" : bestd < 1e6 ? ", the nearest rank count" : ", other threads per rank");
+           r->threads > 1 ? "s" : "", note);
   cJSON_Delete(j);
   return LC_OK;
 }

@@ -35,6 +35,8 @@ typedef struct {
   lc_link inter;        // between nodes (one link per rank); bw 0: one node only
   double disk_bw;       // checkpoint offload bytes/s each way (0: unknown)
   double mem_bytes;     // memory per rank of a hardware description (0: not given)
+  double small_t_exp;   // GEMMs of T < LC_RATE_GEMM_T tokens cost (LC_RATE_GEMM_T / T)^this more per
+                        // FLOP (CPU calibrations and defaults: 0.15; hardware descriptions: 0)
 } lc_rates;
 
 // The built-in defaults (measured once on 2 Zen 4 cores; compute rates scaled by

@@ -23,11 +23,23 @@ typedef struct {
   const lc_rates *r;
   int bf16, T, hp, cp, hc_stages, tiled;
   double attn_fwd_s, attn_bwd_s;   // kernel seconds per layer (slowest rank)
-  double a2a_fwd_s, a2a_bwd_s;     // Ulysses exchanges per layer (blocking)
-  double ring_fwd_s, ring_bwd_s;   // ring hops per layer (overlapped with the kernel)
-  double hop_s;                    // one hop
+  double in_s[2], back_s[2];       // Ulysses per layer [fwd, bwd]: the exchange in (q/k/v; dout and,
+                                   // chunked, q/k/v/out again) and back (out; dq/dk/dv in fp32), all stages
+  double hop_s[2], tail_s;         // ring: one step's hop [fwd, bwd (k/v + dk/dv)]; backward's final dk/dv return
   double attn_comm_s, attn_exposed_s; // accumulated by attention(): all of its exchanges, the part waited for
+  double sl_comm[3];               // vocabulary slices under ZeRO 2/3: the row gathers and reductions of the
+                                   // sliced embedding forward, loss and embedding backward (slice-ahead: overlapped)
+  double sl_comm_s, sl_exposed_s;  // accumulated by sliced(): all, the part waited for
 } cost;
+
+// A sliced op of `compute` seconds whose row ranges move `comm` seconds, each slice's
+// transfer under the previous slice's work: the longer of the two.
+static double sliced(cost *k, double compute, double comm) {
+  k->sl_comm_s += comm;
+  if (comm <= compute) return compute;
+  k->sl_exposed_s += comm - compute;
+  return comm;
+}
 
 // One linear layer (T x K -> N) forward or backward.
 static double lin(const cost *k, int bwd, double T, int K, int N) { return lc_rates_gemm_s(k->r, k->bf16, bwd, T, K, N); }
@@ -43,19 +55,23 @@ static double mlp_gemms(const cost *k, int bwd, int with_down) {
   return 2 * lin(k, bwd, k->T, c->dim, c->ffn) + (with_down ? lin(k, bwd, k->T, c->ffn, c->dim) : 0);
 }
 
-// A layer's attention with its exchanges: all-to-alls block (head chunks: the later stages'
-// overlap the ring), the ring's hops overlap the kernel.
+// A layer's attention with its exchanges (attn_2d.c, ring.c). Ulysses: each stage's exchange
+// back blocks; the exchange in blocks for the first stage and, with head chunks, overlaps
+// the previous stage's ring for the others. Ring: each of the cp - 1 hops overlaps the
+// kernel on the block in hand (about 1/cp of the layer's tiles); backward's dk/dv return to
+// their owner at the end. Double-ring windows are priced as one ring.
 static double attention(cost *k, int bwd) {
-  const double ker = bwd ? k->attn_bwd_s : k->attn_fwd_s, ring = bwd ? k->ring_bwd_s : k->ring_fwd_s;
-  const double a2a = bwd ? k->a2a_bwd_s : k->a2a_fwd_s;
-  double exposed = (ring > ker ? ring - ker : 0) + (k->cp > 1 ? k->hop_s : 0);
-  if (k->hc_stages > 1) {
-    const double first = a2a / k->hc_stages, rest = a2a - first;
-    exposed += first + (rest > ker ? rest - ker : 0);
-  } else {
-    exposed += a2a;
+  const double ker = bwd ? k->attn_bwd_s : k->attn_fwd_s, N = k->hc_stages;
+  const double in = k->in_s[bwd], back = k->back_s[bwd], hop = k->hop_s[bwd];
+  double exposed = back + in / N, comm = in + back;
+  const double in_rest = in - in / N; // stages 2..N: each under the previous stage's kernels
+  if (in_rest > 0) exposed += (N - 1) * (in_rest / (N - 1) > ker / N ? in_rest / (N - 1) - ker / N : 0);
+  if (k->cp > 1) {
+    const double per_step = ker / N / k->cp;
+    exposed += N * (k->cp - 1) * (hop / N > per_step ? hop / N - per_step : 0) + (bwd ? k->tail_s : 0);
+    comm += (k->cp - 1) * hop + (bwd ? k->tail_s : 0);
   }
-  k->attn_comm_s += ring + a2a + (k->cp > 1 ? k->hop_s : 0);
+  k->attn_comm_s += comm;
   k->attn_exposed_s += exposed;
   return ker + exposed;
 }
@@ -66,9 +82,9 @@ static double op_seconds(cost *k, lc_op op, double *recompute, double *attn_kern
   const lc_ckpt_policy pol = k->o->ckpt;
   switch (op) {
   case LC_OP_EMBED_FWD:
-  case LC_OP_EMBED_FWD_SLICED:
-  case LC_OP_EMBED_BWD:
-  case LC_OP_EMBED_BWD_SLICED: return lc_rates_ew_s(k->r, 8.0 * T * C);
+  case LC_OP_EMBED_BWD: return lc_rates_ew_s(k->r, 8.0 * T * C);
+  case LC_OP_EMBED_FWD_SLICED: return sliced(k, lc_rates_ew_s(k->r, 8.0 * T * C), k->sl_comm[0]);
+  case LC_OP_EMBED_BWD_SLICED: return sliced(k, lc_rates_ew_s(k->r, 8.0 * T * C), k->sl_comm[2]);
   case LC_OP_LAYER_FWD:
     *attn_kernel += k->attn_fwd_s;
     return attn_gemms(k, 0) + mlp_gemms(k, 0, 1) + attention(k, 0) + lc_rates_ew_s(k->r, ewf);
@@ -87,7 +103,8 @@ static double op_seconds(cost *k, lc_op op, double *recompute, double *attn_kern
   case LC_OP_LOSS:
   case LC_OP_LOSS_SLICED: { // head forward + both backward products + softmax passes; slices: the logits twice
     const double f = lin(k, 0, T, c->dim, c->vocab);
-    return f * (op == LC_OP_LOSS_SLICED ? 2 : 1) + lin(k, 1, T, c->dim, c->vocab) + lc_rates_ew_s(k->r, 12.0 * T * V);
+    const double s = f * (op == LC_OP_LOSS_SLICED ? 2 : 1) + lin(k, 1, T, c->dim, c->vocab) + lc_rates_ew_s(k->r, 12.0 * T * V);
+    return op == LC_OP_LOSS_SLICED ? sliced(k, s, k->sl_comm[1]) : s;
   }
   default: return 0;
   }
@@ -132,8 +149,13 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
     }
     free(w);
     lc_seq_layout_free(&L);
-  } else {
-    work_max = (double)S * (S + 1) / 2; // one process, odd length: the visible pairs
+    if (!w) {
+      free(lo);
+      return lc_fail(LC_ENOMEM, "out of memory for the attention work of %d context ranks", cp);
+    }
+  } else { // one process, odd length: the pairs the kernel sees (tiles of a causal sequence ~ pairs)
+    const int *bounds = l->lo ? l->lo : lo;
+    for (long g = 0; g < S; g++) work_max += (double)(g - (bounds ? bounds[g] : 0) + 1);
   }
   free(lo);
   const double attn_flops = 4.0 * D * work_max * Hl;
@@ -145,20 +167,23 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   // block (backward: k/v and dk/dv in fp32).
   const int hfirst = !l->context_first;
   const int inter_head = spans(hp, hfirst ? 1 : cp, dpn), inter_ctx = spans(cp, hfirst ? hp : 1, dpn);
-  if (hp > 1) {
+  if (hp > 1) { // calls: forward q, k, v in and out back; backward dout (+ q, k, v, out chunked) in, dq, dk, dv back
     const double q = (double)T * cfg->n_heads * D, kv = (double)T * (cfg->n_kv_heads > hp ? cfg->n_kv_heads : hp) * D;
-    const double again = k.hc_stages > 1 ? 1 : 0; // chunked backward re-exchanges q, k, v, out
-    k.a2a_fwd_s = lc_rates_coll_s(r, LC_COLL_ALLTOALL, hp, (2 * q + 2 * kv) * esz, inter_head);
-    k.a2a_bwd_s = lc_rates_coll_s(r, LC_COLL_ALLTOALL, hp, q * esz + (q + 2 * kv) * 4 + again * (2 * q + 2 * kv) * esz,
-                                  inter_head) +
-                  (hp - 1) * r->coll[LC_COLL_ALLTOALL].lat_s * 3;
+    const int N = k.hc_stages, chunked = N > 1;
+    const double lat = (hp - 1) * (inter_head && r->inter.bw > 0 ? r->inter.lat_s : r->coll[LC_COLL_ALLTOALL].lat_s);
+#define A2A(bytes, calls) (lc_rates_coll_s(r, LC_COLL_ALLTOALL, hp, (bytes), inter_head) + ((calls) * N - 1) * lat)
+    k.in_s[0] = A2A((q + 2 * kv) * esz, 3);
+    k.back_s[0] = A2A(q * esz, 1);
+    k.in_s[1] = A2A(q * esz + chunked * (2 * q + 2 * kv) * esz, chunked ? 5 : 1);
+    k.back_s[1] = A2A((q + 2 * kv) * 4, 3);
+#undef A2A
   }
-  if (cp > 1) {
+  if (cp > 1) { // k/v blocks of S/cp tokens of this rank's kv heads (in the message precision), dk/dv in fp32
     const int hkv = cfg->n_kv_heads > hp ? cfg->n_kv_heads / hp : 1;
     const double blk = (double)(S / cp) * hkv * D * 2;
-    k.hop_s = lc_rates_coll_s(r, LC_COLL_P2P, 2, blk * esz, inter_ctx);
-    k.ring_fwd_s = (cp - 1) * k.hop_s;
-    k.ring_bwd_s = (cp - 1) * (k.hop_s + lc_rates_coll_s(r, LC_COLL_P2P, 2, blk * 4, inter_ctx));
+    k.hop_s[0] = lc_rates_coll_s(r, LC_COLL_P2P, 2, blk * esz, inter_ctx);
+    k.tail_s = lc_rates_coll_s(r, LC_COLL_P2P, 2, blk * 4, inter_ctx);
+    k.hop_s[1] = k.hop_s[0] + k.tail_s;
   }
 
   // Model states: unit sizes and the groups their collectives run in.
@@ -166,6 +191,16 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   LC_TRY(lc_pstore_sizes(cfg, stage, Z, &zs));
   const int inter_z = spans(Z, 1, dpn), inter_r = spans(R, Z, dpn), inter_w = spans(world, 1, dpn);
   const double gsz = k.bf16 ? 0.5 : 1.0; // stage 3 gathers bf16 weights in bf16
+  if (lc_vocab_sliced(o, cfg->vocab) && Z > 1 && stage >= 2) {
+    // Rows of the embedding (E) and of the head (F; tied: E again): stage 3 gathers them
+    // (forward lookup once, the loss's two passes), stages 2-3 reduce their gradients.
+    const double e = (double)zs.unit_embed, f = cfg->tie_embeddings ? e : (double)zs.unit_final;
+    const double ag_e = stage == 3 ? lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, e * gsz, inter_z) : 0;
+    const double ag_f = stage == 3 ? lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, f * gsz, inter_z) : 0;
+    k.sl_comm[0] = ag_e;
+    k.sl_comm[1] = 2 * ag_f + lc_rates_coll_s(r, LC_COLL_REDUCE_SCATTER, Z, f, inter_z);
+    k.sl_comm[2] = lc_rates_coll_s(r, LC_COLL_REDUCE_SCATTER, Z, e, inter_z);
+  }
   const int NU = cfg->n_layers + 2;
   double *ready = calloc((size_t)NU, sizeof(double)), *done = calloc((size_t)NU + 2, sizeof(double));
   const int n = lc_schedule_build(cfg, o, 1, NULL, 0);
@@ -240,7 +275,8 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   const double nopt = (double)zs.optim / 8, ngrad = (double)zs.grads / 4;
   const double opt = lc_rates_ew_s(r, 28 * nopt + 8 * ngrad);
   double after = 0;
-  if ((stage == 1 || stage == 2) && Z > 1) after += lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, (double)zs.params * Z, inter_z);
+  // (below stage 3 zs.params is the whole parameter set: the all-gather's output)
+  if ((stage == 1 || stage == 2) && Z > 1) after += lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, (double)zs.params, inter_z);
   if (world > 1) after += 3 * lc_rates_coll_s(r, LC_COLL_ALLREDUCE, world, 8, inter_w);
   // (compute holds the attention's exposed exchanges: they sit inside the layers' time)
   const double pass_comm_wait = t - compute;
@@ -248,9 +284,9 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   out->recompute_s = recompute;
   out->attn_kernel_s = attn_kernel;
   out->optim_s = opt;
-  out->comm_s = comm + k.attn_comm_s + after;
-  out->exposed_comm_s = pass_comm_wait + k.attn_exposed_s + after;
-  out->compute_s = compute - k.attn_exposed_s;
+  out->comm_s = comm + k.attn_comm_s + k.sl_comm_s + after;
+  out->exposed_comm_s = pass_comm_wait + k.attn_exposed_s + k.sl_exposed_s + after;
+  out->compute_s = compute - k.attn_exposed_s - k.sl_exposed_s;
   out->total_s = t + opt + after;
   out->tokens_per_s = (double)batch * S / out->total_s;
   free(ready), free(done), free(ev);
