@@ -36,6 +36,9 @@ HOME="$TMP/home" XDG_CACHE_HOME= "$BIN" train --model tiny --seq 64 --steps 1 >"
 mkdir -p "$TMP/home"
 HOME="$TMP/home" XDG_CACHE_HOME= "$BIN" calibrate >/dev/null 2>&1 && [ -f "$TMP/home/.cache/longctx/machine.json" ] && ok || bad "calibrate did not write the default file"
 HOME="$TMP/home" XDG_CACHE_HOME= "$BIN" train --model tiny --seq 64 --steps 1 >"$TMP/out" 2>&1 && grep -q "rates: calibrated $TMP/home/.cache/longctx/machine.json" "$TMP/out" && ok || bad "default file not read: $(grep 'time model' "$TMP/out")"
+# ... and the last file calibrate wrote, wherever --out put it
+HOME="$TMP/home" XDG_CACHE_HOME= "$BIN" calibrate --out "$TMP/m2.json" >/dev/null 2>&1
+HOME="$TMP/home" XDG_CACHE_HOME= "$BIN" train --model tiny --seq 64 --steps 1 >"$TMP/out" 2>&1 && grep -q "rates: calibrated $TMP/m2.json" "$TMP/out" && ok || bad "the last machine file written is not the default: $(grep 'time model' "$TMP/out")"
 
 # plan: the step time, then --auto and --longest.
 "$BIN" plan --model bench-s --seq 16K --cp 2 --threads 1 --machine "$TMP/m.json" >"$TMP/out" 2>&1 && grep -q "^Predicted step time (batch 1): [0-9.e+-]* s = compute" "$TMP/out" && ok || bad "plan step time: $(grep -i predicted "$TMP/out")"

@@ -23,7 +23,7 @@ static int run(int argc, char **argv) {
   const char *out = NULL, *kernels = "auto";
   int threads = 0;
   lc_flag flags[] = {
-      {"out", LC_ARG_STR, &out, "machine file to write (merged: one profile per ranks x threads; default ~/.cache/longctx/machine.json)", 0},
+      {"out", LC_ARG_STR, &out, "machine file to write (merged: one profile per ranks x threads; default ~/.cache/longctx/machine.json); plan and train read the last one written unless given --machine", 0},
       {"threads", LC_ARG_INT, &threads, "OpenMP threads per rank (default: OMP_NUM_THREADS or this machine's)", 0},
       {"kernels", LC_ARG_STR, &kernels, "auto | portable | avx2 | avx512 | bf16 | amx: the kernels measured (default auto, as train)", 0},
   };
@@ -51,7 +51,7 @@ static int run(int argc, char **argv) {
     lc_comm_destroy(w);
     return 2;
   }
-  if (!out) out = lc_rates_default_path(def, sizeof def);
+  if (!out) out = lc_rates_cache_path(def, sizeof def);
   // The file's folder must exist (created for the default path) before minutes of work.
   snprintf(dir, sizeof dir, "%s", out);
   char *slash = strrchr(dir, '/');
@@ -64,6 +64,7 @@ static int run(int argc, char **argv) {
   lc_cpu_info cpu;
   lc_cpu_detect(&cpu);
   if (st == LC_OK && w->rank == 0) st = lc_rates_save_machine(out, &r, cpu.model);
+  if (st == LC_OK && w->rank == 0) lc_rates_note_last(out); // plan and train read it by default
   st = lc_comm_agree(w, st);
   if (st != LC_OK) {
     if (w->rank == 0) lc_cli_error(lc_errmsg());

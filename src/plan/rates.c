@@ -1,6 +1,8 @@
+#define _XOPEN_SOURCE 700 // realpath
 #include "plan/rates.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,11 +86,41 @@ double lc_rates_coll_s(const lc_rates *r, lc_coll c, int g, double bytes, int in
   return l.lat_s * steps + bytes * frac / l.bw;
 }
 
-const char *lc_rates_default_path(char *buf, size_t n) {
+static void cache_dir(char *buf, size_t n) {
   const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-  if (x && *x) snprintf(buf, n, "%s/longctx/machine.json", x);
-  else snprintf(buf, n, "%s/.cache/longctx/machine.json", h && *h ? h : ".");
+  if (x && *x) snprintf(buf, n, "%s/longctx", x);
+  else snprintf(buf, n, "%s/.cache/longctx", h && *h ? h : ".");
+}
+
+const char *lc_rates_cache_path(char *buf, size_t n) {
+  char d[4096];
+  cache_dir(d, sizeof d);
+  snprintf(buf, n, "%s/machine.json", d);
   return buf;
+}
+
+const char *lc_rates_default_path(char *buf, size_t n) {
+  char d[4096], rec[4200];
+  cache_dir(d, sizeof d);
+  snprintf(rec, sizeof rec, "%s/last_machine", d);
+  FILE *f = fopen(rec, "r");
+  if (f) {
+    const int got = fgets(buf, (int)n, f) != NULL;
+    fclose(f);
+    if (got) buf[strcspn(buf, "\n")] = 0;
+    if (got && buf[0] && lc_is_file(buf)) return buf;
+  }
+  return lc_rates_cache_path(buf, n);
+}
+
+void lc_rates_note_last(const char *path) {
+  char d[4096], rec[4200], abs[PATH_MAX];
+  cache_dir(d, sizeof d);
+  if (!realpath(path, abs) || lc_mkdir_p(d) != LC_OK) return;
+  snprintf(rec, sizeof rec, "%s/last_machine", d);
+  char line[PATH_MAX + 2];
+  snprintf(line, sizeof line, "%s\n", abs);
+  (void)lc_write_file_atomic(rec, line, strlen(line));
 }
 
 // ---- machine files: {"cpu": "...", "profiles": [ {ranks, threads, gemm, flash, ew_bw, coll}, ... ]}

@@ -52,8 +52,14 @@ lc_status lc_rates_save_machine(const char *path, const lc_rates *r, const char 
 // A hardware description (hardware/*.json: achievable TFLOP/s per precision, attention
 // fraction, memory bandwidth, intra/inter-node links, memory per device).
 lc_status lc_rates_load_hardware(const char *path, lc_rates *r);
-// The default machine file: $XDG_CACHE_HOME or ~/.cache, /longctx/machine.json (buf).
+// Where calibrate writes without --out: $XDG_CACHE_HOME or ~/.cache, /longctx/machine.json.
+const char *lc_rates_cache_path(char *buf, size_t n);
+// The machine file plan and train read without --machine: the last one calibrate wrote
+// (recorded next to the cache file by lc_rates_note_last), else the cache file.
 const char *lc_rates_default_path(char *buf, size_t n);
+// Records path (made absolute) as the last machine file written. Best effort: a cache
+// folder that cannot be written leaves the previous record.
+void lc_rates_note_last(const char *path);
 
 // Seconds of: a linear layer's forward (T x K -> N) or backward (both products) in the
 // precision; an attention kernel pass computing `flops` tile FLOPs at head dim D; moving
