@@ -75,7 +75,7 @@ static void test_transients(void) {
               lc_model_opts o = {(lc_ckpt_policy)pol, 0, 0, stage, Z, 0, prec ? LC_DT_BF16 : LC_DT_F32, NULL,
                                  sl ? 1 + (int)(lc_rng_below(&r, (uint32_t)(cfg.vocab - 1))) : 0};
               size_t G[LC_PHASE_N], R[LC_PHASE_N], GR[LC_PHASE_N], g[LC_PHASE_N], rr[LC_PHASE_N], gr[LC_PHASE_N];
-              lc_model_zero_transients(&cfg, &o, stage, Z, G, R, GR, LC_PHASE_N);
+              CHECK(lc_model_zero_transients(&cfg, &o, stage, Z, G, R, GR, LC_PHASE_N) == LC_OK, "walk: %s", lc_errmsg());
               ref_transients(&cfg, &o, stage, Z, g, rr, gr);
               for (int p = 0; p < LC_PHASE_N; p++) {
                 // sliced: the embedding and loss phases come from the shared slice helper

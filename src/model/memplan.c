@@ -100,7 +100,7 @@ lc_status lc_memplan_predict_hc(const lc_config *cfg, const lc_model_opts *o, lo
   // ZeRO's temporary units alive in each phase: gathered weights (stage 3) and gradient
   // buffers (stage >= 2), in the order the pass acquires them (lc_model_zero_transients).
   size_t zg[LC_PHASE_N], zr[LC_PHASE_N], zb[LC_PHASE_N];
-  lc_model_zero_transients(cfg, o, stage, Z, zg, zr, zb, LC_PHASE_N);
+  LC_TRY(lc_model_zero_transients(cfg, o, stage, Z, zg, zr, zb, LC_PHASE_N));
 
   size_t best = 0, grad_tmp = 0;
   // bf16: the attention half's GEMMs pack operands while no communication buffer is live

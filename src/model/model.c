@@ -164,12 +164,12 @@ static void sliced_transients(const lc_config *cfg, const lc_model_opts *o, int 
 #undef SLICE_G
 }
 
-void lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z,
+lc_status lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z,
                               size_t *G, size_t *R, size_t *GR, int n_phases) {
   for (int p = 0; p < n_phases; p++) G[p] = R[p] = GR[p] = 0;
   lc_ps_sizes z;
   const int bf16 = o->precision == LC_DT_BF16;
-  if ((stage < 2 && !bf16) || n_phases < LC_PHASE_N || lc_pstore_sizes(cfg, stage, Z, &z) != LC_OK) return;
+  if ((stage < 2 && !bf16) || n_phases < LC_PHASE_N || lc_pstore_sizes(cfg, stage, Z, &z) != LC_OK) return LC_OK;
   const int L = cfg->n_layers, g3 = stage >= 3, r2 = stage >= 2, NU = L + 2;
   // Stages 0-2 in bf16: the rounded copy of each unit in use (lc_pstore_acquire); stage 3
   // rounds its gathered copy in place and gathers the next unit ahead.
@@ -183,7 +183,11 @@ void lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int 
   lc_event *ev = malloc(sizeof *ev * (size_t)n);
   size_t *gath = calloc((size_t)NU, sizeof *gath), *gbuf = calloc((size_t)NU, sizeof *gbuf);
   int *fifo = malloc(sizeof(int) * (size_t)(NU + 2)), nf = 0; // units in flight, oldest first
-  if (!ev || !gath || !gbuf || !fifo) goto out;
+  lc_status st = LC_OK;
+  if (!ev || !gath || !gbuf || !fifo) {
+    st = lc_fail(LC_ENOMEM, "out of memory for the memory model's walk over %d events", n);
+    goto out;
+  }
   lc_schedule_build(cfg, o, 1, ev, n);
   for (int i = 0; i < n; i++) {
     const lc_event *e = &ev[i];
@@ -237,6 +241,7 @@ void lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int 
   }
 out:
   free(ev), free(gath), free(gbuf), free(fifo);
+  return st;
 }
 
 static float *take(float **p, size_t n) {

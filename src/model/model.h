@@ -89,8 +89,9 @@ lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, c
 
 // ZeRO's temporary units per phase of a training pass (memory model): the largest gathered
 // weights (stage 3) and temporary gradient buffers (stage >= 2) alive in each phase of
-// lc_mem_phase, and of the two together. Follows the acquire/release order of the pass.
-void lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z,
+// lc_mem_phase, and of the two together: a walk over the pass's schedule (schedule.h).
+// LC_ENOMEM (with a message) if the walk's small buffers cannot be allocated.
+lc_status lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z,
                               size_t *gathered, size_t *grads, size_t *both, int n_phases);
 
 // Arena bytes a pass over T tokens holds from its start to its end: *ckpt (LC_MEM_CKPT:
