@@ -13,6 +13,7 @@
 //     layout may fit with head chunks where all heads at once would not);
 //  6. a machine file round trip keeps the rates (to its 0.01 GFLOP/s rounding).
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -109,6 +110,35 @@ int main(void) {
   CHECK(g2.exposed_comm_s > 0.5 * g2.comm_s && g2.total_s > g1.total_s, "slow network: exposed %.3g of %.3g",
         g2.exposed_comm_s, g2.comm_s);
 
+  // 3b. packed documents on cp 4 with zigzag chunks: the ranks' attention work differs, and
+  // the step waits for the slowest: the kernel seconds are those of the largest per-rank
+  // work the chunk cost model counts (not the mean), and less than one causal sequence's.
+  {
+    const long S2 = 8192, doc = 1000;
+    lc_model_opts zz = o;
+    zz.cp_layout = LC_CP_ZIGZAG;
+    flat_rates(&r, 100e9, 50e9, 10e9, 0, 1e30);
+    lc_time_layout l = {.seq = S2, .world = 4, .hp = 1, .cp = 4, .doc_len = (int)doc};
+    lc_time_estimate p1;
+    CHECK(lc_time_predict(&cfg, &zz, &l, &r, &p1) == LC_OK, "packed: %s", lc_errmsg());
+    int *lo = lc_time_bounds(S2, (int)doc, 0);
+    lc_seq_layout L;
+    double w[4], wc[4], mx = 0, mean = 0, mxc = 0;
+    CHECK(lc_seq_layout_init(&L, S2, 4, 1, 2) == LC_OK, "layout");
+    lc_seq_layout_work(&L, lo, w);
+    lc_seq_layout_work(&L, NULL, wc);
+    lc_seq_layout_free(&L);
+    free(lo);
+    for (int c = 0; c < 4; c++) mx = w[c] > mx ? w[c] : mx, mean += w[c] / 4, mxc = wc[c] > mxc ? wc[c] : mxc;
+    const int layers = cfg.n_layers, fl_per = 4 * cfg.head_dim * cfg.n_heads; // FLOPs per (query, key) pair
+    // forward + backward (2.5x) + selective recompute has no attention
+    const double want_k = layers * (mx * fl_per / 50e9) * 3.5;
+    CHECK(mx > 1.05 * mean && fabs(p1.attn_kernel_s - want_k) < 1e-9 * want_k,
+          "packed cp 4: attention kernels %.9g s, the slowest rank's work gives %.9g (max %.4g, mean %.4g pairs)",
+          p1.attn_kernel_s, want_k, mx, mean);
+    CHECK(mx < mxc, "documents cut the slowest rank's work: %.4g vs causal %.4g", mx, mxc);
+  }
+
   // 4b. ZeRO 1 over 2 data-parallel ranks: every byte it sends, from the store's sizes: one
   // reduce-scatter per unit in the (only) pass, the parameters all-gathered after the
   // update (the output: every parameter once), three small all-reduces.
@@ -181,6 +211,16 @@ int main(void) {
         "round trip: %d x %d, %.4g, %.4g, %.4g", r2.ranks, r2.threads, r2.gemm[1][0][2][3], r2.coll[LC_COLL_ALLTOALL].lat_s,
         r2.coll[LC_COLL_ALLTOALL].bw);
   CHECK(lc_rates_load_machine(path, 1, 2, &r2) == LC_OK && r2.ranks == 1 && r2.threads == 2, "the 1 x 2 profile");
+  // no exact pair: the same threads per rank with the nearest ranks (4 x 1 -> 2 x 1, not 1 x 2)
+  CHECK(lc_rates_load_machine(path, 4, 1, &r2) == LC_OK && r2.ranks == 2 && r2.threads == 1 &&
+            fabs(r2.gemm[1][0][2][3] - 123.45e9) < 1e7 && strstr(r2.source, "nearest rank count"),
+        "4 x 1 took %d x %d (%s)", r2.ranks, r2.threads, r2.source);
+  // other threads per rank only: the closest ranks, compute scaled by the thread ratio (1 x 4 from 1 x 2: x2)
+  CHECK(lc_rates_load_machine(path, 1, 4, &r2) == LC_OK && r2.ranks == 1 && r2.threads == 2 &&
+            fabs(r2.gemm[0][0][2][2] - 2 * one.gemm[0][0][2][2]) < 2e7 && fabs(r2.ew_bw - 2 * one.ew_bw) < 2e7 &&
+            strstr(r2.source, "scaled to 4 threads"),
+        "1 x 4: %d x %d, gemm %.4g (profile %.4g), %s", r2.ranks, r2.threads, r2.gemm[0][0][2][2], one.gemm[0][0][2][2],
+        r2.source);
   CHECK(lc_rates_load_machine("/nonexistent/m.json", 1, 1, &r2) == LC_EIO && strstr(lc_errmsg(), "calibrate"),
         "missing file: %s", lc_errmsg());
   unlink(path);

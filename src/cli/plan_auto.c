@@ -10,8 +10,6 @@
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
-static const char *ckname(lc_ckpt_policy p) { return lc_ckpt_name(p); }
-
 // The train command line of a layout; extra: the options fixed for every layout (threads,
 // slices, offload, packing, tiles given). Cut short rather than overflow b.
 static void command(const lc_layout_choice *x, const char *model, int world, const char *extra, char *b, size_t n) {
@@ -23,7 +21,7 @@ static void command(const lc_layout_choice *x, const char *model, int world, con
   if (x->hp > 1 && x->cp > 1) ADD(" --placement %s", x->context_first ? "context-first" : "head-first");
   if (x->zero) ADD(" --zero %d", x->zero);
   if (x->zero && x->zero_group != world) ADD(" --zero-group %d", x->zero_group);
-  ADD(" --checkpoint %s --precision %s", ckname(x->o.ckpt), x->o.precision == LC_DT_BF16 ? "bf16" : "fp32");
+  ADD(" --checkpoint %s --precision %s", lc_ckpt_name(x->o.ckpt), x->o.precision == LC_DT_BF16 ? "bf16" : "fp32");
   if (x->head_chunk > 0) ADD(" --head-chunk %d", x->head_chunk);
   ADD("%s", extra);
 #undef ADD
@@ -36,7 +34,7 @@ static void row(int i, const lc_layout_choice *x, int world) {
   char z[32];
   if (x->zero) snprintf(z, sizeof z, "%d / %d", x->zero, x->zero_group);
   else snprintf(z, sizeof z, "0");
-  printf("| %d | %s | %s | %s | %s | %.2f | %.4g | %.4g | %.4g | %.4g | %.4g |\n", i, lay, z, ckname(x->o.ckpt),
+  printf("| %d | %s | %s | %s | %s | %.2f | %.4g | %.4g | %.4g | %.4g | %.4g |\n", i, lay, z, lc_ckpt_name(x->o.ckpt),
          x->o.precision == LC_DT_BF16 ? "bf16" : "fp32", (double)x->peak / GIB, x->t.total_s, x->t.tokens_per_s,
          x->t.tokens_per_s / world, x->t.compute_s - x->t.recompute_s, x->t.recompute_s + x->t.exposed_comm_s);
 }

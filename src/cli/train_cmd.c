@@ -282,11 +282,13 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   lc_step_metrics m;
   long saved_at = -1;
   const long first_step = tr.step;
+  const double pred0 = rank == 0 ? lc_train_predict(&o, &tr, &rates, NULL, 0) : 0;
   double meas_sum = 0, pred_sum = 0;
   int n_timed = 0;
   for (long s = tr.step; s < o.steps; s++) {
     st = lc_trainer_step(&tr, &m);
-    if (st == LC_OK && rank == 0) m.predicted_step_s = lc_train_predict(&o, &tr, &rates, NULL, 1);
+    // (the prediction depends on the step only through its sample's attention bounds)
+    if (st == LC_OK && rank == 0) m.predicted_step_s = tr.lo ? lc_train_predict(&o, &tr, &rates, NULL, 1) : pred0;
     if (st == LC_OK && s > first_step) meas_sum += m.seconds, pred_sum += m.predicted_step_s, n_timed++; // the first warms up
     if (st != LC_OK && !tr.failed_everywhere) return fail_everywhere(w, LC_EXIT_ERROR);
     if (st != LC_OK) { // found alike on every rank: one line, an orderly end

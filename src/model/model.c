@@ -123,11 +123,6 @@ void lc_model_pass_bytes(const lc_config *cfg, const lc_model_opts *o, int T,
   *act = lc_bytes(LC_DT_F32, shared);
 }
 
-// Bytes of one full copy of parameter unit u.
-static size_t unit_bytes(const lc_ps_sizes *z, int L, int u) {
-  return u == LC_UNIT_EMBED ? z->unit_embed : u == lc_unit_final(L) ? z->unit_final : z->unit_layer;
-}
-
 // One occurrence of phase p with g gathered and r temporary gradient bytes alive.
 static void occur(size_t *G, size_t *R, size_t *GR, int p, size_t g, size_t r) {
   if (g > G[p]) G[p] = g;
@@ -193,11 +188,11 @@ lc_status lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o,
     const lc_event *e = &ev[i];
     switch (e->kind) {
     case LC_EV_ACQUIRE:
-      if (g3 || cw) gath[e->unit] = unit_bytes(&z, L, e->unit);
-      if (g3 && e->next >= 0) gath[e->next] = unit_bytes(&z, L, e->next);
+      if (g3 || cw) gath[e->unit] = lc_ps_unit_bytes(&z, L, e->unit);
+      if (g3 && e->next >= 0) gath[e->next] = lc_ps_unit_bytes(&z, L, e->next);
       break;
     case LC_EV_PREFETCH:
-      if (g3) gath[e->unit] = unit_bytes(&z, L, e->unit);
+      if (g3) gath[e->unit] = lc_ps_unit_bytes(&z, L, e->unit);
       break;
     case LC_EV_RELEASE: gath[e->unit] = 0; break;
     case LC_EV_GRAD_BEGIN:
@@ -206,7 +201,7 @@ lc_status lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o,
         gbuf[fifo[0]] = 0;
         memmove(fifo, fifo + 1, sizeof(int) * (size_t)(nf - 1));
       }
-      gbuf[e->unit] = unit_bytes(&z, L, e->unit);
+      gbuf[e->unit] = lc_ps_unit_bytes(&z, L, e->unit);
       break;
     case LC_EV_GRAD_END:
       if (r2) fifo[nf++] = e->unit;

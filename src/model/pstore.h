@@ -210,6 +210,10 @@ typedef struct {
   size_t padding;              // bytes of padding in one full fp32 flat buffer
 } lc_ps_sizes;
 lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *out);
+// Bytes of one full copy of parameter unit u of a model with n_layers layers.
+static inline size_t lc_ps_unit_bytes(const lc_ps_sizes *z, int n_layers, int u) {
+  return u == LC_UNIT_EMBED ? z->unit_embed : u == lc_unit_final(n_layers) ? z->unit_final : z->unit_layer;
+}
 // Bytes this rank sends for model states in one training step of `passes` forward/backward
 // passes (the sequences of its data-parallel group), by the formulas of the stage.
 // compute: the passes' precision (LC_DT_BF16: stage 3 gathers bf16 weights).

@@ -84,15 +84,9 @@ static int evaluate(const lc_config *cfg, const lc_model_opts *base, long S, con
   return 1;
 }
 
-// lo[S] for packed documents of so->doc_len tokens and the window (NULL: plain causal, or
-// out of memory: the time model then builds them itself).
-static int *bounds(const lc_search_opts *so, long S) {
-  if (so->doc_len <= 0 && so->attn_window <= 0) return NULL;
-  int *lo = malloc(sizeof(int) * (size_t)S);
-  for (long g = 0; lo && g < S; g++)
-    lo[g] = lc_visible_from(g, so->doc_len > 0 ? g / so->doc_len * so->doc_len : 0, so->attn_window);
-  return lo;
-}
+// The documents' and window's bounds (NULL: plain causal; out of memory: the time model
+// builds them itself and reports it).
+static int *bounds(const lc_search_opts *so, long S) { return lc_time_bounds(S, so->doc_len, so->attn_window); }
 
 static int faster(const void *a, const void *b) {
   const lc_layout_choice *x = a, *y = b;

@@ -110,6 +110,13 @@ static double op_seconds(cost *k, lc_op op, double *recompute, double *attn_kern
   }
 }
 
+int *lc_time_bounds(long S, int doc_len, int attn_window) {
+  if (doc_len <= 0 && attn_window <= 0) return NULL;
+  int *lo = malloc(sizeof(int) * (size_t)S);
+  for (long g = 0; lo && g < S; g++) lo[g] = lc_visible_from(g, doc_len > 0 ? g / doc_len * doc_len : 0, attn_window);
+  return lo;
+}
+
 static int spans(int g, int stride, int dpn) { return dpn > 0 && g > 1 && (long)(g - 1) * stride + 1 > dpn; }
 
 lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc_time_layout *l, const lc_rates *r,
@@ -132,9 +139,8 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   // the layout, over the documents and window), for its Hq/hp heads; the slowest rank counts.
   int *lo = NULL;
   if (!l->lo && (l->doc_len > 0 || l->attn_window > 0)) {
-    lo = malloc(sizeof(int) * (size_t)S);
+    lo = lc_time_bounds(S, l->doc_len, l->attn_window);
     if (!lo) return lc_fail(LC_ENOMEM, "out of memory for the attention bounds of %ld tokens", S);
-    for (long g = 0; g < S; g++) lo[g] = lc_visible_from(g, l->doc_len > 0 ? g / l->doc_len * l->doc_len : 0, l->attn_window);
   }
   double work_max = 0;
   lc_seq_layout L;
@@ -212,7 +218,7 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   lc_schedule_build(cfg, o, 1, ev, n);
   const int passes = batch / dp;
   double t = 0, net = 0, comm = 0, compute = 0, recompute = 0, attn_kernel = 0;
-#define UNIT(u) ((u) == LC_UNIT_EMBED ? (double)zs.unit_embed : (u) == lc_unit_final(cfg->n_layers) ? (double)zs.unit_final : (double)zs.unit_layer)
+#define UNIT(u) ((double)lc_ps_unit_bytes(&zs, cfg->n_layers, (u)))
   for (int p = 0; p < passes; p++) {
     const int last = p == passes - 1, reduce = stage >= 2 || (last && world > 1);
     int nf = 0;

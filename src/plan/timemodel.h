@@ -43,6 +43,10 @@ typedef struct {
   double tokens_per_s;   // batch * seq / total_s (the whole job)
 } lc_time_estimate;
 
+// lo[S] for packed documents of doc_len tokens (0: one document) and a sliding window (0:
+// none), malloc'd; NULL when neither applies (plain causal) or out of memory.
+int *lc_time_bounds(long S, int doc_len, int attn_window);
+
 // LC_EINVAL with one line for an impossible layout (the trainer's rules).
 lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc_time_layout *l, const lc_rates *r,
                           lc_time_estimate *out);
