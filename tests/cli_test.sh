@@ -198,22 +198,23 @@ grep -q '^  precision      fp32 (kernels portable)' "$TMP/out_portable" && ok ||
 paste <(losses "$TMP/k_auto.jsonl") <(losses "$TMP/k_portable.jsonl") | awk '
   { d = $2 - $4; if (d < 0) d = -d; if (d > m) m = d; n++ } END { exit !(n == 3 && m <= 1e-5) }' &&
   ok || bad "--kernels portable vs auto losses differ: $(losses "$TMP/k_auto.jsonl") / $(losses "$TMP/k_portable.jsonl")"
-# Learning: task:copy in bf16 tracks fp32 over 300 steps. Measured: the loss falls from
-# 5.56 to ~2.7 in both; |bf16 - fp32| <= 0.08 at every step with fp32 products on bf16
-# values (--kernels avx512), <= 0.17 with native bf16 kernels (P and dS rounded), last-50
-# means 2.80 (fp32) / 2.76 (avx512) / 2.89 (bf16 kernels): the loss is falling fast here, so
-# a few steps' shift of the descent moves the means (seeds 2 and 3 shift either way by up
-# to 0.4). Bounds: 0.3 at every step, 0.2 on the mean of the last 50 steps, and both below
-# 3.5 at the end (they learned).
+# Learning: task:copy in bf16 tracks fp32 over 300 steps. Measured: the loss sits on a
+# plateau at ~5.56 for ~100 steps, then falls to ~2.7-3.0 in both. On the plateau the runs
+# agree closely (|bf16 - fp32| <= 0.008 over the first 100 steps); the descent then starts
+# a few steps apart, which moves later steps by up to ~0.4 (chaotic: seeds 2-4 shift either
+# way by up to 0.6), last-50 means 2.80 (fp32) / 2.76 (bf16 values in fp32 slots) / 2.89
+# (native bf16 kernels) / 3.02 (gate and up stored as bf16 too, AVX2). Bounds: 0.05 over
+# the first 100 steps (a wrong gradient shows there), 0.3 on the last-50 means, and both
+# below 3.5 at the end (they learned).
 for p in fp32 bf16; do
   OMP_NUM_THREADS=2 "$BIN" train --model tiny --data task:copy --seq 64 --batch 4 --steps 300 --lr 3e-3 --warmup 20 \
     --threads 2 --precision $p --log-json "$TMP/copy_$p.jsonl" >/dev/null 2>"$TMP/err" || bad "copy $p: $(cat "$TMP/err")"
 done
 paste <(losses "$TMP/copy_fp32.jsonl") <(losses "$TMP/copy_bf16.jsonl") | awk '
-  { d = $2 - $4; if (d < 0) d = -d; if (d > m) m = d; n++; a[n] = $2; b[n] = $4 }
+  { d = $2 - $4; if (d < 0) d = -d; if (d > m) m = d; n++; a[n] = $2; b[n] = $4; if (n <= 100 && d > m1) m1 = d }
   END { for (i = n - 49; i <= n; i++) { sa += a[i]; sb += b[i] }; md = (sa - sb) / 50; if (md < 0) md = -md
-        printf "bf16 vs fp32 over %d steps: max |dL| %.4f, last-50 means %.4f / %.4f\n", n, m, sa / 50, sb / 50
-        exit !(n == 300 && m <= 0.3 && md <= 0.2 && a[n] < 3.5 && b[n] < 3.5) }' && ok || bad "bf16 copy task does not track fp32"
+        printf "bf16 vs fp32 over %d steps: max |dL| %.4f (first 100: %.4f), last-50 means %.4f / %.4f\n", n, m, m1, sa / 50, sb / 50
+        exit !(n == 300 && m1 <= 0.05 && md <= 0.3 && a[n] < 3.5 && b[n] < 3.5) }' && ok || bad "bf16 copy task does not track fp32"
 # bf16 on 2 ranks (ring) and 2 ranks (Ulysses) through the program.
 for lay in "--cp 2" "--hp 2"; do
   $MPI -np 2 "$BIN" train --seq 64 --steps 2 --threads 1 $lay --precision bf16 >"$TMP/out" 2>"$TMP/err" && ok || bad "bf16 $lay: $(cat "$TMP/err")"

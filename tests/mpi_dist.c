@@ -328,10 +328,14 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
         m.peak_bytes, e.total);
   // Gradients (after clipping, when on) per tensor, relative to the tensor's largest
   // entry: bound 1e-4 (observed ~1e-6; a missing contribution or a wrong position is O(1)).
-  // Parameters after the update(s): relative to the tensor's largest entry, bound 1e-5
-  // (observed ~1e-7: see eps above; a wrong clip scale or a skipped update moves them by
-  // ~lr = 1e-3 of entries ~0.02..1). bf16: gradients 1e-2 and parameters 1e-4 (a flipped
-  // rounding moves a gradient entry by ~2^-8 of its size; updates are lr-sized).
+  // Parameters after the update(s): relative to the tensor's largest entry (at least
+  // 0.02), bound 5e-5: each step's update moves by <= lr |dg| / eps (eps above), and a
+  // bias gradient (a sum over every token, split over ranks) differs from one process by
+  // up to ~5e-8 absolute: 2 steps x 1e-3 x 5e-8 / 1e-4 = 1e-6 = 5e-5 x 0.02 (observed
+  // 1.14e-5 for Qwen3's v_proj bias at 8 ranks on AVX2, ~1e-7 elsewhere); a wrong clip
+  // scale or a skipped update moves them by ~lr = 1e-3 of entries ~0.02..1 (>= 1e-3
+  // relative). bf16: gradients 1e-2 and parameters 5e-4 (a flipped rounding moves a
+  // gradient entry by ~2^-8 of its size; updates are lr-sized).
   double worst = 0, worst_p = 0, worst_l2 = 0;
   const char *wn = "";
   for (int i = 0; i < tr.model.n_tensors; i++) {
@@ -347,7 +351,7 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
     }
     if (e2 > worst_p) worst_p = e2;
     CHECK(e1 <= tol(&c->mo, 1e-4, 1e-2), "%s: grad %s error %.3g", tag, p->name, e1);
-    CHECK(e2 <= tol(&c->mo, 1e-5, 5e-4), "%s: updated %s error %.3g", tag, p->name, e2);
+    CHECK(e2 <= tol(&c->mo, 5e-5, 5e-4), "%s: updated %s error %.3g", tag, p->name, e2);
   }
   // Every rank holds the same parameters, bit for bit (replicas never drift apart).
   size_t nb = sizeof(float) * tr.model.n_flat;
@@ -789,7 +793,12 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
     CHECK(states <= bound, "%s: model states %zu bytes > bound %.0f", tag, states, bound);
   }
   // Parameters: gathered tensor by tensor to rank 0 against zero 0's (relative to each
-  // tensor's largest entry; AdamW eps 1e-4 keeps the update smooth: bound 2e-5).
+  // tensor's largest entry; AdamW eps 1e-4 keeps the update smooth: bound 2e-5). bf16:
+  // 1e-3: a parameter within rounding of a bf16 boundary may round the other way in the
+  // next step's compute copy (2^-8 of it) and the steps after carry that on (observed
+  // 2e-4 with native bf16 kernels, 4.9e-4..6.4e-4 on AVX2's fp32 arithmetic over 3 steps);
+  // a skipped or misplaced update moves entries by ~lr = 1e-3 of tensors whose largest
+  // entry is ~0.02..0.1 (>= 1e-2 relative).
   double worst_p = 0;
   size_t big = 0;
   for (int i = 0; i < tr.model.n_tensors; i++) big = tr.model.table[i].numel > big ? tr.model.table[i].numel : big;
@@ -802,7 +811,7 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
     if (rank0) worst_p = fmax(worst_p, rel_err(src ? src : buf, ref.model.params + ref.model.table[i].offset, p->numel));
   }
   free(buf);
-  CHECK(worst_p <= tol(&mo, 2e-5, 2e-4), "%s: parameters after %d steps differ by %.3g", tag, steps, worst_p);
+  CHECK(worst_p <= tol(&mo, 2e-5, 1e-3), "%s: parameters after %d steps differ by %.3g", tag, steps, worst_p);
   // Replicas: rank r holds exactly what rank r mod Z of group 0 holds.
   uint64_t h = hash_bytes(tr.model.ps.params, sizeof(float) * tr.model.ps.n_params);
   uint64_t *hs = malloc(sizeof(uint64_t) * (size_t)W);

@@ -117,6 +117,7 @@ static void test_layer_points(void) {
   lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, D);
   lc_layer_acts a;
   memset(&a, 0, sizeof a);
+  // ln1, ln2, gate, up, h are stored as 2-byte bf16 in a bf16 pass (layer.h); the rest fp32.
   float *buf[13];
   size_t sz[13] = {(size_t)T * C, T, (size_t)T * HQ, (size_t)T * HKV, (size_t)T * HKV, (size_t)T * HQ,
                    attn.saved_bytes(&attn, T) / 4 + 1, (size_t)T * C, (size_t)T * C, T, (size_t)T * F,
@@ -142,16 +143,47 @@ static void test_layer_points(void) {
     const char *name;
     const float *p;
     size_t n;
-  } pts[] = {{"ln1", a.ln1, (size_t)T * C}, {"q", a.q, (size_t)T * HQ},  {"k", a.k, (size_t)T * HKV},
-             {"v", a.v, (size_t)T * HKV},   {"att", a.att, (size_t)T * HQ}, {"ln2", a.ln2, (size_t)T * C},
-             {"h", a.h, (size_t)T * F},     {"x_out", y, (size_t)T * C}};
+  } pts[] = {{"q", a.q, (size_t)T * HQ}, {"k", a.k, (size_t)T * HKV},    {"v", a.v, (size_t)T * HKV},
+             {"att", a.att, (size_t)T * HQ}, {"x_out", y, (size_t)T * C}};
   for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++) {
     long bad = count_not_bf16(pts[i].p, pts[i].n);
     CHECK(bad == 0, "bf16 layer: %ld of %zu values of %s are not bf16 values", bad, pts[i].n, pts[i].name);
   }
-  // fp32 stays fp32: the residual after attention and the gate/up GEMM outputs.
+  // fp32 stays fp32: the residual after attention.
   CHECK(count_not_bf16(a.x_mid, (size_t)T * C) > T * C / 2, "x_mid was rounded; it is an fp32 sum");
-  CHECK(count_not_bf16(a.gate, (size_t)T * F) > T * F / 2, "gate was rounded; GEMM outputs stay fp32");
+  // The 2-byte activations hold the rounded fp32 results: ln1 and ln2 exactly the rounded
+  // fp32 norms (same arithmetic), h exactly the rounded SwiGLU of the stored gate and up,
+  // gate = round(ln2 @ Wg^T) against a double reference within half an ulp of bf16 (8
+  // significant bits: 2^-8 relative at most) plus fp32 summation (C * 2^-24 of sum |terms|,
+  // itself within the rounding's 2^-8 of the rounded value: x 1.01).
+  float *ref = malloc(sizeof(float) * T * (C > F ? C : F)), *rs = malloc(sizeof(float) * T);
+  const uint16_t *ln1 = a.ln1, *ln2 = a.ln2, *gate = a.gate, *up = a.up, *h = a.h;
+  lc_rmsnorm_fwd(ref, rs, x, m.ps.w.layer[0].ln1, T, C, cfg.norm_eps);
+  long bad = 0;
+  for (size_t i = 0; i < (size_t)T * C; i++) bad += ln1[i] != lc_f32_to_bf16(ref[i]);
+  lc_rmsnorm_fwd(ref, rs, a.x_mid, m.ps.w.layer[0].ln2, T, C, cfg.norm_eps);
+  for (size_t i = 0; i < (size_t)T * C; i++) bad += ln2[i] != lc_f32_to_bf16(ref[i]);
+  CHECK(bad == 0, "bf16 layer: %ld stored norm outputs are not the rounded fp32 norms", bad);
+  float gf[1], uf[1], hf[1];
+  for (size_t i = 0; i < (size_t)T * F; i++) {
+    gf[0] = lc_bf16_to_f32(gate[i]), uf[0] = lc_bf16_to_f32(up[i]);
+    lc_swiglu_fwd(hf, gf, uf, 1);
+    bad += h[i] != lc_f32_to_bf16(hf[0]);
+  }
+  CHECK(bad == 0, "bf16 layer: %ld stored h values are not round(silu(gate) * up)", bad);
+  double gworst = 0;
+  for (int t = 0; t < T; t++)
+    for (int n = 0; n < F; n++) {
+      double s = 0, sa = 0;
+      for (int k = 0; k < C; k++) {
+        double p = (double)lc_bf16_to_f32(ln2[(size_t)t * C + k]) * m.ps.w.layer[0].wgate[(size_t)n * C + k];
+        s += p, sa += fabs(p);
+      }
+      double e = fabs(lc_bf16_to_f32(gate[(size_t)t * F + n]) - s) - (ldexp(fabs(s), -8) + 1.01 * C * ldexp(sa, -24));
+      if (e > gworst) gworst = e;
+    }
+  CHECK(gworst <= 0, "bf16 layer: gate is not round(ln2 @ Wg^T): exceeds the bound by %.3g", gworst);
+  free(ref), free(rs);
 
   // Backward: dWdown = round(dx)^T h and dWo = round(dx_mid)^T att, sums of products of
   // bf16 values. The double reference from the same operands differs only by fp32
@@ -168,7 +200,7 @@ static void test_layer_points(void) {
     for (int k = 0; k < F; k++) {
       double s = 0, sa = 0;
       for (int t = 0; t < T; t++) {
-        double p = (double)dx0[(size_t)t * C + n] * a.h[(size_t)t * F + k];
+        double p = (double)dx0[(size_t)t * C + n] * lc_bf16_to_f32(h[(size_t)t * F + k]);
         s += p, sa += fabs(p);
       }
       double e = fabs(g->wdown[(size_t)n * F + k] - s) / (sa + 1e-30);
@@ -322,11 +354,19 @@ static void test_memory(void) {
     printf("%-9s layer checkpoints fp32 %zu bf16 %zu bytes (x%.3f); working activations %zu / %zu\n",
            lc_ckpt_name(pols[p]), ck[0], ck[1], (double)ck[1] / ck[0], act[0], act[1]);
     // Full keeps the layer inputs, selective also the attention output (both bf16) and the
-    // strategy's fp32 LSE: at most 0.55x. None keeps every activation in fp32 (only the
-    // layer input shrinks).
+    // strategy's fp32 LSE: at most 0.55x. None keeps every activation (the MLP is tiled
+    // here: none of it): in bf16 the layer input, ln1, q, k, v and att in 2 bytes, the
+    // residual x_mid, rstd1 and the LSE in fp32, per token (T = 512: no padding):
+    //   2 (C + C + HQ + 2 HKV + HQ) + 4 (C + 1) bytes, + the strategy's state.
     if (pols[p] != LC_CKPT_NONE)
       CHECK(ck[1] <= 0.55 * ck[0], "%s checkpointing in bf16: %zu bytes vs fp32 %zu (> 0.55x)", lc_ckpt_name(pols[p]),
             ck[1], ck[0]);
+    if (pols[p] == LC_CKPT_NONE) {
+      const size_t C = (size_t)cfg.dim, HQ = (size_t)cfg.n_heads * cfg.head_dim, HKV = (size_t)cfg.n_kv_heads * cfg.head_dim;
+      const size_t per = (size_t)T * (2 * (2 * C + 2 * HQ + 2 * HKV) + 4 * (C + 1)) + attn.saved_bytes(&attn, T);
+      CHECK(ck[1] == per * (size_t)cfg.n_layers, "none in bf16: %zu checkpoint bytes, expected %zu (2-byte activations)",
+            ck[1], per * (size_t)cfg.n_layers);
+    }
   }
   free(tok), free(tgt), free(pos);
   lc_model_destroy(&m, &arena);

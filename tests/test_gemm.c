@@ -8,6 +8,7 @@
 // plus u |C| for the final rounding and, with beta 1, one more addition of C0:
 //   |C - exact| <= (K + 2) u (sum_k |a_k b_k| + |C0|)          (against a double reference)
 // and twice that between two fp32 GEMMs (oneDNN vs OpenBLAS sgemm) on the same values.
+#include <math.h>
 #include <string.h>
 
 #include "core/arena.h"
@@ -71,42 +72,74 @@ static void check_gemm(int ta, int tb, int M, int N, int K, int pad, int beta) {
   free(A), free(B), free(C0), free(C), free(S), free(a), free(b);
 }
 
-// lc_matmul_fwd/bwd with bf16 on (oneDNN) vs off (sgemm) on the same bf16 values; the
-// packing scratch is what lc_matmul_*_bytes says, and all of it is returned.
-static void check_matmul(int T, int K, int N) {
+// n bf16 values (fp32 slots) stored in 2 bytes
+static uint16_t *to16(const float *x, long n) {
+  uint16_t *h = malloc(2 * (size_t)n);
+  lc_bf16_pack(h, x, (size_t)n);
+  return h;
+}
+
+// The linear layer on typed operands: lc_matmul_fwd/bwd with every combination of
+// activation dtypes (inp, dout: fp32 slots or 2-byte bf16; out fp32 or bf16) against
+// sgemm on the fp32 values. native 1: bf16 on (oneDNN; operands in 2 bytes read in place,
+// the rest packed); native 0: bf16 off (sgemm on bf16 operands widened chunk by chunk).
+// Tolerance: twice the (K+2)u sum|ab| bound of two fp32 sums (the header); a bf16 output
+// also rounds once: + 2^-8 |out| (half an ulp of bf16, 8 significant bits, is at most
+// 2^-8 relative), and the sums' bound doubled again (the rounding may scale the fp32
+// difference by up to 1 + 2^-8). The scratch peak is what
+// lc_matmul_*_bytes says for the operands' dtypes, and all of it is returned.
+static void check_matmul(int T, int K, int N, int native) {
   lc_arena ar;
   lc_arena_init(&ar, 0);
-  const lc_mm mm = {1, &ar};
+  const lc_mm mm = {native, &ar};
   const long nI = (long)T * K, nW = (long)N * K, nO = (long)T * N;
   float *inp = randb(nI), *w = randb(nW), *dout = randb(nO);
+  uint16_t *inp16 = to16(inp, nI), *dout16 = to16(dout, nO);
   float *o1 = malloc(sizeof(float) * nO), *o2 = malloc(sizeof(float) * nO);
-  lc_matmul_fwd(&mm, o1, inp, w, T, K, N);
-  CHECK(ar.peak[LC_MEM_SCRATCH] == lc_matmul_fwd_bytes(1, T, K, N) && ar.cur_total == 0,
-        "matmul fwd T %d K %d N %d: scratch peak %zu, predicted %zu, left %zu", T, K, N, ar.peak[LC_MEM_SCRATCH],
-        lc_matmul_fwd_bytes(1, T, K, N), ar.cur_total);
-  lc_matmul_fwd(NULL, o2, inp, w, T, K, N);
-  // |o1 - o2| <= 2 (K+2) u sum|ab| <= 2 (K+2) u |inp row| |w row| (Cauchy-Schwarz)
-  long bad = 0;
-  for (int t = 0; t < T; t++)
-    for (int n = 0; n < N; n++) {
-      double m = 0;
-      for (int k = 0; k < K; k++) m += fabs((double)inp[(long)t * K + k] * w[(long)n * K + k]);
-      bad += fabs(o1[(long)t * N + n] - o2[(long)t * N + n]) > 2 * (K + 2) * U * m;
-    }
-  CHECK(bad == 0, "matmul fwd bf16 T %d K %d N %d: %ld outputs differ from sgemm beyond 2(K+2)u sum|ab|", T, K, N, bad);
+  uint16_t *o16 = malloc(2 * (size_t)nO);
+  lc_matmul_fwd(NULL, o2, LC_DT_F32, lc_act_f32(inp), w, T, K, N);
+  for (int c = 0; c < 4; c++) {
+    const lc_dtype idt = c & 1 ? LC_DT_BF16 : LC_DT_F32, odt = c & 2 ? LC_DT_BF16 : LC_DT_F32;
+    if (!native && c == 0) continue; // plain sgemm: the reference itself
+    lc_arena_reset_peaks(&ar);
+    const lc_act in = lc_act_of(idt == LC_DT_BF16 ? (const void *)inp16 : inp, idt);
+    CHECK(lc_matmul_fwd(&mm, odt == LC_DT_BF16 ? (void *)o16 : o1, odt, in, w, T, K, N) == LC_OK, "matmul fwd: %s",
+          lc_errmsg());
+    CHECK(ar.peak[LC_MEM_SCRATCH] == lc_matmul_fwd_bytes(native, odt, idt, T, K, N) && ar.cur_total == 0,
+          "matmul fwd T %d K %d N %d in %s out %s: scratch peak %zu, predicted %zu, left %zu", T, K, N,
+          lc_dtype_name(idt), lc_dtype_name(odt), ar.peak[LC_MEM_SCRATCH], lc_matmul_fwd_bytes(native, odt, idt, T, K, N),
+          ar.cur_total);
+    // |o1 - o2| <= 2 (K+2) u sum|ab| (+ 2^-8 |o2| for a bf16 output)
+    long bad = 0;
+    for (int t = 0; t < T; t++)
+      for (int n = 0; n < N; n++) {
+        double m = 0;
+        for (int k = 0; k < K; k++) m += fabs((double)inp[(long)t * K + k] * w[(long)n * K + k]);
+        const double ref = o2[(long)t * N + n];
+        const double got = odt == LC_DT_BF16 ? lc_bf16_to_f32(o16[(long)t * N + n]) : o1[(long)t * N + n];
+        bad += fabs(got - ref) > (odt == LC_DT_BF16 ? 4 : 2) * (K + 2) * U * m + (odt == LC_DT_BF16 ? ldexp(fabs(ref), -8) : 0);
+      }
+    CHECK(bad == 0, "matmul fwd native %d T %d K %d N %d in %s out %s: %ld outputs differ from sgemm beyond the bound",
+          native, T, K, N, lc_dtype_name(idt), lc_dtype_name(odt), bad);
+  }
   // backward: dinp overwritten then accumulated, dw accumulated onto a prefilled value
-  for (int acc = 0; acc < 2; acc++) {
+  for (int c = 0; c < 8; c++) {
+    const int acc = c >> 2;
+    const lc_dtype idt = c & 1 ? LC_DT_BF16 : LC_DT_F32, ddt = c & 2 ? LC_DT_BF16 : LC_DT_F32;
+    if (!native && (c & 3) == 0) continue;
+    const lc_act in = lc_act_of(idt == LC_DT_BF16 ? (const void *)inp16 : inp, idt);
+    const lc_act dy = lc_act_of(ddt == LC_DT_BF16 ? (const void *)dout16 : dout, ddt);
     float *di1 = lc_t_randn(&rng, nI, 1), *dw1 = lc_t_randn(&rng, nW, 1);
     float *di2 = malloc(sizeof(float) * nI), *dw2 = malloc(sizeof(float) * nW);
     memcpy(di2, di1, sizeof(float) * nI), memcpy(dw2, dw1, sizeof(float) * nW);
     float *di0 = malloc(sizeof(float) * nI), *dw0 = malloc(sizeof(float) * nW);
     memcpy(di0, di1, sizeof(float) * nI), memcpy(dw0, dw1, sizeof(float) * nW);
     lc_arena_reset_peaks(&ar);
-    lc_matmul_bwd(&mm, di1, dw1, dout, inp, w, T, K, N, acc);
-    CHECK(ar.peak[LC_MEM_SCRATCH] == lc_matmul_bwd_bytes(1, T, K, N) && ar.cur_total == 0,
-          "matmul bwd T %d K %d N %d: scratch peak %zu, predicted %zu", T, K, N, ar.peak[LC_MEM_SCRATCH],
-          lc_matmul_bwd_bytes(1, T, K, N));
-    lc_matmul_bwd(NULL, di2, dw2, dout, inp, w, T, K, N, acc);
+    CHECK(lc_matmul_bwd(&mm, di1, dw1, dy, in, w, T, K, N, acc) == LC_OK, "matmul bwd: %s", lc_errmsg());
+    CHECK(ar.peak[LC_MEM_SCRATCH] == lc_matmul_bwd_bytes(native, ddt, idt, T, K, N) && ar.cur_total == 0,
+          "matmul bwd T %d K %d N %d dout %s in %s: scratch peak %zu, predicted %zu", T, K, N, lc_dtype_name(ddt),
+          lc_dtype_name(idt), ar.peak[LC_MEM_SCRATCH], lc_matmul_bwd_bytes(native, ddt, idt, T, K, N));
+    lc_matmul_bwd(NULL, di2, dw2, lc_act_f32(dout), lc_act_f32(inp), w, T, K, N, acc);
     long bi = 0, bw = 0;
     for (int t = 0; t < T; t++)
       for (int k = 0; k < K; k++) {
@@ -120,24 +153,33 @@ static void check_matmul(int T, int K, int N) {
         for (int t = 0; t < T; t++) m += fabs((double)dout[(long)t * N + n] * inp[(long)t * K + k]);
         bw += fabs(dw1[(long)n * K + k] - dw2[(long)n * K + k]) > 2 * (T + 2) * U * m;
       }
-    CHECK(bi == 0 && bw == 0, "matmul bwd bf16 T %d K %d N %d acc %d: dinp %ld, dw %ld values differ from sgemm beyond 2(R+2)u sum|ab|",
-          T, K, N, acc, bi, bw);
+    CHECK(bi == 0 && bw == 0,
+          "matmul bwd native %d T %d K %d N %d acc %d dout %s in %s: dinp %ld, dw %ld values differ from sgemm beyond 2(R+2)u sum|ab|",
+          native, T, K, N, acc, lc_dtype_name(ddt), lc_dtype_name(idt), bi, bw);
     // NULL skips one product and leaves the other bit-identical
     float *di3 = malloc(sizeof(float) * nI), *dw3 = malloc(sizeof(float) * nW);
     memcpy(di3, di0, sizeof(float) * nI), memcpy(dw3, dw0, sizeof(float) * nW);
-    lc_matmul_bwd(&mm, di3, NULL, dout, inp, w, T, K, N, acc);
-    lc_matmul_bwd(&mm, NULL, dw3, dout, inp, w, T, K, N, acc);
+    lc_matmul_bwd(&mm, di3, NULL, dy, in, w, T, K, N, acc);
+    lc_matmul_bwd(&mm, NULL, dw3, dy, in, w, T, K, N, acc);
     CHECK(!memcmp(di3, di1, sizeof(float) * nI) && !memcmp(dw3, dw1, sizeof(float) * nW),
-          "matmul bwd bf16 T %d K %d N %d: one product NULL changes the other", T, K, N);
+          "matmul bwd native %d T %d K %d N %d: one product NULL changes the other", native, T, K, N);
     free(di0), free(dw0), free(di1), free(dw1), free(di2), free(dw2), free(di3), free(dw3);
   }
-  free(inp), free(w), free(dout), free(o1), free(o2);
+  // bf16 operands without an arena: one clear error, nothing written
+  CHECK(lc_matmul_fwd(NULL, o1, LC_DT_F32, lc_act_of(inp16, LC_DT_BF16), w, T, K, N) == LC_EINVAL,
+        "matmul on bf16 operands without an arena was not refused");
+  free(inp), free(w), free(dout), free(o1), free(o2), free(o16), free(inp16), free(dout16);
 }
 
 int main(void) {
   lc_rng_seed(&rng, 20);
   lc_cpu_info cpu;
   lc_cpu_detect(&cpu);
+  // The linear layer on bf16 operands without a native bf16 GEMM (every CPU): sgemm on
+  // chunks widened from 2 bytes; rows over one chunk, several chunks, thin.
+  check_matmul(1100, 40, 24, 0);
+  check_matmul(40, 24, 2100, 0);
+  check_matmul(8, 16, 16, 0);
   if (!lc_kern_supported(LC_KERN_BF16, &cpu)) {
     printf("SKIP test_gemm: this CPU (%s) lacks AVX512_BF16: the oneDNN bf16 GEMM is compiled, not tested here\n", cpu.model);
     return 77;
@@ -164,9 +206,9 @@ int main(void) {
   CHECK(lc_gemm_dnnl_primitives() <= np + 1, "repeated shape created %ld primitives", lc_gemm_dnnl_primitives() - np);
   // the linear layer: rows mode (T >= N; several row chunks), columns mode (T < N; several
   // chunks of W), and below the bf16 threshold (sgemm)
-  check_matmul(1100, 40, 24);
-  check_matmul(40, 24, 2100);
-  check_matmul(64, 33, 64);
-  check_matmul(8, 16, 16);
+  check_matmul(1100, 40, 24, 1);
+  check_matmul(40, 24, 2100, 1);
+  check_matmul(64, 33, 64, 1);
+  check_matmul(8, 16, 16, 1);
   return lc_test_finish("test_gemm");
 }

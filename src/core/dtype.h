@@ -62,4 +62,20 @@ static inline uint32_t lc_bf16_narrow_bits(uint32_t u) {
   return (nan & ((u & 0xffff0000u) | 0x00400000u)) | (~nan & r);
 }
 
+// Inline scalar forms for loops that read or write bf16 values (they vectorize).
+static inline float lc_bf16_widen(uint16_t h) {
+  union {
+    uint32_t u;
+    float f;
+  } v = {(uint32_t)h << 16};
+  return v.f;
+}
+static inline uint16_t lc_bf16_narrow(float f) {
+  union {
+    float f;
+    uint32_t u;
+  } v = {f};
+  return (uint16_t)(lc_bf16_narrow_bits(v.u) >> 16);
+}
+
 #endif

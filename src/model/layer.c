@@ -17,27 +17,54 @@ static void to_bf16(const lc_layer_ctx *c, float *x, size_t n) {
   if (c->bf16) lc_bf16_round(x, n);
 }
 
-// Buffer sizes in floats (n rows), shared by the allocations and lc_layer_mem_bytes.
-// MLP forward tile: n2 [n,C], rstd [n], gate/up/h [n,F] (three blocks).
-static size_t mlp_n2_floats(const lc_config *cfg, int n) { return (size_t)n * cfg->dim; }
-static size_t mlp_gu_floats(const lc_config *cfg, int n) { return (size_t)3 * n * cfg->ffn; }
-static size_t mlp_fwd_floats(const lc_config *cfg, int n) {
-  return mlp_n2_floats(cfg, n) + (size_t)n + mlp_gu_floats(cfg, n);
+static lc_dtype adt(const lc_layer_ctx *c) { return lc_layer_act_dt(c->bf16); }
+static lc_act act(const lc_layer_ctx *c, const void *p) { return lc_act_of(p, adt(c)); }
+
+// Buffers are carved from one arena block each, every piece starting 64 bytes apart.
+#define AL64(n) (((size_t)(n) + 63) & ~(size_t)63)
+static void *cut(char **p, size_t bytes) {
+  void *r = *p;
+  *p += AL64(bytes);
+  return r;
 }
-// MLP backward gradient tile: dh, dg, du [n,F], dn2 [n,C] (bf16: and dx rounded [n,C]).
-static size_t mlp_grad_floats(const lc_config *cfg, int n, int bf16) {
-  return (size_t)3 * n * cfg->ffn + (size_t)(bf16 ? 2 : 1) * n * cfg->dim;
+
+// Buffer sizes in bytes (n rows), shared by the allocations and lc_layer_mem_bytes.
+// MLP forward tile: n2 [n,C], rstd [n], gate, up, h [n,F] (n2 and gate/up/h in the act dtype).
+static size_t mlp_fwd_bytes(const lc_config *cfg, int n, lc_dtype dt) {
+  return AL64(lc_bytes(dt, (size_t)n * cfg->dim)) + AL64(lc_bytes(LC_DT_F32, (size_t)n)) +
+         3 * AL64(lc_bytes(dt, (size_t)n * cfg->ffn));
+}
+typedef struct {
+  void *n2, *gate, *up, *h;
+  float *rstd;
+} mlp_tile_bufs;
+static mlp_tile_bufs mlp_fwd_carve(const lc_config *cfg, int n, lc_dtype dt, char *p) {
+  mlp_tile_bufs b;
+  b.n2 = cut(&p, lc_bytes(dt, (size_t)n * cfg->dim));
+  b.rstd = cut(&p, lc_bytes(LC_DT_F32, (size_t)n));
+  b.gate = cut(&p, lc_bytes(dt, (size_t)n * cfg->ffn));
+  b.up = cut(&p, lc_bytes(dt, (size_t)n * cfg->ffn));
+  b.h = cut(&p, lc_bytes(dt, (size_t)n * cfg->ffn));
+  return b;
+}
+// MLP backward gradient tile: dh [n,F] fp32, dg, du [n,F] (act dtype), dn2 [n,C] fp32
+// (bf16: and dx rounded [n,C], 2 bytes).
+static size_t mlp_grad_bytes(const lc_config *cfg, int n, int bf16) {
+  const lc_dtype dt = lc_layer_act_dt(bf16);
+  const size_t nF = (size_t)n * cfg->ffn, nC = (size_t)n * cfg->dim;
+  return AL64(lc_bytes(LC_DT_F32, nF)) + 2 * AL64(lc_bytes(dt, nF)) + AL64(lc_bytes(LC_DT_F32, nC)) +
+         (bf16 ? AL64(lc_bytes(LC_DT_BF16, nC)) : 0);
 }
 // Attention half of backward: datt [T,HQ] (then dn1 [T,C]: datt is dead by then), dq [T,HQ],
-// dk, dv [T,HKV].
+// dk, dv [T,HKV], fp32 (bf16: and dx rounded [T,C], 2 bytes, after them).
 static size_t datt_floats(const lc_config *cfg, int T) {
   size_t HQ = (size_t)cfg->n_heads * cfg->head_dim, C = (size_t)cfg->dim;
   return (size_t)T * (HQ > C ? HQ : C);
 }
-// (bf16: and dx rounded [T,C] after them.)
-static size_t attn_bwd_floats(const lc_config *cfg, int T, int bf16) {
+static size_t attn_bwd_bytes(const lc_config *cfg, int T, int bf16) {
   size_t HQ = (size_t)cfg->n_heads * cfg->head_dim, HKV = (size_t)cfg->n_kv_heads * cfg->head_dim;
-  return datt_floats(cfg, T) + (size_t)T * (HQ + 2 * HKV) + (bf16 ? (size_t)T * cfg->dim : 0);
+  return AL64(lc_bytes(LC_DT_F32, datt_floats(cfg, T))) + AL64(lc_bytes(LC_DT_F32, (size_t)T * HQ)) +
+         2 * AL64(lc_bytes(LC_DT_F32, (size_t)T * HKV)) + (bf16 ? AL64(lc_bytes(LC_DT_BF16, (size_t)T * cfg->dim)) : 0);
 }
 
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
@@ -45,18 +72,20 @@ static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c
 void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_layer_mem *m) {
   const int tiled = lc_tile_splits(mlp_tile, T), tile = tiled ? mlp_tile : T;
   const int C = cfg->dim, F = cfg->ffn, HQ = cfg->n_heads * cfg->head_dim, HKV = cfg->n_kv_heads * cfg->head_dim;
-  // bf16 GEMMs pack their operands into scratch of their own (lc_matmul_*_bytes), on top
-  // of what is live when they run; the largest of each phase counts.
-  const size_t mlp_fwd_mm = max3(lc_matmul_fwd_bytes(bf16, tile, C, F), lc_matmul_fwd_bytes(bf16, tile, F, C), 0);
-  const size_t mlp_bwd_mm = max3(tiled ? lc_matmul_fwd_bytes(bf16, tile, C, F) : 0, lc_matmul_bwd_bytes(bf16, tile, F, C),
-                                 lc_matmul_bwd_bytes(bf16, tile, C, F));
-  m->mlp_fwd = (tiled ? lc_bytes(LC_DT_F32, mlp_fwd_floats(cfg, tile)) : 0) + mlp_fwd_mm;
-  m->mlp_bwd = lc_bytes(LC_DT_F32, mlp_grad_floats(cfg, tile, bf16)) + (tiled ? lc_bytes(LC_DT_F32, mlp_fwd_floats(cfg, tile)) : 0) + mlp_bwd_mm;
-  m->attn_bwd = lc_bytes(LC_DT_F32, attn_bwd_floats(cfg, T, bf16));
-  m->attn_fwd_mm = max3(lc_matmul_fwd_bytes(bf16, T, C, HQ), lc_matmul_fwd_bytes(bf16, T, C, HKV),
-                        lc_matmul_fwd_bytes(bf16, T, HQ, C));
-  m->attn_bwd_mm = m->attn_bwd + max3(lc_matmul_bwd_bytes(bf16, T, HQ, C), lc_matmul_bwd_bytes(bf16, T, C, HQ),
-                                      lc_matmul_bwd_bytes(bf16, T, C, HKV));
+  const lc_dtype dt = lc_layer_act_dt(bf16), f32 = LC_DT_F32;
+  // The GEMMs' scratch (lc_matmul_*_bytes: operand packing, widening or an output chunk,
+  // by the operands' dtypes) is on top of what is live when they run; the largest of each
+  // phase counts. Backward's dout operand is dx rounded (act dtype) or, for q/k/v, dq/dk/dv.
+  const size_t mlp_fwd_mm = max3(lc_matmul_fwd_bytes(bf16, dt, dt, tile, C, F), lc_matmul_fwd_bytes(bf16, f32, dt, tile, F, C), 0);
+  const size_t mlp_bwd_mm = max3(tiled ? lc_matmul_fwd_bytes(bf16, dt, dt, tile, C, F) : 0,
+                                 lc_matmul_bwd_bytes(bf16, dt, dt, tile, F, C), lc_matmul_bwd_bytes(bf16, dt, dt, tile, C, F));
+  m->mlp_fwd = (tiled ? mlp_fwd_bytes(cfg, tile, dt) : 0) + mlp_fwd_mm;
+  m->mlp_bwd = mlp_grad_bytes(cfg, tile, bf16) + (tiled ? mlp_fwd_bytes(cfg, tile, dt) : 0) + mlp_bwd_mm;
+  m->attn_bwd = attn_bwd_bytes(cfg, T, bf16);
+  m->attn_fwd_mm = max3(lc_matmul_fwd_bytes(bf16, f32, dt, T, C, HQ), lc_matmul_fwd_bytes(bf16, f32, dt, T, C, HKV),
+                        lc_matmul_fwd_bytes(bf16, f32, f32, T, HQ, C));
+  m->attn_bwd_mm = m->attn_bwd + max3(lc_matmul_bwd_bytes(bf16, dt, f32, T, HQ, C), lc_matmul_bwd_bytes(bf16, f32, dt, T, C, HQ),
+                                      lc_matmul_bwd_bytes(bf16, f32, dt, T, C, HKV));
 }
 
 #define PAD16(n) (((size_t)(n) + 15) & ~(size_t)15)
@@ -83,18 +112,19 @@ void lc_layer_qknorm_carve(lc_layer_acts *a, const lc_config *cfg, int T, float 
 // ---------------------------------------------------------------- attention projections
 // One projection of n1 [T,C] into out [T,N] (+ bias); qk_norm: the raw projection is kept
 // in raw and out is its per-head RMSNorm (rows of D) with weight nw.
-static void proj_fwd(const lc_layer_ctx *c, float *out, const float *n1, const float *w, const float *b, float *raw,
-                     float *rstd, const float *nw, int N) {
+static lc_status proj_fwd(const lc_layer_ctx *c, float *out, const void *n1, const float *w, const float *b,
+                          float *raw, float *rstd, const float *nw, int N) {
   const lc_mm mm = {c->bf16, c->arena};
   const int T = c->T, C = c->cfg->dim, D = c->cfg->head_dim;
   float *y = raw ? raw : out;
-  lc_matmul_fwd(&mm, y, n1, w, T, C, N);
+  LC_TRY(lc_matmul_fwd(&mm, y, LC_DT_F32, act(c, n1), w, T, C, N));
   poll(c);
   if (b) lc_bias_fwd(y, b, T, N);
   if (raw) {
     to_bf16(c, raw, (size_t)T * N); // what a bf16 projection output holds
     lc_rmsnorm_fwd(out, rstd, raw, nw, T * (N / D), D, c->cfg->norm_eps);
   }
+  return LC_OK;
 }
 
 // The gradient of the rotated (and normed) projection dy [T,N] back to the projection
@@ -110,81 +140,82 @@ static void proj_bwd(const lc_layer_ctx *c, float *dy, const float *raw, const f
 }
 
 // ---------------------------------------------------------------- MLP
-// n rows of x_mid -> n2 = rmsnorm2, gate, up, h = silu(gate) * up (the parts backward reads).
-static void mlp_fwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, const float *xm,
-                         float *n2, float *rstd, float *gate, float *up, float *h, int n) {
+// n rows of x_mid -> n2 = rmsnorm2, gate, up, h = silu(gate) * up (the parts backward
+// reads; all but rstd in the act dtype).
+static lc_status mlp_fwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, const float *xm, void *n2, float *rstd,
+                              void *gate, void *up, void *h, int n) {
   const lc_mm mm = {c->bf16, c->arena};
   const int C = c->cfg->dim, F = c->cfg->ffn;
-  lc_rmsnorm_fwd(n2, rstd, xm, w->ln2, n, C, c->cfg->norm_eps);
-  to_bf16(c, n2, (size_t)n * C);
-  lc_matmul_fwd(&mm, gate, n2, w->wgate, n, C, F);
+  const lc_dtype dt = adt(c);
+  lc_rmsnorm_fwd_to(n2, dt, rstd, xm, w->ln2, n, C, c->cfg->norm_eps);
+  LC_TRY(lc_matmul_fwd(&mm, gate, dt, act(c, n2), w->wgate, n, C, F));
   poll(c);
-  lc_matmul_fwd(&mm, up, n2, w->wup, n, C, F);
+  LC_TRY(lc_matmul_fwd(&mm, up, dt, act(c, n2), w->wup, n, C, F));
   poll(c);
-  lc_swiglu_fwd(h, gate, up, (size_t)n * F);
-  to_bf16(c, h, (size_t)n * F);
+  if (c->bf16) lc_swiglu_fwd_bf16(h, gate, up, (size_t)n * F);
+  else lc_swiglu_fwd(h, gate, up, (size_t)n * F);
+  return LC_OK;
 }
 
-// Forward over tiles: rows [t0, t0+n) of x_mid -> x_out. Scratch: n2 [n,C], rstd [n],
-// gate/up/h [n,F].
+// Forward over tiles: rows [t0, t0+n) of x_mid -> x_out (one tile's buffers: mlp_fwd_bytes).
 static lc_status mlp_fwd_tiled(const lc_layer_ctx *c, const lc_layer_weights *w,
                                const float *x_mid, float *x_out) {
   const lc_mm mm = {c->bf16, c->arena};
   const int C = c->cfg->dim, F = c->cfg->ffn, tile = c->mlp_tile;
   lc_arena *ar = c->arena;
-  float *n2 = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, mlp_n2_floats(c->cfg, tile)), "MLP tile norm");
-  float *rstd = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, tile), "MLP tile rstd");
-  float *gu = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, mlp_gu_floats(c->cfg, tile)), "MLP tile gate/up/h");
+  char *blk = lc_alloc(ar, LC_MEM_SCRATCH, mlp_fwd_bytes(c->cfg, tile, adt(c)), "MLP tile");
+  if (!blk) return LC_ENOMEM;
+  const mlp_tile_bufs b = mlp_fwd_carve(c->cfg, tile, adt(c), blk);
   lc_status st = LC_OK;
-  if (!n2 || !rstd || !gu) {
-    st = LC_ENOMEM;
-    goto done;
-  }
-  float *gate = gu, *up = gu + (size_t)tile * F, *h = gu + (size_t)2 * tile * F;
-  for (int t0 = 0; t0 < c->T; t0 += tile) {
+  for (int t0 = 0; t0 < c->T && st == LC_OK; t0 += tile) {
     int n = c->T - t0 < tile ? c->T - t0 : tile;
     const float *xm = x_mid + (size_t)t0 * C;
     float *xo = x_out + (size_t)t0 * C;
-    mlp_fwd_rows(c, w, xm, n2, rstd, gate, up, h, n);
-    lc_matmul_fwd(&mm, xo, h, w->wdown, n, F, C);
+    st = mlp_fwd_rows(c, w, xm, b.n2, b.rstd, b.gate, b.up, b.h, n);
+    if (st == LC_OK) st = lc_matmul_fwd(&mm, xo, LC_DT_F32, act(c, b.h), w->wdown, n, F, C);
+    if (st != LC_OK) break;
     poll(c);
     lc_add_inplace(xo, xm, (size_t)n * C);
     to_bf16(c, xo, (size_t)n * C);
   }
-done:
-  lc_free(ar, gu);
-  lc_free(ar, rstd);
-  lc_free(ar, n2);
+  lc_free(ar, blk);
   return st;
 }
 
+// The gradient tile's buffers (mlp_grad_bytes).
+typedef struct {
+  float *dh, *dn2;
+  void *dg, *du;
+  uint16_t *dxr;
+} mlp_grad_bufs;
+
 // Backward of rows [t0, t0+n): dx (dL/dx_out rows) becomes dL/dx_mid rows. n2/rstd/gate/up/h
 // either come from forward (untiled) or are recomputed here into scratch (tiled).
-static void mlp_bwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g,
-                         const float *xm, const float *n2, const float *rstd, const float *gate,
-                         const float *up, const float *h, float *dx, int n, float *dh, float *dg,
-                         float *du, float *dn2, float *dxr) {
+static lc_status mlp_bwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g, const float *xm,
+                              const void *n2, const float *rstd, const void *gate, const void *up, const void *h,
+                              float *dx, int n, const mlp_grad_bufs *b) {
   const lc_mm mm = {c->bf16, c->arena};
   const int C = c->cfg->dim, F = c->cfg->ffn;
-  // x_out = x_mid + h @ Wdown^T (bf16: the GEMM reads dx rounded, dx itself stays fp32)
-  const float *dout = dx;
+  // x_out = x_mid + h @ Wdown^T (bf16: the GEMM reads dx rounded into 2 bytes; dx itself
+  // stays fp32)
+  lc_act dout = lc_act_f32(dx);
   if (c->bf16) {
-    lc_bf16_round_copy(dxr, dx, (size_t)n * C);
-    dout = dxr;
+    lc_bf16_pack(b->dxr, dx, (size_t)n * C);
+    dout = lc_act_of(b->dxr, LC_DT_BF16);
   }
-  lc_matmul_bwd(&mm, dh, g->wdown, dout, h, w->wdown, n, F, C, 0);
+  LC_TRY(lc_matmul_bwd(&mm, b->dh, g->wdown, dout, act(c, h), w->wdown, n, F, C, 0));
   poll(c);
-  // h = silu(gate) * up
-  lc_swiglu_bwd(dg, du, dh, gate, up, (size_t)n * F);
-  to_bf16(c, dg, (size_t)n * F);
-  to_bf16(c, du, (size_t)n * F);
+  // h = silu(gate) * up (bf16: dg, du rounded as bf16 gradient tensors, 2 bytes)
+  if (c->bf16) lc_swiglu_bwd_bf16(b->dg, b->du, b->dh, gate, up, (size_t)n * F);
+  else lc_swiglu_bwd(b->dg, b->du, b->dh, gate, up, (size_t)n * F);
   // gate = n2 @ Wg^T, up = n2 @ Wu^T
-  lc_matmul_bwd(&mm, dn2, g->wgate, dg, n2, w->wgate, n, C, F, 0);
+  LC_TRY(lc_matmul_bwd(&mm, b->dn2, g->wgate, act(c, b->dg), act(c, n2), w->wgate, n, C, F, 0));
   poll(c);
-  lc_matmul_bwd(&mm, dn2, g->wup, du, n2, w->wup, n, C, F, 1);
+  LC_TRY(lc_matmul_bwd(&mm, b->dn2, g->wup, act(c, b->du), act(c, n2), w->wup, n, C, F, 1));
   poll(c);
   // n2 = rmsnorm(x_mid): gradient added to dx (the residual path already carries dx_out)
-  lc_rmsnorm_bwd(dx, g->ln2, dn2, xm, w->ln2, rstd, n, C);
+  lc_rmsnorm_bwd(dx, g->ln2, b->dn2, xm, w->ln2, rstd, n, C);
+  return LC_OK;
 }
 
 static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g,
@@ -192,33 +223,39 @@ static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
   const int C = c->cfg->dim, F = c->cfg->ffn, T = c->T;
   const int tiled = mlp_tiled(c);
   const int tile = tiled ? c->mlp_tile : T;
+  const lc_dtype dt = adt(c);
   lc_arena *ar = c->arena;
-  // Gradient scratch: dh, dg, du [tile,F], dn2 [tile,C]; plus recompute buffers when tiled.
-  size_t fwd_floats = tiled ? mlp_fwd_floats(c->cfg, tile) : 0;
-  float *grad = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, mlp_grad_floats(c->cfg, tile, c->bf16)), "MLP backward tile");
-  float *rec = fwd_floats ? lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, fwd_floats), "MLP recompute tile") : NULL;
-  if (!grad || (fwd_floats && !rec)) {
+  // Gradient scratch: dh, dg, du [tile,F], dn2 [tile,C] (bf16: dx rounded); plus the
+  // recompute tile when tiled.
+  char *grad = lc_alloc(ar, LC_MEM_SCRATCH, mlp_grad_bytes(c->cfg, tile, c->bf16), "MLP backward tile");
+  char *rec = tiled ? lc_alloc(ar, LC_MEM_SCRATCH, mlp_fwd_bytes(c->cfg, tile, dt), "MLP recompute tile") : NULL;
+  if (!grad || (tiled && !rec)) {
     lc_free(ar, rec);
     lc_free(ar, grad);
     return LC_ENOMEM;
   }
-  float *dh = grad, *dg = dh + (size_t)tile * F, *du = dg + (size_t)tile * F,
-        *dn2 = du + (size_t)tile * F, *dxr = dn2 + (size_t)tile * C;
+  mlp_grad_bufs b;
+  char *p = grad;
+  b.dh = cut(&p, lc_bytes(LC_DT_F32, (size_t)tile * F));
+  b.dg = cut(&p, lc_bytes(dt, (size_t)tile * F));
+  b.du = cut(&p, lc_bytes(dt, (size_t)tile * F));
+  b.dn2 = cut(&p, lc_bytes(LC_DT_F32, (size_t)tile * C));
+  b.dxr = c->bf16 ? cut(&p, lc_bytes(LC_DT_BF16, (size_t)tile * C)) : NULL;
+  lc_status st = LC_OK;
   if (!tiled) {
-    mlp_bwd_rows(c, w, g, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h, dx, T, dh, dg, du, dn2, dxr);
+    st = mlp_bwd_rows(c, w, g, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h, dx, T, &b);
   } else {
-    float *n2 = rec, *rstd = n2 + (size_t)tile * C, *gate = rstd + tile,
-          *up = gate + (size_t)tile * F, *h = up + (size_t)tile * F;
-    for (int t0 = 0; t0 < T; t0 += tile) {
+    const mlp_tile_bufs r = mlp_fwd_carve(c->cfg, tile, dt, rec);
+    for (int t0 = 0; t0 < T && st == LC_OK; t0 += tile) {
       int n = T - t0 < tile ? T - t0 : tile;
       const float *xm = a->x_mid + (size_t)t0 * C;
-      mlp_fwd_rows(c, w, xm, n2, rstd, gate, up, h, n);
-      mlp_bwd_rows(c, w, g, xm, n2, rstd, gate, up, h, dx + (size_t)t0 * C, n, dh, dg, du, dn2, dxr);
+      st = mlp_fwd_rows(c, w, xm, r.n2, r.rstd, r.gate, r.up, r.h, n);
+      if (st == LC_OK) st = mlp_bwd_rows(c, w, g, xm, r.n2, r.rstd, r.gate, r.up, r.h, dx + (size_t)t0 * C, n, &b);
     }
   }
   lc_free(ar, rec);
   lc_free(ar, grad);
-  return LC_OK;
+  return st;
 }
 
 // ---------------------------------------------------------------- layer
@@ -228,12 +265,11 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   const lc_config *cfg = c->cfg;
   const int T = c->T, C = cfg->dim, D = cfg->head_dim, F = cfg->ffn;
   const int HQ = cfg->n_heads * D, HKV = cfg->n_kv_heads * D;
-  lc_rmsnorm_fwd(a->ln1, a->rstd1, x_in, w->ln1, T, C, cfg->norm_eps);
-  to_bf16(c, a->ln1, (size_t)T * C);
+  lc_rmsnorm_fwd_to(a->ln1, adt(c), a->rstd1, x_in, w->ln1, T, C, cfg->norm_eps);
   const int qn = cfg->qk_norm;
-  proj_fwd(c, a->q, a->ln1, w->wq, w->bq, qn ? a->qp : NULL, a->rstdq, w->q_norm, HQ);
-  proj_fwd(c, a->k, a->ln1, w->wk, w->bk, qn ? a->kp : NULL, a->rstdk, w->k_norm, HKV);
-  proj_fwd(c, a->v, a->ln1, w->wv, w->bv, NULL, NULL, NULL, HKV);
+  LC_TRY(proj_fwd(c, a->q, a->ln1, w->wq, w->bq, qn ? a->qp : NULL, a->rstdq, w->q_norm, HQ));
+  LC_TRY(proj_fwd(c, a->k, a->ln1, w->wk, w->bk, qn ? a->kp : NULL, a->rstdk, w->k_norm, HKV));
+  LC_TRY(proj_fwd(c, a->v, a->ln1, w->wv, w->bv, NULL, NULL, NULL, HKV));
   lc_rope_fwd(a->q, c->rope_cos, c->rope_sin, T, cfg->n_heads, D);
   lc_rope_fwd(a->k, c->rope_cos, c->rope_sin, T, cfg->n_kv_heads, D);
   to_bf16(c, a->q, (size_t)T * HQ);
@@ -241,14 +277,14 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   to_bf16(c, a->v, (size_t)T * HKV);
   c->attn->bf16 = c->bf16; // the strategy rounds att (attn.h)
   if (!skip_attn) LC_TRY(c->attn->fwd(c->attn, a->att, a->saved, a->q, a->k, a->v, T, c->arena));
-  lc_matmul_fwd(&mm, a->x_mid, a->att, w->wo, T, HQ, C);
+  LC_TRY(lc_matmul_fwd(&mm, a->x_mid, LC_DT_F32, lc_act_f32(a->att), w->wo, T, HQ, C));
   poll(c);
   if (w->bo) lc_bias_fwd(a->x_mid, w->bo, T, C);
   lc_add_inplace(a->x_mid, x_in, (size_t)T * C);
   if (mlp_tiled(c)) return x_out ? mlp_fwd_tiled(c, w, a->x_mid, x_out) : LC_OK;
-  mlp_fwd_rows(c, w, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h, T);
+  LC_TRY(mlp_fwd_rows(c, w, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h, T));
   if (x_out) {
-    lc_matmul_fwd(&mm, x_out, a->h, w->wdown, T, F, C);
+    LC_TRY(lc_matmul_fwd(&mm, x_out, LC_DT_F32, act(c, a->h), w->wdown, T, F, C));
     poll(c);
     lc_add_inplace(x_out, a->x_mid, (size_t)T * C);
     to_bf16(c, x_out, (size_t)T * C);
@@ -267,32 +303,44 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
 
   // Attention half. Scratch: datt [T,HQ], dq [T,HQ], dk, dv [T,HKV]; dn1 [T,C] reuses
   // datt's space once the attention backward has consumed datt.
-  float *scr = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, attn_bwd_floats(cfg, T, c->bf16)), "attention backward buffers");
+  char *scr = lc_alloc(ar, LC_MEM_SCRATCH, attn_bwd_bytes(cfg, T, c->bf16), "attention backward buffers");
   if (!scr) return LC_ENOMEM;
-  float *datt = scr, *dq = datt + datt_floats(cfg, T), *dk = dq + (size_t)T * HQ,
-        *dv = dk + (size_t)T * HKV, *dn1 = datt, *dxr = dv + (size_t)T * HKV;
-  // x_mid = x_in + att @ Wo^T (bf16: the GEMM reads dx rounded; datt is rounded as a bf16
-  // gradient tensor would be, and is what the attention backward reads)
-  const float *dout = dx;
+  char *p = scr;
+  float *datt = cut(&p, lc_bytes(LC_DT_F32, datt_floats(cfg, T))), *dn1 = datt;
+  float *dq = cut(&p, lc_bytes(LC_DT_F32, (size_t)T * HQ)), *dk = cut(&p, lc_bytes(LC_DT_F32, (size_t)T * HKV)),
+        *dv = cut(&p, lc_bytes(LC_DT_F32, (size_t)T * HKV));
+  uint16_t *dxr = c->bf16 ? cut(&p, lc_bytes(LC_DT_BF16, (size_t)T * C)) : NULL;
+  // x_mid = x_in + att @ Wo^T (bf16: the GEMM reads dx rounded into 2 bytes; datt is
+  // rounded as a bf16 gradient tensor would be, and is what the attention backward reads)
+  lc_act dout = lc_act_f32(dx);
   if (c->bf16) {
-    lc_bf16_round_copy(dxr, dx, (size_t)T * C);
-    dout = dxr;
+    lc_bf16_pack(dxr, dx, (size_t)T * C);
+    dout = lc_act_of(dxr, LC_DT_BF16);
   }
-  lc_matmul_bwd(&mm, datt, g->wo, dout, a->att, w->wo, T, HQ, C, 0);
-  poll(c);
-  if (g->bo) lc_bias_bwd(g->bo, dout, T, C);
-  to_bf16(c, datt, (size_t)T * HQ);
-  lc_status st = c->attn->bwd(c->attn, dq, dk, dv, datt, a->att, a->saved, a->q, a->k, a->v, T, ar);
+  lc_status st = lc_matmul_bwd(&mm, datt, g->wo, dout, lc_act_f32(a->att), w->wo, T, HQ, C, 0);
+  if (st == LC_OK) {
+    poll(c);
+    if (g->bo && dxr) lc_bias_bwd_bf16(g->bo, dxr, T, C);
+    else if (g->bo) lc_bias_bwd(g->bo, dx, T, C);
+    to_bf16(c, datt, (size_t)T * HQ);
+    st = c->attn->bwd(c->attn, dq, dk, dv, datt, a->att, a->saved, a->q, a->k, a->v, T, ar);
+  }
   if (st == LC_OK) {
     const int qn = cfg->qk_norm;
     proj_bwd(c, dq, qn ? a->qp : NULL, a->rstdq, w->q_norm, g->q_norm, g->bq, cfg->n_heads, 1);
     proj_bwd(c, dk, qn ? a->kp : NULL, a->rstdk, w->k_norm, g->k_norm, g->bk, cfg->n_kv_heads, 1);
     proj_bwd(c, dv, NULL, NULL, NULL, NULL, g->bv, cfg->n_kv_heads, 0);
-    lc_matmul_bwd(&mm, dn1, g->wq, dq, a->ln1, w->wq, T, C, HQ, 0);
+    st = lc_matmul_bwd(&mm, dn1, g->wq, lc_act_f32(dq), act(c, a->ln1), w->wq, T, C, HQ, 0);
+  }
+  if (st == LC_OK) {
     poll(c);
-    lc_matmul_bwd(&mm, dn1, g->wk, dk, a->ln1, w->wk, T, C, HKV, 1);
+    st = lc_matmul_bwd(&mm, dn1, g->wk, lc_act_f32(dk), act(c, a->ln1), w->wk, T, C, HKV, 1);
+  }
+  if (st == LC_OK) {
     poll(c);
-    lc_matmul_bwd(&mm, dn1, g->wv, dv, a->ln1, w->wv, T, C, HKV, 1);
+    st = lc_matmul_bwd(&mm, dn1, g->wv, lc_act_f32(dv), act(c, a->ln1), w->wv, T, C, HKV, 1);
+  }
+  if (st == LC_OK) {
     poll(c);
     lc_rmsnorm_bwd(dx, g->ln1, dn1, x_in, w->ln1, a->rstd1, T, C); // dx: -> dL/dx_in
   }

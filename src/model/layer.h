@@ -10,14 +10,18 @@
 #define LC_LAYER_H
 
 #include "attn/attn.h"
+#include "core/dtype.h"
 #include "core/arena.h"
 #include "model/config.h"
 #include "model/params.h"
 
 // Activations of one layer that backward reads. Which ones are kept per layer and which
-// are recomputed depends on the checkpoint policy (model.c).
+// are recomputed depends on the checkpoint policy (model.c). Those only GEMMs read (ln1,
+// ln2, gate, up, h) carry the pass's activation dtype (lc_layer_act_dt): 2-byte bf16 in a
+// bf16 pass, fp32 otherwise; the attention's inputs and output, the residual and the
+// statistics are fp32.
 typedef struct {
-  float *ln1;   // [T,C]  rmsnorm1 output
+  void *ln1;    // [T,C]  rmsnorm1 output (act dtype)
   float *rstd1; // [T]
   float *q;     // [T,Hq*D]  after RoPE
   float *k;     // [T,Hkv*D] after RoPE
@@ -31,12 +35,15 @@ typedef struct {
   void *saved;  // attention strategy state (e.g. lse)
   float *x_mid; // [T,C]  residual after attention
   // Untiled MLP only (NULL when tiled): kept from forward so backward need not recompute.
-  float *ln2;   // [T,C]
+  void *ln2;    // [T,C] (act dtype)
   float *rstd2; // [T]
-  float *gate;  // [T,F]
-  float *up;    // [T,F]
-  float *h;     // [T,F]
+  void *gate;   // [T,F] (act dtype)
+  void *up;     // [T,F] (act dtype)
+  void *h;      // [T,F] (act dtype)
 } lc_layer_acts;
+
+// The dtype of the activations the layer's GEMMs read (ln1, ln2, gate, up, h).
+static inline lc_dtype lc_layer_act_dt(int bf16) { return bf16 ? LC_DT_BF16 : LC_DT_F32; }
 
 // Everything a layer computation needs besides weights and activations.
 typedef struct {
@@ -46,10 +53,11 @@ typedef struct {
   int T;
   int mlp_tile;   // tokens per MLP tile; <= 0 or >= T: untiled (acts->ln2.. must be set)
   // bf16 precision: every GEMM operand and attention input holds a bf16 value (rounded to
-  // nearest even where it is made: ln1, q, k, v, att, ln2, h, the layer output, and in
-  // backward a copy of dx, datt, dg, du, dq, dk, dv; the weights are the store's bf16
-  // compute copy), so the fp32 GEMMs and kernel compute bf16 x bf16 products exactly with
-  // fp32 accumulation. Norm statistics, RoPE, softmax, residual sums and gradients stay fp32.
+  // nearest even where it is made: ln1, q, k, v, att, ln2, gate, up, h, the layer output,
+  // and in backward a copy of dx, datt, dg, du, dq, dk, dv; the weights are the store's
+  // bf16 compute copy), so the GEMMs and kernel compute bf16 x bf16 products exactly with
+  // fp32 accumulation; ln1, ln2, gate, up, h and the copies of dx, dg, du are stored in
+  // 2 bytes. Norm statistics, RoPE, softmax, residual sums and gradients stay fp32.
   int bf16;
   lc_arena *arena;
   // Called between the layer's GEMMs (may be NULL): progresses communication in flight
@@ -76,7 +84,7 @@ typedef struct {
   size_t mlp_fwd;  // tiled MLP forward: one tile's norm, rstd, gate/up/h (0 when untiled)
   size_t mlp_bwd;  // MLP backward: gradient tile, plus the recompute tile when tiled
   size_t attn_bwd; // attention half of backward: datt (reused for dn1), dq, dk, dv
-                   // (bf16: each backward also holds its rows of dx rounded)
+                   // (bf16: each backward also holds its rows of dx rounded, 2 bytes)
   // bf16 GEMMs' operand packing (lc_matmul_*_bytes; 0 in fp32), included in mlp_fwd and
   // mlp_bwd; the attention half's GEMMs run outside the strategy's calls, so they form
   // moments of their own: the projections of forward alone (attn_fwd_mm), and those of

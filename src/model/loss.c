@@ -16,7 +16,8 @@ static size_t tile_bytes(const lc_config *cfg, int tile) {
 
 size_t lc_loss_scratch_bytes(const lc_config *cfg, int T, int tile, int bf16) {
   tile = eff_tile(T, tile);
-  size_t f = lc_matmul_fwd_bytes(bf16, tile, cfg->dim, cfg->vocab), b = lc_matmul_bwd_bytes(bf16, tile, cfg->dim, cfg->vocab);
+  size_t f = lc_matmul_fwd_bytes(bf16, LC_DT_F32, LC_DT_F32, tile, cfg->dim, cfg->vocab),
+         b = lc_matmul_bwd_bytes(bf16, LC_DT_F32, LC_DT_F32, tile, cfg->dim, cfg->vocab);
   return tile_bytes(cfg, tile) + (f > b ? f : b);
 }
 
@@ -34,7 +35,8 @@ lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights 
         *rstd = logits + (size_t)tile * V;
   if (dx) memset(dx, 0, lc_bytes(LC_DT_F32, (size_t)T * C));
   double total = 0;
-  for (int t0 = 0; t0 < T; t0 += tile) {
+  lc_status st = LC_OK;
+  for (int t0 = 0; t0 < T && st == LC_OK; t0 += tile) {
     int m = T - t0 < tile ? T - t0 : tile;
     int counted = 0;
     for (int t = 0; t < m && !counted; t++) counted = targets[t0 + t] >= 0;
@@ -42,7 +44,8 @@ lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights 
     const float *xt = x + (size_t)t0 * C;
     lc_rmsnorm_fwd(nrm, rstd, xt, w->norm, m, C, cfg->norm_eps);
     if (bf16) lc_bf16_round(nrm, (size_t)m * C);
-    lc_matmul_fwd(&mm, logits, nrm, w->head, m, C, V);
+    st = lc_matmul_fwd(&mm, logits, LC_DT_F32, lc_act_f32(nrm), w->head, m, C, V);
+    if (st != LC_OK) break;
     if (n_wrong)
       for (int t = 0; t < m; t++) {
         int y = targets[t0 + t];
@@ -56,13 +59,13 @@ lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights 
     total += lc_xent_fwd_bwd(logits, targets + t0, m, V, loss_scale); // logits -> dlogits
     if (dx) {
       if (bf16) lc_bf16_round(logits, (size_t)m * V);
-      lc_matmul_bwd(&mm, dnrm, g->head, logits, nrm, w->head, m, C, V, 0);
-      lc_rmsnorm_bwd(dx + (size_t)t0 * C, g->norm, dnrm, xt, w->norm, rstd, m, C);
+      st = lc_matmul_bwd(&mm, dnrm, g->head, lc_act_f32(logits), lc_act_f32(nrm), w->head, m, C, V, 0);
+      if (st == LC_OK) lc_rmsnorm_bwd(dx + (size_t)t0 * C, g->norm, dnrm, xt, w->norm, rstd, m, C);
     }
   }
-  *loss_sum += total;
+  if (st == LC_OK) *loss_sum += total;
   lc_free(arena, buf);
-  return LC_OK;
+  return st;
 }
 
 // ---------------------------------------------------------------- vocabulary slices
@@ -75,7 +78,8 @@ static size_t stats_bytes(int T) { return (size_t)T * (sizeof(double) + 3 * size
 size_t lc_loss_sliced_scratch_bytes(const lc_config *cfg, int T, int tile, int rows, int bf16) {
   tile = eff_tile(T, tile);
   if (rows > cfg->vocab) rows = cfg->vocab;
-  size_t f = lc_matmul_fwd_bytes(bf16, tile, cfg->dim, rows), b = lc_matmul_bwd_bytes(bf16, tile, cfg->dim, rows);
+  size_t f = lc_matmul_fwd_bytes(bf16, LC_DT_F32, LC_DT_F32, tile, cfg->dim, rows),
+         b = lc_matmul_bwd_bytes(bf16, LC_DT_F32, LC_DT_F32, tile, cfg->dim, rows);
   return lc_bytes(LC_DT_F32, sliced_tile_floats(cfg, tile, rows)) + stats_bytes(T) + (f > b ? f : b);
 }
 
@@ -87,11 +91,11 @@ static int tile_counted(const int *targets, int t0, int m) {
 
 // One tile's logits against one slice: normed rows (recomputed: cheaper than keeping
 // [T, C]; bf16-rounded in bf16) times the slice's rows [vs, C]^T -> logits [m, vs].
-static void slice_logits(const lc_config *cfg, const lc_mm *mm, float *nrm, float *rstd, float *logits,
-                         const float *xt, const float *norm_w, const float *W, int m, int vs, int bf16) {
+static lc_status slice_logits(const lc_config *cfg, const lc_mm *mm, float *nrm, float *rstd, float *logits,
+                              const float *xt, const float *norm_w, const float *W, int m, int vs, int bf16) {
   lc_rmsnorm_fwd(nrm, rstd, xt, norm_w, m, cfg->dim, cfg->norm_eps);
   if (bf16) lc_bf16_round(nrm, (size_t)m * cfg->dim);
-  lc_matmul_fwd(mm, logits, nrm, W, m, cfg->dim, vs);
+  return lc_matmul_fwd(mm, logits, LC_DT_F32, lc_act_f32(nrm), W, m, cfg->dim, vs);
 }
 
 lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, float *norm_g, const lc_head_slices *hs,
@@ -122,7 +126,8 @@ lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, floa
     for (int t0 = 0; t0 < T && st == LC_OK; t0 += tile) {
       const int m = T - t0 < tile ? T - t0 : tile;
       if (!tile_counted(targets, t0, m)) continue;
-      slice_logits(cfg, &mm, nrm, rstd, logits, x + (size_t)t0 * C, norm_w, W, m, vs, bf16);
+      st = slice_logits(cfg, &mm, nrm, rstd, logits, x + (size_t)t0 * C, norm_w, W, m, vs, bf16);
+      if (st != LC_OK) break;
 #pragma omp parallel for schedule(static) if ((long)m * vs > 32768L)
       for (int i = 0; i < m; i++) {
         const int t = t0 + i, y = targets[t];
@@ -165,7 +170,8 @@ lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, floa
     for (int t0 = 0; t0 < T && st == LC_OK; t0 += tile) {
       const int m = T - t0 < tile ? T - t0 : tile;
       if (!tile_counted(targets, t0, m)) continue;
-      slice_logits(cfg, &mm, nrm, rstd, logits, x + (size_t)t0 * C, norm_w, W, m, vs, bf16);
+      st = slice_logits(cfg, &mm, nrm, rstd, logits, x + (size_t)t0 * C, norm_w, W, m, vs, bf16);
+      if (st != LC_OK) break;
 #pragma omp parallel for schedule(static) if ((long)m * vs > 32768L)
       for (int i = 0; i < m; i++) {
         const int t = t0 + i, y = targets[t];
@@ -179,7 +185,7 @@ lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, floa
         if (y >= v0 && y < v0 + vs) row[y - v0] -= loss_scale;
       }
       if (bf16) lc_bf16_round(logits, (size_t)m * vs);
-      lc_matmul_bwd(&mm, dx + (size_t)t0 * C, G, logits, nrm, W, m, C, vs, 1);
+      st = lc_matmul_bwd(&mm, dx + (size_t)t0 * C, G, lc_act_f32(logits), lc_act_f32(nrm), W, m, C, vs, 1);
     }
     lc_status ps = hs->put(hs->arg, s, 1);
     if (st == LC_OK) st = ps;

@@ -14,7 +14,6 @@
 #include "ops/rope.h"
 #include "ops/kernels.h"
 
-#define PAD16(n) (((size_t)(n) + 15) & ~(size_t)15)
 
 const char *lc_ckpt_name(lc_ckpt_policy p) {
   return p == LC_CKPT_NONE ? "none" : p == LC_CKPT_FULL ? "full" : "selective";
@@ -67,51 +66,78 @@ lc_status lc_model_init_random(lc_model *m, uint64_t seed) { return lc_pstore_in
 
 void lc_model_zero_grads(lc_model *m) { lc_pstore_step_begin(&m->ps, 0); }
 
-// ---- activation groups (floats per layer, each sub-buffer padded to 16 floats)
-// proj: ln1, rstd1, q, k, v, x_mid (qk_norm: qp, kp, rstdq, rstdk)     attn: att + strategy state     mlp: ln2, rstd2, gate, up, h
+// ---- a layer's activations in groups (bytes, every piece 64-byte aligned):
+//   proj: ln1, x_mid, rstd1 (qk_norm: qp, kp, rstdq, rstdk)    qkv: q, k, v    att: the
+//   attention output    saved: the strategy's state    mlp (untiled only): ln2, rstd2, gate, up, h
+// ln1, ln2, gate, up, h in the layer's activation dtype (2 bytes in bf16: layer.h), the
+// rest fp32. Each group lives either in every layer's checkpoint block (kept from forward
+// to backward) or once in the shared working storage (recomputed per layer), by policy.
+// In bf16 the attention tensors a policy keeps (selective: att; none: q, k, v and att)
+// hold bf16 values: each layer keeps them in 2 bytes, widened into their shared fp32 group
+// for the layer's backward (the attention strategies read fp32).
+enum { G_PROJ, G_QKV, G_ATT, G_SAVED, G_MLP, G_N };
 typedef struct {
-  size_t proj, attn, mlp;
+  size_t g[G_N];
+  size_t att16, qkv16; // the 2-byte copies of att and of q, k, v
 } act_sizes;
 
-static act_sizes act_group_sizes(const lc_config *c, int T, size_t saved_bytes, int mlp_untiled) {
-  size_t HQ = (size_t)c->n_heads * c->head_dim, HKV = (size_t)c->n_kv_heads * c->head_dim;
+static size_t al64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+static size_t f32b(size_t n) { return al64(lc_bytes(LC_DT_F32, n)); }
+static size_t b16(size_t n) { return al64(lc_bytes(LC_DT_BF16, n)); }
+
+static act_sizes act_group_sizes(const lc_config *c, int T, size_t saved_bytes, int mlp_untiled, lc_dtype adt) {
+  size_t HQ = (size_t)c->n_heads * c->head_dim, HKV = (size_t)c->n_kv_heads * c->head_dim, t = (size_t)T;
   act_sizes s;
-  s.proj = PAD16((size_t)T * c->dim) * 2 + PAD16(T) + PAD16((size_t)T * HQ) +
-           2 * PAD16((size_t)T * HKV) + lc_layer_qknorm_floats(c, T);
-  s.attn = PAD16((size_t)T * HQ) + PAD16((saved_bytes + 3) / 4);
-  s.mlp = mlp_untiled ? PAD16((size_t)T * c->dim) + PAD16(T) + 3 * PAD16((size_t)T * c->ffn) : 0;
+  s.g[G_PROJ] = al64(lc_bytes(adt, t * c->dim)) + f32b(t * c->dim) + f32b(t) + lc_bytes(LC_DT_F32, lc_layer_qknorm_floats(c, T));
+  s.g[G_QKV] = f32b(t * HQ) + 2 * f32b(t * HKV);
+  s.g[G_ATT] = f32b(t * HQ);
+  s.g[G_SAVED] = al64(saved_bytes);
+  s.g[G_MLP] = mlp_untiled ? al64(lc_bytes(adt, t * c->dim)) + f32b(t) + 3 * al64(lc_bytes(adt, t * c->ffn)) : 0;
+  s.att16 = b16(t * HQ);
+  s.qkv16 = b16(t * HQ) + 2 * b16(t * HKV);
   return s;
 }
 
-// Elements of a layer input as stored (padded so the float groups after it stay aligned).
+// What each layer keeps by policy: the groups (the others are shared) and the 2-byte copies.
+typedef struct {
+  int keep[G_N];
+  int att16, qkv16;
+} act_plan;
+
+static act_plan plan_acts(const lc_model_opts *o) {
+  const int bf16 = o->precision == LC_DT_BF16;
+  act_plan p;
+  memset(&p, 0, sizeof p);
+  if (o->ckpt == LC_CKPT_NONE) {
+    for (int g = 0; g < G_N; g++) p.keep[g] = 1;
+    if (bf16) p.keep[G_QKV] = p.keep[G_ATT] = 0, p.qkv16 = p.att16 = 1;
+  } else if (o->ckpt == LC_CKPT_SELECTIVE) {
+    p.keep[G_SAVED] = 1;
+    if (bf16) p.att16 = 1;
+    else p.keep[G_ATT] = 1;
+  }
+  return p;
+}
+
+// Elements of a layer input as stored (padded so the groups after it stay aligned).
 static size_t pad32(size_t n) { return (n + 31) & ~(size_t)31; }
 static size_t xin_elems(const lc_config *cfg, int T) { return pad32((size_t)T * cfg->dim); }
 // The layer input each layer keeps: fp32, or bf16 when the model computes in bf16 (every
 // layer's output is then rounded to bf16, so the stored input is exact).
 static lc_dtype xin_dtype(const lc_model_opts *o) { return o->precision == LC_DT_BF16 ? LC_DT_BF16 : LC_DT_F32; }
-// Selective checkpointing in bf16 keeps each layer's attention output (bf16 values) in 2
-// bytes, widened into the shared working buffer for the layer's backward.
-static int att_kept_bf16(const lc_model_opts *o) { return o->precision == LC_DT_BF16 && o->ckpt == LC_CKPT_SELECTIVE; }
-static size_t att_elems(const lc_config *cfg, int T) { return pad32((size_t)T * cfg->n_heads * cfg->head_dim); }
 
-// Bytes per layer of checkpoint storage (the layer input, the bf16 attention output when
-// kept that way, then the float groups the policy keeps) and floats of shared working storage.
+// Bytes per layer of checkpoint storage (the layer input as stored, the 2-byte attention
+// tensors, then the groups the policy keeps) and bytes of shared working storage.
 static void pass_sizes(const lc_config *cfg, const lc_model_opts *o, int T, size_t saved_bytes,
                        size_t *per_layer_out, size_t *shared_out) {
   const int C = cfg->dim, D = cfg->head_dim;
-  const int mlp_untiled = !lc_tile_splits(o->mlp_tile, T), att16 = att_kept_bf16(o);
-  const lc_ckpt_policy pol = o->ckpt;
-  act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled);
-  const size_t att = PAD16((size_t)T * cfg->n_heads * D); // floats of the fp32 attention output
-  size_t kept = 0; // floats
-  if (pol == LC_CKPT_NONE) kept += sz.proj + sz.attn + sz.mlp;
-  if (pol == LC_CKPT_SELECTIVE) kept += att16 ? sz.attn - att : sz.attn;
-  size_t shared = 0;
-  if (pol == LC_CKPT_FULL) shared = sz.proj + sz.attn + sz.mlp;
-  if (pol == LC_CKPT_SELECTIVE) shared = sz.proj + sz.mlp + (att16 ? att : 0);
-  shared += PAD16((size_t)T * C) * 2 + 2 * PAD16((size_t)T * (D / 2)); // x_L / dx, rope tables
-  *per_layer_out = lc_bytes(xin_dtype(o), xin_elems(cfg, T)) + (att16 ? lc_bytes(LC_DT_BF16, att_elems(cfg, T)) : 0) +
-                   lc_bytes(LC_DT_F32, kept);
+  const int mlp_untiled = !lc_tile_splits(o->mlp_tile, T);
+  const act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled, lc_layer_act_dt(o->precision == LC_DT_BF16));
+  const act_plan pl = plan_acts(o);
+  size_t kept = lc_bytes(xin_dtype(o), xin_elems(cfg, T)) + (pl.att16 ? sz.att16 : 0) + (pl.qkv16 ? sz.qkv16 : 0);
+  size_t shared = f32b((size_t)T * C) * 2 + 2 * f32b((size_t)T * (D / 2)); // x_L / dx, rope tables
+  for (int g = 0; g < G_N; g++) *(pl.keep[g] ? &kept : &shared) += sz.g[g];
+  *per_layer_out = kept;
   *shared_out = shared;
 }
 
@@ -120,7 +146,7 @@ void lc_model_pass_bytes(const lc_config *cfg, const lc_model_opts *o, int T,
   size_t per_layer, shared;
   pass_sizes(cfg, o, T, attn_saved_bytes, &per_layer, &shared);
   *ckpt = lc_ckstore_bytes(cfg->n_layers, per_layer, o->offload_dir != NULL);
-  *act = lc_bytes(LC_DT_F32, shared);
+  *act = shared;
 }
 
 // One occurrence of phase p with g gathered and r temporary gradient bytes alive.
@@ -239,65 +265,88 @@ out:
   return st;
 }
 
-static float *take(float **p, size_t n) {
-  float *r = *p;
-  *p += PAD16(n);
+// The next piece of `bytes` bytes at *p (64-byte aligned: act_group_sizes counts the same).
+static void *cut(char **p, size_t bytes) {
+  void *r = *p;
+  *p += al64(bytes);
   return r;
 }
 
-static void carve_proj(lc_layer_acts *a, const lc_config *c, int T, float *p) {
-  size_t HQ = (size_t)c->n_heads * c->head_dim, HKV = (size_t)c->n_kv_heads * c->head_dim;
-  a->ln1 = take(&p, (size_t)T * c->dim);
-  a->x_mid = take(&p, (size_t)T * c->dim);
-  a->rstd1 = take(&p, T);
-  a->q = take(&p, (size_t)T * HQ);
-  a->k = take(&p, (size_t)T * HKV);
-  a->v = take(&p, (size_t)T * HKV);
-  lc_layer_qknorm_carve(a, c, T, p);
-}
-
-static void carve_attn(lc_layer_acts *a, const lc_config *c, int T, float *p) {
-  a->att = take(&p, (size_t)T * c->n_heads * c->head_dim);
-  a->saved = p;
-}
-
-static void carve_mlp(lc_layer_acts *a, const lc_config *c, int T, float *p) {
-  if (!p) {
-    a->ln2 = a->rstd2 = a->gate = a->up = a->h = NULL;
-    return;
-  }
-  a->ln2 = take(&p, (size_t)T * c->dim);
-  a->rstd2 = take(&p, T);
-  a->gate = take(&p, (size_t)T * c->ffn);
-  a->up = take(&p, (size_t)T * c->ffn);
-  a->h = take(&p, (size_t)T * c->ffn);
-}
-
-// Where a layer's checkpoint block holds what the policy keeps: the layer input (as stored),
-// the bf16 attention output (selective in bf16), then the kept float groups; the rest of
-// the layer's activations point at the shared working storage.
+// Where each layer's checkpoint block holds what the policy keeps: the layer input (as
+// stored), the 2-byte attention tensors (att, then q, k, v), then the kept groups; the
+// rest of the layer's activations point at the shared working storage.
 typedef struct {
   const lc_config *cfg;
-  lc_ckpt_policy pol;
-  int T, att16, mlp_untiled;
+  int T;
+  lc_dtype adt; // the layer's activation dtype
   act_sizes sz;
-  size_t xin_bytes, att16_bytes;
+  act_plan pl;
+  size_t xin_bytes;
   lc_layer_acts shared;
 } layer_carver;
 
-static void carve_layer(const layer_carver *c, char *lp, void **xs, uint16_t **att, lc_layer_acts *a) {
-  float *p = (float *)(void *)(lp + c->xin_bytes + c->att16_bytes);
+// Carves the groups with keep[g] == in_block, in order, from p.
+static void carve_groups(const layer_carver *c, lc_layer_acts *a, char *p, int in_block) {
+  const lc_config *cf = c->cfg;
+  const size_t t = (size_t)c->T, C = (size_t)cf->dim, HQ = (size_t)cf->n_heads * cf->head_dim,
+               HKV = (size_t)cf->n_kv_heads * cf->head_dim, F = (size_t)cf->ffn;
+  for (int g = 0; g < G_N; g++) {
+    if (c->pl.keep[g] != in_block) continue;
+    char *q = p;
+    p += c->sz.g[g];
+    switch (g) {
+    case G_PROJ:
+      a->ln1 = cut(&q, lc_bytes(c->adt, t * C));
+      a->x_mid = cut(&q, lc_bytes(LC_DT_F32, t * C));
+      a->rstd1 = cut(&q, lc_bytes(LC_DT_F32, t));
+      lc_layer_qknorm_carve(a, cf, c->T, (float *)(void *)q);
+      break;
+    case G_QKV:
+      a->q = cut(&q, lc_bytes(LC_DT_F32, t * HQ));
+      a->k = cut(&q, lc_bytes(LC_DT_F32, t * HKV));
+      a->v = cut(&q, lc_bytes(LC_DT_F32, t * HKV));
+      break;
+    case G_ATT: a->att = cut(&q, lc_bytes(LC_DT_F32, t * HQ)); break;
+    case G_SAVED: a->saved = q; break;
+    case G_MLP:
+      if (!c->sz.g[G_MLP]) { // tiled: the MLP keeps nothing
+        a->ln2 = a->gate = a->up = a->h = NULL;
+        a->rstd2 = NULL;
+        break;
+      }
+      a->ln2 = cut(&q, lc_bytes(c->adt, t * C));
+      a->rstd2 = cut(&q, lc_bytes(LC_DT_F32, t));
+      a->gate = cut(&q, lc_bytes(c->adt, t * F));
+      a->up = cut(&q, lc_bytes(c->adt, t * F));
+      a->h = cut(&q, lc_bytes(c->adt, t * F));
+      break;
+    }
+  }
+}
+
+static void carve_layer(const layer_carver *c, char *lp, void **xs, uint16_t **k16, lc_layer_acts *a) {
   *xs = lp;
-  *att = c->att16 ? (uint16_t *)(void *)(lp + c->xin_bytes) : NULL;
+  char *p = lp + c->xin_bytes;
+  *k16 = c->pl.att16 || c->pl.qkv16 ? (uint16_t *)(void *)p : NULL;
+  p += (c->pl.att16 ? c->sz.att16 : 0) + (c->pl.qkv16 ? c->sz.qkv16 : 0);
   *a = c->shared;
-  if (c->pol == LC_CKPT_NONE) {
-    carve_proj(a, c->cfg, c->T, p);
-    carve_attn(a, c->cfg, c->T, p + c->sz.proj);
-    carve_mlp(a, c->cfg, c->T, c->mlp_untiled ? p + c->sz.proj + c->sz.attn : NULL);
-  } else if (c->pol == LC_CKPT_SELECTIVE && c->att16) {
-    a->saved = p; // the strategy's state stays fp32; att is the shared working buffer
-  } else if (c->pol == LC_CKPT_SELECTIVE) {
-    carve_attn(a, c->cfg, c->T, p);
+  carve_groups(c, a, p, 1);
+}
+
+// The layer's 2-byte attention tensors k16 (att, then q, k, v) from their fp32 working
+// buffers after its forward (exact: they hold bf16 values), or back into them (widen).
+static void move16(const layer_carver *c, const lc_layer_acts *a, uint16_t *k16, int widen) {
+  const size_t t = (size_t)c->T, HQ = (size_t)c->cfg->n_heads * c->cfg->head_dim,
+               HKV = (size_t)c->cfg->n_kv_heads * c->cfg->head_dim;
+  struct {
+    float *f;
+    size_t n;
+  } m[4] = {{a->att, t * HQ}, {a->q, t * HQ}, {a->k, t * HKV}, {a->v, t * HKV}};
+  char *p = (char *)k16;
+  for (int i = 0; i < (c->pl.qkv16 ? 4 : c->pl.att16 ? 1 : 0); i++) {
+    uint16_t *h = cut(&p, lc_bytes(LC_DT_BF16, m[i].n));
+    if (widen) lc_bf16_unpack(m[i].f, h, m[i].n);
+    else lc_bf16_pack(h, m[i].f, m[i].n);
   }
 }
 
@@ -477,50 +526,38 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   if (T <= 0) return lc_fail(LC_EINVAL, "a sequence needs at least one token");
   LC_TRY(check_tokens(cfg, tokens, targets, T));
   const int mlp_untiled = !lc_tile_splits(o->mlp_tile, T);
-  const lc_ckpt_policy pol = o->ckpt;
   attn->bf16 = o->precision == LC_DT_BF16; // what the strategy keeps depends on it
   const size_t saved_bytes = attn->saved_bytes(attn, T);
-  act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled);
+  const lc_dtype adt = lc_layer_act_dt(o->precision == LC_DT_BF16);
+  act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled, adt);
 
   // Per-layer storage (checkpoints) and shared working storage (recomputed per layer).
   size_t per_layer, shared;
   pass_sizes(cfg, o, T, saved_bytes, &per_layer, &shared);
-  const int bf16 = o->precision == LC_DT_BF16, att16 = att_kept_bf16(o);
-  const size_t xin_bytes = lc_bytes(xin_dtype(o), xin_elems(cfg, T));
-  const size_t att16_bytes = att16 ? lc_bytes(LC_DT_BF16, att_elems(cfg, T)) : 0;
-  const size_t HQT = (size_t)T * cfg->n_heads * D;
+  const int bf16 = o->precision == LC_DT_BF16;
+  const act_plan pl = plan_acts(o);
+  const int k16 = pl.att16 || pl.qkv16; // 2-byte attention tensors kept per layer
 
   lc_status st = LC_OK;
   // Layer checkpoints: in RAM, or offloaded with only the layers in flight resident.
   lc_ckstore *cks = NULL;
   st = lc_ckstore_open(&cks, L, per_layer, o->offload_dir, arena);
-  float *act = st == LC_OK ? lc_alloc(arena, LC_MEM_ACT, lc_bytes(LC_DT_F32, shared), "layer activations") : NULL;
+  char *act = st == LC_OK ? lc_alloc(arena, LC_MEM_ACT, shared, "layer activations") : NULL;
   lc_layer_acts *acts = calloc((size_t)L, sizeof *acts);
   lc_event *ev = NULL;
   char *held = NULL;
   void **xs = calloc((size_t)L, sizeof *xs); // layer inputs as stored (float or bf16)
-  uint16_t **atts = calloc((size_t)L, sizeof *atts); // attention outputs kept in bf16 (att16)
+  uint16_t **atts = calloc((size_t)L, sizeof *atts); // attention tensors kept in 2 bytes (k16)
   if (st != LC_OK || !act || !acts || !xs || !atts) {
     st = st != LC_OK ? st : acts && xs && atts ? LC_ENOMEM : lc_fail(LC_ENOMEM, "out of memory for layer bookkeeping");
     goto done;
   }
-  float *ap = act;
-  float *xL = take(&ap, (size_t)T * C), *dx = take(&ap, (size_t)T * C);
-  float *rcos = take(&ap, (size_t)T * (D / 2)), *rsin = take(&ap, (size_t)T * (D / 2));
-  layer_carver lcv = {.cfg = cfg, .pol = pol, .T = T, .att16 = att16, .mlp_untiled = mlp_untiled, .sz = sz,
-                      .xin_bytes = xin_bytes, .att16_bytes = att16_bytes};
-  lc_layer_acts *shared_acts = &lcv.shared;
-  if (pol != LC_CKPT_NONE) {
-    if (pol == LC_CKPT_FULL) {
-      carve_proj(shared_acts, cfg, T, ap);
-      carve_attn(shared_acts, cfg, T, ap + sz.proj);
-      carve_mlp(shared_acts, cfg, T, mlp_untiled ? ap + sz.proj + sz.attn : NULL);
-    } else {
-      carve_proj(shared_acts, cfg, T, ap);
-      carve_mlp(shared_acts, cfg, T, mlp_untiled ? ap + sz.proj : NULL);
-      if (att16) shared_acts->att = ap + sz.proj + sz.mlp; // working fp32 attention output
-    }
-  }
+  char *ap = act;
+  float *xL = cut(&ap, lc_bytes(LC_DT_F32, (size_t)T * C)), *dx = cut(&ap, lc_bytes(LC_DT_F32, (size_t)T * C));
+  float *rcos = cut(&ap, lc_bytes(LC_DT_F32, (size_t)T * (D / 2))), *rsin = cut(&ap, lc_bytes(LC_DT_F32, (size_t)T * (D / 2)));
+  layer_carver lcv = {.cfg = cfg, .T = T, .adt = adt, .sz = sz, .pl = pl,
+                      .xin_bytes = lc_bytes(xin_dtype(o), xin_elems(cfg, T))};
+  carve_groups(&lcv, &lcv.shared, ap, 0); // the groups no layer keeps: shared working storage
   void *lbuf;
   // Where layer l reads its input in forward. fp32: the checkpoint itself. bf16: a working
   // fp32 buffer (dx and xL alternate, so the last layer writes xL), packed into the
@@ -579,7 +616,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
       carve_layer(&lcv, lbuf, &xs[l], &atts[l], &acts[l]);
       xin = xs[l];
       if (bf16) lc_bf16_unpack(xin = xL, xs[l], (size_t)T * C);
-      if (att16) lc_bf16_unpack(acts[l].att, atts[l], HQT);
+      if (k16) move16(&lcv, &acts[l], atts[l], 1);
       break;
     case LC_EV_CKPT_FREE: lc_ckstore_release(cks, l); break;
     case LC_EV_RUN:
@@ -603,7 +640,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
         if (st == LC_OK && bf16) {
           lc_bf16_pack(xs[l], xin_fwd[l % 2], (size_t)T * C);
           st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin_fwd[l % 2], xin_fwd[(l + 1) % 2], 0);
-          if (st == LC_OK && att16) lc_bf16_pack(atts[l], acts[l].att, HQT); // exact: att holds bf16 values
+          if (st == LC_OK && k16) move16(&lcv, &acts[l], atts[l], 0); // exact: they hold bf16 values
         } else if (st == LC_OK) {
           st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xs[l], l + 1 < L ? xs[l + 1] : xL, 0);
         }
@@ -617,7 +654,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
                          arena);
         break;
       case LC_OP_RECOMPUTE: // what the policy did not keep (selective: all but attention)
-        st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin, NULL, pol == LC_CKPT_SELECTIVE);
+        st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin, NULL, o->ckpt == LC_CKPT_SELECTIVE);
         break;
       case LC_OP_LAYER_BWD: st = lc_layer_bwd(&ctx, &ps->w.layer[l], &ps->g.layer[l], &acts[l], xin, dx); break;
       case LC_OP_EMBED_BWD: lc_embedding_bwd(ps->g.embed, dx, tokens, T, C); break;

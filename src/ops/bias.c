@@ -27,3 +27,15 @@ void lc_bias_bwd(float *db, const float *dy, int T, int N) {
     }
   }
 }
+
+void lc_bias_bwd_bf16(float *db, const uint16_t *dy, int T, int N) {
+  const int nblk = (N + LC_BIAS_CBLK - 1) / LC_BIAS_CBLK;
+#pragma omp parallel for schedule(static) if ((long)T * N > LC_BIAS_PAR_MIN && nblk > 1)
+  for (int b = 0; b < nblk; b++) {
+    const int c0 = b * LC_BIAS_CBLK, c1 = c0 + LC_BIAS_CBLK < N ? c0 + LC_BIAS_CBLK : N;
+    for (int t = 0; t < T; t++) {
+      const uint16_t *restrict r = dy + (size_t)t * N;
+      for (int c = c0; c < c1; c++) db[c] += lc_bf16_widen(r[c]);
+    }
+  }
+}

@@ -2,15 +2,22 @@
 //  - fp32: CBLAS sgemm (OpenBLAS, OpenMP flavour). OpenBLAS threads each call itself (and
 //    runs single-threaded inside an OpenMP parallel region), so nothing here opens one.
 //  - bf16 (a bf16 pass, and the kernel table has gemm_bf16: oneDNN on AVX512_BF16/AMX):
-//    the operands already hold bf16 values in fp32 slots (layer.h), so packing them to 2
-//    bytes is exact; the table's GEMM multiplies them with fp32 accumulation. Packing
-//    needs scratch (arena, LC_MEM_SCRATCH, sized by lc_matmul_*_bytes, which the memory
-//    model uses): the smaller of the two operands is packed whole, the larger in chunks of
-//    LC_MM_CHUNK rows, each packed once per call (rows mode when T >= N: W whole, the
-//    activation rows in chunks; columns mode otherwise, e.g. the LM head [vocab, dim]
-//    against a loss tile: the activation whole, W and the matching columns of dout in
-//    chunks). Fewer than LC_MM_MIN_ROWS rows (decoding) stay on sgemm: a product that
-//    thin is memory-bound and packing W would cost more than it saves.
+//    the table's GEMM multiplies 2-byte operands with fp32 accumulation. Activations
+//    stored as bf16 (lc_act of LC_DT_BF16: the layer's norms, gate/up/h, rounded
+//    gradients) are read where they lie, with their row stride; operands in fp32 slots
+//    (they hold bf16 values, layer.h, so packing is exact) and the weights' compute copy
+//    are packed to 2 bytes into scratch: the smaller of the two operands whole, the larger
+//    in chunks of LC_MM_CHUNK rows, each packed once per call (rows mode when T >= N: W
+//    whole, the activation rows in chunks; columns mode otherwise, e.g. the LM head
+//    [vocab, dim] against a loss tile: the activation whole, W and the matching columns
+//    of dout in chunks). A bf16 output is computed into an fp32 chunk and rounded.
+//    Fewer than LC_MM_MIN_ROWS rows (decoding) stay on sgemm: a product that thin is
+//    memory-bound and packing W would cost more than it saves.
+//  - sgemm on bf16 operands (no native bf16 GEMM: below the bf16 kernel level, or thin):
+//    chunks of LC_MM_CHUNK rows widened into fp32 scratch (exact), a bf16 output rounded
+//    from an fp32 chunk; products of rows and the weight gradient's sum over chunks.
+// Every path's scratch is lc_matmul_*_bytes (arena, LC_MEM_SCRATCH), which the memory
+// model uses; the buffer's fp32 part comes first (4-byte alignment), its 2-byte part after.
 #include "ops/ops.h"
 
 #include <cblas.h>
@@ -26,20 +33,54 @@ static int use_bf16(int bf16, int T, int K, int N) {
   return bf16 && T >= LC_MM_MIN_ROWS && K > 0 && N > 0 && lc_kern()->gemm_bf16;
 }
 
-size_t lc_matmul_fwd_bytes(int bf16, int T, int K, int N) {
-  if (!use_bf16(bf16, T, K, N)) return 0;
-  size_t t = (size_t)T, n = (size_t)N, k = (size_t)K;
-  size_t el = T >= N ? n * k + min_sz(LC_MM_CHUNK, t) * k  // W whole + a chunk of rows
-                     : t * k + min_sz(LC_MM_CHUNK, n) * k; // inp whole + a chunk of W rows
-  return el * sizeof(uint16_t);
+static int is16(lc_dtype t) { return t == LC_DT_BF16; }
+
+// Elements of the scratch's two parts (fp32 first, then 2-byte) for one call.
+typedef struct {
+  size_t f32, h16;
+} mm_parts;
+
+static size_t part_bytes(mm_parts p) { return lc_bytes(LC_DT_F32, p.f32) + lc_bytes(LC_DT_BF16, p.h16); }
+
+static mm_parts fwd_parts(int bf16, lc_dtype odt, lc_dtype idt, int T, int K, int N) {
+  mm_parts p = {0, 0};
+  if (T <= 0 || N <= 0) return p;
+  const size_t t = (size_t)T, n = (size_t)N, k = (size_t)K, R = min_sz(LC_MM_CHUNK, t), Rn = min_sz(LC_MM_CHUNK, n);
+  if (use_bf16(bf16, T, K, N)) {
+    if (T >= N) { // W whole + a chunk of rows (fp32 slots only); a bf16 output's fp32 chunk
+      p.h16 = n * k + (is16(idt) ? 0 : R * k);
+      p.f32 = is16(odt) ? R * n : 0;
+    } else { // inp whole (fp32 slots only) + a chunk of W rows; a bf16 output's fp32 columns
+      p.h16 = (is16(idt) ? 0 : t * k) + Rn * k;
+      p.f32 = is16(odt) ? t * Rn : 0;
+    }
+  } else { // sgemm: bf16 rows widened, a bf16 output's fp32 chunk
+    p.f32 = (is16(idt) ? R * k : 0) + (is16(odt) ? R * n : 0);
+  }
+  return p;
 }
 
-size_t lc_matmul_bwd_bytes(int bf16, int T, int K, int N) {
-  if (!use_bf16(bf16, T, K, N)) return 0;
-  size_t t = (size_t)T, n = (size_t)N, k = (size_t)K;
-  size_t el = T >= N ? n * k + min_sz(LC_MM_CHUNK, t) * (n + k)  // W whole + rows of dout, inp
-                     : t * k + min_sz(LC_MM_CHUNK, n) * (t + k); // inp whole + columns of dout, rows of W
-  return el * sizeof(uint16_t);
+static mm_parts bwd_parts(int bf16, lc_dtype ddt, lc_dtype idt, int T, int K, int N) {
+  mm_parts p = {0, 0};
+  if (T <= 0 || K <= 0) return p;
+  const size_t t = (size_t)T, n = (size_t)N, k = (size_t)K, R = min_sz(LC_MM_CHUNK, t), Rn = min_sz(LC_MM_CHUNK, n);
+  if (use_bf16(bf16, T, K, N)) {
+    if (T >= N) // W whole + rows of dout and inp (fp32 slots only)
+      p.h16 = n * k + (is16(ddt) ? 0 : R * n) + (is16(idt) ? 0 : R * k);
+    else // inp whole, columns of dout (fp32 slots only) + rows of W
+      p.h16 = (is16(idt) ? 0 : t * k) + (is16(ddt) ? 0 : t * Rn) + Rn * k;
+  } else {
+    p.f32 = (is16(ddt) ? R * n : 0) + (is16(idt) ? R * k : 0);
+  }
+  return p;
+}
+
+size_t lc_matmul_fwd_bytes(int bf16, lc_dtype out_dt, lc_dtype in_dt, int T, int K, int N) {
+  return part_bytes(fwd_parts(bf16, out_dt, in_dt, T, K, N));
+}
+
+size_t lc_matmul_bwd_bytes(int bf16, lc_dtype dout_dt, lc_dtype in_dt, int T, int K, int N) {
+  return part_bytes(bwd_parts(bf16, dout_dt, in_dt, T, K, N));
 }
 
 // dst[rows, cols] (dense) = src rows of `cols` values, ld apart (exact on bf16 values).
@@ -53,83 +94,152 @@ static void pack(uint16_t *dst, const float *src, long ld, int rows, int cols) {
   for (int r = 0; r < rows; r++) pk(dst + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols);
 }
 
-// out[T,N] = inp[T,K] @ W[N,K]^T
-void lc_matmul_fwd(const lc_mm *mm, float *out, const float *inp, const float *w, int T, int K, int N) {
-  if (T <= 0 || N <= 0) return;
-  size_t bytes = mm && mm->arena ? lc_matmul_fwd_bytes(mm->bf16, T, K, N) : 0;
-  uint16_t *buf = bytes ? lc_alloc(mm->arena, LC_MEM_SCRATCH, bytes, "bf16 GEMM operands") : NULL;
-  if (!buf) { // fp32 (or the arena's cap refused the packing buffer: same values, fp32 GEMM)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, inp, K, w, K, 0.0f, out, N);
+// rows x cols of src (dense) rounded into dst, rows ld apart.
+static void pack_to(uint16_t *dst, long ld, const float *src, int rows, int cols) {
+  if (ld == cols) {
+    lc_bf16_pack(dst, src, (size_t)rows * cols);
     return;
   }
-  lc_gemm_bf16_fn *gemm =
-      lc_kern()->gemm_bf16;
-  if (T >= N) { // W whole, inp in chunks of rows
-    uint16_t *w16 = buf, *x16 = buf + (size_t)N * K;
+  void (*pk)(uint16_t *, const float *, size_t) = lc_kern()->bf16_pack;
+#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= ((size_t)1 << 16))
+  for (int r = 0; r < rows; r++) pk(dst + (size_t)r * ld, src + (size_t)r * cols, (size_t)cols);
+}
+
+// Row t of an activation operand with rows of `cols` values, as 2 bytes (bf16 operands)
+// or fp32.
+static const uint16_t *row16(lc_act a, size_t t, size_t cols) { return (const uint16_t *)a.p + t * cols; }
+static const float *row32(lc_act a, size_t t, size_t cols) { return (const float *)a.p + t * cols; }
+
+static lc_status need_arena(const lc_mm *mm) {
+  return mm && mm->arena ? LC_OK : lc_fail(LC_EINVAL, "internal: a GEMM on bf16 operands needs an arena");
+}
+
+// out[T,N] = inp[T,K] @ W[N,K]^T
+lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp, const float *w, int T, int K, int N) {
+  if (T <= 0 || N <= 0) return LC_OK;
+  const int bf = mm ? mm->bf16 : 0;
+  const mm_parts parts = fwd_parts(bf, out_dt, inp.dt, T, K, N);
+  if (!parts.f32 && !parts.h16) { // fp32 operands, fp32 output (or K = 0 and nothing to read)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, inp.p, K, w, K, 0.0f, out, N);
+    return LC_OK;
+  }
+  LC_TRY(need_arena(mm));
+  float *buf = lc_alloc(mm->arena, LC_MEM_SCRATCH, part_bytes(parts), "GEMM operands");
+  if (!buf) return LC_ENOMEM;
+  uint16_t *h16 = (uint16_t *)(buf + parts.f32);
+  float *o32 = is16(out_dt) ? buf : NULL; // a bf16 output's fp32 chunk
+  uint16_t *out16 = out;
+  float *out32 = out;
+  if (!use_bf16(bf, T, K, N)) { // sgemm per chunk of rows
+    float *x32 = is16(inp.dt) ? buf + (o32 ? min_sz(LC_MM_CHUNK, (size_t)T) * (size_t)N : 0) : NULL;
+    for (int t0 = 0; t0 < T; t0 += LC_MM_CHUNK) {
+      const int n = T - t0 < LC_MM_CHUNK ? T - t0 : LC_MM_CHUNK;
+      const float *xa = row32(inp, t0, K);
+      if (x32) lc_bf16_unpack(x32, row16(inp, t0, K), (size_t)n * K), xa = x32;
+      float *dst = o32 ? o32 : out32 + (size_t)t0 * N;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, N, K, 1.0f, xa, K, w, K, 0.0f, dst, N);
+      if (o32) lc_bf16_pack(out16 + (size_t)t0 * N, o32, (size_t)n * N);
+    }
+  } else if (T >= N) { // W whole, inp in chunks of rows
+    lc_gemm_bf16_fn *gemm = lc_kern()->gemm_bf16;
+    uint16_t *w16 = h16, *x16 = h16 + (size_t)N * K;
     pack(w16, w, K, N, K);
     for (int t0 = 0; t0 < T; t0 += LC_MM_CHUNK) {
-      int n = T - t0 < LC_MM_CHUNK ? T - t0 : LC_MM_CHUNK;
-      pack(x16, inp + (size_t)t0 * K, K, n, K);
-      gemm(0, 1, n, N, K, x16, K, w16, K, 0.0f, out + (size_t)t0 * N, N);
+      const int n = T - t0 < LC_MM_CHUNK ? T - t0 : LC_MM_CHUNK;
+      const uint16_t *xa = is16(inp.dt) ? row16(inp, t0, K) : (pack(x16, row32(inp, t0, K), K, n, K), x16);
+      gemm(0, 1, n, N, K, xa, K, w16, K, 0.0f, o32 ? o32 : out32 + (size_t)t0 * N, N);
+      if (o32) lc_bf16_pack(out16 + (size_t)t0 * N, o32, (size_t)n * N);
     }
   } else { // inp whole, W in chunks of rows (= column blocks of out)
-    uint16_t *x16 = buf, *w16 = buf + (size_t)T * K;
-    pack(x16, inp, K, T, K);
+    lc_gemm_bf16_fn *gemm = lc_kern()->gemm_bf16;
+    uint16_t *x16 = h16, *w16 = h16 + (is16(inp.dt) ? 0 : (size_t)T * K);
+    const uint16_t *xa = is16(inp.dt) ? inp.p : (pack(x16, inp.p, K, T, K), x16);
     for (int n0 = 0; n0 < N; n0 += LC_MM_CHUNK) {
-      int nn = N - n0 < LC_MM_CHUNK ? N - n0 : LC_MM_CHUNK;
+      const int nn = N - n0 < LC_MM_CHUNK ? N - n0 : LC_MM_CHUNK;
       pack(w16, w + (size_t)n0 * K, K, nn, K);
-      gemm(0, 1, T, nn, K, x16, K, w16, K, 0.0f, out + n0, N);
+      if (o32) {
+        gemm(0, 1, T, nn, K, xa, K, w16, K, 0.0f, o32, nn);
+        pack_to(out16 + n0, N, o32, T, nn);
+      } else {
+        gemm(0, 1, T, nn, K, xa, K, w16, K, 0.0f, out32 + n0, N);
+      }
     }
   }
   lc_free(mm->arena, buf);
+  return LC_OK;
 }
 
 // dinp[T,K] (=|+=) dout[T,N] @ W[N,K] ; dw[N,K] += dout^T[N,T] @ inp[T,K]
-void lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, const float *dout, const float *inp,
-                   const float *w, int T, int K, int N, int accumulate) {
-  if (T <= 0 || K <= 0) return;
-  size_t bytes = mm && mm->arena ? lc_matmul_bwd_bytes(mm->bf16, T, K, N) : 0;
-  uint16_t *buf = bytes ? lc_alloc(mm->arena, LC_MEM_SCRATCH, bytes, "bf16 GEMM operands") : NULL;
-  if (!buf) {
+lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc_act inp, const float *w, int T, int K,
+                        int N, int accumulate) {
+  if (T <= 0 || K <= 0) return LC_OK;
+  const int bf = mm ? mm->bf16 : 0;
+  const mm_parts parts = bwd_parts(bf, dout.dt, inp.dt, T, K, N);
+  if (!parts.f32 && !parts.h16) {
     if (dinp) {
       // With N == 0 the product is empty: beta 0 still clears dinp (BLAS scales C by beta).
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, K, N, 1.0f, dout, N, w, K,
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, K, N, 1.0f, dout.p, N, w, K,
                   accumulate ? 1.0f : 0.0f, dinp, K);
     }
     if (dw && N > 0) {
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, T, 1.0f, dout, N, inp, K, 1.0f,
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, T, 1.0f, dout.p, N, inp.p, K, 1.0f,
                   dw, K);
     }
-    return;
+    return LC_OK;
   }
-  lc_gemm_bf16_fn *gemm =
-      lc_kern()->gemm_bf16;
-  if (T >= N) { // W whole; per chunk of rows: dout rows -> dinp rows, and their share of dw
+  LC_TRY(need_arena(mm));
+  float *buf = lc_alloc(mm->arena, LC_MEM_SCRATCH, part_bytes(parts), "GEMM operands");
+  if (!buf) return LC_ENOMEM;
+  uint16_t *h16 = (uint16_t *)(buf + parts.f32);
+  if (!use_bf16(bf, T, K, N)) { // sgemm per chunk of rows: dinp's rows, dw's share
+    const size_t R = min_sz(LC_MM_CHUNK, (size_t)T);
+    float *d32 = is16(dout.dt) ? buf : NULL, *x32 = is16(inp.dt) ? buf + (d32 ? R * (size_t)N : 0) : NULL;
+    for (int t0 = 0; t0 < T; t0 += LC_MM_CHUNK) {
+      const int n = T - t0 < LC_MM_CHUNK ? T - t0 : LC_MM_CHUNK;
+      const float *da = row32(dout, t0, N);
+      if (d32) lc_bf16_unpack(d32, row16(dout, t0, N), (size_t)n * N), da = d32;
+      if (dinp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, K, N, 1.0f, da, N, w, K, accumulate ? 1.0f : 0.0f,
+                    dinp + (size_t)t0 * K, K);
+      if (dw && N > 0) {
+        const float *xa = row32(inp, t0, K);
+        if (x32) lc_bf16_unpack(x32, row16(inp, t0, K), (size_t)n * K), xa = x32;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, n, 1.0f, da, N, xa, K, 1.0f, dw, K);
+      }
+    }
+  } else if (T >= N) { // W whole; per chunk of rows: dout rows -> dinp rows, and their share of dw
+    lc_gemm_bf16_fn *gemm = lc_kern()->gemm_bf16;
     const int R = T < LC_MM_CHUNK ? T : LC_MM_CHUNK;
-    uint16_t *w16 = buf, *d16 = w16 + (size_t)N * K, *x16 = d16 + (size_t)R * N;
+    uint16_t *w16 = h16, *d16 = w16 + (size_t)N * K, *x16 = d16 + (is16(dout.dt) ? 0 : (size_t)R * N);
     if (dinp) pack(w16, w, K, N, K);
     for (int t0 = 0; t0 < T; t0 += R) {
-      int n = T - t0 < R ? T - t0 : R;
-      pack(d16, dout + (size_t)t0 * N, N, n, N);
-      if (dinp) gemm(0, 0, n, K, N, d16, N, w16, K, accumulate ? 1.0f : 0.0f, dinp + (size_t)t0 * K, K);
+      const int n = T - t0 < R ? T - t0 : R;
+      const uint16_t *da = is16(dout.dt) ? row16(dout, t0, N) : (pack(d16, row32(dout, t0, N), N, n, N), d16);
+      if (dinp) gemm(0, 0, n, K, N, da, N, w16, K, accumulate ? 1.0f : 0.0f, dinp + (size_t)t0 * K, K);
       if (dw) {
-        pack(x16, inp + (size_t)t0 * K, K, n, K);
-        gemm(1, 0, N, K, n, d16, N, x16, K, 1.0f, dw, K);
+        const uint16_t *xa = is16(inp.dt) ? row16(inp, t0, K) : (pack(x16, row32(inp, t0, K), K, n, K), x16);
+        gemm(1, 0, N, K, n, da, N, xa, K, 1.0f, dw, K);
       }
     }
   } else { // inp whole; per chunk of W's rows: dout's columns -> dinp (summed), dw's rows
+    lc_gemm_bf16_fn *gemm = lc_kern()->gemm_bf16;
     const int R = N < LC_MM_CHUNK ? N : LC_MM_CHUNK;
-    uint16_t *x16 = buf, *d16 = x16 + (size_t)T * K, *w16 = d16 + (size_t)T * R;
-    if (dw) pack(x16, inp, K, T, K);
+    uint16_t *x16 = h16, *d16 = x16 + (is16(inp.dt) ? 0 : (size_t)T * K),
+             *w16 = d16 + (is16(dout.dt) ? 0 : (size_t)T * R);
+    const uint16_t *xa = NULL;
+    if (dw) xa = is16(inp.dt) ? inp.p : (pack(x16, inp.p, K, T, K), x16);
     for (int n0 = 0; n0 < N; n0 += R) {
-      int nn = N - n0 < R ? N - n0 : R;
-      pack(d16, dout + n0, N, T, nn);
+      const int nn = N - n0 < R ? N - n0 : R;
+      const uint16_t *da = (const uint16_t *)dout.p + n0;
+      long ldd = N;
+      if (!is16(dout.dt)) pack(d16, (const float *)dout.p + n0, N, T, nn), da = d16, ldd = nn;
       if (dinp) {
         pack(w16, w + (size_t)n0 * K, K, nn, K);
-        gemm(0, 0, T, K, nn, d16, nn, w16, K, n0 == 0 && !accumulate ? 0.0f : 1.0f, dinp, K);
+        gemm(0, 0, T, K, nn, da, ldd, w16, K, n0 == 0 && !accumulate ? 0.0f : 1.0f, dinp, K);
       }
-      if (dw) gemm(1, 0, nn, K, T, d16, nn, x16, K, 1.0f, dw + (size_t)n0 * K, K);
+      if (dw) gemm(1, 0, nn, K, T, da, ldd, xa, K, 1.0f, dw + (size_t)n0 * K, K);
     }
   }
   lc_free(mm->arena, buf);
+  return LC_OK;
 }

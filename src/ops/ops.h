@@ -8,31 +8,48 @@
 #include <stddef.h>
 
 #include "core/arena.h"
+#include "core/dtype.h"
+#include "core/status.h"
 
 // ---- matmul.c: linear layer with the HF weight layout W[N, K] ----
 // The pass's GEMM precision. NULL or bf16 0: OpenBLAS sgemm. bf16 1 (every operand holds
-// bf16 values, layer.h) and the kernel table has gemm_bf16: the operands are packed to 2
-// bytes (exact) into arena scratch (LC_MEM_SCRATCH, lc_matmul_*_bytes) and multiplied by
-// the table's bf16 GEMM with fp32 accumulation.
+// bf16 values, layer.h) and the kernel table has gemm_bf16: the table's bf16 GEMM with
+// fp32 accumulation; operands stored as bf16 are read in place, those in fp32 slots and
+// the weights are packed to 2 bytes (exact) into arena scratch (LC_MEM_SCRATCH,
+// lc_matmul_*_bytes).
 typedef struct {
   int bf16;
   lc_arena *arena;
 } lc_mm;
-// out[T,N] = inp[T,K] @ W[N,K]^T
-void lc_matmul_fwd(const lc_mm *mm, float *out, const float *inp, const float *w, int T, int K, int N);
+// An activation operand: rows of fp32 values, or of bf16 values stored in 2 bytes (what a
+// bf16 pass keeps for its GEMMs: model/layer.h).
+typedef struct {
+  const void *p;
+  lc_dtype dt; // LC_DT_F32 or LC_DT_BF16
+} lc_act;
+static inline lc_act lc_act_f32(const float *p) { return (lc_act){p, LC_DT_F32}; }
+static inline lc_act lc_act_of(const void *p, lc_dtype dt) { return (lc_act){p, dt}; }
+// out[T,N] = inp[T,K] @ W[N,K]^T; out holds fp32, or bf16 (rounded to nearest even) when
+// out_dt is LC_DT_BF16. Operands in bf16 need mm's arena (scratch) on every path.
+// LC_ENOMEM when the arena refuses the scratch.
+lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp, const float *w, int T, int K, int N);
 // dinp[T,K] = (accumulate ? dinp + : ) dout[T,N] @ W ; dw[N,K] += dout^T @ inp.
 // Either dinp or dw may be NULL to skip it.
-void lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, const float *dout, const float *inp,
-                   const float *w, int T, int K, int N, int accumulate);
-// Arena bytes (scratch) one call allocates for its bf16 operands (0: the fp32 path runs),
+lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc_act inp, const float *w, int T, int K,
+                        int N, int accumulate);
+// Arena bytes (scratch) one call allocates (0: sgemm on fp32 operands, nothing allocated),
 // for the memory model: nondecreasing in T.
-size_t lc_matmul_fwd_bytes(int bf16, int T, int K, int N);
-size_t lc_matmul_bwd_bytes(int bf16, int T, int K, int N);
+size_t lc_matmul_fwd_bytes(int bf16, lc_dtype out_dt, lc_dtype in_dt, int T, int K, int N);
+size_t lc_matmul_bwd_bytes(int bf16, lc_dtype dout_dt, lc_dtype in_dt, int T, int K, int N);
 
 // ---- rmsnorm.c (HF LlamaRMSNorm) ----
 // rstd[t] = 1/sqrt(mean_c(inp[t,c]^2) + eps); out[t,c] = inp[t,c] * rstd[t] * w[c]
 void lc_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int T, int C,
                     float eps);
+// The same with out in out_dt: fp32 (lc_rmsnorm_fwd), or bf16 (each value rounded to
+// nearest even from the fp32 result: a bf16 pass's norm outputs, 2 bytes each).
+void lc_rmsnorm_fwd_to(void *out, lc_dtype out_dt, float *rstd, const float *inp, const float *w, int T, int C,
+                       float eps);
 // dinp[T,C] += d/dinp ; dw[C] += d/dw   (rstd from the forward)
 void lc_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                     const float *rstd, int T, int C);
@@ -46,6 +63,8 @@ void lc_rmsnorm_bwd_set(float *dinp, float *dw, const float *dout, const float *
 void lc_bias_fwd(float *y, const float *b, int T, int N);
 // db[N] += sum over rows of dy[T,N] (per-column order t ascending, whatever the threads)
 void lc_bias_bwd(float *db, const float *dy, int T, int N);
+// The same over bf16 rows (the same sums as lc_bias_bwd of the widened values).
+void lc_bias_bwd_bf16(float *db, const uint16_t *dy, int T, int N);
 
 // ---- rope.c (HF rotate-half convention; scaling in ops/rope.h) ----
 // Plain RoPE's table for T positions: angle[t,i] = pos[t] * theta^(-2i/D), i < D/2;
@@ -63,6 +82,10 @@ void lc_swiglu_fwd(float *h, const float *g, const float *u, size_t n);
 // dg, du OVERWRITTEN (may not alias dh)
 void lc_swiglu_bwd(float *dg, float *du, const float *dh, const float *g, const float *u,
                    size_t n);
+// bf16 operands in 2 bytes (a bf16 pass): the same fp32 arithmetic on the widened values,
+// each result rounded to bf16 (h, and the gradients dg, du the GEMMs read).
+void lc_swiglu_fwd_bf16(uint16_t *h, const uint16_t *g, const uint16_t *u, size_t n);
+void lc_swiglu_bwd_bf16(uint16_t *dg, uint16_t *du, const float *dh, const uint16_t *g, const uint16_t *u, size_t n);
 
 // ---- embedding.c ----
 // out[T,C] = wte[tokens[t], :]  (tokens already validated to be in [0, V))

@@ -8,18 +8,39 @@
 #define LC_RMS_PAR_MIN 32768L // T*C elements below which one thread is faster
 #define LC_RMS_CBLK 64        // dw column block owned by one thread
 
+// One row's 1/rms (double sum of squares, rounded to float once).
+static float row_rstd(const float *x, int C, float eps) {
+  double ss = 0.0;
+#pragma omp simd reduction(+ : ss)
+  for (int c = 0; c < C; c++) ss += (double)x[c] * (double)x[c];
+  return (float)(1.0 / sqrt(ss / C + (double)eps));
+}
+
 void lc_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int T, int C,
                     float eps) {
 #pragma omp parallel for schedule(static) if ((long)T * C > LC_RMS_PAR_MIN)
   for (int t = 0; t < T; t++) {
     const float *x = inp + (size_t)t * C;
     float *o = out + (size_t)t * C;
-    double ss = 0.0;
-#pragma omp simd reduction(+ : ss)
-    for (int c = 0; c < C; c++) ss += (double)x[c] * (double)x[c];
-    const float r = (float)(1.0 / sqrt(ss / C + (double)eps));
+    const float r = row_rstd(x, C, eps);
     rstd[t] = r;
     for (int c = 0; c < C; c++) o[c] = (x[c] * r) * w[c];
+  }
+}
+
+void lc_rmsnorm_fwd_to(void *out, lc_dtype out_dt, float *rstd, const float *inp, const float *w, int T, int C,
+                       float eps) {
+  if (out_dt != LC_DT_BF16) {
+    lc_rmsnorm_fwd(out, rstd, inp, w, T, C, eps);
+    return;
+  }
+#pragma omp parallel for schedule(static) if ((long)T * C > LC_RMS_PAR_MIN)
+  for (int t = 0; t < T; t++) {
+    const float *x = inp + (size_t)t * C;
+    uint16_t *o = (uint16_t *)out + (size_t)t * C;
+    const float r = row_rstd(x, C, eps);
+    rstd[t] = r;
+    for (int c = 0; c < C; c++) o[c] = lc_bf16_narrow((x[c] * r) * w[c]);
   }
 }
 
