@@ -180,7 +180,9 @@ int main(void) {
   check_matmul(1100, 40, 24, 0);
   check_matmul(40, 24, 2100, 0);
   check_matmul(8, 16, 16, 0);
+  printf("the linear layer on bf16 operands through sgemm (widened chunks): checked\n");
   if (!lc_kern_supported(LC_KERN_BF16, &cpu)) {
+    if (lc_test_finish("test_gemm (sgemm part)") != 0) return 1;
     printf("SKIP test_gemm: this CPU (%s) lacks AVX512_BF16: the oneDNN bf16 GEMM is compiled, not tested here\n", cpu.model);
     return 77;
   }
