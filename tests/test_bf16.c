@@ -14,6 +14,7 @@
 
 #include "attn/attn.h"
 #include "core/dtype.h"
+#include "model/arch.h"
 #include "model/layer.h"
 #include "model/model.h"
 #include "ops/ops.h"
@@ -372,6 +373,61 @@ static void test_memory(void) {
   lc_model_destroy(&m, &arena);
 }
 
+// ---------------------------------------------------------------- 6. the store's 2-byte copy
+// A bf16 pass's decoder layer unit, acquired: its matrices are a 2-byte copy (the 16-bit
+// views hold exactly the rounded master weights; the float views of the matrices are
+// NULL), its vectors (norms, biases, q/k norms) fp32 copies of the rounded master values;
+// the copy costs 2 bytes per unit value plus 4 per vector value (each vector padded to 16),
+// counted here from the table alone; release restores the float views of the master.
+static void test_store_copy(void) {
+  lc_config cfg;
+  lc_config_preset(&cfg, "tiny");
+  cfg.n_layers = 2;
+  lc_arch_apply(&cfg, lc_arch_get(LC_ARCH_QWEN3), 1); // q/k norms, q/k/v and o biases: every kind of vector
+  lc_model m;
+  CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
+  lc_t_randomize(&m, 5);
+  lc_pstore *ps = &m.ps;
+  const int u = lc_unit_layer(1);
+  const lc_param_unit *U = &ps->lay.units[u];
+  size_t vec = 0;
+  for (int t = U->t0; t < U->t1; t++)
+    if (ps->lay.table[t].ndim == 1) vec += (ps->lay.table[t].numel + 15) / 16 * 16;
+  lc_pstore_set_compute(ps, LC_DT_BF16);
+  lc_arena_reset_peaks(&arena);
+  const size_t g0 = arena.cur[LC_MEM_GATHERED];
+  CHECK(lc_pstore_acquire(ps, u, -1) == LC_OK, "acquire: %s", lc_errmsg());
+  CHECK(arena.cur[LC_MEM_GATHERED] - g0 == 2 * U->n + 4 * vec, "bf16 layer copy: %zu bytes, expected 2 x %zu + 4 x %zu",
+        arena.cur[LC_MEM_GATHERED] - g0, U->n, vec);
+  long bad = 0, views = 0;
+  for (int t = U->t0; t < U->t1; t++) {
+    const lc_param_info *T = &ps->lay.table[t];
+    const float *master = ps->params + T->offset, *f = *lc_weights_slot(&ps->w, T);
+    const uint16_t **s16 = lc_weights_slot16(&ps->w, T), *h = s16 ? *s16 : NULL;
+    if (T->ndim == 2) {
+      views += h != NULL && f == NULL;
+      for (size_t i = 0; h && i < T->numel; i++) bad += h[i] != lc_f32_to_bf16(master[i]);
+    } else {
+      views += f != NULL && f != master;
+      for (size_t i = 0; f && i < T->numel; i++) bad += f[i] != lc_bf16_to_f32(lc_f32_to_bf16(master[i]));
+    }
+  }
+  CHECK(views == U->t1 - U->t0, "bf16 layer copy: %ld of %d views as expected", views, U->t1 - U->t0);
+  CHECK(bad == 0, "bf16 layer copy: %ld values are not the rounded master weights", bad);
+  lc_pstore_release(ps, u);
+  long restored = 0;
+  for (int t = U->t0; t < U->t1; t++) {
+    const lc_param_info *T = &ps->lay.table[t];
+    const uint16_t **h = lc_weights_slot16(&ps->w, T);
+    restored += *lc_weights_slot(&ps->w, T) == ps->params + T->offset && (!h || !*h);
+  }
+  CHECK(arena.cur[LC_MEM_GATHERED] == g0 && restored == U->t1 - U->t0,
+        "release: %zu bytes left, %ld of %d views back on the master", arena.cur[LC_MEM_GATHERED] - g0, restored,
+        U->t1 - U->t0);
+  lc_pstore_set_compute(ps, LC_DT_F32);
+  lc_model_destroy(&m, &arena);
+}
+
 int main(void) {
   lc_arena_init(&arena, 0);
   test_arrays();
@@ -380,6 +436,7 @@ int main(void) {
   test_vs_fp32(1);
   test_policies();
   test_memory();
+  test_store_copy();
   CHECK(arena.cur_total == 0, "arena still holds %zu bytes at exit", arena.cur_total);
   return lc_test_finish("test_bf16");
 }

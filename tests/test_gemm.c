@@ -80,7 +80,7 @@ static uint16_t *to16(const float *x, long n) {
 }
 
 // The linear layer on typed operands: lc_matmul_fwd/bwd with every combination of
-// activation dtypes (inp, dout: fp32 slots or 2-byte bf16; out fp32 or bf16) against
+// dtypes (inp, dout, W: fp32 slots or 2-byte bf16; out fp32 or bf16) against
 // sgemm on the fp32 values. native 1: bf16 on (oneDNN; operands in 2 bytes read in place,
 // the rest packed); native 0: bf16 off (sgemm on bf16 operands widened chunk by chunk).
 // Tolerance: twice the (K+2)u sum|ab| bound of two fp32 sums (the header); a bf16 output
@@ -94,21 +94,23 @@ static void check_matmul(int T, int K, int N, int native) {
   const lc_mm mm = {native, &ar};
   const long nI = (long)T * K, nW = (long)N * K, nO = (long)T * N;
   float *inp = randb(nI), *w = randb(nW), *dout = randb(nO);
-  uint16_t *inp16 = to16(inp, nI), *dout16 = to16(dout, nO);
+  uint16_t *inp16 = to16(inp, nI), *dout16 = to16(dout, nO), *w16 = to16(w, nW);
   float *o1 = malloc(sizeof(float) * nO), *o2 = malloc(sizeof(float) * nO);
   uint16_t *o16 = malloc(2 * (size_t)nO);
-  lc_matmul_fwd(NULL, o2, LC_DT_F32, lc_act_f32(inp), w, T, K, N);
-  for (int c = 0; c < 4; c++) {
-    const lc_dtype idt = c & 1 ? LC_DT_BF16 : LC_DT_F32, odt = c & 2 ? LC_DT_BF16 : LC_DT_F32;
+  lc_matmul_fwd(NULL, o2, LC_DT_F32, lc_act_f32(inp), lc_act_f32(w), T, K, N);
+  for (int c = 0; c < 8; c++) {
+    const lc_dtype idt = c & 1 ? LC_DT_BF16 : LC_DT_F32, odt = c & 2 ? LC_DT_BF16 : LC_DT_F32,
+                   wdt = c & 4 ? LC_DT_BF16 : LC_DT_F32;
     if (!native && c == 0) continue; // plain sgemm: the reference itself
     lc_arena_reset_peaks(&ar);
     const lc_act in = lc_act_of(idt == LC_DT_BF16 ? (const void *)inp16 : inp, idt);
-    CHECK(lc_matmul_fwd(&mm, odt == LC_DT_BF16 ? (void *)o16 : o1, odt, in, w, T, K, N) == LC_OK, "matmul fwd: %s",
+    const lc_act wa = lc_act_of(wdt == LC_DT_BF16 ? (const void *)w16 : w, wdt);
+    CHECK(lc_matmul_fwd(&mm, odt == LC_DT_BF16 ? (void *)o16 : o1, odt, in, wa, T, K, N) == LC_OK, "matmul fwd: %s",
           lc_errmsg());
-    CHECK(ar.peak[LC_MEM_SCRATCH] == lc_matmul_fwd_bytes(native, odt, idt, T, K, N) && ar.cur_total == 0,
-          "matmul fwd T %d K %d N %d in %s out %s: scratch peak %zu, predicted %zu, left %zu", T, K, N,
-          lc_dtype_name(idt), lc_dtype_name(odt), ar.peak[LC_MEM_SCRATCH], lc_matmul_fwd_bytes(native, odt, idt, T, K, N),
-          ar.cur_total);
+    CHECK(ar.peak[LC_MEM_SCRATCH] == lc_matmul_fwd_bytes(native, odt, idt, wdt, T, K, N) && ar.cur_total == 0,
+          "matmul fwd T %d K %d N %d in %s out %s w %s: scratch peak %zu, predicted %zu, left %zu", T, K, N,
+          lc_dtype_name(idt), lc_dtype_name(odt), lc_dtype_name(wdt), ar.peak[LC_MEM_SCRATCH],
+          lc_matmul_fwd_bytes(native, odt, idt, wdt, T, K, N), ar.cur_total);
     // |o1 - o2| <= 2 (K+2) u sum|ab| (+ 2^-8 |o2| for a bf16 output)
     long bad = 0;
     for (int t = 0; t < T; t++)
@@ -119,15 +121,17 @@ static void check_matmul(int T, int K, int N, int native) {
         const double got = odt == LC_DT_BF16 ? lc_bf16_to_f32(o16[(long)t * N + n]) : o1[(long)t * N + n];
         bad += fabs(got - ref) > (odt == LC_DT_BF16 ? 4 : 2) * (K + 2) * U * m + (odt == LC_DT_BF16 ? ldexp(fabs(ref), -8) : 0);
       }
-    CHECK(bad == 0, "matmul fwd native %d T %d K %d N %d in %s out %s: %ld outputs differ from sgemm beyond the bound",
-          native, T, K, N, lc_dtype_name(idt), lc_dtype_name(odt), bad);
+    CHECK(bad == 0, "matmul fwd native %d T %d K %d N %d in %s out %s w %s: %ld outputs differ from sgemm beyond the bound",
+          native, T, K, N, lc_dtype_name(idt), lc_dtype_name(odt), lc_dtype_name(wdt), bad);
   }
   // backward: dinp overwritten then accumulated, dw accumulated onto a prefilled value
-  for (int c = 0; c < 8; c++) {
-    const int acc = c >> 2;
-    const lc_dtype idt = c & 1 ? LC_DT_BF16 : LC_DT_F32, ddt = c & 2 ? LC_DT_BF16 : LC_DT_F32;
-    if (!native && (c & 3) == 0) continue;
+  for (int c = 0; c < 16; c++) {
+    const int acc = c >> 3;
+    const lc_dtype idt = c & 1 ? LC_DT_BF16 : LC_DT_F32, ddt = c & 2 ? LC_DT_BF16 : LC_DT_F32,
+                   wdt = c & 4 ? LC_DT_BF16 : LC_DT_F32;
+    if (!native && (c & 7) == 0) continue;
     const lc_act in = lc_act_of(idt == LC_DT_BF16 ? (const void *)inp16 : inp, idt);
+    const lc_act wa = lc_act_of(wdt == LC_DT_BF16 ? (const void *)w16 : w, wdt);
     const lc_act dy = lc_act_of(ddt == LC_DT_BF16 ? (const void *)dout16 : dout, ddt);
     float *di1 = lc_t_randn(&rng, nI, 1), *dw1 = lc_t_randn(&rng, nW, 1);
     float *di2 = malloc(sizeof(float) * nI), *dw2 = malloc(sizeof(float) * nW);
@@ -135,11 +139,11 @@ static void check_matmul(int T, int K, int N, int native) {
     float *di0 = malloc(sizeof(float) * nI), *dw0 = malloc(sizeof(float) * nW);
     memcpy(di0, di1, sizeof(float) * nI), memcpy(dw0, dw1, sizeof(float) * nW);
     lc_arena_reset_peaks(&ar);
-    CHECK(lc_matmul_bwd(&mm, di1, dw1, dy, in, w, T, K, N, acc) == LC_OK, "matmul bwd: %s", lc_errmsg());
-    CHECK(ar.peak[LC_MEM_SCRATCH] == lc_matmul_bwd_bytes(native, ddt, idt, T, K, N) && ar.cur_total == 0,
-          "matmul bwd T %d K %d N %d dout %s in %s: scratch peak %zu, predicted %zu", T, K, N, lc_dtype_name(ddt),
-          lc_dtype_name(idt), ar.peak[LC_MEM_SCRATCH], lc_matmul_bwd_bytes(native, ddt, idt, T, K, N));
-    lc_matmul_bwd(NULL, di2, dw2, lc_act_f32(dout), lc_act_f32(inp), w, T, K, N, acc);
+    CHECK(lc_matmul_bwd(&mm, di1, dw1, dy, in, wa, T, K, N, acc) == LC_OK, "matmul bwd: %s", lc_errmsg());
+    CHECK(ar.peak[LC_MEM_SCRATCH] == lc_matmul_bwd_bytes(native, ddt, idt, wdt, T, K, N) && ar.cur_total == 0,
+          "matmul bwd T %d K %d N %d dout %s in %s w %s: scratch peak %zu, predicted %zu", T, K, N, lc_dtype_name(ddt),
+          lc_dtype_name(idt), lc_dtype_name(wdt), ar.peak[LC_MEM_SCRATCH], lc_matmul_bwd_bytes(native, ddt, idt, wdt, T, K, N));
+    lc_matmul_bwd(NULL, di2, dw2, lc_act_f32(dout), lc_act_f32(inp), lc_act_f32(w), T, K, N, acc);
     long bi = 0, bw = 0;
     for (int t = 0; t < T; t++)
       for (int k = 0; k < K; k++) {
@@ -154,21 +158,21 @@ static void check_matmul(int T, int K, int N, int native) {
         bw += fabs(dw1[(long)n * K + k] - dw2[(long)n * K + k]) > 2 * (T + 2) * U * m;
       }
     CHECK(bi == 0 && bw == 0,
-          "matmul bwd native %d T %d K %d N %d acc %d dout %s in %s: dinp %ld, dw %ld values differ from sgemm beyond 2(R+2)u sum|ab|",
-          native, T, K, N, acc, lc_dtype_name(ddt), lc_dtype_name(idt), bi, bw);
+          "matmul bwd native %d T %d K %d N %d acc %d dout %s in %s w %s: dinp %ld, dw %ld values differ from sgemm beyond 2(R+2)u sum|ab|",
+          native, T, K, N, acc, lc_dtype_name(ddt), lc_dtype_name(idt), lc_dtype_name(wdt), bi, bw);
     // NULL skips one product and leaves the other bit-identical
     float *di3 = malloc(sizeof(float) * nI), *dw3 = malloc(sizeof(float) * nW);
     memcpy(di3, di0, sizeof(float) * nI), memcpy(dw3, dw0, sizeof(float) * nW);
-    lc_matmul_bwd(&mm, di3, NULL, dy, in, w, T, K, N, acc);
-    lc_matmul_bwd(&mm, NULL, dw3, dy, in, w, T, K, N, acc);
+    lc_matmul_bwd(&mm, di3, NULL, dy, in, wa, T, K, N, acc);
+    lc_matmul_bwd(&mm, NULL, dw3, dy, in, wa, T, K, N, acc);
     CHECK(!memcmp(di3, di1, sizeof(float) * nI) && !memcmp(dw3, dw1, sizeof(float) * nW),
           "matmul bwd native %d T %d K %d N %d: one product NULL changes the other", native, T, K, N);
     free(di0), free(dw0), free(di1), free(dw1), free(di2), free(dw2), free(di3), free(dw3);
   }
   // bf16 operands without an arena: one clear error, nothing written
-  CHECK(lc_matmul_fwd(NULL, o1, LC_DT_F32, lc_act_of(inp16, LC_DT_BF16), w, T, K, N) == LC_EINVAL,
+  CHECK(lc_matmul_fwd(NULL, o1, LC_DT_F32, lc_act_of(inp16, LC_DT_BF16), lc_act_f32(w), T, K, N) == LC_EINVAL,
         "matmul on bf16 operands without an arena was not refused");
-  free(inp), free(w), free(dout), free(o1), free(o2), free(o16), free(inp16), free(dout16);
+  free(inp), free(w), free(dout), free(o1), free(o2), free(o16), free(inp16), free(dout16), free(w16);
 }
 
 int main(void) {

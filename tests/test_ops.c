@@ -104,7 +104,7 @@ typedef struct {
 
 static double mm_loss(void *p) {
   mm_ctx *c = p;
-  lc_matmul_fwd(NULL, c->out, LC_DT_F32, lc_act_f32(c->inp), c->w, c->T, c->K, c->N);
+  lc_matmul_fwd(NULL, c->out, LC_DT_F32, lc_act_f32(c->inp), lc_act_f32(c->w), c->T, c->K, c->N);
   return dotd(c->dout, c->out, (long)c->T * c->N);
 }
 
@@ -115,7 +115,7 @@ static void test_matmul(int T, int K, int N, int do_fd) {
               fconst(nO, NAN), T, K, N};
   // forward vs triple loop in double. Float sgemm error <= ~K*eps*sum|a b| (bound), so
   // atol scales with sqrt(K) (typical |out| ~ sqrt(K)).
-  lc_matmul_fwd(NULL, c.out, LC_DT_F32, lc_act_f32(c.inp), c.w, T, K, N);
+  lc_matmul_fwd(NULL, c.out, LC_DT_F32, lc_act_f32(c.inp), lc_act_f32(c.w), T, K, N);
   double *ref = dalloc(nO);
   for (int t = 0; t < T; t++)
     for (int n = 0; n < N; n++) {
@@ -128,7 +128,7 @@ static void test_matmul(int T, int K, int N, int do_fd) {
 
   // backward: dinp with accumulate=0 must overwrite (pre-filled with NaN), dw from zero
   float *dinp = fconst(nI, NAN), *dw = fconst(nW, 0);
-  lc_matmul_bwd(NULL, dinp, dw, lc_act_f32(c.dout), lc_act_f32(c.inp), c.w, T, K, N, 0);
+  lc_matmul_bwd(NULL, dinp, dw, lc_act_f32(c.dout), lc_act_f32(c.inp), lc_act_f32(c.w), T, K, N, 0);
   if (do_fd) {
     double *g = dalloc(nI > nW ? nI : nW);
     fd_grad(mm_loss, &c, c.inp, nI, 0.1, g);
@@ -156,15 +156,15 @@ static void test_matmul(int T, int K, int N, int do_fd) {
   // += semantics: dinp with accumulate=1 and dw always add to random pre-filled values
   float *pi = lc_t_randn(&rng, nI, 1), *pw = lc_t_randn(&rng, nW, 1);
   float *ai = fcopy(pi, nI), *aw = fcopy(pw, nW);
-  lc_matmul_bwd(NULL, ai, aw, lc_act_f32(c.dout), lc_act_f32(c.inp), c.w, T, K, N, 1);
+  lc_matmul_bwd(NULL, ai, aw, lc_act_f32(c.dout), lc_act_f32(c.inp), lc_act_f32(c.w), T, K, N, 1);
   snprintf(what, sizeof what, "matmul dinp accumulate T=%d K=%d N=%d", T, K, N);
   check_acc(what, ai, pi, dinp, nI, 1e-5, 1e-5);
   snprintf(what, sizeof what, "matmul dw accumulate T=%d K=%d N=%d", T, K, N);
   check_acc(what, aw, pw, dw, nW, 1e-5, 1e-5);
   // NULL skips that product and leaves the other unchanged
   float *bi = fconst(nI, NAN), *bw = fconst(nW, 0);
-  lc_matmul_bwd(NULL, bi, NULL, lc_act_f32(c.dout), lc_act_f32(c.inp), c.w, T, K, N, 0);
-  lc_matmul_bwd(NULL, NULL, bw, lc_act_f32(c.dout), lc_act_f32(c.inp), c.w, T, K, N, 0);
+  lc_matmul_bwd(NULL, bi, NULL, lc_act_f32(c.dout), lc_act_f32(c.inp), lc_act_f32(c.w), T, K, N, 0);
+  lc_matmul_bwd(NULL, NULL, bw, lc_act_f32(c.dout), lc_act_f32(c.inp), lc_act_f32(c.w), T, K, N, 0);
   CHECK(memcmp(bi, dinp, sizeof(float) * (size_t)nI) == 0, "matmul dw=NULL changes dinp");
   CHECK(memcmp(bw, dw, sizeof(float) * (size_t)nW) == 0, "matmul dinp=NULL changes dw");
   free(bi); free(bw); free(pi); free(pw); free(ai); free(aw); free(dinp); free(dw); free(ref);

@@ -163,11 +163,11 @@ lc_status lc_decode(const lc_model *m, lc_kv_cache *c, const int *tokens, int n,
     if (all_logits) {
       lc_rmsnorm_fwd(ln, rstd, x, m->ps.w.norm, nn, C, cfg->norm_eps);
       if (bf16) lc_bf16_round(ln, (size_t)nn * C);
-      st = lc_matmul_fwd(&mm, logits + (size_t)t0 * V, LC_DT_F32, lc_act_f32(ln), m->ps.w.head, nn, C, V);
+      st = lc_matmul_fwd(&mm, logits + (size_t)t0 * V, LC_DT_F32, lc_act_f32(ln), lc_act_f32(m->ps.w.head), nn, C, V);
     } else if (t0 + nn == n) {
       lc_rmsnorm_fwd(ln, rstd, x + (size_t)(nn - 1) * C, m->ps.w.norm, 1, C, cfg->norm_eps);
       if (bf16) lc_bf16_round(ln, (size_t)C);
-      st = lc_matmul_fwd(&mm, logits, LC_DT_F32, lc_act_f32(ln), m->ps.w.head, 1, C, V);
+      st = lc_matmul_fwd(&mm, logits, LC_DT_F32, lc_act_f32(ln), lc_act_f32(m->ps.w.head), 1, C, V);
     }
   }
   if (st != LC_OK) c->len = len0; // rows past len are ignored: the cache is as before

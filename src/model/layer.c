@@ -19,6 +19,9 @@ static void to_bf16(const lc_layer_ctx *c, float *x, size_t n) {
 
 static lc_dtype adt(const lc_layer_ctx *c) { return lc_layer_act_dt(c->bf16); }
 static lc_act act(const lc_layer_ctx *c, const void *p) { return lc_act_of(p, adt(c)); }
+// A weight matrix as the GEMMs read it: the store's 2-byte compute copy when there is one
+// (a bf16 pass over an acquired unit), else the float view.
+static lc_act wt(const float *f, const uint16_t *h) { return h ? lc_act_of(h, LC_DT_BF16) : lc_act_f32(f); }
 
 // Buffers are carved from one arena block each, every piece starting 64 bytes apart.
 #define AL64(n) (((size_t)(n) + 63) & ~(size_t)63)
@@ -75,17 +78,18 @@ void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_
   const lc_dtype dt = lc_layer_act_dt(bf16), f32 = LC_DT_F32;
   // The GEMMs' scratch (lc_matmul_*_bytes: operand packing, widening or an output chunk,
   // by the operands' dtypes) is on top of what is live when they run; the largest of each
-  // phase counts. Backward's dout operand is dx rounded (act dtype) or, for q/k/v, dq/dk/dv.
-  const size_t mlp_fwd_mm = max3(lc_matmul_fwd_bytes(bf16, dt, dt, tile, C, F), lc_matmul_fwd_bytes(bf16, f32, dt, tile, F, C), 0);
-  const size_t mlp_bwd_mm = max3(tiled ? lc_matmul_fwd_bytes(bf16, dt, dt, tile, C, F) : 0,
-                                 lc_matmul_bwd_bytes(bf16, dt, dt, tile, F, C), lc_matmul_bwd_bytes(bf16, dt, dt, tile, C, F));
+  // phase counts. Backward's dout operand is dx rounded (act dtype) or, for q/k/v, dq/dk/dv;
+  // the weights are the store's compute copy (act dtype: 2 bytes in a bf16 pass).
+  const size_t mlp_fwd_mm = max3(lc_matmul_fwd_bytes(bf16, dt, dt, dt, tile, C, F), lc_matmul_fwd_bytes(bf16, f32, dt, dt, tile, F, C), 0);
+  const size_t mlp_bwd_mm = max3(tiled ? lc_matmul_fwd_bytes(bf16, dt, dt, dt, tile, C, F) : 0,
+                                 lc_matmul_bwd_bytes(bf16, dt, dt, dt, tile, F, C), lc_matmul_bwd_bytes(bf16, dt, dt, dt, tile, C, F));
   m->mlp_fwd = (tiled ? mlp_fwd_bytes(cfg, tile, dt) : 0) + mlp_fwd_mm;
   m->mlp_bwd = mlp_grad_bytes(cfg, tile, bf16) + (tiled ? mlp_fwd_bytes(cfg, tile, dt) : 0) + mlp_bwd_mm;
   m->attn_bwd = attn_bwd_bytes(cfg, T, bf16);
-  m->attn_fwd_mm = max3(lc_matmul_fwd_bytes(bf16, f32, dt, T, C, HQ), lc_matmul_fwd_bytes(bf16, f32, dt, T, C, HKV),
-                        lc_matmul_fwd_bytes(bf16, f32, f32, T, HQ, C));
-  m->attn_bwd_mm = m->attn_bwd + max3(lc_matmul_bwd_bytes(bf16, dt, f32, T, HQ, C), lc_matmul_bwd_bytes(bf16, f32, dt, T, C, HQ),
-                                      lc_matmul_bwd_bytes(bf16, f32, dt, T, C, HKV));
+  m->attn_fwd_mm = max3(lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, C, HQ), lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, C, HKV),
+                        lc_matmul_fwd_bytes(bf16, f32, f32, dt, T, HQ, C));
+  m->attn_bwd_mm = m->attn_bwd + max3(lc_matmul_bwd_bytes(bf16, dt, f32, dt, T, HQ, C), lc_matmul_bwd_bytes(bf16, f32, dt, dt, T, C, HQ),
+                                      lc_matmul_bwd_bytes(bf16, f32, dt, dt, T, C, HKV));
 }
 
 #define PAD16(n) (((size_t)(n) + 15) & ~(size_t)15)
@@ -112,7 +116,7 @@ void lc_layer_qknorm_carve(lc_layer_acts *a, const lc_config *cfg, int T, float 
 // ---------------------------------------------------------------- attention projections
 // One projection of n1 [T,C] into out [T,N] (+ bias); qk_norm: the raw projection is kept
 // in raw and out is its per-head RMSNorm (rows of D) with weight nw.
-static lc_status proj_fwd(const lc_layer_ctx *c, float *out, const void *n1, const float *w, const float *b,
+static lc_status proj_fwd(const lc_layer_ctx *c, float *out, const void *n1, lc_act w, const float *b,
                           float *raw, float *rstd, const float *nw, int N) {
   const lc_mm mm = {c->bf16, c->arena};
   const int T = c->T, C = c->cfg->dim, D = c->cfg->head_dim;
@@ -148,9 +152,9 @@ static lc_status mlp_fwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, 
   const int C = c->cfg->dim, F = c->cfg->ffn;
   const lc_dtype dt = adt(c);
   lc_rmsnorm_fwd_to(n2, dt, rstd, xm, w->ln2, n, C, c->cfg->norm_eps);
-  LC_TRY(lc_matmul_fwd(&mm, gate, dt, act(c, n2), w->wgate, n, C, F));
+  LC_TRY(lc_matmul_fwd(&mm, gate, dt, act(c, n2), wt(w->wgate, w->wgate16), n, C, F));
   poll(c);
-  LC_TRY(lc_matmul_fwd(&mm, up, dt, act(c, n2), w->wup, n, C, F));
+  LC_TRY(lc_matmul_fwd(&mm, up, dt, act(c, n2), wt(w->wup, w->wup16), n, C, F));
   poll(c);
   if (c->bf16) lc_swiglu_fwd_bf16(h, gate, up, (size_t)n * F);
   else lc_swiglu_fwd(h, gate, up, (size_t)n * F);
@@ -172,7 +176,7 @@ static lc_status mlp_fwd_tiled(const lc_layer_ctx *c, const lc_layer_weights *w,
     const float *xm = x_mid + (size_t)t0 * C;
     float *xo = x_out + (size_t)t0 * C;
     st = mlp_fwd_rows(c, w, xm, b.n2, b.rstd, b.gate, b.up, b.h, n);
-    if (st == LC_OK) st = lc_matmul_fwd(&mm, xo, LC_DT_F32, act(c, b.h), w->wdown, n, F, C);
+    if (st == LC_OK) st = lc_matmul_fwd(&mm, xo, LC_DT_F32, act(c, b.h), wt(w->wdown, w->wdown16), n, F, C);
     if (st != LC_OK) break;
     poll(c);
     lc_add_inplace(xo, xm, (size_t)n * C);
@@ -203,15 +207,15 @@ static lc_status mlp_bwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, 
     lc_bf16_pack(b->dxr, dx, (size_t)n * C);
     dout = lc_act_of(b->dxr, LC_DT_BF16);
   }
-  LC_TRY(lc_matmul_bwd(&mm, b->dh, g->wdown, dout, act(c, h), w->wdown, n, F, C, 0));
+  LC_TRY(lc_matmul_bwd(&mm, b->dh, g->wdown, dout, act(c, h), wt(w->wdown, w->wdown16), n, F, C, 0));
   poll(c);
   // h = silu(gate) * up (bf16: dg, du rounded as bf16 gradient tensors, 2 bytes)
   if (c->bf16) lc_swiglu_bwd_bf16(b->dg, b->du, b->dh, gate, up, (size_t)n * F);
   else lc_swiglu_bwd(b->dg, b->du, b->dh, gate, up, (size_t)n * F);
   // gate = n2 @ Wg^T, up = n2 @ Wu^T
-  LC_TRY(lc_matmul_bwd(&mm, b->dn2, g->wgate, act(c, b->dg), act(c, n2), w->wgate, n, C, F, 0));
+  LC_TRY(lc_matmul_bwd(&mm, b->dn2, g->wgate, act(c, b->dg), act(c, n2), wt(w->wgate, w->wgate16), n, C, F, 0));
   poll(c);
-  LC_TRY(lc_matmul_bwd(&mm, b->dn2, g->wup, act(c, b->du), act(c, n2), w->wup, n, C, F, 1));
+  LC_TRY(lc_matmul_bwd(&mm, b->dn2, g->wup, act(c, b->du), act(c, n2), wt(w->wup, w->wup16), n, C, F, 1));
   poll(c);
   // n2 = rmsnorm(x_mid): gradient added to dx (the residual path already carries dx_out)
   lc_rmsnorm_bwd(dx, g->ln2, b->dn2, xm, w->ln2, rstd, n, C);
@@ -267,9 +271,9 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   const int HQ = cfg->n_heads * D, HKV = cfg->n_kv_heads * D;
   lc_rmsnorm_fwd_to(a->ln1, adt(c), a->rstd1, x_in, w->ln1, T, C, cfg->norm_eps);
   const int qn = cfg->qk_norm;
-  LC_TRY(proj_fwd(c, a->q, a->ln1, w->wq, w->bq, qn ? a->qp : NULL, a->rstdq, w->q_norm, HQ));
-  LC_TRY(proj_fwd(c, a->k, a->ln1, w->wk, w->bk, qn ? a->kp : NULL, a->rstdk, w->k_norm, HKV));
-  LC_TRY(proj_fwd(c, a->v, a->ln1, w->wv, w->bv, NULL, NULL, NULL, HKV));
+  LC_TRY(proj_fwd(c, a->q, a->ln1, wt(w->wq, w->wq16), w->bq, qn ? a->qp : NULL, a->rstdq, w->q_norm, HQ));
+  LC_TRY(proj_fwd(c, a->k, a->ln1, wt(w->wk, w->wk16), w->bk, qn ? a->kp : NULL, a->rstdk, w->k_norm, HKV));
+  LC_TRY(proj_fwd(c, a->v, a->ln1, wt(w->wv, w->wv16), w->bv, NULL, NULL, NULL, HKV));
   lc_rope_fwd(a->q, c->rope_cos, c->rope_sin, T, cfg->n_heads, D);
   lc_rope_fwd(a->k, c->rope_cos, c->rope_sin, T, cfg->n_kv_heads, D);
   to_bf16(c, a->q, (size_t)T * HQ);
@@ -277,14 +281,14 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   to_bf16(c, a->v, (size_t)T * HKV);
   c->attn->bf16 = c->bf16; // the strategy rounds att (attn.h)
   if (!skip_attn) LC_TRY(c->attn->fwd(c->attn, a->att, a->saved, a->q, a->k, a->v, T, c->arena));
-  LC_TRY(lc_matmul_fwd(&mm, a->x_mid, LC_DT_F32, lc_act_f32(a->att), w->wo, T, HQ, C));
+  LC_TRY(lc_matmul_fwd(&mm, a->x_mid, LC_DT_F32, lc_act_f32(a->att), wt(w->wo, w->wo16), T, HQ, C));
   poll(c);
   if (w->bo) lc_bias_fwd(a->x_mid, w->bo, T, C);
   lc_add_inplace(a->x_mid, x_in, (size_t)T * C);
   if (mlp_tiled(c)) return x_out ? mlp_fwd_tiled(c, w, a->x_mid, x_out) : LC_OK;
   LC_TRY(mlp_fwd_rows(c, w, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h, T));
   if (x_out) {
-    LC_TRY(lc_matmul_fwd(&mm, x_out, LC_DT_F32, act(c, a->h), w->wdown, T, F, C));
+    LC_TRY(lc_matmul_fwd(&mm, x_out, LC_DT_F32, act(c, a->h), wt(w->wdown, w->wdown16), T, F, C));
     poll(c);
     lc_add_inplace(x_out, a->x_mid, (size_t)T * C);
     to_bf16(c, x_out, (size_t)T * C);
@@ -317,7 +321,7 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
     lc_bf16_pack(dxr, dx, (size_t)T * C);
     dout = lc_act_of(dxr, LC_DT_BF16);
   }
-  lc_status st = lc_matmul_bwd(&mm, datt, g->wo, dout, lc_act_f32(a->att), w->wo, T, HQ, C, 0);
+  lc_status st = lc_matmul_bwd(&mm, datt, g->wo, dout, lc_act_f32(a->att), wt(w->wo, w->wo16), T, HQ, C, 0);
   if (st == LC_OK) {
     poll(c);
     if (g->bo && dxr) lc_bias_bwd_bf16(g->bo, dxr, T, C);
@@ -330,15 +334,15 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
     proj_bwd(c, dq, qn ? a->qp : NULL, a->rstdq, w->q_norm, g->q_norm, g->bq, cfg->n_heads, 1);
     proj_bwd(c, dk, qn ? a->kp : NULL, a->rstdk, w->k_norm, g->k_norm, g->bk, cfg->n_kv_heads, 1);
     proj_bwd(c, dv, NULL, NULL, NULL, NULL, g->bv, cfg->n_kv_heads, 0);
-    st = lc_matmul_bwd(&mm, dn1, g->wq, lc_act_f32(dq), act(c, a->ln1), w->wq, T, C, HQ, 0);
+    st = lc_matmul_bwd(&mm, dn1, g->wq, lc_act_f32(dq), act(c, a->ln1), wt(w->wq, w->wq16), T, C, HQ, 0);
   }
   if (st == LC_OK) {
     poll(c);
-    st = lc_matmul_bwd(&mm, dn1, g->wk, lc_act_f32(dk), act(c, a->ln1), w->wk, T, C, HKV, 1);
+    st = lc_matmul_bwd(&mm, dn1, g->wk, lc_act_f32(dk), act(c, a->ln1), wt(w->wk, w->wk16), T, C, HKV, 1);
   }
   if (st == LC_OK) {
     poll(c);
-    st = lc_matmul_bwd(&mm, dn1, g->wv, lc_act_f32(dv), act(c, a->ln1), w->wv, T, C, HKV, 1);
+    st = lc_matmul_bwd(&mm, dn1, g->wv, lc_act_f32(dv), act(c, a->ln1), wt(w->wv, w->wv16), T, C, HKV, 1);
   }
   if (st == LC_OK) {
     poll(c);

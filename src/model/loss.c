@@ -16,8 +16,8 @@ static size_t tile_bytes(const lc_config *cfg, int tile) {
 
 size_t lc_loss_scratch_bytes(const lc_config *cfg, int T, int tile, int bf16) {
   tile = eff_tile(T, tile);
-  size_t f = lc_matmul_fwd_bytes(bf16, LC_DT_F32, LC_DT_F32, tile, cfg->dim, cfg->vocab),
-         b = lc_matmul_bwd_bytes(bf16, LC_DT_F32, LC_DT_F32, tile, cfg->dim, cfg->vocab);
+  size_t f = lc_matmul_fwd_bytes(bf16, LC_DT_F32, LC_DT_F32, LC_DT_F32, tile, cfg->dim, cfg->vocab),
+         b = lc_matmul_bwd_bytes(bf16, LC_DT_F32, LC_DT_F32, LC_DT_F32, tile, cfg->dim, cfg->vocab);
   return tile_bytes(cfg, tile) + (f > b ? f : b);
 }
 
@@ -44,7 +44,7 @@ lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights 
     const float *xt = x + (size_t)t0 * C;
     lc_rmsnorm_fwd(nrm, rstd, xt, w->norm, m, C, cfg->norm_eps);
     if (bf16) lc_bf16_round(nrm, (size_t)m * C);
-    st = lc_matmul_fwd(&mm, logits, LC_DT_F32, lc_act_f32(nrm), w->head, m, C, V);
+    st = lc_matmul_fwd(&mm, logits, LC_DT_F32, lc_act_f32(nrm), lc_act_f32(w->head), m, C, V);
     if (st != LC_OK) break;
     if (n_wrong)
       for (int t = 0; t < m; t++) {
@@ -59,7 +59,7 @@ lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights 
     total += lc_xent_fwd_bwd(logits, targets + t0, m, V, loss_scale); // logits -> dlogits
     if (dx) {
       if (bf16) lc_bf16_round(logits, (size_t)m * V);
-      st = lc_matmul_bwd(&mm, dnrm, g->head, lc_act_f32(logits), lc_act_f32(nrm), w->head, m, C, V, 0);
+      st = lc_matmul_bwd(&mm, dnrm, g->head, lc_act_f32(logits), lc_act_f32(nrm), lc_act_f32(w->head), m, C, V, 0);
       if (st == LC_OK) lc_rmsnorm_bwd(dx + (size_t)t0 * C, g->norm, dnrm, xt, w->norm, rstd, m, C);
     }
   }
@@ -78,8 +78,8 @@ static size_t stats_bytes(int T) { return (size_t)T * (sizeof(double) + 3 * size
 size_t lc_loss_sliced_scratch_bytes(const lc_config *cfg, int T, int tile, int rows, int bf16) {
   tile = eff_tile(T, tile);
   if (rows > cfg->vocab) rows = cfg->vocab;
-  size_t f = lc_matmul_fwd_bytes(bf16, LC_DT_F32, LC_DT_F32, tile, cfg->dim, rows),
-         b = lc_matmul_bwd_bytes(bf16, LC_DT_F32, LC_DT_F32, tile, cfg->dim, rows);
+  size_t f = lc_matmul_fwd_bytes(bf16, LC_DT_F32, LC_DT_F32, LC_DT_F32, tile, cfg->dim, rows),
+         b = lc_matmul_bwd_bytes(bf16, LC_DT_F32, LC_DT_F32, LC_DT_F32, tile, cfg->dim, rows);
   return lc_bytes(LC_DT_F32, sliced_tile_floats(cfg, tile, rows)) + stats_bytes(T) + (f > b ? f : b);
 }
 
@@ -95,7 +95,7 @@ static lc_status slice_logits(const lc_config *cfg, const lc_mm *mm, float *nrm,
                               const float *xt, const float *norm_w, const float *W, int m, int vs, int bf16) {
   lc_rmsnorm_fwd(nrm, rstd, xt, norm_w, m, cfg->dim, cfg->norm_eps);
   if (bf16) lc_bf16_round(nrm, (size_t)m * cfg->dim);
-  return lc_matmul_fwd(mm, logits, LC_DT_F32, lc_act_f32(nrm), W, m, cfg->dim, vs);
+  return lc_matmul_fwd(mm, logits, LC_DT_F32, lc_act_f32(nrm), lc_act_f32(W), m, cfg->dim, vs);
 }
 
 lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, float *norm_g, const lc_head_slices *hs,
@@ -185,7 +185,7 @@ lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, floa
         if (y >= v0 && y < v0 + vs) row[y - v0] -= loss_scale;
       }
       if (bf16) lc_bf16_round(logits, (size_t)m * vs);
-      st = lc_matmul_bwd(&mm, dx + (size_t)t0 * C, G, lc_act_f32(logits), lc_act_f32(nrm), W, m, C, vs, 1);
+      st = lc_matmul_bwd(&mm, dx + (size_t)t0 * C, G, lc_act_f32(logits), lc_act_f32(nrm), lc_act_f32(W), m, C, vs, 1);
     }
     lc_status ps = hs->put(hs->arg, s, 1);
     if (st == LC_OK) st = ps;

@@ -162,8 +162,9 @@ static void occur(size_t *G, size_t *R, size_t *GR, int p, size_t g, size_t r) {
 // with the next fetched (after the last: layer L-1) and, in the gradient pass, the slice's
 // gradient and the previous one's reduction in flight; the embedding backward with each
 // slice's gradient and the previous reduction (layer 0's first).
-static void sliced_transients(const lc_config *cfg, const lc_model_opts *o, int stage, size_t l, size_t *G,
-                              size_t *R, size_t *GR) {
+// lw: bytes of a decoder layer's gathered copy, lg: of its gradient.
+static void sliced_transients(const lc_config *cfg, const lc_model_opts *o, int stage, size_t lw, size_t lg,
+                              size_t *G, size_t *R, size_t *GR) {
   const int bf16 = o->precision == LC_DT_BF16, g3 = stage >= 3, r2 = stage >= 2;
   const size_t C = (size_t)cfg->dim, V = (size_t)cfg->vocab, rows = (size_t)o->vocab_slice;
   const int ns = lc_head_n_slices(cfg->vocab, o->vocab_slice);
@@ -171,15 +172,15 @@ static void sliced_transients(const lc_config *cfg, const lc_model_opts *o, int 
 #define SLICE_W(k) lc_pstore_rows_bytes(stage, bf16, SLICE_N(k))
 #define SLICE_G(k) lc_pstore_rows_grad_bytes(stage, SLICE_N(k))
   for (int s = 0; s < ns; s++)
-    occur(G, R, GR, LC_PHASE_EMBED_FWD, SLICE_W(s) + (g3 ? (s + 1 < ns ? SLICE_W(s + 1) : l) : 0), 0);
+    occur(G, R, GR, LC_PHASE_EMBED_FWD, SLICE_W(s) + (g3 ? (s + 1 < ns ? SLICE_W(s + 1) : lw) : 0), 0);
   const size_t nw = lc_pstore_rows_bytes(stage, bf16, C), ng = lc_pstore_rows_grad_bytes(stage, C);
   for (int k = 0; k < 2 * ns; k++) {
     const int s = k % ns, pass = k / ns;
-    const size_t next = g3 ? (k + 1 < 2 * ns ? SLICE_W((k + 1) % ns) : l) : 0;
+    const size_t next = g3 ? (k + 1 < 2 * ns ? SLICE_W((k + 1) % ns) : lw) : 0;
     occur(G, R, GR, LC_PHASE_LOSS, nw + SLICE_W(s) + next, ng + (pass ? SLICE_G(s) + (s > 0 ? SLICE_G(s - 1) : 0) : 0));
   }
   for (int s = 0; s < ns; s++)
-    occur(G, R, GR, LC_PHASE_EMBED_BWD, 0, SLICE_G(s) + (s > 0 ? SLICE_G(s - 1) : r2 ? l : 0));
+    occur(G, R, GR, LC_PHASE_EMBED_BWD, 0, SLICE_G(s) + (s > 0 ? SLICE_G(s - 1) : r2 ? lg : 0));
 #undef SLICE_N
 #undef SLICE_W
 #undef SLICE_G
@@ -195,7 +196,8 @@ lc_status lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o,
   // Stages 0-2 in bf16: the rounded copy of each unit in use (lc_pstore_acquire); stage 3
   // rounds its gathered copy in place and gathers the next unit ahead.
   const int cw = bf16 && !g3, sliced = lc_vocab_sliced(o, cfg->vocab);
-  if (sliced) sliced_transients(cfg, o, stage, z.unit_layer, G, R, GR);
+  const lc_dtype cdt = bf16 ? LC_DT_BF16 : LC_DT_F32;
+  if (sliced) sliced_transients(cfg, o, stage, lc_ps_copy_bytes(&z, L, lc_unit_layer(0), cdt), z.unit_layer, G, R, GR);
   // Walk the pass's schedule with the store's rules: gathered[u] while u is acquired or its
   // gather posted; a gradient buffer from grad_begin until a later grad_begin retires its
   // reduction (every one but the newest in flight) or the pass ends. Sliced, the final
@@ -214,11 +216,11 @@ lc_status lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o,
     const lc_event *e = &ev[i];
     switch (e->kind) {
     case LC_EV_ACQUIRE:
-      if (g3 || cw) gath[e->unit] = lc_ps_unit_bytes(&z, L, e->unit);
-      if (g3 && e->next >= 0) gath[e->next] = lc_ps_unit_bytes(&z, L, e->next);
+      if (g3 || cw) gath[e->unit] = lc_ps_copy_bytes(&z, L, e->unit, cdt);
+      if (g3 && e->next >= 0) gath[e->next] = lc_ps_copy_bytes(&z, L, e->next, cdt);
       break;
     case LC_EV_PREFETCH:
-      if (g3) gath[e->unit] = lc_ps_unit_bytes(&z, L, e->unit);
+      if (g3) gath[e->unit] = lc_ps_copy_bytes(&z, L, e->unit, cdt);
       break;
     case LC_EV_RELEASE: gath[e->unit] = 0; break;
     case LC_EV_GRAD_BEGIN:

@@ -1,7 +1,6 @@
 #include "model/params.h"
 
 #include <stddef.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +87,22 @@ lc_status lc_param_table(const lc_config *cfg, lc_param_info **table, int *n, si
 }
 
 float **lc_weights_slot(lc_weights *w, const lc_param_info *t) { return (float **)(void *)((char *)w + t->slot); }
+
+const uint16_t **lc_weights_slot16(lc_weights *w, const lc_param_info *t) {
+  if (t->layer < 0 || t->ndim != 2) return NULL;
+  lc_layer_weights *L = &w->layer[t->layer];
+  const size_t at = t->slot - ((size_t)((char *)L - (char *)w)); // the float view's offset in L
+  switch (at) {
+  case offsetof(lc_layer_weights, wq): return &L->wq16;
+  case offsetof(lc_layer_weights, wk): return &L->wk16;
+  case offsetof(lc_layer_weights, wv): return &L->wv16;
+  case offsetof(lc_layer_weights, wo): return &L->wo16;
+  case offsetof(lc_layer_weights, wgate): return &L->wgate16;
+  case offsetof(lc_layer_weights, wup): return &L->wup16;
+  case offsetof(lc_layer_weights, wdown): return &L->wdown16;
+  default: return NULL;
+  }
+}
 
 void lc_weights_tie(lc_weights *w, const lc_config *cfg) {
   if (cfg->tie_embeddings) w->head = w->embed;

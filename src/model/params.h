@@ -5,6 +5,7 @@
 #define LC_PARAMS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/rng.h"
 #include "core/status.h"
@@ -68,6 +69,10 @@ typedef struct {
   float *wgate; // mlp.gate_proj.weight            [F, C]
   float *wup;   // mlp.up_proj.weight              [F, C]
   float *wdown; // mlp.down_proj.weight            [C, F]
+  // A bf16 pass's 2-byte compute copy of the matrices above (the store's, pstore.h), which
+  // the GEMMs read in place; the float views of the matrices are NULL meanwhile. NULL when
+  // the GEMMs read the float views (fp32 passes; weights not from an acquired layer unit).
+  const uint16_t *wq16, *wk16, *wv16, *wo16, *wgate16, *wup16, *wdown16;
 } lc_layer_weights;
 
 #define LC_MAX_LAYERS 1024
@@ -89,6 +94,9 @@ lc_status lc_param_table(const lc_config *cfg, lc_param_info **table, int *n, si
 // The view field of tensor t in w: &w->embed, &w->layer[l].wq, ... For a tied model the
 // head field follows the embedding (set both with lc_weights_tie).
 float **lc_weights_slot(lc_weights *w, const lc_param_info *t);
+// The 2-byte view field of tensor t (a decoder layer's matrix: &w->layer[l].wq16, ...), or
+// NULL for the other tensors.
+const uint16_t **lc_weights_slot16(lc_weights *w, const lc_param_info *t);
 void lc_weights_tie(lc_weights *w, const lc_config *cfg);
 // HF-style init: linear and embedding weights ~ N(0, 0.02), norm weights = 1, biases 0. Tensor by
 // tensor in table order from one stream, so the values do not depend on the layout.

@@ -17,8 +17,9 @@ struct lc_ps_unit {
   float *gath;  // stage 3: gathered weights [u.n] (NULL: not resident); stages 0-2 with
                 // bf16 compute: the rounded copy while acquired
   lc_req greq;  // its all-gather
-  int rounded;  // bf16 compute: gath holds bf16 values
-  int g16;      // the gather in flight moves bf16 (into the upper half of gath)
+  int rounded;  // bf16 compute: gath holds bf16 values (a 2-byte copy: its vectors widened)
+  int g16;      // the gather in flight moves bf16 (into the upper half of gath, or into
+                // the 2-byte copy)
   float *gbuf;  // stage >= 2: temporary full gradient [u.n]
   int gopen;    // between grad_begin and grad_end
 };
@@ -307,15 +308,60 @@ lc_status lc_pstore_init_random(lc_pstore *ps, uint64_t seed) {
   return LC_OK;
 }
 
+// ---------------------------------------------------------------- 2-byte compute copies
+// A bf16 pass's decoder layer unit: its compute copy is the whole unit in 2 bytes (the
+// matrices, which the GEMMs read in place: lc_weights_slot16) followed by its vectors (norm
+// weights, biases: 1-D tensors, each padded to 16 floats) rounded and widened into fp32 for
+// the element-wise ops. The embedding and the final unit keep a rounded copy in fp32
+// slots (the lookup, the loss and the vocabulary slices read floats).
+static int copy16(const lc_pstore *ps, int u) {
+  return ps->compute == LC_DT_BF16 && u != LC_UNIT_EMBED && u != lc_unit_final(ps->cfg.n_layers);
+}
+static size_t vec_floats(const lc_param_layout *L, int u) {
+  size_t k = 0;
+  for (int t = L->units[u].t0; t < L->units[u].t1; t++)
+    if (L->table[t].ndim == 1) k += (L->table[t].numel + 15) & ~(size_t)15;
+  return k;
+}
+static size_t copy16_bytes(const lc_param_layout *L, int u) {
+  return lc_bytes(LC_DT_BF16, L->units[u].n) + lc_bytes(LC_DT_F32, vec_floats(L, u));
+}
+// The views of unit u into a 2-byte copy at buf (NULL: every view of the unit cleared).
+// widen: fill the vectors from the 2-byte values first.
+static void set_views16(lc_pstore *ps, int u, void *buf, int widen) {
+  const lc_param_unit *U = &ps->lay.units[u];
+  uint16_t *h = buf;
+  float *vec = buf ? (float *)(void *)(h + U->n) : NULL;
+  for (int t = U->t0; t < U->t1; t++) {
+    const lc_param_info *T = &ps->lay.table[t];
+    const uint16_t **s16 = lc_weights_slot16(&ps->w, T);
+    if (s16) *s16 = buf ? h + (T->offset - U->off) : NULL;
+    float *v = NULL;
+    if (buf && T->ndim == 1) {
+      v = vec;
+      if (widen) lc_bf16_unpack(v, h + (T->offset - U->off), T->numel);
+      vec += (T->numel + 15) & ~(size_t)15;
+    }
+    *lc_weights_slot(&ps->w, T) = v;
+  }
+}
+
 // ---------------------------------------------------------------- gathers (stage 3)
 static lc_status start_gather(lc_pstore *ps, int u) {
   lc_ps_unit *x = &ps->u_[u];
   if (x->gath) return LC_OK;
   const size_t n = ps->lay.units[u].n, sh = shard_floats(ps, u);
-  x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, lc_bytes(LC_DT_F32, n), "gathered weights");
+  const int c16 = copy16(ps, u);
+  x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, c16 ? copy16_bytes(&ps->lay, u) : lc_bytes(LC_DT_F32, n),
+                     c16 ? "gathered bf16 weights" : "gathered weights");
   if (!x->gath) return LC_ENOMEM;
   x->g16 = ps->compute == LC_DT_BF16;
   if (!x->g16) return lc_iallgather(ps->zg, ps->params + shard_off(ps, u), x->gath, sh, LC_DT_F32, &x->greq);
+  if (c16) { // the bf16 weights gathered straight into the 2-byte copy
+    uint16_t *h = (uint16_t *)(void *)x->gath;
+    lc_bf16_pack(h + (size_t)ps->zrank * sh, ps->params + shard_off(ps, u), sh);
+    return lc_iallgather(ps->zg, NULL, h, sh, LC_DT_BF16, &x->greq);
+  }
   // bf16 compute: the bf16 weights are what is gathered (half the bytes). Each rank rounds
   // its shard into its slot of the upper half of the buffer and gathers in place there;
   // acquire widens the unit in place (lc_bf16_unpack_inplace).
@@ -337,6 +383,13 @@ static lc_status round_copy(lc_pstore *ps, int u) {
   lc_ps_unit *x = &ps->u_[u];
   if (x->gath) return LC_OK; // acquired twice (a tied head): the copy is there
   const size_t n = ps->lay.units[u].n;
+  if (copy16(ps, u)) { // decoder layer: the 2-byte copy (set_views16)
+    x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, copy16_bytes(&ps->lay, u), "bf16 compute weights");
+    if (!x->gath) return LC_ENOMEM;
+    lc_bf16_pack((uint16_t *)(void *)x->gath, ps->params + ps->lay.units[u].off, n);
+    set_views16(ps, u, x->gath, 1);
+    return LC_OK;
+  }
   x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, lc_bytes(LC_DT_F32, n), "bf16 compute weights");
   if (!x->gath) return LC_ENOMEM;
   lc_bf16_round_copy(x->gath, ps->params + ps->lay.units[u].off, n);
@@ -358,8 +411,13 @@ lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next) {
   lc_ps_unit *x = &ps->u_[unit];
   LC_TRY(start_gather(ps, unit));
   LC_TRY(lc_wait(ps->zg, &x->greq));
-  if (x->g16 && !x->rounded) lc_bf16_unpack_inplace(x->gath, ps->lay.units[unit].n), x->rounded = 1;
-  set_views(ps, &ps->w, unit, x->gath);
+  if (copy16(ps, unit) && x->g16) {
+    set_views16(ps, unit, x->gath, !x->rounded); // the vectors widened once per gather
+    x->rounded = 1;
+  } else {
+    if (x->g16 && !x->rounded) lc_bf16_unpack_inplace(x->gath, ps->lay.units[unit].n), x->rounded = 1;
+    set_views(ps, &ps->w, unit, x->gath);
+  }
   if (next >= 0) LC_TRY(start_gather(ps, next));
   return LC_OK;
 }
@@ -369,12 +427,14 @@ void lc_pstore_release(lc_pstore *ps, int unit) {
   lc_ps_unit *x = &ps->u_[unit];
   if (!params_sharded(ps)) {
     if (!x->gath) return;
+    set_views16(ps, unit, NULL, 0); // (clears a 2-byte copy's views; the float views follow)
     set_views(ps, &ps->w, unit, ps->params + ps->lay.units[unit].off);
     lc_free(ps->arena, x->gath);
     x->gath = NULL;
     return;
   }
   if (x->greq.active) lc_wait(ps->zg, &x->greq); // released before use (an error path)
+  set_views16(ps, unit, NULL, 0);
   set_views(ps, &ps->w, unit, NULL);
   lc_free(ps->arena, x->gath);
   x->gath = NULL;
@@ -776,6 +836,7 @@ lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *o
   out->optim = 2 * (stage >= 1 ? shard : full);
   out->unit_embed = lc_bytes(LC_DT_F32, L.units[LC_UNIT_EMBED].n);
   out->unit_layer = cfg->n_layers > 0 ? lc_bytes(LC_DT_F32, L.units[lc_unit_layer(0)].n) : 0;
+  out->unit_layer16 = cfg->n_layers > 0 ? copy16_bytes(&L, lc_unit_layer(0)) : 0;
   out->unit_final = lc_bytes(LC_DT_F32, L.units[lc_unit_final(cfg->n_layers)].n);
   size_t used = 0;
   for (int t = 0; t < L.n_tensors; t++) used += lc_bytes(LC_DT_F32, L.table[t].numel);

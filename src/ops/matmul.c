@@ -5,8 +5,9 @@
 //    the table's GEMM multiplies 2-byte operands with fp32 accumulation. Activations
 //    stored as bf16 (lc_act of LC_DT_BF16: the layer's norms, gate/up/h, rounded
 //    gradients) are read where they lie, with their row stride; operands in fp32 slots
-//    (they hold bf16 values, layer.h, so packing is exact) and the weights' compute copy
-//    are packed to 2 bytes into scratch: the smaller of the two operands whole, the larger
+//    (they hold bf16 values, layer.h, so packing is exact) and weights in fp32 slots
+//    (the embedding's and the head's compute copy) are packed to 2 bytes into scratch
+//    (a decoder layer's weights come as the store's 2-byte copy, read in place): the smaller of the two operands whole, the larger
 //    in chunks of LC_MM_CHUNK rows, each packed once per call (rows mode when T >= N: W
 //    whole, the activation rows in chunks; columns mode otherwise, e.g. the LM head
 //    [vocab, dim] against a loss tile: the activation whole, W and the matching columns
@@ -14,8 +15,9 @@
 //    Fewer than LC_MM_MIN_ROWS rows (decoding) stay on sgemm: a product that thin is
 //    memory-bound and packing W would cost more than it saves.
 //  - sgemm on bf16 operands (no native bf16 GEMM: below the bf16 kernel level, or thin):
-//    chunks of LC_MM_CHUNK rows widened into fp32 scratch (exact), a bf16 output rounded
-//    from an fp32 chunk; products of rows and the weight gradient's sum over chunks.
+//    chunks of LC_MM_CHUNK rows widened into fp32 scratch (exact), bf16 weights widened
+//    whole, a bf16 output rounded from an fp32 chunk; products of rows and the weight
+//    gradient's sum over chunks.
 // Every path's scratch is lc_matmul_*_bytes (arena, LC_MEM_SCRATCH), which the memory
 // model uses; the buffer's fp32 part comes first (4-byte alignment), its 2-byte part after.
 #include "ops/ops.h"
@@ -42,45 +44,45 @@ typedef struct {
 
 static size_t part_bytes(mm_parts p) { return lc_bytes(LC_DT_F32, p.f32) + lc_bytes(LC_DT_BF16, p.h16); }
 
-static mm_parts fwd_parts(int bf16, lc_dtype odt, lc_dtype idt, int T, int K, int N) {
+static mm_parts fwd_parts(int bf16, lc_dtype odt, lc_dtype idt, lc_dtype wdt, int T, int K, int N) {
   mm_parts p = {0, 0};
   if (T <= 0 || N <= 0) return p;
   const size_t t = (size_t)T, n = (size_t)N, k = (size_t)K, R = min_sz(LC_MM_CHUNK, t), Rn = min_sz(LC_MM_CHUNK, n);
   if (use_bf16(bf16, T, K, N)) {
-    if (T >= N) { // W whole + a chunk of rows (fp32 slots only); a bf16 output's fp32 chunk
-      p.h16 = n * k + (is16(idt) ? 0 : R * k);
+    if (T >= N) { // W whole (fp32 slots only) + a chunk of rows (fp32 slots only); a bf16 output's fp32 chunk
+      p.h16 = (is16(wdt) ? 0 : n * k) + (is16(idt) ? 0 : R * k);
       p.f32 = is16(odt) ? R * n : 0;
-    } else { // inp whole (fp32 slots only) + a chunk of W rows; a bf16 output's fp32 columns
-      p.h16 = (is16(idt) ? 0 : t * k) + Rn * k;
+    } else { // inp whole (fp32 slots only) + a chunk of W rows (fp32 slots only); a bf16 output's fp32 columns
+      p.h16 = (is16(idt) ? 0 : t * k) + (is16(wdt) ? 0 : Rn * k);
       p.f32 = is16(odt) ? t * Rn : 0;
     }
-  } else { // sgemm: bf16 rows widened, a bf16 output's fp32 chunk
-    p.f32 = (is16(idt) ? R * k : 0) + (is16(odt) ? R * n : 0);
+  } else { // sgemm: bf16 W widened whole, bf16 rows widened, a bf16 output's fp32 chunk
+    p.f32 = (is16(wdt) ? n * k : 0) + (is16(idt) ? R * k : 0) + (is16(odt) ? R * n : 0);
   }
   return p;
 }
 
-static mm_parts bwd_parts(int bf16, lc_dtype ddt, lc_dtype idt, int T, int K, int N) {
+static mm_parts bwd_parts(int bf16, lc_dtype ddt, lc_dtype idt, lc_dtype wdt, int T, int K, int N) {
   mm_parts p = {0, 0};
   if (T <= 0 || K <= 0) return p;
   const size_t t = (size_t)T, n = (size_t)N, k = (size_t)K, R = min_sz(LC_MM_CHUNK, t), Rn = min_sz(LC_MM_CHUNK, n);
   if (use_bf16(bf16, T, K, N)) {
     if (T >= N) // W whole + rows of dout and inp (fp32 slots only)
-      p.h16 = n * k + (is16(ddt) ? 0 : R * n) + (is16(idt) ? 0 : R * k);
-    else // inp whole, columns of dout (fp32 slots only) + rows of W
-      p.h16 = (is16(idt) ? 0 : t * k) + (is16(ddt) ? 0 : t * Rn) + Rn * k;
+      p.h16 = (is16(wdt) ? 0 : n * k) + (is16(ddt) ? 0 : R * n) + (is16(idt) ? 0 : R * k);
+    else // inp whole, columns of dout + rows of W (fp32 slots only)
+      p.h16 = (is16(idt) ? 0 : t * k) + (is16(ddt) ? 0 : t * Rn) + (is16(wdt) ? 0 : Rn * k);
   } else {
-    p.f32 = (is16(ddt) ? R * n : 0) + (is16(idt) ? R * k : 0);
+    p.f32 = (is16(wdt) && N > 0 ? n * k : 0) + (is16(ddt) ? R * n : 0) + (is16(idt) ? R * k : 0);
   }
   return p;
 }
 
-size_t lc_matmul_fwd_bytes(int bf16, lc_dtype out_dt, lc_dtype in_dt, int T, int K, int N) {
-  return part_bytes(fwd_parts(bf16, out_dt, in_dt, T, K, N));
+size_t lc_matmul_fwd_bytes(int bf16, lc_dtype out_dt, lc_dtype in_dt, lc_dtype w_dt, int T, int K, int N) {
+  return part_bytes(fwd_parts(bf16, out_dt, in_dt, w_dt, T, K, N));
 }
 
-size_t lc_matmul_bwd_bytes(int bf16, lc_dtype dout_dt, lc_dtype in_dt, int T, int K, int N) {
-  return part_bytes(bwd_parts(bf16, dout_dt, in_dt, T, K, N));
+size_t lc_matmul_bwd_bytes(int bf16, lc_dtype dout_dt, lc_dtype in_dt, lc_dtype w_dt, int T, int K, int N) {
+  return part_bytes(bwd_parts(bf16, dout_dt, in_dt, w_dt, T, K, N));
 }
 
 // dst[rows, cols] (dense) = src rows of `cols` values, ld apart (exact on bf16 values).
@@ -115,12 +117,12 @@ static lc_status need_arena(const lc_mm *mm) {
 }
 
 // out[T,N] = inp[T,K] @ W[N,K]^T
-lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp, const float *w, int T, int K, int N) {
+lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp, lc_act w, int T, int K, int N) {
   if (T <= 0 || N <= 0) return LC_OK;
   const int bf = mm ? mm->bf16 : 0;
-  const mm_parts parts = fwd_parts(bf, out_dt, inp.dt, T, K, N);
+  const mm_parts parts = fwd_parts(bf, out_dt, inp.dt, w.dt, T, K, N);
   if (!parts.f32 && !parts.h16) { // fp32 operands, fp32 output (or K = 0 and nothing to read)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, inp.p, K, w, K, 0.0f, out, N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, inp.p, K, w.p, K, 0.0f, out, N);
     return LC_OK;
   }
   LC_TRY(need_arena(mm));
@@ -131,23 +133,30 @@ lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp,
   uint16_t *out16 = out;
   float *out32 = out;
   if (!use_bf16(bf, T, K, N)) { // sgemm per chunk of rows
-    float *x32 = is16(inp.dt) ? buf + (o32 ? min_sz(LC_MM_CHUNK, (size_t)T) * (size_t)N : 0) : NULL;
+    const size_t R = min_sz(LC_MM_CHUNK, (size_t)T);
+    float *x32 = is16(inp.dt) ? buf + (o32 ? R * (size_t)N : 0) : NULL;
+    const float *w32 = w.p;
+    if (is16(w.dt)) { // W widened whole, after the chunks
+      float *wb = buf + (o32 ? R * (size_t)N : 0) + (x32 ? R * (size_t)K : 0);
+      lc_bf16_unpack(wb, w.p, (size_t)N * K);
+      w32 = wb;
+    }
     for (int t0 = 0; t0 < T; t0 += LC_MM_CHUNK) {
       const int n = T - t0 < LC_MM_CHUNK ? T - t0 : LC_MM_CHUNK;
       const float *xa = row32(inp, t0, K);
       if (x32) lc_bf16_unpack(x32, row16(inp, t0, K), (size_t)n * K), xa = x32;
       float *dst = o32 ? o32 : out32 + (size_t)t0 * N;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, N, K, 1.0f, xa, K, w, K, 0.0f, dst, N);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, N, K, 1.0f, xa, K, w32, K, 0.0f, dst, N);
       if (o32) lc_bf16_pack(out16 + (size_t)t0 * N, o32, (size_t)n * N);
     }
   } else if (T >= N) { // W whole, inp in chunks of rows
     lc_gemm_bf16_fn *gemm = lc_kern()->gemm_bf16;
-    uint16_t *w16 = h16, *x16 = h16 + (size_t)N * K;
-    pack(w16, w, K, N, K);
+    uint16_t *w16 = h16, *x16 = h16 + (is16(w.dt) ? 0 : (size_t)N * K);
+    const uint16_t *wa = is16(w.dt) ? w.p : (pack(w16, w.p, K, N, K), w16);
     for (int t0 = 0; t0 < T; t0 += LC_MM_CHUNK) {
       const int n = T - t0 < LC_MM_CHUNK ? T - t0 : LC_MM_CHUNK;
       const uint16_t *xa = is16(inp.dt) ? row16(inp, t0, K) : (pack(x16, row32(inp, t0, K), K, n, K), x16);
-      gemm(0, 1, n, N, K, xa, K, w16, K, 0.0f, o32 ? o32 : out32 + (size_t)t0 * N, N);
+      gemm(0, 1, n, N, K, xa, K, wa, K, 0.0f, o32 ? o32 : out32 + (size_t)t0 * N, N);
       if (o32) lc_bf16_pack(out16 + (size_t)t0 * N, o32, (size_t)n * N);
     }
   } else { // inp whole, W in chunks of rows (= column blocks of out)
@@ -156,12 +165,12 @@ lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp,
     const uint16_t *xa = is16(inp.dt) ? inp.p : (pack(x16, inp.p, K, T, K), x16);
     for (int n0 = 0; n0 < N; n0 += LC_MM_CHUNK) {
       const int nn = N - n0 < LC_MM_CHUNK ? N - n0 : LC_MM_CHUNK;
-      pack(w16, w + (size_t)n0 * K, K, nn, K);
+      const uint16_t *wa = is16(w.dt) ? row16(w, n0, K) : (pack(w16, row32(w, n0, K), K, nn, K), w16);
       if (o32) {
-        gemm(0, 1, T, nn, K, xa, K, w16, K, 0.0f, o32, nn);
+        gemm(0, 1, T, nn, K, xa, K, wa, K, 0.0f, o32, nn);
         pack_to(out16 + n0, N, o32, T, nn);
       } else {
-        gemm(0, 1, T, nn, K, xa, K, w16, K, 0.0f, out32 + n0, N);
+        gemm(0, 1, T, nn, K, xa, K, wa, K, 0.0f, out32 + n0, N);
       }
     }
   }
@@ -170,15 +179,15 @@ lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp,
 }
 
 // dinp[T,K] (=|+=) dout[T,N] @ W[N,K] ; dw[N,K] += dout^T[N,T] @ inp[T,K]
-lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc_act inp, const float *w, int T, int K,
+lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc_act inp, lc_act w, int T, int K,
                         int N, int accumulate) {
   if (T <= 0 || K <= 0) return LC_OK;
   const int bf = mm ? mm->bf16 : 0;
-  const mm_parts parts = bwd_parts(bf, dout.dt, inp.dt, T, K, N);
+  const mm_parts parts = bwd_parts(bf, dout.dt, inp.dt, w.dt, T, K, N);
   if (!parts.f32 && !parts.h16) {
     if (dinp) {
       // With N == 0 the product is empty: beta 0 still clears dinp (BLAS scales C by beta).
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, K, N, 1.0f, dout.p, N, w, K,
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, K, N, 1.0f, dout.p, N, w.p, K,
                   accumulate ? 1.0f : 0.0f, dinp, K);
     }
     if (dw && N > 0) {
@@ -194,12 +203,18 @@ lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc
   if (!use_bf16(bf, T, K, N)) { // sgemm per chunk of rows: dinp's rows, dw's share
     const size_t R = min_sz(LC_MM_CHUNK, (size_t)T);
     float *d32 = is16(dout.dt) ? buf : NULL, *x32 = is16(inp.dt) ? buf + (d32 ? R * (size_t)N : 0) : NULL;
+    const float *w32 = w.p;
+    if (is16(w.dt) && N > 0) { // W widened whole (dinp reads it), after the chunks
+      float *wb = buf + (d32 ? R * (size_t)N : 0) + (x32 ? R * (size_t)K : 0);
+      if (dinp) lc_bf16_unpack(wb, w.p, (size_t)N * K);
+      w32 = wb;
+    }
     for (int t0 = 0; t0 < T; t0 += LC_MM_CHUNK) {
       const int n = T - t0 < LC_MM_CHUNK ? T - t0 : LC_MM_CHUNK;
       const float *da = row32(dout, t0, N);
       if (d32) lc_bf16_unpack(d32, row16(dout, t0, N), (size_t)n * N), da = d32;
       if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, K, N, 1.0f, da, N, w, K, accumulate ? 1.0f : 0.0f,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, K, N, 1.0f, da, N, w32, K, accumulate ? 1.0f : 0.0f,
                     dinp + (size_t)t0 * K, K);
       if (dw && N > 0) {
         const float *xa = row32(inp, t0, K);
@@ -210,12 +225,14 @@ lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc
   } else if (T >= N) { // W whole; per chunk of rows: dout rows -> dinp rows, and their share of dw
     lc_gemm_bf16_fn *gemm = lc_kern()->gemm_bf16;
     const int R = T < LC_MM_CHUNK ? T : LC_MM_CHUNK;
-    uint16_t *w16 = h16, *d16 = w16 + (size_t)N * K, *x16 = d16 + (is16(dout.dt) ? 0 : (size_t)R * N);
-    if (dinp) pack(w16, w, K, N, K);
+    uint16_t *w16 = h16, *d16 = w16 + (is16(w.dt) ? 0 : (size_t)N * K),
+             *x16 = d16 + (is16(dout.dt) ? 0 : (size_t)R * N);
+    const uint16_t *wa = w.p;
+    if (dinp && !is16(w.dt)) pack(w16, w.p, K, N, K), wa = w16;
     for (int t0 = 0; t0 < T; t0 += R) {
       const int n = T - t0 < R ? T - t0 : R;
       const uint16_t *da = is16(dout.dt) ? row16(dout, t0, N) : (pack(d16, row32(dout, t0, N), N, n, N), d16);
-      if (dinp) gemm(0, 0, n, K, N, da, N, w16, K, accumulate ? 1.0f : 0.0f, dinp + (size_t)t0 * K, K);
+      if (dinp) gemm(0, 0, n, K, N, da, N, wa, K, accumulate ? 1.0f : 0.0f, dinp + (size_t)t0 * K, K);
       if (dw) {
         const uint16_t *xa = is16(inp.dt) ? row16(inp, t0, K) : (pack(x16, row32(inp, t0, K), K, n, K), x16);
         gemm(1, 0, N, K, n, da, N, xa, K, 1.0f, dw, K);
@@ -234,8 +251,8 @@ lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc
       long ldd = N;
       if (!is16(dout.dt)) pack(d16, (const float *)dout.p + n0, N, T, nn), da = d16, ldd = nn;
       if (dinp) {
-        pack(w16, w + (size_t)n0 * K, K, nn, K);
-        gemm(0, 0, T, K, nn, da, ldd, w16, K, n0 == 0 && !accumulate ? 0.0f : 1.0f, dinp, K);
+        const uint16_t *wa = is16(w.dt) ? row16(w, n0, K) : (pack(w16, row32(w, n0, K), K, nn, K), w16);
+        gemm(0, 0, T, K, nn, da, ldd, wa, K, n0 == 0 && !accumulate ? 0.0f : 1.0f, dinp, K);
       }
       if (dw) gemm(1, 0, nn, K, T, da, ldd, xa, K, 1.0f, dw + (size_t)n0 * K, K);
     }

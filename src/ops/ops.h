@@ -32,15 +32,16 @@ static inline lc_act lc_act_of(const void *p, lc_dtype dt) { return (lc_act){p, 
 // out[T,N] = inp[T,K] @ W[N,K]^T; out holds fp32, or bf16 (rounded to nearest even) when
 // out_dt is LC_DT_BF16. Operands in bf16 need mm's arena (scratch) on every path.
 // LC_ENOMEM when the arena refuses the scratch.
-lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp, const float *w, int T, int K, int N);
+// W is an lc_act too: fp32, or the store's 2-byte compute copy of a decoder layer.
+lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp, lc_act w, int T, int K, int N);
 // dinp[T,K] = (accumulate ? dinp + : ) dout[T,N] @ W ; dw[N,K] += dout^T @ inp.
 // Either dinp or dw may be NULL to skip it.
-lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc_act inp, const float *w, int T, int K,
+lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc_act inp, lc_act w, int T, int K,
                         int N, int accumulate);
 // Arena bytes (scratch) one call allocates (0: sgemm on fp32 operands, nothing allocated),
 // for the memory model: nondecreasing in T.
-size_t lc_matmul_fwd_bytes(int bf16, lc_dtype out_dt, lc_dtype in_dt, int T, int K, int N);
-size_t lc_matmul_bwd_bytes(int bf16, lc_dtype dout_dt, lc_dtype in_dt, int T, int K, int N);
+size_t lc_matmul_fwd_bytes(int bf16, lc_dtype out_dt, lc_dtype in_dt, lc_dtype w_dt, int T, int K, int N);
+size_t lc_matmul_bwd_bytes(int bf16, lc_dtype dout_dt, lc_dtype in_dt, lc_dtype w_dt, int T, int K, int N);
 
 // ---- rmsnorm.c (HF LlamaRMSNorm) ----
 // rstd[t] = 1/sqrt(mean_c(inp[t,c]^2) + eps); out[t,c] = inp[t,c] * rstd[t] * w[c]

@@ -56,19 +56,23 @@ lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progre
   float *x = malloc(sizeof(float) * (size_t)T * MAXD), *w = malloc(sizeof(float) * (size_t)MAXD * MAXD);
   float *y = malloc(sizeof(float) * (size_t)T * MAXD), *dx = malloc(sizeof(float) * (size_t)T * MAXD);
   float *dw = malloc(sizeof(float) * (size_t)MAXD * MAXD);
-  // A bf16 pass's activation operands are stored in 2 bytes (model/layer.h): x and y as bf16.
+  // A bf16 pass's activation operands and a layer's weights are stored in 2 bytes
+  // (model/layer.h, the store's compute copy): x, y and w as bf16.
   uint16_t *x16 = malloc(sizeof(uint16_t) * (size_t)T * MAXD), *y16 = malloc(sizeof(uint16_t) * (size_t)T * MAXD);
+  uint16_t *w16 = malloc(sizeof(uint16_t) * (size_t)MAXD * MAXD);
   // Every rank learns of one rank's failure before the first barrier (no rank waits alone).
-  lc_status st = lc_comm_agree(world, x && w && y && dx && dw && x16 && y16 ? LC_OK : lc_fail(LC_ENOMEM, "out of memory for calibration"));
+  lc_status st = lc_comm_agree(world, x && w && y && dx && dw && x16 && y16 && w16 ? LC_OK : lc_fail(LC_ENOMEM, "out of memory for calibration"));
   if (st == LC_OK) {
     fill(&g, x, (size_t)T * MAXD), fill(&g, w, (size_t)MAXD * MAXD), fill(&g, y, (size_t)T * MAXD);
     memset(dw, 0, sizeof(float) * (size_t)MAXD * MAXD);
     lc_bf16_pack(x16, x, (size_t)T * MAXD), lc_bf16_pack(y16, y, (size_t)T * MAXD);
+    lc_bf16_pack(w16, w, (size_t)MAXD * MAXD);
   }
   // GEMMs: a linear layer's forward (T x K -> N) and its backward (both products).
   for (int b = 0; b < 2 && st == LC_OK; b++) {
     lc_mm mm = {b, &arena};
     const lc_act xa = b ? lc_act_of(x16, LC_DT_BF16) : lc_act_f32(x), ya = b ? lc_act_of(y16, LC_DT_BF16) : lc_act_f32(y);
+    const lc_act wa = b ? lc_act_of(w16, LC_DT_BF16) : lc_act_f32(w); // a layer's weights: the store's 2-byte copy
     for (int i = 0; i < LC_RATE_NDIM && st == LC_OK; i++)
       for (int j = 0; j < LC_RATE_NDIM && st == LC_OK; j++) {
         const int K = dims[i], N = dims[j];
@@ -80,8 +84,8 @@ lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progre
         double tf = 1, tb = 1;
         lc_barrier(world);
         lc_status gs = LC_OK;
-        MEDIAN_OF(reps, gs = lc_matmul_fwd(&mm, dx, LC_DT_F32, xa, w, T, K, N), tf);
-        if (gs == LC_OK) MEDIAN_OF(reps, gs = lc_matmul_bwd(&mm, dx, dw, ya, xa, w, T, K, N, 0), tb);
+        MEDIAN_OF(reps, gs = lc_matmul_fwd(&mm, dx, LC_DT_F32, xa, wa, T, K, N), tf);
+        if (gs == LC_OK) MEDIAN_OF(reps, gs = lc_matmul_bwd(&mm, dx, dw, ya, xa, wa, T, K, N, 0), tb);
         if ((st = lc_comm_agree(world, gs)) != LC_OK) break;
         out->gemm[b][0][i][j] = fl / tf;
         out->gemm[b][1][i][j] = 2 * fl / tb;
@@ -180,7 +184,7 @@ lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progre
   }
   // The profile is rank 0's (every rank measured under the same load).
   if (st == LC_OK && world->size > 1) st = lc_bcast(world, out, sizeof *out, LC_DT_U8, 0);
-  free(x), free(w), free(y), free(dx), free(dw), free(x16), free(y16);
+  free(x), free(w), free(y), free(dx), free(dw), free(x16), free(y16), free(w16);
   lc_arena_trim(&arena);
   say(progress, world, "done", 1.0);
   return st;
