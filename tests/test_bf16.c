@@ -374,56 +374,63 @@ static void test_memory(void) {
 }
 
 // ---------------------------------------------------------------- 6. the store's 2-byte copy
-// A bf16 pass's decoder layer unit, acquired: its matrices are a 2-byte copy (the 16-bit
-// views hold exactly the rounded master weights; the float views of the matrices are
-// NULL), its vectors (norms, biases, q/k norms) fp32 copies of the rounded master values;
-// the copy costs 2 bytes per unit value plus 4 per vector value (each vector padded to 16),
-// counted here from the table alone; release restores the float views of the master.
-static void test_store_copy(void) {
+// A bf16 pass's acquired unit (the embedding, a decoder layer, the final norm + head): its
+// matrices are a 2-byte copy (the 16-bit views hold exactly the rounded master weights; the
+// float views of the matrices are NULL), its vectors (norms, biases, q/k norms) fp32
+// copies of the rounded master values; the copy costs 2 bytes per unit value plus 4 per
+// vector value (each vector padded to 16), counted here from the table alone; release
+// restores the float views of the master. Tied and untied heads.
+static void test_store_copy(int tied) {
   lc_config cfg;
   lc_config_preset(&cfg, "tiny");
   cfg.n_layers = 2;
   lc_arch_apply(&cfg, lc_arch_get(LC_ARCH_QWEN3), 1); // q/k norms, q/k/v and o biases: every kind of vector
+  cfg.tie_embeddings = tied;
   lc_model m;
   CHECK(lc_model_create(&m, &cfg, &arena) == LC_OK, "create: %s", lc_errmsg());
   lc_t_randomize(&m, 5);
   lc_pstore *ps = &m.ps;
-  const int u = lc_unit_layer(1);
-  const lc_param_unit *U = &ps->lay.units[u];
-  size_t vec = 0;
-  for (int t = U->t0; t < U->t1; t++)
-    if (ps->lay.table[t].ndim == 1) vec += (ps->lay.table[t].numel + 15) / 16 * 16;
   lc_pstore_set_compute(ps, LC_DT_BF16);
-  lc_arena_reset_peaks(&arena);
-  const size_t g0 = arena.cur[LC_MEM_GATHERED];
-  CHECK(lc_pstore_acquire(ps, u, -1) == LC_OK, "acquire: %s", lc_errmsg());
-  CHECK(arena.cur[LC_MEM_GATHERED] - g0 == 2 * U->n + 4 * vec, "bf16 layer copy: %zu bytes, expected 2 x %zu + 4 x %zu",
-        arena.cur[LC_MEM_GATHERED] - g0, U->n, vec);
-  long bad = 0, views = 0;
-  for (int t = U->t0; t < U->t1; t++) {
-    const lc_param_info *T = &ps->lay.table[t];
-    const float *master = ps->params + T->offset, *f = *lc_weights_slot(&ps->w, T);
-    const uint16_t **s16 = lc_weights_slot16(&ps->w, T), *h = s16 ? *s16 : NULL;
-    if (T->ndim == 2) {
-      views += h != NULL && f == NULL;
-      for (size_t i = 0; h && i < T->numel; i++) bad += h[i] != lc_f32_to_bf16(master[i]);
-    } else {
-      views += f != NULL && f != master;
-      for (size_t i = 0; f && i < T->numel; i++) bad += f[i] != lc_bf16_to_f32(lc_f32_to_bf16(master[i]));
+  const int units[3] = {LC_UNIT_EMBED, lc_unit_layer(1), lc_unit_final(cfg.n_layers)};
+  for (int k = 0; k < 3; k++) {
+    const int u = units[k];
+    const lc_param_unit *U = &ps->lay.units[u];
+    size_t vec = 0;
+    for (int t = U->t0; t < U->t1; t++)
+      if (ps->lay.table[t].ndim == 1) vec += (ps->lay.table[t].numel + 15) / 16 * 16;
+    const size_t g0 = arena.cur[LC_MEM_GATHERED];
+    CHECK(lc_pstore_acquire(ps, u, -1) == LC_OK, "acquire: %s", lc_errmsg());
+    CHECK(arena.cur[LC_MEM_GATHERED] - g0 == 2 * U->n + 4 * vec, "unit %d bf16 copy: %zu bytes, expected 2 x %zu + 4 x %zu",
+          u, arena.cur[LC_MEM_GATHERED] - g0, U->n, vec);
+    long bad = 0, views = 0;
+    for (int t = U->t0; t < U->t1; t++) {
+      const lc_param_info *T = &ps->lay.table[t];
+      const float *master = ps->params + T->offset, *f = *lc_weights_slot(&ps->w, T);
+      const uint16_t **s16 = lc_weights_slot16(&ps->w, T), *h = s16 ? *s16 : NULL;
+      if (T->ndim == 2) {
+        views += h != NULL && f == NULL;
+        for (size_t i = 0; h && i < T->numel; i++) bad += h[i] != lc_f32_to_bf16(master[i]);
+      } else {
+        views += f != NULL && f != master;
+        for (size_t i = 0; f && i < T->numel; i++) bad += f[i] != lc_bf16_to_f32(lc_f32_to_bf16(master[i]));
+      }
     }
+    CHECK(views == U->t1 - U->t0, "unit %d bf16 copy: %ld of %d views as expected", u, views, U->t1 - U->t0);
+    CHECK(bad == 0, "unit %d bf16 copy: %ld values are not the rounded master weights", u, bad);
+    if (u == LC_UNIT_EMBED && tied)
+      CHECK(ps->w.head16 == ps->w.embed16 && ps->w.head == NULL, "tied head: head16 %p, embed16 %p",
+            (const void *)ps->w.head16, (const void *)ps->w.embed16);
+    lc_pstore_release(ps, u);
+    long restored = 0;
+    for (int t = U->t0; t < U->t1; t++) {
+      const lc_param_info *T = &ps->lay.table[t];
+      const uint16_t **h = lc_weights_slot16(&ps->w, T);
+      restored += *lc_weights_slot(&ps->w, T) == ps->params + T->offset && (!h || !*h);
+    }
+    CHECK(arena.cur[LC_MEM_GATHERED] == g0 && restored == U->t1 - U->t0,
+          "unit %d release: %zu bytes left, %ld of %d views back on the master", u, arena.cur[LC_MEM_GATHERED] - g0,
+          restored, U->t1 - U->t0);
   }
-  CHECK(views == U->t1 - U->t0, "bf16 layer copy: %ld of %d views as expected", views, U->t1 - U->t0);
-  CHECK(bad == 0, "bf16 layer copy: %ld values are not the rounded master weights", bad);
-  lc_pstore_release(ps, u);
-  long restored = 0;
-  for (int t = U->t0; t < U->t1; t++) {
-    const lc_param_info *T = &ps->lay.table[t];
-    const uint16_t **h = lc_weights_slot16(&ps->w, T);
-    restored += *lc_weights_slot(&ps->w, T) == ps->params + T->offset && (!h || !*h);
-  }
-  CHECK(arena.cur[LC_MEM_GATHERED] == g0 && restored == U->t1 - U->t0,
-        "release: %zu bytes left, %ld of %d views back on the master", arena.cur[LC_MEM_GATHERED] - g0, restored,
-        U->t1 - U->t0);
   lc_pstore_set_compute(ps, LC_DT_F32);
   lc_model_destroy(&m, &arena);
 }
@@ -436,7 +443,8 @@ int main(void) {
   test_vs_fp32(1);
   test_policies();
   test_memory();
-  test_store_copy();
+  test_store_copy(0);
+  test_store_copy(1);
   CHECK(arena.cur_total == 0, "arena still holds %zu bytes at exit", arena.cur_total);
   return lc_test_finish("test_bf16");
 }

@@ -91,7 +91,7 @@ static uint16_t *to16(const float *x, long n) {
 static void check_matmul(int T, int K, int N, int native) {
   lc_arena ar;
   lc_arena_init(&ar, 0);
-  const lc_mm mm = {native, &ar};
+  const lc_mm mm = {.bf16 = native, .arena = &ar};
   const long nI = (long)T * K, nW = (long)N * K, nO = (long)T * N;
   float *inp = randb(nI), *w = randb(nW), *dout = randb(nO);
   uint16_t *inp16 = to16(inp, nI), *dout16 = to16(dout, nO), *w16 = to16(w, nW);
@@ -168,6 +168,22 @@ static void check_matmul(int T, int K, int N, int native) {
     CHECK(!memcmp(di3, di1, sizeof(float) * nI) && !memcmp(dw3, dw1, sizeof(float) * nW),
           "matmul bwd native %d T %d K %d N %d: one product NULL changes the other", native, T, K, N);
     free(di0), free(dw0), free(di1), free(dw1), free(di2), free(dw2), free(di3), free(dw3);
+  }
+  // Caller-held scratch (lc_mm.scratch, exactly lc_matmul_*_bytes): nothing from the arena,
+  // the same bits as the arena's scratch.
+  {
+    const size_t fb = lc_matmul_fwd_bytes(native, LC_DT_BF16, LC_DT_BF16, LC_DT_BF16, T, K, N);
+    void *scr = malloc(fb + 1);
+    const lc_mm held = {.bf16 = native, .arena = &ar, .scratch = scr, .scratch_bytes = fb};
+    uint16_t *o16b = malloc(2 * (size_t)nO);
+    lc_arena_reset_peaks(&ar);
+    CHECK(lc_matmul_fwd(&held, o16b, LC_DT_BF16, lc_act_of(inp16, LC_DT_BF16), lc_act_of(w16, LC_DT_BF16), T, K, N) == LC_OK &&
+              ar.peak[LC_MEM_SCRATCH] == 0,
+          "matmul fwd with caller scratch: %s, arena peak %zu", lc_errmsg(), ar.peak[LC_MEM_SCRATCH]);
+    CHECK(lc_matmul_fwd(&mm, o16, LC_DT_BF16, lc_act_of(inp16, LC_DT_BF16), lc_act_of(w16, LC_DT_BF16), T, K, N) == LC_OK &&
+              !memcmp(o16, o16b, 2 * (size_t)nO),
+          "matmul fwd native %d T %d K %d N %d: caller scratch changes the result", native, T, K, N);
+    free(scr), free(o16b);
   }
   // bf16 operands without an arena: one clear error, nothing written
   CHECK(lc_matmul_fwd(NULL, o1, LC_DT_F32, lc_act_of(inp16, LC_DT_BF16), lc_act_f32(w), T, K, N) == LC_EINVAL,

@@ -34,16 +34,16 @@ static void ref_transients(const lc_config *cfg, const lc_model_opts *o, int sta
   const int L = cfg->n_layers, g3 = stage >= 3, r2 = stage >= 2;
   const int cw = bf16 && !g3, sliced = lc_vocab_sliced(o, cfg->vocab);
   const size_t e = z.unit_embed, l = z.unit_layer, f = z.unit_final;
-  // A decoder layer's weights in a bf16 pass: the 2-byte compute copy (gradients stay fp32).
-  const size_t lw = bf16 ? z.unit_layer16 : l;
-  const size_t te = cfg->tie_embeddings && !sliced ? e : 0;
-  if (!sliced) occur(G, R, GR, LC_PHASE_EMBED_FWD, g3 ? e + lw : cw ? e : 0, 0);
+  // A unit's weights in a bf16 pass: its 2-byte compute copy (gradients stay fp32).
+  const size_t ew = bf16 ? z.unit_embed16 : e, lw = bf16 ? z.unit_layer16 : l, fw = bf16 ? z.unit_final16 : f;
+  const size_t te = cfg->tie_embeddings && !sliced ? e : 0, tew = te ? ew : 0;
+  if (!sliced) occur(G, R, GR, LC_PHASE_EMBED_FWD, g3 ? ew + lw : cw ? ew : 0, 0);
   for (int k = 0; k < L; k++) {
-    size_t g = g3 ? lw + (k + 1 < L ? lw : sliced ? 0 : f) : cw ? lw : 0;
+    size_t g = g3 ? lw + (k + 1 < L ? lw : sliced ? 0 : fw) : cw ? lw : 0;
     occur(G, R, GR, LC_PHASE_ATTN_FWD, g, 0);
     occur(G, R, GR, LC_PHASE_MLP_FWD, g, 0);
   }
-  if (!sliced) occur(G, R, GR, LC_PHASE_LOSS, g3 ? f + te + lw : cw ? f + te : 0, r2 ? f + te : 0);
+  if (!sliced) occur(G, R, GR, LC_PHASE_LOSS, g3 ? fw + tew + lw : cw ? fw + tew : 0, r2 ? f + te : 0);
   const size_t last = sliced ? lc_pstore_rows_grad_bytes(stage, (size_t)cfg->dim) : f;
   for (int k = L - 1; k >= 0; k--) {
     size_t g = g3 ? lw + (k > 0 ? lw : 0) : cw ? lw : 0, r = r2 ? l + (k == L - 1 ? last : l) + te : 0;

@@ -159,7 +159,7 @@ lc_status lc_decode(const lc_model *m, lc_kv_cache *c, const int *tokens, int n,
     c->len += nn;
     float *ln = b.acts.ln1, *rstd = b.acts.rstd1; // free once the layers are done (ln1's slot holds fp32)
     const int bf16 = m->ps.compute == LC_DT_BF16;
-    const lc_mm mm = {bf16, a};
+    const lc_mm mm = {.bf16 = bf16, .arena = a};
     if (all_logits) {
       lc_rmsnorm_fwd(ln, rstd, x, m->ps.w.norm, nn, C, cfg->norm_eps);
       if (bf16) lc_bf16_round(ln, (size_t)nn * C);

@@ -118,7 +118,7 @@ void lc_layer_qknorm_carve(lc_layer_acts *a, const lc_config *cfg, int T, float 
 // in raw and out is its per-head RMSNorm (rows of D) with weight nw.
 static lc_status proj_fwd(const lc_layer_ctx *c, float *out, const void *n1, lc_act w, const float *b,
                           float *raw, float *rstd, const float *nw, int N) {
-  const lc_mm mm = {c->bf16, c->arena};
+  const lc_mm mm = {.bf16 = c->bf16, .arena = c->arena};
   const int T = c->T, C = c->cfg->dim, D = c->cfg->head_dim;
   float *y = raw ? raw : out;
   LC_TRY(lc_matmul_fwd(&mm, y, LC_DT_F32, act(c, n1), w, T, C, N));
@@ -148,7 +148,7 @@ static void proj_bwd(const lc_layer_ctx *c, float *dy, const float *raw, const f
 // reads; all but rstd in the act dtype).
 static lc_status mlp_fwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, const float *xm, void *n2, float *rstd,
                               void *gate, void *up, void *h, int n) {
-  const lc_mm mm = {c->bf16, c->arena};
+  const lc_mm mm = {.bf16 = c->bf16, .arena = c->arena};
   const int C = c->cfg->dim, F = c->cfg->ffn;
   const lc_dtype dt = adt(c);
   lc_rmsnorm_fwd_to(n2, dt, rstd, xm, w->ln2, n, C, c->cfg->norm_eps);
@@ -164,7 +164,7 @@ static lc_status mlp_fwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, 
 // Forward over tiles: rows [t0, t0+n) of x_mid -> x_out (one tile's buffers: mlp_fwd_bytes).
 static lc_status mlp_fwd_tiled(const lc_layer_ctx *c, const lc_layer_weights *w,
                                const float *x_mid, float *x_out) {
-  const lc_mm mm = {c->bf16, c->arena};
+  const lc_mm mm = {.bf16 = c->bf16, .arena = c->arena};
   const int C = c->cfg->dim, F = c->cfg->ffn, tile = c->mlp_tile;
   lc_arena *ar = c->arena;
   char *blk = lc_alloc(ar, LC_MEM_SCRATCH, mlp_fwd_bytes(c->cfg, tile, adt(c)), "MLP tile");
@@ -198,7 +198,7 @@ typedef struct {
 static lc_status mlp_bwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g, const float *xm,
                               const void *n2, const float *rstd, const void *gate, const void *up, const void *h,
                               float *dx, int n, const mlp_grad_bufs *b) {
-  const lc_mm mm = {c->bf16, c->arena};
+  const lc_mm mm = {.bf16 = c->bf16, .arena = c->arena};
   const int C = c->cfg->dim, F = c->cfg->ffn;
   // x_out = x_mid + h @ Wdown^T (bf16: the GEMM reads dx rounded into 2 bytes; dx itself
   // stays fp32)
@@ -265,7 +265,7 @@ static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
 // ---------------------------------------------------------------- layer
 lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_acts *a,
                        const float *x_in, float *x_out, int skip_attn) {
-  const lc_mm mm = {c->bf16, c->arena};
+  const lc_mm mm = {.bf16 = c->bf16, .arena = c->arena};
   const lc_config *cfg = c->cfg;
   const int T = c->T, C = cfg->dim, D = cfg->head_dim, F = cfg->ffn;
   const int HQ = cfg->n_heads * D, HKV = cfg->n_kv_heads * D;
@@ -298,7 +298,7 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
 
 lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g,
                        const lc_layer_acts *a, const float *x_in, float *dx) {
-  const lc_mm mm = {c->bf16, c->arena};
+  const lc_mm mm = {.bf16 = c->bf16, .arena = c->arena};
   const lc_config *cfg = c->cfg;
   const int T = c->T, C = cfg->dim, D = cfg->head_dim;
   const int HQ = cfg->n_heads * D, HKV = cfg->n_kv_heads * D;

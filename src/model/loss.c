@@ -14,23 +14,32 @@ static size_t tile_bytes(const lc_config *cfg, int tile) {
   return lc_bytes(LC_DT_F32, (size_t)tile * (2 * (size_t)cfg->dim + 1 + (size_t)cfg->vocab));
 }
 
+// The head GEMMs' scratch for tiles of `tile` rows (the head: the store's 2-byte compute copy
+// in a bf16 pass, lc_weights.head16, else fp32), held for the whole call with the tile.
+static size_t gemm_bytes(const lc_config *cfg, int tile, int bf16, int w16) {
+  const lc_dtype wdt = w16 ? LC_DT_BF16 : LC_DT_F32;
+  size_t f = lc_matmul_fwd_bytes(bf16, LC_DT_F32, LC_DT_F32, wdt, tile, cfg->dim, cfg->vocab),
+         b = lc_matmul_bwd_bytes(bf16, LC_DT_F32, LC_DT_F32, wdt, tile, cfg->dim, cfg->vocab);
+  return f > b ? f : b;
+}
+
 size_t lc_loss_scratch_bytes(const lc_config *cfg, int T, int tile, int bf16) {
   tile = eff_tile(T, tile);
-  size_t f = lc_matmul_fwd_bytes(bf16, LC_DT_F32, LC_DT_F32, LC_DT_F32, tile, cfg->dim, cfg->vocab),
-         b = lc_matmul_bwd_bytes(bf16, LC_DT_F32, LC_DT_F32, LC_DT_F32, tile, cfg->dim, cfg->vocab);
-  return tile_bytes(cfg, tile) + (f > b ? f : b);
+  return tile_bytes(cfg, tile) + gemm_bytes(cfg, tile, bf16, bf16);
 }
 
 lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights *g,
                           const float *x, const int *targets, int T, int tile, float loss_scale,
                           int bf16, float *dx, double *loss_sum, long *n_wrong, lc_arena *arena) {
   const int C = cfg->dim, V = cfg->vocab;
-  const lc_mm mm = {bf16, arena};
+  const lc_act head = w->head16 ? lc_act_of(w->head16, LC_DT_BF16) : lc_act_f32(w->head);
   tile = eff_tile(T, tile);
-  // Scratch per tile: normed [tile,C], rstd [tile], logits [tile,V], dnormed [tile,C].
-  float *buf = lc_alloc(arena, LC_MEM_SCRATCH, tile_bytes(cfg, tile),
-                        tile == T ? "logits" : "loss tile");
+  // Scratch per tile: normed [tile,C], rstd [tile], logits [tile,V], dnormed [tile,C]; then
+  // the head GEMMs' (held for the call: the bytes do not depend on which rows have labels).
+  const size_t tb = tile_bytes(cfg, tile), gb = gemm_bytes(cfg, tile, bf16, w->head16 != NULL);
+  float *buf = lc_alloc(arena, LC_MEM_SCRATCH, tb + gb, tile == T ? "logits" : "loss tile");
   if (!buf) return LC_ENOMEM;
+  const lc_mm mm = {.bf16 = bf16, .arena = arena, .scratch = gb ? (char *)buf + tb : NULL, .scratch_bytes = gb};
   float *nrm = buf, *dnrm = nrm + (size_t)tile * C, *logits = dnrm + (size_t)tile * C,
         *rstd = logits + (size_t)tile * V;
   if (dx) memset(dx, 0, lc_bytes(LC_DT_F32, (size_t)T * C));
@@ -44,7 +53,7 @@ lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights 
     const float *xt = x + (size_t)t0 * C;
     lc_rmsnorm_fwd(nrm, rstd, xt, w->norm, m, C, cfg->norm_eps);
     if (bf16) lc_bf16_round(nrm, (size_t)m * C);
-    st = lc_matmul_fwd(&mm, logits, LC_DT_F32, lc_act_f32(nrm), lc_act_f32(w->head), m, C, V);
+    st = lc_matmul_fwd(&mm, logits, LC_DT_F32, lc_act_f32(nrm), head, m, C, V);
     if (st != LC_OK) break;
     if (n_wrong)
       for (int t = 0; t < m; t++) {
@@ -59,7 +68,7 @@ lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights 
     total += lc_xent_fwd_bwd(logits, targets + t0, m, V, loss_scale); // logits -> dlogits
     if (dx) {
       if (bf16) lc_bf16_round(logits, (size_t)m * V);
-      st = lc_matmul_bwd(&mm, dnrm, g->head, lc_act_f32(logits), lc_act_f32(nrm), lc_act_f32(w->head), m, C, V, 0);
+      st = lc_matmul_bwd(&mm, dnrm, g->head, lc_act_f32(logits), lc_act_f32(nrm), head, m, C, V, 0);
       if (st == LC_OK) lc_rmsnorm_bwd(dx + (size_t)t0 * C, g->norm, dnrm, xt, w->norm, rstd, m, C);
     }
   }
@@ -102,7 +111,7 @@ lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, floa
                                  const float *x, const int *targets, int T, int tile, float loss_scale, int bf16,
                                  float *dx, double *loss_sum, long *n_wrong, lc_arena *arena) {
   const int C = cfg->dim, V = cfg->vocab, R = hs->rows < V ? hs->rows : V, ns = lc_head_n_slices(V, R);
-  const lc_mm mm = {bf16, arena};
+  const lc_mm mm = {.bf16 = bf16, .arena = arena};
   tile = eff_tile(T, tile);
   // Scratch: normed [tile,C], rstd [tile], logits [tile,R]; per token: sum, max, target
   // logit, best logit and its index.

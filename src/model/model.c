@@ -631,7 +631,8 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
         if (e->op == LC_OP_EMBED_FWD_SLICED)
           st = embed_fwd_sliced(ps, embed_t, o->vocab_slice, tokens, T, C, bf16 ? xin_fwd[0] : xs[0], lc_unit_layer(0));
         else
-          lc_embedding_fwd(bf16 ? xin_fwd[0] : xs[0], tokens, ps->w.embed, T, C); // bf16: rows of the bf16 copy
+          if (ps->w.embed16) lc_embedding_fwd_bf16(xin_fwd[0], tokens, ps->w.embed16, T, C); // bf16: the 2-byte copy
+          else lc_embedding_fwd(bf16 ? xin_fwd[0] : xs[0], tokens, ps->w.embed, T, C);
         lc_test_point("forward");
         break;
       case LC_OP_LAYER_FWD:

@@ -89,7 +89,9 @@ lc_status lc_param_table(const lc_config *cfg, lc_param_info **table, int *n, si
 float **lc_weights_slot(lc_weights *w, const lc_param_info *t) { return (float **)(void *)((char *)w + t->slot); }
 
 const uint16_t **lc_weights_slot16(lc_weights *w, const lc_param_info *t) {
-  if (t->layer < 0 || t->ndim != 2) return NULL;
+  if (t->ndim != 2) return NULL;
+  if (t->layer < 0)
+    return t->slot == offsetof(lc_weights, embed) ? &w->embed16 : t->slot == offsetof(lc_weights, head) ? &w->head16 : NULL;
   lc_layer_weights *L = &w->layer[t->layer];
   const size_t at = t->slot - ((size_t)((char *)L - (char *)w)); // the float view's offset in L
   switch (at) {
@@ -105,7 +107,7 @@ const uint16_t **lc_weights_slot16(lc_weights *w, const lc_param_info *t) {
 }
 
 void lc_weights_tie(lc_weights *w, const lc_config *cfg) {
-  if (cfg->tie_embeddings) w->head = w->embed;
+  if (cfg->tie_embeddings) w->head = w->embed, w->head16 = w->embed16;
 }
 
 void lc_param_init_part(float *dst, const lc_param_info *t, size_t n, lc_rng *rng) {

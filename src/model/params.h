@@ -81,6 +81,8 @@ typedef struct {
   float *embed; // model.embed_tokens.weight [V, C]
   float *norm;  // model.norm.weight         [C]
   float *head;  // lm_head.weight [V, C] (== embed when tied)
+  // A bf16 pass's 2-byte compute copies of embed and head (as the layers' wq16, ...).
+  const uint16_t *embed16, *head16;
   lc_layer_weights layer[LC_MAX_LAYERS];
 } lc_weights;
 
@@ -94,8 +96,8 @@ lc_status lc_param_table(const lc_config *cfg, lc_param_info **table, int *n, si
 // The view field of tensor t in w: &w->embed, &w->layer[l].wq, ... For a tied model the
 // head field follows the embedding (set both with lc_weights_tie).
 float **lc_weights_slot(lc_weights *w, const lc_param_info *t);
-// The 2-byte view field of tensor t (a decoder layer's matrix: &w->layer[l].wq16, ...), or
-// NULL for the other tensors.
+// The 2-byte view field of tensor t (a matrix: &w->embed16, &w->head16, &w->layer[l].wq16,
+// ...), or NULL for the other tensors (vectors).
 const uint16_t **lc_weights_slot16(lc_weights *w, const lc_param_info *t);
 void lc_weights_tie(lc_weights *w, const lc_config *cfg);
 // HF-style init: linear and embedding weights ~ N(0, 0.02), norm weights = 1, biases 0. Tensor by

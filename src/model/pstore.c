@@ -14,12 +14,11 @@
 #define TAG_TENSOR 301
 
 struct lc_ps_unit {
-  float *gath;  // stage 3: gathered weights [u.n] (NULL: not resident); stages 0-2 with
-                // bf16 compute: the rounded copy while acquired
+  float *gath;  // stage 3: gathered weights [u.n] (NULL: not resident); bf16 compute (every
+                // stage): the unit's 2-byte compute copy while acquired (set_views16)
   lc_req greq;  // its all-gather
-  int rounded;  // bf16 compute: gath holds bf16 values (a 2-byte copy: its vectors widened)
-  int g16;      // the gather in flight moves bf16 (into the upper half of gath, or into
-                // the 2-byte copy)
+  int rounded;  // stage 3, bf16: the copy's vectors are widened
+  int g16;      // stage 3: the gather moves bf16 into a 2-byte compute copy
   float *gbuf;  // stage >= 2: temporary full gradient [u.n]
   int gopen;    // between grad_begin and grad_end
 };
@@ -309,14 +308,12 @@ lc_status lc_pstore_init_random(lc_pstore *ps, uint64_t seed) {
 }
 
 // ---------------------------------------------------------------- 2-byte compute copies
-// A bf16 pass's decoder layer unit: its compute copy is the whole unit in 2 bytes (the
-// matrices, which the GEMMs read in place: lc_weights_slot16) followed by its vectors (norm
-// weights, biases: 1-D tensors, each padded to 16 floats) rounded and widened into fp32 for
-// the element-wise ops. The embedding and the final unit keep a rounded copy in fp32
-// slots (the lookup, the loss and the vocabulary slices read floats).
-static int copy16(const lc_pstore *ps, int u) {
-  return ps->compute == LC_DT_BF16 && u != LC_UNIT_EMBED && u != lc_unit_final(ps->cfg.n_layers);
-}
+// A bf16 pass's acquired unit: its compute copy is the whole unit in 2 bytes (the
+// matrices, which the GEMMs and the embedding lookup read in place: lc_weights_slot16)
+// followed by its vectors (norm weights, biases: 1-D tensors, each padded to 16 floats)
+// rounded and widened into fp32 for the element-wise ops. (Vocabulary slices, lc_ps_rows,
+// keep their rows in fp32 slots; a pass with slices never acquires the embedding or the
+// final unit.)
 static size_t vec_floats(const lc_param_layout *L, int u) {
   size_t k = 0;
   for (int t = L->units[u].t0; t < L->units[u].t1; t++)
@@ -344,6 +341,7 @@ static void set_views16(lc_pstore *ps, int u, void *buf, int widen) {
     }
     *lc_weights_slot(&ps->w, T) = v;
   }
+  lc_weights_tie(&ps->w, &ps->cfg);
 }
 
 // ---------------------------------------------------------------- gathers (stage 3)
@@ -351,21 +349,14 @@ static lc_status start_gather(lc_pstore *ps, int u) {
   lc_ps_unit *x = &ps->u_[u];
   if (x->gath) return LC_OK;
   const size_t n = ps->lay.units[u].n, sh = shard_floats(ps, u);
-  const int c16 = copy16(ps, u);
-  x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, c16 ? copy16_bytes(&ps->lay, u) : lc_bytes(LC_DT_F32, n),
-                     c16 ? "gathered bf16 weights" : "gathered weights");
-  if (!x->gath) return LC_ENOMEM;
   x->g16 = ps->compute == LC_DT_BF16;
+  x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, x->g16 ? copy16_bytes(&ps->lay, u) : lc_bytes(LC_DT_F32, n),
+                     x->g16 ? "gathered bf16 weights" : "gathered weights");
+  if (!x->gath) return LC_ENOMEM;
   if (!x->g16) return lc_iallgather(ps->zg, ps->params + shard_off(ps, u), x->gath, sh, LC_DT_F32, &x->greq);
-  if (c16) { // the bf16 weights gathered straight into the 2-byte copy
-    uint16_t *h = (uint16_t *)(void *)x->gath;
-    lc_bf16_pack(h + (size_t)ps->zrank * sh, ps->params + shard_off(ps, u), sh);
-    return lc_iallgather(ps->zg, NULL, h, sh, LC_DT_BF16, &x->greq);
-  }
-  // bf16 compute: the bf16 weights are what is gathered (half the bytes). Each rank rounds
-  // its shard into its slot of the upper half of the buffer and gathers in place there;
-  // acquire widens the unit in place (lc_bf16_unpack_inplace).
-  uint16_t *h = (uint16_t *)(void *)x->gath + n;
+  // bf16 compute: the bf16 weights are what is gathered (half the bytes), straight into the
+  // unit's 2-byte compute copy; each rank rounds its shard into its slot.
+  uint16_t *h = (uint16_t *)(void *)x->gath;
   lc_bf16_pack(h + (size_t)ps->zrank * sh, ps->params + shard_off(ps, u), sh);
   return lc_iallgather(ps->zg, NULL, h, sh, LC_DT_BF16, &x->greq);
 }
@@ -378,22 +369,14 @@ void lc_pstore_pass_begin(lc_pstore *ps, int want_grads) {
 
 void lc_pstore_set_compute(lc_pstore *ps, lc_dtype compute) { ps->compute = compute; }
 
-// Stages 0-2 in bf16: the unit's weights rounded into a copy the views point at.
+// Stages 0-2 in bf16: the unit's 2-byte compute copy (set_views16), the views point at it.
 static lc_status round_copy(lc_pstore *ps, int u) {
   lc_ps_unit *x = &ps->u_[u];
   if (x->gath) return LC_OK; // acquired twice (a tied head): the copy is there
-  const size_t n = ps->lay.units[u].n;
-  if (copy16(ps, u)) { // decoder layer: the 2-byte copy (set_views16)
-    x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, copy16_bytes(&ps->lay, u), "bf16 compute weights");
-    if (!x->gath) return LC_ENOMEM;
-    lc_bf16_pack((uint16_t *)(void *)x->gath, ps->params + ps->lay.units[u].off, n);
-    set_views16(ps, u, x->gath, 1);
-    return LC_OK;
-  }
-  x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, lc_bytes(LC_DT_F32, n), "bf16 compute weights");
+  x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, copy16_bytes(&ps->lay, u), "bf16 compute weights");
   if (!x->gath) return LC_ENOMEM;
-  lc_bf16_round_copy(x->gath, ps->params + ps->lay.units[u].off, n);
-  set_views(ps, &ps->w, u, x->gath);
+  lc_bf16_pack((uint16_t *)(void *)x->gath, ps->params + ps->lay.units[u].off, ps->lay.units[u].n);
+  set_views16(ps, u, x->gath, 1);
   return LC_OK;
 }
 
@@ -411,11 +394,10 @@ lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next) {
   lc_ps_unit *x = &ps->u_[unit];
   LC_TRY(start_gather(ps, unit));
   LC_TRY(lc_wait(ps->zg, &x->greq));
-  if (copy16(ps, unit) && x->g16) {
+  if (x->g16) {
     set_views16(ps, unit, x->gath, !x->rounded); // the vectors widened once per gather
     x->rounded = 1;
   } else {
-    if (x->g16 && !x->rounded) lc_bf16_unpack_inplace(x->gath, ps->lay.units[unit].n), x->rounded = 1;
     set_views(ps, &ps->w, unit, x->gath);
   }
   if (next >= 0) LC_TRY(start_gather(ps, next));
@@ -837,6 +819,8 @@ lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *o
   out->unit_embed = lc_bytes(LC_DT_F32, L.units[LC_UNIT_EMBED].n);
   out->unit_layer = cfg->n_layers > 0 ? lc_bytes(LC_DT_F32, L.units[lc_unit_layer(0)].n) : 0;
   out->unit_layer16 = cfg->n_layers > 0 ? copy16_bytes(&L, lc_unit_layer(0)) : 0;
+  out->unit_embed16 = copy16_bytes(&L, LC_UNIT_EMBED);
+  out->unit_final16 = copy16_bytes(&L, lc_unit_final(cfg->n_layers));
   out->unit_final = lc_bytes(LC_DT_F32, L.units[lc_unit_final(cfg->n_layers)].n);
   size_t used = 0;
   for (int t = 0; t < L.n_tensors; t++) used += lc_bytes(LC_DT_F32, L.table[t].numel);

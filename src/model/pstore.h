@@ -97,11 +97,10 @@ typedef struct {
   size_t vocab_rows;  // rows per vocabulary slice the passes use (0: whole units); set by the
                       // model's pass, read by lc_pstore_step_bytes
   lc_dtype compute;   // LC_DT_F32, or LC_DT_BF16: an acquired unit's view holds its weights
-                      // rounded to bf16 (stage 3: gathered as bf16, half the bytes;
-                      // otherwise a copy made at acquire, freed at release). A decoder
-                      // layer's copy stays 2 bytes (the GEMMs read its matrices through the
-                      // views' 16-bit fields, its vectors are widened into fp32); the
-                      // embedding's and the final unit's are widened into fp32 slots.
+                      // rounded to bf16 in 2 bytes (stage 3: gathered as bf16, half the
+                      // bytes; otherwise a copy made at acquire, freed at release): the
+                      // matrices through the views' 16-bit fields (wq16, embed16, ...), the
+                      // vectors widened into fp32 after them
   // private
   lc_ps_unit *u_;
   lc_ps_red *red_;
@@ -210,8 +209,9 @@ void lc_pstore_set_compute(lc_pstore *ps, lc_dtype compute);
 typedef struct {
   size_t params, grads, optim; // persistent bytes per rank
   size_t unit_embed, unit_layer, unit_final; // bytes of one unit's full (padded) copy
-  size_t unit_layer16; // bytes of a decoder layer's compute copy in a bf16 pass (2 bytes per
-                       // value, plus its vectors in fp32: pstore.c, copy16)
+  // bytes of a unit's compute copy in a bf16 pass (2 bytes per value, plus its vectors in
+  // fp32: pstore.c, copy16)
+  size_t unit_embed16, unit_layer16, unit_final16;
   size_t padding;              // bytes of padding in one full fp32 flat buffer
 } lc_ps_sizes;
 lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *out);
@@ -222,8 +222,8 @@ static inline size_t lc_ps_unit_bytes(const lc_ps_sizes *z, int n_layers, int u)
 // Bytes of unit u's compute copy (acquired weights: gathered under stage 3, or the rounded
 // copy of a bf16 pass) in a pass computing in `compute`.
 static inline size_t lc_ps_copy_bytes(const lc_ps_sizes *z, int n_layers, int u, lc_dtype compute) {
-  const int layer = u != LC_UNIT_EMBED && u != lc_unit_final(n_layers);
-  return compute == LC_DT_BF16 && layer ? z->unit_layer16 : lc_ps_unit_bytes(z, n_layers, u);
+  if (compute != LC_DT_BF16) return lc_ps_unit_bytes(z, n_layers, u);
+  return u == LC_UNIT_EMBED ? z->unit_embed16 : u == lc_unit_final(n_layers) ? z->unit_final16 : z->unit_layer16;
 }
 // Bytes this rank sends for model states in one training step of `passes` forward/backward
 // passes (the sequences of its data-parallel group), by the formulas of the stage.

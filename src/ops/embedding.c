@@ -1,5 +1,6 @@
 // Token embedding: a row gather forward, a row scatter-add backward.
 #include "ops/ops.h"
+#include "ops/kernels.h"
 
 #include <string.h>
 
@@ -10,6 +11,12 @@ void lc_embedding_fwd(float *out, const int *tokens, const float *wte, int T, in
 #pragma omp parallel for schedule(static) if ((long)T * C > LC_EMB_PAR_MIN)
   for (int t = 0; t < T; t++)
     memcpy(out + (size_t)t * C, wte + (size_t)tokens[t] * C, sizeof(float) * (size_t)C);
+}
+
+void lc_embedding_fwd_bf16(float *out, const int *tokens, const uint16_t *wte, int T, int C) {
+  void (*unpack)(float *, const uint16_t *, size_t) = lc_kern()->bf16_unpack;
+#pragma omp parallel for schedule(static) if ((long)T * C > LC_EMB_PAR_MIN)
+  for (int t = 0; t < T; t++) unpack(out + (size_t)t * C, wte + (size_t)tokens[t] * C, (size_t)C);
 }
 
 // Repeated tokens scatter into the same dwte row, so threads split the COLUMNS: each

@@ -16,8 +16,9 @@
 //    memory-bound and packing W would cost more than it saves.
 //  - sgemm on bf16 operands (no native bf16 GEMM: below the bf16 kernel level, or thin):
 //    chunks of LC_MM_CHUNK rows widened into fp32 scratch (exact), bf16 weights widened
-//    whole, a bf16 output rounded from an fp32 chunk; products of rows and the weight
-//    gradient's sum over chunks.
+//    whole (a layer's matrices), or, with more weight rows than input rows (an LM head
+//    against a loss tile), in chunks of LC_MM_CHUNK weight rows against the whole input; a
+//    bf16 output rounded from an fp32 chunk; the sums over chunks in order.
 // Every path's scratch is lc_matmul_*_bytes (arena, LC_MEM_SCRATCH), which the memory
 // model uses; the buffer's fp32 part comes first (4-byte alignment), its 2-byte part after.
 #include "ops/ops.h"
@@ -56,8 +57,10 @@ static mm_parts fwd_parts(int bf16, lc_dtype odt, lc_dtype idt, lc_dtype wdt, in
       p.h16 = (is16(idt) ? 0 : t * k) + (is16(wdt) ? 0 : Rn * k);
       p.f32 = is16(odt) ? t * Rn : 0;
     }
-  } else { // sgemm: bf16 W widened whole, bf16 rows widened, a bf16 output's fp32 chunk
+  } else if (T >= N || !is16(wdt)) { // sgemm: bf16 W widened whole, bf16 rows widened, a bf16 output's fp32 chunk
     p.f32 = (is16(wdt) ? n * k : 0) + (is16(idt) ? R * k : 0) + (is16(odt) ? R * n : 0);
+  } else { // sgemm, bf16 W with more rows than inp (an LM head): inp whole, W and out in column chunks
+    p.f32 = (is16(idt) ? t * k : 0) + Rn * k + (is16(odt) ? t * Rn : 0);
   }
   return p;
 }
@@ -71,8 +74,10 @@ static mm_parts bwd_parts(int bf16, lc_dtype ddt, lc_dtype idt, lc_dtype wdt, in
       p.h16 = (is16(wdt) ? 0 : n * k) + (is16(ddt) ? 0 : R * n) + (is16(idt) ? 0 : R * k);
     else // inp whole, columns of dout + rows of W (fp32 slots only)
       p.h16 = (is16(idt) ? 0 : t * k) + (is16(ddt) ? 0 : t * Rn) + (is16(wdt) ? 0 : Rn * k);
-  } else {
+  } else if (T >= N || !is16(wdt)) {
     p.f32 = (is16(wdt) && N > 0 ? n * k : 0) + (is16(ddt) ? R * n : 0) + (is16(idt) ? R * k : 0);
+  } else { // bf16 W with more rows than inp: inp whole, columns of dout and rows of W in chunks
+    p.f32 = (is16(idt) ? t * k : 0) + (is16(ddt) ? t * Rn : 0) + Rn * k;
   }
   return p;
 }
@@ -112,8 +117,21 @@ static void pack_to(uint16_t *dst, long ld, const float *src, int rows, int cols
 static const uint16_t *row16(lc_act a, size_t t, size_t cols) { return (const uint16_t *)a.p + t * cols; }
 static const float *row32(lc_act a, size_t t, size_t cols) { return (const float *)a.p + t * cols; }
 
-static lc_status need_arena(const lc_mm *mm) {
-  return mm && mm->arena ? LC_OK : lc_fail(LC_EINVAL, "internal: a GEMM on bf16 operands needs an arena");
+// The call's scratch: the caller's (lc_mm.scratch) when it is large enough, else the arena's.
+static float *get_scratch(const lc_mm *mm, mm_parts parts, lc_status *st) {
+  const size_t bytes = part_bytes(parts);
+  *st = LC_OK;
+  if (mm && mm->scratch && mm->scratch_bytes >= bytes) return mm->scratch;
+  if (!mm || !mm->arena) {
+    *st = lc_fail(LC_EINVAL, "internal: a GEMM on bf16 operands needs an arena");
+    return NULL;
+  }
+  float *buf = lc_alloc(mm->arena, LC_MEM_SCRATCH, bytes, "GEMM operands");
+  if (!buf) *st = LC_ENOMEM;
+  return buf;
+}
+static void put_scratch(const lc_mm *mm, float *buf) {
+  if (buf != mm->scratch) lc_free(mm->arena, buf);
 }
 
 // out[T,N] = inp[T,K] @ W[N,K]^T
@@ -125,14 +143,28 @@ lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp,
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, inp.p, K, w.p, K, 0.0f, out, N);
     return LC_OK;
   }
-  LC_TRY(need_arena(mm));
-  float *buf = lc_alloc(mm->arena, LC_MEM_SCRATCH, part_bytes(parts), "GEMM operands");
-  if (!buf) return LC_ENOMEM;
+  lc_status st;
+  float *buf = get_scratch(mm, parts, &st);
+  if (!buf) return st;
   uint16_t *h16 = (uint16_t *)(buf + parts.f32);
   float *o32 = is16(out_dt) ? buf : NULL; // a bf16 output's fp32 chunk
   uint16_t *out16 = out;
   float *out32 = out;
-  if (!use_bf16(bf, T, K, N)) { // sgemm per chunk of rows
+  if (!use_bf16(bf, T, K, N) && T < N && is16(w.dt)) { // sgemm, W in chunks of rows (widened)
+    const size_t Rn = min_sz(LC_MM_CHUNK, (size_t)N);
+    float *x32 = is16(inp.dt) ? buf : NULL, *w32 = buf + (x32 ? (size_t)T * K : 0), *c32 = w32 + Rn * (size_t)K;
+    const float *xa = x32 ? (lc_bf16_unpack(x32, inp.p, (size_t)T * K), x32) : (const float *)inp.p;
+    for (int n0 = 0; n0 < N; n0 += LC_MM_CHUNK) {
+      const int nn = N - n0 < LC_MM_CHUNK ? N - n0 : LC_MM_CHUNK;
+      lc_bf16_unpack(w32, row16(w, n0, K), (size_t)nn * K);
+      if (o32) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xa, K, w32, K, 0.0f, c32, nn);
+        pack_to(out16 + n0, N, c32, T, nn);
+      } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xa, K, w32, K, 0.0f, out32 + n0, N);
+      }
+    }
+  } else if (!use_bf16(bf, T, K, N)) { // sgemm per chunk of rows
     const size_t R = min_sz(LC_MM_CHUNK, (size_t)T);
     float *x32 = is16(inp.dt) ? buf + (o32 ? R * (size_t)N : 0) : NULL;
     const float *w32 = w.p;
@@ -174,7 +206,7 @@ lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp,
       }
     }
   }
-  lc_free(mm->arena, buf);
+  put_scratch(mm, buf);
   return LC_OK;
 }
 
@@ -196,11 +228,31 @@ lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc
     }
     return LC_OK;
   }
-  LC_TRY(need_arena(mm));
-  float *buf = lc_alloc(mm->arena, LC_MEM_SCRATCH, part_bytes(parts), "GEMM operands");
-  if (!buf) return LC_ENOMEM;
+  lc_status st;
+  float *buf = get_scratch(mm, parts, &st);
+  if (!buf) return st;
   uint16_t *h16 = (uint16_t *)(buf + parts.f32);
-  if (!use_bf16(bf, T, K, N)) { // sgemm per chunk of rows: dinp's rows, dw's share
+  if (!use_bf16(bf, T, K, N) && T < N && is16(w.dt)) { // sgemm, W's rows in chunks (widened)
+    const size_t Rn = min_sz(LC_MM_CHUNK, (size_t)N);
+    float *x32 = is16(inp.dt) ? buf : NULL, *d32 = buf + (x32 ? (size_t)T * K : 0),
+          *w32 = d32 + (is16(dout.dt) ? (size_t)T * Rn : 0);
+    const float *xa = x32 && dw ? (lc_bf16_unpack(x32, inp.p, (size_t)T * K), x32) : (const float *)inp.p;
+    for (int n0 = 0; n0 < N; n0 += LC_MM_CHUNK) {
+      const int nn = N - n0 < LC_MM_CHUNK ? N - n0 : LC_MM_CHUNK;
+      const float *da = (const float *)dout.p + n0;
+      long ldd = N;
+      if (is16(dout.dt)) {
+        for (int r = 0; r < T; r++) lc_bf16_unpack(d32 + (size_t)r * nn, row16(dout, r, N) + n0, (size_t)nn);
+        da = d32, ldd = nn;
+      }
+      if (dinp) {
+        lc_bf16_unpack(w32, row16(w, n0, K), (size_t)nn * K);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, K, nn, 1.0f, da, ldd, w32, K,
+                    n0 == 0 && !accumulate ? 0.0f : 1.0f, dinp, K);
+      }
+      if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nn, K, T, 1.0f, da, ldd, xa, K, 1.0f, dw + (size_t)n0 * K, K);
+    }
+  } else if (!use_bf16(bf, T, K, N)) { // sgemm per chunk of rows: dinp's rows, dw's share
     const size_t R = min_sz(LC_MM_CHUNK, (size_t)T);
     float *d32 = is16(dout.dt) ? buf : NULL, *x32 = is16(inp.dt) ? buf + (d32 ? R * (size_t)N : 0) : NULL;
     const float *w32 = w.p;
@@ -257,6 +309,6 @@ lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc
       if (dw) gemm(1, 0, nn, K, T, da, ldd, xa, K, 1.0f, dw + (size_t)n0 * K, K);
     }
   }
-  lc_free(mm->arena, buf);
+  put_scratch(mm, buf);
   return LC_OK;
 }

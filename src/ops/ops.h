@@ -20,6 +20,11 @@
 typedef struct {
   int bf16;
   lc_arena *arena;
+  // Optional: scratch the caller holds for the calls (at least lc_matmul_*_bytes of each),
+  // used instead of allocating; so a caller that skips some calls (the loss, for rows with
+  // no label) still holds the same bytes whatever its data.
+  void *scratch;
+  size_t scratch_bytes;
 } lc_mm;
 // An activation operand: rows of fp32 values, or of bf16 values stored in 2 bytes (what a
 // bf16 pass keeps for its GEMMs: model/layer.h).
@@ -91,6 +96,8 @@ void lc_swiglu_bwd_bf16(uint16_t *dg, uint16_t *du, const float *dh, const uint1
 // ---- embedding.c ----
 // out[T,C] = wte[tokens[t], :]  (tokens already validated to be in [0, V))
 void lc_embedding_fwd(float *out, const int *tokens, const float *wte, int T, int C);
+// The same from a 2-byte bf16 table (a bf16 pass's compute copy), rows widened exactly.
+void lc_embedding_fwd_bf16(float *out, const int *tokens, const uint16_t *wte, int T, int C);
 // dwte[V,C] += scatter of dout rows
 void lc_embedding_bwd(float *dwte, const float *dout, const int *tokens, int T, int C);
 

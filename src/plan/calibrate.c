@@ -70,7 +70,7 @@ lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progre
   }
   // GEMMs: a linear layer's forward (T x K -> N) and its backward (both products).
   for (int b = 0; b < 2 && st == LC_OK; b++) {
-    lc_mm mm = {b, &arena};
+    lc_mm mm = {.bf16 = b, .arena = &arena};
     const lc_act xa = b ? lc_act_of(x16, LC_DT_BF16) : lc_act_f32(x), ya = b ? lc_act_of(y16, LC_DT_BF16) : lc_act_f32(y);
     const lc_act wa = b ? lc_act_of(w16, LC_DT_BF16) : lc_act_f32(w); // a layer's weights: the store's 2-byte copy
     for (int i = 0; i < LC_RATE_NDIM && st == LC_OK; i++)
