@@ -90,27 +90,20 @@ size_t lc_matmul_bwd_bytes(int bf16, lc_dtype dout_dt, lc_dtype in_dt, lc_dtype 
   return part_bytes(bwd_parts(bf16, dout_dt, in_dt, w_dt, T, K, N));
 }
 
-// dst[rows, cols] (dense) = src rows of `cols` values, ld apart (exact on bf16 values).
-static void pack(uint16_t *dst, const float *src, long ld, int rows, int cols) {
-  if (ld == cols) {
+// rows x cols values rounded to bf16 (exact on bf16 values): src rows lds apart into dst
+// rows ldd apart.
+static void pack_rows(uint16_t *dst, long ldd, const float *src, long lds, int rows, int cols) {
+  if (ldd == cols && lds == cols) {
     lc_bf16_pack(dst, src, (size_t)rows * cols);
     return;
   }
   void (*pk)(uint16_t *, const float *, size_t) = lc_kern()->bf16_pack;
 #pragma omp parallel for schedule(static) if ((size_t)rows * cols >= ((size_t)1 << 16))
-  for (int r = 0; r < rows; r++) pk(dst + (size_t)r * cols, src + (size_t)r * ld, (size_t)cols);
+  for (int r = 0; r < rows; r++) pk(dst + (size_t)r * ldd, src + (size_t)r * lds, (size_t)cols);
 }
-
-// rows x cols of src (dense) rounded into dst, rows ld apart.
-static void pack_to(uint16_t *dst, long ld, const float *src, int rows, int cols) {
-  if (ld == cols) {
-    lc_bf16_pack(dst, src, (size_t)rows * cols);
-    return;
-  }
-  void (*pk)(uint16_t *, const float *, size_t) = lc_kern()->bf16_pack;
-#pragma omp parallel for schedule(static) if ((size_t)rows * cols >= ((size_t)1 << 16))
-  for (int r = 0; r < rows; r++) pk(dst + (size_t)r * ld, src + (size_t)r * cols, (size_t)cols);
-}
+// Into a dense dst (an operand's 2-byte copy), or from a dense src (an output chunk).
+static void pack(uint16_t *dst, const float *src, long ld, int rows, int cols) { pack_rows(dst, cols, src, ld, rows, cols); }
+static void pack_to(uint16_t *dst, long ld, const float *src, int rows, int cols) { pack_rows(dst, ld, src, cols, rows, cols); }
 
 // Row t of an activation operand with rows of `cols` values, as 2 bytes (bf16 operands)
 // or fp32.
