@@ -23,6 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "attn/flash.h"
 #include "attn/flash_variants.h"
@@ -35,6 +38,14 @@
 
 static lc_arena A;
 static lc_cpu_info cpu;
+
+static int max_threads(void) {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
 
 static int bits_equal(const void *a, const void *b, size_t bytes) { return memcmp(a, b, bytes) == 0; }
 
@@ -156,7 +167,7 @@ static int *make_bounds(const acase *c) {
 
 static void run_case(const acase *c, lc_rng *r, const lc_flash_variant *var, const lc_flash_variant *port, int bf16) {
   lc_attn_shape s = {c->Tq, c->Tk, c->Hq, c->Hkv, c->D, c->qs, c->ks, c->causal,
-                     (float)(1.0 / sqrt((double)c->D)), NULL, bf16, NULL};
+                     (float)(1.0 / sqrt((double)c->D)), NULL, bf16, NULL, 0, 0};
   int *lo = make_bounds(c);
   s.lo = lo;
   const long nq = (long)c->Tq * c->Hq * c->D, nk = (long)c->Tk * c->Hkv * c->D, nl = (long)c->Hq * c->Tq;
@@ -241,7 +252,7 @@ static void run_case(const acase *c, lc_rng *r, const lc_flash_variant *var, con
 // (flash_prims_avx512.h). This is what makes every ring layout give one process's numbers.
 static void test_bf16_split(const lc_flash_variant *var, lc_rng *r) {
   const int Tq = 150, Tk = 300, Hq = 4, Hkv = 2, D = 64, a = 131;
-  lc_attn_shape s = {Tq, Tk, Hq, Hkv, D, 150, 0, 1, 0.125f, NULL, 1, NULL};
+  lc_attn_shape s = {Tq, Tk, Hq, Hkv, D, 150, 0, 1, 0.125f, NULL, 1, NULL, 0, 0};
   const long nq = (long)Tq * Hq * D, nk = (long)Tk * Hkv * D, nl = (long)Hq * Tq;
   float *q = lc_t_randn(r, nq, 2.0f), *k = lc_t_randn(r, nk, 2.0f), *v = lc_t_randn(r, nk, 1.0f);
   lc_bf16_round(q, nq), lc_bf16_round(k, nk), lc_bf16_round(v, nk);
@@ -257,6 +268,84 @@ static void test_bf16_split(const lc_flash_variant *var, lc_rng *r) {
   for (long i = 0; i < nq; i++) ow[i] = o[i];
   lc_t_close("bf16 attention split at 131 keys vs one call", o2, ow, nq, 1e-5 * maxabs(ow, nq), 1e-5);
   free(q), free(k), free(v), free(o), free(l), free(o2), free(l2), free(o3), free(l3), free(ow);
+}
+
+// D. 2-byte inputs (q16: q and dout; kv16: k and v; lc_attn_shape): every variant a bf16
+//    pass runs (the fp32 kernel below the bf16 level) must give the BITS it gives on fp32
+//    arrays holding the same bf16 values (widening is exact and the arithmetic the same),
+//    forward and backward, with k/v packed per call and (bf16 kernel) once outside it; its
+//    arena peak must be the workspace it reports, and the workspace grows by at most the
+//    per-thread widened blocks (no copy of the call's inputs).
+static void run_in16(const acase *c, lc_rng *r, const lc_flash_variant *var) {
+  lc_attn_shape s = {c->Tq, c->Tk, c->Hq, c->Hkv, c->D, c->qs, c->ks, c->causal,
+                     (float)(1.0 / sqrt((double)c->D)), NULL, 1, NULL, 0, 0};
+  int *lo = make_bounds(c);
+  s.lo = lo;
+  const long nq = (long)c->Tq * c->Hq * c->D, nk = (long)c->Tk * c->Hkv * c->D, nl = (long)c->Hq * c->Tq;
+  float *q = lc_t_randn(r, nq, 1.0f), *k = lc_t_randn(r, nk, 1.0f), *v = lc_t_randn(r, nk, 1.0f),
+        *dout = lc_t_randn(r, nq, 1.0f);
+  lc_bf16_round(q, nq), lc_bf16_round(k, nk), lc_bf16_round(v, nk), lc_bf16_round(dout, nq);
+  uint16_t *q16 = malloc(2 * nq), *k16 = malloc(2 * nk), *v16 = malloc(2 * nk), *d16 = malloc(2 * nq);
+  lc_bf16_pack(q16, q, nq), lc_bf16_pack(k16, k, nk), lc_bf16_pack(v16, v, nk), lc_bf16_pack(d16, dout, nq);
+  float *o = malloc(4 * nq), *l = malloc(4 * nl), *dl = malloc(4 * nl), *dl16 = malloc(4 * nl);
+  float *dq = calloc(nq, 4), *dk = calloc(nk, 4), *dv = calloc(nk, 4);
+  float *o2 = malloc(4 * nq), *l2 = malloc(4 * nl), *dq2 = malloc(4 * nq), *dk2 = malloc(4 * nk), *dv2 = malloc(4 * nk);
+  char what[200];
+  snprintf(what, sizeof what, "%s 2-byte inputs Tq=%d Tk=%d Hq=%d Hkv=%d D=%d q0=%ld k0=%ld causal=%d bounds=%d",
+           var->name, c->Tq, c->Tk, c->Hq, c->Hkv, c->D, c->qs, c->ks, c->causal, c->bounds);
+  lc_flash_test_set_key_chunk(c->chunk64 ? 64 : 0);
+  CHECK(var->fwd(o, l, q, k, v, &s, &A) == LC_OK, "%s: fp32 fwd", what);
+  lc_attn_delta(dl, dout, o, c->Tq, c->Hq, c->D);
+  uint16_t *o16 = malloc(2 * nq);
+  lc_bf16_pack(o16, o, nq); // delta16 reads 2-byte out: compare with delta on the same rounded values
+  float *orn = malloc(4 * nq);
+  lc_bf16_unpack(orn, o16, nq);
+  lc_attn_delta(dl16, dout, orn, c->Tq, c->Hq, c->D);
+  lc_attn_delta16(dl, d16, o16, c->Tq, c->Hq, c->D);
+  CHECK(!memcmp(dl, dl16, 4 * nl), "%s: lc_attn_delta16 differs from lc_attn_delta on the widened values", what);
+  CHECK(var->bwd(dq, dk, dv, dout, q, k, v, l, dl, &s, &A) == LC_OK, "%s: fp32 bwd", what);
+  for (int m = 1; m <= 3; m++) { // q16, kv16, both
+    lc_attn_shape s16 = s;
+    s16.q16 = m & 1, s16.kv16 = (m >> 1) & 1;
+    const void *qi = s16.q16 ? (const void *)q16 : q, *di = s16.q16 ? (const void *)d16 : dout;
+    const void *ki = s16.kv16 ? (const void *)k16 : k, *vi = s16.kv16 ? (const void *)v16 : v;
+    for (int bwd = 0; bwd <= 1; bwd++) {
+      const size_t ws = var->ws(&s16, bwd, 0), ws32 = var->ws(&s, bwd, 0);
+      const size_t blocks = 4 * (size_t)max_threads() * 4 * (((size_t)64 * c->D + 15) / 16 * 16); // <= 4 blocks a thread
+      CHECK(ws >= ws32 && ws <= ws32 + blocks, "%s q16=%d kv16=%d: workspace %zu vs fp32 %zu (+ at most %zu of blocks)",
+            what, s16.q16, s16.kv16, ws, ws32, blocks);
+      lc_arena_reset_peaks(&A);
+      if (!bwd) {
+        CHECK(var->fwd(o2, l2, qi, ki, vi, &s16, &A) == LC_OK, "%s: fwd q16=%d kv16=%d", what, s16.q16, s16.kv16);
+        CHECK(!memcmp(o2, o, 4 * nq) && !memcmp(l2, l, 4 * nl), "%s: fwd q16=%d kv16=%d differs from fp32 inputs", what,
+              s16.q16, s16.kv16);
+      } else {
+        memset(dq2, 0, 4 * nq), memset(dk2, 0, 4 * nk), memset(dv2, 0, 4 * nk);
+        CHECK(var->bwd(dq2, dk2, dv2, di, qi, ki, vi, l, dl, &s16, &A) == LC_OK, "%s: bwd q16=%d kv16=%d", what,
+              s16.q16, s16.kv16);
+        CHECK(!memcmp(dq2, dq, 4 * nq) && !memcmp(dk2, dk, 4 * nk) && !memcmp(dv2, dv, 4 * nk),
+              "%s: bwd q16=%d kv16=%d differs from fp32 inputs", what, s16.q16, s16.kv16);
+      }
+      CHECK(A.peak[LC_MEM_SCRATCH] == ws, "%s %s q16=%d kv16=%d: arena peak %zu != workspace %zu", what,
+            bwd ? "bwd" : "fwd", s16.q16, s16.kv16, A.peak[LC_MEM_SCRATCH], ws);
+      // k/v packed once outside the call, from 2 bytes (kernels that pack: the bf16 one)
+      const size_t pb = var->kv_bytes(&s16, bwd);
+      if (pb && s16.kv16) {
+        void *pk = malloc(pb), *pk32 = malloc(pb);
+        var->kv_pack(pk, k16, v16, &s16, bwd);
+        var->kv_pack(pk32, k, v, &s, bwd);
+        CHECK(!memcmp(pk, pk32, pb), "%s: k/v packed from 2 bytes differ (bwd %d)", what, bwd);
+        free(pk), free(pk32);
+      }
+    }
+  }
+  lc_attn_shape bad = s;
+  bad.bf16 = 0, bad.q16 = 1;
+  CHECK(var->fwd(o2, l2, q16, k, v, &bad, &A) == LC_EINVAL, "%s: q16 without bf16 must be refused", what);
+  lc_flash_test_set_key_chunk(0);
+  free(q), free(k), free(v), free(dout), free(q16), free(k16), free(v16), free(d16), free(o16), free(orn);
+  free(o), free(l), free(dl), free(dl16), free(dq), free(dk), free(dv), free(o2), free(l2), free(dq2), free(dk2), free(dv2);
+  free(lo);
 }
 
 static const acase cases[] = {
@@ -290,6 +379,8 @@ int main(void) {
     test_elementwise_level(k, port, &r);
     for (int bf16 = 0; bf16 <= 1; bf16++) {
       const lc_flash_variant *var = lc_flash_variant_for((lc_kern_level)L, bf16);
+      if (bf16 && !(L == LC_KERN_AMX)) // the kernel a bf16 pass runs, on 2-byte inputs
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_in16(&cases[i], &r, var);
       if (bf16 && L < LC_KERN_BF16) { // a bf16 pass below the bf16 level runs the fp32 kernel
         CHECK(var == lc_flash_variant_for((lc_kern_level)L, 0), "level %s: bf16 pass must use the fp32 kernel", k->name);
         continue;
@@ -302,7 +393,7 @@ int main(void) {
   // the dispatch follows lc_kern_select
   lc_kern_level best = lc_kern_best(&cpu);
   CHECK(lc_kern_select(LC_KERN_PORTABLE) == LC_OK && lc_kern()->level == LC_KERN_PORTABLE, "select portable");
-  lc_attn_shape s = {1, 1, 1, 1, 16, 0, 0, 1, 0.25f, NULL, 1, NULL};
+  lc_attn_shape s = {1, 1, 1, 1, 16, 0, 0, 1, 0.25f, NULL, 1, NULL, 0, 0};
   CHECK(!strcmp(lc_flash_variant_name(&s), "portable"), "portable level runs %s", lc_flash_variant_name(&s));
   CHECK(lc_kern_select(LC_KERN_AUTO) == LC_OK && lc_kern()->level == best, "auto selects the best level");
   if (best >= LC_KERN_BF16) CHECK(!strcmp(lc_flash_variant_name(&s), "bf16"), "bf16 pass at level bf16 runs %s", lc_flash_variant_name(&s));

@@ -60,6 +60,7 @@ static void ring_for_pass(attn2d *x, const lc_attn *a) {
   x->ring.layout = a->layout ? a->layout : &x->def;
   x->ring.lo = a->lo;
   x->ring.bf16 = a->bf16;
+  x->ring.in16 = a->bf16 && x->hp > 1; // the head layout is held in 2 bytes and read in place
   x->ring.lse_stride = 0;
   if (chunked(x)) { // stage c's LSE is heads [cN, cN + N) of the [k][Hl][Lc] array
     x->outer_poll = a->poll, x->outer_arg = a->poll_arg;
@@ -93,13 +94,17 @@ static size_t sz_lse(const attn2d *x, int T) { return (size_t)T * x->hp * x->Hl;
 // Forward pack buffer (largest exchange) + kv expanded to hp slots when replicating.
 static size_t sz_pack(const attn2d *x, int T) { return sz_q(x, T) > sz_kv(x, T) ? sz_q(x, T) : sz_kv(x, T); }
 static size_t sz_exp(const attn2d *x, int T) { return x->rep > 1 ? (size_t)T * x->hp * x->ring.D : 0; }
-// Backward: doh, dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack [Tc,Hl,D]; expanded kv gradient.
-static size_t sz_bwd(const attn2d *x, int T) { return 3 * sz_q(x, T) + 2 * sz_kv(x, T) + sz_exp(x, T); }
+// Backward: dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack [Tc,Hl,D]; expanded kv gradient (fp32),
+// then doh [Tc,Hl,D] (fp32, or 2 bytes in bf16).
+static size_t bwd_comm_bytes(const attn2d *x, int T, int bf16) {
+  return lc_bytes(LC_DT_F32, 2 * sz_q(x, T) + 2 * sz_kv(x, T) + sz_exp(x, T)) +
+         lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, sz_q(x, T));
+}
 
 // Values of the head-layout q, k, v and output kept for backward (hp > 1).
 static size_t sz_heads(const attn2d *x, int T) { return x->hp > 1 ? 2 * sz_q(x, T) + 2 * sz_kv(x, T) : 0; }
 // Saved: the LSE (fp32) and, for hp > 1, the head-layout q, k, v, out; those are bf16 values
-// in bf16 and kept in 2 bytes (widened into fp32 scratch, sz_heads, around each ring call).
+// in bf16 and kept in 2 bytes, which the ring reads in place.
 static size_t saved_bytes_of(const attn2d *x, int T, int bf16) {
   if (chunked(x)) return lc_bytes(LC_DT_F32, sz_lse(x, T)); // head chunks keep the LSE only
   return lc_bytes(LC_DT_F32, sz_lse(x, T)) + lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, sz_heads(x, T));
@@ -125,29 +130,25 @@ static hchunk chunk_of(const attn2d *x, int T) {
 static size_t set_vals(const hchunk *c, int bwd) { return (bwd ? 3 : 1) * c->nq + 2 * c->nkv; }
 // The kv gradient a stage's ring writes (Kc heads, or the shared head).
 static size_t dkv_vals(const hchunk *c) { return c->shared ? c->nsh : c->nkv; }
-// Floats of the fp32 part of a call's communication block (carved in this order):
-//   forward:  2 head-layout sets (fp32: the stage computed, the next arriving) | out of the
-//             ring [Tc,N,D] | out exchange buffer [Tc,N,D] | fp32: the shared k, v
-//   backward: 2 sets (fp32) | dq [Tc,N,D] | dk, dv of a stage (+ shared: the sums over the
-//             stages) | exchange buffer [Tc,N,D] | fp32: the shared k, v
-// then the send buffer of a set (fp32 or bf16), and in bf16 the set's landing area (bf16).
-// bf16 widens the set (and the shared k, v) into fp32 scratch for the ring.
-static size_t chunk_f32_vals(const hchunk *c, int bwd, int bf16) {
-  size_t n = bf16 ? 0 : 2 * set_vals(c, bwd); // the sets
-  n += 2 * c->nq;                             // out of the ring or dq, and the exchange buffer
+// A call's communication block, carved in this order: fp32 first,
+//   forward:  out of the ring [Tc,N,D] | out exchange buffer [Tc,N,D]
+//   backward: dq [Tc,N,D] | dk, dv of a stage (+ shared: the sums over the stages) |
+//             exchange buffer [Tc,N,D]
+// then, in the pass's dtype (fp32, or 2 bytes in bf16, which the ring reads in place): the
+// send buffer of a set, 2 head-layout sets (the stage computed, the next arriving), and the
+// shared k, v.
+static size_t chunk_f32_vals(const hchunk *c, int bwd) {
+  size_t n = 2 * c->nq; // out of the ring or dq, and the exchange buffer
   if (bwd) n += 2 * dkv_vals(c) + (c->shared ? 2 * c->nsh : 0); // dk, dv (+ their sums)
-  if (c->shared && !bf16) n += 2 * c->nsh;    // the shared k, v
   return n;
 }
 static size_t chunk_comm_bytes(const hchunk *c, int bwd, int bf16) {
   const size_t set = set_vals(c, bwd);
-  return lc_bytes(LC_DT_F32, chunk_f32_vals(c, bwd, bf16)) + lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, set) +
-         (bf16 ? lc_bytes(LC_DT_BF16, set) : 0);
+  return lc_bytes(LC_DT_F32, chunk_f32_vals(c, bwd)) +
+         lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, 3 * set + (c->shared ? 2 * c->nsh : 0));
 }
-static size_t chunk_scratch_bytes(const hchunk *c, int bwd, int bf16) {
-  return bf16 ? lc_bytes(LC_DT_F32, set_vals(c, bwd) + (c->shared ? 2 * c->nsh : 0)) : 0;
-}
-static size_t heads_scratch_bytes(const attn2d *x, int T, int bf16) { return bf16 ? lc_bytes(LC_DT_F32, sz_heads(x, T)) : 0; }
+// bf16: the ring's fp32 output in head layout (q, k, v, out are kept in 2 bytes).
+static size_t heads_scratch_bytes(const attn2d *x, int T, int bf16) { return bf16 ? lc_bytes(LC_DT_F32, sz_q(x, T)) : 0; }
 
 static size_t saved_bytes_2d(const lc_attn *a, int T) { return saved_bytes_of(a->ctx, T, a->bf16); }
 
@@ -194,38 +195,33 @@ lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq,
   const int T = (int)(S / ((long)cp * hp));
   if (chunked(&x)) { // a stage's ring, plus the call's blocks
     const hchunk h = chunk_of(&x, T);
-    lc_ring_mem(cp, window, S, chunks, h.N, h.Kc, D, poll_rows(), threads, bf16, m);
+    lc_ring_mem(cp, window, S, chunks, h.N, h.Kc, D, poll_rows(), threads, bf16, bf16, m);
     m->saved = saved_bytes_of(&x, T, bf16);
-    m->fwd_comm += chunk_comm_bytes(&h, 0, bf16), m->fwd_scratch += chunk_scratch_bytes(&h, 0, bf16);
-    m->bwd_comm += chunk_comm_bytes(&h, 1, bf16), m->bwd_scratch += chunk_scratch_bytes(&h, 1, bf16);
+    m->fwd_comm += chunk_comm_bytes(&h, 0, bf16);
+    m->bwd_comm += chunk_comm_bytes(&h, 1, bf16);
     return LC_OK;
   }
-  lc_ring_mem(cp, window, S, chunks, x.Hl, x.Hkvl, D, poll_rows(), threads, bf16, m);
+  lc_ring_mem(cp, window, S, chunks, x.Hl, x.Hkvl, D, poll_rows(), threads, bf16, bf16 && hp > 1, m);
   m->saved = saved_bytes_of(&x, T, bf16);
   if (hp > 1) {
     m->fwd_comm += lc_bytes(LC_DT_F32, sz_pack(&x, T) + sz_exp(&x, T));
-    m->bwd_comm += lc_bytes(LC_DT_F32, sz_bwd(&x, T));
+    m->bwd_comm += bwd_comm_bytes(&x, T, bf16);
     m->fwd_scratch += heads_scratch_bytes(&x, T, bf16);
-    m->bwd_scratch += heads_scratch_bytes(&x, T, bf16);
   }
   return LC_OK;
 }
 
 // [T, hp*Hs, D] (this rank's tokens, all head slots) -> [hp*T, Hs, D] (context tokens, one slice).
-// bf16: src holds bf16 values and travels as bf16 (pack holds the narrowed rows and, after
-// them, what arrives; the same bytes as one fp32 copy), widened into dst. keep (may be
-// NULL): where what arrives lands instead, kept in 2 bytes for backward.
-static lc_status a2a_fwd(attn2d *x, float *dst, const float *src, int T, int Hs, float *pack, int bf16,
-                         uint16_t *keep) {
+// dst: fp32, or in bf16 2 bytes (src holds bf16 values and travels as bf16, narrowed into
+// the front half of pack).
+static lc_status a2a_fwd(attn2d *x, void *dst, const float *src, int T, int Hs, float *pack, int bf16) {
   const int hp = x->hp, D = x->ring.D;
-  const size_t row = (size_t)Hs * D, n = (size_t)hp * T * row;
+  const size_t row = (size_t)Hs * D;
   if (bf16) {
-    uint16_t *p16 = (uint16_t *)(void *)pack, *r16 = keep ? keep : p16 + n;
+    uint16_t *p16 = (uint16_t *)(void *)pack;
     for (int p = 0; p < hp; p++)
       for (int t = 0; t < T; t++) lc_bf16_pack(p16 + ((size_t)p * T + t) * row, src + ((size_t)t * hp + p) * row, row);
-    LC_TRY(lc_alltoall(x->head, p16, r16, (size_t)T * row, LC_DT_BF16));
-    lc_bf16_unpack(dst, r16, n);
-    return LC_OK;
+    return lc_alltoall(x->head, p16, dst, (size_t)T * row, LC_DT_BF16);
   }
   for (int p = 0; p < hp; p++)
     for (int t = 0; t < T; t++)
@@ -270,22 +266,20 @@ static void kv_reduce(float *dst, const float *src, int T, int Hkv, int rep, int
     }
 }
 
-// The head-layout q, k, v, out in `saved` after the LSE: fp32 there, or (bf16) in 2 bytes
-// each, with fp32 copies in `work` for the ring.
+// The head-layout q, k, v, out in `saved` after the LSE: fp32, or (bf16) 2 bytes each, which
+// the ring reads in place. of: where the ring writes its (fp32) output: o itself, or in bf16
+// `work` (then rounded into o).
 typedef struct {
-  float *q, *k, *v, *o;
-  uint16_t *q16, *k16, *v16, *o16;
+  void *q, *k, *v, *o;
+  float *of;
 } heads;
 static heads heads_of(const attn2d *x, int T, void *saved, float *work, int bf16) {
   heads h;
-  memset(&h, 0, sizeof h);
+  const lc_dtype dt = bf16 ? LC_DT_BF16 : LC_DT_F32;
   const size_t nq = sz_q(x, T), nkv = sz_kv(x, T);
-  float *f = bf16 ? work : (float *)saved + sz_lse(x, T);
-  h.q = f, h.k = f + nq, h.v = h.k + nkv, h.o = h.v + nkv;
-  if (bf16) {
-    h.q16 = (uint16_t *)(void *)((float *)saved + sz_lse(x, T));
-    h.k16 = h.q16 + nq, h.v16 = h.k16 + nkv, h.o16 = h.v16 + nkv;
-  }
+  char *b = (char *)((float *)saved + sz_lse(x, T));
+  h.q = b, h.k = b + lc_bytes(dt, nq), h.v = (char *)h.k + lc_bytes(dt, nkv), h.o = (char *)h.v + lc_bytes(dt, nkv);
+  h.of = bf16 ? work : h.o;
   return h;
 }
 
@@ -343,17 +337,12 @@ static lc_status back_exchange(attn2d *x, float *dst, const float *src, int T, h
   return LC_OK;
 }
 
-// The shared kv head, token layout src[T, Hkv, D] -> dst[Tc, 1, D] (fp32), blocking,
-// through buf (Tc*D floats).
-static lc_status shared_kv_in(attn2d *x, const lc_attn *a, float *dst, const float *src, int T, float *buf, int bf16) {
+// The shared kv head, token layout src[T, Hkv, D] -> dst[Tc, 1, D] (fp32, or 2 bytes in
+// bf16), blocking, through buf (Tc*D floats).
+static lc_status shared_kv_in(attn2d *x, const lc_attn *a, void *dst, const float *src, int T, float *buf, int bf16) {
   const hsel s = {a->Hkv, 1, 1, 0, x->rep};
-  const size_t blk = (size_t)T * a->D, n = (size_t)x->hp * blk;
   sel_pack(x, buf, src, T, s, bf16);
-  if (!bf16) return lc_alltoall(x->head, buf, dst, blk, LC_DT_F32);
-  uint16_t *p16 = (uint16_t *)(void *)buf;
-  LC_TRY(lc_alltoall(x->head, p16, p16 + n, blk, LC_DT_BF16));
-  lc_bf16_unpack(dst, p16 + n, n);
-  return LC_OK;
+  return lc_alltoall(x->head, buf, dst, (size_t)T * a->D, bf16 ? LC_DT_BF16 : LC_DT_F32);
 }
 
 // One stage's exchange token -> head layout: nt tensors, each packed into `send` and posted
@@ -398,56 +387,39 @@ static stage_in stage_of(const attn2d *x, const lc_attn *a, const hchunk *h, int
   return io;
 }
 
-// The buffers of a chunked call: one communication block and (bf16) one scratch block.
+// The buffers of a chunked call: one communication block (chunk_comm_bytes).
 typedef struct {
-  float *set[2];     // fp32: head-layout sets of two stages; bf16: set[0] = the widened set
-  void *send, *land; // send buffer of a set; bf16: where a set lands (2 bytes)
+  void *set[2];      // head-layout sets of two stages (the pass's dtype): stage c lands in set[c % 2]
+  void *send;        // send buffer of a set (the pass's dtype)
   float *o, *buf;    // forward: the ring's out; backward: dq. buf: exchange buffer [Tc,N,D]
   float *dk, *dv, *dk_sum, *dv_sum; // backward: a stage's dk, dv; shared: sums over stages
-  float *ks, *vs;    // the shared kv head (fp32)
+  void *ks, *vs;     // the shared kv head (the pass's dtype)
   char *comm;
-  float *scr;
 } chunk_bufs;
 static lc_status chunk_alloc(const hchunk *h, int bwd, int bf16, lc_arena *ar, chunk_bufs *b) {
   memset(b, 0, sizeof *b);
-  const size_t set = set_vals(h, bwd), sc = chunk_scratch_bytes(h, bwd, bf16);
+  const lc_dtype dt = bf16 ? LC_DT_BF16 : LC_DT_F32;
+  const size_t set = lc_bytes(dt, set_vals(h, bwd));
   b->comm = lc_alloc(ar, LC_MEM_COMM, chunk_comm_bytes(h, bwd, bf16), "Ulysses head-chunk buffers");
-  b->scr = sc ? lc_alloc(ar, LC_MEM_SCRATCH, sc, "Ulysses head-chunk q/k/v (widened)") : NULL;
-  if (!b->comm || (sc && !b->scr)) {
-    lc_free(ar, b->scr);
-    lc_free(ar, b->comm);
-    return LC_ENOMEM;
-  }
-  float *f = (float *)(void *)b->comm; // carved as chunk_f32_vals says
-  if (!bf16) b->set[0] = f, b->set[1] = f + set, f += 2 * set;
+  if (!b->comm) return LC_ENOMEM;
+  float *f = (float *)(void *)b->comm; // carved as chunk_comm_bytes says
   b->o = f, f += h->nq;
   if (bwd) {
     b->dk = f, b->dv = f + dkv_vals(h), f += 2 * dkv_vals(h);
     if (h->shared) b->dk_sum = f, b->dv_sum = f + h->nsh, f += 2 * h->nsh;
   }
   b->buf = f, f += h->nq;
-  if (h->shared && !bf16) b->ks = f, b->vs = f + h->nsh, f += 2 * h->nsh;
-  b->send = f;
-  if (bf16) {
-    b->land = (uint16_t *)b->send + set;
-    b->set[0] = b->scr;
-    if (h->shared) b->ks = b->scr + set, b->vs = b->ks + h->nsh;
-  }
+  char *p = (char *)f;
+  b->send = p, b->set[0] = p + set, b->set[1] = p + 2 * set, p += 3 * set;
+  if (h->shared) b->ks = p, b->vs = p + lc_bytes(dt, h->nsh);
   return LC_OK;
 }
-static void chunk_free(chunk_bufs *b, lc_arena *ar) {
-  lc_free(ar, b->scr);
-  lc_free(ar, b->comm);
-}
+static void chunk_free(chunk_bufs *b, lc_arena *ar) { lc_free(ar, b->comm); }
 
-// The set stage c computes on, once its exchange is complete: fp32 where it landed; bf16
-// widened into the scratch set (the landing area is then free for the next stage).
-static float *stage_set(const chunk_bufs *b, const hchunk *h, int c, int bwd, int bf16) {
-  if (!bf16) return b->set[c % 2];
-  lc_bf16_unpack(b->set[0], (const uint16_t *)b->land, set_vals(h, bwd));
-  return b->set[0];
+// Element i of a set (or the shared head) in the pass's dtype.
+static const void *elem(const void *p, int bf16, size_t i) {
+  return (const char *)p + lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, i);
 }
-static void *stage_recv(const chunk_bufs *b, int c, int bf16) { return bf16 ? b->land : (void *)b->set[c % 2]; }
 
 static lc_status fwd_chunked(lc_attn *a, float *out, float *lse, const float *q, const float *k, const float *v,
                              int T, lc_arena *ar) {
@@ -463,15 +435,15 @@ static lc_status fwd_chunked(lc_attn *a, float *out, float *lse, const float *q,
     if (st == LC_OK) st = shared_kv_in(x, a, b.vs, v, T, b.buf, bf16);
   }
   stage_in io = stage_of(x, a, &h, 0, q, NULL, NULL, k, v);
-  if (st == LC_OK) st = post_in(x, &io, b.send, stage_recv(&b, 0, bf16), T, bf16);
+  if (st == LC_OK) st = post_in(x, &io, b.send, b.set[0], T, bf16);
   for (int c = 0; c < h.nc && st == LC_OK; c++) {
     st = wait_in(x);
     if (st != LC_OK) break;
-    const float *qh = stage_set(&b, &h, c, 0, bf16);
-    const float *kh = h.shared ? b.ks : qh + h.nq, *vh = h.shared ? b.vs : kh + h.nkv;
+    const void *qh = b.set[c % 2];
+    const void *kh = h.shared ? b.ks : elem(qh, bf16, h.nq), *vh = h.shared ? b.vs : elem(kh, bf16, h.nkv);
     if (c + 1 < h.nc) { // the next stage's exchange runs while this stage's ring computes
       io = stage_of(x, a, &h, c + 1, q, NULL, NULL, k, v);
-      st = post_in(x, &io, b.send, stage_recv(&b, c + 1, bf16), T, bf16);
+      st = post_in(x, &io, b.send, b.set[(c + 1) % 2], T, bf16);
     }
     if (st == LC_OK) st = lc_ring_fwd(&x->ring, b.o, lse + (size_t)c * h.N * Lc, qh, kh, vh, ar);
     if (st == LC_OK && bf16) lc_bf16_round(b.o, h.nq); // as the unchunked path rounds its output
@@ -498,15 +470,15 @@ static lc_status bwd_chunked(lc_attn *a, float *dq, float *dk, float *dv, const 
   // q, k, v, out and dout hold bf16 values in bf16 and travel as bf16; dq, dk, dv are fp32
   // sums and travel as fp32.
   stage_in io = stage_of(x, a, &h, 0, q, out, dout, k, v);
-  if (st == LC_OK) st = post_in(x, &io, b.send, stage_recv(&b, 0, bf16), T, bf16);
+  if (st == LC_OK) st = post_in(x, &io, b.send, b.set[0], T, bf16);
   for (int c = 0; c < h.nc && st == LC_OK; c++) {
     st = wait_in(x);
     if (st != LC_OK) break;
-    const float *qh = stage_set(&b, &h, c, 1, bf16), *oh = qh + h.nq, *doh = oh + h.nq;
-    const float *kh = h.shared ? b.ks : doh + h.nq, *vh = h.shared ? b.vs : kh + h.nkv;
+    const void *qh = b.set[c % 2], *oh = elem(qh, bf16, h.nq), *doh = elem(oh, bf16, h.nq);
+    const void *kh = h.shared ? b.ks : elem(doh, bf16, h.nq), *vh = h.shared ? b.vs : elem(kh, bf16, h.nkv);
     if (c + 1 < h.nc) {
       io = stage_of(x, a, &h, c + 1, q, out, dout, k, v);
-      st = post_in(x, &io, b.send, stage_recv(&b, c + 1, bf16), T, bf16);
+      st = post_in(x, &io, b.send, b.set[(c + 1) % 2], T, bf16);
     }
     // Shared kv head: stage 0 writes the sums, later stages add theirs (in stage order).
     float *dkh = h.shared && c == 0 ? b.dk_sum : b.dk, *dvh = h.shared && c == 0 ? b.dv_sum : b.dv;
@@ -539,16 +511,16 @@ static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, con
   }
   if (chunked(x)) return fwd_chunked(a, out, lse, q, k, v, T, ar);
   const int h16 = a->bf16; // q, k, v arrive as bf16 values; the output leaves as one
-  // Pack buffer (largest exchange) + expanded kv when replicating; bf16: fp32 head layout.
+  // Pack buffer (largest exchange) + expanded kv when replicating; bf16: the ring's fp32 output.
   size_t npack = sz_pack(x, T);
   float *pack = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, npack + sz_exp(x, T)), "Ulysses all-to-all buffer");
-  float *work = h16 ? lc_alloc(ar, LC_MEM_SCRATCH, heads_scratch_bytes(x, T, 1), "Ulysses head-layout q/k/v/out") : NULL;
+  float *work = h16 ? lc_alloc(ar, LC_MEM_SCRATCH, heads_scratch_bytes(x, T, 1), "Ulysses head-layout out (fp32)") : NULL;
   if (!pack || (h16 && !work)) {
     lc_free(ar, pack);
     return LC_ENOMEM;
   }
   heads h = heads_of(x, T, saved, work, h16);
-  lc_status st = a2a_fwd(x, h.q, q, T, x->Hl, pack, h16, h.q16);
+  lc_status st = a2a_fwd(x, h.q, q, T, x->Hl, pack, h16);
   const float *ks = k, *vs = v;
   float *exp = pack + npack;
   for (int m = 0; m < 2 && st == LC_OK; m++) {
@@ -557,14 +529,15 @@ static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, con
       kv_expand(exp, src, T, a->Hkv, x->rep, a->D);
       src = exp;
     }
-    st = a2a_fwd(x, m == 0 ? h.k : h.v, src, T, x->Hkvl, pack, h16, m == 0 ? h.k16 : h.v16);
+    st = a2a_fwd(x, m == 0 ? h.k : h.v, src, T, x->Hkvl, pack, h16);
   }
-  if (st == LC_OK) st = lc_ring_fwd(&x->ring, h.o, lse, h.q, h.k, h.v, ar);
-  if (st == LC_OK && h16) { // q, k, v arrived into their kept slots; the output is made here
-    lc_bf16_round(h.o, sz_q(x, T));
-    lc_bf16_pack(h.o16, h.o, sz_q(x, T));
+  // q, k, v arrived into their kept slots, where the ring reads them
+  if (st == LC_OK) st = lc_ring_fwd(&x->ring, h.of, lse, h.q, h.k, h.v, ar);
+  if (st == LC_OK && h16) { // the output, rounded, kept in 2 bytes
+    lc_bf16_round(h.of, sz_q(x, T));
+    lc_bf16_pack(h.o, h.of, sz_q(x, T));
   }
-  if (st == LC_OK) st = a2a_bwd(x, out, h.o, T, x->Hl, pack, h16);
+  if (st == LC_OK) st = a2a_bwd(x, out, h.of, T, x->Hl, pack, h16);
   lc_free(ar, work);
   lc_free(ar, pack);
   return st;
@@ -579,22 +552,16 @@ static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const float
   if (x->hp == 1) return lc_ring_bwd(&x->ring, dq, dk, dv, dout, out, lse, q, k, v, ar);
   if (chunked(x)) return bwd_chunked(a, dq, dk, dv, dout, out, lse, q, k, v, T, ar);
   size_t nq = sz_q(x, T), nkv = sz_kv(x, T);
-  // doh, dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack; expanded kv gradient (sz_bwd).
-  float *b = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, sz_bwd(x, T)), "Ulysses backward buffers");
-  float *work = a->bf16 ? lc_alloc(ar, LC_MEM_SCRATCH, heads_scratch_bytes(x, T, 1), "Ulysses head-layout q/k/v/out") : NULL;
-  if (!b || (a->bf16 && !work)) {
-    lc_free(ar, b);
-    return LC_ENOMEM;
-  }
-  const heads h = heads_of(x, T, (void *)saved, work, a->bf16);
-  if (a->bf16) lc_bf16_unpack(h.q, h.q16, sz_heads(x, T));
-  const float *qh = h.q, *kh = h.k, *vh = h.v, *oh = h.o;
-  float *doh = b, *dqh = doh + nq, *dkh = dqh + nq, *dvh = dkh + nkv, *pack = dvh + nkv,
-        *exp = pack + nq;
-  // dout arrives as bf16 values in bf16 (the layer rounds it) and travels as bf16; dq, dk
-  // and dv are fp32 sums and travel as fp32.
-  lc_status st = a2a_fwd(x, doh, dout, T, x->Hl, pack, a->bf16, NULL);
-  if (st == LC_OK) st = lc_ring_bwd(&x->ring, dqh, dkh, dvh, doh, oh, lse, qh, kh, vh, ar);
+  // dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack; expanded kv gradient; doh (bwd_comm_bytes).
+  float *b = lc_alloc(ar, LC_MEM_COMM, bwd_comm_bytes(x, T, a->bf16), "Ulysses backward buffers");
+  if (!b) return LC_ENOMEM;
+  const heads h = heads_of(x, T, (void *)saved, NULL, a->bf16); // read in place by the ring
+  float *dqh = b, *dkh = dqh + nq, *dvh = dkh + nkv, *pack = dvh + nkv, *exp = pack + nq;
+  void *doh = exp + sz_exp(x, T);
+  // dout arrives as bf16 values in bf16 (the layer rounds it) and travels and stays as bf16;
+  // dq, dk and dv are fp32 sums and travel as fp32.
+  lc_status st = a2a_fwd(x, doh, dout, T, x->Hl, pack, a->bf16);
+  if (st == LC_OK) st = lc_ring_bwd(&x->ring, dqh, dkh, dvh, doh, h.o, lse, h.q, h.k, h.v, ar);
   if (st == LC_OK) st = a2a_bwd(x, dq, dqh, T, x->Hl, pack, 0);
   for (int m = 0; m < 2 && st == LC_OK; m++) {
     float *dst = m == 0 ? dk : dv;
@@ -606,7 +573,6 @@ static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const float
       st = a2a_bwd(x, dst, src, T, x->Hkvl, pack, 0);
     }
   }
-  lc_free(ar, work);
   lc_free(ar, b);
   return st;
 }

@@ -4,6 +4,7 @@
 #include "attn/flash.h"
 #include "attn/flash_variants.h"
 #include "ops/kernels.h"
+#include "core/dtype.h"
 
 #include <math.h>
 #include <string.h>
@@ -14,13 +15,13 @@ static const lc_flash_variant *variant_of(const lc_attn_shape *s) {
   return lc_flash_variant_for(lc_kern()->level, s && s->bf16);
 }
 
-lc_status lc_flash_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+lc_status lc_flash_fwd(float *out, float *lse, const void *q, const void *k, const void *v,
                        const lc_attn_shape *s, lc_arena *arena) {
   return variant_of(s)->fwd(out, lse, q, k, v, s, arena);
 }
 
-lc_status lc_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                       const float *k, const float *v, const float *lse, const float *delta,
+lc_status lc_flash_bwd(float *dq, float *dk, float *dv, const void *dout, const void *q,
+                       const void *k, const void *v, const float *lse, const float *delta,
                        const lc_attn_shape *s, lc_arena *arena) {
   return variant_of(s)->bwd(dq, dk, dv, dout, q, k, v, lse, delta, s, arena);
 }
@@ -31,7 +32,7 @@ size_t lc_flash_workspace_bytes(const lc_attn_shape *s, int bwd, int threads) {
 
 size_t lc_flash_kv_bytes(const lc_attn_shape *s, int bwd) { return variant_of(s)->kv_bytes(s, bwd); }
 
-void lc_flash_kv_pack(void *dst, const float *k, const float *v, const lc_attn_shape *s, int bwd) {
+void lc_flash_kv_pack(void *dst, const void *k, const void *v, const lc_attn_shape *s, int bwd) {
   variant_of(s)->kv_pack(dst, k, v, s, bwd);
 }
 
@@ -76,6 +77,18 @@ void lc_attn_delta(float *delta, const float *dout, const float *out, int Tq, in
     const float *a = dout + r * D, *b = out + r * D;
     float acc = 0.0f;
     for (int d = 0; d < D; d++) acc += a[d] * b[d];
+    delta[h * Tq + t] = acc;
+  }
+}
+
+void lc_attn_delta16(float *delta, const uint16_t *dout, const uint16_t *out, int Tq, int Hq, int D) {
+  const long n = (long)Tq * Hq;
+#pragma omp parallel for schedule(static) if (n * D > 32768)
+  for (long r = 0; r < n; r++) {
+    long t = r / Hq, h = r % Hq;
+    const uint16_t *a = dout + r * D, *b = out + r * D;
+    float acc = 0.0f;
+    for (int d = 0; d < D; d++) acc += lc_bf16_widen(a[d]) * lc_bf16_widen(b[d]);
     delta[h * Tq + t] = acc;
   }
 }

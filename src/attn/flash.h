@@ -10,6 +10,9 @@
 #include "core/arena.h"
 #include "core/status.h"
 
+#include <stddef.h>
+#include <stdint.h>
+
 // The kernel's tiles: blocks of LC_FLASH_BQ query rows (fixed by the primitives) against
 // tiles of LC_FLASH_BK key rows; fully hidden tiles are skipped. The sequence layouts'
 // cost model (dist/grid.c) counts work in these tiles.
@@ -37,11 +40,18 @@ typedef struct {
   // direction, so several calls on one k/v block (the ring's query tiles) pack it once; the
   // call then neither packs nor allocates that part of its workspace. NULL: the call packs.
   const void *kv_pack;
+  // Storage of the inputs (only with bf16 = 1, whose values they are): q16: q, and in
+  // backward dout, are 2-byte bf16 arrays (uint16_t, same shapes); kv16: k and v are (also
+  // for lc_flash_kv_pack). The kernels widen what they read, a block or a key tile at a
+  // time, exactly: the results are the bits of fp32 arrays holding the same values, and no
+  // fp32 copy of the call's inputs is made. 0: fp32 arrays.
+  int q16, kv16;
 } lc_attn_shape;
 
 // q[Tq,Hq,D], k/v[Tk,Hkv,D] -> out[Tq,Hq,D], lse[Hq,Tq] (natural log).
 // A query row that sees no key gets out = 0 and lse = -INFINITY.
-lc_status lc_flash_fwd(float *out, float *lse, const float *q, const float *k, const float *v,
+// q, k, v (and dout below): float, or uint16_t bf16 as s->q16 / s->kv16 say.
+lc_status lc_flash_fwd(float *out, float *lse, const void *q, const void *k, const void *v,
                        const lc_attn_shape *s, lc_arena *arena);
 
 // Merge a second partial result (out_b, lse_b) over other keys into (out_a, lse_a), in
@@ -51,12 +61,14 @@ void lc_attn_merge(float *out_a, float *lse_a, const float *out_b, const float *
 
 // delta[Hq,Tq] = sum_d dout[t,h,d] * out[t,h,d]  (of the final, merged output)
 void lc_attn_delta(float *delta, const float *dout, const float *out, int Tq, int Hq, int D);
+// The same on 2-byte bf16 dout and out (the bits lc_attn_delta gives on their widened values).
+void lc_attn_delta16(float *delta, const uint16_t *dout, const uint16_t *out, int Tq, int Hq, int D);
 
 // Backward for one (q block, k/v block) pair, ACCUMULATING: dq[Tq,Hq,D] +=, dk/dv[Tk,Hkv,D] +=.
 // lse and delta are those of the final merged forward (so blocks can be processed
 // independently, in any order, on any rank).
-lc_status lc_flash_bwd(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                       const float *k, const float *v, const float *lse, const float *delta,
+lc_status lc_flash_bwd(float *dq, float *dk, float *dv, const void *dout, const void *q,
+                       const void *k, const void *v, const float *lse, const float *delta,
                        const lc_attn_shape *s, lc_arena *arena);
 
 // Arena bytes (category scratch) of the workspace lc_flash_fwd (bwd = 0) or lc_flash_bwd
@@ -67,7 +79,7 @@ size_t lc_flash_workspace_bytes(const lc_attn_shape *s, int bwd, int threads);
 // Bytes of k/v packed for the kernel variant that runs shape s (bwd: for lc_flash_bwd), 0
 // when it reads k and v in place (fp32 kernels); lc_flash_kv_pack fills them.
 size_t lc_flash_kv_bytes(const lc_attn_shape *s, int bwd);
-void lc_flash_kv_pack(void *dst, const float *k, const float *v, const lc_attn_shape *s, int bwd);
+void lc_flash_kv_pack(void *dst, const void *k, const void *v, const lc_attn_shape *s, int bwd);
 
 // The kernel variant that runs shape s ("portable", "avx2", "avx512", "bf16").
 const char *lc_flash_variant_name(const lc_attn_shape *s);

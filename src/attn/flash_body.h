@@ -158,6 +158,8 @@ static lc_status check_shape(const lc_attn_shape *s, const char *fn) {
     return lc_fail(LC_EINVAL, "%s: bad shape Tq=%d Tk=%d Hq=%d Hkv=%d D=%d (need Hq %% Hkv == 0)",
                    fn, s->Tq, s->Tk, s->Hq, s->Hkv, s->D);
   if (!(s->scale == s->scale)) return lc_fail(LC_EINVAL, "%s: scale is NaN", fn);
+  if ((s->q16 || s->kv16) && !s->bf16)
+    return lc_fail(LC_EINVAL, "%s: 2-byte inputs (q16 %d, kv16 %d) hold bf16 values: set bf16", fn, s->q16, s->kv16);
   return LC_OK;
 }
 
@@ -189,23 +191,58 @@ static krange key_range(const lc_attn_shape *s, long i0, int nq) {
   return r;
 }
 
+// n rows of D input values at element `off` of x, rows *ld apart: in place (fp32), or
+// (x16: a 2-byte bf16 array) widened, exactly, into buf with rows D apart (*ld becomes D).
+static const float *block_rows(float *buf, const void *x, int x16, long off, long *ld, int n, int D) {
+  if (!x16) return (const float *)x + off;
+  const uint16_t *src = (const uint16_t *)x + off;
+  for (int i = 0; i < n; i++)
+    for (int d = 0; d < D; d++) buf[(long)i * D + d] = lc_bf16_widen(src[(long)i * *ld + d]);
+  *ld = D;
+  return buf;
+}
+
+// Per-thread floats for widened 2-byte inputs: a query block (and dout's, backward) when
+// q16; a k and a v tile when kv16 in the fp32-product kernels (the bf16 kernel packs k/v
+// per call, reading 2 bytes directly).
+static long in16_floats(const lc_attn_shape *s, int bwd) {
+  long n = s->q16 ? (bwd ? 2 : 1) * rup16((long)BQ * s->D) : 0;
+#ifndef LC_FLASH_BF16
+  if (s->kv16) n += 2 * rup16((long)BK * s->D);
+#endif
+  return n;
+}
+// Carves in16_floats at b: Qw, dOw (backward), Kw, Vw (NULL where not needed).
+static void in16_carve(float *b, const lc_attn_shape *s, int bwd, float **Qw, float **dOw, float **Kw, float **Vw) {
+  *Qw = *dOw = *Kw = *Vw = NULL;
+  if (s->q16) {
+    *Qw = b, b += rup16((long)BQ * s->D);
+    if (bwd) *dOw = b, b += rup16((long)BQ * s->D);
+  }
+#ifndef LC_FLASH_BF16
+  if (s->kv16) *Kw = b, *Vw = b + rup16((long)BK * s->D);
+#endif
+}
+
 // ---------------------------------------------------------------------------------
 // Forward
 // ---------------------------------------------------------------------------------
 typedef struct {
   float *Qt, *S, *Ot, *m, *l, *alpha;
+  float *Qw, *dOw_unused, *Kw, *Vw; // widened 2-byte inputs (in16_carve)
 #ifdef LC_FLASH_BF16
   uint32_t *Qp, *Pp;            // this thread's packed q block and probability tile
   const uint32_t *KP, *VT;      // the call's packed k rows and transposed v (shared)
 #endif
 } fwd_ws;
 
-static long fwd_ws_floats(int D) {
+static long fwd_ws_floats(const lc_attn_shape *s) {
+  const int D = s->D;
   long n = 2 * rup16((long)D * BQ) + (long)BK * BQ + 3 * BQ;
 #ifdef LC_FLASH_BF16
   n += rup16((long)(D + 1) / 2 * BQ) + (long)(BK / 2) * BQ;
 #endif
-  return n;
+  return n + in16_floats(s, 0);
 }
 
 #ifdef LC_FLASH_BF16
@@ -218,14 +255,14 @@ static long kv_pack_words(const lc_attn_shape *s, int bwd) {
 }
 // Fills the packed k/v at base (forward: [KP | VT], backward: [KP | KT | VP]) with the
 // threads of the enclosing parallel region (implicit barriers: packed before use).
-static void kv_fill(uint32_t *base, const float *k, const float *v, const lc_attn_shape *s, int bwd) {
+static void kv_fill(uint32_t *base, const void *k, const void *v, const lc_attn_shape *s, int bwd) {
   uint32_t *tr = base + kv_nat_words(s);
   if (bwd) {
-    pack_kv(base, tr, k, s->Tk, s->Hkv, s->D);
-    pack_kv(tr + kv_tr_words(s), NULL, v, s->Tk, s->Hkv, s->D);
+    pack_kv(base, tr, k, s->kv16, s->Tk, s->Hkv, s->D);
+    pack_kv(tr + kv_tr_words(s), NULL, v, s->kv16, s->Tk, s->Hkv, s->D);
   } else {
-    pack_kv(base, NULL, k, s->Tk, s->Hkv, s->D);
-    pack_kv(NULL, tr, v, s->Tk, s->Hkv, s->D);
+    pack_kv(base, NULL, k, s->kv16, s->Tk, s->Hkv, s->D);
+    pack_kv(NULL, tr, v, s->kv16, s->Tk, s->Hkv, s->D);
   }
 }
 #endif
@@ -240,7 +277,7 @@ size_t LC_FLASH_FN(kv_bytes)(const lc_attn_shape *s, int bwd) {
 }
 
 // Packs k/v once for several calls on the same block (shape.kv_pack), in parallel.
-void LC_FLASH_FN(kv_pack)(void *dst, const float *k, const float *v, const lc_attn_shape *s, int bwd) {
+void LC_FLASH_FN(kv_pack)(void *dst, const void *k, const void *v, const lc_attn_shape *s, int bwd) {
 #ifdef LC_FLASH_BF16
   if (LC_FLASH_FN(kv_bytes)(s, bwd) == 0) return;
 #pragma omp parallel
@@ -250,7 +287,8 @@ void LC_FLASH_FN(kv_pack)(void *dst, const float *k, const float *v, const lc_at
 #endif
 }
 
-static void fwd_ws_carve(fwd_ws *w, float *base, int D) {
+static void fwd_ws_carve(fwd_ws *w, float *base, const lc_attn_shape *s) {
+  const int D = s->D;
   w->Qt = base;
   base += rup16((long)D * BQ);
   w->Ot = base;
@@ -265,7 +303,11 @@ static void fwd_ws_carve(fwd_ws *w, float *base, int D) {
   w->Qp = (uint32_t *)base;
   base += rup16((long)(D + 1) / 2 * BQ);
   w->Pp = (uint32_t *)base;
+  base += (long)(BK / 2) * BQ;
+#else
+  base += 3 * BQ;
 #endif
+  in16_carve(base, s, 0, &w->Qw, &w->dOw_unused, &w->Kw, &w->Vw);
 }
 
 // Threads (at most one per work item) and floats of workspace per thread of a forward.
@@ -273,10 +315,10 @@ static void fwd_plan(const lc_attn_shape *s, int threads, int *nt, long *per) {
   const long nitems = (long)((s->Tq + BQ - 1) / BQ) * s->Hq;
   *nt = threads;
   if (*nt > nitems) *nt = (int)nitems;
-  *per = fwd_ws_floats(s->D);
+  *per = fwd_ws_floats(s);
 }
 
-static void fwd_item(float *out, float *lse, const float *q, const float *k, const float *v,
+static void fwd_item(float *out, float *lse, const void *q, const void *k, const void *v,
                      const lc_attn_shape *s, int h, int ib, fwd_ws *w) {
   const int D = s->D, Hq = s->Hq, Tq = s->Tq;
   const int g = h / (Hq / s->Hkv);
@@ -305,7 +347,9 @@ static void fwd_item(float *out, float *lse, const float *q, const float *k, con
   const int D2 = (D + 1) / 2;
   const long Tk2 = (s->Tk + 1) / 2;
   const float sl2 = (float)(s->scale * LOG2E);
-  pack_qp(w->Qp, q + i0 * ldq + (long)h * D, ldq, nq, D);
+  long ldqb = ldq;
+  const float *qb = block_rows(w->Qw, q, s->q16, i0 * ldq + (long)h * D, &ldqb, nq, D);
+  pack_qp(w->Qp, qb, ldqb, nq, D);
   const uint32_t *kp = w->KP + (long)g * s->Tk * D2, *vt = w->VT + (long)g * D * Tk2;
   for (long j0 = kr.beg / BK * BK; j0 < kr.end; j0 += BK) {
     int nk = (int)(kr.end - j0 < BK ? kr.end - j0 : BK);
@@ -319,15 +363,19 @@ static void fwd_item(float *out, float *lse, const float *q, const float *k, con
   }
 #else
   // Qt[d][i] = q * scale * log2(e); padded query columns are 0.
-  pack_t(w->Qt, q + i0 * ldq + (long)h * D, ldq, nq, D, (float)(s->scale * LOG2E));
-  const float *kh = k + (long)g * D, *vh = v + (long)g * D;
+  long ldqb = ldq;
+  const float *qb = block_rows(w->Qw, q, s->q16, i0 * ldq + (long)h * D, &ldqb, nq, D);
+  pack_t(w->Qt, qb, ldqb, nq, D, (float)(s->scale * LOG2E));
   for (long j0 = kr.beg / BK * BK; j0 < kr.end; j0 += BK) {
     int nk = (int)(kr.end - j0 < BK ? kr.end - j0 : BK);
-    tile_abt(nk, D, kh + j0 * ldk, ldk, w->Qt, w->S);
+    long ldkt = ldk, ldvt = ldk; // k and v rows of the tile: in place, or widened
+    const float *kj = block_rows(w->Kw, k, s->kv16, j0 * ldk + (long)g * D, &ldkt, nk, D);
+    tile_abt(nk, D, kj, ldkt, w->Qt, w->S);
     if (j0 + nk > kr.full || j0 < kr.free)
       tile_mask(w->S, nk, s->k_start + j0, s->q_start + i0, s->causal, lo, nq);
     tile_softmax(w->S, nk, w->m, w->l, w->alpha);
-    tile_atb_scale(D, nk, vh + j0 * ldk, ldk, w->S, w->Ot, w->alpha);
+    const float *vj = block_rows(w->Vw, v, s->kv16, j0 * ldk + (long)g * D, &ldvt, nk, D);
+    tile_atb_scale(D, nk, vj, ldvt, w->S, w->Ot, w->alpha);
   }
 #endif
 
@@ -346,7 +394,7 @@ static void fwd_item(float *out, float *lse, const float *q, const float *k, con
   unpack_t(out + i0 * ldq + (long)h * D, ldq, w->Ot, nq, D, inv, 0);
 }
 
-lc_status LC_FLASH_FN(fwd)(float *out, float *lse, const float *q, const float *k, const float *v,
+lc_status LC_FLASH_FN(fwd)(float *out, float *lse, const void *q, const void *k, const void *v,
                        const lc_attn_shape *s, lc_arena *arena) {
   LC_TRY(check_shape(s, "lc_flash_fwd"));
   if (s->Tq == 0 || s->Hq == 0) return LC_OK;
@@ -368,7 +416,7 @@ lc_status LC_FLASH_FN(fwd)(float *out, float *lse, const float *q, const float *
 #pragma omp parallel num_threads(nt)
   {
     fwd_ws w;
-    fwd_ws_carve(&w, ws + per * thread_id(), s->D);
+    fwd_ws_carve(&w, ws + per * thread_id(), s);
 #ifdef LC_FLASH_BF16
     uint32_t *kp = s->kv_pack ? (uint32_t *)s->kv_pack : (uint32_t *)(ws + per * nt);
     if (s->Tk > 0 && !s->kv_pack) kv_fill(kp, k, v, s, 0);
@@ -406,6 +454,7 @@ lc_status LC_FLASH_FN(fwd)(float *out, float *lse, const float *q, const float *
 // ---------------------------------------------------------------------------------
 typedef struct {
   float *Qt, *dOt, *Qn, *dOn, *S, *dP, *dQt, *lse2, *dlt, *dkb, *dvb;
+  float *Qw, *dOw, *Kw, *Vw; // widened 2-byte inputs (in16_carve)
 #ifdef LC_FLASH_BF16
   // Qt/dOt hold the pairs Qp/dOp, Qn/dOn the pairs Qn2/dOn2 (no more words than floats).
   uint32_t *P16, *dS16, *dSp;            // a tile's P and dS rows, and dS as B operand
@@ -413,17 +462,19 @@ typedef struct {
 #endif
 } bwd_ws;
 
-static long bwd_ws_floats(int D, int Hkv, long Ck) {
+static long bwd_ws_floats(const lc_attn_shape *s, long Ck) {
+  const int D = s->D, Hkv = s->Hkv;
   long Dp = rup16(D);
   long n = 3 * rup16((long)D * BQ) + 2 * (long)BQ * Dp + 2 * (long)BK * BQ + 2 * BQ +
            2 * (long)Hkv * Ck * Dp;
 #ifdef LC_FLASH_BF16
   n += 3 * (long)BK * (BQ / 2);
 #endif
-  return n;
+  return n + in16_floats(s, 1);
 }
 
-static void bwd_ws_carve(bwd_ws *w, float *b, int D, int Hkv, long Ck) {
+static void bwd_ws_carve(bwd_ws *w, float *b, const lc_attn_shape *s, long Ck) {
+  const int D = s->D, Hkv = s->Hkv;
   long Dp = rup16(D), tD = rup16((long)D * BQ);
   w->Qt = b; b += tD;
   w->dOt = b; b += tD;
@@ -441,7 +492,11 @@ static void bwd_ws_carve(bwd_ws *w, float *b, int D, int Hkv, long Ck) {
   w->P16 = (uint32_t *)b; b += (long)BK * (BQ / 2);
   w->dS16 = (uint32_t *)b; b += (long)BK * (BQ / 2);
   w->dSp = (uint32_t *)b;
+  b += (long)BK * (BQ / 2);
+#else
+  b += (long)Hkv * Ck * Dp;
 #endif
+  in16_carve(b, s, 1, &w->Qw, &w->dOw, &w->Kw, &w->Vw);
 }
 
 // Threads, key chunk Ck and floats of workspace per thread of a backward.
@@ -451,7 +506,7 @@ static void bwd_plan(const lc_attn_shape *s, int threads, int *nt, long *Ck, lon
   *nt = threads;
   if (*nt > nitems_max) *nt = (int)nitems_max;
   *Ck = ck;
-  *per = bwd_ws_floats(s->D, s->Hkv, ck);
+  *per = bwd_ws_floats(s, ck);
 }
 
 size_t LC_FLASH_FN(ws)(const lc_attn_shape *s, int bwd, int threads) {
@@ -469,8 +524,8 @@ size_t LC_FLASH_FN(ws)(const lc_attn_shape *s, int bwd, int threads) {
 }
 
 // One item restricted to key rows [c0, c1) (c0 a multiple of BK).
-static void bwd_item(float *dq, const float *dout, const float *q, const float *k,
-                     const float *v, const float *lse, const float *delta,
+static void bwd_item(float *dq, const void *dout, const void *q, const void *k,
+                     const void *v, const float *lse, const float *delta,
                      const lc_attn_shape *s, int h, int ib, long c0, long c1, long Ck,
                      bwd_ws *w) {
   const int D = s->D, Hq = s->Hq, Tq = s->Tq;
@@ -485,21 +540,23 @@ static void bwd_item(float *dq, const float *dout, const float *q, const float *
   if (kend <= kbeg || kend <= kr.beg) return;
 
   // pack: Qt (scaled, transposed), dOt (transposed), Qn, dOn (natural, padded to Dp)
-  const float *qb = q + i0 * ldq + (long)h * D, *db = dout + i0 * ldq + (long)h * D;
+  long ldqb = ldq, lddb = ldq; // the q and dout rows: in place, or widened
+  const float *qb = block_rows(w->Qw, q, s->q16, i0 * ldq + (long)h * D, &ldqb, nq, D);
+  const float *db = block_rows(w->dOw, dout, s->q16, i0 * ldq + (long)h * D, &lddb, nq, D);
 #ifdef LC_FLASH_BF16
   uint32_t *Qp = (uint32_t *)w->Qt, *dOp = (uint32_t *)w->dOt, *Qn2 = (uint32_t *)w->Qn, *dOn2 = (uint32_t *)w->dOn;
-  pack_qp(Qp, qb, ldq, nq, D);
-  pack_qp(dOp, db, ldq, nq, D);
-  pack_qn2(Qn2, qb, ldq, nq, D, Dp);
-  pack_qn2(dOn2, db, ldq, nq, D, Dp);
+  pack_qp(Qp, qb, ldqb, nq, D);
+  pack_qp(dOp, db, lddb, nq, D);
+  pack_qn2(Qn2, qb, ldqb, nq, D, Dp);
+  pack_qn2(dOn2, db, lddb, nq, D, Dp);
 #else
-  pack_t(w->Qt, qb, ldq, nq, D, (float)(s->scale * LOG2E));
-  pack_t(w->dOt, db, ldq, nq, D, 1.0f);
+  pack_t(w->Qt, qb, ldqb, nq, D, (float)(s->scale * LOG2E));
+  pack_t(w->dOt, db, lddb, nq, D, 1.0f);
   memset(w->Qn, 0, sizeof(float) * (size_t)(BQ * Dp));
   memset(w->dOn, 0, sizeof(float) * (size_t)(BQ * Dp));
   for (int i = 0; i < nq; i++) {
-    memcpy(w->Qn + i * Dp, qb + i * ldq, sizeof(float) * (size_t)D);
-    memcpy(w->dOn + i * Dp, db + i * ldq, sizeof(float) * (size_t)D);
+    memcpy(w->Qn + i * Dp, qb + i * ldqb, sizeof(float) * (size_t)D);
+    memcpy(w->dOn + i * Dp, db + i * lddb, sizeof(float) * (size_t)D);
   }
 #endif
   for (int i = 0; i < BQ; i++) {
@@ -535,27 +592,28 @@ static void bwd_item(float *dq, const float *dout, const float *q, const float *
     t16_64(1, D, (nk + 1) / 2, kt + j0 / 2, Tk2, w->dSp, w->dQt, NULL);                    // dQt += K^T dSt
   }
 #else
-  const float *kh = k + (long)g * D, *vh = v + (long)g * D;
   for (long j0 = kbeg; j0 < kend; j0 += BK) {
     int nk = (int)(kend - j0 < BK ? kend - j0 : BK);
-    const float *kj = kh + j0 * ldk, *vj = vh + j0 * ldk;
-    tile_abt(nk, D, kj, ldk, w->Qt, w->S);
+    long ldkt = ldk, ldvt = ldk; // k and v rows of the tile: in place, or widened
+    const float *kj = block_rows(w->Kw, k, s->kv16, j0 * ldk + (long)g * D, &ldkt, nk, D);
+    const float *vj = block_rows(w->Vw, v, s->kv16, j0 * ldk + (long)g * D, &ldvt, nk, D);
+    tile_abt(nk, D, kj, ldkt, w->Qt, w->S);
     if (j0 + nk > kr.full || j0 < kr.free)
       tile_mask(w->S, nk, s->k_start + j0, s->q_start + i0, s->causal, lo, nq);
     tile_probs(w->S, nk, w->lse2);
-    tile_abt(nk, D, vj, ldk, w->dOt, w->dP);
+    tile_abt(nk, D, vj, ldvt, w->dOt, w->dP);
     tile_dscores(w->dP, w->S, nk, w->dlt, s->scale);
     tile_ab_acc(nk, nq, w->S, w->dOn, Dp, dvb + (j0 - c0) * Dp, Dp, (int)Dp);
     tile_ab_acc(nk, nq, w->dP, w->Qn, Dp, dkb + (j0 - c0) * Dp, Dp, (int)Dp);
-    tile_atb_acc(D, nk, kj, ldk, w->dP, w->dQt);
+    tile_atb_acc(D, nk, kj, ldkt, w->dP, w->dQt);
   }
 #endif
 
   unpack_t(dq + i0 * ldq + (long)h * D, ldq, w->dQt, nq, D, NULL, 1);
 }
 
-lc_status LC_FLASH_FN(bwd)(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                       const float *k, const float *v, const float *lse, const float *delta,
+lc_status LC_FLASH_FN(bwd)(float *dq, float *dk, float *dv, const void *dout, const void *q,
+                       const void *k, const void *v, const float *lse, const float *delta,
                        const lc_attn_shape *s, lc_arena *arena) {
   LC_TRY(check_shape(s, "lc_flash_bwd"));
   if (s->Tq == 0 || s->Tk == 0) return LC_OK;
@@ -579,7 +637,7 @@ lc_status LC_FLASH_FN(bwd)(float *dq, float *dk, float *dv, const float *dout, c
   {
     const int P = team_size();
     bwd_ws w;
-    bwd_ws_carve(&w, ws + per * thread_id(), D, Hkv, Ck);
+    bwd_ws_carve(&w, ws + per * thread_id(), s, Ck);
 #ifdef LC_FLASH_BF16
     uint32_t *kp = s->kv_pack ? (uint32_t *)s->kv_pack : (uint32_t *)(ws + per * nt);
     if (!s->kv_pack) kv_fill(kp, k, v, s, 1);
@@ -616,7 +674,7 @@ lc_status LC_FLASH_FN(bwd)(float *dq, float *dk, float *dv, const float *dout, c
         // dk += b_0 + b_1 + ... in thread order: deterministic
         for (int t = 0; t < P; t++) {
           bwd_ws wt;
-          bwd_ws_carve(&wt, ws + per * t, D, Hkv, Ck);
+          bwd_ws_carve(&wt, ws + per * t, s, Ck);
           const float *kb = wt.dkb + ((long)g * Ck + j) * Dp;
           const float *vb = wt.dvb + ((long)g * Ck + j) * Dp;
           for (int d = 0; d < D; d++) {

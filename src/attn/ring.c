@@ -58,20 +58,27 @@ static size_t blk_floats(int cp, long S, int Hkv, int D) { return 2 * (size_t)(S
 static size_t fwd_tmp_floats(int P, int H, int D) { return (size_t)P * H * D + 2 * (size_t)P * H; }
 static size_t bwd_tmp_floats(long Tc, int P, int H) { return (size_t)Tc * H + 2 * (size_t)P * H; }
 
+// The kernel's shape flags for a ring pass: 2-byte k/v blocks in bf16, 2-byte q/dout when in16.
+static void shape_dtypes(lc_attn_shape *s, int bf16, int in16) {
+  s->bf16 = bf16;
+  s->kv16 = bf16;
+  s->q16 = bf16 && in16;
+}
+
 void lc_ring_mem(int cp, int window, long S, int chunks, int Hq, int Hkv, int D, int poll_rows, int threads,
-                 int bf16, lc_attn_mem *m) {
+                 int bf16, int in16, lc_attn_mem *m) {
   memset(m, 0, sizeof *m);
   const long Tc = S / cp, Lc = Tc / chunks;
   const size_t blk = blk_floats(cp, S, Hkv, D);
   // The largest kernel call: poll_rows (or all Lc) query rows against a Lc-row key chunk.
   lc_attn_shape s = {.Tq = (int)(Lc < poll_rows ? Lc : poll_rows), .Tk = (int)Lc, .Hq = Hq,
-                     .Hkv = Hkv, .D = D, .causal = 1, .scale = 1.0f, .bf16 = bf16};
+                     .Hkv = Hkv, .D = D, .causal = 1, .scale = 1.0f};
+  shape_dtypes(&s, bf16, in16);
   const lc_dtype kv = bf16 ? LC_DT_BF16 : LC_DT_F32;
-  const size_t work = bf16 ? lc_bytes(LC_DT_F32, blk) : 0; // the widened block
   m->fwd_comm = lc_bytes(kv, blk * n_kv_blocks(cp, window));
-  m->fwd_scratch = lc_bytes(LC_DT_F32, fwd_tmp_floats(poll_rows, Hq, D)) + work + lc_flash_workspace_bytes(&s, 0, threads);
+  m->fwd_scratch = lc_bytes(LC_DT_F32, fwd_tmp_floats(poll_rows, Hq, D)) + lc_flash_workspace_bytes(&s, 0, threads);
   m->bwd_comm = lc_bytes(kv, blk * n_kv_blocks(cp, window)) + lc_bytes(LC_DT_F32, blk * n_d_blocks(cp, window));
-  m->bwd_scratch = lc_bytes(LC_DT_F32, bwd_tmp_floats(Tc, poll_rows, Hq)) + work + lc_flash_workspace_bytes(&s, 1, threads);
+  m->bwd_scratch = lc_bytes(LC_DT_F32, bwd_tmp_floats(Tc, poll_rows, Hq)) + lc_flash_workspace_bytes(&s, 1, threads);
 }
 
 static int inner_next(const geo *g) { return g->W * g->w + (g->i + 1) % g->w; }
@@ -100,23 +107,22 @@ static void poll(const lc_ring *r, lc_req *reqs, int n) {
   if (r->extra_poll) r->extra_poll(r->extra_arg);
 }
 
-// k/v blocks as the ring holds and sends them: fp32, or bf16 (r->bf16).
+// k/v blocks as the ring holds and sends them, and the kernel reads them: fp32, or bf16
+// (r->bf16). q, out and dout: fp32, or bf16 (r->in16).
 static lc_dtype kv_dtype(const lc_ring *r) { return r->bf16 ? LC_DT_BF16 : LC_DT_F32; }
+static lc_dtype q_dtype(const lc_ring *r) { return r->bf16 && r->in16 ? LC_DT_BF16 : LC_DT_F32; }
+// Element i of an array of dtype dt.
+static const void *at(const void *p, lc_dtype dt, size_t i) { return (const char *)p + lc_bytes(dt, i); }
 // This rank's k and v into a block [k | v] of nkv values each.
-static void kv_store(const lc_ring *r, char *blk, const float *k, const float *v, size_t nkv) {
-  if (!r->bf16) {
-    memcpy(blk, k, lc_bytes(LC_DT_F32, nkv));
-    memcpy(blk + lc_bytes(LC_DT_F32, nkv), v, lc_bytes(LC_DT_F32, nkv));
+static void kv_store(const lc_ring *r, char *blk, const void *k, const void *v, size_t nkv) {
+  const size_t b = lc_bytes(kv_dtype(r), nkv);
+  if (!r->bf16 || r->in16) { // already in the block's dtype
+    memcpy(blk, k, b);
+    memcpy(blk + b, v, b);
     return;
   }
   lc_bf16_pack((uint16_t *)(void *)blk, k, nkv); // exact: k and v hold bf16 values
   lc_bf16_pack((uint16_t *)(void *)blk + nkv, v, nkv);
-}
-// The block as fp32 for the kernel: itself, or widened into `work`.
-static const float *kv_f32(const lc_ring *r, const char *blk, float *work, size_t n) {
-  if (!r->bf16) return (const float *)(const void *)blk;
-  lc_bf16_unpack(work, (const uint16_t *)(const void *)blk, n);
-  return work;
 }
 
 // Copies rows [r0, r0+n) of a per-chunk [H][Lc] array into a contiguous [H][n] one, or back.
@@ -131,7 +137,8 @@ static void lse_rows(float *dst, const float *src, int H, long Lc, long r0, int 
 // (lc_flash_kv_pack; kernels that read k/v in place need no packing: 0 bytes).
 static lc_attn_shape chunk_shape(const lc_ring *r, const geo *g) {
   lc_attn_shape s = {.Tq = 1, .Tk = (int)g->Lc, .Hq = r->Hq, .Hkv = r->Hkv, .D = r->D, .causal = 1,
-                     .scale = r->scale, .bf16 = r->bf16};
+                     .scale = r->scale};
+  shape_dtypes(&s, r->bf16, r->in16);
   return s;
 }
 
@@ -139,12 +146,13 @@ static lc_attn_shape chunk_shape(const lc_ring *r, const geo *g) {
 // outermost, so the kernel's packing of it (pack: lc_flash_kv_bytes, NULL if none) happens
 // once for every query tile; each query chunk still merges its key chunks in order b = 0, 1.
 static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, float *lse,
-                           const float *q, const float *k, const float *v, float *tmp_o,
+                           const void *q, const void *k, const void *v, float *tmp_o,
                            float *tmp_l, float *tmp_a, void *pack, lc_req *reqs, int nreq, lc_arena *ar) {
   const int H = r->Hq, D = r->D;
+  const lc_dtype kdt = kv_dtype(r), qdt = q_dtype(r);
   lc_test_point("ring");
   for (int b = 0; b < g->k; b++) {
-    const float *kb = k + (size_t)b * g->Lc * r->Hkv * D, *vb = v + (size_t)b * g->Lc * r->Hkv * D;
+    const void *kb = at(k, kdt, (size_t)b * g->Lc * r->Hkv * D), *vb = at(v, kdt, (size_t)b * g->Lc * r->Hkv * D);
     int packed = 0;
     for (int a = 0; a < g->k; a++) {
       long qs = chunk_start(g, g->c, a), ks = chunk_start(g, owner, b);
@@ -155,9 +163,10 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, floa
         if (hidden(g, ks, qs + r0, n)) continue;
         lc_attn_shape s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
                            .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale,
-                           .lo = g->lo ? g->lo + qs + r0 : NULL, .bf16 = r->bf16, .kv_pack = pack};
+                           .lo = g->lo ? g->lo + qs + r0 : NULL, .kv_pack = pack};
+        shape_dtypes(&s, r->bf16, r->in16);
         if (pack && !packed) lc_flash_kv_pack(pack, kb, vb, &s, 0), packed = 1;
-        const float *qa = q + ((size_t)a * g->Lc + r0) * H * D;
+        const void *qa = at(q, qdt, ((size_t)a * g->Lc + r0) * H * D);
         LC_TRY(lc_flash_fwd(tmp_o, tmp_l, qa, kb, vb, &s, ar));
         float *lse_a = lse + (size_t)a * g->lse_ld;
         lse_rows(tmp_a, lse_a, H, g->Lc, r0, n, 0);
@@ -170,8 +179,8 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, floa
   return LC_OK;
 }
 
-lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const float *k,
-                      const float *v, lc_arena *ar) {
+lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const void *q, const void *k,
+                      const void *v, lc_arena *ar) {
   geo g = geometry(r);
   const int H = r->Hq, D = r->D;
   const int P = r->poll_rows;
@@ -183,12 +192,11 @@ lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const 
   const lc_dtype kdt = kv_dtype(r);
   char *buf = lc_alloc(ar, LC_MEM_COMM, bb * n_kv_blocks(g.cp, g.w), "ring k/v buffers");
   float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, fwd_tmp_floats(P, H, D)), "ring merge tiles");
-  float *work = r->bf16 ? lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, blk), "ring k/v block (widened)") : NULL;
   const lc_attn_shape cs = chunk_shape(r, &g);
   const size_t pbytes = lc_flash_kv_bytes(&cs, 0);
   void *pack = pbytes ? lc_alloc(ar, LC_MEM_SCRATCH, pbytes, "ring k/v chunk packed for the kernel") : NULL;
   lc_status st = LC_OK;
-  if (!buf || !tmp || (r->bf16 && !work) || (pbytes && !pack)) {
+  if (!buf || !tmp || (pbytes && !pack)) {
     st = LC_ENOMEM;
     goto done;
   }
@@ -211,9 +219,9 @@ lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const 
         if (st == LC_OK) st = lc_irecv(r->ctx, nxt, blk, kdt, inner_prev(&g), TAG_KV, &reqs[1]);
       }
       double t0 = lc_now();
-      const float *kv = kv_f32(r, cur, work, blk); // cur may be in flight: only read here
+      // cur may be in flight (being sent): the kernel only reads it
       if (st == LC_OK)
-        st = fwd_block(r, &g, owner_at(&g, o, j), out, lse, q, kv, kv + g.nkv, tmp_o, tmp_l,
+        st = fwd_block(r, &g, owner_at(&g, o, j), out, lse, q, cur, at(cur, kdt, g.nkv), tmp_o, tmp_l,
                        tmp_a, pack, reqs, 4, ar);
       r->compute_seconds += lc_now() - t0;
       for (int x = 0; x < 2; x++) {
@@ -232,7 +240,6 @@ lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const float *q, const 
   }
 done:
   lc_free(ar, pack);
-  lc_free(ar, work);
   lc_free(ar, tmp);
   lc_free(ar, buf);
   return st;
@@ -240,10 +247,11 @@ done:
 
 // Backward of local q against the block owned by `owner`: dq +=, dk/dv (block) +=.
 static lc_status bwd_block(lc_ring *r, const geo *g, int owner, float *dq, float *dk, float *dv,
-                           const float *dout, const float *lse, const float *delta,
-                           const float *q, const float *k, const float *v, float *tmp_l,
+                           const void *dout, const float *lse, const float *delta,
+                           const void *q, const void *k, const void *v, float *tmp_l,
                            float *tmp_d, void *pack, lc_req *reqs, int nreq, lc_arena *ar) {
   const int H = r->Hq, D = r->D;
+  const lc_dtype kdt = kv_dtype(r), qdt = q_dtype(r);
   const size_t kb = (size_t)g->Lc * r->Hkv * D;
   // key chunk outermost, packed once (as fwd_block); dq rows still sum b = 0, 1 in order and
   // dk/dv rows a = 0, 1
@@ -258,13 +266,15 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, float *dq, float
         if (hidden(g, ks, qs + r0, n)) continue;
         lc_attn_shape s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
                            .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale,
-                           .lo = g->lo ? g->lo + qs + r0 : NULL, .bf16 = r->bf16, .kv_pack = pack};
-        if (pack && !packed) lc_flash_kv_pack(pack, k + b * kb, v + b * kb, &s, 1), packed = 1;
+                           .lo = g->lo ? g->lo + qs + r0 : NULL, .kv_pack = pack};
+        shape_dtypes(&s, r->bf16, r->in16);
+        const void *kc = at(k, kdt, b * kb), *vc = at(v, kdt, b * kb);
+        if (pack && !packed) lc_flash_kv_pack(pack, kc, vc, &s, 1), packed = 1;
         size_t qo = ((size_t)a * g->Lc + r0) * H * D;
         lse_rows(tmp_l, lse + (size_t)a * g->lse_ld, H, g->Lc, r0, n, 0);
         lse_rows(tmp_d, delta + (size_t)a * H * g->Lc, H, g->Lc, r0, n, 0);
-        LC_TRY(lc_flash_bwd(dq + qo, dk + b * kb, dv + b * kb, dout + qo, q + qo, k + b * kb,
-                            v + b * kb, tmp_l, tmp_d, &s, ar));
+        LC_TRY(lc_flash_bwd(dq + qo, dk + b * kb, dv + b * kb, at(dout, qdt, qo), at(q, qdt, qo), kc, vc, tmp_l,
+                            tmp_d, &s, ar));
         poll(r, reqs, nreq);
       }
     }
@@ -272,9 +282,9 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, float *dq, float
   return LC_OK;
 }
 
-lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *dout,
-                      const float *out, const float *lse, const float *q, const float *k,
-                      const float *v, lc_arena *ar) {
+lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const void *dout,
+                      const void *out, const float *lse, const void *q, const void *k,
+                      const void *v, lc_arena *ar) {
   geo g = geometry(r);
   const int H = r->Hq, D = r->D, P = r->poll_rows;
   const size_t blk = 2 * g.nkv;
@@ -290,21 +300,22 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
   char *kvb = lc_alloc(ar, LC_MEM_COMM, bb * n_kv_blocks(g.cp, g.w), "ring k/v buffers");
   float *db = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, n_d), "ring dk/dv buffers");
   float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, bwd_tmp_floats(g.Tc, P, H)), "ring delta");
-  float *work = r->bf16 ? lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, blk), "ring k/v block (widened)") : NULL;
   const lc_attn_shape cs = chunk_shape(r, &g);
   const size_t pbytes = lc_flash_kv_bytes(&cs, 1);
   void *pack = pbytes ? lc_alloc(ar, LC_MEM_SCRATCH, pbytes, "ring k/v chunk packed for the kernel") : NULL;
   lc_req *oreq = calloc((size_t)n_owner + 1, sizeof *oreq);
   lc_status st = LC_OK;
-  if (!kvb || !db || !tmp || (r->bf16 && !work) || (pbytes && !pack) || !oreq) {
-    st = kvb && db && tmp && (!r->bf16 || work) && (!pbytes || pack) ? lc_fail(LC_ENOMEM, "out of memory for ring requests")
-                                                                      : LC_ENOMEM;
+  if (!kvb || !db || !tmp || (pbytes && !pack) || !oreq) {
+    st = kvb && db && tmp && (!pbytes || pack) ? lc_fail(LC_ENOMEM, "out of memory for ring requests") : LC_ENOMEM;
     goto done;
   }
   float *delta = tmp, *tmp_l = delta + (size_t)g.Tc * H, *tmp_d = tmp_l + (size_t)P * H;
   for (int a = 0; a < g.k; a++) {
     size_t qo = (size_t)a * g.Lc * H * D;
-    lc_attn_delta(delta + (size_t)a * H * g.Lc, dout + qo, out + qo, (int)g.Lc, H, D);
+    if (q_dtype(r) == LC_DT_BF16)
+      lc_attn_delta16(delta + (size_t)a * H * g.Lc, (const uint16_t *)dout + qo, (const uint16_t *)out + qo, (int)g.Lc, H, D);
+    else
+      lc_attn_delta(delta + (size_t)a * H * g.Lc, (const float *)dout + qo, (const float *)out + qo, (int)g.Lc, H, D);
   }
   char *start = kvb, *xy[2] = {NULL, NULL}, *onext = NULL, *kp = kvb + bb;
   if (g.w > 1) xy[0] = kp, xy[1] = kp + bb, kp += 2 * bb;
@@ -336,10 +347,9 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
       if (st == LC_OK) st = lc_wait(r->ctx, &reqs[5 + j % 2]);
       memset(acc, 0, lc_bytes(LC_DT_F32, blk));
       double t0 = lc_now();
-      const float *kv = kv_f32(r, cur, work, blk);
       if (st == LC_OK)
-        st = bwd_block(r, &g, owner_at(&g, o, j), dq, acc, acc + g.nkv, dout, lse, delta, q, kv,
-                       kv + g.nkv, tmp_l, tmp_d, pack, reqs, 7, ar);
+        st = bwd_block(r, &g, owner_at(&g, o, j), dq, acc, acc + g.nkv, dout, lse, delta, q, cur,
+                       at(cur, kdt, g.nkv), tmp_l, tmp_d, pack, reqs, 7, ar);
       r->compute_seconds += lc_now() - t0;
       if (st == LC_OK && j > 0) {
         st = lc_wait(r->ctx, &reqs[4]);
@@ -398,7 +408,6 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const float *
 done:
   free(oreq);
   lc_free(ar, pack);
-  lc_free(ar, work);
   lc_free(ar, tmp);
   lc_free(ar, db);
   lc_free(ar, kvb);
