@@ -128,14 +128,22 @@ static void test_attention_rows(layout L, lc_placement pl, int Hq, int Hkv, int 
   lc_attn_mem am;
   CHECK(lc_attn_2d_mem(L.hp, L.cp, L.w, SS, 2, Hq, Hkv, D, 0, 0, bf16, &am) == LC_OK, "attn mem: %s", lc_errmsg());
   CHECK(am.saved == at.saved_bytes(&at, T), "saved bytes %zu vs %zu", am.saved, at.saved_bytes(&at, T));
+  // bf16: the strategy's q, k, v, dout and out are 2-byte arrays (attn.h); ol gets out widened.
+  const size_t tq = (size_t)T * Hq * D, tk = (size_t)T * Hkv * D;
+  uint16_t *q16 = malloc(2 * tq), *k16 = malloc(2 * tk), *v16 = malloc(2 * tk), *do16 = malloc(2 * tq), *o16 = malloc(2 * tq);
+  lc_bf16_pack(q16, ql, tq), lc_bf16_pack(k16, kl, tk), lc_bf16_pack(v16, vl, tk), lc_bf16_pack(do16, dol, tq);
+  const void *qi = bf16 ? (const void *)q16 : ql, *ki = bf16 ? (const void *)k16 : kl, *vi = bf16 ? (const void *)v16 : vl,
+             *di = bf16 ? (const void *)do16 : dol;
+  void *oi = bf16 ? (void *)o16 : ol;
   lc_arena_reset_peaks(&ar);
-  lc_status st = at.fwd(&at, ol, saved, ql, kl, vl, T, &ar);
+  lc_status st = at.fwd(&at, oi, saved, qi, ki, vi, T, &ar);
   CHECK(st == LC_OK, "dist fwd: %s", lc_errmsg());
+  if (bf16) lc_bf16_unpack(ol, o16, tq);
   CHECK(ar.peak[LC_MEM_COMM] == am.fwd_comm && ar.peak[LC_MEM_SCRATCH] == am.fwd_scratch,
         "hp %d cp %d w %d forward: comm %zu scratch %zu bytes, memory model %zu, %zu", L.hp, L.cp, L.w,
         ar.peak[LC_MEM_COMM], ar.peak[LC_MEM_SCRATCH], am.fwd_comm, am.fwd_scratch);
   lc_arena_reset_peaks(&ar);
-  st = at.bwd(&at, dql, dkl, dvl, dol, ol, saved, ql, kl, vl, T, &ar);
+  st = at.bwd(&at, dql, dkl, dvl, di, oi, saved, qi, ki, vi, T, &ar);
   CHECK(st == LC_OK, "dist bwd: %s", lc_errmsg());
   CHECK(ar.peak[LC_MEM_COMM] == am.bwd_comm && ar.peak[LC_MEM_SCRATCH] == am.bwd_scratch,
         "hp %d cp %d w %d backward: comm %zu scratch %zu bytes, memory model %zu, %zu", L.hp, L.cp, L.w,
@@ -196,7 +204,7 @@ static void test_attention_rows(layout L, lc_placement pl, int Hq, int Hkv, int 
     printf("attention %-14s hp %d cp %d w %d Hq %d Hkv %d S %ld%s: worst rel error %.2e\n",
            lc_placement_name(pl), L.hp, L.cp, L.w, Hq, Hkv, SS, bf16 ? " bf16 (gradients: L2)" : "", worst);
   CHECK(ar.cur_total == 0, "arena balanced");
-  free(saved), free(gi);
+  free(saved), free(gi), free(q16), free(k16), free(v16), free(do16), free(o16);
   lc_seq_layout_free(&zz);
   free(ql), free(kl), free(vl), free(dol), free(ol), free(dql), free(dkl), free(dvl);
   free(ref_o), free(ref_dq), free(ref_dk), free(ref_dv);
@@ -582,6 +590,12 @@ static void test_chunks(layout L, lc_placement pl, int Hq, int Hkv, int bf16, in
   float *q = lc_t_randn(&r, (long)nq, 1.0f), *k = lc_t_randn(&r, (long)nk, 1.0f), *v = lc_t_randn(&r, (long)nk, 1.0f),
         *dout = lc_t_randn(&r, (long)nq, 1.0f);
   if (bf16) lc_bf16_round(q, nq), lc_bf16_round(k, nk), lc_bf16_round(v, nk), lc_bf16_round(dout, nq);
+  // bf16: the strategy's q, k, v, dout and out are 2-byte arrays (attn.h)
+  uint16_t *q16 = malloc(2 * nq), *k16 = malloc(2 * nk), *v16 = malloc(2 * nk), *d16 = malloc(2 * nq);
+  lc_bf16_pack(q16, q, nq), lc_bf16_pack(k16, k, nk), lc_bf16_pack(v16, v, nk), lc_bf16_pack(d16, dout, nq);
+  const void *qi = bf16 ? (const void *)q16 : q, *ki = bf16 ? (const void *)k16 : k, *vi = bf16 ? (const void *)v16 : v,
+             *di = bf16 ? (const void *)d16 : dout;
+  const size_t ob = bf16 ? 2 * nq : 4 * nq; // bytes of the output
   int *lo = NULL;
   if (docs) { // documents of 5..40 tokens (the same on every rank), a 20-token window
     lo = malloc(sizeof(int) * (size_t)SS);
@@ -619,12 +633,12 @@ static void test_chunks(layout L, lc_placement pl, int Hq, int Hkv, int bf16, in
     saved[x] = malloc(am.saved);
     const double b0 = g.head->bytes_sent + g.ctx->bytes_sent;
     lc_arena_reset_peaks(&ar);
-    CHECK(at.fwd(&at, o[x], saved[x], q, k, v, T, &ar) == LC_OK, "%s: fwd: %s", tag, lc_errmsg());
+    CHECK(at.fwd(&at, o[x], saved[x], qi, ki, vi, T, &ar) == LC_OK, "%s: fwd: %s", tag, lc_errmsg());
     CHECK(ar.peak[LC_MEM_COMM] == am.fwd_comm && ar.peak[LC_MEM_SCRATCH] == am.fwd_scratch,
           "%s forward: comm %zu scratch %zu bytes, memory model %zu, %zu", tag, ar.peak[LC_MEM_COMM],
           ar.peak[LC_MEM_SCRATCH], am.fwd_comm, am.fwd_scratch);
     lc_arena_reset_peaks(&ar);
-    CHECK(at.bwd(&at, dq[x], dk[x], dv[x], dout, o[x], saved[x], q, k, v, T, &ar) == LC_OK, "%s: bwd: %s", tag,
+    CHECK(at.bwd(&at, dq[x], dk[x], dv[x], di, o[x], saved[x], qi, ki, vi, T, &ar) == LC_OK, "%s: bwd: %s", tag,
           lc_errmsg());
     CHECK(ar.peak[LC_MEM_COMM] == am.bwd_comm && ar.peak[LC_MEM_SCRATCH] == am.bwd_scratch,
           "%s backward: comm %zu scratch %zu bytes, memory model %zu, %zu", tag, ar.peak[LC_MEM_COMM],
@@ -634,7 +648,7 @@ static void test_chunks(layout L, lc_placement pl, int Hq, int Hkv, int bf16, in
     CHECK(ar.cur_total == 0, "%s: arena balanced", tag);
     lc_attn_2d_free(&at);
     if (!x) continue;
-    CHECK(!memcmp(o[0], o[1], 4 * nq), "%s rank %d: output differs from unchunked", tag, world->rank);
+    CHECK(!memcmp(o[0], o[1], ob), "%s rank %d: output differs from unchunked", tag, world->rank);
     CHECK(!memcmp(saved[0], saved[1], 4 * nlse), "%s rank %d: LSE differs from unchunked", tag, world->rank);
     CHECK(!memcmp(dq[0], dq[1], 4 * nq), "%s rank %d: dq differs from unchunked", tag, world->rank);
     double ek = 0, ev = 0;
@@ -661,7 +675,7 @@ static void test_chunks(layout L, lc_placement pl, int Hq, int Hkv, int bf16, in
         strstr(lc_errmsg(), "--head-chunk") && strstr(lc_errmsg(), want) && !strchr(lc_errmsg(), '\n'),
         "bad chunk: '%s'", lc_errmsg());
   for (int x = 0; x < 2; x++) free(o[x]), free(dq[x]), free(dk[x]), free(dv[x]), free(saved[x]);
-  free(lo), free(q), free(k), free(v), free(dout);
+  free(lo), free(q), free(k), free(v), free(dout), free(q16), free(k16), free(v16), free(d16);
   lc_grid_destroy(&g);
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "attn/flash.h"
 #include "core/dtype.h"
 #include "model/arch.h"
 #include "model/layer.h"
@@ -118,7 +119,8 @@ static void test_layer_points(void) {
   lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, D);
   lc_layer_acts a;
   memset(&a, 0, sizeof a);
-  // ln1, ln2, gate, up, h are stored as 2-byte bf16 in a bf16 pass (layer.h); the rest fp32.
+  // ln1, q, k, v, att, ln2, gate, up, h are stored as 2-byte bf16 in a bf16 pass (layer.h);
+  // the rest fp32 (the buffers are fp32-sized: room for either).
   float *buf[13];
   size_t sz[13] = {(size_t)T * C, T, (size_t)T * HQ, (size_t)T * HKV, (size_t)T * HKV, (size_t)T * HQ,
                    attn.saved_bytes(&attn, T) / 4 + 1, (size_t)T * C, (size_t)T * C, T, (size_t)T * F,
@@ -140,15 +142,60 @@ static void test_layer_points(void) {
   lc_layer_ctx ctx = {.cfg = &cfg, .attn = &attn, .rope_cos = cs, .rope_sin = sn, .T = T, .mlp_tile = 0,
                       .bf16 = 1, .arena = &arena};
   CHECK(lc_layer_fwd(&ctx, &m.ps.w.layer[0], &a, x, y, 0) == LC_OK, "layer fwd: %s", lc_errmsg());
-  const struct {
-    const char *name;
-    const float *p;
-    size_t n;
-  } pts[] = {{"q", a.q, (size_t)T * HQ}, {"k", a.k, (size_t)T * HKV},    {"v", a.v, (size_t)T * HKV},
-             {"att", a.att, (size_t)T * HQ}, {"x_out", y, (size_t)T * C}};
-  for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++) {
-    long bad = count_not_bf16(pts[i].p, pts[i].n);
-    CHECK(bad == 0, "bf16 layer: %ld of %zu values of %s are not bf16 values", bad, pts[i].n, pts[i].name);
+  CHECK(count_not_bf16(y, (size_t)T * C) == 0, "bf16 layer: the layer output is not bf16 values");
+  // q, k, v and att are stored in 2 bytes. q, k = round(rope(ln1 @ W^T)), v = round(ln1 @ Wv^T)
+  // against a double reference: the rounding's 2^-8 of the value (x 1.01: of the computed
+  // one) plus the fp32 sums (C * 2^-24 of sum |terms|, each rotated by |cos| or |sin|) and
+  // RoPE's fp32 products and difference (3 * 2^-24 of |a cos| + |b sin|). A missing or
+  // misplaced rotation, a wrong head or a wrong weight is off by O(1).
+  {
+    const uint16_t *l1 = a.ln1;
+    const struct {
+      const char *name;
+      const uint16_t *p;
+      const float *W;
+      int H, rope;
+    } pj[] = {{"q", a.q, m.ps.w.layer[0].wq, cfg.n_heads, 1}, {"k", a.k, m.ps.w.layer[0].wk, cfg.n_kv_heads, 1},
+              {"v", a.v, m.ps.w.layer[0].wv, cfg.n_kv_heads, 0}};
+    for (int j = 0; j < 3; j++) {
+      double worst = 0;
+      for (int t = 0; t < T; t++)
+        for (int hd = 0; hd < pj[j].H * D; hd++) {
+          const int i = hd % D, half = D / 2, lo = i < half;
+          const int r0 = hd, r1 = lo ? hd + half : hd - half; // this row and its RoPE partner
+          double s[2] = {0, 0}, sa[2] = {0, 0};
+          for (int k = 0; k < C; k++) {
+            const double xv = lc_bf16_to_f32(l1[(size_t)t * C + k]);
+            const double p0 = xv * pj[j].W[(size_t)r0 * C + k], p1 = xv * pj[j].W[(size_t)r1 * C + k];
+            s[0] += p0, sa[0] += fabs(p0), s[1] += p1, sa[1] += fabs(p1);
+          }
+          double ref = s[0], bound = 1.01 * C * ldexp(sa[0], -24);
+          if (pj[j].rope) {
+            const double cc = cs[(size_t)t * half + i % half], sn_ = sn[(size_t)t * half + i % half];
+            ref = lo ? s[0] * cc - s[1] * sn_ : s[0] * cc + s[1] * sn_;
+            bound = 1.01 * C * ldexp(sa[0] * fabs(cc) + sa[1] * fabs(sn_), -24) +
+                    3 * ldexp(fabs(s[0] * cc) + fabs(s[1] * sn_), -24);
+          }
+          const double got = lc_bf16_to_f32(pj[j].p[(size_t)t * pj[j].H * D + hd]);
+          const double e = fabs(got - ref) - (1.01 * ldexp(fabs(ref) + bound, -8) + bound);
+          if (e > worst) worst = e;
+        }
+      CHECK(worst <= 0, "bf16 layer: %s (2 bytes) is not the rounded projection%s: exceeds the bound by %.3g", pj[j].name,
+            pj[j].rope ? " after RoPE" : "", worst);
+    }
+    // att: exactly the rounded fp32 attention of the stored q, k, v (the kernels read 2-byte
+    // inputs bit-identically: test_kernels).
+    float *qf = malloc(sizeof(float) * T * HQ), *kf = malloc(sizeof(float) * T * HKV), *vf = malloc(sizeof(float) * T * HKV);
+    float *of = malloc(sizeof(float) * T * HQ), *lf = malloc(sizeof(float) * T * cfg.n_heads);
+    lc_bf16_unpack(qf, a.q, (size_t)T * HQ), lc_bf16_unpack(kf, a.k, (size_t)T * HKV), lc_bf16_unpack(vf, a.v, (size_t)T * HKV);
+    lc_attn_shape as = {.Tq = T, .Tk = T, .Hq = cfg.n_heads, .Hkv = cfg.n_kv_heads, .D = D, .causal = 1,
+                        .scale = 1.0f / sqrtf((float)D), .bf16 = 1};
+    CHECK(lc_flash_fwd(of, lf, qf, kf, vf, &as, &arena) == LC_OK, "reference attention");
+    const uint16_t *at16 = a.att;
+    long nb = 0;
+    for (size_t i = 0; i < (size_t)T * HQ; i++) nb += at16[i] != lc_f32_to_bf16(of[i]);
+    CHECK(nb == 0, "bf16 layer: %ld values of att (2 bytes) are not the rounded fp32 attention", nb);
+    free(qf), free(kf), free(vf), free(of), free(lf);
   }
   // fp32 stays fp32: the residual after attention.
   CHECK(count_not_bf16(a.x_mid, (size_t)T * C) > T * C / 2, "x_mid was rounded; it is an fp32 sum");

@@ -55,7 +55,7 @@ static double maxabs_f(const float *x, long n) {
 }
 static lc_attn_shape mk_shape(int Tq, int Tk, int Hq, int Hkv, int D, long qs, long ks,
                               int causal) {
-  lc_attn_shape s = {Tq, Tk, Hq, Hkv, D, qs, ks, causal, (float)(1.0 / sqrt((double)D)), NULL, 0, NULL, 0, 0};
+  lc_attn_shape s = {Tq, Tk, Hq, Hkv, D, qs, ks, causal, (float)(1.0 / sqrt((double)D)), NULL, 0, NULL, 0, 0, 0};
   return s;
 }
 

@@ -167,7 +167,7 @@ static int *make_bounds(const acase *c) {
 
 static void run_case(const acase *c, lc_rng *r, const lc_flash_variant *var, const lc_flash_variant *port, int bf16) {
   lc_attn_shape s = {c->Tq, c->Tk, c->Hq, c->Hkv, c->D, c->qs, c->ks, c->causal,
-                     (float)(1.0 / sqrt((double)c->D)), NULL, bf16, NULL, 0, 0};
+                     (float)(1.0 / sqrt((double)c->D)), NULL, bf16, NULL, 0, 0, 0};
   int *lo = make_bounds(c);
   s.lo = lo;
   const long nq = (long)c->Tq * c->Hq * c->D, nk = (long)c->Tk * c->Hkv * c->D, nl = (long)c->Hq * c->Tq;
@@ -252,7 +252,7 @@ static void run_case(const acase *c, lc_rng *r, const lc_flash_variant *var, con
 // (flash_prims_avx512.h). This is what makes every ring layout give one process's numbers.
 static void test_bf16_split(const lc_flash_variant *var, lc_rng *r) {
   const int Tq = 150, Tk = 300, Hq = 4, Hkv = 2, D = 64, a = 131;
-  lc_attn_shape s = {Tq, Tk, Hq, Hkv, D, 150, 0, 1, 0.125f, NULL, 1, NULL, 0, 0};
+  lc_attn_shape s = {Tq, Tk, Hq, Hkv, D, 150, 0, 1, 0.125f, NULL, 1, NULL, 0, 0, 0};
   const long nq = (long)Tq * Hq * D, nk = (long)Tk * Hkv * D, nl = (long)Hq * Tq;
   float *q = lc_t_randn(r, nq, 2.0f), *k = lc_t_randn(r, nk, 2.0f), *v = lc_t_randn(r, nk, 1.0f);
   lc_bf16_round(q, nq), lc_bf16_round(k, nk), lc_bf16_round(v, nk);
@@ -278,7 +278,7 @@ static void test_bf16_split(const lc_flash_variant *var, lc_rng *r) {
 //    per-thread widened blocks (no copy of the call's inputs).
 static void run_in16(const acase *c, lc_rng *r, const lc_flash_variant *var) {
   lc_attn_shape s = {c->Tq, c->Tk, c->Hq, c->Hkv, c->D, c->qs, c->ks, c->causal,
-                     (float)(1.0 / sqrt((double)c->D)), NULL, 1, NULL, 0, 0};
+                     (float)(1.0 / sqrt((double)c->D)), NULL, 1, NULL, 0, 0, 0};
   int *lo = make_bounds(c);
   s.lo = lo;
   const long nq = (long)c->Tq * c->Hq * c->D, nk = (long)c->Tk * c->Hkv * c->D, nl = (long)c->Hq * c->Tq;
@@ -339,6 +339,21 @@ static void run_in16(const acase *c, lc_rng *r, const lc_flash_variant *var) {
       }
     }
   }
+  // out16: the output written in 2 bytes is exactly the fp32 output rounded (with 2-byte
+  // inputs too), and the workspace is the arena's peak.
+  for (int in = 0; in <= 1; in++) {
+    lc_attn_shape so = s;
+    so.out16 = 1, so.q16 = so.kv16 = in;
+    uint16_t *o16b = malloc(2 * nq);
+    lc_arena_reset_peaks(&A);
+    CHECK(var->fwd(o16b, l2, in ? (const void *)q16 : q, in ? (const void *)k16 : k, in ? (const void *)v16 : v, &so, &A) ==
+              LC_OK, "%s: fwd out16 (2-byte inputs %d)", what, in);
+    CHECK(!memcmp(o16b, o16, 2 * nq) && !memcmp(l2, l, 4 * nl), "%s: 2-byte output (2-byte inputs %d) is not the fp32 one rounded",
+          what, in);
+    CHECK(A.peak[LC_MEM_SCRATCH] == var->ws(&so, 0, 0), "%s out16: arena peak %zu != workspace %zu", what,
+          A.peak[LC_MEM_SCRATCH], var->ws(&so, 0, 0));
+    free(o16b);
+  }
   lc_attn_shape bad = s;
   bad.bf16 = 0, bad.q16 = 1;
   CHECK(var->fwd(o2, l2, q16, k, v, &bad, &A) == LC_EINVAL, "%s: q16 without bf16 must be refused", what);
@@ -393,7 +408,7 @@ int main(void) {
   // the dispatch follows lc_kern_select
   lc_kern_level best = lc_kern_best(&cpu);
   CHECK(lc_kern_select(LC_KERN_PORTABLE) == LC_OK && lc_kern()->level == LC_KERN_PORTABLE, "select portable");
-  lc_attn_shape s = {1, 1, 1, 1, 16, 0, 0, 1, 0.25f, NULL, 1, NULL, 0, 0};
+  lc_attn_shape s = {1, 1, 1, 1, 16, 0, 0, 1, 0.25f, NULL, 1, NULL, 0, 0, 0};
   CHECK(!strcmp(lc_flash_variant_name(&s), "portable"), "portable level runs %s", lc_flash_variant_name(&s));
   CHECK(lc_kern_select(LC_KERN_AUTO) == LC_OK && lc_kern()->level == best, "auto selects the best level");
   if (best >= LC_KERN_BF16) CHECK(!strcmp(lc_flash_variant_name(&s), "bf16"), "bf16 pass at level bf16 runs %s", lc_flash_variant_name(&s));

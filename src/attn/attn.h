@@ -18,13 +18,14 @@ struct lc_attn {
   // Bytes the strategy keeps per layer between forward and backward for T local tokens
   // (e.g. the log-sum-exp). The model stores them as checkpoint memory.
   size_t (*saved_bytes)(const lc_attn *a, int T);
-  // q[T,Hq,D], k/v[T,Hkv,D] -> out[T,Hq,D]; fills `saved`.
-  lc_status (*fwd)(lc_attn *a, float *out, void *saved, const float *q, const float *k,
-                   const float *v, int T, lc_arena *arena);
-  // dq/dk/dv OVERWRITTEN (same shapes as q/k/v); `out` and `saved` from the forward.
-  lc_status (*bwd)(lc_attn *a, float *dq, float *dk, float *dv, const float *dout,
-                   const float *out, const void *saved, const float *q, const float *k,
-                   const float *v, int T, lc_arena *arena);
+  // q[T,Hq,D], k/v[T,Hkv,D] -> out[T,Hq,D]; fills `saved`. q, k, v, out (and dout below):
+  // 2-byte bf16 arrays (uint16_t) in a bf16 pass (bf16 below), else fp32.
+  lc_status (*fwd)(lc_attn *a, void *out, void *saved, const void *q, const void *k,
+                   const void *v, int T, lc_arena *arena);
+  // dq/dk/dv OVERWRITTEN, fp32 (same shapes as q/k/v); `out` and `saved` from the forward.
+  lc_status (*bwd)(lc_attn *a, float *dq, float *dk, float *dv, const void *dout,
+                   const void *out, const void *saved, const void *q, const void *k,
+                   const void *v, int T, lc_arena *arena);
   void *ctx;
   // Set by the caller for the duration of a call (may be NULL): progresses other
   // communication in flight (ZeRO), polled where the strategy polls its own transfers.
@@ -35,15 +36,12 @@ struct lc_attn {
   // position each token may see (documents, sliding window; NULL: plain causal).
   const lc_seq_layout *layout;
   const int *lo;
-  // Set by the layer for each call: bf16 precision. q, k, v (and in backward dout) then
-  // hold bf16 values, and messages carry them as bf16; the forward's output holds bf16
-  // values (rounded to nearest even) everywhere it goes: returned, kept for backward in
-  // another layout, or sent; so every strategy's backward reads the same rounded output.
+  // Set by the layer for each call: bf16 precision. q, k, v, out (and in backward dout)
+  // are then 2-byte bf16 arrays, read in place by the kernels, and messages carry them as
+  // bf16; the forward's output is rounded to nearest even once, where it is made, and is
+  // what every layout keeps and returns; so every strategy's backward reads the same output.
   int bf16;
 };
-
-// The end of every strategy's forward in bf16: out[T, Hq, D] becomes bf16 values.
-void lc_attn_round_out(const lc_attn *a, float *out, int T);
 
 // Single process: causal attention over the T local tokens, which are the whole
 // sequence in order.

@@ -60,7 +60,7 @@ static void ring_for_pass(attn2d *x, const lc_attn *a) {
   x->ring.layout = a->layout ? a->layout : &x->def;
   x->ring.lo = a->lo;
   x->ring.bf16 = a->bf16;
-  x->ring.in16 = a->bf16 && x->hp > 1; // the head layout is held in 2 bytes and read in place
+  x->ring.in16 = a->bf16; // q, k, v, out, dout in 2 bytes (attn.h), read in place
   x->ring.lse_stride = 0;
   if (chunked(x)) { // stage c's LSE is heads [cN, cN + N) of the [k][Hl][Lc] array
     x->outer_poll = a->poll, x->outer_arg = a->poll_arg;
@@ -94,6 +94,10 @@ static size_t sz_lse(const attn2d *x, int T) { return (size_t)T * x->hp * x->Hl;
 // Forward pack buffer (largest exchange) + kv expanded to hp slots when replicating.
 static size_t sz_pack(const attn2d *x, int T) { return sz_q(x, T) > sz_kv(x, T) ? sz_q(x, T) : sz_kv(x, T); }
 static size_t sz_exp(const attn2d *x, int T) { return x->rep > 1 ? (size_t)T * x->hp * x->ring.D : 0; }
+// The forward's exchange block: the pack buffer (fp32 size), then the expanded kv (the pass's dtype).
+static size_t fwd_comm_bytes(const attn2d *x, int T, int bf16) {
+  return lc_bytes(LC_DT_F32, sz_pack(x, T)) + lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, sz_exp(x, T));
+}
 // Backward: dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack [Tc,Hl,D]; expanded kv gradient (fp32),
 // then doh [Tc,Hl,D] (fp32, or 2 bytes in bf16).
 static size_t bwd_comm_bytes(const attn2d *x, int T, int bf16) {
@@ -147,7 +151,8 @@ static size_t chunk_comm_bytes(const hchunk *c, int bwd, int bf16) {
   return lc_bytes(LC_DT_F32, chunk_f32_vals(c, bwd)) +
          lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, 3 * set + (c->shared ? 2 * c->nsh : 0));
 }
-// bf16: the ring's fp32 output in head layout (q, k, v, out are kept in 2 bytes).
+// bf16: the ring's fp32 output (head layout; hp = 1: the token layout), rounded into the
+// 2-byte output (q, k, v, out are 2 bytes).
 static size_t heads_scratch_bytes(const attn2d *x, int T, int bf16) { return bf16 ? lc_bytes(LC_DT_F32, sz_q(x, T)) : 0; }
 
 static size_t saved_bytes_2d(const lc_attn *a, int T) { return saved_bytes_of(a->ctx, T, a->bf16); }
@@ -201,58 +206,45 @@ lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq,
     m->bwd_comm += chunk_comm_bytes(&h, 1, bf16);
     return LC_OK;
   }
-  lc_ring_mem(cp, window, S, chunks, x.Hl, x.Hkvl, D, poll_rows(), threads, bf16, bf16 && hp > 1, m);
+  lc_ring_mem(cp, window, S, chunks, x.Hl, x.Hkvl, D, poll_rows(), threads, bf16, bf16, m);
   m->saved = saved_bytes_of(&x, T, bf16);
+  m->fwd_scratch += heads_scratch_bytes(&x, T, bf16);
   if (hp > 1) {
-    m->fwd_comm += lc_bytes(LC_DT_F32, sz_pack(&x, T) + sz_exp(&x, T));
+    m->fwd_comm += fwd_comm_bytes(&x, T, bf16);
     m->bwd_comm += bwd_comm_bytes(&x, T, bf16);
-    m->fwd_scratch += heads_scratch_bytes(&x, T, bf16);
   }
   return LC_OK;
 }
 
-// [T, hp*Hs, D] (this rank's tokens, all head slots) -> [hp*T, Hs, D] (context tokens, one slice).
-// dst: fp32, or in bf16 2 bytes (src holds bf16 values and travels as bf16, narrowed into
-// the front half of pack).
-static lc_status a2a_fwd(attn2d *x, void *dst, const float *src, int T, int Hs, float *pack, int bf16) {
+// [T, hp*Hs, D] (this rank's tokens, all head slots) -> [hp*T, Hs, D] (context tokens, one
+// slice), src and dst of dtype dt (fp32, or bf16 in a bf16 pass: it travels as bf16), through
+// pack (one fp32-sized copy).
+static lc_status a2a_fwd(attn2d *x, void *dst, const void *src, int T, int Hs, float *pack, lc_dtype dt) {
   const int hp = x->hp, D = x->ring.D;
-  const size_t row = (size_t)Hs * D;
-  if (bf16) {
-    uint16_t *p16 = (uint16_t *)(void *)pack;
-    for (int p = 0; p < hp; p++)
-      for (int t = 0; t < T; t++) lc_bf16_pack(p16 + ((size_t)p * T + t) * row, src + ((size_t)t * hp + p) * row, row);
-    return lc_alltoall(x->head, p16, dst, (size_t)T * row, LC_DT_BF16);
-  }
+  const size_t row = (size_t)Hs * D, rb = lc_bytes(dt, row);
+  char *pk = (char *)pack;
   for (int p = 0; p < hp; p++)
-    for (int t = 0; t < T; t++)
-      memcpy(pack + ((size_t)p * T + t) * row, src + ((size_t)t * hp + p) * row, lc_bytes(LC_DT_F32, row));
-  return lc_alltoall(x->head, pack, dst, (size_t)T * row, LC_DT_F32);
+    for (int t = 0; t < T; t++) memcpy(pk + ((size_t)p * T + t) * rb, (const char *)src + ((size_t)t * hp + p) * rb, rb);
+  return lc_alltoall(x->head, pack, dst, (size_t)T * row, dt);
 }
 
-// Inverse: [hp*T, Hs, D] -> [T, hp*Hs, D] (bf16 as a2a_fwd).
-static lc_status a2a_bwd(attn2d *x, float *dst, const float *src, int T, int Hs, float *pack, int bf16) {
+// Inverse: [hp*T, Hs, D] -> [T, hp*Hs, D], dtype dt as a2a_fwd.
+static lc_status a2a_bwd(attn2d *x, void *dst, const void *src, int T, int Hs, float *pack, lc_dtype dt) {
   const int hp = x->hp, D = x->ring.D;
-  const size_t row = (size_t)Hs * D, n = (size_t)hp * T * row;
-  if (bf16) {
-    uint16_t *p16 = (uint16_t *)(void *)pack, *r16 = p16 + n;
-    lc_bf16_pack(p16, src, n);
-    LC_TRY(lc_alltoall(x->head, p16, r16, (size_t)T * row, LC_DT_BF16));
-    for (int p = 0; p < hp; p++)
-      for (int t = 0; t < T; t++) lc_bf16_unpack(dst + ((size_t)t * hp + p) * row, r16 + ((size_t)p * T + t) * row, row);
-    return LC_OK;
-  }
-  LC_TRY(lc_alltoall(x->head, src, pack, (size_t)T * row, LC_DT_F32));
+  const size_t row = (size_t)Hs * D, rb = lc_bytes(dt, row);
+  LC_TRY(lc_alltoall(x->head, src, pack, (size_t)T * row, dt));
+  const char *pk = (const char *)pack;
   for (int p = 0; p < hp; p++)
-    for (int t = 0; t < T; t++)
-      memcpy(dst + ((size_t)t * hp + p) * row, pack + ((size_t)p * T + t) * row, lc_bytes(LC_DT_F32, row));
+    for (int t = 0; t < T; t++) memcpy((char *)dst + ((size_t)t * hp + p) * rb, pk + ((size_t)p * T + t) * rb, rb);
   return LC_OK;
 }
 
-// kv [T, Hkv, D] -> [T, hp, D] with slot s holding kv head s / rep.
-static void kv_expand(float *dst, const float *src, int T, int Hkv, int rep, int D) {
+// kv [T, Hkv, D] -> [T, hp, D] with slot s holding kv head s / rep (values of dtype dt).
+static void kv_expand(void *dst, const void *src, int T, int Hkv, int rep, int D, lc_dtype dt) {
+  const size_t rb = lc_bytes(dt, (size_t)D);
   for (int t = 0; t < T; t++)
     for (int s = 0; s < Hkv * rep; s++)
-      memcpy(dst + ((size_t)t * Hkv * rep + s) * D, src + ((size_t)t * Hkv + s / rep) * D, lc_bytes(LC_DT_F32, D));
+      memcpy((char *)dst + ((size_t)t * Hkv * rep + s) * rb, (const char *)src + ((size_t)t * Hkv + s / rep) * rb, rb);
 }
 
 // Sum of the replicas' gradients: [T, hp, D] -> [T, Hkv, D].
@@ -295,26 +287,24 @@ static hsel sel_kv(const attn2d *x, const lc_attn *a, const hchunk *h, int c) {
   return (hsel){a->Hkv, h->Kc, x->Hkvl, c * h->Kc, 1};
 }
 
-// src[T, H, D] -> send[p][T][per][D] for each head rank p; bf16: narrowed (exact: the
-// values are bf16 already).
-static void sel_pack(const attn2d *x, void *send, const float *src, int T, hsel s, int bf16) {
+// src[T, H, D] -> send[p][T][per][D] for each head rank p, in the pass's dtype (2 bytes in
+// bf16: attn.h).
+static void sel_pack(const attn2d *x, void *send, const void *src, int T, hsel s, int bf16) {
   const int D = x->ring.D;
-  const size_t row = (size_t)s.per * D;
+  const lc_dtype dt = bf16 ? LC_DT_BF16 : LC_DT_F32;
+  const size_t row = (size_t)s.per * D, rb = lc_bytes(dt, row);
   for (int p = 0; p < x->hp; p++) {
     const size_t h0 = (size_t)(p / s.rep) * s.stride + s.off;
-    for (int t = 0; t < T; t++) {
-      const float *in = src + ((size_t)t * s.H + h0) * D;
-      const size_t o = ((size_t)p * T + t) * row;
-      if (bf16) lc_bf16_pack((uint16_t *)send + o, in, row);
-      else memcpy((float *)send + o, in, lc_bytes(LC_DT_F32, row));
-    }
+    for (int t = 0; t < T; t++)
+      memcpy((char *)send + ((size_t)p * T + t) * rb, (const char *)src + lc_bytes(dt, ((size_t)t * s.H + h0) * D), rb);
   }
 }
 
-// Head layout src[hp*T, per, D] -> token layout dst[T, H, D] at the heads of s (replicas of
-// a kv head summed in rank order, as kv_reduce), blocking, through buf (hp*T*per*D floats).
-// bf16: travels as bf16 (src holds bf16 values); else fp32.
-static lc_status back_exchange(attn2d *x, float *dst, const float *src, int T, hsel s, float *buf, int bf16) {
+// Head layout src[hp*T, per, D] (fp32) -> token layout dst[T, H, D] at the heads of s,
+// blocking, through buf (hp*T*per*D floats). bf16 (the forward's output): rounded to 2
+// bytes, travels and lands in 2 bytes. Else fp32, replicas of a kv head summed in rank
+// order (as kv_reduce).
+static lc_status back_exchange(attn2d *x, void *dst, const float *src, int T, hsel s, float *buf, int bf16) {
   const int D = x->ring.D;
   const size_t row = (size_t)s.per * D, blk = (size_t)T * row, n = (size_t)x->hp * blk;
   uint16_t *p16 = (uint16_t *)(void *)buf, *r16 = p16 + n;
@@ -327,11 +317,10 @@ static lc_status back_exchange(attn2d *x, float *dst, const float *src, int T, h
   for (int p = 0; p < x->hp; p++) {
     const size_t h0 = (size_t)(p / s.rep) * s.stride + s.off;
     for (int t = 0; t < T; t++) {
-      float *o = dst + ((size_t)t * s.H + h0) * D;
-      const size_t i = ((size_t)p * T + t) * row;
-      if (bf16) lc_bf16_unpack(o, r16 + i, row);
-      else if (p % s.rep == 0) memcpy(o, buf + i, lc_bytes(LC_DT_F32, row));
-      else lc_kern()->add(o, buf + i, row);
+      const size_t o = ((size_t)t * s.H + h0) * D, i = ((size_t)p * T + t) * row;
+      if (bf16) memcpy((uint16_t *)dst + o, r16 + i, lc_bytes(LC_DT_BF16, row));
+      else if (p % s.rep == 0) memcpy((float *)dst + o, buf + i, lc_bytes(LC_DT_F32, row));
+      else lc_kern()->add((float *)dst + o, buf + i, row);
     }
   }
   return LC_OK;
@@ -339,7 +328,7 @@ static lc_status back_exchange(attn2d *x, float *dst, const float *src, int T, h
 
 // The shared kv head, token layout src[T, Hkv, D] -> dst[Tc, 1, D] (fp32, or 2 bytes in
 // bf16), blocking, through buf (Tc*D floats).
-static lc_status shared_kv_in(attn2d *x, const lc_attn *a, void *dst, const float *src, int T, float *buf, int bf16) {
+static lc_status shared_kv_in(attn2d *x, const lc_attn *a, void *dst, const void *src, int T, float *buf, int bf16) {
   const hsel s = {a->Hkv, 1, 1, 0, x->rep};
   sel_pack(x, buf, src, T, s, bf16);
   return lc_alltoall(x->head, buf, dst, (size_t)T * a->D, bf16 ? LC_DT_BF16 : LC_DT_F32);
@@ -349,7 +338,7 @@ static lc_status shared_kv_in(attn2d *x, const lc_attn *a, void *dst, const floa
 // as a non-blocking all-to-all landing in `recv` (head layout, one tensor after another).
 typedef struct {
   int nt;
-  const float *src[5];
+  const void *src[5];
   hsel sel[5];
 } stage_in;
 static lc_status post_in(attn2d *x, const stage_in *io, void *send, void *recv, int T, int bf16) {
@@ -376,11 +365,11 @@ static lc_status wait_in(attn2d *x) {
 }
 
 // Stage c's tensors: forward q, k, v; backward q, out, dout, k, v (k, v unless shared).
-static stage_in stage_of(const attn2d *x, const lc_attn *a, const hchunk *h, int c, const float *q, const float *o,
-                         const float *dout, const float *k, const float *v) {
+static stage_in stage_of(const attn2d *x, const lc_attn *a, const hchunk *h, int c, const void *q, const void *o,
+                         const void *dout, const void *k, const void *v) {
   stage_in io;
   memset(&io, 0, sizeof io);
-  const float *qs[3] = {q, o, dout};
+  const void *qs[3] = {q, o, dout};
   for (int m = 0; m < 3; m++)
     if (qs[m]) io.src[io.nt] = qs[m], io.sel[io.nt++] = sel_q(x, a, c);
   for (int m = 0; m < 2 && !h->shared; m++) io.src[io.nt] = m ? v : k, io.sel[io.nt++] = sel_kv(x, a, h, c);
@@ -421,7 +410,7 @@ static const void *elem(const void *p, int bf16, size_t i) {
   return (const char *)p + lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, i);
 }
 
-static lc_status fwd_chunked(lc_attn *a, float *out, float *lse, const float *q, const float *k, const float *v,
+static lc_status fwd_chunked(lc_attn *a, void *out, float *lse, const void *q, const void *k, const void *v,
                              int T, lc_arena *ar) {
   attn2d *x = a->ctx;
   const hchunk h = chunk_of(x, T);
@@ -446,16 +435,15 @@ static lc_status fwd_chunked(lc_attn *a, float *out, float *lse, const float *q,
       st = post_in(x, &io, b.send, b.set[(c + 1) % 2], T, bf16);
     }
     if (st == LC_OK) st = lc_ring_fwd(&x->ring, b.o, lse + (size_t)c * h.N * Lc, qh, kh, vh, ar);
-    if (st == LC_OK && bf16) lc_bf16_round(b.o, h.nq); // as the unchunked path rounds its output
-    if (st == LC_OK) st = back_exchange(x, out, b.o, T, sel_q(x, a, c), b.buf, bf16);
+    if (st == LC_OK) st = back_exchange(x, out, b.o, T, sel_q(x, a, c), b.buf, bf16); // bf16: rounded
   }
   lc_status s2 = wait_in(x); // nothing in flight on an error either
   chunk_free(&b, ar);
   return st != LC_OK ? st : s2;
 }
 
-static lc_status bwd_chunked(lc_attn *a, float *dq, float *dk, float *dv, const float *dout, const float *out,
-                             const float *lse, const float *q, const float *k, const float *v, int T, lc_arena *ar) {
+static lc_status bwd_chunked(lc_attn *a, float *dq, float *dk, float *dv, const void *dout, const void *out,
+                             const float *lse, const void *q, const void *k, const void *v, int T, lc_arena *ar) {
   attn2d *x = a->ctx;
   const hchunk h = chunk_of(x, T);
   const int bf16 = a->bf16;
@@ -499,53 +487,53 @@ static lc_status bwd_chunked(lc_attn *a, float *dq, float *dk, float *dv, const 
   return st != LC_OK ? st : s2;
 }
 
-static lc_status fwd_2d(lc_attn *a, float *out, void *saved, const float *q, const float *k,
-                        const float *v, int T, lc_arena *ar) {
+static lc_status fwd_2d(lc_attn *a, void *out, void *saved, const void *q, const void *k,
+                        const void *v, int T, lc_arena *ar) {
   attn2d *x = a->ctx;
   ring_for_pass(x, a);
   float *lse = saved;
-  if (x->hp == 1) {
-    LC_TRY(lc_ring_fwd(&x->ring, out, lse, q, k, v, ar));
-    lc_attn_round_out(a, out, T);
-    return LC_OK;
+  const int h16 = a->bf16; // q, k, v, out in 2 bytes (attn.h)
+  if (x->hp == 1 && !h16) return lc_ring_fwd(&x->ring, out, lse, q, k, v, ar);
+  if (x->hp == 1) { // the ring's fp32 output, rounded into out
+    float *of = lc_alloc(ar, LC_MEM_SCRATCH, heads_scratch_bytes(x, T, 1), "ring output (fp32)");
+    if (!of) return LC_ENOMEM;
+    lc_status st = lc_ring_fwd(&x->ring, of, lse, q, k, v, ar);
+    if (st == LC_OK) lc_bf16_pack(out, of, sz_q(x, T));
+    lc_free(ar, of);
+    return st;
   }
   if (chunked(x)) return fwd_chunked(a, out, lse, q, k, v, T, ar);
-  const int h16 = a->bf16; // q, k, v arrive as bf16 values; the output leaves as one
+  const lc_dtype dt = h16 ? LC_DT_BF16 : LC_DT_F32;
   // Pack buffer (largest exchange) + expanded kv when replicating; bf16: the ring's fp32 output.
-  size_t npack = sz_pack(x, T);
-  float *pack = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, npack + sz_exp(x, T)), "Ulysses all-to-all buffer");
+  float *pack = lc_alloc(ar, LC_MEM_COMM, fwd_comm_bytes(x, T, h16), "Ulysses all-to-all buffer");
   float *work = h16 ? lc_alloc(ar, LC_MEM_SCRATCH, heads_scratch_bytes(x, T, 1), "Ulysses head-layout out (fp32)") : NULL;
   if (!pack || (h16 && !work)) {
     lc_free(ar, pack);
     return LC_ENOMEM;
   }
   heads h = heads_of(x, T, saved, work, h16);
-  lc_status st = a2a_fwd(x, h.q, q, T, x->Hl, pack, h16);
-  const float *ks = k, *vs = v;
-  float *exp = pack + npack;
+  lc_status st = a2a_fwd(x, h.q, q, T, x->Hl, pack, dt);
+  void *exp = pack + sz_pack(x, T);
   for (int m = 0; m < 2 && st == LC_OK; m++) {
-    const float *src = m == 0 ? ks : vs;
+    const void *src = m == 0 ? k : v;
     if (x->rep > 1) {
-      kv_expand(exp, src, T, a->Hkv, x->rep, a->D);
+      kv_expand(exp, src, T, a->Hkv, x->rep, a->D, dt);
       src = exp;
     }
-    st = a2a_fwd(x, m == 0 ? h.k : h.v, src, T, x->Hkvl, pack, h16);
+    st = a2a_fwd(x, m == 0 ? h.k : h.v, src, T, x->Hkvl, pack, dt);
   }
   // q, k, v arrived into their kept slots, where the ring reads them
   if (st == LC_OK) st = lc_ring_fwd(&x->ring, h.of, lse, h.q, h.k, h.v, ar);
-  if (st == LC_OK && h16) { // the output, rounded, kept in 2 bytes
-    lc_bf16_round(h.of, sz_q(x, T));
-    lc_bf16_pack(h.o, h.of, sz_q(x, T));
-  }
-  if (st == LC_OK) st = a2a_bwd(x, out, h.of, T, x->Hl, pack, h16);
+  if (st == LC_OK && h16) lc_bf16_pack(h.o, h.of, sz_q(x, T)); // the output, rounded, kept in 2 bytes
+  if (st == LC_OK) st = a2a_bwd(x, out, h.o, T, x->Hl, pack, dt);
   lc_free(ar, work);
   lc_free(ar, pack);
   return st;
 }
 
-static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const float *dout,
-                        const float *out, const void *saved, const float *q, const float *k,
-                        const float *v, int T, lc_arena *ar) {
+static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const void *dout,
+                        const void *out, const void *saved, const void *q, const void *k,
+                        const void *v, int T, lc_arena *ar) {
   attn2d *x = a->ctx;
   ring_for_pass(x, a);
   const float *lse = saved;
@@ -560,17 +548,17 @@ static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const float
   void *doh = exp + sz_exp(x, T);
   // dout arrives as bf16 values in bf16 (the layer rounds it) and travels and stays as bf16;
   // dq, dk and dv are fp32 sums and travel as fp32.
-  lc_status st = a2a_fwd(x, doh, dout, T, x->Hl, pack, a->bf16);
+  lc_status st = a2a_fwd(x, doh, dout, T, x->Hl, pack, a->bf16 ? LC_DT_BF16 : LC_DT_F32);
   if (st == LC_OK) st = lc_ring_bwd(&x->ring, dqh, dkh, dvh, doh, h.o, lse, h.q, h.k, h.v, ar);
-  if (st == LC_OK) st = a2a_bwd(x, dq, dqh, T, x->Hl, pack, 0);
+  if (st == LC_OK) st = a2a_bwd(x, dq, dqh, T, x->Hl, pack, LC_DT_F32);
   for (int m = 0; m < 2 && st == LC_OK; m++) {
     float *dst = m == 0 ? dk : dv;
     const float *src = m == 0 ? dkh : dvh;
     if (x->rep > 1) {
-      st = a2a_bwd(x, exp, src, T, x->Hkvl, pack, 0);
+      st = a2a_bwd(x, exp, src, T, x->Hkvl, pack, LC_DT_F32);
       if (st == LC_OK) kv_reduce(dst, exp, T, a->Hkv, x->rep, a->D);
     } else {
-      st = a2a_bwd(x, dst, src, T, x->Hkvl, pack, 0);
+      st = a2a_bwd(x, dst, src, T, x->Hkvl, pack, LC_DT_F32);
     }
   }
   lc_free(ar, b);

@@ -9,28 +9,34 @@
 #include "attn/attn.h"
 #include "attn/flash.h"
 #include "core/dtype.h"
+#include "ops/kernels.h"
 
 static size_t decode_saved_bytes(const lc_attn *a, int T) { return lc_bytes(LC_DT_F32, (size_t)a->Hq * (size_t)T); }
 
-// q[T,Hq,D], k/v[T,Hkv,D] of the new tokens -> out[T,Hq,D]; saved = lse[Hq,T].
-static lc_status decode_fwd(lc_attn *a, float *out, void *saved, const float *q, const float *k,
-                            const float *v, int T, lc_arena *arena) {
+// q[T,Hq,D], k/v[T,Hkv,D] of the new tokens -> out[T,Hq,D]; saved = lse[Hq,T]. bf16: q, k,
+// v, out in 2 bytes (attn.h); the cache holds fp32 (the new rows widened: exact).
+static lc_status decode_fwd(lc_attn *a, void *out, void *saved, const void *q, const void *k,
+                            const void *v, int T, lc_arena *arena) {
   lc_attn_decode_state *d = a->ctx;
   if (!d->k || !d->v || d->p0 < 0 || T < 1 || d->p0 + T > d->max_len)
     return lc_fail(LC_EINVAL, "decode attention: %d new tokens at position %d do not fit a cache of %d", T, d->p0,
                    d->max_len);
   const size_t kv = (size_t)a->Hkv * a->D;
-  memcpy(d->k + (size_t)d->p0 * kv, k, lc_bytes(LC_DT_F32, (size_t)T * kv));
-  memcpy(d->v + (size_t)d->p0 * kv, v, lc_bytes(LC_DT_F32, (size_t)T * kv));
+  if (a->bf16) {
+    lc_bf16_unpack(d->k + (size_t)d->p0 * kv, k, (size_t)T * kv);
+    lc_bf16_unpack(d->v + (size_t)d->p0 * kv, v, (size_t)T * kv);
+  } else {
+    memcpy(d->k + (size_t)d->p0 * kv, k, lc_bytes(LC_DT_F32, (size_t)T * kv));
+    memcpy(d->v + (size_t)d->p0 * kv, v, lc_bytes(LC_DT_F32, (size_t)T * kv));
+  }
   lc_attn_shape s = {.Tq = T, .Tk = d->p0 + T, .Hq = a->Hq, .Hkv = a->Hkv, .D = a->D, .q_start = d->p0,
-                     .k_start = 0, .causal = 1, .scale = 1.0f / sqrtf((float)a->D), .lo = a->lo};
-  LC_TRY(lc_flash_fwd(out, (float *)saved, q, d->k, d->v, &s, arena));
-  lc_attn_round_out(a, out, T);
-  return LC_OK;
+                     .k_start = 0, .causal = 1, .scale = 1.0f / sqrtf((float)a->D), .lo = a->lo,
+                     .bf16 = a->bf16, .q16 = a->bf16, .out16 = a->bf16};
+  return lc_flash_fwd(out, (float *)saved, q, d->k, d->v, &s, arena);
 }
 
-static lc_status decode_bwd(lc_attn *a, float *dq, float *dk, float *dv, const float *dout, const float *out,
-                            const void *saved, const float *q, const float *k, const float *v, int T,
+static lc_status decode_bwd(lc_attn *a, float *dq, float *dk, float *dv, const void *dout, const void *out,
+                            const void *saved, const void *q, const void *k, const void *v, int T,
                             lc_arena *arena) {
   (void)a, (void)dq, (void)dk, (void)dv, (void)dout, (void)out, (void)saved, (void)q, (void)k, (void)v, (void)T,
       (void)arena;

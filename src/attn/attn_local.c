@@ -12,44 +12,43 @@ static size_t lse_bytes(int Hq, int T) { return lc_bytes(LC_DT_F32, (size_t)Hq *
 
 static size_t local_saved_bytes(const lc_attn *a, int T) { return lse_bytes(a->Hq, T); }
 
-static lc_attn_shape shape_of(int Hq, int Hkv, int D, int T, int bf16) {
+// bf16: q, k, v, dout are 2 bytes, read in place; the forward writes out in 2 bytes.
+static lc_attn_shape shape_of(int Hq, int Hkv, int D, int T, int bf16, int bwd) {
   lc_attn_shape s = {.Tq = T, .Tk = T, .Hq = Hq, .Hkv = Hkv, .D = D,
                      .q_start = 0, .k_start = 0, .causal = 1,
-                     .scale = 1.0f / sqrtf((float)D), .bf16 = bf16};
+                     .scale = 1.0f / sqrtf((float)D), .bf16 = bf16, .q16 = bf16, .kv16 = bf16,
+                     .out16 = bf16 && !bwd};
   return s;
 }
 
-static lc_attn_shape local_shape(const lc_attn *a, int T) { return shape_of(a->Hq, a->Hkv, a->D, T, a->bf16); }
+static lc_attn_shape local_shape(const lc_attn *a, int T, int bwd) {
+  return shape_of(a->Hq, a->Hkv, a->D, T, a->bf16, bwd);
+}
 
 void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, int bf16, lc_attn_mem *m) {
-  lc_attn_shape s = shape_of(Hq, Hkv, D, T, bf16);
+  lc_attn_shape sf = shape_of(Hq, Hkv, D, T, bf16, 0), sb = shape_of(Hq, Hkv, D, T, bf16, 1);
   memset(m, 0, sizeof *m);
   m->saved = lse_bytes(Hq, T);
-  m->fwd_scratch = lc_flash_workspace_bytes(&s, 0, threads);
-  m->bwd_scratch = lse_bytes(Hq, T) + lc_flash_workspace_bytes(&s, 1, threads);
+  m->fwd_scratch = lc_flash_workspace_bytes(&sf, 0, threads);
+  m->bwd_scratch = lse_bytes(Hq, T) + lc_flash_workspace_bytes(&sb, 1, threads);
 }
 
-void lc_attn_round_out(const lc_attn *a, float *out, int T) {
-  if (a->bf16) lc_bf16_round(out, (size_t)T * a->Hq * a->D);
-}
-
-static lc_status local_fwd(lc_attn *a, float *out, void *saved, const float *q, const float *k,
-                           const float *v, int T, lc_arena *arena) {
-  lc_attn_shape s = local_shape(a, T);
+static lc_status local_fwd(lc_attn *a, void *out, void *saved, const void *q, const void *k,
+                           const void *v, int T, lc_arena *arena) {
+  lc_attn_shape s = local_shape(a, T, 0);
   s.lo = a->lo; // one process: local token t is sequence position t
-  LC_TRY(lc_flash_fwd(out, (float *)saved, q, k, v, &s, arena));
-  lc_attn_round_out(a, out, T);
-  return LC_OK;
+  return lc_flash_fwd(out, (float *)saved, q, k, v, &s, arena);
 }
 
-static lc_status local_bwd(lc_attn *a, float *dq, float *dk, float *dv, const float *dout,
-                           const float *out, const void *saved, const float *q, const float *k,
-                           const float *v, int T, lc_arena *arena) {
-  lc_attn_shape s = local_shape(a, T);
+static lc_status local_bwd(lc_attn *a, float *dq, float *dk, float *dv, const void *dout,
+                           const void *out, const void *saved, const void *q, const void *k,
+                           const void *v, int T, lc_arena *arena) {
+  lc_attn_shape s = local_shape(a, T, 1);
   s.lo = a->lo;
   float *delta = lc_alloc(arena, LC_MEM_SCRATCH, lse_bytes(a->Hq, T), "attention delta");
   if (!delta) return LC_ENOMEM;
-  lc_attn_delta(delta, dout, out, T, a->Hq, a->D);
+  if (a->bf16) lc_attn_delta16(delta, dout, out, T, a->Hq, a->D);
+  else lc_attn_delta(delta, dout, out, T, a->Hq, a->D);
   memset(dq, 0, sizeof(float) * (size_t)T * a->Hq * a->D);
   memset(dk, 0, sizeof(float) * (size_t)T * a->Hkv * a->D);
   memset(dv, 0, sizeof(float) * (size_t)T * a->Hkv * a->D);

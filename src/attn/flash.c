@@ -15,7 +15,7 @@ static const lc_flash_variant *variant_of(const lc_attn_shape *s) {
   return lc_flash_variant_for(lc_kern()->level, s && s->bf16);
 }
 
-lc_status lc_flash_fwd(float *out, float *lse, const void *q, const void *k, const void *v,
+lc_status lc_flash_fwd(void *out, float *lse, const void *q, const void *k, const void *v,
                        const lc_attn_shape *s, lc_arena *arena) {
   return variant_of(s)->fwd(out, lse, q, k, v, s, arena);
 }

@@ -46,12 +46,15 @@ typedef struct {
   // time, exactly: the results are the bits of fp32 arrays holding the same values, and no
   // fp32 copy of the call's inputs is made. 0: fp32 arrays.
   int q16, kv16;
+  // (forward, bf16 = 1 only) out is a 2-byte bf16 array: each value rounded to nearest even
+  // as it is written (the bits lc_bf16_pack gives on the fp32 output). 0: fp32.
+  int out16;
 } lc_attn_shape;
 
 // q[Tq,Hq,D], k/v[Tk,Hkv,D] -> out[Tq,Hq,D], lse[Hq,Tq] (natural log).
 // A query row that sees no key gets out = 0 and lse = -INFINITY.
 // q, k, v (and dout below): float, or uint16_t bf16 as s->q16 / s->kv16 say.
-lc_status lc_flash_fwd(float *out, float *lse, const void *q, const void *k, const void *v,
+lc_status lc_flash_fwd(void *out, float *lse, const void *q, const void *k, const void *v,
                        const lc_attn_shape *s, lc_arena *arena);
 
 // Merge a second partial result (out_b, lse_b) over other keys into (out_a, lse_a), in

@@ -158,8 +158,9 @@ static lc_status check_shape(const lc_attn_shape *s, const char *fn) {
     return lc_fail(LC_EINVAL, "%s: bad shape Tq=%d Tk=%d Hq=%d Hkv=%d D=%d (need Hq %% Hkv == 0)",
                    fn, s->Tq, s->Tk, s->Hq, s->Hkv, s->D);
   if (!(s->scale == s->scale)) return lc_fail(LC_EINVAL, "%s: scale is NaN", fn);
-  if ((s->q16 || s->kv16) && !s->bf16)
-    return lc_fail(LC_EINVAL, "%s: 2-byte inputs (q16 %d, kv16 %d) hold bf16 values: set bf16", fn, s->q16, s->kv16);
+  if ((s->q16 || s->kv16 || s->out16) && !s->bf16)
+    return lc_fail(LC_EINVAL, "%s: 2-byte tensors (q16 %d, kv16 %d, out16 %d) hold bf16 values: set bf16", fn, s->q16,
+                   s->kv16, s->out16);
   return LC_OK;
 }
 
@@ -202,26 +203,33 @@ static const float *block_rows(float *buf, const void *x, int x16, long off, lon
   return buf;
 }
 
-// Per-thread floats for widened 2-byte inputs: a query block (and dout's, backward) when
-// q16; a k and a v tile when kv16 in the fp32-product kernels (the bf16 kernel packs k/v
-// per call, reading 2 bytes directly).
+// Per-thread floats for 2-byte inputs and output: a widened query block (and dout's,
+// backward) when q16; a widened k and v tile when kv16 in the fp32-product kernels (the
+// bf16 kernel packs k/v per call, reading 2 bytes directly); the output block before it is
+// narrowed when out16 (forward).
 static long in16_floats(const lc_attn_shape *s, int bwd) {
   long n = s->q16 ? (bwd ? 2 : 1) * rup16((long)BQ * s->D) : 0;
 #ifndef LC_FLASH_BF16
   if (s->kv16) n += 2 * rup16((long)BK * s->D);
 #endif
+  if (!bwd && s->out16) n += rup16((long)BQ * s->D);
   return n;
 }
-// Carves in16_floats at b: Qw, dOw (backward), Kw, Vw (NULL where not needed).
-static void in16_carve(float *b, const lc_attn_shape *s, int bwd, float **Qw, float **dOw, float **Kw, float **Vw) {
-  *Qw = *dOw = *Kw = *Vw = NULL;
+typedef struct {
+  float *Qw, *dOw, *Kw, *Vw, *Ow; // NULL where not needed
+} in16_bufs;
+// Carves in16_floats at b.
+static in16_bufs in16_carve(float *b, const lc_attn_shape *s, int bwd) {
+  in16_bufs w = {NULL, NULL, NULL, NULL, NULL};
   if (s->q16) {
-    *Qw = b, b += rup16((long)BQ * s->D);
-    if (bwd) *dOw = b, b += rup16((long)BQ * s->D);
+    w.Qw = b, b += rup16((long)BQ * s->D);
+    if (bwd) w.dOw = b, b += rup16((long)BQ * s->D);
   }
 #ifndef LC_FLASH_BF16
-  if (s->kv16) *Kw = b, *Vw = b + rup16((long)BK * s->D);
+  if (s->kv16) w.Kw = b, w.Vw = b + rup16((long)BK * s->D), b += 2 * rup16((long)BK * s->D);
 #endif
+  if (!bwd && s->out16) w.Ow = b;
+  return w;
 }
 
 // ---------------------------------------------------------------------------------
@@ -229,7 +237,7 @@ static void in16_carve(float *b, const lc_attn_shape *s, int bwd, float **Qw, fl
 // ---------------------------------------------------------------------------------
 typedef struct {
   float *Qt, *S, *Ot, *m, *l, *alpha;
-  float *Qw, *dOw_unused, *Kw, *Vw; // widened 2-byte inputs (in16_carve)
+  in16_bufs x; // 2-byte inputs and output (in16_carve)
 #ifdef LC_FLASH_BF16
   uint32_t *Qp, *Pp;            // this thread's packed q block and probability tile
   const uint32_t *KP, *VT;      // the call's packed k rows and transposed v (shared)
@@ -307,7 +315,7 @@ static void fwd_ws_carve(fwd_ws *w, float *base, const lc_attn_shape *s) {
 #else
   base += 3 * BQ;
 #endif
-  in16_carve(base, s, 0, &w->Qw, &w->dOw_unused, &w->Kw, &w->Vw);
+  w->x = in16_carve(base, s, 0);
 }
 
 // Threads (at most one per work item) and floats of workspace per thread of a forward.
@@ -318,7 +326,7 @@ static void fwd_plan(const lc_attn_shape *s, int threads, int *nt, long *per) {
   *per = fwd_ws_floats(s);
 }
 
-static void fwd_item(float *out, float *lse, const void *q, const void *k, const void *v,
+static void fwd_item(void *out, float *lse, const void *q, const void *k, const void *v,
                      const lc_attn_shape *s, int h, int ib, fwd_ws *w) {
   const int D = s->D, Hq = s->Hq, Tq = s->Tq;
   const int g = h / (Hq / s->Hkv);
@@ -328,10 +336,12 @@ static void fwd_item(float *out, float *lse, const void *q, const void *k, const
   const krange kr = key_range(s, i0, nq);
   const int *lo = s->lo ? s->lo + i0 : NULL;
 
+  const size_t osz = s->out16 ? sizeof(uint16_t) : sizeof(float);
+  char *orow = (char *)out + osz * (size_t)(i0 * ldq + (long)h * D); // row i0 of head h
   if (kr.end <= kr.beg) { // no key visible to any row of this block
     for (int i = 0; i < nq; i++) {
       lse[(long)h * Tq + i0 + i] = -INFINITY;
-      memset(out + (i0 + i) * ldq + (long)h * D, 0, sizeof(float) * (size_t)D);
+      memset(orow + osz * (size_t)(i * ldq), 0, osz * (size_t)D);
     }
     return;
   }
@@ -348,7 +358,7 @@ static void fwd_item(float *out, float *lse, const void *q, const void *k, const
   const long Tk2 = (s->Tk + 1) / 2;
   const float sl2 = (float)(s->scale * LOG2E);
   long ldqb = ldq;
-  const float *qb = block_rows(w->Qw, q, s->q16, i0 * ldq + (long)h * D, &ldqb, nq, D);
+  const float *qb = block_rows(w->x.Qw, q, s->q16, i0 * ldq + (long)h * D, &ldqb, nq, D);
   pack_qp(w->Qp, qb, ldqb, nq, D);
   const uint32_t *kp = w->KP + (long)g * s->Tk * D2, *vt = w->VT + (long)g * D * Tk2;
   for (long j0 = kr.beg / BK * BK; j0 < kr.end; j0 += BK) {
@@ -364,17 +374,17 @@ static void fwd_item(float *out, float *lse, const void *q, const void *k, const
 #else
   // Qt[d][i] = q * scale * log2(e); padded query columns are 0.
   long ldqb = ldq;
-  const float *qb = block_rows(w->Qw, q, s->q16, i0 * ldq + (long)h * D, &ldqb, nq, D);
+  const float *qb = block_rows(w->x.Qw, q, s->q16, i0 * ldq + (long)h * D, &ldqb, nq, D);
   pack_t(w->Qt, qb, ldqb, nq, D, (float)(s->scale * LOG2E));
   for (long j0 = kr.beg / BK * BK; j0 < kr.end; j0 += BK) {
     int nk = (int)(kr.end - j0 < BK ? kr.end - j0 : BK);
     long ldkt = ldk, ldvt = ldk; // k and v rows of the tile: in place, or widened
-    const float *kj = block_rows(w->Kw, k, s->kv16, j0 * ldk + (long)g * D, &ldkt, nk, D);
+    const float *kj = block_rows(w->x.Kw, k, s->kv16, j0 * ldk + (long)g * D, &ldkt, nk, D);
     tile_abt(nk, D, kj, ldkt, w->Qt, w->S);
     if (j0 + nk > kr.full || j0 < kr.free)
       tile_mask(w->S, nk, s->k_start + j0, s->q_start + i0, s->causal, lo, nq);
     tile_softmax(w->S, nk, w->m, w->l, w->alpha);
-    const float *vj = block_rows(w->Vw, v, s->kv16, j0 * ldk + (long)g * D, &ldvt, nk, D);
+    const float *vj = block_rows(w->x.Vw, v, s->kv16, j0 * ldk + (long)g * D, &ldvt, nk, D);
     tile_atb_scale(D, nk, vj, ldvt, w->S, w->Ot, w->alpha);
   }
 #endif
@@ -391,10 +401,18 @@ static void fwd_item(float *out, float *lse, const void *q, const void *k, const
       lse[(long)h * Tq + i0 + i] = -INFINITY;
     }
   }
-  unpack_t(out + i0 * ldq + (long)h * D, ldq, w->Ot, nq, D, inv, 0);
+  if (!s->out16) {
+    unpack_t((float *)(void *)orow, ldq, w->Ot, nq, D, inv, 0);
+    return;
+  }
+  unpack_t(w->x.Ow, D, w->Ot, nq, D, inv, 0); // the block in fp32, then narrowed row by row
+  for (int i = 0; i < nq; i++) {
+    uint16_t *o16 = (uint16_t *)(void *)(orow + osz * (size_t)(i * ldq));
+    for (int d = 0; d < D; d++) o16[d] = lc_bf16_narrow(w->x.Ow[(long)i * D + d]);
+  }
 }
 
-lc_status LC_FLASH_FN(fwd)(float *out, float *lse, const void *q, const void *k, const void *v,
+lc_status LC_FLASH_FN(fwd)(void *out, float *lse, const void *q, const void *k, const void *v,
                        const lc_attn_shape *s, lc_arena *arena) {
   LC_TRY(check_shape(s, "lc_flash_fwd"));
   if (s->Tq == 0 || s->Hq == 0) return LC_OK;
@@ -454,7 +472,7 @@ lc_status LC_FLASH_FN(fwd)(float *out, float *lse, const void *q, const void *k,
 // ---------------------------------------------------------------------------------
 typedef struct {
   float *Qt, *dOt, *Qn, *dOn, *S, *dP, *dQt, *lse2, *dlt, *dkb, *dvb;
-  float *Qw, *dOw, *Kw, *Vw; // widened 2-byte inputs (in16_carve)
+  in16_bufs x; // widened 2-byte inputs (in16_carve)
 #ifdef LC_FLASH_BF16
   // Qt/dOt hold the pairs Qp/dOp, Qn/dOn the pairs Qn2/dOn2 (no more words than floats).
   uint32_t *P16, *dS16, *dSp;            // a tile's P and dS rows, and dS as B operand
@@ -496,7 +514,7 @@ static void bwd_ws_carve(bwd_ws *w, float *b, const lc_attn_shape *s, long Ck) {
 #else
   b += (long)Hkv * Ck * Dp;
 #endif
-  in16_carve(b, s, 1, &w->Qw, &w->dOw, &w->Kw, &w->Vw);
+  w->x = in16_carve(b, s, 1);
 }
 
 // Threads, key chunk Ck and floats of workspace per thread of a backward.
@@ -541,8 +559,8 @@ static void bwd_item(float *dq, const void *dout, const void *q, const void *k,
 
   // pack: Qt (scaled, transposed), dOt (transposed), Qn, dOn (natural, padded to Dp)
   long ldqb = ldq, lddb = ldq; // the q and dout rows: in place, or widened
-  const float *qb = block_rows(w->Qw, q, s->q16, i0 * ldq + (long)h * D, &ldqb, nq, D);
-  const float *db = block_rows(w->dOw, dout, s->q16, i0 * ldq + (long)h * D, &lddb, nq, D);
+  const float *qb = block_rows(w->x.Qw, q, s->q16, i0 * ldq + (long)h * D, &ldqb, nq, D);
+  const float *db = block_rows(w->x.dOw, dout, s->q16, i0 * ldq + (long)h * D, &lddb, nq, D);
 #ifdef LC_FLASH_BF16
   uint32_t *Qp = (uint32_t *)w->Qt, *dOp = (uint32_t *)w->dOt, *Qn2 = (uint32_t *)w->Qn, *dOn2 = (uint32_t *)w->dOn;
   pack_qp(Qp, qb, ldqb, nq, D);
@@ -595,8 +613,8 @@ static void bwd_item(float *dq, const void *dout, const void *q, const void *k,
   for (long j0 = kbeg; j0 < kend; j0 += BK) {
     int nk = (int)(kend - j0 < BK ? kend - j0 : BK);
     long ldkt = ldk, ldvt = ldk; // k and v rows of the tile: in place, or widened
-    const float *kj = block_rows(w->Kw, k, s->kv16, j0 * ldk + (long)g * D, &ldkt, nk, D);
-    const float *vj = block_rows(w->Vw, v, s->kv16, j0 * ldk + (long)g * D, &ldvt, nk, D);
+    const float *kj = block_rows(w->x.Kw, k, s->kv16, j0 * ldk + (long)g * D, &ldkt, nk, D);
+    const float *vj = block_rows(w->x.Vw, v, s->kv16, j0 * ldk + (long)g * D, &ldvt, nk, D);
     tile_abt(nk, D, kj, ldkt, w->Qt, w->S);
     if (j0 + nk > kr.full || j0 < kr.free)
       tile_mask(w->S, nk, s->k_start + j0, s->q_start + i0, s->causal, lo, nq);

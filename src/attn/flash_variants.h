@@ -8,7 +8,7 @@
 
 typedef struct {
   const char *name;
-  lc_status (*fwd)(float *out, float *lse, const void *q, const void *k, const void *v,
+  lc_status (*fwd)(void *out, float *lse, const void *q, const void *k, const void *v,
                    const lc_attn_shape *s, lc_arena *arena);
   lc_status (*bwd)(float *dq, float *dk, float *dv, const void *dout, const void *q,
                    const void *k, const void *v, const float *lse, const float *delta,
@@ -23,7 +23,7 @@ typedef struct {
 const lc_flash_variant *lc_flash_variant_for(lc_kern_level level, int bf16);
 
 #define LC_FLASH_DECLARE(suf)                                                                  \
-  lc_status lc_flash_fwd_##suf(float *out, float *lse, const void *q, const void *k,           \
+  lc_status lc_flash_fwd_##suf(void *out, float *lse, const void *q, const void *k,            \
                                const void *v, const lc_attn_shape *s, lc_arena *arena);        \
   lc_status lc_flash_bwd_##suf(float *dq, float *dk, float *dv, const void *dout,              \
                                const void *q, const void *k, const void *v,                    \

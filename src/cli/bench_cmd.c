@@ -63,7 +63,8 @@ static double bf16_gemm_gflops(int M, int N, int K, int reps) {
 }
 
 // Causal self-attention kernel at T tokens: forward and backward GFLOP/s, with fp32 products
-// or (bf16 = 1) as a bf16 pass runs it (inputs rounded; the bf16 kernel at level bf16/amx).
+// or (bf16 = 1) as a bf16 pass runs it (q, k, v, dout and out in 2 bytes, read and written in
+// place; the bf16 kernel at level bf16/amx).
 // FLOPs: forward 4*Hq*D*T(T+1)/2 (QK^T and PV over visible pairs), backward 2.5x.
 static lc_status attn_gflops(int T, int Hq, int Hkv, int D, int bf16, double *fwd, double *bwd) {
   lc_arena ar;
@@ -78,27 +79,42 @@ static lc_status attn_gflops(int T, int Hq, int Hkv, int D, int bf16, double *fw
   lc_rng_fill_normal(&r, k, (long)nk, 1.0f);
   lc_rng_fill_normal(&r, v, (long)nk, 1.0f);
   lc_rng_fill_normal(&r, dout, (long)nq, 1.0f);
-  if (bf16) lc_bf16_round(q, nq), lc_bf16_round(k, nk), lc_bf16_round(v, nk), lc_bf16_round(dout, nq);
+  // bf16: the kernel reads 2-byte copies (qi, ...) and writes a 2-byte output (oi)
+  uint16_t *h = bf16 ? malloc(2 * (3 * nq + 2 * nk)) : NULL;
+  if (bf16 && !h) {
+    free(q), free(k), free(v), free(o), free(dout), free(dq), free(dk), free(dv), free(lse), free(delta);
+    return lc_fail(LC_ENOMEM, "out of memory for the attention benchmark");
+  }
+  const void *qi = q, *ki = k, *vi = v, *di = dout;
+  void *oi = o;
+  if (bf16) {
+    uint16_t *q16 = h, *k16 = q16 + nq, *v16 = k16 + nk, *d16 = v16 + nk;
+    lc_bf16_pack(q16, q, nq), lc_bf16_pack(k16, k, nk), lc_bf16_pack(v16, v, nk), lc_bf16_pack(d16, dout, nq);
+    qi = q16, ki = k16, vi = v16, di = d16, oi = d16 + nq;
+  }
   lc_attn_shape s = {.Tq = T, .Tk = T, .Hq = Hq, .Hkv = Hkv, .D = D, .causal = 1,
-                     .scale = 1.0f / sqrtf((float)D), .bf16 = bf16};
+                     .scale = 1.0f / sqrtf((float)D), .bf16 = bf16, .q16 = bf16, .kv16 = bf16};
+  lc_attn_shape sf = s;
+  sf.out16 = bf16;
   double flops = 4.0 * Hq * D * ((double)T * (T + 1) / 2.0);
   double bf = 1e30, bb = 1e30;
   lc_status st = LC_OK;
   int reps = T <= 4096 ? 3 : 2;
   for (int i = 0; i < reps && st == LC_OK; i++) {
     double t0 = lc_now();
-    st = lc_flash_fwd(o, lse, q, k, v, &s, &ar);
+    st = lc_flash_fwd(oi, lse, qi, ki, vi, &sf, &ar);
     double t1 = lc_now();
-    lc_attn_delta(delta, dout, o, T, Hq, D);
+    if (bf16) lc_attn_delta16(delta, di, oi, T, Hq, D);
+    else lc_attn_delta(delta, dout, o, T, Hq, D);
     double t2 = lc_now();
-    if (st == LC_OK) st = lc_flash_bwd(dq, dk, dv, dout, q, k, v, lse, delta, &s, &ar);
+    if (st == LC_OK) st = lc_flash_bwd(dq, dk, dv, di, qi, ki, vi, lse, delta, &s, &ar);
     double t3 = lc_now();
     bf = fmin(bf, t1 - t0);
     bb = fmin(bb, t3 - t2);
   }
   *fwd = flops / bf / 1e9;
   *bwd = 2.5 * flops / bb / 1e9;
-  free(q), free(k), free(v), free(o), free(dout), free(dq), free(dk), free(dv), free(lse), free(delta);
+  free(q), free(k), free(v), free(o), free(dout), free(dq), free(dk), free(dv), free(lse), free(delta), free(h);
   return st;
 }
 
@@ -162,7 +178,7 @@ int lc_cmd_bench(int argc, char **argv) {
   const int bf16_pass = o.mopts.precision == LC_DT_BF16;
   for (int i = 0; i < nS; i++)
     for (int bf = 0; bf <= bf16_pass; bf++) { // fp32 products, then (bf16) as a bf16 pass runs
-      double f, b;
+      double f = 0, b = 0;
       if (attn_gflops((int)S[i], c->n_heads, c->n_kv_heads, c->head_dim, bf, &f, &b) != LC_OK) {
         lc_cli_error(lc_errmsg());
         return 1;

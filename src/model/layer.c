@@ -59,7 +59,8 @@ static size_t mlp_grad_bytes(const lc_config *cfg, int n, int bf16) {
          (bf16 ? AL64(lc_bytes(LC_DT_BF16, nC)) : 0);
 }
 // Attention half of backward: datt [T,HQ] (then dn1 [T,C]: datt is dead by then), dq [T,HQ],
-// dk, dv [T,HKV], fp32 (bf16: and dx rounded [T,C], 2 bytes, after them).
+// dk, dv [T,HKV], fp32 (bf16: and, 2 bytes, dx rounded [T,C], then datt rounded [T,HQ] for
+// the attention strategy, after them).
 static size_t datt_floats(const lc_config *cfg, int T) {
   size_t HQ = (size_t)cfg->n_heads * cfg->head_dim, C = (size_t)cfg->dim;
   return (size_t)T * (HQ > C ? HQ : C);
@@ -67,7 +68,11 @@ static size_t datt_floats(const lc_config *cfg, int T) {
 static size_t attn_bwd_bytes(const lc_config *cfg, int T, int bf16) {
   size_t HQ = (size_t)cfg->n_heads * cfg->head_dim, HKV = (size_t)cfg->n_kv_heads * cfg->head_dim;
   return AL64(lc_bytes(LC_DT_F32, datt_floats(cfg, T))) + AL64(lc_bytes(LC_DT_F32, (size_t)T * HQ)) +
-         2 * AL64(lc_bytes(LC_DT_F32, (size_t)T * HKV)) + (bf16 ? AL64(lc_bytes(LC_DT_BF16, (size_t)T * cfg->dim)) : 0);
+         2 * AL64(lc_bytes(LC_DT_F32, (size_t)T * HKV)) + (bf16 ? AL64(lc_bytes(LC_DT_BF16, datt_floats(cfg, T))) : 0);
+}
+// bf16: the fp32 projection q, k or v is computed in before RoPE and rounding (T*HQ floats).
+static size_t proj_tmp_bytes(const lc_config *cfg, int T, int bf16) {
+  return bf16 ? lc_bytes(LC_DT_F32, (size_t)T * cfg->n_heads * cfg->head_dim) : 0;
 }
 
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
@@ -86,9 +91,10 @@ void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_
   m->mlp_fwd = (tiled ? mlp_fwd_bytes(cfg, tile, dt) : 0) + mlp_fwd_mm;
   m->mlp_bwd = mlp_grad_bytes(cfg, tile, bf16) + (tiled ? mlp_fwd_bytes(cfg, tile, dt) : 0) + mlp_bwd_mm;
   m->attn_bwd = attn_bwd_bytes(cfg, T, bf16);
-  m->attn_fwd_mm = max3(lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, C, HQ), lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, C, HKV),
-                        lc_matmul_fwd_bytes(bf16, f32, f32, dt, T, HQ, C));
-  m->attn_bwd_mm = m->attn_bwd + max3(lc_matmul_bwd_bytes(bf16, dt, f32, dt, T, HQ, C), lc_matmul_bwd_bytes(bf16, f32, dt, dt, T, C, HQ),
+  const size_t proj_mm = proj_tmp_bytes(cfg, T, bf16) + max3(lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, C, HQ),
+                                                                lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, C, HKV), 0);
+  m->attn_fwd_mm = max3(proj_mm, lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, HQ, C), 0);
+  m->attn_bwd_mm = m->attn_bwd + max3(lc_matmul_bwd_bytes(bf16, dt, dt, dt, T, HQ, C), lc_matmul_bwd_bytes(bf16, f32, dt, dt, T, C, HQ),
                                       lc_matmul_bwd_bytes(bf16, f32, dt, dt, T, C, HKV));
 }
 
@@ -141,6 +147,35 @@ static void proj_bwd(const lc_layer_ctx *c, float *dy, const float *raw, const f
   if (raw) lc_rmsnorm_bwd_set(dy, gnw, dy, raw, nw, rstd, T * H, D);
   to_bf16(c, dy, (size_t)T * H * D);
   if (gb) lc_bias_bwd(gb, dy, T, H * D);
+}
+
+// q, k and v of n1: each projected in fp32 (into its slot in fp32; bf16: a scratch block),
+// RoPE'd (q, k), and in bf16 rounded into its 2-byte slot (the values a bf16 tensor holds).
+static lc_status qkv_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_acts *a) {
+  const lc_config *cfg = c->cfg;
+  const int T = c->T, D = cfg->head_dim, qn = cfg->qk_norm;
+  float *tmp = NULL;
+  if (c->bf16 && !(tmp = lc_alloc(c->arena, LC_MEM_SCRATCH, proj_tmp_bytes(cfg, T, 1), "q/k/v projection (fp32)")))
+    return LC_ENOMEM;
+  const struct {
+    void *dst;
+    lc_act w;
+    const float *b, *nw;
+    float *raw, *rstd;
+    int H;
+  } p[3] = {{a->q, wt(w->wq, w->wq16), w->bq, w->q_norm, qn ? a->qp : NULL, a->rstdq, cfg->n_heads},
+            {a->k, wt(w->wk, w->wk16), w->bk, w->k_norm, qn ? a->kp : NULL, a->rstdk, cfg->n_kv_heads},
+            {a->v, wt(w->wv, w->wv16), w->bv, NULL, NULL, NULL, cfg->n_kv_heads}};
+  lc_status st = LC_OK;
+  for (int m = 0; m < 3 && st == LC_OK; m++) {
+    float *y = c->bf16 ? tmp : (float *)p[m].dst;
+    st = proj_fwd(c, y, a->ln1, p[m].w, p[m].b, p[m].raw, p[m].rstd, p[m].nw, p[m].H * D);
+    if (st != LC_OK) break;
+    if (m < 2) lc_rope_fwd(y, c->rope_cos, c->rope_sin, T, p[m].H, D);
+    if (c->bf16) lc_bf16_pack(p[m].dst, y, (size_t)T * p[m].H * D); // rounds to nearest even
+  }
+  lc_free(c->arena, tmp);
+  return st;
 }
 
 // ---------------------------------------------------------------- MLP
@@ -268,20 +303,12 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   const lc_mm mm = {.bf16 = c->bf16, .arena = c->arena};
   const lc_config *cfg = c->cfg;
   const int T = c->T, C = cfg->dim, D = cfg->head_dim, F = cfg->ffn;
-  const int HQ = cfg->n_heads * D, HKV = cfg->n_kv_heads * D;
+  const int HQ = cfg->n_heads * D;
   lc_rmsnorm_fwd_to(a->ln1, adt(c), a->rstd1, x_in, w->ln1, T, C, cfg->norm_eps);
-  const int qn = cfg->qk_norm;
-  LC_TRY(proj_fwd(c, a->q, a->ln1, wt(w->wq, w->wq16), w->bq, qn ? a->qp : NULL, a->rstdq, w->q_norm, HQ));
-  LC_TRY(proj_fwd(c, a->k, a->ln1, wt(w->wk, w->wk16), w->bk, qn ? a->kp : NULL, a->rstdk, w->k_norm, HKV));
-  LC_TRY(proj_fwd(c, a->v, a->ln1, wt(w->wv, w->wv16), w->bv, NULL, NULL, NULL, HKV));
-  lc_rope_fwd(a->q, c->rope_cos, c->rope_sin, T, cfg->n_heads, D);
-  lc_rope_fwd(a->k, c->rope_cos, c->rope_sin, T, cfg->n_kv_heads, D);
-  to_bf16(c, a->q, (size_t)T * HQ);
-  to_bf16(c, a->k, (size_t)T * HKV);
-  to_bf16(c, a->v, (size_t)T * HKV);
-  c->attn->bf16 = c->bf16; // the strategy rounds att (attn.h)
+  LC_TRY(qkv_fwd(c, w, a));
+  c->attn->bf16 = c->bf16; // q, k, v, att in 2 bytes; the strategy rounds att (attn.h)
   if (!skip_attn) LC_TRY(c->attn->fwd(c->attn, a->att, a->saved, a->q, a->k, a->v, T, c->arena));
-  LC_TRY(lc_matmul_fwd(&mm, a->x_mid, LC_DT_F32, lc_act_f32(a->att), wt(w->wo, w->wo16), T, HQ, C));
+  LC_TRY(lc_matmul_fwd(&mm, a->x_mid, LC_DT_F32, act(c, a->att), wt(w->wo, w->wo16), T, HQ, C));
   poll(c);
   if (w->bo) lc_bias_fwd(a->x_mid, w->bo, T, C);
   lc_add_inplace(a->x_mid, x_in, (size_t)T * C);
@@ -313,21 +340,23 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   float *datt = cut(&p, lc_bytes(LC_DT_F32, datt_floats(cfg, T))), *dn1 = datt;
   float *dq = cut(&p, lc_bytes(LC_DT_F32, (size_t)T * HQ)), *dk = cut(&p, lc_bytes(LC_DT_F32, (size_t)T * HKV)),
         *dv = cut(&p, lc_bytes(LC_DT_F32, (size_t)T * HKV));
-  uint16_t *dxr = c->bf16 ? cut(&p, lc_bytes(LC_DT_BF16, (size_t)T * C)) : NULL;
+  uint16_t *dxr = c->bf16 ? cut(&p, lc_bytes(LC_DT_BF16, datt_floats(cfg, T))) : NULL;
   // x_mid = x_in + att @ Wo^T (bf16: the GEMM reads dx rounded into 2 bytes; datt is
-  // rounded as a bf16 gradient tensor would be, and is what the attention backward reads)
+  // rounded as a bf16 gradient tensor would be, into dx's 2-byte space once that is read,
+  // and is what the attention backward reads)
   lc_act dout = lc_act_f32(dx);
   if (c->bf16) {
     lc_bf16_pack(dxr, dx, (size_t)T * C);
     dout = lc_act_of(dxr, LC_DT_BF16);
   }
-  lc_status st = lc_matmul_bwd(&mm, datt, g->wo, dout, lc_act_f32(a->att), wt(w->wo, w->wo16), T, HQ, C, 0);
+  lc_status st = lc_matmul_bwd(&mm, datt, g->wo, dout, act(c, a->att), wt(w->wo, w->wo16), T, HQ, C, 0);
   if (st == LC_OK) {
     poll(c);
     if (g->bo && dxr) lc_bias_bwd_bf16(g->bo, dxr, T, C);
     else if (g->bo) lc_bias_bwd(g->bo, dx, T, C);
-    to_bf16(c, datt, (size_t)T * HQ);
-    st = c->attn->bwd(c->attn, dq, dk, dv, datt, a->att, a->saved, a->q, a->k, a->v, T, ar);
+    const void *dat = datt;
+    if (c->bf16) lc_bf16_pack(dxr, datt, (size_t)T * HQ), dat = dxr; // dx rounded is read by now
+    st = c->attn->bwd(c->attn, dq, dk, dv, dat, a->att, a->saved, a->q, a->k, a->v, T, ar);
   }
   if (st == LC_OK) {
     const int qn = cfg->qk_norm;

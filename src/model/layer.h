@@ -16,22 +16,22 @@
 #include "model/params.h"
 
 // Activations of one layer that backward reads. Which ones are kept per layer and which
-// are recomputed depends on the checkpoint policy (model.c). Those only GEMMs read (ln1,
-// ln2, gate, up, h) carry the pass's activation dtype (lc_layer_act_dt): 2-byte bf16 in a
-// bf16 pass, fp32 otherwise; the attention's inputs and output, the residual and the
-// statistics are fp32.
+// are recomputed depends on the checkpoint policy (model.c). Those the GEMMs and the
+// attention read (ln1, q, k, v, att, ln2, gate, up, h) carry the pass's activation dtype
+// (lc_layer_act_dt): 2-byte bf16 in a bf16 pass, fp32 otherwise; the residual, the
+// statistics and the per-head norm's inputs are fp32.
 typedef struct {
   void *ln1;    // [T,C]  rmsnorm1 output (act dtype)
   float *rstd1; // [T]
-  float *q;     // [T,Hq*D]  after RoPE
-  float *k;     // [T,Hkv*D] after RoPE
-  float *v;     // [T,Hkv*D]
+  void *q;      // [T,Hq*D]  after RoPE (act dtype)
+  void *k;      // [T,Hkv*D] after RoPE (act dtype)
+  void *v;      // [T,Hkv*D] (act dtype)
   // qk_norm only (NULL otherwise): q and k before their per-head norm, and its rstd.
   float *qp;    // [T,Hq*D]
   float *kp;    // [T,Hkv*D]
   float *rstdq; // [T*Hq]
   float *rstdk; // [T*Hkv]
-  float *att;   // [T,Hq*D]  attention output (input of o_proj)
+  void *att;    // [T,Hq*D]  attention output (input of o_proj; act dtype)
   void *saved;  // attention strategy state (e.g. lse)
   float *x_mid; // [T,C]  residual after attention
   // Untiled MLP only (NULL when tiled): kept from forward so backward need not recompute.
@@ -42,7 +42,8 @@ typedef struct {
   void *h;      // [T,F] (act dtype)
 } lc_layer_acts;
 
-// The dtype of the activations the layer's GEMMs read (ln1, ln2, gate, up, h).
+// The dtype of the activations the layer's GEMMs and attention read (ln1, q, k, v, att, ln2,
+// gate, up, h).
 static inline lc_dtype lc_layer_act_dt(int bf16) { return bf16 ? LC_DT_BF16 : LC_DT_F32; }
 
 // Everything a layer computation needs besides weights and activations.
@@ -84,11 +85,12 @@ typedef struct {
   size_t mlp_fwd;  // tiled MLP forward: one tile's norm, rstd, gate/up/h (0 when untiled)
   size_t mlp_bwd;  // MLP backward: gradient tile, plus the recompute tile when tiled
   size_t attn_bwd; // attention half of backward: datt (reused for dn1), dq, dk, dv
-                   // (bf16: each backward also holds its rows of dx rounded, 2 bytes)
+                   // (bf16: also dx rounded, 2 bytes, whose space then holds datt rounded)
   // bf16 GEMMs' operand packing (lc_matmul_*_bytes; 0 in fp32), included in mlp_fwd and
   // mlp_bwd; the attention half's GEMMs run outside the strategy's calls, so they form
-  // moments of their own: the projections of forward alone (attn_fwd_mm), and those of
-  // backward on top of attn_bwd (attn_bwd_mm = attn_bwd + packing).
+  // moments of their own: the projections of forward alone (attn_fwd_mm; bf16: with the
+  // fp32 projection each is computed in before RoPE and rounding into its 2-byte slot),
+  // and those of backward on top of attn_bwd (attn_bwd_mm = attn_bwd + packing).
   size_t attn_fwd_mm, attn_bwd_mm;
 } lc_layer_mem;
 void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_layer_mem *m);

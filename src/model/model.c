@@ -69,52 +69,42 @@ void lc_model_zero_grads(lc_model *m) { lc_pstore_step_begin(&m->ps, 0); }
 // ---- a layer's activations in groups (bytes, every piece 64-byte aligned):
 //   proj: ln1, x_mid, rstd1 (qk_norm: qp, kp, rstdq, rstdk)    qkv: q, k, v    att: the
 //   attention output    saved: the strategy's state    mlp (untiled only): ln2, rstd2, gate, up, h
-// ln1, ln2, gate, up, h in the layer's activation dtype (2 bytes in bf16: layer.h), the
-// rest fp32. Each group lives either in every layer's checkpoint block (kept from forward
-// to backward) or once in the shared working storage (recomputed per layer), by policy.
-// In bf16 the attention tensors a policy keeps (selective: att; none: q, k, v and att)
-// hold bf16 values: each layer keeps them in 2 bytes, widened into their shared fp32 group
-// for the layer's backward (the attention strategies read fp32).
+// ln1, q, k, v, att, ln2, gate, up, h in the layer's activation dtype (2 bytes in bf16:
+// layer.h), the rest fp32. Each group lives either in every layer's checkpoint block (kept
+// from forward to backward) or once in the shared working storage (recomputed per layer),
+// by policy.
 enum { G_PROJ, G_QKV, G_ATT, G_SAVED, G_MLP, G_N };
 typedef struct {
   size_t g[G_N];
-  size_t att16, qkv16; // the 2-byte copies of att and of q, k, v
 } act_sizes;
 
 static size_t al64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
 static size_t f32b(size_t n) { return al64(lc_bytes(LC_DT_F32, n)); }
-static size_t b16(size_t n) { return al64(lc_bytes(LC_DT_BF16, n)); }
 
 static act_sizes act_group_sizes(const lc_config *c, int T, size_t saved_bytes, int mlp_untiled, lc_dtype adt) {
   size_t HQ = (size_t)c->n_heads * c->head_dim, HKV = (size_t)c->n_kv_heads * c->head_dim, t = (size_t)T;
   act_sizes s;
   s.g[G_PROJ] = al64(lc_bytes(adt, t * c->dim)) + f32b(t * c->dim) + f32b(t) + lc_bytes(LC_DT_F32, lc_layer_qknorm_floats(c, T));
-  s.g[G_QKV] = f32b(t * HQ) + 2 * f32b(t * HKV);
-  s.g[G_ATT] = f32b(t * HQ);
+  s.g[G_QKV] = al64(lc_bytes(adt, t * HQ)) + 2 * al64(lc_bytes(adt, t * HKV));
+  s.g[G_ATT] = al64(lc_bytes(adt, t * HQ));
   s.g[G_SAVED] = al64(saved_bytes);
   s.g[G_MLP] = mlp_untiled ? al64(lc_bytes(adt, t * c->dim)) + f32b(t) + 3 * al64(lc_bytes(adt, t * c->ffn)) : 0;
-  s.att16 = b16(t * HQ);
-  s.qkv16 = b16(t * HQ) + 2 * b16(t * HKV);
   return s;
 }
 
-// What each layer keeps by policy: the groups (the others are shared) and the 2-byte copies.
+// What each layer keeps by policy: the groups (the others are shared).
 typedef struct {
   int keep[G_N];
-  int att16, qkv16;
 } act_plan;
 
 static act_plan plan_acts(const lc_model_opts *o) {
-  const int bf16 = o->precision == LC_DT_BF16;
   act_plan p;
   memset(&p, 0, sizeof p);
   if (o->ckpt == LC_CKPT_NONE) {
     for (int g = 0; g < G_N; g++) p.keep[g] = 1;
-    if (bf16) p.keep[G_QKV] = p.keep[G_ATT] = 0, p.qkv16 = p.att16 = 1;
-  } else if (o->ckpt == LC_CKPT_SELECTIVE) {
+  } else if (o->ckpt == LC_CKPT_SELECTIVE) { // attention's output and state; the rest is recomputed
     p.keep[G_SAVED] = 1;
-    if (bf16) p.att16 = 1;
-    else p.keep[G_ATT] = 1;
+    p.keep[G_ATT] = 1;
   }
   return p;
 }
@@ -126,15 +116,15 @@ static size_t xin_elems(const lc_config *cfg, int T) { return pad32((size_t)T * 
 // layer's output is then rounded to bf16, so the stored input is exact).
 static lc_dtype xin_dtype(const lc_model_opts *o) { return o->precision == LC_DT_BF16 ? LC_DT_BF16 : LC_DT_F32; }
 
-// Bytes per layer of checkpoint storage (the layer input as stored, the 2-byte attention
-// tensors, then the groups the policy keeps) and bytes of shared working storage.
+// Bytes per layer of checkpoint storage (the layer input as stored, then the groups the
+// policy keeps) and bytes of shared working storage.
 static void pass_sizes(const lc_config *cfg, const lc_model_opts *o, int T, size_t saved_bytes,
                        size_t *per_layer_out, size_t *shared_out) {
   const int C = cfg->dim, D = cfg->head_dim;
   const int mlp_untiled = !lc_tile_splits(o->mlp_tile, T);
   const act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled, lc_layer_act_dt(o->precision == LC_DT_BF16));
   const act_plan pl = plan_acts(o);
-  size_t kept = lc_bytes(xin_dtype(o), xin_elems(cfg, T)) + (pl.att16 ? sz.att16 : 0) + (pl.qkv16 ? sz.qkv16 : 0);
+  size_t kept = lc_bytes(xin_dtype(o), xin_elems(cfg, T));
   size_t shared = f32b((size_t)T * C) * 2 + 2 * f32b((size_t)T * (D / 2)); // x_L / dx, rope tables
   for (int g = 0; g < G_N; g++) *(pl.keep[g] ? &kept : &shared) += sz.g[g];
   *per_layer_out = kept;
@@ -275,8 +265,8 @@ static void *cut(char **p, size_t bytes) {
 }
 
 // Where each layer's checkpoint block holds what the policy keeps: the layer input (as
-// stored), the 2-byte attention tensors (att, then q, k, v), then the kept groups; the
-// rest of the layer's activations point at the shared working storage.
+// stored), then the kept groups; the rest of the layer's activations point at the shared
+// working storage.
 typedef struct {
   const lc_config *cfg;
   int T;
@@ -304,11 +294,11 @@ static void carve_groups(const layer_carver *c, lc_layer_acts *a, char *p, int i
       lc_layer_qknorm_carve(a, cf, c->T, (float *)(void *)q);
       break;
     case G_QKV:
-      a->q = cut(&q, lc_bytes(LC_DT_F32, t * HQ));
-      a->k = cut(&q, lc_bytes(LC_DT_F32, t * HKV));
-      a->v = cut(&q, lc_bytes(LC_DT_F32, t * HKV));
+      a->q = cut(&q, lc_bytes(c->adt, t * HQ));
+      a->k = cut(&q, lc_bytes(c->adt, t * HKV));
+      a->v = cut(&q, lc_bytes(c->adt, t * HKV));
       break;
-    case G_ATT: a->att = cut(&q, lc_bytes(LC_DT_F32, t * HQ)); break;
+    case G_ATT: a->att = cut(&q, lc_bytes(c->adt, t * HQ)); break;
     case G_SAVED: a->saved = q; break;
     case G_MLP:
       if (!c->sz.g[G_MLP]) { // tiled: the MLP keeps nothing
@@ -326,30 +316,10 @@ static void carve_groups(const layer_carver *c, lc_layer_acts *a, char *p, int i
   }
 }
 
-static void carve_layer(const layer_carver *c, char *lp, void **xs, uint16_t **k16, lc_layer_acts *a) {
+static void carve_layer(const layer_carver *c, char *lp, void **xs, lc_layer_acts *a) {
   *xs = lp;
-  char *p = lp + c->xin_bytes;
-  *k16 = c->pl.att16 || c->pl.qkv16 ? (uint16_t *)(void *)p : NULL;
-  p += (c->pl.att16 ? c->sz.att16 : 0) + (c->pl.qkv16 ? c->sz.qkv16 : 0);
   *a = c->shared;
-  carve_groups(c, a, p, 1);
-}
-
-// The layer's 2-byte attention tensors k16 (att, then q, k, v) from their fp32 working
-// buffers after its forward (exact: they hold bf16 values), or back into them (widen).
-static void move16(const layer_carver *c, const lc_layer_acts *a, uint16_t *k16, int widen) {
-  const size_t t = (size_t)c->T, HQ = (size_t)c->cfg->n_heads * c->cfg->head_dim,
-               HKV = (size_t)c->cfg->n_kv_heads * c->cfg->head_dim;
-  struct {
-    float *f;
-    size_t n;
-  } m[4] = {{a->att, t * HQ}, {a->q, t * HQ}, {a->k, t * HKV}, {a->v, t * HKV}};
-  char *p = (char *)k16;
-  for (int i = 0; i < (c->pl.qkv16 ? 4 : c->pl.att16 ? 1 : 0); i++) {
-    uint16_t *h = cut(&p, lc_bytes(LC_DT_BF16, m[i].n));
-    if (widen) lc_bf16_unpack(m[i].f, h, m[i].n);
-    else lc_bf16_pack(h, m[i].f, m[i].n);
-  }
+  carve_groups(c, a, lp + c->xin_bytes, 1);
 }
 
 static lc_status check_tokens(const lc_config *c, const int *tokens, const int *targets, int T) {
@@ -538,7 +508,6 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   pass_sizes(cfg, o, T, saved_bytes, &per_layer, &shared);
   const int bf16 = o->precision == LC_DT_BF16;
   const act_plan pl = plan_acts(o);
-  const int k16 = pl.att16 || pl.qkv16; // 2-byte attention tensors kept per layer
 
   lc_status st = LC_OK;
   // Layer checkpoints: in RAM, or offloaded with only the layers in flight resident.
@@ -549,9 +518,8 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   lc_event *ev = NULL;
   char *held = NULL;
   void **xs = calloc((size_t)L, sizeof *xs); // layer inputs as stored (float or bf16)
-  uint16_t **atts = calloc((size_t)L, sizeof *atts); // attention tensors kept in 2 bytes (k16)
-  if (st != LC_OK || !act || !acts || !xs || !atts) {
-    st = st != LC_OK ? st : acts && xs && atts ? LC_ENOMEM : lc_fail(LC_ENOMEM, "out of memory for layer bookkeeping");
+  if (st != LC_OK || !act || !acts || !xs) {
+    st = st != LC_OK ? st : acts && xs ? LC_ENOMEM : lc_fail(LC_ENOMEM, "out of memory for layer bookkeeping");
     goto done;
   }
   char *ap = act;
@@ -615,10 +583,9 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
     case LC_EV_CKPT_GET: // read ahead while the layer above computed; the next one's read started
       st = lc_ckstore_get(cks, l, l - 1, &lbuf);
       if (st != LC_OK) break;
-      carve_layer(&lcv, lbuf, &xs[l], &atts[l], &acts[l]);
+      carve_layer(&lcv, lbuf, &xs[l], &acts[l]);
       xin = xs[l];
       if (bf16) lc_bf16_unpack(xin = xL, xs[l], (size_t)T * C);
-      if (k16) move16(&lcv, &acts[l], atts[l], 1);
       break;
     case LC_EV_CKPT_FREE: lc_ckstore_release(cks, l); break;
     case LC_EV_RUN:
@@ -627,7 +594,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
       case LC_OP_EMBED_FWD_SLICED: // (sliced: posts layer 0's gather at its last slice)
         st = lc_ckstore_put_begin(cks, 0, &lbuf);
         if (st != LC_OK) break;
-        carve_layer(&lcv, lbuf, &xs[0], &atts[0], &acts[0]);
+        carve_layer(&lcv, lbuf, &xs[0], &acts[0]);
         if (e->op == LC_OP_EMBED_FWD_SLICED)
           st = embed_fwd_sliced(ps, embed_t, o->vocab_slice, tokens, T, C, bf16 ? xin_fwd[0] : xs[0], lc_unit_layer(0));
         else
@@ -639,11 +606,10 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
         // Layer l writes its output into layer l+1's checkpoint (fp32), so both are put
         // before it runs; l's is complete (may go to disk) once it has run.
         if (l + 1 < L) st = lc_ckstore_put_begin(cks, l + 1, &lbuf);
-        if (st == LC_OK && l + 1 < L) carve_layer(&lcv, lbuf, &xs[l + 1], &atts[l + 1], &acts[l + 1]);
+        if (st == LC_OK && l + 1 < L) carve_layer(&lcv, lbuf, &xs[l + 1], &acts[l + 1]);
         if (st == LC_OK && bf16) {
           lc_bf16_pack(xs[l], xin_fwd[l % 2], (size_t)T * C);
           st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin_fwd[l % 2], xin_fwd[(l + 1) % 2], 0);
-          if (st == LC_OK && k16) move16(&lcv, &acts[l], atts[l], 0); // exact: they hold bf16 values
         } else if (st == LC_OK) {
           st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xs[l], l + 1 < L ? xs[l + 1] : xL, 0);
         }
@@ -677,7 +643,6 @@ done:
   attn->poll_arg = NULL;
   free(ev);
   free(held);
-  free(atts);
   free(xs);
   free(acts);
   lc_free(arena, act);

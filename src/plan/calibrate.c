@@ -103,7 +103,11 @@ lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progre
       lc_attn_local_init(&a, HQ, HKV, D);
       a.bf16 = b;
       const size_t nq = (size_t)AT * HQ * D, nk = (size_t)AT * HKV * D;
-      float *q = x, *k = x + nq, *v = x + nq + nk, *o = y, *dq = dx, *dk = dx + nq, *dv = dx + nq + nk, *dout = w;
+      float *dq = dx, *dk = dx + nq, *dv = dx + nq + nk;
+      // q, k, v, out, dout: fp32, or 2 bytes in a bf16 pass (attn/attn.h)
+      const size_t es = b ? sizeof(uint16_t) : sizeof(float);
+      char *xs = b ? (char *)x16 : (char *)x, *ys = b ? (char *)y16 : (char *)y, *ws = b ? (char *)w16 : (char *)w;
+      void *q = xs, *k = xs + es * nq, *v = xs + es * (nq + nk), *o = ys, *dout = ws;
       void *saved = malloc(a.saved_bytes(&a, AT) + 64);
       st = lc_comm_agree(world, saved ? LC_OK : lc_fail(LC_ENOMEM, "out of memory for calibration"));
       if (st != LC_OK) {
