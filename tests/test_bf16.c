@@ -478,6 +478,33 @@ static void test_store_copy(int tied) {
           "unit %d release: %zu bytes left, %ld of %d views back on the master", u, arena.cur[LC_MEM_GATHERED] - g0,
           restored, U->t1 - U->t0);
   }
+  // Vocabulary slices: a matrix's rows in 2 bytes (w16, the rounded master), a vector's (the
+  // final norm) rounded in fp32 (w); the bytes are lc_pstore_rows_bytes's; release frees them.
+  const int FU = lc_unit_final(cfg.n_layers);
+  for (int t = 0; t < ps->lay.n_tensors; t++) {
+    const lc_param_info *T = &ps->lay.table[t];
+    if (T->unit != LC_UNIT_EMBED && T->unit != FU) continue;
+    const size_t len = lc_pstore_row_len(ps, t), nr = lc_pstore_n_rows(ps, t), r0 = nr > 7 ? 3 : 0, r1 = nr > 7 ? 10 : nr;
+    lc_ps_rows r;
+    const size_t g0 = arena.cur[LC_MEM_GATHERED];
+    CHECK(lc_pstore_rows_fetch(ps, &r, t, r0, r1) == LC_OK && lc_pstore_rows_acquire(ps, &r) == LC_OK, "rows of %s: %s",
+          T->name, lc_errmsg());
+    const size_t n = (r1 - r0) * len, got = arena.cur[LC_MEM_GATHERED] - g0;
+    CHECK(got == lc_pstore_rows_bytes(0, 1, T->ndim == 2, n), "rows of %s: %zu bytes, model %zu", T->name, got,
+          lc_pstore_rows_bytes(0, 1, T->ndim == 2, n));
+    const float *master = ps->params + T->offset + r0 * len;
+    long bad = 0;
+    if (T->ndim == 2) {
+      CHECK(r.w16 && !r.w && got == 2 * n, "rows of %s: not in 2 bytes", T->name);
+      for (size_t i = 0; r.w16 && i < n; i++) bad += r.w16[i] != lc_f32_to_bf16(master[i]);
+    } else {
+      CHECK(r.w && !r.w16, "rows of %s (a vector): not in fp32", T->name);
+      for (size_t i = 0; r.w && i < n; i++) bad += r.w[i] != lc_bf16_to_f32(lc_f32_to_bf16(master[i]));
+    }
+    CHECK(bad == 0, "rows of %s: %ld values are not the rounded master", T->name, bad);
+    lc_pstore_rows_release(ps, &r);
+    CHECK(arena.cur[LC_MEM_GATHERED] == g0, "rows of %s: release left %zu bytes", T->name, arena.cur[LC_MEM_GATHERED] - g0);
+  }
   lc_pstore_set_compute(ps, LC_DT_F32);
   lc_model_destroy(&m, &arena);
 }

@@ -87,8 +87,9 @@ static size_t stats_bytes(int T) { return (size_t)T * (sizeof(double) + 3 * size
 size_t lc_loss_sliced_scratch_bytes(const lc_config *cfg, int T, int tile, int rows, int bf16) {
   tile = eff_tile(T, tile);
   if (rows > cfg->vocab) rows = cfg->vocab;
-  size_t f = lc_matmul_fwd_bytes(bf16, LC_DT_F32, LC_DT_F32, LC_DT_F32, tile, cfg->dim, rows),
-         b = lc_matmul_bwd_bytes(bf16, LC_DT_F32, LC_DT_F32, LC_DT_F32, tile, cfg->dim, rows);
+  const lc_dtype wdt = bf16 ? LC_DT_BF16 : LC_DT_F32; // a slice's rows (lc_ps_rows.w16)
+  size_t f = lc_matmul_fwd_bytes(bf16, LC_DT_F32, LC_DT_F32, wdt, tile, cfg->dim, rows),
+         b = lc_matmul_bwd_bytes(bf16, LC_DT_F32, LC_DT_F32, wdt, tile, cfg->dim, rows);
   return lc_bytes(LC_DT_F32, sliced_tile_floats(cfg, tile, rows)) + stats_bytes(T) + (f > b ? f : b);
 }
 
@@ -101,10 +102,10 @@ static int tile_counted(const int *targets, int t0, int m) {
 // One tile's logits against one slice: normed rows (recomputed: cheaper than keeping
 // [T, C]; bf16-rounded in bf16) times the slice's rows [vs, C]^T -> logits [m, vs].
 static lc_status slice_logits(const lc_config *cfg, const lc_mm *mm, float *nrm, float *rstd, float *logits,
-                              const float *xt, const float *norm_w, const float *W, int m, int vs, int bf16) {
+                              const float *xt, const float *norm_w, lc_act W, int m, int vs, int bf16) {
   lc_rmsnorm_fwd(nrm, rstd, xt, norm_w, m, cfg->dim, cfg->norm_eps);
   if (bf16) lc_bf16_round(nrm, (size_t)m * cfg->dim);
-  return lc_matmul_fwd(mm, logits, LC_DT_F32, lc_act_f32(nrm), lc_act_f32(W), m, cfg->dim, vs);
+  return lc_matmul_fwd(mm, logits, LC_DT_F32, lc_act_f32(nrm), W, m, cfg->dim, vs);
 }
 
 lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, float *norm_g, const lc_head_slices *hs,
@@ -129,7 +130,7 @@ lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, floa
   // Pass 0: each token's log-sum-exp merged over the slices (running max and sum).
   for (int s = 0; s < ns && st == LC_OK; s++) {
     const int v0 = s * R, vs = V - v0 < R ? V - v0 : R;
-    const float *W;
+    lc_act W;
     float *G;
     st = hs->get(hs->arg, s, 0, &W, &G);
     for (int t0 = 0; t0 < T && st == LC_OK; t0 += tile) {
@@ -173,7 +174,7 @@ lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, floa
   if (dx && st == LC_OK) memset(dx, 0, lc_bytes(LC_DT_F32, (size_t)T * C));
   for (int s = 0; dx && s < ns && st == LC_OK; s++) {
     const int v0 = s * R, vs = V - v0 < R ? V - v0 : R;
-    const float *W;
+    lc_act W;
     float *G;
     st = hs->get(hs->arg, s, 1, &W, &G);
     for (int t0 = 0; t0 < T && st == LC_OK; t0 += tile) {
@@ -194,7 +195,7 @@ lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, floa
         if (y >= v0 && y < v0 + vs) row[y - v0] -= loss_scale;
       }
       if (bf16) lc_bf16_round(logits, (size_t)m * vs);
-      st = lc_matmul_bwd(&mm, dx + (size_t)t0 * C, G, lc_act_f32(logits), lc_act_f32(nrm), lc_act_f32(W), m, C, vs, 1);
+      st = lc_matmul_bwd(&mm, dx + (size_t)t0 * C, G, lc_act_f32(logits), lc_act_f32(nrm), W, m, C, vs, 1);
     }
     lc_status ps = hs->put(hs->arg, s, 1);
     if (st == LC_OK) st = ps;

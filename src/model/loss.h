@@ -6,6 +6,7 @@
 #include "core/arena.h"
 #include "model/config.h"
 #include "model/params.h"
+#include "ops/ops.h"
 
 // x[T,C] final residual stream. targets[T] (< 0: not counted). Adds the loss sum over
 // counted tokens to *loss_sum. If dx != NULL: dx[T,C] is OVERWRITTEN with
@@ -35,9 +36,9 @@ size_t lc_loss_scratch_bytes(const lc_config *cfg, int T, int tile, int bf16);
 typedef struct {
   int rows; // rows per slice; the last slice holds the rest of the vocabulary
   // Slice s of pass p (0: the log-sum-exp pass, 1: the gradient pass; slices in order
-  // 0..n-1 in each): *w its weights [rows_s, C]; in pass 1 *g its gradient rows
-  // (accumulated into). put ends the slice's use.
-  lc_status (*get)(void *arg, int s, int pass, const float **w, float **g);
+  // 0..n-1 in each): *w its weights [rows_s, C] (fp32, or in a bf16 pass 2 bytes); in pass
+  // 1 *g its gradient rows (accumulated into). put ends the slice's use.
+  lc_status (*get)(void *arg, int s, int pass, lc_act *w, float **g);
   lc_status (*put)(void *arg, int s, int pass);
   void *arg;
 } lc_head_slices;
@@ -51,7 +52,8 @@ lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, floa
                                  float *dx, double *loss_sum, long *n_wrong, lc_arena *arena);
 
 // Its peak arena scratch: one tile's normed rows, rstd and logits [tile, rows], the
-// per-token statistics (24 bytes per token) and the head GEMMs' bf16 packing.
+// per-token statistics (24 bytes per token) and the head GEMMs' scratch (bf16: on a slice's
+// 2-byte rows).
 size_t lc_loss_sliced_scratch_bytes(const lc_config *cfg, int T, int tile, int rows, int bf16);
 
 #endif

@@ -159,11 +159,11 @@ static void sliced_transients(const lc_config *cfg, const lc_model_opts *o, int 
   const size_t C = (size_t)cfg->dim, V = (size_t)cfg->vocab, rows = (size_t)o->vocab_slice;
   const int ns = lc_head_n_slices(cfg->vocab, o->vocab_slice);
 #define SLICE_N(k) ((k) + 1 < ns ? rows * C : (V - (size_t)(ns - 1) * rows) * C)
-#define SLICE_W(k) lc_pstore_rows_bytes(stage, bf16, SLICE_N(k))
+#define SLICE_W(k) lc_pstore_rows_bytes(stage, bf16, 1, SLICE_N(k))
 #define SLICE_G(k) lc_pstore_rows_grad_bytes(stage, SLICE_N(k))
   for (int s = 0; s < ns; s++)
     occur(G, R, GR, LC_PHASE_EMBED_FWD, SLICE_W(s) + (g3 ? (s + 1 < ns ? SLICE_W(s + 1) : lw) : 0), 0);
-  const size_t nw = lc_pstore_rows_bytes(stage, bf16, C), ng = lc_pstore_rows_grad_bytes(stage, C);
+  const size_t nw = lc_pstore_rows_bytes(stage, bf16, 0, C), ng = lc_pstore_rows_grad_bytes(stage, C);
   for (int k = 0; k < 2 * ns; k++) {
     const int s = k % ns, pass = k / ns;
     const size_t next = g3 ? (k + 1 < 2 * ns ? SLICE_W((k + 1) % ns) : lw) : 0;
@@ -373,12 +373,19 @@ static lc_status embed_fwd_sliced(lc_pstore *ps, int tensor, int R, const int *t
     if (st == LC_OK)
       st = s + 1 < ns ? lc_pstore_rows_fetch(ps, &r[(s + 1) % 2], tensor, b, slice_end(b, R, V))
                       : next_unit >= 0 ? lc_pstore_prefetch(ps, next_unit) : LC_OK;
-    if (st == LC_OK) {
+    if (st == LC_OK) { // the rows in fp32, or (bf16) in 2 bytes, widened
       const float *w = cur->w;
+      const uint16_t *w16 = cur->w16;
 #pragma omp parallel for schedule(static) if ((long)T * C > 32768L)
-      for (int t = 0; t < T; t++)
-        if ((size_t)tokens[t] >= a && (size_t)tokens[t] < b)
-          memcpy(out + (size_t)t * C, w + ((size_t)tokens[t] - a) * C, lc_bytes(LC_DT_F32, (size_t)C));
+      for (int t = 0; t < T; t++) {
+        if ((size_t)tokens[t] < a || (size_t)tokens[t] >= b) continue;
+        const size_t row = ((size_t)tokens[t] - a) * C;
+        float *o = out + (size_t)t * C;
+        if (w16)
+          for (int c = 0; c < C; c++) o[c] = lc_bf16_widen(w16[row + c]);
+        else
+          memcpy(o, w + row, lc_bytes(LC_DT_F32, (size_t)C));
+      }
     }
     lc_pstore_rows_release(ps, cur);
   }
@@ -431,15 +438,15 @@ static lc_status slicer_fetch(head_slicer *h, long k) {
   return lc_pstore_rows_fetch(h->ps, &h->r[k % 2], h->tensor, a, slice_end(a, h->R, h->V));
 }
 
-static lc_status slicer_get(void *arg, int s, int pass, const float **w, float **g) {
+static lc_status slicer_get(void *arg, int s, int pass, lc_act *w, float **g) {
   head_slicer *h = arg;
   const long k = (long)pass * h->ns + s;
   lc_ps_rows *cur = &h->r[k % 2];
-  *w = NULL;
+  *w = lc_act_f32(NULL);
   *g = NULL;
   LC_TRY(lc_pstore_rows_acquire(h->ps, cur));
   LC_TRY(slicer_fetch(h, k + 1));
-  *w = cur->w;
+  *w = cur->w16 ? lc_act_of(cur->w16, LC_DT_BF16) : lc_act_f32(cur->w);
   if (pass == 1) {
     LC_TRY(lc_pstore_rows_grad_begin(h->ps, cur));
     *g = cur->g;

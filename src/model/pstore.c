@@ -312,8 +312,8 @@ lc_status lc_pstore_init_random(lc_pstore *ps, uint64_t seed) {
 // matrices, which the GEMMs and the embedding lookup read in place: lc_weights_slot16)
 // followed by its vectors (norm weights, biases: 1-D tensors, each padded to 16 floats)
 // rounded and widened into fp32 for the element-wise ops. (Vocabulary slices, lc_ps_rows,
-// keep their rows in fp32 slots; a pass with slices never acquires the embedding or the
-// final unit.)
+// hold their matrices' rows in 2 bytes the same way; a pass with slices never acquires the
+// embedding or the final unit.)
 static size_t vec_floats(const lc_param_layout *L, int u) {
   size_t k = 0;
   for (int t = L->units[u].t0; t < L->units[u].t1; t++)
@@ -611,9 +611,15 @@ static void rows_track(lc_pstore *ps, lc_ps_rows *r, int on) {
     }
 }
 
-size_t lc_pstore_rows_bytes(int stage, int bf16, size_t n) {
-  if (stage >= 3) return lc_bytes(LC_DT_F32, n + (n & 1));
+size_t lc_pstore_rows_bytes(int stage, int bf16, int matrix, size_t n) {
+  if (bf16 && matrix) return lc_bytes(LC_DT_BF16, n);            // 2 bytes, gathered or packed
+  if (stage >= 3) return lc_bytes(LC_DT_F32, n + (n & 1));       // even: bf16 widened in place
   return bf16 ? lc_bytes(LC_DT_F32, n) : 0;
+}
+// Whether a tensor's rows are used in 2 bytes: a matrix in a bf16 pass (lc_ps_rows).
+static int rows16(const lc_pstore *ps, int tensor) { return ps->compute == LC_DT_BF16 && ps->lay.table[tensor].ndim == 2; }
+static size_t rows_bytes(const lc_pstore *ps, const lc_ps_rows *r) {
+  return lc_pstore_rows_bytes(ps->stage, ps->compute == LC_DT_BF16, ps->lay.table[r->tensor].ndim == 2, r->n);
 }
 size_t lc_pstore_rows_grad_bytes(int stage, size_t n) { return stage >= 2 ? lc_bytes(LC_DT_F32, n) : 0; }
 
@@ -630,9 +636,9 @@ void lc_pstore_rows_init(const lc_pstore *ps, lc_ps_rows *r, int tensor, size_t 
 lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t r0, size_t r1) {
   lc_pstore_rows_init(ps, r, tensor, r0, r1);
   if (!params_sharded(ps)) return LC_OK;
-  const int u = ps->lay.table[tensor].unit;
-  const size_t nb = r->n + (r->n & 1); // even, for the in-place bf16 widening
-  r->buf = lc_alloc(ps->arena, LC_MEM_GATHERED, lc_bytes(LC_DT_F32, nb), "gathered vocabulary rows");
+  const int u = ps->lay.table[tensor].unit, h16 = rows16(ps, tensor);
+  const size_t nb = r->n + (r->n & 1); // even, for the in-place bf16 widening (a vector)
+  r->buf = lc_alloc(ps->arena, LC_MEM_GATHERED, rows_bytes(ps, r), "gathered vocabulary rows");
   r->cnt = r->buf ? range_counts(ps, u, r->x0, r->n) : NULL;
   if (!r->cnt) {
     lc_free(ps->arena, r->buf);
@@ -644,11 +650,11 @@ lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t 
   r->g16 = ps->compute == LC_DT_BF16;
   lc_status st;
   if (!r->g16) {
-    if (mine) memcpy(r->buf + at, src, lc_bytes(LC_DT_F32, mine));
+    if (mine) memcpy((float *)r->buf + at, src, lc_bytes(LC_DT_F32, mine));
     st = lc_iallgatherv(ps->zg, r->buf, r->cnt, r->cnt + ps->Z, LC_DT_F32, &r->req);
-  } else { // bf16 values travel (half the bytes), widened in place at acquire
-    uint16_t *h = (uint16_t *)(void *)r->buf + nb;
-    if (nb > r->n) h[r->n] = 0;
+  } else { // bf16 values travel (half the bytes): a matrix's stay in 2 bytes, a vector's are widened in place at acquire
+    uint16_t *h = h16 ? (uint16_t *)r->buf : (uint16_t *)r->buf + nb;
+    if (!h16 && nb > r->n) h[r->n] = 0;
     if (mine) lc_bf16_pack(h + at, src, mine);
     st = lc_iallgatherv(ps->zg, h, r->cnt, r->cnt + ps->Z, LC_DT_BF16, &r->req);
   }
@@ -658,11 +664,14 @@ lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t 
 
 lc_status lc_pstore_rows_acquire(lc_pstore *ps, lc_ps_rows *r) {
   r->acquired = 1;
+  const int h16 = rows16(ps, r->tensor);
+  r->w = NULL, r->w16 = NULL;
   if (params_sharded(ps)) {
     LC_TRY(lc_wait(ps->zg, &r->req));
-    if (r->g16) lc_bf16_unpack_inplace(r->buf, r->n + (r->n & 1));
+    if (r->g16 && !h16) lc_bf16_unpack_inplace(r->buf, r->n + (r->n & 1));
     r->g16 = 0;
-    r->w = r->buf;
+    if (h16) r->w16 = r->buf;
+    else r->w = r->buf;
     return LC_OK;
   }
   if (ps->compute != LC_DT_BF16) {
@@ -670,11 +679,13 @@ lc_status lc_pstore_rows_acquire(lc_pstore *ps, lc_ps_rows *r) {
     return LC_OK;
   }
   if (!r->buf) {
-    r->buf = lc_alloc(ps->arena, LC_MEM_GATHERED, lc_bytes(LC_DT_F32, r->n), "bf16 compute vocabulary rows");
+    r->buf = lc_alloc(ps->arena, LC_MEM_GATHERED, rows_bytes(ps, r), "bf16 compute vocabulary rows");
     if (!r->buf) return LC_ENOMEM;
-    lc_bf16_round_copy(r->buf, ps->params + r->x0, r->n);
+    if (h16) lc_bf16_pack(r->buf, ps->params + r->x0, r->n);
+    else lc_bf16_round_copy(r->buf, ps->params + r->x0, r->n);
   }
-  r->w = r->buf;
+  if (h16) r->w16 = r->buf;
+  else r->w = r->buf;
   return LC_OK;
 }
 
@@ -686,6 +697,7 @@ void lc_pstore_rows_release(lc_pstore *ps, lc_ps_rows *r) {
   r->buf = NULL;
   r->cnt = NULL;
   r->w = NULL;
+  r->w16 = NULL;
   r->acquired = 0;
 }
 

@@ -53,14 +53,18 @@ typedef enum { LC_PS_PARAMS = 0, LC_PS_EXP_AVG, LC_PS_EXP_AVG_SQ } lc_ps_state;
 // a tied embedding's rows by the LM head and again by the embedding's backward). Stages
 // 0/1 point into the full buffers (bf16 compute: a rounded copy of the rows) and leave the
 // reduction to the unit's: call lc_pstore_rows_done once the unit's ranges are done.
+// In a bf16 pass a matrix's rows are used in 2 bytes (w16), as a unit's compute copy holds
+// its matrices (stage 3 gathers them straight into it); a vector's (the final norm) are
+// rounded values in fp32 (w).
 typedef struct {
   int tensor;       // table index
   size_t r0, r1;    // rows [r0, r1) ([rows, cols] tensors; a 1-D tensor is one row)
-  float *w;         // after lc_pstore_rows_acquire: the rows' weights [r1 - r0, cols]
+  float *w;         // after lc_pstore_rows_acquire: the rows' weights [r1 - r0, cols] (NULL when w16)
+  uint16_t *w16;    // ... or, a matrix in a bf16 pass, the rows in 2 bytes (else NULL)
   float *g;         // after lc_pstore_rows_grad_begin: their gradient (accumulate into it)
   // private
   size_t x0, n;     // floats [x0, x0 + n) of the full flat buffer
-  float *buf;       // gathered (stage 3) or rounded (bf16) rows; NULL: w points into params
+  void *buf;        // gathered (stage 3) or rounded (bf16) rows; NULL: w points into params
   float *gbuf;      // stage >= 2: the temporary gradient rows
   int *cnt;         // stage 3 gather: per zero-group rank, counts then displacements
   lc_req req;
@@ -152,7 +156,7 @@ void lc_pstore_rows_init(const lc_pstore *ps, lc_ps_rows *r, int tensor, size_t 
 // Starts fetching rows [r0, r1) of tensor (stage 3: the gather is issued; it runs while the
 // caller computes, progressed by lc_pstore_poll).
 lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t r0, size_t r1);
-// Waits for the rows: r->w holds them (in the compute dtype's values).
+// Waits for the rows: r->w (or r->w16) holds them (in the compute dtype's values).
 lc_status lc_pstore_rows_acquire(lc_pstore *ps, lc_ps_rows *r);
 // Drops the gathered or rounded copy (also a fetch never acquired).
 void lc_pstore_rows_release(lc_pstore *ps, lc_ps_rows *r);
@@ -168,9 +172,10 @@ lc_status lc_pstore_rows_grad_end(lc_pstore *ps, lc_ps_rows *r);
 lc_status lc_pstore_rows_done(lc_pstore *ps, int unit);
 // Starts the stage-3 gather of a whole unit ahead of its acquire (no-op otherwise).
 lc_status lc_pstore_prefetch(lc_pstore *ps, int unit);
-// Arena bytes of one acquired range of n floats (gathered or rounded copy: 0 when it is a
-// view) and of its temporary gradient, for the memory model.
-size_t lc_pstore_rows_bytes(int stage, int bf16, size_t n);
+// Arena bytes of one acquired range of n values of a matrix (matrix = 1) or a vector
+// (gathered or rounded copy: 0 when it is a view) and of its temporary gradient, for the
+// memory model.
+size_t lc_pstore_rows_bytes(int stage, int bf16, int matrix, size_t n);
 size_t lc_pstore_rows_grad_bytes(int stage, size_t n);
 
 // ---- the step around the passes
