@@ -58,17 +58,19 @@ static size_t mlp_grad_bytes(const lc_config *cfg, int n, int bf16) {
   return AL64(lc_bytes(LC_DT_F32, nF)) + 2 * AL64(lc_bytes(dt, nF)) + AL64(lc_bytes(LC_DT_F32, nC)) +
          (bf16 ? AL64(lc_bytes(LC_DT_BF16, nC)) : 0);
 }
-// Attention half of backward: datt [T,HQ] (then dn1 [T,C]: datt is dead by then), dq [T,HQ],
-// dk, dv [T,HKV], fp32 (bf16: and, 2 bytes, dx rounded [T,C], then datt rounded [T,HQ] for
-// the attention strategy, after them).
+// Attention half of backward, held through it: the strategy's dout area [T, max(HQ,C)]
+// (fp32: datt, then dn1 [T,C] once datt is consumed; bf16: 2 bytes, dx rounded, then datt
+// rounded), dq [T,HQ], dk, dv [T,HKV] fp32. In bf16 the fp32 datt [T,HQ] and dn1 [T,C] are
+// blocks of their own around the GEMMs that make and read them (attn_bwd_mm), so neither is
+// live during the strategy's backward, the phase's peak.
 static size_t datt_floats(const lc_config *cfg, int T) {
   size_t HQ = (size_t)cfg->n_heads * cfg->head_dim, C = (size_t)cfg->dim;
   return (size_t)T * (HQ > C ? HQ : C);
 }
 static size_t attn_bwd_bytes(const lc_config *cfg, int T, int bf16) {
   size_t HQ = (size_t)cfg->n_heads * cfg->head_dim, HKV = (size_t)cfg->n_kv_heads * cfg->head_dim;
-  return AL64(lc_bytes(LC_DT_F32, datt_floats(cfg, T))) + AL64(lc_bytes(LC_DT_F32, (size_t)T * HQ)) +
-         2 * AL64(lc_bytes(LC_DT_F32, (size_t)T * HKV)) + (bf16 ? AL64(lc_bytes(LC_DT_BF16, datt_floats(cfg, T))) : 0);
+  return AL64(lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, datt_floats(cfg, T))) + AL64(lc_bytes(LC_DT_F32, (size_t)T * HQ)) +
+         2 * AL64(lc_bytes(LC_DT_F32, (size_t)T * HKV));
 }
 // bf16: the fp32 projection q, k or v is computed in before RoPE and rounding (T*HQ floats).
 static size_t proj_tmp_bytes(const lc_config *cfg, int T, int bf16) {
@@ -94,8 +96,10 @@ void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_
   const size_t proj_mm = proj_tmp_bytes(cfg, T, bf16) + max3(lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, C, HQ),
                                                                 lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, C, HKV), 0);
   m->attn_fwd_mm = max3(proj_mm, lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, HQ, C), 0);
-  m->attn_bwd_mm = m->attn_bwd + max3(lc_matmul_bwd_bytes(bf16, dt, dt, dt, T, HQ, C), lc_matmul_bwd_bytes(bf16, f32, dt, dt, T, C, HQ),
-                                      lc_matmul_bwd_bytes(bf16, f32, dt, dt, T, C, HKV));
+  const size_t datt32 = bf16 ? lc_bytes(f32, (size_t)T * HQ) : 0, dn1 = bf16 ? lc_bytes(f32, (size_t)T * C) : 0;
+  m->attn_bwd_mm = m->attn_bwd + max3(datt32 + lc_matmul_bwd_bytes(bf16, dt, dt, dt, T, HQ, C),
+                                      dn1 + lc_matmul_bwd_bytes(bf16, f32, dt, dt, T, C, HQ),
+                                      dn1 + lc_matmul_bwd_bytes(bf16, f32, dt, dt, T, C, HKV));
 }
 
 #define PAD16(n) (((size_t)(n) + 15) & ~(size_t)15)
@@ -332,39 +336,51 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   lc_arena *ar = c->arena;
   LC_TRY(mlp_bwd(c, w, g, a, dx)); // dx: dL/dx_out -> dL/dx_mid
 
-  // Attention half. Scratch: datt [T,HQ], dq [T,HQ], dk, dv [T,HKV]; dn1 [T,C] reuses
-  // datt's space once the attention backward has consumed datt.
-  char *scr = lc_alloc(ar, LC_MEM_SCRATCH, attn_bwd_bytes(cfg, T, c->bf16), "attention backward buffers");
+  // Attention half (attn_bwd_bytes): the dout area, dq [T,HQ], dk, dv [T,HKV]; bf16: the fp32
+  // datt and dn1 in blocks of their own.
+  const int b16 = c->bf16;
+  char *scr = lc_alloc(ar, LC_MEM_SCRATCH, attn_bwd_bytes(cfg, T, b16), "attention backward buffers");
   if (!scr) return LC_ENOMEM;
   char *p = scr;
-  float *datt = cut(&p, lc_bytes(LC_DT_F32, datt_floats(cfg, T))), *dn1 = datt;
+  void *dbuf = cut(&p, lc_bytes(b16 ? LC_DT_BF16 : LC_DT_F32, datt_floats(cfg, T)));
   float *dq = cut(&p, lc_bytes(LC_DT_F32, (size_t)T * HQ)), *dk = cut(&p, lc_bytes(LC_DT_F32, (size_t)T * HKV)),
         *dv = cut(&p, lc_bytes(LC_DT_F32, (size_t)T * HKV));
-  uint16_t *dxr = c->bf16 ? cut(&p, lc_bytes(LC_DT_BF16, datt_floats(cfg, T))) : NULL;
+  uint16_t *dxr = b16 ? dbuf : NULL;
+  float *datt = b16 ? lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, (size_t)T * HQ), "attention output gradient (fp32)")
+                    : dbuf;
+  float *dn1 = b16 ? NULL : dbuf;
+  if (!datt) {
+    lc_free(ar, scr);
+    return LC_ENOMEM;
+  }
   // x_mid = x_in + att @ Wo^T (bf16: the GEMM reads dx rounded into 2 bytes; datt is
   // rounded as a bf16 gradient tensor would be, into dx's 2-byte space once that is read,
   // and is what the attention backward reads)
   lc_act dout = lc_act_f32(dx);
-  if (c->bf16) {
+  if (b16) {
     lc_bf16_pack(dxr, dx, (size_t)T * C);
     dout = lc_act_of(dxr, LC_DT_BF16);
   }
   lc_status st = lc_matmul_bwd(&mm, datt, g->wo, dout, act(c, a->att), wt(w->wo, w->wo16), T, HQ, C, 0);
+  const void *dat = datt;
   if (st == LC_OK) {
     poll(c);
     if (g->bo && dxr) lc_bias_bwd_bf16(g->bo, dxr, T, C);
     else if (g->bo) lc_bias_bwd(g->bo, dx, T, C);
-    const void *dat = datt;
-    if (c->bf16) lc_bf16_pack(dxr, datt, (size_t)T * HQ), dat = dxr; // dx rounded is read by now
-    st = c->attn->bwd(c->attn, dq, dk, dv, dat, a->att, a->saved, a->q, a->k, a->v, T, ar);
+    if (b16) lc_bf16_pack(dxr, datt, (size_t)T * HQ), dat = dxr; // dx rounded is read by now
   }
+  if (b16) lc_free(ar, datt); // bf16: dead before the strategy's backward
+  if (st == LC_OK) st = c->attn->bwd(c->attn, dq, dk, dv, dat, a->att, a->saved, a->q, a->k, a->v, T, ar);
   if (st == LC_OK) {
     const int qn = cfg->qk_norm;
     proj_bwd(c, dq, qn ? a->qp : NULL, a->rstdq, w->q_norm, g->q_norm, g->bq, cfg->n_heads, 1);
     proj_bwd(c, dk, qn ? a->kp : NULL, a->rstdk, w->k_norm, g->k_norm, g->bk, cfg->n_kv_heads, 1);
     proj_bwd(c, dv, NULL, NULL, NULL, NULL, g->bv, cfg->n_kv_heads, 0);
-    st = lc_matmul_bwd(&mm, dn1, g->wq, lc_act_f32(dq), act(c, a->ln1), wt(w->wq, w->wq16), T, C, HQ, 0);
+    if (b16 && !(dn1 = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, (size_t)T * C), "n1 gradient (fp32)")))
+      st = LC_ENOMEM;
   }
+  if (st == LC_OK)
+    st = lc_matmul_bwd(&mm, dn1, g->wq, lc_act_f32(dq), act(c, a->ln1), wt(w->wq, w->wq16), T, C, HQ, 0);
   if (st == LC_OK) {
     poll(c);
     st = lc_matmul_bwd(&mm, dn1, g->wk, lc_act_f32(dk), act(c, a->ln1), wt(w->wk, w->wk16), T, C, HKV, 1);
@@ -377,6 +393,7 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
     poll(c);
     lc_rmsnorm_bwd(dx, g->ln1, dn1, x_in, w->ln1, a->rstd1, T, C); // dx: -> dL/dx_in
   }
+  if (b16) lc_free(ar, dn1);
   lc_free(ar, scr);
   return st;
 }

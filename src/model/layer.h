@@ -84,8 +84,9 @@ void lc_layer_qknorm_carve(lc_layer_acts *a, const lc_config *cfg, int T, float 
 typedef struct {
   size_t mlp_fwd;  // tiled MLP forward: one tile's norm, rstd, gate/up/h (0 when untiled)
   size_t mlp_bwd;  // MLP backward: gradient tile, plus the recompute tile when tiled
-  size_t attn_bwd; // attention half of backward: datt (reused for dn1), dq, dk, dv
-                   // (bf16: also dx rounded, 2 bytes, whose space then holds datt rounded)
+  size_t attn_bwd; // attention half of backward, held through it: datt (reused for dn1),
+                   // dq, dk, dv (bf16: 2 bytes of dx rounded, then of datt rounded, instead
+                   // of datt; the fp32 datt and dn1 live only around their GEMMs: attn_bwd_mm)
   // bf16 GEMMs' operand packing (lc_matmul_*_bytes; 0 in fp32), included in mlp_fwd and
   // mlp_bwd; the attention half's GEMMs run outside the strategy's calls, so they form
   // moments of their own: the projections of forward alone (attn_fwd_mm; bf16: with the
