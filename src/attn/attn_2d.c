@@ -59,8 +59,7 @@ static void ring_for_pass(attn2d *x, const lc_attn *a) {
   x->ring.extra_arg = a->poll_arg;
   x->ring.layout = a->layout ? a->layout : &x->def;
   x->ring.lo = a->lo;
-  x->ring.bf16 = a->bf16;
-  x->ring.in16 = a->bf16; // q, k, v, out, dout in 2 bytes (attn.h), read in place
+  x->ring.bf16 = a->bf16; // q, k, v, out, dout in 2 bytes (attn.h), read in place
   x->ring.lse_stride = 0;
   if (chunked(x)) { // stage c's LSE is heads [cN, cN + N) of the [k][Hl][Lc] array
     x->outer_poll = a->poll, x->outer_arg = a->poll_arg;
@@ -200,13 +199,13 @@ lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq,
   const int T = (int)(S / ((long)cp * hp));
   if (chunked(&x)) { // a stage's ring, plus the call's blocks
     const hchunk h = chunk_of(&x, T);
-    lc_ring_mem(cp, window, S, chunks, h.N, h.Kc, D, poll_rows(), threads, bf16, bf16, m);
+    lc_ring_mem(cp, window, S, chunks, h.N, h.Kc, D, poll_rows(), threads, bf16, m);
     m->saved = saved_bytes_of(&x, T, bf16);
     m->fwd_comm += chunk_comm_bytes(&h, 0, bf16);
     m->bwd_comm += chunk_comm_bytes(&h, 1, bf16);
     return LC_OK;
   }
-  lc_ring_mem(cp, window, S, chunks, x.Hl, x.Hkvl, D, poll_rows(), threads, bf16, bf16, m);
+  lc_ring_mem(cp, window, S, chunks, x.Hl, x.Hkvl, D, poll_rows(), threads, bf16, m);
   m->saved = saved_bytes_of(&x, T, bf16);
   m->fwd_scratch += heads_scratch_bytes(&x, T, bf16);
   if (hp > 1) {

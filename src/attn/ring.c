@@ -58,22 +58,18 @@ static size_t blk_floats(int cp, long S, int Hkv, int D) { return 2 * (size_t)(S
 static size_t fwd_tmp_floats(int P, int H, int D) { return (size_t)P * H * D + 2 * (size_t)P * H; }
 static size_t bwd_tmp_floats(long Tc, int P, int H) { return (size_t)Tc * H + 2 * (size_t)P * H; }
 
-// The kernel's shape flags for a ring pass: 2-byte k/v blocks in bf16, 2-byte q/dout when in16.
-static void shape_dtypes(lc_attn_shape *s, int bf16, int in16) {
-  s->bf16 = bf16;
-  s->kv16 = bf16;
-  s->q16 = bf16 && in16;
-}
+// The kernel's shape flags for a ring pass: bf16, 2-byte q/dout and k/v blocks.
+static void shape_dtypes(lc_attn_shape *s, int bf16) { s->bf16 = s->kv16 = s->q16 = bf16; }
 
 void lc_ring_mem(int cp, int window, long S, int chunks, int Hq, int Hkv, int D, int poll_rows, int threads,
-                 int bf16, int in16, lc_attn_mem *m) {
+                 int bf16, lc_attn_mem *m) {
   memset(m, 0, sizeof *m);
   const long Tc = S / cp, Lc = Tc / chunks;
   const size_t blk = blk_floats(cp, S, Hkv, D);
   // The largest kernel call: poll_rows (or all Lc) query rows against a Lc-row key chunk.
   lc_attn_shape s = {.Tq = (int)(Lc < poll_rows ? Lc : poll_rows), .Tk = (int)Lc, .Hq = Hq,
                      .Hkv = Hkv, .D = D, .causal = 1, .scale = 1.0f};
-  shape_dtypes(&s, bf16, in16);
+  shape_dtypes(&s, bf16);
   const lc_dtype kv = bf16 ? LC_DT_BF16 : LC_DT_F32;
   m->fwd_comm = lc_bytes(kv, blk * n_kv_blocks(cp, window));
   m->fwd_scratch = lc_bytes(LC_DT_F32, fwd_tmp_floats(poll_rows, Hq, D)) + lc_flash_workspace_bytes(&s, 0, threads);
@@ -107,22 +103,16 @@ static void poll(const lc_ring *r, lc_req *reqs, int n) {
   if (r->extra_poll) r->extra_poll(r->extra_arg);
 }
 
-// k/v blocks as the ring holds and sends them, and the kernel reads them: fp32, or bf16
-// (r->bf16). q, out and dout: fp32, or bf16 (r->in16).
+// The dtype of q, k, v, out, dout and of the k/v blocks the ring holds and sends (the
+// kernel reads them in place): fp32, or bf16 (r->bf16).
 static lc_dtype kv_dtype(const lc_ring *r) { return r->bf16 ? LC_DT_BF16 : LC_DT_F32; }
-static lc_dtype q_dtype(const lc_ring *r) { return r->bf16 && r->in16 ? LC_DT_BF16 : LC_DT_F32; }
 // Element i of an array of dtype dt.
 static const void *at(const void *p, lc_dtype dt, size_t i) { return (const char *)p + lc_bytes(dt, i); }
 // This rank's k and v into a block [k | v] of nkv values each.
 static void kv_store(const lc_ring *r, char *blk, const void *k, const void *v, size_t nkv) {
   const size_t b = lc_bytes(kv_dtype(r), nkv);
-  if (!r->bf16 || r->in16) { // already in the block's dtype
-    memcpy(blk, k, b);
-    memcpy(blk + b, v, b);
-    return;
-  }
-  lc_bf16_pack((uint16_t *)(void *)blk, k, nkv); // exact: k and v hold bf16 values
-  lc_bf16_pack((uint16_t *)(void *)blk + nkv, v, nkv);
+  memcpy(blk, k, b);
+  memcpy(blk + b, v, b);
 }
 
 // Copies rows [r0, r0+n) of a per-chunk [H][Lc] array into a contiguous [H][n] one, or back.
@@ -138,7 +128,7 @@ static void lse_rows(float *dst, const float *src, int H, long Lc, long r0, int 
 static lc_attn_shape chunk_shape(const lc_ring *r, const geo *g) {
   lc_attn_shape s = {.Tq = 1, .Tk = (int)g->Lc, .Hq = r->Hq, .Hkv = r->Hkv, .D = r->D, .causal = 1,
                      .scale = r->scale};
-  shape_dtypes(&s, r->bf16, r->in16);
+  shape_dtypes(&s, r->bf16);
   return s;
 }
 
@@ -149,7 +139,7 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, floa
                            const void *q, const void *k, const void *v, float *tmp_o,
                            float *tmp_l, float *tmp_a, void *pack, lc_req *reqs, int nreq, lc_arena *ar) {
   const int H = r->Hq, D = r->D;
-  const lc_dtype kdt = kv_dtype(r), qdt = q_dtype(r);
+  const lc_dtype kdt = kv_dtype(r);
   lc_test_point("ring");
   for (int b = 0; b < g->k; b++) {
     const void *kb = at(k, kdt, (size_t)b * g->Lc * r->Hkv * D), *vb = at(v, kdt, (size_t)b * g->Lc * r->Hkv * D);
@@ -164,9 +154,9 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, floa
         lc_attn_shape s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
                            .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale,
                            .lo = g->lo ? g->lo + qs + r0 : NULL, .kv_pack = pack};
-        shape_dtypes(&s, r->bf16, r->in16);
+        shape_dtypes(&s, r->bf16);
         if (pack && !packed) lc_flash_kv_pack(pack, kb, vb, &s, 0), packed = 1;
-        const void *qa = at(q, qdt, ((size_t)a * g->Lc + r0) * H * D);
+        const void *qa = at(q, kdt, ((size_t)a * g->Lc + r0) * H * D);
         LC_TRY(lc_flash_fwd(tmp_o, tmp_l, qa, kb, vb, &s, ar));
         float *lse_a = lse + (size_t)a * g->lse_ld;
         lse_rows(tmp_a, lse_a, H, g->Lc, r0, n, 0);
@@ -251,7 +241,7 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, float *dq, float
                            const void *q, const void *k, const void *v, float *tmp_l,
                            float *tmp_d, void *pack, lc_req *reqs, int nreq, lc_arena *ar) {
   const int H = r->Hq, D = r->D;
-  const lc_dtype kdt = kv_dtype(r), qdt = q_dtype(r);
+  const lc_dtype kdt = kv_dtype(r);
   const size_t kb = (size_t)g->Lc * r->Hkv * D;
   // key chunk outermost, packed once (as fwd_block); dq rows still sum b = 0, 1 in order and
   // dk/dv rows a = 0, 1
@@ -267,13 +257,13 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, float *dq, float
         lc_attn_shape s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
                            .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale,
                            .lo = g->lo ? g->lo + qs + r0 : NULL, .kv_pack = pack};
-        shape_dtypes(&s, r->bf16, r->in16);
+        shape_dtypes(&s, r->bf16);
         const void *kc = at(k, kdt, b * kb), *vc = at(v, kdt, b * kb);
         if (pack && !packed) lc_flash_kv_pack(pack, kc, vc, &s, 1), packed = 1;
         size_t qo = ((size_t)a * g->Lc + r0) * H * D;
         lse_rows(tmp_l, lse + (size_t)a * g->lse_ld, H, g->Lc, r0, n, 0);
         lse_rows(tmp_d, delta + (size_t)a * H * g->Lc, H, g->Lc, r0, n, 0);
-        LC_TRY(lc_flash_bwd(dq + qo, dk + b * kb, dv + b * kb, at(dout, qdt, qo), at(q, qdt, qo), kc, vc, tmp_l,
+        LC_TRY(lc_flash_bwd(dq + qo, dk + b * kb, dv + b * kb, at(dout, kdt, qo), at(q, kdt, qo), kc, vc, tmp_l,
                             tmp_d, &s, ar));
         poll(r, reqs, nreq);
       }
@@ -312,7 +302,7 @@ lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const void *d
   float *delta = tmp, *tmp_l = delta + (size_t)g.Tc * H, *tmp_d = tmp_l + (size_t)P * H;
   for (int a = 0; a < g.k; a++) {
     size_t qo = (size_t)a * g.Lc * H * D;
-    if (q_dtype(r) == LC_DT_BF16)
+    if (r->bf16)
       lc_attn_delta16(delta + (size_t)a * H * g.Lc, (const uint16_t *)dout + qo, (const uint16_t *)out + qo, (int)g.Lc, H, D);
     else
       lc_attn_delta(delta + (size_t)a * H * g.Lc, (const float *)dout + qo, (const float *)out + qo, (int)g.Lc, H, D);
