@@ -1,9 +1,10 @@
 # End-to-end tests of the longctx program (exit codes, messages, log files). Timeouts near
-# 3x the measured time on 2 idle cores (cli_train 40 s, cli_checkpoint 33 s, cli_robust
-# 55 s; demo_passkey 150 s, but 372 s on cores busy with another build: 600); the MPI runs
-# inside have their own `timeout`, so a hang fails in minutes.
+# 3x the measured time on 2 idle cores (cli_train 40 s, and 76-94 s on a Zen 3 with the
+# copy-task checks: 240; cli_checkpoint 33 s, cli_robust 55 s; demo_passkey 150 s, but 372 s
+# on cores busy with another build: 600); the MPI runs inside have their own `timeout`, so a
+# hang fails in minutes.
 add_test(NAME cli_train COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_test.sh $<TARGET_FILE:longctx>)
-set_tests_properties(cli_train PROPERTIES LABELS cli TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=2")
+set_tests_properties(cli_train PROPERTIES LABELS cli TIMEOUT 240 ENVIRONMENT "OMP_NUM_THREADS=2")
 add_test(NAME cli_checkpoint COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_checkpoint.sh $<TARGET_FILE:longctx>)
 set_tests_properties(cli_checkpoint PROPERTIES LABELS cli TIMEOUT 100)
 # The README's demo (tools/demo.sh): >= 90% held-out passkey accuracy on 2 ranks (~2 min).
