@@ -57,8 +57,9 @@ typedef struct {
   // nearest even where it is made: ln1, q, k, v, att, ln2, gate, up, h, the layer output,
   // and in backward a copy of dx, datt, dg, du, dq, dk, dv; the weights are the store's
   // bf16 compute copy), so the GEMMs and kernel compute bf16 x bf16 products exactly with
-  // fp32 accumulation; ln1, ln2, gate, up, h and the copies of dx, dg, du are stored in
-  // 2 bytes. Norm statistics, RoPE, softmax, residual sums and gradients stay fp32.
+  // fp32 accumulation; ln1, q, k, v, att, ln2, gate, up, h and the copies of dx, datt, dg,
+  // du are stored in 2 bytes (dq, dk, dv: rounded in fp32 slots). Norm statistics, RoPE,
+  // softmax, residual sums and gradients stay fp32.
   int bf16;
   lc_arena *arena;
   // Called between the layer's GEMMs (may be NULL): progresses communication in flight
