@@ -69,28 +69,25 @@ void lc_attn_merge(float *out_a, float *lse_a, const float *out_b, const float *
   }
 }
 
-void lc_attn_delta(float *delta, const float *dout, const float *out, int Tq, int Hq, int D) {
+// dout and out: fp32, or (is16) 2-byte bf16; the same sums either way.
+static void delta_of(float *delta, const void *dout, const void *out, int is16, int Tq, int Hq, int D) {
   const long n = (long)Tq * Hq;
 #pragma omp parallel for schedule(static) if (n * D > 32768)
   for (long r = 0; r < n; r++) {
     long t = r / Hq, h = r % Hq;
-    const float *a = dout + r * D, *b = out + r * D;
     float acc = 0.0f;
-    for (int d = 0; d < D; d++) acc += a[d] * b[d];
+    for (int d = 0; d < D; d++)
+      acc += lc_elem_f32(dout, is16, (size_t)(r * D + d)) * lc_elem_f32(out, is16, (size_t)(r * D + d));
     delta[h * Tq + t] = acc;
   }
 }
 
+void lc_attn_delta(float *delta, const float *dout, const float *out, int Tq, int Hq, int D) {
+  delta_of(delta, dout, out, 0, Tq, Hq, D);
+}
+
 void lc_attn_delta16(float *delta, const uint16_t *dout, const uint16_t *out, int Tq, int Hq, int D) {
-  const long n = (long)Tq * Hq;
-#pragma omp parallel for schedule(static) if (n * D > 32768)
-  for (long r = 0; r < n; r++) {
-    long t = r / Hq, h = r % Hq;
-    const uint16_t *a = dout + r * D, *b = out + r * D;
-    float acc = 0.0f;
-    for (int d = 0; d < D; d++) acc += lc_bf16_widen(a[d]) * lc_bf16_widen(b[d]);
-    delta[h * Tq + t] = acc;
-  }
+  delta_of(delta, dout, out, 1, Tq, Hq, D);
 }
 
 static long test_key_chunk; // lc_flash_test_set_key_chunk (0: automatic)

@@ -175,11 +175,6 @@ static void tile_scale(float *S, int nk, float c) {
   for (long e = 0; e < (long)nk * BQ; e++) S[e] *= c;
 }
 
-// Element i of an input: fp32, or (x16) a 2-byte bf16 array widened (exact).
-LC_AI float in_at(const void *x, int x16, long i) {
-  return x16 ? lc_bf16_widen(((const uint16_t *)x)[i]) : ((const float *)x)[i];
-}
-
 // Per call: the k (or v) rows of every kv head as A operands, natural (pairs along d:
 // nat[g][j][d']) and transposed (pairs along keys: tr[g][d][j']; either may be NULL), by
 // the threads of the enclosing parallel region. x: fp32, or 2-byte bf16 (x16).
@@ -194,13 +189,13 @@ static void pack_kv(uint32_t *nat, uint32_t *tr, const void *x, int x16, int Tk,
     const int hb = 2 * j + 1 < Tk;                          // row 2j+1 exists
     if (tr)
       for (int d = 0; d < D; d++)
-        tr[((long)g * D + d) * Tk2 + j] = bf_pair(in_at(x, x16, a + d), hb ? in_at(x, x16, b + d) : 0.0f);
+        tr[((long)g * D + d) * Tk2 + j] = bf_pair(lc_elem_f32(x, x16, (size_t)a + d), hb ? lc_elem_f32(x, x16, (size_t)b + d) : 0.0f);
     if (nat)
       for (int r = 0; r < 2 && 2 * j + r < Tk; r++) {
         const long y = r ? b : a;
         uint32_t *o = nat + ((long)g * Tk + 2 * j + r) * D2;
         for (int d = 0; d < D2; d++)
-          o[d] = bf_pair(in_at(x, x16, y + 2 * d), 2 * d + 1 < D ? in_at(x, x16, y + 2 * d + 1) : 0.0f);
+          o[d] = bf_pair(lc_elem_f32(x, x16, (size_t)y + 2 * d), 2 * d + 1 < D ? lc_elem_f32(x, x16, (size_t)y + 2 * d + 1) : 0.0f);
       }
   }
 }

@@ -77,5 +77,9 @@ static inline uint16_t lc_bf16_narrow(float f) {
   } v = {f};
   return (uint16_t)(lc_bf16_narrow_bits(v.u) >> 16);
 }
+// Element i of an array that is fp32, or (is16) 2-byte bf16, as a float (exact).
+static inline float lc_elem_f32(const void *x, int is16, size_t i) {
+  return is16 ? lc_bf16_widen(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
 
 #endif
