@@ -110,10 +110,13 @@ static void pack_to(uint16_t *dst, long ld, const float *src, int rows, int cols
 static const uint16_t *row16(lc_act a, size_t t, size_t cols) { return (const uint16_t *)a.p + t * cols; }
 static const float *row32(lc_act a, size_t t, size_t cols) { return (const float *)a.p + t * cols; }
 
+// What a call that packs nothing (2-byte operands, fp32 output) gets: no scratch at all.
+static float no_scratch[1];
 // The call's scratch: the caller's (lc_mm.scratch) when it is large enough, else the arena's.
 static float *get_scratch(const lc_mm *mm, mm_parts parts, lc_status *st) {
   const size_t bytes = part_bytes(parts);
   *st = LC_OK;
+  if (!bytes) return no_scratch;
   if (mm && mm->scratch && mm->scratch_bytes >= bytes) return mm->scratch;
   if (!mm || !mm->arena) {
     *st = lc_fail(LC_EINVAL, "internal: a GEMM on bf16 operands needs an arena");
@@ -124,7 +127,7 @@ static float *get_scratch(const lc_mm *mm, mm_parts parts, lc_status *st) {
   return buf;
 }
 static void put_scratch(const lc_mm *mm, float *buf) {
-  if (buf != mm->scratch) lc_free(mm->arena, buf);
+  if (buf != no_scratch && buf != mm->scratch) lc_free(mm->arena, buf);
 }
 
 // out[T,N] = inp[T,K] @ W[N,K]^T
@@ -132,7 +135,9 @@ lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp,
   if (T <= 0 || N <= 0) return LC_OK;
   const int bf = mm ? mm->bf16 : 0;
   const mm_parts parts = fwd_parts(bf, out_dt, inp.dt, w.dt, T, K, N);
-  if (!parts.f32 && !parts.h16) { // fp32 operands, fp32 output (or K = 0 and nothing to read)
+  // fp32 operands, fp32 output on sgemm. (Scratch of 0 bytes is not enough to tell: the
+  // native bf16 GEMM on 2-byte operands with an fp32 output packs nothing either.)
+  if (!use_bf16(bf, T, K, N) && !is16(out_dt) && !is16(inp.dt) && !is16(w.dt)) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, inp.p, K, w.p, K, 0.0f, out, N);
     return LC_OK;
   }
@@ -209,7 +214,7 @@ lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc
   if (T <= 0 || K <= 0) return LC_OK;
   const int bf = mm ? mm->bf16 : 0;
   const mm_parts parts = bwd_parts(bf, dout.dt, inp.dt, w.dt, T, K, N);
-  if (!parts.f32 && !parts.h16) {
+  if (!use_bf16(bf, T, K, N) && !is16(dout.dt) && !is16(inp.dt) && !is16(w.dt)) { // sgemm on fp32 operands
     if (dinp) {
       // With N == 0 the product is empty: beta 0 still clears dinp (BLAS scales C by beta).
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, K, N, 1.0f, dout.p, N, w.p, K,
