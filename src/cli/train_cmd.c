@@ -26,6 +26,7 @@
 typedef struct {
   const char *model, *data, *ckpt, *log_json, *placement, *save, *resume, *cp_layout, *save_dtype, *precision, *kernels;
   const char *rope_theta, *rope_scaling, *offload;
+  const char *device;     // --device cpu (backend/backend.h)
   const char *head_chunk; // --head-chunk N|auto|all
   const char *machine;    // --machine FILE: the time model's rates
   int save_every, keep;
@@ -88,6 +89,8 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, const train_flags
   if (st == LC_OK) st = lc_dtype_parse_user(F->save_dtype, "--save-dtype", &o->save_dtype);
   if (st == LC_OK) st = lc_dtype_parse_user(F->precision, "--precision", &o->mopts.precision);
   if (st == LC_OK) st = lc_cli_kernels(F->kernels);
+  if (st == LC_OK) st = lc_device_check(F->device);
+  o->device = F->device;
   if (st == LC_OK && F->log_every < 1)
     st = lc_fail(LC_EINVAL, "--log-every %d: print progress every N >= 1 steps", F->log_every);
   if (st == LC_OK && (F->eval_every < 0 || F->eval_samples < 1))
@@ -377,7 +380,7 @@ int lc_cmd_train(int argc, char **argv) {
                    .eval_every = 0, .eval_samples = 64, .log_every = 1, .save = NULL, .resume = NULL,
                    .save_every = 0, .keep = 2, .zero = 0, .zero_group = 0, .pack = 0, .attn_window = 0,
                    .cp_layout = NULL, .timeout = 30.0f, .skip_nonfinite = 0, .save_dtype = "fp32", .precision = "fp32",
-                   .kernels = "auto", .head_chunk = "all"};
+                   .kernels = "auto", .head_chunk = "all", .device = "cpu"};
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &F.model, "a preset (tiny, demo, bench-s), a Hugging Face model directory or a GGUF file (default tiny)", 0},
       {"data", LC_ARG_STR, &F.data, "task:copy, task:passkey, a token file (tools/prepare_data.py) or a file read as bytes (default task:copy)", 0},
@@ -417,6 +420,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"save-every", LC_ARG_INT, &F.save_every, "checkpoint every N steps (default: only at the end)", 0},
       {"precision", LC_ARG_STR, &F.precision, "fp32 | bf16: bf16 rounds GEMM operands, attention inputs and layer checkpoints to bf16 (checkpoints take half the memory); master weights, gradients, AdamW, norms, softmax and loss stay fp32 (default fp32; the settings table says what bf16 costs on this CPU)", 0},
       {"kernels", LC_ARG_STR, &F.kernels, LC_CLI_KERNELS_HELP, 0},
+      {"device", LC_ARG_STR, &F.device, "cpu: where the model's states and step run (default cpu; the only device of this build that runs a training step)", 0},
 
       {"save-dtype", LC_ARG_STR, &F.save_dtype, "fp32 | bf16: the dtype of a checkpoint's model.safetensors (bf16: half the size, rounded to nearest; the fp32 master weights then go into optimizer.safetensors so resuming is exact) (default fp32)", 0},
       {"keep", LC_ARG_INT, &F.keep, "checkpoints kept under --save (default 2)", 0},

@@ -64,6 +64,8 @@ void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int th
   lc_cpu_info cpu;
   lc_cpu_detect(&cpu);
   char pd[600];
+  char dv[200];
+  printf("  %-14s %s\n", "device", lc_backend_describe(t->be, dv, sizeof dv));
   printf("  %-14s %s\n", "precision", lc_cli_precision_desc(o->mopts.precision, &cpu, pd, sizeof pd));
   printf("  %-14s checkpoint %s%s, mlp-tile %s, loss-tile %s\n", "memory",
          lc_ckpt_name(o->mopts.ckpt), ckpt_src,

@@ -65,16 +65,41 @@ static lc_block_hdr *reuse(lc_arena *a, size_t bytes) {
   return NULL;
 }
 
-void *lc_alloc(lc_arena *a, lc_mem_cat cat, size_t bytes, const char *what) {
+// The cap's refusal (one line naming the buffer), or LC_OK.
+static lc_status cap_check(const lc_arena *a, size_t bytes, const char *what) {
   char b1[32], b2[32], b3[32];
-  if (a->cap && a->cur_total + bytes > a->cap) {
-    lc_fail(LC_ENOMEM,
-            "out of memory: %s needs %s but the memory cap of %s leaves %s; "
-            "shorten --seq, use more ranks, or enable --checkpoint/--mlp-tile/--loss-tile",
-            what ? what : "buffer", fmt_mib(b1, sizeof b1, bytes), fmt_mib(b2, sizeof b2, a->cap),
-            fmt_mib(b3, sizeof b3, a->cap - a->cur_total));
-    return NULL;
-  }
+  if (a->cap && a->cur_total + bytes > a->cap)
+    return lc_fail(LC_ENOMEM,
+                   "out of memory: %s needs %s but the memory cap of %s leaves %s; "
+                   "shorten --seq, use more ranks, or enable --checkpoint/--mlp-tile/--loss-tile",
+                   what ? what : "buffer", fmt_mib(b1, sizeof b1, bytes), fmt_mib(b2, sizeof b2, a->cap),
+                   fmt_mib(b3, sizeof b3, a->cap - a->cur_total));
+  return LC_OK;
+}
+
+static void count(lc_arena *a, lc_mem_cat cat, size_t bytes) {
+  a->cur[cat] += bytes;
+  if (a->cur[cat] > a->peak[cat]) a->peak[cat] = a->cur[cat];
+  a->cur_total += bytes;
+  if (a->cur_total > a->peak_total) a->peak_total = a->cur_total;
+  if (a->cur_total > a->hwm_) a->hwm_ = a->cur_total;
+  a->n_allocs++;
+}
+
+lc_status lc_arena_charge(lc_arena *a, lc_mem_cat cat, size_t bytes, const char *what) {
+  LC_TRY(cap_check(a, bytes, what));
+  count(a, cat, bytes);
+  return LC_OK;
+}
+
+void lc_arena_uncharge(lc_arena *a, lc_mem_cat cat, size_t bytes) {
+  a->cur[cat] -= bytes;
+  a->cur_total -= bytes;
+}
+
+void *lc_alloc(lc_arena *a, lc_mem_cat cat, size_t bytes, const char *what) {
+  char b1[32];
+  if (cap_check(a, bytes, what) != LC_OK) return NULL;
   void *raw = reuse(a, bytes);
   if (!raw && (bytes > SIZE_MAX - LC_HDR || posix_memalign(&raw, 64, bytes + LC_HDR) != 0)) {
     lc_fail(LC_ENOMEM,
@@ -87,12 +112,7 @@ void *lc_alloc(lc_arena *a, lc_mem_cat cat, size_t bytes, const char *what) {
   h->bytes = bytes;
   h->cat = (int)cat;
   h->magic = LC_MAGIC;
-  a->cur[cat] += bytes;
-  if (a->cur[cat] > a->peak[cat]) a->peak[cat] = a->cur[cat];
-  a->cur_total += bytes;
-  if (a->cur_total > a->peak_total) a->peak_total = a->cur_total;
-  if (a->cur_total > a->hwm_) a->hwm_ = a->cur_total;
-  a->n_allocs++;
+  count(a, cat, bytes);
   return (char *)raw + LC_HDR;
 }
 

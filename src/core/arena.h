@@ -51,6 +51,11 @@ void *lc_calloc(lc_arena *a, lc_mem_cat cat, size_t bytes, const char *what);
 // other sizes survive an allocation in between (bf16 GEMMs pack operands of many sizes).
 // Sanitizer builds keep nothing (every free is real, so use-after-free stays visible).
 void lc_free(lc_arena *a, void *p);
+// Counting without memory, for a backend whose memory is elsewhere (a device): the cap's
+// check and the live and peak bytes of lc_alloc, for `bytes` held in `cat`. LC_ENOMEM with
+// lc_alloc's one line when the cap refuses it.
+lc_status lc_arena_charge(lc_arena *a, lc_mem_cat cat, size_t bytes, const char *what);
+void lc_arena_uncharge(lc_arena *a, lc_mem_cat cat, size_t bytes);
 // Releases the kept blocks (when the arena's owner is done with it).
 void lc_arena_trim(lc_arena *a);
 // Peaks restart from the current live bytes (e.g. after set-up, to measure a step).

@@ -52,6 +52,16 @@ lc_status lc_model_create_zero(lc_model *m, const lc_config *cfg, int stage, int
   return LC_OK;
 }
 
+lc_status lc_model_create_on(lc_model *m, const lc_config *cfg, int stage, int group, lc_comm *world,
+                             lc_backend *be) {
+  memset(m, 0, sizeof *m);
+  LC_TRY(lc_config_validate(cfg));
+  m->cfg = *cfg;
+  LC_TRY(lc_pstore_create_on(&m->ps, cfg, stage, group, world, be));
+  shortcuts(m);
+  return LC_OK;
+}
+
 lc_status lc_model_create(lc_model *m, const lc_config *cfg, lc_arena *arena) {
   return lc_model_create_zero(m, cfg, 0, 0, NULL, arena);
 }

@@ -74,6 +74,9 @@ lc_status lc_model_create(lc_model *m, const lc_config *cfg, lc_arena *arena);
 // (0: the whole world) (pstore.h). Collective over world.
 lc_status lc_model_create_zero(lc_model *m, const lc_config *cfg, int stage, int group, lc_comm *world,
                                lc_arena *arena);
+// The same with the states on backend `be` (not owned: close it after the model).
+lc_status lc_model_create_on(lc_model *m, const lc_config *cfg, int stage, int group, lc_comm *world,
+                             lc_backend *be);
 void lc_model_destroy(lc_model *m, lc_arena *arena);
 lc_status lc_model_init_random(lc_model *m, uint64_t seed);
 // Zeroes the gradients (a local step; the trainer uses lc_pstore_step_begin).

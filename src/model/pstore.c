@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/bufcomm.h"
 #include "core/dtype.h"
 #include "core/runstate.h"
 #include "ops/ops.h"
@@ -113,20 +114,41 @@ lc_status lc_zero_check(int stage, int group, int group_given, int ranks) {
   return LC_OK;
 }
 
+static lc_status create(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world, lc_backend *be,
+                        int own);
+
 lc_status lc_pstore_create(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world,
                            lc_arena *arena) {
+  lc_backend *be = NULL;
   memset(ps, 0, sizeof *ps);
+  LC_TRY(lc_backend_open("cpu", arena, &be));
+  return create(ps, cfg, stage, group, world, be, 1);
+}
+
+lc_status lc_pstore_create_on(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world,
+                              lc_backend *be) {
+  return create(ps, cfg, stage, group, world, be, 0);
+}
+
+static lc_status create(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world, lc_backend *be,
+                        int own) {
+  memset(ps, 0, sizeof *ps);
+  ps->be = be;
+  ps->be_owned_ = own;
+  ps->arena = be->host;
   const int W = world ? world->size : 1;
-  LC_TRY(lc_zero_check(stage, group, 0, W));
+  lc_status st = lc_zero_check(stage, group, 0, W);
+  if (st == LC_OK && !world && stage != 0) st = lc_fail(LC_EINVAL, "a local parameter store cannot be sharded");
+  if (st != LC_OK) {
+    lc_pstore_destroy(ps);
+    return st;
+  }
   if (group == 0) group = W;
-  if (!world && stage != 0) return lc_fail(LC_EINVAL, "a local parameter store cannot be sharded");
   ps->cfg = *cfg;
   ps->stage = stage;
   ps->world = world;
-  ps->arena = arena;
   ps->Z = stage == 0 ? 1 : group;
   ps->R = W / ps->Z;
-  lc_status st = LC_OK;
   if (stage > 0) {
     st = lc_comm_split(world, world->rank / ps->Z, world->rank, &ps->zg);
     if (st == LC_OK) st = lc_comm_split(world, world->rank % ps->Z, world->rank, &ps->rep);
@@ -150,17 +172,16 @@ lc_status lc_pstore_create(lc_pstore *ps, const lc_config *cfg, int stage, int g
   ps->red_ = calloc((size_t)ps->lay.n_units + 4, sizeof *ps->red_); // at most 3 in flight
   if (!ps->u_ || !ps->red_) st = lc_fail(LC_ENOMEM, "out of memory for the parameter store");
   if (st == LC_OK) st = build_segments(ps);
-  if (st == LC_OK) {
-    ps->params = lc_calloc(arena, LC_MEM_PARAMS, lc_bytes(LC_DT_F32, ps->n_params), "parameters");
-    ps->grads = ps->params ? lc_calloc(arena, LC_MEM_GRADS, lc_bytes(LC_DT_F32, ps->n_grads), "gradients") : NULL;
-    if (!ps->grads) st = LC_ENOMEM;
-  }
+  if (st == LC_OK) st = lc_buf_alloc(be, LC_MEM_PARAMS, LC_DT_F32, ps->n_params, 1, "parameters", &ps->params_b);
+  if (st == LC_OK) st = lc_buf_alloc(be, LC_MEM_GRADS, LC_DT_F32, ps->n_grads, 1, "gradients", &ps->grads_b);
   if (st != LC_OK) {
     lc_pstore_destroy(ps);
     return st;
   }
+  ps->params = lc_buf_host(ps->params_b);
+  ps->grads = lc_buf_host(ps->grads_b);
   // Views that never move: full parameters (stages 0-2), full gradients (stages 0-1).
-  for (int u = 0; u < ps->lay.n_units; u++) {
+  for (int u = 0; u < ps->lay.n_units && ps->params; u++) {
     if (!params_sharded(ps)) set_views(ps, &ps->w, u, ps->params + ps->lay.units[u].off);
     if (!grads_sharded(ps)) set_views(ps, &ps->g, u, ps->grads + ps->lay.units[u].off);
   }
@@ -168,14 +189,18 @@ lc_status lc_pstore_create(lc_pstore *ps, const lc_config *cfg, int stage, int g
 }
 
 lc_status lc_pstore_add_optimizer(lc_pstore *ps) {
-  if (ps->m) return LC_OK;
-  ps->m = lc_calloc(ps->arena, LC_MEM_OPTIM, lc_bytes(LC_DT_F32, ps->n_opt), "AdamW first moment");
-  ps->v = ps->m ? lc_calloc(ps->arena, LC_MEM_OPTIM, lc_bytes(LC_DT_F32, ps->n_opt), "AdamW second moment") : NULL;
-  return ps->v ? LC_OK : LC_ENOMEM;
+  if (lc_buf_ok(ps->m_b)) return LC_OK;
+  LC_TRY(lc_buf_alloc(ps->be, LC_MEM_OPTIM, LC_DT_F32, ps->n_opt, 1, "AdamW first moment", &ps->m_b));
+  LC_TRY(lc_buf_alloc(ps->be, LC_MEM_OPTIM, LC_DT_F32, ps->n_opt, 1, "AdamW second moment", &ps->v_b));
+  LC_TRY(lc_buf_alloc(ps->be, LC_MEM_OPTIM, LC_DT_F64, LC_PS_NORM_ACC_BYTES / sizeof(double), 1,
+                      "the gradient norm's accumulator", &ps->norm_acc_b));
+  ps->m = lc_buf_host(ps->m_b);
+  ps->v = lc_buf_host(ps->v_b);
+  return LC_OK;
 }
 
 void lc_pstore_drop_grads(lc_pstore *ps) {
-  lc_free(ps->arena, ps->grads);
+  lc_buf_free(&ps->grads_b);
   ps->grads = NULL;
   ps->n_grads = 0;
   memset(&ps->g, 0, sizeof ps->g);
@@ -196,10 +221,12 @@ void lc_pstore_destroy(lc_pstore *ps) {
   }
   if (ps->u_)
     for (int u = 0; u < ps->lay.n_units; u++) lc_free(ps->arena, ps->u_[u].gbuf);
-  lc_free(ps->arena, ps->v);
-  lc_free(ps->arena, ps->m);
-  lc_free(ps->arena, ps->grads);
-  lc_free(ps->arena, ps->params);
+  lc_buf_free(&ps->norm_acc_b);
+  lc_buf_free(&ps->v_b);
+  lc_buf_free(&ps->m_b);
+  lc_buf_free(&ps->grads_b);
+  lc_buf_free(&ps->params_b);
+  if (ps->be_owned_) lc_backend_close(ps->be);
   free(ps->seg);
   free(ps->red_);
   free(ps->u_);
@@ -212,6 +239,9 @@ void lc_pstore_destroy(lc_pstore *ps) {
 // ---------------------------------------------------------------- tensor-wise access
 static float *state_buf(lc_pstore *ps, lc_ps_state which) {
   return which == LC_PS_PARAMS ? ps->params : which == LC_PS_EXP_AVG ? ps->m : ps->v;
+}
+static lc_buf state_b(const lc_pstore *ps, lc_ps_state which) {
+  return which == LC_PS_PARAMS ? ps->params_b : which == LC_PS_EXP_AVG ? ps->m_b : ps->v_b;
 }
 static int state_sharded(const lc_pstore *ps, lc_ps_state which) {
   return which == LC_PS_PARAMS ? params_sharded(ps) : optim_sharded(ps);
@@ -234,36 +264,43 @@ float *lc_pstore_tensor_ptr(lc_pstore *ps, lc_ps_state which, int t) {
   return state_sharded(ps, which) || !buf ? NULL : buf + ps->lay.table[t].offset;
 }
 
+// States move in and out of the backend's buffers through named writes and reads.
 void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, const float *src, size_t n) {
   const lc_param_info *T = &ps->lay.table[t];
-  float *buf = state_buf(ps, which);
+  const lc_buf buf = state_b(ps, which);
   if (!state_sharded(ps, which)) {
-    memcpy(buf + T->offset + first, src, lc_bytes(LC_DT_F32, n));
+    lc_buf_write(lc_buf_view(buf, T->offset + first, n), src, LC_SYNC_STATES);
     return;
   }
   size_t a, b;
   piece(ps, t, first, n, ps->zrank, &a, &b);
   if (b > a)
-    memcpy(buf + shard_off(ps, T->unit) + (a - owned_lo(ps, T->unit)), src + (a - T->offset - first), lc_bytes(LC_DT_F32, b - a));
+    lc_buf_write(lc_buf_view(buf, shard_off(ps, T->unit) + (a - owned_lo(ps, T->unit)), b - a),
+                 src + (a - T->offset - first), LC_SYNC_STATES);
 }
 
 lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, size_t n, float *dst) {
   const lc_param_info *T = &ps->lay.table[t];
-  const float *buf = state_buf(ps, which);
+  const lc_buf buf = state_b(ps, which);
   const int root = !ps->world || ps->world->rank == 0;
-  if (!state_sharded(ps, which)) {
-    if (root) memcpy(dst, buf + T->offset + first, lc_bytes(LC_DT_F32, n));
-    return LC_OK;
-  }
+  if (!state_sharded(ps, which))
+    return root ? lc_buf_read(lc_buf_view(buf, T->offset + first, n), dst, LC_SYNC_STATES) : LC_OK;
   if (ps->rrank != 0) return LC_OK; // only zero group 0 (world ranks 0..Z-1) holds what rank 0 writes
   const size_t mine = shard_off(ps, T->unit), x0 = T->offset + first;
-  if (!root) {
+  if (!root) { // this rank's piece, read into host memory (comm) and sent
     size_t a, b;
     piece(ps, t, first, n, ps->zrank, &a, &b);
     if (b == a) return LC_OK;
+    const lc_buf v = lc_buf_view(buf, mine + (a - owned_lo(ps, T->unit)), b - a);
+    float *h = lc_buf_host(v), *staged = NULL;
+    if (!h && !(h = staged = lc_alloc(ps->arena, LC_MEM_COMM, lc_buf_bytes(v), "a tensor piece on its way to rank 0")))
+      return LC_ENOMEM;
     lc_req r = {{0}, 0};
-    LC_TRY(lc_isend(ps->zg, buf + mine + (a - owned_lo(ps, T->unit)), b - a, LC_DT_F32, 0, TAG_TENSOR, &r));
-    return lc_wait(ps->zg, &r);
+    lc_status st = staged ? lc_buf_read(v, staged, LC_SYNC_STATES) : LC_OK;
+    if (st == LC_OK) st = lc_isend(ps->zg, h, b - a, LC_DT_F32, 0, TAG_TENSOR, &r);
+    if (st == LC_OK) st = lc_wait(ps->zg, &r);
+    lc_free(ps->arena, staged);
+    return st;
   }
   lc_status st = LC_OK;
   for (int r = 0; r < ps->Z && st == LC_OK; r++) {
@@ -271,7 +308,7 @@ lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, 
     piece(ps, t, first, n, r, &a, &b);
     if (b == a) continue;
     if (r == 0) {
-      memcpy(dst + (a - x0), buf + mine + (a - owned_lo(ps, T->unit)), lc_bytes(LC_DT_F32, b - a));
+      st = lc_buf_read(lc_buf_view(buf, mine + (a - owned_lo(ps, T->unit)), b - a), dst + (a - x0), LC_SYNC_STATES);
       continue;
     }
     lc_req q = {{0}, 0};
@@ -288,7 +325,7 @@ lc_status lc_pstore_gather_tensor(lc_pstore *ps, lc_ps_state which, int t, float
 lc_status lc_pstore_init_random(lc_pstore *ps, uint64_t seed) {
   lc_rng r;
   lc_rng_seed(&r, seed);
-  if (!params_sharded(ps)) { // in place
+  if (ps->params && !params_sharded(ps)) { // in place
     for (int t = 0; t < ps->lay.n_tensors; t++)
       lc_param_init_tensor(ps->params + ps->lay.table[t].offset, &ps->lay.table[t], &r);
     return LC_OK;
@@ -755,7 +792,7 @@ lc_status lc_pstore_pass_end(lc_pstore *ps) {
 }
 
 void lc_pstore_step_begin(lc_pstore *ps, int passes) {
-  memset(ps->grads, 0, lc_bytes(LC_DT_F32, ps->n_grads));
+  if (lc_buf_ok(ps->grads_b)) lc_be_zero(ps->grads_b); // inference stores have none
   ps->passes_ = 0;
   ps->step_passes_ = passes;
 }
@@ -763,10 +800,16 @@ void lc_pstore_step_begin(lc_pstore *ps, int passes) {
 lc_status lc_pstore_finish_grads(lc_pstore *ps) { return retire(ps, 0); }
 
 // Sum of squares of the whole (reduced) gradient, identical on every rank (collective).
+// The segments' sums accumulate on the backend, in segment order, and come to the host in
+// one named read (the gradient norm: the clip factor and the non-finite check need it).
 static lc_status grad_sumsq(lc_pstore *ps, double *sumsq) {
-  const lc_kernels *k = lc_kern();
   double s = 0;
-  for (int i = 0; i < ps->n_seg; i++) s += k->sumsq(ps->grads + ps->seg[i].g, ps->seg[i].n);
+  if (!lc_buf_ok(ps->norm_acc_b))
+    return lc_fail(LC_EINVAL, "the parameter store has no optimizer: call lc_pstore_add_optimizer");
+  LC_TRY(lc_buf_write(ps->norm_acc_b, &s, LC_SYNC_GRAD_NORM));
+  for (int i = 0; i < ps->n_seg; i++)
+    LC_TRY(lc_be_sumsq_acc(ps->norm_acc_b, lc_buf_view(ps->grads_b, ps->seg[i].g, ps->seg[i].n)));
+  LC_TRY(lc_buf_read(ps->norm_acc_b, &s, LC_SYNC_GRAD_NORM));
   // Stage 0: every rank holds the whole reduced gradient. Otherwise the group's shards
   // make one whole (every group holds the same values).
   if (ps->stage > 0) LC_TRY(lc_allreduce_sum(ps->zg, &s, 1, LC_DT_F64));
@@ -785,22 +828,34 @@ lc_status lc_pstore_update(lc_pstore *ps, const lc_adamw_hp *hp, float max_norm,
   LC_TRY(grad_sumsq(ps, &sumsq));
   *norm = sqrt(sumsq);
   if (!apply || !isfinite(*norm)) return LC_OK;
-  const lc_kernels *k = lc_kern();
   const float clip = lc_clip_factor(*norm, max_norm);
-  float step_size, inv_sqrt_bc2;
-  lc_adamw_bias(hp, ++*adam_step, &step_size, &inv_sqrt_bc2);
+  lc_adamw_args a = {.beta1 = hp->beta1, .beta2 = hp->beta2, .eps = hp->eps, .lr = hp->lr};
+  lc_adamw_bias(hp, ++*adam_step, &a.step_size, &a.inv_sqrt_bc2);
   for (int i = 0; i < ps->n_seg; i++) {
     const lc_ps_segment *s = &ps->seg[i];
-    if (clip != 1.0f) k->scale(ps->grads + s->g, s->n, clip);
-    k->adamw(ps->params + s->p, ps->grads + s->g, ps->m + s->o, ps->v + s->o, s->n, s->decay ? hp->weight_decay : 0.0f,
-             hp->beta1, hp->beta2, hp->eps, hp->lr, step_size, inv_sqrt_bc2);
+    const lc_buf g = lc_buf_view(ps->grads_b, s->g, s->n);
+    if (clip != 1.0f) LC_TRY(lc_be_scale(g, clip));
+    a.wd = s->decay ? hp->weight_decay : 0.0f;
+    LC_TRY(lc_be_adamw(lc_buf_view(ps->params_b, s->p, s->n), g, lc_buf_view(ps->m_b, s->o, s->n),
+                       lc_buf_view(ps->v_b, s->o, s->n), &a));
   }
   *applied = 1;
   return sync_params(ps);
 }
 
+// Without host-addressable memory: each unit's gather staged through host memory (comm),
+// blocking (backend/bufcomm.h).
+static lc_status sync_params_staged(lc_pstore *ps) {
+  lc_status st = LC_OK;
+  for (int u = 0; u < ps->lay.n_units && st == LC_OK; u++)
+    st = lc_buf_allgather_inplace(ps->zg, lc_buf_view(ps->params_b, ps->lay.units[u].off, ps->lay.units[u].n),
+                                  shard_floats(ps, u));
+  return st;
+}
+
 static lc_status sync_params(lc_pstore *ps) {
   if (ps->stage != 1 && ps->stage != 2) return LC_OK;
+  if (!ps->params) return sync_params_staged(ps);
   // In place: this rank's slice of each unit is already where the gather puts it.
   lc_req q[2] = {{{0}, 0}, {{0}, 0}};
   lc_status st = LC_OK;
@@ -827,7 +882,7 @@ lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *o
   const size_t full = lc_bytes(LC_DT_F32, L.total), shard = full / (size_t)Z;
   out->params = stage >= 3 ? shard : full;
   out->grads = stage >= 2 ? shard : full;
-  out->optim = 2 * (stage >= 1 ? shard : full);
+  out->optim = 2 * (stage >= 1 ? shard : full) + LC_PS_NORM_ACC_BYTES;
   out->unit_embed = lc_bytes(LC_DT_F32, L.units[LC_UNIT_EMBED].n);
   out->unit_layer = cfg->n_layers > 0 ? lc_bytes(LC_DT_F32, L.units[lc_unit_layer(0)].n) : 0;
   out->unit_layer16 = cfg->n_layers > 0 ? copy16_bytes(&L, lc_unit_layer(0)) : 0;

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "core/arena.h"
 #include "core/dtype.h"
 #include "comm/comm.h"
@@ -92,8 +93,14 @@ typedef struct {
   int R, rrank;     // replicas (W / Z groups) and this rank's group index
   lc_comm *world;   // not owned; NULL: a local store (one process, nothing to reduce)
   lc_comm *zg, *rep; // owned: the zero group and the replica group (NULL for stage 0)
-  lc_arena *arena;
-  float *params, *grads, *m, *v; // this rank's storage (full or shard, by stage)
+  lc_arena *arena;   // host memory (the backend's: be->host)
+  lc_backend *be;    // where the states live (owned: lc_pstore_create makes a CPU backend)
+  // This rank's storage (full or shard, by stage) as the backend's buffers; m_b, v_b and
+  // norm_acc_b (one double: the gradient's sum of squares) once an optimizer is added.
+  lc_buf params_b, grads_b, m_b, v_b, norm_acc_b;
+  // Their host addresses where the backend's memory is host memory, else NULL
+  // (transitional, backend.h: the passes and the loaders still use them).
+  float *params, *grads, *m, *v;
   size_t n_params, n_grads, n_opt; // floats in each
   lc_ps_segment *seg; // this rank's pieces of every tensor (the optimizer's work)
   int n_seg;
@@ -108,7 +115,7 @@ typedef struct {
   // private
   lc_ps_unit *u_;
   lc_ps_red *red_;
-  int n_red_, want_grads_, last_, passes_, step_passes_;
+  int n_red_, want_grads_, last_, passes_, step_passes_, be_owned_;
   lc_ps_rows *rows_[4]; // row ranges whose gather may be in flight (polled)
   lc_ps_trace *trace;   // tests: NULL, or where the unit calls are recorded
 } lc_pstore;
@@ -121,6 +128,11 @@ lc_status lc_zero_check(int stage, int group, int group_given, int ranks);
 // 0). group: the zero-group size Z (0 = the whole world); it must divide the world size.
 lc_status lc_pstore_create(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world,
                            lc_arena *arena);
+// The same with the states on backend `be` (not owned; its host arena serves the rest).
+// Without host-addressable memory only the optimizer's path runs (states in and out, the
+// gradient norm, AdamW, the stage 1/2 parameter gather); the passes need lc_pstore_create.
+lc_status lc_pstore_create_on(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world,
+                              lc_backend *be);
 // AdamW moments m and v (zero), for training.
 lc_status lc_pstore_add_optimizer(lc_pstore *ps);
 // Inference: the gradient buffers go (their memory back to the arena).
@@ -195,8 +207,8 @@ lc_status lc_pstore_update(lc_pstore *ps, const lc_adamw_hp *hp, float max_norm,
                            double *norm, int *applied);
 
 // ---- one tensor at a time (loading, saving)
-// Tensor t of `which` in place when this rank holds all of it (the buffer is replicated),
-// else NULL.
+// Tensor t of `which` in place when this rank holds all of it (the buffer is replicated)
+// in host-addressable memory, else NULL.
 float *lc_pstore_tensor_ptr(lc_pstore *ps, lc_ps_state which, int t);
 // Sets this rank's part of elements [first, first + n) of tensor t of `which` from src,
 // which holds those n elements of the full tensor (every rank calls it).
@@ -211,8 +223,11 @@ lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, 
 void lc_pstore_set_compute(lc_pstore *ps, lc_dtype compute);
 
 // ---- sizes, for the memory model and the byte formulas
+// The optimizer's sum-of-squares accumulator (one double on the backend, LC_MEM_OPTIM).
+#define LC_PS_NORM_ACC_BYTES sizeof(double)
 typedef struct {
-  size_t params, grads, optim; // persistent bytes per rank
+  size_t params, grads, optim; // persistent bytes per rank (optim: m, v and the norm's
+                               // accumulator, LC_PS_NORM_ACC_BYTES)
   size_t unit_embed, unit_layer, unit_final; // bytes of one unit's full (padded) copy
   // bytes of a unit's compute copy in a bf16 pass (2 bytes per value, plus its vectors in
   // fp32: pstore.c, copy16)

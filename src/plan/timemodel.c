@@ -278,7 +278,7 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
 #undef UNIT
   // After the passes: gradient norm and AdamW over this rank's shard (read p, g, m, v; write
   // p, m, v; the norm reads g), stages 1/2 all-gather the parameters, small all-reduces.
-  const double nopt = (double)zs.optim / 8, ngrad = (double)zs.grads / 4;
+  const double nopt = (double)(zs.optim - LC_PS_NORM_ACC_BYTES) / 8, ngrad = (double)zs.grads / 4;
   const double opt = lc_rates_ew_s(r, 28 * nopt + 8 * ngrad);
   double after = 0;
   // (below stage 3 zs.params is the whole parameter set: the all-gather's output)

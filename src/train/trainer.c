@@ -105,7 +105,12 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
     st = lc_ckstore_check_dir(o->mopts.offload_dir, ck);
   }
   st = lc_comm_agree(world, st);
-  if (st == LC_OK) st = lc_model_create_zero(&t->model, &o->cfg, o->mopts.zero, o->mopts.zero_group, world, &t->arena);
+  if (st == LC_OK) st = lc_backend_open(o->device ? o->device : "cpu", &t->arena, &t->be);
+  if (st == LC_OK && !t->be->host_memory)
+    st = lc_fail(LC_EINVAL, "--device %s: the model's passes do not run on it yet (only the optimizer step does); "
+                 "use --device cpu", t->be->name);
+  if (st == LC_OK)
+    st = lc_model_create_on(&t->model, &o->cfg, o->mopts.zero, o->mopts.zero_group, world, t->be);
   if (st == LC_OK) st = lc_pstore_add_optimizer(&t->model.ps);
   if (st == LC_OK) st = lc_model_init_random(&t->model, o->seed);
   t->opt.m = t->model.ps.m;
@@ -150,6 +155,8 @@ void lc_trainer_free(lc_trainer *t) {
   free(t->full_tok);
   memset(&t->opt, 0, sizeof t->opt); // its moments belong to the store
   lc_model_destroy(&t->model, &t->arena);
+  lc_backend_close(t->be);
+  t->be = NULL;
   if (t->distributed) lc_attn_2d_free(&t->attn);
   lc_grid_destroy(&t->grid);
   lc_data_close(&t->data);

@@ -30,6 +30,7 @@ typedef struct {
   int pack;               // samples are whole documents packed into --seq tokens (io/pack.h)
   int skip_nonfinite;     // skip up to this many updates in a row whose loss or gradient norm is not finite
   lc_dtype save_dtype;    // model.safetensors of a checkpoint: LC_DT_F32 (0, the master weights) or LC_DT_BF16
+  const char *device;     // backend/backend.h: NULL or "cpu" (the only device the passes run on yet)
 } lc_train_opts;
 
 // Zeroes o and sets the AdamW constants every run uses (beta1 0.9, beta2 0.95, eps 1e-8).
@@ -63,6 +64,7 @@ typedef struct {
 typedef struct {
   lc_train_opts o;
   lc_arena arena;
+  lc_backend *be;  // the device the model's states live on (over `arena`)
   lc_model model;  // its store (model.ps) holds the parameters, gradients and AdamW moments
   lc_adamw opt;    // AdamW's step count; m and v point into the store
   lc_data data;

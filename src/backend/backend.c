@@ -1,0 +1,185 @@
+// The backend interface's common part (backend.h): the device list, buffers and views, the
+// named reads and writes, and the checks in front of every op.
+#define _DEFAULT_SOURCE
+#include "backend/backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/private/private_backend.h"
+
+// ---- devices: one line per backend this build has
+typedef struct {
+  const char *name;
+  lc_status (*open)(lc_arena *arena, lc_backend **out);
+} device_entry;
+static const device_entry devices[] = {
+    {"cpu", lc_backend_cpu_open},
+    {"private", lc_backend_private_open},
+};
+#define N_DEVICES (int)(sizeof devices / sizeof devices[0])
+
+const char *lc_device_names(void) { return "cpu, private (tests: buffers no host code can reach)"; }
+
+static const device_entry *find_device(const char *spec) {
+  for (int i = 0; i < N_DEVICES; i++)
+    if (!strcmp(spec, devices[i].name)) return &devices[i];
+  return NULL;
+}
+
+lc_status lc_device_check(const char *spec) {
+  if (spec && find_device(spec)) return LC_OK;
+  if (spec && (!strcmp(spec, "cuda") || !strncmp(spec, "cuda:", 5)))
+    return lc_fail(LC_EINVAL, "--device %s: this build has no CUDA backend yet; devices: %s", spec, lc_device_names());
+  return lc_fail(LC_EINVAL, "--device %s is not a device of this build; use one of: %s", spec ? spec : "(none)",
+                 lc_device_names());
+}
+
+lc_status lc_backend_open(const char *spec, lc_arena *arena, lc_backend **out) {
+  *out = NULL;
+  LC_TRY(lc_device_check(spec));
+  return find_device(spec)->open(arena, out);
+}
+
+const char *lc_backend_describe(const lc_backend *be, char *buf, size_t n) {
+  const double gib = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 1073741824.0;
+  if (be->host_memory)
+    snprintf(buf, n, "%s: host memory, %.1f GiB (device and host bytes are one memory)", be->name, gib);
+  else
+    snprintf(buf, n, "%s: its own memory (a private mapping of %.1f GiB reserved), staging in host memory (%.1f GiB)",
+             be->name, (double)be->arena->cap / 1073741824.0, gib);
+  return buf;
+}
+
+void lc_backend_close(lc_backend *be) {
+  if (be && be->ops->destroy) be->ops->destroy(be);
+}
+
+// ---- buffers
+lc_buf lc_buf_view(lc_buf b, size_t first, size_t n) {
+  if (first + n > b.n) abort(); // a view outside its buffer: a programming error
+  b.off += lc_bytes(b.dt, first);
+  b.n = n;
+  return b;
+}
+
+lc_status lc_buf_alloc(lc_backend *be, lc_mem_cat cat, lc_dtype dt, size_t n, int zero, const char *what, lc_buf *b) {
+  memset(b, 0, sizeof *b);
+  const size_t bytes = lc_bytes(dt, n);
+  uint64_t h = 0;
+  LC_TRY(be->ops->alloc(be, cat, bytes, zero, what, &h));
+  *b = (lc_buf){.be = be, .h = h, .off = 0, .n = n, .dt = dt, .cat = cat};
+  return LC_OK;
+}
+
+void lc_buf_free(lc_buf *b) {
+  if (!b->be) return;
+  if (b->off) abort(); // freeing a view
+  b->be->ops->free(b->be, b->cat, lc_buf_bytes(*b), b->h);
+  memset(b, 0, sizeof *b);
+}
+
+void *lc_buf_host(lc_buf b) { return b.be && b.be->host_memory ? b.be->ops->host_ptr(b.be, b) : NULL; }
+
+void *lc_buf_host_or_fail(lc_buf b, const char *what) {
+  void *p = lc_buf_host(b);
+  if (!p && b.be)
+    lc_fail(LC_EINVAL, "%s does not run on the %s device yet (it needs host memory); use --device cpu", what,
+            b.be->name);
+  return p;
+}
+
+// ---- named reads and writes
+const char *lc_sync_name(lc_sync_kind k) {
+  static const char *names[LC_SYNC_N] = {"loss", "grad_norm", "token", "states", "stage", "test"};
+  return k >= 0 && k < LC_SYNC_N ? names[k] : "?";
+}
+
+static void count_sync(lc_backend *be, lc_sync_kind why, int write, size_t bytes) {
+  be->sync[why][write]++;
+  be->sync_bytes[why] += bytes;
+}
+
+lc_status lc_buf_read(lc_buf src, void *dst, lc_sync_kind why) {
+  if (!src.be) return lc_fail(LC_EINVAL, "lc_buf_read: empty buffer");
+  count_sync(src.be, why, 0, lc_buf_bytes(src));
+  return src.n ? src.be->ops->read(src.be, src, dst) : LC_OK;
+}
+
+lc_status lc_buf_write(lc_buf dst, const void *src, lc_sync_kind why) {
+  if (!dst.be) return lc_fail(LC_EINVAL, "lc_buf_write: empty buffer");
+  count_sync(dst.be, why, 1, lc_buf_bytes(dst));
+  return dst.n ? dst.be->ops->write(dst.be, dst, src) : LC_OK;
+}
+
+size_t lc_backend_syncs(const lc_backend *be, lc_sync_kind k) { return be->sync[k][0] + be->sync[k][1]; }
+
+void lc_backend_sync_reset(lc_backend *be) {
+  memset(be->sync, 0, sizeof be->sync);
+  memset(be->sync_bytes, 0, sizeof be->sync_bytes);
+}
+
+// ---- ops: the checks every backend relies on, then its entry
+static lc_status need(int ok, const char *op) {
+  return ok ? LC_OK : lc_fail(LC_EINVAL, "backend op %s: buffers of another backend, dtype or size", op);
+}
+static int same_be(lc_buf a, lc_buf b) { return a.be && a.be == b.be; }
+
+lc_status lc_be_copy(lc_buf dst, lc_buf src, lc_stream s) {
+  LC_TRY(need(same_be(dst, src) && dst.dt == src.dt && dst.n == src.n, "copy"));
+  if (dst.n) dst.be->ops->copy(dst.be, dst, src, s);
+  return LC_OK;
+}
+
+lc_status lc_be_zero(lc_buf dst) {
+  LC_TRY(need(dst.be != NULL, "zero"));
+  if (dst.n) dst.be->ops->zero(dst.be, dst);
+  return LC_OK;
+}
+
+lc_status lc_be_bf16_pack(lc_buf d, lc_buf s) {
+  LC_TRY(need(same_be(d, s) && d.dt == LC_DT_BF16 && s.dt == LC_DT_F32 && d.n == s.n, "bf16_pack"));
+  if (d.n) d.be->ops->bf16_pack(d.be, d, s);
+  return LC_OK;
+}
+
+lc_status lc_be_bf16_unpack(lc_buf d, lc_buf s) {
+  LC_TRY(need(same_be(d, s) && d.dt == LC_DT_F32 && s.dt == LC_DT_BF16 && d.n == s.n, "bf16_unpack"));
+  if (d.n) d.be->ops->bf16_unpack(d.be, d, s);
+  return LC_OK;
+}
+
+lc_status lc_be_bf16_round(lc_buf x) {
+  LC_TRY(need(x.be && x.dt == LC_DT_F32, "bf16_round"));
+  if (x.n) x.be->ops->bf16_round(x.be, x);
+  return LC_OK;
+}
+
+lc_status lc_be_add(lc_buf y, lc_buf x) {
+  LC_TRY(need(same_be(y, x) && y.dt == LC_DT_F32 && x.dt == LC_DT_F32 && y.n == x.n, "add"));
+  if (y.n) y.be->ops->add(y.be, y, x);
+  return LC_OK;
+}
+
+lc_status lc_be_scale(lc_buf x, float s) {
+  LC_TRY(need(x.be && x.dt == LC_DT_F32, "scale"));
+  if (x.n) x.be->ops->scale(x.be, x, s);
+  return LC_OK;
+}
+
+lc_status lc_be_sumsq_acc(lc_buf acc, lc_buf x) {
+  LC_TRY(need(same_be(acc, x) && acc.dt == LC_DT_F64 && acc.n == 1 && x.dt == LC_DT_F32, "sumsq_acc"));
+  if (x.n) x.be->ops->sumsq_acc(x.be, acc, x);
+  return LC_OK;
+}
+
+lc_status lc_be_adamw(lc_buf p, lc_buf g, lc_buf m, lc_buf v, const lc_adamw_args *a) {
+  LC_TRY(need(same_be(p, g) && same_be(p, m) && same_be(p, v) && p.dt == LC_DT_F32 && g.dt == LC_DT_F32 &&
+                  m.dt == LC_DT_F32 && v.dt == LC_DT_F32 && g.n == p.n && m.n == p.n && v.n == p.n,
+              "adamw"));
+  if (p.n) p.be->ops->adamw(p.be, p, g, m, v, a);
+  return LC_OK;
+}

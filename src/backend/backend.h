@@ -1,0 +1,171 @@
+// The backend interface: what a device must provide for longctx to train on it (DESIGN.md,
+// "Backends"). A backend owns memory (an allocator per memory category, counted per device,
+// and host memory for staging and offload), buffers (typed handles), execution (a compute
+// stream and a copy stream with events) and the bulk ops that run on its buffers. Host code
+// holds lc_buf handles, calls the ops below and sees a value only through lc_buf_read, a
+// named, counted synchronisation point.
+//
+// A new backend is one folder, src/backend/NAME/, that fills an lc_backend_ops table and
+// registers a constructor in backend.c's device list. Today: `cpu` (backend/cpu/: the arena
+// and the kernel table, host memory) and `private` (backend/private/, for tests: its
+// buffers live in a private mapping host code has no pointer to, protected outside the
+// backend's own calls, so a hidden host access faults).
+//
+// Every op below runs on the compute stream unless it takes a stream; on the CPU every call
+// is synchronous and the stream calls do nothing. Element counts are in the buffers'
+// dtypes; an op checks that its buffers belong to the backend and have the sizes it needs
+// (a mismatch is a programming error: LC_EINVAL naming the op).
+//
+// Migration (issue 32): the parameter store's states and the optimizer step run on
+// handles; the rest of the step still reaches the CPU backend's memory through
+// lc_buf_host, which a backend without host-addressable memory answers with NULL.
+#ifndef LC_BACKEND_H
+#define LC_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/dtype.h"
+#include "core/status.h"
+#include "ops/kernels.h"
+
+typedef struct lc_backend lc_backend;
+
+// A buffer: n elements of dtype dt that a backend holds. It carries no address: host code
+// cannot index it or hand it to memcpy, only to the backend. A view (lc_buf_view) shares
+// the allocation; only the allocation itself (off 0, as lc_buf_alloc returned it) is freed.
+typedef struct {
+  lc_backend *be;  // owner; NULL: the empty buffer
+  uint64_t h;      // the allocation's handle, the backend's business
+  size_t off;      // byte offset of this view in the allocation
+  size_t n;        // elements
+  lc_dtype dt;
+  lc_mem_cat cat;  // the category its bytes are counted in
+} lc_buf;
+
+static inline int lc_buf_ok(lc_buf b) { return b.be != NULL; }
+static inline size_t lc_buf_bytes(lc_buf b) { return lc_bytes(b.dt, b.n); }
+// Elements [first, first + n) of b, as dtype b.dt (n = 0 is an empty view).
+lc_buf lc_buf_view(lc_buf b, size_t first, size_t n);
+
+// The named synchronisation points: every read or write between a buffer and host memory
+// says why it happens, and the backend counts them (lc_backend.sync). A step's expected
+// set is a test (tests/test_backend.c): a hidden read fails it.
+typedef enum {
+  LC_SYNC_LOSS = 0,   // a pass's loss sum
+  LC_SYNC_GRAD_NORM,  // the gradient's sum of squares (norm, clip factor, non-finite check)
+  LC_SYNC_TOKEN,      // a generated token
+  LC_SYNC_STATES,     // model states in or out: initialisation, loading, saving, resuming
+  LC_SYNC_STAGE,      // staging for a communicator that cannot read the device's memory
+  LC_SYNC_TEST,       // tests
+  LC_SYNC_N
+} lc_sync_kind;
+const char *lc_sync_name(lc_sync_kind k);
+
+typedef enum { LC_STREAM_COMPUTE = 0, LC_STREAM_COPY, LC_STREAM_N } lc_stream;
+// A point in a stream's work (recorded, then waited for by another stream or the host).
+typedef struct {
+  uint64_t h;
+} lc_be_event;
+
+// AdamW over one shard, with the step's scalars (ops/kernels.h: the adamw entry).
+typedef struct {
+  float wd, beta1, beta2, eps, lr, step_size, inv_sqrt_bc2;
+} lc_adamw_args;
+
+// The table a backend fills. Buffers passed in are the backend's own.
+typedef struct {
+  // ---- memory: allocations of `bytes` (64-byte aligned), zeroed when `zero`, counted in
+  // be->arena under cat (the cap's refusal: LC_ENOMEM with one line naming `what`)
+  lc_status (*alloc)(lc_backend *be, lc_mem_cat cat, size_t bytes, int zero, const char *what, uint64_t *h);
+  void (*free)(lc_backend *be, lc_mem_cat cat, size_t bytes, uint64_t h);
+  // The host address of a buffer's first byte where the backend's memory is host memory
+  // (cpu), else NULL (transitional: lc_buf_host).
+  void *(*host_ptr)(lc_backend *be, lc_buf b);
+  // ---- transfers: host <-> buffer (blocking), buffer -> buffer on a stream
+  lc_status (*read)(lc_backend *be, lc_buf src, void *dst);
+  lc_status (*write)(lc_backend *be, lc_buf dst, const void *src);
+  void (*copy)(lc_backend *be, lc_buf dst, lc_buf src, lc_stream s); // same dtype and n
+  void (*zero)(lc_backend *be, lc_buf dst);
+  // ---- execution
+  void (*record)(lc_backend *be, lc_stream s, lc_be_event *ev);
+  void (*wait_event)(lc_backend *be, lc_stream s, lc_be_event ev); // s waits for ev
+  lc_status (*sync)(lc_backend *be, lc_stream s);               // the host waits for s
+  // ---- casts (ops/kernels.h's rule: round to nearest even)
+  void (*bf16_pack)(lc_backend *be, lc_buf dst16, lc_buf src32);
+  void (*bf16_unpack)(lc_backend *be, lc_buf dst32, lc_buf src16);
+  void (*bf16_round)(lc_backend *be, lc_buf x32);
+  // ---- reductions and updates over flat fp32 ranges
+  void (*add)(lc_backend *be, lc_buf y, lc_buf x);   // y += x
+  void (*scale)(lc_backend *be, lc_buf x, float s);  // x *= s
+  // acc (one F64 element) += sum of x^2, summed in double in the kernel table's order
+  void (*sumsq_acc)(lc_backend *be, lc_buf acc, lc_buf x);
+  // One AdamW step over p, g, m, v (fp32, the same n)
+  void (*adamw)(lc_backend *be, lc_buf p, lc_buf g, lc_buf m, lc_buf v, const lc_adamw_args *a);
+  void (*destroy)(lc_backend *be);
+} lc_backend_ops;
+
+struct lc_backend {
+  const lc_backend_ops *ops;
+  char name[32];       // "cpu", "private"
+  int host_memory;     // its buffers are ordinary host memory (cpu)
+  lc_arena *arena;     // the device's memory, counted per category (cpu: the run's arena)
+  lc_arena *host;      // host memory the backend hands out for staging and offload (cpu:
+                       // the same arena: device and host are one memory)
+  size_t sync[LC_SYNC_N][2]; // named reads [k][0] and writes [k][1]
+  size_t sync_bytes[LC_SYNC_N];
+  void *impl;
+};
+
+// ---- devices
+// "cpu" (every build), "private" (tests), "cuda[:N]" (not built yet). LC_EINVAL with one
+// line naming the devices this build has.
+lc_status lc_device_check(const char *spec);
+// Makes the backend for `spec` over `arena` (cpu: the run's memory; private: counts its
+// device memory in a second arena the backend owns, with the same cap).
+lc_status lc_backend_open(const char *spec, lc_arena *arena, lc_backend **out);
+void lc_backend_close(lc_backend *be);
+// A CPU backend in storage the caller holds (no allocation; close it with lc_backend_close).
+void lc_backend_cpu_init(lc_backend *be, lc_arena *arena);
+// One line on the device and its memory, for the settings table ("cpu: host memory, 23.4
+// GiB; the device's bytes are the host's").
+const char *lc_backend_describe(const lc_backend *be, char *buf, size_t n);
+// The names of the devices this build can open, for messages ("cpu, private").
+const char *lc_device_names(void);
+
+// ---- memory
+// A buffer of n elements of dt in category cat (zero: zeroed). LC_ENOMEM with the arena's
+// one line (naming `what`) when the device's cap or memory refuses it; *b is then empty.
+lc_status lc_buf_alloc(lc_backend *be, lc_mem_cat cat, lc_dtype dt, size_t n, int zero, const char *what, lc_buf *b);
+// Frees an allocation (the empty buffer is fine) and empties *b.
+void lc_buf_free(lc_buf *b);
+// Transitional (issue 32): the host address of b where its backend's memory is host
+// memory, else NULL. Code not yet behind the backend uses it; a NULL answer is that code
+// refusing the device (lc_buf_host_or_fail).
+void *lc_buf_host(lc_buf b);
+// The same, or NULL with LC_EINVAL naming `what` as not yet running on the device.
+void *lc_buf_host_or_fail(lc_buf b, const char *what);
+
+// ---- named reads and writes (blocking; counted)
+lc_status lc_buf_read(lc_buf src, void *dst, lc_sync_kind why);
+lc_status lc_buf_write(lc_buf dst, const void *src, lc_sync_kind why);
+// The counts of one kind, and every kind's reads + writes.
+size_t lc_backend_syncs(const lc_backend *be, lc_sync_kind k);
+void lc_backend_sync_reset(lc_backend *be);
+
+// ---- ops through the table (the checks, then the backend's entry)
+lc_status lc_be_copy(lc_buf dst, lc_buf src, lc_stream s);
+lc_status lc_be_zero(lc_buf dst);
+lc_status lc_be_bf16_pack(lc_buf dst16, lc_buf src32);
+lc_status lc_be_bf16_unpack(lc_buf dst32, lc_buf src16);
+lc_status lc_be_bf16_round(lc_buf x32);
+lc_status lc_be_add(lc_buf y, lc_buf x);
+lc_status lc_be_scale(lc_buf x, float s);
+lc_status lc_be_sumsq_acc(lc_buf acc, lc_buf x);
+lc_status lc_be_adamw(lc_buf p, lc_buf g, lc_buf m, lc_buf v, const lc_adamw_args *a);
+static inline void lc_be_record(lc_backend *be, lc_stream s, lc_be_event *ev) { be->ops->record(be, s, ev); }
+static inline void lc_be_wait_event(lc_backend *be, lc_stream s, lc_be_event ev) { be->ops->wait_event(be, s, ev); }
+static inline lc_status lc_be_sync(lc_backend *be, lc_stream s) { return be->ops->sync(be, s); }
+
+#endif

@@ -1,0 +1,72 @@
+// The CPU backend (cpu_backend.h): a handle is the block's address, ops are the kernel
+// table's entries on the buffers' addresses.
+#include "backend/cpu/cpu_backend.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *at(lc_buf b) { return (char *)(uintptr_t)b.h + b.off; }
+
+static lc_status cpu_alloc(lc_backend *be, lc_mem_cat cat, size_t bytes, int zero, const char *what, uint64_t *h) {
+  void *p = zero ? lc_calloc(be->arena, cat, bytes, what) : lc_alloc(be->arena, cat, bytes, what);
+  if (!p) return LC_ENOMEM; // lc_alloc said why
+  *h = (uint64_t)(uintptr_t)p;
+  return LC_OK;
+}
+static void cpu_free(lc_backend *be, lc_mem_cat cat, size_t bytes, uint64_t h) { lc_free(be->arena, (void *)(uintptr_t)h); }
+static void *cpu_host_ptr(lc_backend *be, lc_buf b) { return at(b); }
+
+static lc_status cpu_read(lc_backend *be, lc_buf src, void *dst) {
+  memcpy(dst, at(src), lc_buf_bytes(src));
+  return LC_OK;
+}
+static lc_status cpu_write(lc_backend *be, lc_buf dst, const void *src) {
+  memcpy(at(dst), src, lc_buf_bytes(dst));
+  return LC_OK;
+}
+static void cpu_copy(lc_backend *be, lc_buf dst, lc_buf src, lc_stream s) { memmove(at(dst), at(src), lc_buf_bytes(dst)); }
+static void cpu_zero(lc_backend *be, lc_buf dst) { memset(at(dst), 0, lc_buf_bytes(dst)); }
+
+// Synchronous: an event is always complete.
+static void cpu_record(lc_backend *be, lc_stream s, lc_be_event *ev) { ev->h = 0; }
+static void cpu_wait_event(lc_backend *be, lc_stream s, lc_be_event ev) {}
+static lc_status cpu_sync(lc_backend *be, lc_stream s) { return LC_OK; }
+
+static void cpu_pack(lc_backend *be, lc_buf d, lc_buf s) { lc_kern()->bf16_pack(at(d), at(s), d.n); }
+static void cpu_unpack(lc_backend *be, lc_buf d, lc_buf s) { lc_kern()->bf16_unpack(at(d), at(s), d.n); }
+static void cpu_round(lc_backend *be, lc_buf x) { lc_kern()->bf16_round(at(x), x.n); }
+static void cpu_add(lc_backend *be, lc_buf y, lc_buf x) { lc_kern()->add(at(y), at(x), y.n); }
+static void cpu_scale(lc_backend *be, lc_buf x, float s) { lc_kern()->scale(at(x), x.n, s); }
+static void cpu_sumsq_acc(lc_backend *be, lc_buf acc, lc_buf x) { *(double *)at(acc) += lc_kern()->sumsq(at(x), x.n); }
+static void cpu_adamw(lc_backend *be, lc_buf p, lc_buf g, lc_buf m, lc_buf v, const lc_adamw_args *a) {
+  lc_kern()->adamw(at(p), at(g), at(m), at(v), p.n, a->wd, a->beta1, a->beta2, a->eps, a->lr, a->step_size,
+                   a->inv_sqrt_bc2);
+}
+
+static void cpu_destroy_heap(lc_backend *be) { free(be); }
+
+#define CPU_OPS(destroy_fn)                                                                                         \
+  {.alloc = cpu_alloc, .free = cpu_free, .host_ptr = cpu_host_ptr, .read = cpu_read, .write = cpu_write,           \
+   .copy = cpu_copy, .zero = cpu_zero, .record = cpu_record, .wait_event = cpu_wait_event, .sync = cpu_sync,        \
+   .bf16_pack = cpu_pack, .bf16_unpack = cpu_unpack, .bf16_round = cpu_round, .add = cpu_add, .scale = cpu_scale, \
+   .sumsq_acc = cpu_sumsq_acc, .adamw = cpu_adamw, .destroy = destroy_fn}
+static const lc_backend_ops cpu_ops_held = CPU_OPS(NULL); // storage the caller holds
+static const lc_backend_ops cpu_ops_heap = CPU_OPS(cpu_destroy_heap);
+
+void lc_backend_cpu_init(lc_backend *be, lc_arena *arena) {
+  memset(be, 0, sizeof *be);
+  be->ops = &cpu_ops_held;
+  strcpy(be->name, "cpu");
+  be->host_memory = 1;
+  be->arena = be->host = arena;
+}
+
+lc_status lc_backend_cpu_open(lc_arena *arena, lc_backend **out) {
+  lc_backend *be = malloc(sizeof *be);
+  if (!be) return lc_fail(LC_ENOMEM, "out of memory for the cpu backend");
+  lc_backend_cpu_init(be, arena);
+  be->ops = &cpu_ops_heap;
+  *out = be;
+  return LC_OK;
+}

@@ -1,0 +1,11 @@
+// The CPU backend: buffers in the run's arena (host memory), ops through the kernel table
+// (ops/kernels.h), every call synchronous.
+#ifndef LC_CPU_BACKEND_H
+#define LC_CPU_BACKEND_H
+
+#include "backend/backend.h"
+
+// A CPU backend over `arena`, allocated (lc_backend_close frees it).
+lc_status lc_backend_cpu_open(lc_arena *arena, lc_backend **out);
+
+#endif
