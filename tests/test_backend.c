@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "backend/private/private_backend.h"
 #include "comm/comm.h"
+#include "model/loss.h"
 #include "train/trainer.h"
 #include "backend_update.h"
 #include "testutil.h"
@@ -232,9 +233,10 @@ static void test_update(void) {
 }
 
 // One training step's synchronisation points (the expected set: a hidden read fails it).
-// Step = zero the gradients, the passes, the update: the norm's accumulator is written
-// (zeroed) and read once; nothing else crosses between the backend and the host. (The loss
-// sum and the passes' data do not go through the backend yet: issue 32.)
+// Step = zero the gradients, the passes (one per local sequence), the update: each pass's
+// loss writes its targets to the device and reads its sums once; the update reads the
+// gradient norm once; nothing else crosses between the backend and the host. (The layers'
+// data does not go through the backend yet: issue 32.)
 static void test_step_syncs(void) {
   lc_train_opts o;
   lc_train_opts_init(&o);
@@ -249,18 +251,157 @@ static void test_step_syncs(void) {
   lc_backend_sync_reset(tr.be);
   lc_step_metrics m;
   CHECK(lc_trainer_step(&tr, &m) == LC_OK, "step: %s", lc_errmsg());
+  const size_t passes = (size_t)o.batch;
   for (int k = 0; k < LC_SYNC_N; k++) {
-    const size_t want_r = k == LC_SYNC_GRAD_NORM, want_w = k == LC_SYNC_GRAD_NORM;
+    const size_t want_r = k == LC_SYNC_GRAD_NORM ? 1 : k == LC_SYNC_LOSS ? passes : 0,
+                 want_w = k == LC_SYNC_INPUT ? passes : 0;
     CHECK(tr.be->sync[k][0] == want_r && tr.be->sync[k][1] == want_w, "one step: %s reads %zu writes %zu, expected %zu %zu",
           lc_sync_name((lc_sync_kind)k), tr.be->sync[k][0], tr.be->sync[k][1], want_r, want_w);
   }
-  CHECK(tr.be->sync_bytes[LC_SYNC_GRAD_NORM] == 2 * sizeof(double), "the norm: 2 x 8 bytes");
+  CHECK(tr.be->sync_bytes[LC_SYNC_GRAD_NORM] == sizeof(double), "the norm: 8 bytes");
+  CHECK(tr.be->sync_bytes[LC_SYNC_LOSS] == passes * 2 * sizeof(double) &&
+            tr.be->sync_bytes[LC_SYNC_INPUT] == passes * (size_t)o.seq * sizeof(int),
+        "the loss: 16 bytes and the targets per pass (%zu, %zu)", tr.be->sync_bytes[LC_SYNC_LOSS],
+        tr.be->sync_bytes[LC_SYNC_INPUT]);
   lc_trainer_free(&tr);
   // --device private is refused for training with one line (the passes need host memory yet)
   o.device = "private";
   CHECK(lc_trainer_init(&tr, &o, self) == LC_EINVAL && strstr(lc_errmsg(), "--device private"), "private train: %s",
         lc_errmsg());
   lc_comm_destroy(self);
+}
+
+// ---- the loss on both backends: same bits; against a double reference and the sliced form
+typedef struct {
+  lc_buf head, head_g;
+  int R, C, V;
+} slicer;
+
+static lc_status sl_get(void *arg, int s, int pass, lc_buf *w, lc_buf *g) {
+  slicer *h = arg;
+  const int v0 = s * h->R, vs = h->V - v0 < h->R ? h->V - v0 : h->R;
+  *w = lc_buf_view(h->head, (size_t)v0 * h->C, (size_t)vs * h->C);
+  *g = pass == 1 ? lc_buf_view(h->head_g, (size_t)v0 * h->C, (size_t)vs * h->C) : (lc_buf){0};
+  return LC_OK;
+}
+static lc_status sl_put(void *arg, int s, int pass) { return LC_OK; }
+
+typedef struct {
+  double loss;
+  long wrong;
+  float *dx, *norm_g, *head_g;
+} loss_out;
+
+// One loss call on backend `dev` (sliced: rows per slice, 0 = whole head).
+static loss_out run_loss(const char *dev, const lc_config *cfg, const float *x, const float *nw, const float *head,
+                         const int *tg, int T, int tile, int bf16, int rows) {
+  const int C = cfg->dim, V = cfg->vocab;
+  lc_arena ar;
+  lc_arena_init(&ar, 0);
+  lc_backend *be = NULL;
+  CHECK(lc_backend_open(dev, &ar, &be) == LC_OK, "open");
+  lc_buf bx, bdx, bn, bng, bh, bhg;
+  const size_t TC = (size_t)T * C, VC = (size_t)V * C;
+  CHECK(lc_buf_alloc(be, LC_MEM_ACT, LC_DT_F32, TC, 0, "x", &bx) == LC_OK &&
+            lc_buf_alloc(be, LC_MEM_GRADS, LC_DT_F32, TC, 0, "dx", &bdx) == LC_OK &&
+            lc_buf_alloc(be, LC_MEM_PARAMS, LC_DT_F32, (size_t)C, 0, "norm", &bn) == LC_OK &&
+            lc_buf_alloc(be, LC_MEM_GRADS, LC_DT_F32, (size_t)C, 1, "norm grad", &bng) == LC_OK &&
+            lc_buf_alloc(be, LC_MEM_PARAMS, bf16 ? LC_DT_BF16 : LC_DT_F32, VC, 0, "head", &bh) == LC_OK &&
+            lc_buf_alloc(be, LC_MEM_GRADS, LC_DT_F32, VC, 1, "head grad", &bhg) == LC_OK,
+        "buffers");
+  lc_buf_write(bx, x, LC_SYNC_TEST), lc_buf_write(bn, nw, LC_SYNC_TEST);
+  if (bf16) { // the compute copy: head rounded into 2 bytes on the device
+    lc_buf h32;
+    CHECK(lc_buf_alloc(be, LC_MEM_SCRATCH, LC_DT_F32, VC, 0, "head32", &h32) == LC_OK, "h32");
+    lc_buf_write(h32, head, LC_SYNC_TEST);
+    CHECK(lc_be_bf16_pack(bh, h32) == LC_OK, "pack head");
+    lc_buf_free(&h32);
+  } else {
+    lc_buf_write(bh, head, LC_SYNC_TEST);
+  }
+  lc_arena_reset_peaks(be->arena);
+  loss_out o = {0, 0, malloc(sizeof(float) * TC), malloc(sizeof(float) * C), malloc(sizeof(float) * VC)};
+  lc_status st;
+  if (rows) {
+    slicer h = {bh, bhg, rows, C, V};
+    const lc_head_slices hs = {.rows = rows, .get = sl_get, .put = sl_put, .arg = &h};
+    st = lc_loss_fwd_bwd_sliced(cfg, be, bn, bng, &hs, bx, tg, T, tile, 0.01f, bf16, bdx, &o.loss, &o.wrong);
+  } else {
+    const lc_loss_weights w = {bn, bng, bh, bhg};
+    st = lc_loss_fwd_bwd(cfg, be, &w, bx, tg, T, tile, 0.01f, bf16, bdx, &o.loss, &o.wrong);
+  }
+  CHECK(st == LC_OK, "%s loss: %s", dev, lc_errmsg());
+  CHECK(be->sync[LC_SYNC_LOSS][0] == 1 && be->sync[LC_SYNC_INPUT][1] == 1, "%s loss: one read of the sums, one write of the targets", dev);
+  lc_buf_read(bdx, o.dx, LC_SYNC_TEST), lc_buf_read(bng, o.norm_g, LC_SYNC_TEST), lc_buf_read(bhg, o.head_g, LC_SYNC_TEST);
+  // The device's scratch: freed, and its peak is the memory model's, to the byte.
+  const size_t want = rows ? lc_loss_sliced_scratch_bytes(cfg, T, tile, rows, bf16) : lc_loss_scratch_bytes(cfg, T, tile, bf16);
+  CHECK(be->arena->cur[LC_MEM_SCRATCH] == 0 && be->arena->peak[LC_MEM_SCRATCH] == want,
+        "%s loss bf16 %d tile %d rows %d: scratch %zu, peak %zu, memory model %zu", dev, bf16, tile, rows,
+        be->arena->cur[LC_MEM_SCRATCH], be->arena->peak[LC_MEM_SCRATCH], want);
+  lc_buf_free(&bx), lc_buf_free(&bdx), lc_buf_free(&bn), lc_buf_free(&bng), lc_buf_free(&bh), lc_buf_free(&bhg);
+  lc_backend_close(be);
+  lc_arena_trim(&ar);
+  return o;
+}
+
+static void free_out(loss_out *o) { free(o->dx), free(o->norm_g), free(o->head_g); }
+
+static int same_out(const loss_out *a, const loss_out *b, size_t TC, size_t C, size_t VC) {
+  return same(&a->loss, &b->loss, sizeof a->loss) && a->wrong == b->wrong && same(a->dx, b->dx, TC * 4) &&
+         same(a->norm_g, b->norm_g, C * 4) && same(a->head_g, b->head_g, VC * 4);
+}
+
+static void test_loss(void) {
+  lc_config cfg;
+  lc_config_preset(&cfg, "tiny");
+  const int T = 37, C = cfg.dim, V = cfg.vocab;
+  const size_t TC = (size_t)T * C, VC = (size_t)V * C;
+  lc_rng r;
+  lc_rng_seed(&r, 9);
+  float *x = malloc(sizeof(float) * TC), *head = malloc(sizeof(float) * VC), nw[64];
+  int tg[37];
+  fill(x, TC, &r);
+  for (size_t i = 0; i < VC; i++) head[i] = 0.2f * lc_rng_normal(&r);
+  for (int c = 0; c < C; c++) nw[c] = 1.0f + 0.1f * lc_rng_normal(&r);
+  for (int t = 0; t < T; t++) tg[t] = (t % 5 == 3) ? -100 : (int)(lc_rng_normal(&r) * 1e6) & 255;
+  for (int t = 16; t < 32; t++) tg[t] = -100; // one tile of 16 with no label: skipped
+  // The double reference: norm, logits, log-sum-exp minus the target's logit; misses.
+  double ref = 0;
+  long ref_wrong = 0;
+  for (int t = 0; t < T; t++) {
+    if (tg[t] < 0) continue;
+    double ss = 0, n[64], lg[256], mx = -1e300;
+    for (int c = 0; c < C; c++) ss += (double)x[t * C + c] * x[t * C + c];
+    const double rs = 1.0 / sqrt(ss / C + cfg.norm_eps);
+    for (int c = 0; c < C; c++) n[c] = x[t * C + c] * rs * nw[c];
+    int best = 0;
+    for (int v = 0; v < V; v++) {
+      lg[v] = 0;
+      for (int c = 0; c < C; c++) lg[v] += n[c] * head[(size_t)v * C + c];
+      if (lg[v] > mx) mx = lg[v], best = v;
+    }
+    double se = 0;
+    for (int v = 0; v < V; v++) se += exp(lg[v] - mx);
+    ref += mx + log(se) - lg[tg[t]];
+    ref_wrong += best != tg[t];
+  }
+  const int tiles[] = {0, 16}, slices[] = {0, 100};
+  for (int bf16 = 0; bf16 < 2; bf16++)
+    for (int ti = 0; ti < 2; ti++)
+      for (int si = 0; si < 2; si++) {
+        loss_out a = run_loss("cpu", &cfg, x, nw, head, tg, T, tiles[ti], bf16, slices[si]);
+        loss_out b = run_loss("private", &cfg, x, nw, head, tg, T, tiles[ti], bf16, slices[si]);
+        CHECK(same_out(&a, &b, TC, (size_t)C, VC), "loss bf16 %d tile %d slice %d: cpu and private differ (%.17g vs %.17g)",
+              bf16, tiles[ti], slices[si], a.loss, b.loss);
+        // fp32: a K = 64 dot product and a 256-term sum in float: ~1e-6 relative of the loss
+        // sum; bf16 rounds the normed rows and the head: ~2^-8 per logit, ~1e-2 of the sum.
+        const double bound = bf16 ? 1e-2 : 1e-5;
+        CHECK(fabs(a.loss - ref) <= bound * ref, "loss bf16 %d tile %d slice %d: %.9g vs double %.9g", bf16, tiles[ti],
+              slices[si], a.loss, ref);
+        if (!bf16) CHECK(labs(a.wrong - ref_wrong) <= 1, "misses %ld vs double %ld", a.wrong, ref_wrong);
+        free_out(&a), free_out(&b);
+      }
+  free(x), free(head);
 }
 
 int main(void) {
@@ -270,5 +411,6 @@ int main(void) {
   test_private();
   test_update();
   test_step_syncs();
+  test_loss();
   return lc_test_finish("test_backend");
 }

@@ -3,6 +3,8 @@
 #define _DEFAULT_SOURCE
 #include "backend/backend.h"
 
+#include "ops/ops.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,9 +79,31 @@ lc_status lc_buf_alloc(lc_backend *be, lc_mem_cat cat, lc_dtype dt, size_t n, in
 
 void lc_buf_free(lc_buf *b) {
   if (!b->be) return;
+  if (b->cat == LC_MEM_NCAT) { // wrapped host memory: the caller's
+    memset(b, 0, sizeof *b);
+    return;
+  }
   if (b->off) abort(); // freeing a view
   b->be->ops->free(b->be, b->cat, lc_buf_bytes(*b), b->h);
   memset(b, 0, sizeof *b);
+}
+
+lc_buf lc_buf_part(lc_buf b, size_t byte_off, size_t n, lc_dtype dt) {
+  if (byte_off + lc_bytes(dt, n) > lc_buf_bytes(b) || byte_off % lc_dtype_size(dt)) abort(); // a programming error
+  b.off += byte_off;
+  b.n = n;
+  b.dt = dt;
+  return b;
+}
+
+lc_buf lc_buf_wrap_host(lc_backend *be, const void *p, size_t n, lc_dtype dt) {
+  lc_buf b;
+  memset(&b, 0, sizeof b);
+  if (!be->host_memory) {
+    lc_fail(LC_EINVAL, "this step does not run on the %s device yet (it needs host memory); use --device cpu", be->name);
+    return b;
+  }
+  return (lc_buf){.be = be, .h = (uint64_t)(uintptr_t)p, .off = 0, .n = n, .dt = dt, .cat = LC_MEM_NCAT};
 }
 
 void *lc_buf_host(lc_buf b) { return b.be && b.be->host_memory ? b.be->ops->host_ptr(b.be, b) : NULL; }
@@ -94,7 +118,7 @@ void *lc_buf_host_or_fail(lc_buf b, const char *what) {
 
 // ---- named reads and writes
 const char *lc_sync_name(lc_sync_kind k) {
-  static const char *names[LC_SYNC_N] = {"loss", "grad_norm", "token", "states", "stage", "test"};
+  static const char *names[LC_SYNC_N] = {"loss", "grad_norm", "token", "input", "states", "stage", "test"};
   return k >= 0 && k < LC_SYNC_N ? names[k] : "?";
 }
 
@@ -181,5 +205,88 @@ lc_status lc_be_adamw(lc_buf p, lc_buf g, lc_buf m, lc_buf v, const lc_adamw_arg
                   m.dt == LC_DT_F32 && v.dt == LC_DT_F32 && g.n == p.n && m.n == p.n && v.n == p.n,
               "adamw"));
   if (p.n) p.be->ops->adamw(p.be, p, g, m, v, a);
+  return LC_OK;
+}
+
+// An operand that may be empty (skipped): of this backend when present.
+static int opt_be(lc_buf x, lc_backend *be) { return !x.be || x.be == be; }
+static int is_f32(lc_buf x) { return x.dt == LC_DT_F32; }
+static int is_act(lc_buf x) { return x.dt == LC_DT_F32 || x.dt == LC_DT_BF16; }
+
+lc_status lc_be_rmsnorm_fwd(lc_buf out, lc_buf rstd, lc_buf x, lc_buf w, int T, int C, float eps) {
+  LC_TRY(need(same_be(out, rstd) && same_be(out, x) && same_be(out, w) && is_act(out) && is_f32(rstd) && is_f32(x) &&
+                  is_f32(w) && out.n >= (size_t)T * C && x.n >= (size_t)T * C && rstd.n >= (size_t)T && w.n >= (size_t)C,
+              "rmsnorm_fwd"));
+  if (T > 0) out.be->ops->rmsnorm_fwd(out.be, out, rstd, x, w, T, C, eps);
+  return LC_OK;
+}
+
+lc_status lc_be_rmsnorm_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, lc_buf rstd, int T, int C, int set) {
+  lc_backend *be = dinp.be;
+  LC_TRY(need(be && opt_be(dw, be) && same_be(dinp, dout) && same_be(dinp, inp) && same_be(dinp, w) &&
+                  same_be(dinp, rstd) && is_f32(dinp) && is_f32(dout) && is_f32(inp) && is_f32(w) && is_f32(rstd) &&
+                  (!dw.be || is_f32(dw)) && dinp.n >= (size_t)T * C,
+              "rmsnorm_bwd"));
+  if (T > 0) be->ops->rmsnorm_bwd(be, dinp, dw, dout, inp, w, rstd, T, C, set);
+  return LC_OK;
+}
+
+lc_status lc_be_matmul_fwd(lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int bf16, lc_buf scratch) {
+  LC_TRY(need(same_be(out, inp) && same_be(out, w) && opt_be(scratch, out.be) && is_act(out) && is_act(inp) &&
+                  is_act(w) && out.n >= (size_t)T * N && inp.n >= (size_t)T * K && w.n >= (size_t)N * K,
+              "matmul_fwd"));
+  return out.be->ops->matmul_fwd(out.be, out, inp, w, T, K, N, bf16, scratch);
+}
+
+lc_status lc_be_matmul_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, int T, int K, int N, int accumulate,
+                           int bf16, lc_buf scratch) {
+  lc_backend *be = dout.be;
+  LC_TRY(need(be && opt_be(dinp, be) && opt_be(dw, be) && same_be(dout, inp) && same_be(dout, w) &&
+                  opt_be(scratch, be) && (!dinp.be || is_f32(dinp)) && (!dw.be || is_f32(dw)) && is_act(dout) &&
+                  is_act(inp) && is_act(w),
+              "matmul_bwd"));
+  return be->ops->matmul_bwd(be, dinp, dw, dout, inp, w, T, K, N, accumulate, bf16, scratch);
+}
+
+static int loss_acc(lc_buf acc) { return acc.dt == LC_DT_F64 && acc.n == 2; }
+
+lc_status lc_be_xent_tile(lc_buf logits, lc_buf targets, int T, int V, float scale, lc_buf acc, int count_wrong) {
+  LC_TRY(need(same_be(logits, targets) && same_be(logits, acc) && is_f32(logits) && targets.dt == LC_DT_I32 &&
+                  loss_acc(acc) && logits.n >= (size_t)T * V && targets.n >= (size_t)T,
+              "xent_tile"));
+  if (T > 0) logits.be->ops->xent_tile(logits.be, logits, targets, T, V, scale, acc, count_wrong);
+  return LC_OK;
+}
+
+static int stats_ok(lc_buf s, int T) { return s.dt == LC_DT_U8 && s.n >= lc_xent_stats_bytes(T); }
+
+lc_status lc_be_xent_stats_init(lc_buf stats, int T) {
+  LC_TRY(need(stats.be && stats_ok(stats, T), "xent_stats_init"));
+  stats.be->ops->xent_stats_init(stats.be, stats, T);
+  return LC_OK;
+}
+
+lc_status lc_be_xent_slice_merge(lc_buf stats, int T, lc_buf logits, lc_buf targets, int t0, int m, int v0, int vs) {
+  LC_TRY(need(same_be(stats, logits) && same_be(stats, targets) && stats_ok(stats, T) && is_f32(logits) &&
+                  targets.dt == LC_DT_I32 && targets.n >= (size_t)T && logits.n >= (size_t)m * vs && t0 + m <= T,
+              "xent_slice_merge"));
+  stats.be->ops->xent_slice_merge(stats.be, stats, T, logits, targets, t0, m, v0, vs);
+  return LC_OK;
+}
+
+lc_status lc_be_xent_slice_total(lc_buf stats, lc_buf targets, int T, lc_buf acc, int count_wrong) {
+  LC_TRY(need(same_be(stats, targets) && same_be(stats, acc) && stats_ok(stats, T) && targets.dt == LC_DT_I32 &&
+                  loss_acc(acc),
+              "xent_slice_total"));
+  stats.be->ops->xent_slice_total(stats.be, stats, targets, T, acc, count_wrong);
+  return LC_OK;
+}
+
+lc_status lc_be_xent_slice_dlogits(lc_buf logits, lc_buf stats, int T, lc_buf targets, int t0, int m, int v0, int vs,
+                                   float scale) {
+  LC_TRY(need(same_be(stats, logits) && same_be(stats, targets) && stats_ok(stats, T) && is_f32(logits) &&
+                  targets.dt == LC_DT_I32 && logits.n >= (size_t)m * vs && t0 + m <= T,
+              "xent_slice_dlogits"));
+  stats.be->ops->xent_slice_dlogits(stats.be, logits, stats, T, targets, t0, m, v0, vs, scale);
   return LC_OK;
 }

@@ -48,6 +48,13 @@ static inline int lc_buf_ok(lc_buf b) { return b.be != NULL; }
 static inline size_t lc_buf_bytes(lc_buf b) { return lc_bytes(b.dt, b.n); }
 // Elements [first, first + n) of b, as dtype b.dt (n = 0 is an empty view).
 lc_buf lc_buf_view(lc_buf b, size_t first, size_t n);
+// n elements of dtype dt from byte `byte_off` of b (carving one allocation into typed
+// parts; byte_off keeps dt's alignment).
+lc_buf lc_buf_part(lc_buf b, size_t byte_off, size_t n, lc_dtype dt);
+// Transitional (issue 32): a handle for n elements at host address p, memory the caller
+// owns (not freed through it), for code whose buffers are not yet the backend's. Only a
+// backend of host memory takes it; elsewhere the empty buffer, with LC_EINVAL's line set.
+lc_buf lc_buf_wrap_host(lc_backend *be, const void *p, size_t n, lc_dtype dt);
 
 // The named synchronisation points: every read or write between a buffer and host memory
 // says why it happens, and the backend counts them (lc_backend.sync). A step's expected
@@ -56,6 +63,7 @@ typedef enum {
   LC_SYNC_LOSS = 0,   // a pass's loss sum
   LC_SYNC_GRAD_NORM,  // the gradient's sum of squares (norm, clip factor, non-finite check)
   LC_SYNC_TOKEN,      // a generated token
+  LC_SYNC_INPUT,      // a pass's inputs the host made (the targets the loss reads)
   LC_SYNC_STATES,     // model states in or out: initialisation, loading, saving, resuming
   LC_SYNC_STAGE,      // staging for a communicator that cannot read the device's memory
   LC_SYNC_TEST,       // tests
@@ -103,6 +111,29 @@ typedef struct {
   void (*sumsq_acc)(lc_backend *be, lc_buf acc, lc_buf x);
   // One AdamW step over p, g, m, v (fp32, the same n)
   void (*adamw)(lc_backend *be, lc_buf p, lc_buf g, lc_buf m, lc_buf v, const lc_adamw_args *a);
+  // ---- RMSNorm (ops/ops.h): out [T,C] fp32 or bf16 (rounded), rstd [T]; backward adds
+  // into dinp (set: overwrites it; dinp may be dout) and dw (empty: skipped)
+  void (*rmsnorm_fwd)(lc_backend *be, lc_buf out, lc_buf rstd, lc_buf x, lc_buf w, int T, int C, float eps);
+  void (*rmsnorm_bwd)(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, lc_buf rstd, int T,
+                      int C, int set);
+  // ---- the linear layer (ops/ops.h lc_matmul_*): out [T,N] = inp [T,K] W[N,K]^T; dinp
+  // (= or +=) dout W, dw += dout^T inp (either empty: skipped). Operands fp32 or bf16;
+  // bf16: the pass's bf16 GEMM. scratch: held by the caller (U8, lc_matmul_*_bytes), or
+  // empty (the backend allocates it in its arena, category scratch)
+  lc_status (*matmul_fwd)(lc_backend *be, lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int bf16,
+                          lc_buf scratch);
+  lc_status (*matmul_bwd)(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, int T, int K,
+                          int N, int accumulate, int bf16, lc_buf scratch);
+  // ---- the loss tile (ops/ops.h lc_xent_*): acc is F64 [2] (loss sum, misses), targets
+  // I32; stats U8 of lc_xent_stats_bytes(T) for the loss over vocabulary slices
+  void (*xent_tile)(lc_backend *be, lc_buf logits, lc_buf targets, int T, int V, float scale, lc_buf acc,
+                    int count_wrong);
+  void (*xent_stats_init)(lc_backend *be, lc_buf stats, int T);
+  void (*xent_slice_merge)(lc_backend *be, lc_buf stats, int T, lc_buf logits, lc_buf targets, int t0, int m, int v0,
+                           int vs);
+  void (*xent_slice_total)(lc_backend *be, lc_buf stats, lc_buf targets, int T, lc_buf acc, int count_wrong);
+  void (*xent_slice_dlogits)(lc_backend *be, lc_buf logits, lc_buf stats, int T, lc_buf targets, int t0, int m, int v0,
+                             int vs, float scale);
   void (*destroy)(lc_backend *be);
 } lc_backend_ops;
 
@@ -164,6 +195,17 @@ lc_status lc_be_add(lc_buf y, lc_buf x);
 lc_status lc_be_scale(lc_buf x, float s);
 lc_status lc_be_sumsq_acc(lc_buf acc, lc_buf x);
 lc_status lc_be_adamw(lc_buf p, lc_buf g, lc_buf m, lc_buf v, const lc_adamw_args *a);
+lc_status lc_be_rmsnorm_fwd(lc_buf out, lc_buf rstd, lc_buf x, lc_buf w, int T, int C, float eps);
+lc_status lc_be_rmsnorm_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, lc_buf rstd, int T, int C, int set);
+lc_status lc_be_matmul_fwd(lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int bf16, lc_buf scratch);
+lc_status lc_be_matmul_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, int T, int K, int N, int accumulate,
+                           int bf16, lc_buf scratch);
+lc_status lc_be_xent_tile(lc_buf logits, lc_buf targets, int T, int V, float scale, lc_buf acc, int count_wrong);
+lc_status lc_be_xent_stats_init(lc_buf stats, int T);
+lc_status lc_be_xent_slice_merge(lc_buf stats, int T, lc_buf logits, lc_buf targets, int t0, int m, int v0, int vs);
+lc_status lc_be_xent_slice_total(lc_buf stats, lc_buf targets, int T, lc_buf acc, int count_wrong);
+lc_status lc_be_xent_slice_dlogits(lc_buf logits, lc_buf stats, int T, lc_buf targets, int t0, int m, int v0, int vs,
+                                   float scale);
 static inline void lc_be_record(lc_backend *be, lc_stream s, lc_be_event *ev) { be->ops->record(be, s, ev); }
 static inline void lc_be_wait_event(lc_backend *be, lc_stream s, lc_be_event ev) { be->ops->wait_event(be, s, ev); }
 static inline lc_status lc_be_sync(lc_backend *be, lc_stream s) { return be->ops->sync(be, s); }

@@ -1,3 +1,5 @@
+// The loss (loss.h) on the backend's buffers: every bulk step is a backend op; the host
+// decides which tiles count (from its targets) and reads the sums once per call.
 #include "model/loss.h"
 
 #include <math.h>
@@ -5,14 +7,16 @@
 
 #include "core/dtype.h"
 #include "ops/ops.h"
-#include "ops/kernels.h"
-#include "ops/fastexp.h"
 
 static int eff_tile(int T, int tile) { return lc_tile_splits(tile, T) ? tile : T; }
 
 static size_t tile_bytes(const lc_config *cfg, int tile) {
   return lc_bytes(LC_DT_F32, (size_t)tile * (2 * (size_t)cfg->dim + 1 + (size_t)cfg->vocab));
 }
+
+// The accumulators (loss sum and misses, 2 doubles) and the targets' copy on the device.
+#define ACC_BYTES (2 * sizeof(double))
+static size_t io_bytes(int T) { return ACC_BYTES + lc_bytes(LC_DT_I32, (size_t)T); }
 
 // The head GEMMs' scratch for tiles of `tile` rows (the head: the store's 2-byte compute copy
 // in a bf16 pass, lc_weights.head16, else fp32), held for the whole call with the tile.
@@ -25,55 +29,69 @@ static size_t gemm_bytes(const lc_config *cfg, int tile, int bf16, int w16) {
 
 size_t lc_loss_scratch_bytes(const lc_config *cfg, int T, int tile, int bf16) {
   tile = eff_tile(T, tile);
-  return tile_bytes(cfg, tile) + gemm_bytes(cfg, tile, bf16, bf16);
+  return io_bytes(T) + tile_bytes(cfg, tile) + gemm_bytes(cfg, tile, bf16, bf16);
 }
 
-lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights *g,
-                          const float *x, const int *targets, int T, int tile, float loss_scale,
-                          int bf16, float *dx, double *loss_sum, long *n_wrong, lc_arena *arena) {
+static int tile_counted(const int *targets, int t0, int m) {
+  for (int t = 0; t < m; t++)
+    if (targets[t0 + t] >= 0) return 1;
+  return 0;
+}
+
+// The call's end: the sums come to the host in one named read.
+static lc_status read_sums(lc_buf acc, double *loss_sum, long *n_wrong) {
+  double a[2];
+  LC_TRY(lc_buf_read(acc, a, LC_SYNC_LOSS));
+  *loss_sum += a[0];
+  if (n_wrong) *n_wrong += (long)a[1];
+  return LC_OK;
+}
+
+// Carves n elements of dt from *o bytes into buf.
+static lc_buf carve(lc_buf buf, size_t *o, size_t n, lc_dtype dt) {
+  lc_buf b = lc_buf_part(buf, *o, n, dt);
+  *o += lc_bytes(dt, n);
+  return b;
+}
+
+lc_status lc_loss_fwd_bwd(const lc_config *cfg, lc_backend *be, const lc_loss_weights *w, lc_buf x, const int *targets,
+                          int T, int tile, float loss_scale, int bf16, lc_buf dx, double *loss_sum, long *n_wrong) {
   const int C = cfg->dim, V = cfg->vocab;
-  const lc_act head = w->head16 ? lc_act_of(w->head16, LC_DT_BF16) : lc_act_f32(w->head);
+  const int grads = lc_buf_ok(dx);
   tile = eff_tile(T, tile);
-  // Scratch per tile: normed [tile,C], rstd [tile], logits [tile,V], dnormed [tile,C]; then
-  // the head GEMMs' (held for the call: the bytes do not depend on which rows have labels).
-  const size_t tb = tile_bytes(cfg, tile), gb = gemm_bytes(cfg, tile, bf16, w->head16 != NULL);
-  float *buf = lc_alloc(arena, LC_MEM_SCRATCH, tb + gb, tile == T ? "logits" : "loss tile");
-  if (!buf) return LC_ENOMEM;
-  const lc_mm mm = {.bf16 = bf16, .arena = arena, .scratch = gb ? (char *)buf + tb : NULL, .scratch_bytes = gb};
-  float *nrm = buf, *dnrm = nrm + (size_t)tile * C, *logits = dnrm + (size_t)tile * C,
-        *rstd = logits + (size_t)tile * V;
-  if (dx) memset(dx, 0, lc_bytes(LC_DT_F32, (size_t)T * C));
-  double total = 0;
-  lc_status st = LC_OK;
+  // Scratch: the accumulators and targets; per tile: normed [tile,C], dnormed [tile,C],
+  // logits [tile,V], rstd [tile]; then the head GEMMs' (held for the call: the bytes do not
+  // depend on which rows have labels).
+  const size_t tb = tile_bytes(cfg, tile), gb = gemm_bytes(cfg, tile, bf16, w->head.dt == LC_DT_BF16);
+  lc_buf buf;
+  LC_TRY(lc_buf_alloc(be, LC_MEM_SCRATCH, LC_DT_U8, io_bytes(T) + tb + gb, 0, tile == T ? "logits" : "loss tile", &buf));
+  size_t o = 0;
+  const lc_buf acc = carve(buf, &o, 2, LC_DT_F64), tg = carve(buf, &o, (size_t)T, LC_DT_I32);
+  const lc_buf nrm = carve(buf, &o, (size_t)tile * C, LC_DT_F32), dnrm = carve(buf, &o, (size_t)tile * C, LC_DT_F32),
+               logits = carve(buf, &o, (size_t)tile * V, LC_DT_F32), rstd = carve(buf, &o, (size_t)tile, LC_DT_F32);
+  lc_buf scratch = {0};
+  if (gb) scratch = carve(buf, &o, gb, LC_DT_U8);
+  lc_status st = lc_be_zero(acc);
+  if (st == LC_OK) st = lc_buf_write(tg, targets, LC_SYNC_INPUT);
+  if (st == LC_OK && grads) st = lc_be_zero(lc_buf_view(dx, 0, (size_t)T * C));
   for (int t0 = 0; t0 < T && st == LC_OK; t0 += tile) {
-    int m = T - t0 < tile ? T - t0 : tile;
-    int counted = 0;
-    for (int t = 0; t < m && !counted; t++) counted = targets[t0 + t] >= 0;
-    if (!counted) continue; // no loss, no gradient from these rows
-    const float *xt = x + (size_t)t0 * C;
-    lc_rmsnorm_fwd(nrm, rstd, xt, w->norm, m, C, cfg->norm_eps);
-    if (bf16) lc_bf16_round(nrm, (size_t)m * C);
-    st = lc_matmul_fwd(&mm, logits, LC_DT_F32, lc_act_f32(nrm), head, m, C, V);
-    if (st != LC_OK) break;
-    if (n_wrong)
-      for (int t = 0; t < m; t++) {
-        int y = targets[t0 + t];
-        if (y < 0) continue;
-        const float *row = logits + (size_t)t * V;
-        int best = 0;
-        for (int v = 1; v < V; v++)
-          if (row[v] > row[best]) best = v;
-        *n_wrong += best != y;
-      }
-    total += lc_xent_fwd_bwd(logits, targets + t0, m, V, loss_scale); // logits -> dlogits
-    if (dx) {
-      if (bf16) lc_bf16_round(logits, (size_t)m * V);
-      st = lc_matmul_bwd(&mm, dnrm, g->head, lc_act_f32(logits), lc_act_f32(nrm), head, m, C, V, 0);
-      if (st == LC_OK) lc_rmsnorm_bwd(dx + (size_t)t0 * C, g->norm, dnrm, xt, w->norm, rstd, m, C);
-    }
+    const int m = T - t0 < tile ? T - t0 : tile;
+    if (!tile_counted(targets, t0, m)) continue; // no loss, no gradient from these rows
+    const lc_buf xt = lc_buf_view(x, (size_t)t0 * C, (size_t)m * C), nm = lc_buf_view(nrm, 0, (size_t)m * C),
+                 rs = lc_buf_view(rstd, 0, (size_t)m), lg = lc_buf_view(logits, 0, (size_t)m * V);
+    st = lc_be_rmsnorm_fwd(nm, rs, xt, w->norm, m, C, cfg->norm_eps);
+    if (st == LC_OK && bf16) st = lc_be_bf16_round(nm);
+    if (st == LC_OK) st = lc_be_matmul_fwd(lg, nm, w->head, m, C, V, bf16, scratch);
+    if (st == LC_OK) st = lc_be_xent_tile(lg, lc_buf_view(tg, (size_t)t0, (size_t)m), m, V, loss_scale, acc, n_wrong != NULL);
+    if (st != LC_OK || !grads) continue; // logits are dlogits now
+    const lc_buf dn = lc_buf_view(dnrm, 0, (size_t)m * C);
+    if (bf16) st = lc_be_bf16_round(lg);
+    if (st == LC_OK) st = lc_be_matmul_bwd(dn, w->head_g, lg, nm, w->head, m, C, V, 0, bf16, scratch);
+    if (st == LC_OK)
+      st = lc_be_rmsnorm_bwd(lc_buf_view(dx, (size_t)t0 * C, (size_t)m * C), w->norm_g, dn, xt, w->norm, rs, m, C, 0);
   }
-  if (st == LC_OK) *loss_sum += total;
-  lc_free(arena, buf);
+  if (st == LC_OK) st = read_sums(acc, loss_sum, n_wrong);
+  lc_buf_free(&buf);
   return st;
 }
 
@@ -81,8 +99,8 @@ lc_status lc_loss_fwd_bwd(const lc_config *cfg, const lc_weights *w, lc_weights 
 static size_t sliced_tile_floats(const lc_config *cfg, int tile, int rows) {
   return (size_t)tile * ((size_t)cfg->dim + 1 + (size_t)rows);
 }
-// Per token: the running sum (double), max, target logit, best logit (floats), its index.
-static size_t stats_bytes(int T) { return (size_t)T * (sizeof(double) + 3 * sizeof(float) + sizeof(int)); }
+// The accumulators, the per-token statistics (lc_xent_stats_bytes) and the targets' copy.
+static size_t stats_bytes(int T) { return io_bytes(T) + lc_xent_stats_bytes(T); }
 
 size_t lc_loss_sliced_scratch_bytes(const lc_config *cfg, int T, int tile, int rows, int bf16) {
   tile = eff_tile(T, tile);
@@ -93,122 +111,88 @@ size_t lc_loss_sliced_scratch_bytes(const lc_config *cfg, int T, int tile, int r
   return lc_bytes(LC_DT_F32, sliced_tile_floats(cfg, tile, rows)) + stats_bytes(T) + (f > b ? f : b);
 }
 
-static int tile_counted(const int *targets, int t0, int m) {
-  for (int t = 0; t < m; t++)
-    if (targets[t0 + t] >= 0) return 1;
-  return 0;
-}
-
 // One tile's logits against one slice: normed rows (recomputed: cheaper than keeping
 // [T, C]; bf16-rounded in bf16) times the slice's rows [vs, C]^T -> logits [m, vs].
-static lc_status slice_logits(const lc_config *cfg, const lc_mm *mm, float *nrm, float *rstd, float *logits,
-                              const float *xt, const float *norm_w, lc_act W, int m, int vs, int bf16) {
-  lc_rmsnorm_fwd(nrm, rstd, xt, norm_w, m, cfg->dim, cfg->norm_eps);
-  if (bf16) lc_bf16_round(nrm, (size_t)m * cfg->dim);
-  return lc_matmul_fwd(mm, logits, LC_DT_F32, lc_act_f32(nrm), W, m, cfg->dim, vs);
+static lc_status slice_logits(const lc_config *cfg, lc_buf nrm, lc_buf rstd, lc_buf logits, lc_buf xt, lc_buf norm_w,
+                              lc_buf W, int m, int vs, int bf16) {
+  LC_TRY(lc_be_rmsnorm_fwd(nrm, rstd, xt, norm_w, m, cfg->dim, cfg->norm_eps));
+  if (bf16) LC_TRY(lc_be_bf16_round(nrm));
+  return lc_be_matmul_fwd(logits, nrm, W, m, cfg->dim, vs, bf16, (lc_buf){0});
 }
 
-lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, const float *norm_w, float *norm_g, const lc_head_slices *hs,
-                                 const float *x, const int *targets, int T, int tile, float loss_scale, int bf16,
-                                 float *dx, double *loss_sum, long *n_wrong, lc_arena *arena) {
+lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, lc_backend *be, lc_buf norm_w, lc_buf norm_g,
+                                 const lc_head_slices *hs, lc_buf x, const int *targets, int T, int tile,
+                                 float loss_scale, int bf16, lc_buf dx, double *loss_sum, long *n_wrong) {
   const int C = cfg->dim, V = cfg->vocab, R = hs->rows < V ? hs->rows : V, ns = lc_head_n_slices(V, R);
-  const lc_mm mm = {.bf16 = bf16, .arena = arena};
+  const int grads = lc_buf_ok(dx);
   tile = eff_tile(T, tile);
-  // Scratch: normed [tile,C], rstd [tile], logits [tile,R]; per token: sum, max, target
-  // logit, best logit and its index.
-  float *buf = lc_alloc(arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, sliced_tile_floats(cfg, tile, R)), "loss tile (vocabulary slice)");
-  double *sum = buf ? lc_alloc(arena, LC_MEM_SCRATCH, stats_bytes(T), "loss statistics per token") : NULL;
-  if (!sum) {
-    lc_free(arena, buf);
-    return LC_ENOMEM;
+  // Scratch: normed [tile,C], rstd [tile], logits [tile,R]; the accumulators, per-token
+  // statistics and the targets.
+  lc_buf buf, sb = {0};
+  LC_TRY(lc_buf_alloc(be, LC_MEM_SCRATCH, LC_DT_F32, sliced_tile_floats(cfg, tile, R), 0, "loss tile (vocabulary slice)",
+                      &buf));
+  lc_status st = lc_buf_alloc(be, LC_MEM_SCRATCH, LC_DT_U8, stats_bytes(T), 0, "loss statistics per token", &sb);
+  if (st != LC_OK) {
+    lc_buf_free(&buf);
+    return st;
   }
-  float *nrm = buf, *rstd = nrm + (size_t)tile * C, *logits = rstd + tile;
-  float *mx = (float *)(void *)(sum + T), *zt = mx + T, *best = zt + T;
-  int *arg = (int *)(void *)(best + T);
-  for (int t = 0; t < T; t++) sum[t] = 0, mx[t] = -INFINITY, zt[t] = 0, best[t] = -INFINITY, arg[t] = -1;
-  lc_status st = LC_OK;
+  const lc_buf nrm = lc_buf_view(buf, 0, (size_t)tile * C), rstd = lc_buf_view(buf, (size_t)tile * C, (size_t)tile),
+               logits = lc_buf_view(buf, (size_t)tile * (C + 1), (size_t)tile * R);
+  size_t o = 0;
+  const lc_buf acc = carve(sb, &o, 2, LC_DT_F64), stats = carve(sb, &o, lc_xent_stats_bytes(T), LC_DT_U8),
+               tg = carve(sb, &o, (size_t)T, LC_DT_I32);
+  st = lc_be_zero(acc);
+  if (st == LC_OK) st = lc_buf_write(tg, targets, LC_SYNC_INPUT);
+  if (st == LC_OK) st = lc_be_xent_stats_init(stats, T);
   // Pass 0: each token's log-sum-exp merged over the slices (running max and sum).
   for (int s = 0; s < ns && st == LC_OK; s++) {
     const int v0 = s * R, vs = V - v0 < R ? V - v0 : R;
-    lc_act W;
-    float *G;
+    lc_buf W, G;
     st = hs->get(hs->arg, s, 0, &W, &G);
     for (int t0 = 0; t0 < T && st == LC_OK; t0 += tile) {
       const int m = T - t0 < tile ? T - t0 : tile;
       if (!tile_counted(targets, t0, m)) continue;
-      st = slice_logits(cfg, &mm, nrm, rstd, logits, x + (size_t)t0 * C, norm_w, W, m, vs, bf16);
-      if (st != LC_OK) break;
-#pragma omp parallel for schedule(static) if ((long)m * vs > 32768L)
-      for (int i = 0; i < m; i++) {
-        const int t = t0 + i, y = targets[t];
-        if (y < 0) continue;
-        const float *row = logits + (size_t)i * vs;
-        float rm = -INFINITY;
-        int ra = 0;
-        for (int v = 0; v < vs; v++)
-          if (row[v] > rm) rm = row[v], ra = v;
-        double rs = 0.0;
-#pragma omp simd reduction(+ : rs)
-        for (int v = 0; v < vs; v++) rs += (double)lc_fast_expf(row[v] - rm);
-        if (rm > mx[t]) {
-          sum[t] = sum[t] * exp((double)mx[t] - (double)rm) + rs;
-          mx[t] = rm;
-        } else {
-          sum[t] += rs * exp((double)rm - (double)mx[t]);
-        }
-        if (y >= v0 && y < v0 + vs) zt[t] = row[y - v0];
-        if (rm > best[t]) best[t] = rm, arg[t] = v0 + ra; // first maximum over the vocabulary
-      }
+      const lc_buf lg = lc_buf_view(logits, 0, (size_t)m * vs);
+      st = slice_logits(cfg, lc_buf_view(nrm, 0, (size_t)m * C), lc_buf_view(rstd, 0, (size_t)m),
+                        lg, lc_buf_view(x, (size_t)t0 * C, (size_t)m * C), norm_w, W, m, vs, bf16);
+      if (st == LC_OK) st = lc_be_xent_slice_merge(stats, T, lg, tg, t0, m, v0, vs);
     }
     lc_status ps = hs->put(hs->arg, s, 0);
     if (st == LC_OK) st = ps;
   }
-  double total = 0;
-  for (int t = 0; t < T && st == LC_OK; t++) {
-    if (targets[t] < 0) continue;
-    total += (double)mx[t] + log(sum[t]) - (double)zt[t];
-    if (n_wrong) *n_wrong += arg[t] != targets[t];
-  }
+  if (st == LC_OK) st = lc_be_xent_slice_total(stats, tg, T, acc, n_wrong != NULL);
   // Pass 1: dlogits = softmax * scale - scale * onehot, slice by slice, into dnormed (dx)
   // and the slice's gradient; then the final norm's backward in place.
-  if (dx && st == LC_OK) memset(dx, 0, lc_bytes(LC_DT_F32, (size_t)T * C));
-  for (int s = 0; dx && s < ns && st == LC_OK; s++) {
+  if (grads && st == LC_OK) st = lc_be_zero(lc_buf_view(dx, 0, (size_t)T * C));
+  for (int s = 0; grads && s < ns && st == LC_OK; s++) {
     const int v0 = s * R, vs = V - v0 < R ? V - v0 : R;
-    lc_act W;
-    float *G;
+    lc_buf W, G;
     st = hs->get(hs->arg, s, 1, &W, &G);
     for (int t0 = 0; t0 < T && st == LC_OK; t0 += tile) {
       const int m = T - t0 < tile ? T - t0 : tile;
       if (!tile_counted(targets, t0, m)) continue;
-      st = slice_logits(cfg, &mm, nrm, rstd, logits, x + (size_t)t0 * C, norm_w, W, m, vs, bf16);
-      if (st != LC_OK) break;
-#pragma omp parallel for schedule(static) if ((long)m * vs > 32768L)
-      for (int i = 0; i < m; i++) {
-        const int t = t0 + i, y = targets[t];
-        float *row = logits + (size_t)i * vs;
-        if (y < 0) {
-          memset(row, 0, lc_bytes(LC_DT_F32, (size_t)vs));
-          continue;
-        }
-        const float k = (float)((double)loss_scale / sum[t]), M = mx[t];
-        for (int v = 0; v < vs; v++) row[v] = lc_fast_expf(row[v] - M) * k;
-        if (y >= v0 && y < v0 + vs) row[y - v0] -= loss_scale;
-      }
-      if (bf16) lc_bf16_round(logits, (size_t)m * vs);
-      st = lc_matmul_bwd(&mm, dx + (size_t)t0 * C, G, lc_act_f32(logits), lc_act_f32(nrm), W, m, C, vs, 1);
+      const lc_buf lg = lc_buf_view(logits, 0, (size_t)m * vs), nm = lc_buf_view(nrm, 0, (size_t)m * C);
+      st = slice_logits(cfg, nm, lc_buf_view(rstd, 0, (size_t)m), lg, lc_buf_view(x, (size_t)t0 * C, (size_t)m * C),
+                        norm_w, W, m, vs, bf16);
+      if (st == LC_OK) st = lc_be_xent_slice_dlogits(lg, stats, T, tg, t0, m, v0, vs, loss_scale);
+      if (st == LC_OK && bf16) st = lc_be_bf16_round(lg);
+      if (st == LC_OK)
+        st = lc_be_matmul_bwd(lc_buf_view(dx, (size_t)t0 * C, (size_t)m * C), G, lg, nm, W, m, C, vs, 1, bf16,
+                              (lc_buf){0});
     }
     lc_status ps = hs->put(hs->arg, s, 1);
     if (st == LC_OK) st = ps;
   }
-  for (int t0 = 0; dx && t0 < T && st == LC_OK; t0 += tile) {
+  for (int t0 = 0; grads && t0 < T && st == LC_OK; t0 += tile) {
     const int m = T - t0 < tile ? T - t0 : tile;
     if (!tile_counted(targets, t0, m)) continue;
-    const float *xt = x + (size_t)t0 * C;
-    lc_rmsnorm_fwd(nrm, rstd, xt, norm_w, m, C, cfg->norm_eps); // rstd again
-    lc_rmsnorm_bwd_set(dx + (size_t)t0 * C, norm_g, dx + (size_t)t0 * C, xt, norm_w, rstd, m, C);
+    const lc_buf xt = lc_buf_view(x, (size_t)t0 * C, (size_t)m * C), d = lc_buf_view(dx, (size_t)t0 * C, (size_t)m * C),
+                 nm = lc_buf_view(nrm, 0, (size_t)m * C), rs = lc_buf_view(rstd, 0, (size_t)m);
+    st = lc_be_rmsnorm_fwd(nm, rs, xt, norm_w, m, C, cfg->norm_eps); // rstd again
+    if (st == LC_OK) st = lc_be_rmsnorm_bwd(d, norm_g, d, xt, norm_w, rs, m, C, 1);
   }
-  if (st == LC_OK) *loss_sum += total;
-  lc_free(arena, sum);
-  lc_free(arena, buf);
+  if (st == LC_OK) st = read_sums(acc, loss_sum, n_wrong);
+  lc_buf_free(&sb);
+  lc_buf_free(&buf);
   return st;
 }

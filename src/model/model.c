@@ -448,20 +448,22 @@ static lc_status slicer_fetch(head_slicer *h, long k) {
   return lc_pstore_rows_fetch(h->ps, &h->r[k % 2], h->tensor, a, slice_end(a, h->R, h->V));
 }
 
-static lc_status slicer_get(void *arg, int s, int pass, lc_act *w, float **g) {
+// (The rows are host memory the store holds: wrapped for the backend, transitional.)
+static lc_status slicer_get(void *arg, int s, int pass, lc_buf *w, lc_buf *g) {
   head_slicer *h = arg;
   const long k = (long)pass * h->ns + s;
   lc_ps_rows *cur = &h->r[k % 2];
-  *w = lc_act_f32(NULL);
-  *g = NULL;
+  memset(w, 0, sizeof *w);
+  memset(g, 0, sizeof *g);
   LC_TRY(lc_pstore_rows_acquire(h->ps, cur));
   LC_TRY(slicer_fetch(h, k + 1));
-  *w = cur->w16 ? lc_act_of(cur->w16, LC_DT_BF16) : lc_act_f32(cur->w);
+  const size_t n = (cur->r1 - cur->r0) * lc_pstore_row_len(h->ps, h->tensor);
+  *w = cur->w16 ? lc_buf_wrap_host(h->ps->be, cur->w16, n, LC_DT_BF16) : lc_buf_wrap_host(h->ps->be, cur->w, n, LC_DT_F32);
   if (pass == 1) {
     LC_TRY(lc_pstore_rows_grad_begin(h->ps, cur));
-    *g = cur->g;
+    *g = lc_buf_wrap_host(h->ps->be, cur->g, n, LC_DT_F32);
   }
-  return LC_OK;
+  return lc_buf_ok(*w) ? LC_OK : LC_EINVAL;
 }
 
 static lc_status slicer_put(void *arg, int s, int pass) {
@@ -493,14 +495,35 @@ static lc_status loss_sliced(lc_model *m, const lc_model_opts *o, const float *x
   if (st == LC_OK && dx) st = lc_pstore_rows_grad_begin(ps, &nr);
   if (st == LC_OK) st = slicer_fetch(&h, 0);
   const lc_head_slices hs = {.rows = h.R, .get = slicer_get, .put = slicer_put, .arg = &h};
+  lc_backend *be = ps->be;
+  const size_t TC = (size_t)T * cfg->dim;
   if (st == LC_OK)
-    st = lc_loss_fwd_bwd_sliced(cfg, nr.w, nr.g, &hs, xL, targets, T, o->loss_tile, loss_scale, bf16, dx, loss_sum,
-                                n_wrong, arena);
+    st = lc_loss_fwd_bwd_sliced(cfg, be, lc_buf_wrap_host(be, nr.w, (size_t)cfg->dim, LC_DT_F32),
+                                dx ? lc_buf_wrap_host(be, nr.g, (size_t)cfg->dim, LC_DT_F32) : (lc_buf){0}, &hs,
+                                lc_buf_wrap_host(be, xL, TC, LC_DT_F32), targets, T, o->loss_tile, loss_scale, bf16,
+                                dx ? lc_buf_wrap_host(be, dx, TC, LC_DT_F32) : (lc_buf){0}, loss_sum, n_wrong);
   lc_pstore_rows_release(ps, &h.r[0]);
   lc_pstore_rows_release(ps, &h.r[1]);
   if (st == LC_OK && dx) st = lc_pstore_rows_grad_end(ps, &nr);
   lc_pstore_rows_release(ps, &nr);
   return st; // (the units' reductions: the schedule's grad_end of F)
+}
+
+// The final norm, LM head and loss with the units' weights (transitional: the store's
+// acquired views are host memory, wrapped for the backend).
+static lc_status loss_whole(lc_model *m, const lc_model_opts *o, const float *xL, const int *targets, int T,
+                            float loss_scale, int bf16, float *dx, double *loss_sum, long *n_wrong) {
+  lc_pstore *ps = &m->ps;
+  lc_backend *be = ps->be;
+  const size_t C = (size_t)m->cfg.dim, VC = (size_t)m->cfg.vocab * C, TC = (size_t)T * C;
+  const lc_loss_weights w = {
+      .norm = lc_buf_wrap_host(be, ps->w.norm, C, LC_DT_F32),
+      .norm_g = dx ? lc_buf_wrap_host(be, ps->g.norm, C, LC_DT_F32) : (lc_buf){0},
+      .head = ps->w.head16 ? lc_buf_wrap_host(be, ps->w.head16, VC, LC_DT_BF16) : lc_buf_wrap_host(be, ps->w.head, VC, LC_DT_F32),
+      .head_g = dx ? lc_buf_wrap_host(be, ps->g.head, VC, LC_DT_F32) : (lc_buf){0}};
+  if (!lc_buf_ok(w.norm) || !lc_buf_ok(w.head)) return LC_EINVAL; // not host memory: said why
+  return lc_loss_fwd_bwd(&m->cfg, be, &w, lc_buf_wrap_host(be, xL, TC, LC_DT_F32), targets, T, o->loss_tile, loss_scale,
+                         bf16, dx ? lc_buf_wrap_host(be, dx, TC, LC_DT_F32) : (lc_buf){0}, loss_sum, n_wrong);
 }
 
 static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
@@ -632,8 +655,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
         }
         break;
       case LC_OP_LOSS: // the loss and its gradient w.r.t. x_L, head and final norm, in one pass
-        st = lc_loss_fwd_bwd(cfg, &ps->w, &ps->g, xL, targets, T, o->loss_tile, loss_scale, bf16,
-                             want_grads ? dx : NULL, loss_sum, n_wrong, arena);
+        st = loss_whole(m, o, xL, targets, T, loss_scale, bf16, want_grads ? dx : NULL, loss_sum, n_wrong);
         break;
       case LC_OP_LOSS_SLICED: // (posts layer L-1's gather at its last slice)
         st = loss_sliced(m, o, xL, targets, T, loss_scale, bf16, want_grads ? dx : NULL, loss_sum, n_wrong, bwd_first,

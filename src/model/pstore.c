@@ -806,7 +806,7 @@ static lc_status grad_sumsq(lc_pstore *ps, double *sumsq) {
   double s = 0;
   if (!lc_buf_ok(ps->norm_acc_b))
     return lc_fail(LC_EINVAL, "the parameter store has no optimizer: call lc_pstore_add_optimizer");
-  LC_TRY(lc_buf_write(ps->norm_acc_b, &s, LC_SYNC_GRAD_NORM));
+  LC_TRY(lc_be_zero(ps->norm_acc_b));
   for (int i = 0; i < ps->n_seg; i++)
     LC_TRY(lc_be_sumsq_acc(ps->norm_acc_b, lc_buf_view(ps->grads_b, ps->seg[i].g, ps->seg[i].n)));
   LC_TRY(lc_buf_read(ps->norm_acc_b, &s, LC_SYNC_GRAD_NORM));

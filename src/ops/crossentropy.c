@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #define LC_XENT_PAR_MIN 32768L // T*V elements below which one thread is faster
 #define LC_XENT_CHUNKS 64      // fixed row chunks: the loss sum is independent of threads
@@ -51,4 +52,96 @@ double lc_xent_fwd_bwd(float *logits, const int *targets, int T, int V, float sc
   double loss = 0.0;
   for (int ch = 0; ch < LC_XENT_CHUNKS; ch++) loss += part[ch];
   return loss;
+}
+
+void lc_xent_tile(float *logits, const int *targets, int T, int V, float scale, double *acc, int count_wrong) {
+  if (count_wrong) // misses: counted tokens whose first maximal logit is not the target
+    for (int t = 0; t < T; t++) {
+      const int y = targets[t];
+      if (y < 0) continue;
+      const float *row = logits + (size_t)t * V;
+      int best = 0;
+      for (int v = 1; v < V; v++)
+        if (row[v] > row[best]) best = v;
+      acc[1] += best != y;
+    }
+  acc[0] += lc_xent_fwd_bwd(logits, targets, T, V, scale); // logits -> dlogits
+}
+
+// ---- the sliced loss's per-token statistics: sum (double), max, target logit, best logit
+// (floats), the best logit's index (int), each an array of T
+typedef struct {
+  double *sum;
+  float *mx, *zt, *best;
+  int *arg;
+} stats_view;
+
+static stats_view stats_of(void *s, int T) {
+  stats_view v;
+  v.sum = s;
+  v.mx = (float *)(void *)(v.sum + T);
+  v.zt = v.mx + T;
+  v.best = v.zt + T;
+  v.arg = (int *)(void *)(v.best + T);
+  return v;
+}
+
+size_t lc_xent_stats_bytes(int T) { return (size_t)T * (sizeof(double) + 3 * sizeof(float) + sizeof(int)); }
+
+void lc_xent_stats_init(void *stats, int T) {
+  stats_view s = stats_of(stats, T);
+  for (int t = 0; t < T; t++) s.sum[t] = 0, s.mx[t] = -INFINITY, s.zt[t] = 0, s.best[t] = -INFINITY, s.arg[t] = -1;
+}
+
+void lc_xent_slice_merge(void *stats, int T, const float *logits, const int *targets, int t0, int m, int v0, int vs) {
+  stats_view s = stats_of(stats, T);
+#pragma omp parallel for schedule(static) if ((long)m * vs > 32768L)
+  for (int i = 0; i < m; i++) {
+    const int t = t0 + i, y = targets[t];
+    if (y < 0) continue;
+    const float *row = logits + (size_t)i * vs;
+    float rm = -INFINITY;
+    int ra = 0;
+    for (int v = 0; v < vs; v++)
+      if (row[v] > rm) rm = row[v], ra = v;
+    double rs = 0.0;
+#pragma omp simd reduction(+ : rs)
+    for (int v = 0; v < vs; v++) rs += (double)lc_fast_expf(row[v] - rm);
+    if (rm > s.mx[t]) {
+      s.sum[t] = s.sum[t] * exp((double)s.mx[t] - (double)rm) + rs;
+      s.mx[t] = rm;
+    } else {
+      s.sum[t] += rs * exp((double)rm - (double)s.mx[t]);
+    }
+    if (y >= v0 && y < v0 + vs) s.zt[t] = row[y - v0];
+    if (rm > s.best[t]) s.best[t] = rm, s.arg[t] = v0 + ra; // first maximum over the vocabulary
+  }
+}
+
+void lc_xent_slice_total(const void *stats, const int *targets, int T, double *acc, int count_wrong) {
+  stats_view s = stats_of((void *)stats, T);
+  double total = 0;
+  for (int t = 0; t < T; t++) {
+    if (targets[t] < 0) continue;
+    total += (double)s.mx[t] + log(s.sum[t]) - (double)s.zt[t];
+    if (count_wrong) acc[1] += s.arg[t] != targets[t];
+  }
+  acc[0] += total;
+}
+
+void lc_xent_slice_dlogits(float *logits, const void *stats, int T, const int *targets, int t0, int m, int v0, int vs,
+                           float scale) {
+  stats_view s = stats_of((void *)stats, T);
+#pragma omp parallel for schedule(static) if ((long)m * vs > 32768L)
+  for (int i = 0; i < m; i++) {
+    const int t = t0 + i, y = targets[t];
+    float *row = logits + (size_t)i * vs;
+    if (y < 0) {
+      memset(row, 0, lc_bytes(LC_DT_F32, (size_t)vs));
+      continue;
+    }
+    const float k = (float)((double)scale / s.sum[t]), M = s.mx[t];
+    for (int v = 0; v < vs; v++) row[v] = lc_fast_expf(row[v] - M) * k;
+    if (y >= v0 && y < v0 + vs) row[y - v0] -= scale;
+  }
 }

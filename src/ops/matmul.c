@@ -12,8 +12,9 @@
 //    whole, the activation rows in chunks; columns mode otherwise, e.g. the LM head
 //    [vocab, dim] against a loss tile: the activation whole, W and the matching columns
 //    of dout in chunks). A bf16 output is computed into an fp32 chunk and rounded.
-//    Fewer than LC_MM_MIN_ROWS rows (decoding) stay on sgemm: a product that thin is
-//    memory-bound and packing W would cost more than it saves.
+//    Fewer than LC_MM_MIN_ROWS rows (decoding, a short last tile) stay on sgemm when W
+//    would have to be packed (fp32 slots: a product that thin is memory-bound and packing
+//    W would cost more than it saves); a 2-byte W is read in place at any row count.
 //  - sgemm on bf16 operands (no native bf16 GEMM: below the bf16 kernel level, or thin):
 //    chunks of LC_MM_CHUNK rows widened into fp32 scratch (exact), bf16 weights widened
 //    whole (a layer's matrices), or, with more weight rows than input rows (an LM head
@@ -32,8 +33,10 @@
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
-static int use_bf16(int bf16, int T, int K, int N) {
-  return bf16 && T >= LC_MM_MIN_ROWS && K > 0 && N > 0 && lc_kern()->gemm_bf16;
+// A weight already in 2 bytes is read in place at any row count: for sgemm it would be
+// widened whole (N x K x 4 bytes of scratch and a pass over W, for a few rows).
+static int use_bf16(int bf16, int T, int K, int N, lc_dtype wdt) {
+  return bf16 && (T >= LC_MM_MIN_ROWS || wdt == LC_DT_BF16) && K > 0 && N > 0 && lc_kern()->gemm_bf16;
 }
 
 static int is16(lc_dtype t) { return t == LC_DT_BF16; }
@@ -49,7 +52,7 @@ static mm_parts fwd_parts(int bf16, lc_dtype odt, lc_dtype idt, lc_dtype wdt, in
   mm_parts p = {0, 0};
   if (T <= 0 || N <= 0) return p;
   const size_t t = (size_t)T, n = (size_t)N, k = (size_t)K, R = min_sz(LC_MM_CHUNK, t), Rn = min_sz(LC_MM_CHUNK, n);
-  if (use_bf16(bf16, T, K, N)) {
+  if (use_bf16(bf16, T, K, N, wdt)) {
     if (T >= N) { // W whole (fp32 slots only) + a chunk of rows (fp32 slots only); a bf16 output's fp32 chunk
       p.h16 = (is16(wdt) ? 0 : n * k) + (is16(idt) ? 0 : R * k);
       p.f32 = is16(odt) ? R * n : 0;
@@ -69,7 +72,7 @@ static mm_parts bwd_parts(int bf16, lc_dtype ddt, lc_dtype idt, lc_dtype wdt, in
   mm_parts p = {0, 0};
   if (T <= 0 || K <= 0) return p;
   const size_t t = (size_t)T, n = (size_t)N, k = (size_t)K, R = min_sz(LC_MM_CHUNK, t), Rn = min_sz(LC_MM_CHUNK, n);
-  if (use_bf16(bf16, T, K, N)) {
+  if (use_bf16(bf16, T, K, N, wdt)) {
     if (T >= N) // W whole + rows of dout and inp (fp32 slots only)
       p.h16 = (is16(wdt) ? 0 : n * k) + (is16(ddt) ? 0 : R * n) + (is16(idt) ? 0 : R * k);
     else // inp whole, columns of dout + rows of W (fp32 slots only)
@@ -137,7 +140,7 @@ lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp,
   const mm_parts parts = fwd_parts(bf, out_dt, inp.dt, w.dt, T, K, N);
   // fp32 operands, fp32 output on sgemm. (Scratch of 0 bytes is not enough to tell: the
   // native bf16 GEMM on 2-byte operands with an fp32 output packs nothing either.)
-  if (!use_bf16(bf, T, K, N) && !is16(out_dt) && !is16(inp.dt) && !is16(w.dt)) {
+  if (!use_bf16(bf, T, K, N, w.dt) && !is16(out_dt) && !is16(inp.dt) && !is16(w.dt)) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, inp.p, K, w.p, K, 0.0f, out, N);
     return LC_OK;
   }
@@ -148,7 +151,7 @@ lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp,
   float *o32 = is16(out_dt) ? buf : NULL; // a bf16 output's fp32 chunk
   uint16_t *out16 = out;
   float *out32 = out;
-  if (!use_bf16(bf, T, K, N) && T < N && is16(w.dt)) { // sgemm, W in chunks of rows (widened)
+  if (!use_bf16(bf, T, K, N, w.dt) && T < N && is16(w.dt)) { // sgemm, W in chunks of rows (widened)
     const size_t Rn = min_sz(LC_MM_CHUNK, (size_t)N);
     float *x32 = is16(inp.dt) ? buf : NULL, *w32 = buf + (x32 ? (size_t)T * K : 0), *c32 = w32 + Rn * (size_t)K;
     const float *xa = x32 ? (lc_bf16_unpack(x32, inp.p, (size_t)T * K), x32) : (const float *)inp.p;
@@ -162,7 +165,7 @@ lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp,
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xa, K, w32, K, 0.0f, out32 + n0, N);
       }
     }
-  } else if (!use_bf16(bf, T, K, N)) { // sgemm per chunk of rows
+  } else if (!use_bf16(bf, T, K, N, w.dt)) { // sgemm per chunk of rows
     const size_t R = min_sz(LC_MM_CHUNK, (size_t)T);
     float *x32 = is16(inp.dt) ? buf + (o32 ? R * (size_t)N : 0) : NULL;
     const float *w32 = w.p;
@@ -214,7 +217,7 @@ lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc
   if (T <= 0 || K <= 0) return LC_OK;
   const int bf = mm ? mm->bf16 : 0;
   const mm_parts parts = bwd_parts(bf, dout.dt, inp.dt, w.dt, T, K, N);
-  if (!use_bf16(bf, T, K, N) && !is16(dout.dt) && !is16(inp.dt) && !is16(w.dt)) { // sgemm on fp32 operands
+  if (!use_bf16(bf, T, K, N, w.dt) && !is16(dout.dt) && !is16(inp.dt) && !is16(w.dt)) { // sgemm on fp32 operands
     if (dinp) {
       // With N == 0 the product is empty: beta 0 still clears dinp (BLAS scales C by beta).
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, K, N, 1.0f, dout.p, N, w.p, K,
@@ -230,7 +233,7 @@ lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc
   float *buf = get_scratch(mm, parts, &st);
   if (!buf) return st;
   uint16_t *h16 = (uint16_t *)(buf + parts.f32);
-  if (!use_bf16(bf, T, K, N) && T < N && is16(w.dt)) { // sgemm, W's rows in chunks (widened)
+  if (!use_bf16(bf, T, K, N, w.dt) && T < N && is16(w.dt)) { // sgemm, W's rows in chunks (widened)
     const size_t Rn = min_sz(LC_MM_CHUNK, (size_t)N);
     float *x32 = is16(inp.dt) ? buf : NULL, *d32 = buf + (x32 ? (size_t)T * K : 0),
           *w32 = d32 + (is16(dout.dt) ? (size_t)T * Rn : 0);
@@ -250,7 +253,7 @@ lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc
       }
       if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nn, K, T, 1.0f, da, ldd, xa, K, 1.0f, dw + (size_t)n0 * K, K);
     }
-  } else if (!use_bf16(bf, T, K, N)) { // sgemm per chunk of rows: dinp's rows, dw's share
+  } else if (!use_bf16(bf, T, K, N, w.dt)) { // sgemm per chunk of rows: dinp's rows, dw's share
     const size_t R = min_sz(LC_MM_CHUNK, (size_t)T);
     float *d32 = is16(dout.dt) ? buf : NULL, *x32 = is16(inp.dt) ? buf + (d32 ? R * (size_t)N : 0) : NULL;
     const float *w32 = w.p;

@@ -106,6 +106,21 @@ void lc_embedding_bwd(float *dwte, const float *dout, const int *tokens, int T, 
 // Returns sum_t loss_t (double). logits is REPLACED by dlogits = scale*(softmax - onehot) on
 // counted rows and 0 on ignored rows (targets[t] < 0, e.g. -100).
 double lc_xent_fwd_bwd(float *logits, const int *targets, int T, int V, float scale);
+// The loss tile's accumulators: acc[0] += the rows' loss sum; acc[1] (count_wrong) +=
+// counted rows whose first maximal logit is not the target (found before the logits
+// become dlogits).
+void lc_xent_tile(float *logits, const int *targets, int T, int V, float scale, double *acc, int count_wrong);
+// The loss over vocabulary slices (model/loss.h): per-token statistics in one block of
+// lc_xent_stats_bytes(T) (running log-sum-exp sum and max, target logit, best logit and
+// its index), initialised, merged with the logits [m, vs] of tokens t0.. against
+// vocabulary rows v0.., and summed into acc as lc_xent_tile does; then each slice's
+// logits become dlogits = scale * softmax - scale * onehot with the final statistics.
+size_t lc_xent_stats_bytes(int T);
+void lc_xent_stats_init(void *stats, int T);
+void lc_xent_slice_merge(void *stats, int T, const float *logits, const int *targets, int t0, int m, int v0, int vs);
+void lc_xent_slice_total(const void *stats, const int *targets, int T, double *acc, int count_wrong);
+void lc_xent_slice_dlogits(float *logits, const void *stats, int T, const int *targets, int t0, int m, int v0, int vs,
+                           float scale);
 
 // ---- elementwise helpers (elementwise.c) ----
 void lc_add_inplace(float *y, const float *x, size_t n); // y += x

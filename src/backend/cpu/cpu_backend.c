@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *at(lc_buf b) { return (char *)(uintptr_t)b.h + b.off; }
+#include "ops/ops.h"
+
+// The address of a buffer's first element; NULL for the empty buffer (a skipped operand).
+static void *at(lc_buf b) { return b.be ? (char *)(uintptr_t)b.h + b.off : NULL; }
 
 static lc_status cpu_alloc(lc_backend *be, lc_mem_cat cat, size_t bytes, int zero, const char *what, uint64_t *h) {
   void *p = zero ? lc_calloc(be->arena, cat, bytes, what) : lc_alloc(be->arena, cat, bytes, what);
@@ -44,15 +47,58 @@ static void cpu_adamw(lc_backend *be, lc_buf p, lc_buf g, lc_buf m, lc_buf v, co
                    a->inv_sqrt_bc2);
 }
 
+static void cpu_rmsnorm_fwd(lc_backend *be, lc_buf out, lc_buf rstd, lc_buf x, lc_buf w, int T, int C, float eps) {
+  lc_rmsnorm_fwd_to(at(out), out.dt, at(rstd), at(x), at(w), T, C, eps);
+}
+static void cpu_rmsnorm_bwd(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, lc_buf rstd,
+                            int T, int C, int set) {
+  (set ? lc_rmsnorm_bwd_set : lc_rmsnorm_bwd)(at(dinp), at(dw), at(dout), at(inp), at(w), at(rstd), T, C);
+}
+static lc_mm mm_of(lc_backend *be, int bf16, lc_buf scratch) {
+  return (lc_mm){.bf16 = bf16, .arena = be->arena, .scratch = at(scratch), .scratch_bytes = lc_buf_bytes(scratch)};
+}
+static lc_status cpu_matmul_fwd(lc_backend *be, lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int bf16,
+                                lc_buf scratch) {
+  const lc_mm mm = mm_of(be, bf16, scratch);
+  return lc_matmul_fwd(&mm, at(out), out.dt, lc_act_of(at(inp), inp.dt), lc_act_of(at(w), w.dt), T, K, N);
+}
+static lc_status cpu_matmul_bwd(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, int T, int K,
+                                int N, int accumulate, int bf16, lc_buf scratch) {
+  const lc_mm mm = mm_of(be, bf16, scratch);
+  return lc_matmul_bwd(&mm, at(dinp), at(dw), lc_act_of(at(dout), dout.dt), lc_act_of(at(inp), inp.dt),
+                       lc_act_of(at(w), w.dt), T, K, N, accumulate);
+}
+static void cpu_xent_tile(lc_backend *be, lc_buf logits, lc_buf targets, int T, int V, float scale, lc_buf acc,
+                          int count_wrong) {
+  lc_xent_tile(at(logits), at(targets), T, V, scale, at(acc), count_wrong);
+}
+static void cpu_stats_init(lc_backend *be, lc_buf stats, int T) { lc_xent_stats_init(at(stats), T); }
+static void cpu_slice_merge(lc_backend *be, lc_buf stats, int T, lc_buf logits, lc_buf targets, int t0, int m, int v0,
+                            int vs) {
+  lc_xent_slice_merge(at(stats), T, at(logits), at(targets), t0, m, v0, vs);
+}
+static void cpu_slice_total(lc_backend *be, lc_buf stats, lc_buf targets, int T, lc_buf acc, int count_wrong) {
+  lc_xent_slice_total(at(stats), at(targets), T, at(acc), count_wrong);
+}
+static void cpu_slice_dlogits(lc_backend *be, lc_buf logits, lc_buf stats, int T, lc_buf targets, int t0, int m, int v0,
+                              int vs, float scale) {
+  lc_xent_slice_dlogits(at(logits), at(stats), T, at(targets), t0, m, v0, vs, scale);
+}
+
 static void cpu_destroy_heap(lc_backend *be) { free(be); }
 
 #define CPU_OPS(destroy_fn)                                                                                         \
   {.alloc = cpu_alloc, .free = cpu_free, .host_ptr = cpu_host_ptr, .read = cpu_read, .write = cpu_write,           \
    .copy = cpu_copy, .zero = cpu_zero, .record = cpu_record, .wait_event = cpu_wait_event, .sync = cpu_sync,        \
    .bf16_pack = cpu_pack, .bf16_unpack = cpu_unpack, .bf16_round = cpu_round, .add = cpu_add, .scale = cpu_scale, \
-   .sumsq_acc = cpu_sumsq_acc, .adamw = cpu_adamw, .destroy = destroy_fn}
+   .sumsq_acc = cpu_sumsq_acc, .adamw = cpu_adamw, .rmsnorm_fwd = cpu_rmsnorm_fwd, .rmsnorm_bwd = cpu_rmsnorm_bwd,  \
+   .matmul_fwd = cpu_matmul_fwd, .matmul_bwd = cpu_matmul_bwd, .xent_tile = cpu_xent_tile,                         \
+   .xent_stats_init = cpu_stats_init, .xent_slice_merge = cpu_slice_merge, .xent_slice_total = cpu_slice_total,  \
+   .xent_slice_dlogits = cpu_slice_dlogits, .destroy = destroy_fn}
 static const lc_backend_ops cpu_ops_held = CPU_OPS(NULL); // storage the caller holds
 static const lc_backend_ops cpu_ops_heap = CPU_OPS(cpu_destroy_heap);
+
+const lc_backend_ops *lc_backend_cpu_ops(void) { return &cpu_ops_held; }
 
 void lc_backend_cpu_init(lc_backend *be, lc_arena *arena) {
   memset(be, 0, sizeof *be);

@@ -3,6 +3,8 @@
 // reserved mapping, opened (PROT_READ | PROT_WRITE) for the length of each op.
 #include "backend/private/private_backend.h"
 
+#include "backend/cpu/cpu_backend.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +22,8 @@ typedef struct {
   block *b;     // blocks in address order, covering [0, size)
   int n, cap;
   size_t opens;
-  lc_arena dev; // the device's bytes by category
+  lc_arena dev;       // the device's bytes by category
+  lc_backend shadow;  // a CPU backend over dev: runs the ops on resolved addresses
 } priv;
 
 #define ALIGN 64
@@ -105,35 +108,78 @@ static lc_status priv_write(lc_backend *be, lc_buf dst, const void *src) {
   return LC_OK;
 }
 
-// Each op: open the mapping, run the kernel table's entry on the resolved addresses, close.
-#define OP(body)      \
-  do {                \
-    priv *p = P(be);  \
-    open_map(p);      \
-    body;             \
-    close_map(p);     \
+// Each op: open the mapping, run the CPU backend's entry on the resolved addresses (a CPU
+// backend over the device's arena: the GEMMs' own scratch is counted there), close.
+static lc_buf R(priv *p, lc_buf b) {
+  if (!b.be) return b; // an empty (skipped) operand stays empty
+  b.be = &p->shadow;
+  b.h = (uint64_t)(uintptr_t)(p->base + b.h);
+  return b;
+}
+#define CPU lc_backend_cpu_ops()
+#define OP(call)          \
+  do {                    \
+    priv *p = P(be);      \
+    open_map(p);          \
+    call;                 \
+    close_map(p);         \
   } while (0)
+#define SH (&p->shadow)
 
-static void priv_copy(lc_backend *be, lc_buf d, lc_buf s, lc_stream st) { OP(memmove(at(p, d), at(p, s), lc_buf_bytes(d))); }
-static void priv_zero(lc_backend *be, lc_buf d) { OP(memset(at(p, d), 0, lc_buf_bytes(d))); }
+static void priv_copy(lc_backend *be, lc_buf d, lc_buf s, lc_stream st) { OP(CPU->copy(SH, R(p, d), R(p, s), st)); }
+static void priv_zero(lc_backend *be, lc_buf d) { OP(CPU->zero(SH, R(p, d))); }
 static void priv_record(lc_backend *be, lc_stream s, lc_be_event *ev) { ev->h = 0; }
 static void priv_wait_event(lc_backend *be, lc_stream s, lc_be_event ev) {}
 static lc_status priv_sync(lc_backend *be, lc_stream s) { return LC_OK; }
-static void priv_pack(lc_backend *be, lc_buf d, lc_buf s) { OP(lc_kern()->bf16_pack(at(p, d), at(p, s), d.n)); }
-static void priv_unpack(lc_backend *be, lc_buf d, lc_buf s) { OP(lc_kern()->bf16_unpack(at(p, d), at(p, s), d.n)); }
-static void priv_round(lc_backend *be, lc_buf x) { OP(lc_kern()->bf16_round(at(p, x), x.n)); }
-static void priv_add(lc_backend *be, lc_buf y, lc_buf x) { OP(lc_kern()->add(at(p, y), at(p, x), y.n)); }
-static void priv_scale(lc_backend *be, lc_buf x, float s) { OP(lc_kern()->scale(at(p, x), x.n, s)); }
-static void priv_sumsq_acc(lc_backend *be, lc_buf acc, lc_buf x) {
-  OP(*(double *)at(p, acc) += lc_kern()->sumsq(at(p, x), x.n));
-}
+static void priv_pack(lc_backend *be, lc_buf d, lc_buf s) { OP(CPU->bf16_pack(SH, R(p, d), R(p, s))); }
+static void priv_unpack(lc_backend *be, lc_buf d, lc_buf s) { OP(CPU->bf16_unpack(SH, R(p, d), R(p, s))); }
+static void priv_round(lc_backend *be, lc_buf x) { OP(CPU->bf16_round(SH, R(p, x))); }
+static void priv_add(lc_backend *be, lc_buf y, lc_buf x) { OP(CPU->add(SH, R(p, y), R(p, x))); }
+static void priv_scale(lc_backend *be, lc_buf x, float s) { OP(CPU->scale(SH, R(p, x), s)); }
+static void priv_sumsq_acc(lc_backend *be, lc_buf acc, lc_buf x) { OP(CPU->sumsq_acc(SH, R(p, acc), R(p, x))); }
 static void priv_adamw(lc_backend *be, lc_buf pb, lc_buf g, lc_buf m, lc_buf v, const lc_adamw_args *a) {
-  OP(lc_kern()->adamw(at(p, pb), at(p, g), at(p, m), at(p, v), pb.n, a->wd, a->beta1, a->beta2, a->eps, a->lr,
-                      a->step_size, a->inv_sqrt_bc2));
+  OP(CPU->adamw(SH, R(p, pb), R(p, g), R(p, m), R(p, v), a));
+}
+static void priv_rmsnorm_fwd(lc_backend *be, lc_buf out, lc_buf rstd, lc_buf x, lc_buf w, int T, int C, float eps) {
+  OP(CPU->rmsnorm_fwd(SH, R(p, out), R(p, rstd), R(p, x), R(p, w), T, C, eps));
+}
+static void priv_rmsnorm_bwd(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, lc_buf rstd,
+                             int T, int C, int set) {
+  OP(CPU->rmsnorm_bwd(SH, R(p, dinp), R(p, dw), R(p, dout), R(p, inp), R(p, w), R(p, rstd), T, C, set));
+}
+static lc_status priv_matmul_fwd(lc_backend *be, lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int bf16,
+                                 lc_buf scratch) {
+  lc_status st;
+  OP(st = CPU->matmul_fwd(SH, R(p, out), R(p, inp), R(p, w), T, K, N, bf16, R(p, scratch)));
+  return st;
+}
+static lc_status priv_matmul_bwd(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, int T,
+                                 int K, int N, int accumulate, int bf16, lc_buf scratch) {
+  lc_status st;
+  OP(st = CPU->matmul_bwd(SH, R(p, dinp), R(p, dw), R(p, dout), R(p, inp), R(p, w), T, K, N, accumulate, bf16,
+                          R(p, scratch)));
+  return st;
+}
+static void priv_xent_tile(lc_backend *be, lc_buf logits, lc_buf targets, int T, int V, float scale, lc_buf acc,
+                           int count_wrong) {
+  OP(CPU->xent_tile(SH, R(p, logits), R(p, targets), T, V, scale, R(p, acc), count_wrong));
+}
+static void priv_stats_init(lc_backend *be, lc_buf stats, int T) { OP(CPU->xent_stats_init(SH, R(p, stats), T)); }
+static void priv_slice_merge(lc_backend *be, lc_buf stats, int T, lc_buf logits, lc_buf targets, int t0, int m,
+                             int v0, int vs) {
+  OP(CPU->xent_slice_merge(SH, R(p, stats), T, R(p, logits), R(p, targets), t0, m, v0, vs));
+}
+static void priv_slice_total(lc_backend *be, lc_buf stats, lc_buf targets, int T, lc_buf acc, int count_wrong) {
+  OP(CPU->xent_slice_total(SH, R(p, stats), R(p, targets), T, R(p, acc), count_wrong));
+}
+static void priv_slice_dlogits(lc_backend *be, lc_buf logits, lc_buf stats, int T, lc_buf targets, int t0, int m,
+                               int v0, int vs, float scale) {
+  OP(CPU->xent_slice_dlogits(SH, R(p, logits), R(p, stats), T, R(p, targets), t0, m, v0, vs, scale));
 }
 
 static void priv_destroy(lc_backend *be) {
   priv *p = P(be);
+  lc_arena_trim(&p->dev); // the GEMMs' kept scratch blocks
   munmap(p->base, p->size);
   free(p->b);
   free(p);
@@ -144,7 +190,10 @@ static const lc_backend_ops priv_ops = {
     .alloc = priv_alloc, .free = priv_free, .host_ptr = priv_host_ptr, .read = priv_read, .write = priv_write,
     .copy = priv_copy, .zero = priv_zero, .record = priv_record, .wait_event = priv_wait_event, .sync = priv_sync,
     .bf16_pack = priv_pack, .bf16_unpack = priv_unpack, .bf16_round = priv_round, .add = priv_add,
-    .scale = priv_scale, .sumsq_acc = priv_sumsq_acc, .adamw = priv_adamw, .destroy = priv_destroy};
+    .scale = priv_scale, .sumsq_acc = priv_sumsq_acc, .adamw = priv_adamw, .rmsnorm_fwd = priv_rmsnorm_fwd,
+    .rmsnorm_bwd = priv_rmsnorm_bwd, .matmul_fwd = priv_matmul_fwd, .matmul_bwd = priv_matmul_bwd,
+    .xent_tile = priv_xent_tile, .xent_stats_init = priv_stats_init, .xent_slice_merge = priv_slice_merge,
+    .xent_slice_total = priv_slice_total, .xent_slice_dlogits = priv_slice_dlogits, .destroy = priv_destroy};
 
 lc_status lc_backend_private_open(lc_arena *host, lc_backend **out) {
   *out = NULL;
@@ -170,6 +219,7 @@ lc_status lc_backend_private_open(lc_arena *host, lc_backend **out) {
   p->b[0] = (block){0, p->size, 0};
   p->n = 1;
   lc_arena_init(&p->dev, host->cap);
+  lc_backend_cpu_init(&p->shadow, &p->dev);
   be->ops = &priv_ops;
   strcpy(be->name, "private");
   be->host_memory = 0;
