@@ -8,7 +8,9 @@
 #include "backend/backend.h"
 #include "backend/private/private_backend.h"
 #include "comm/comm.h"
+#include "attn/flash.h"
 #include "model/loss.h"
+#include "ops/ops.h"
 #include "train/trainer.h"
 #include "backend_update.h"
 #include "testutil.h"
@@ -404,6 +406,191 @@ static void test_loss(void) {
   free(x), free(head);
 }
 
+// ---- the layer's ops and attention: each backend's result is the host op's, bit for bit
+static lc_buf up(lc_backend *be, lc_dtype dt, const void *h, size_t n) {
+  lc_buf b;
+  CHECK(lc_buf_alloc(be, LC_MEM_ACT, dt, n, 0, "op input", &b) == LC_OK, "alloc");
+  if (h) lc_buf_write(b, h, LC_SYNC_TEST);
+  return b;
+}
+static void down(lc_buf *b, void *h) {
+  lc_buf_read(*b, h, LC_SYNC_TEST);
+  lc_buf_free(b);
+}
+static float *rnd(size_t n, lc_rng *r, float s) {
+  float *x = malloc(sizeof(float) * n);
+  for (size_t i = 0; i < n; i++) x[i] = s * lc_rng_normal(r);
+  return x;
+}
+static uint16_t *to16(const float *x, size_t n) {
+  uint16_t *h = malloc(2 * n);
+  for (size_t i = 0; i < n; i++) h[i] = lc_f32_to_bf16(x[i]);
+  return h;
+}
+
+static void test_layer_ops(const char *dev) {
+  lc_arena ar;
+  lc_arena_init(&ar, 0);
+  lc_backend *be = NULL;
+  CHECK(lc_backend_open(dev, &ar, &be) == LC_OK, "open");
+  lc_rng r;
+  lc_rng_seed(&r, 77);
+  const int T = 37, H = 3, D = 16, NH = H * D, C = 24, V = 50;
+  const size_t TN = (size_t)T * NH;
+  // RoPE both ways on a real table
+  int pos[37];
+  for (int t = 0; t < T; t++) pos[t] = 5 + 3 * t;
+  float cs[37 * 8], sn[37 * 8];
+  lc_rope_table(cs, sn, pos, T, D, 10000.0);
+  float *x = rnd(TN, &r, 1), *want = malloc(4 * TN), *got = malloc(4 * TN);
+  for (int bwd = 0; bwd < 2; bwd++) {
+    memcpy(want, x, 4 * TN);
+    (bwd ? lc_rope_bwd : lc_rope_fwd)(want, cs, sn, T, H, D);
+    lc_buf bx = up(be, LC_DT_F32, x, TN), bc = up(be, LC_DT_F32, cs, 37 * 8), bs = up(be, LC_DT_F32, sn, 37 * 8);
+    CHECK(lc_be_rope(bx, bc, bs, T, H, D, bwd) == LC_OK, "rope");
+    down(&bx, got), lc_buf_free(&bc), lc_buf_free(&bs);
+    CHECK(same(got, want, 4 * TN), "%s rope %s", dev, bwd ? "bwd" : "fwd");
+  }
+  // SwiGLU fp32 and bf16, both ways
+  float *g = rnd(TN, &r, 2), *u = rnd(TN, &r, 1), *dh = rnd(TN, &r, 1), *w2 = malloc(4 * TN);
+  uint16_t *g16 = to16(g, TN), *u16 = to16(u, TN), *h16 = malloc(2 * TN), *o16 = malloc(2 * TN), *p16 = malloc(2 * TN),
+           *q16 = malloc(2 * TN);
+  for (int b16 = 0; b16 < 2; b16++) {
+    const lc_dtype dt = b16 ? LC_DT_BF16 : LC_DT_F32;
+    lc_buf bg = up(be, dt, b16 ? (void *)g16 : g, TN), bu = up(be, dt, b16 ? (void *)u16 : u, TN), bh = up(be, dt, NULL, TN);
+    CHECK(lc_be_swiglu_fwd(bh, bg, bu) == LC_OK, "swiglu fwd");
+    if (b16) {
+      lc_swiglu_fwd_bf16(h16, g16, u16, TN);
+      down(&bh, o16);
+      CHECK(same(o16, h16, 2 * TN), "%s swiglu fwd bf16", dev);
+    } else {
+      lc_swiglu_fwd(want, g, u, TN);
+      down(&bh, got);
+      CHECK(same(got, want, 4 * TN), "%s swiglu fwd", dev);
+    }
+    lc_buf bdg = up(be, dt, NULL, TN), bdu = up(be, dt, NULL, TN), bdh = up(be, LC_DT_F32, dh, TN);
+    CHECK(lc_be_swiglu_bwd(bdg, bdu, bdh, bg, bu) == LC_OK, "swiglu bwd");
+    if (b16) {
+      lc_swiglu_bwd_bf16(h16, o16, dh, g16, u16, TN);
+      down(&bdg, p16), down(&bdu, q16);
+      CHECK(same(p16, h16, 2 * TN) && same(q16, o16, 2 * TN), "%s swiglu bwd bf16", dev);
+    } else {
+      lc_swiglu_bwd(want, w2, dh, g, u, TN);
+      float *gg = malloc(4 * TN);
+      down(&bdg, got), down(&bdu, gg);
+      CHECK(same(got, want, 4 * TN) && same(gg, w2, 4 * TN), "%s swiglu bwd", dev);
+      free(gg);
+    }
+    lc_buf_free(&bdh), lc_buf_free(&bg), lc_buf_free(&bu);
+  }
+  // bias both ways (dy fp32 and 2-byte)
+  float *bias = rnd((size_t)NH, &r, 1), db[48], dbw[48];
+  memcpy(want, x, 4 * TN);
+  lc_bias_fwd(want, bias, T, NH);
+  lc_buf by = up(be, LC_DT_F32, x, TN), bb = up(be, LC_DT_F32, bias, (size_t)NH);
+  CHECK(lc_be_bias_fwd(by, bb, T, NH) == LC_OK, "bias");
+  down(&by, got);
+  CHECK(same(got, want, 4 * TN), "%s bias fwd", dev);
+  for (int b16 = 0; b16 < 2; b16++) {
+    for (int i = 0; i < NH; i++) dbw[i] = bias[i];
+    if (b16) lc_bias_bwd_bf16(dbw, g16, T, NH);
+    else lc_bias_bwd(dbw, g, T, NH);
+    lc_buf bdy = up(be, b16 ? LC_DT_BF16 : LC_DT_F32, b16 ? (void *)g16 : g, TN), bdb = up(be, LC_DT_F32, bias, (size_t)NH);
+    CHECK(lc_be_bias_bwd(bdb, bdy, T, NH) == LC_OK, "bias bwd");
+    down(&bdb, db), lc_buf_free(&bdy);
+    CHECK(same(db, dbw, 4 * (size_t)NH), "%s bias bwd %s", dev, b16 ? "bf16" : "fp32");
+  }
+  lc_buf_free(&bb);
+  // embedding lookup (fp32 and 2-byte tables) and scatter-add, repeated tokens included
+  int tok[37];
+  for (int t = 0; t < T; t++) tok[t] = (t * 7) % V;
+  float *wte = rnd((size_t)V * C, &r, 1), *dw = rnd((size_t)V * C, &r, 1), *dwant = malloc(4 * (size_t)V * C);
+  uint16_t *wte16 = to16(wte, (size_t)V * C);
+  for (int b16 = 0; b16 < 2; b16++) {
+    if (b16) lc_embedding_fwd_bf16(want, tok, wte16, T, C);
+    else lc_embedding_fwd(want, tok, wte, T, C);
+    lc_buf bo = up(be, LC_DT_F32, NULL, (size_t)T * C), bt = up(be, LC_DT_I32, tok, (size_t)T),
+           bw = up(be, b16 ? LC_DT_BF16 : LC_DT_F32, b16 ? (void *)wte16 : wte, (size_t)V * C);
+    CHECK(lc_be_embedding_fwd(bo, bt, bw, T, C) == LC_OK, "embedding");
+    down(&bo, got), lc_buf_free(&bw);
+    CHECK(same(got, want, 4 * (size_t)T * C), "%s embedding fwd %s", dev, b16 ? "bf16" : "fp32");
+    memcpy(dwant, dw, 4 * (size_t)V * C);
+    lc_embedding_bwd(dwant, x, tok, T, C);
+    lc_buf bdw = up(be, LC_DT_F32, dw, (size_t)V * C), bd = up(be, LC_DT_F32, x, (size_t)T * C);
+    CHECK(lc_be_embedding_bwd(bdw, bd, bt, T, C) == LC_OK, "embedding bwd");
+    float *gotw = malloc(4 * (size_t)V * C);
+    down(&bdw, gotw), lc_buf_free(&bd), lc_buf_free(&bt);
+    CHECK(same(gotw, dwant, 4 * (size_t)V * C), "%s embedding bwd", dev);
+    free(gotw);
+  }
+  // flash attention: GQA, offsets, a document bound, several tiles; fp32 and bf16 on 2-byte
+  // q/k/v with a 2-byte output; merge and delta
+  for (int b16 = 0; b16 < 2; b16++) {
+    lc_attn_shape s = {.Tq = 70, .Tk = 90, .Hq = 4, .Hkv = 2, .D = 16, .q_start = 20, .k_start = 0, .causal = 1,
+                       .scale = 0.25f, .bf16 = b16};
+    const size_t nq = 70 * 4 * 16, nk = 90 * 2 * 16, nl = 4 * 70;
+    int lo[70];
+    for (int i = 0; i < 70; i++) lo[i] = i < 30 ? 0 : 40; // two documents
+    float *q = rnd(nq, &r, 1), *k = rnd(nk, &r, 1), *v = rnd(nk, &r, 1), *dout = rnd(nq, &r, 1);
+    if (b16) lc_bf16_round(q, nq), lc_bf16_round(k, nk), lc_bf16_round(v, nk), lc_bf16_round(dout, nq);
+    uint16_t *qh = to16(q, nq), *kh = to16(k, nk), *vh = to16(v, nk), *dh16 = to16(dout, nq);
+    lc_attn_shape hs = s;
+    hs.lo = lo;
+    hs.q16 = hs.kv16 = hs.out16 = b16;
+    void *ref_out = malloc(4 * nq), *got_out = malloc(4 * nq);
+    float *ref_lse = malloc(4 * nl), *got_lse = malloc(4 * nl);
+    CHECK(lc_flash_fwd(ref_out, ref_lse, b16 ? (void *)qh : q, b16 ? (void *)kh : k, b16 ? (void *)vh : v, &hs, &ar) == LC_OK,
+          "host flash");
+    const lc_dtype dt = b16 ? LC_DT_BF16 : LC_DT_F32;
+    lc_buf bq = up(be, dt, b16 ? (void *)qh : q, nq), bk = up(be, dt, b16 ? (void *)kh : k, nk),
+           bv = up(be, dt, b16 ? (void *)vh : v, nk), bo = up(be, dt, NULL, nq), bl = up(be, LC_DT_F32, NULL, nl),
+           blo = up(be, LC_DT_I32, lo, 70);
+    CHECK(lc_be_flash_fwd(bo, bl, bq, bk, bv, blo, &s) == LC_OK, "%s flash fwd: %s", dev, lc_errmsg());
+    lc_buf_read(bo, got_out, LC_SYNC_TEST), lc_buf_read(bl, got_lse, LC_SYNC_TEST);
+    CHECK(same(got_out, ref_out, lc_bytes(dt, nq)) && same(got_lse, ref_lse, 4 * nl), "%s flash fwd bf16 %d", dev, b16);
+    // backward on the host's delta
+    float *delta = malloc(4 * nl), *gd = malloc(4 * nl);
+    if (b16) lc_attn_delta16(delta, dh16, ref_out, 70, 4, 16);
+    else lc_attn_delta(delta, dout, ref_out, 70, 4, 16);
+    lc_buf bdo = up(be, dt, b16 ? (void *)dh16 : dout, nq), bde = up(be, LC_DT_F32, NULL, nl);
+    CHECK(lc_be_attn_delta(bde, bdo, bo, 70, 4, 16) == LC_OK, "delta");
+    down(&bde, gd);
+    CHECK(same(gd, delta, 4 * nl), "%s attn delta bf16 %d", dev, b16);
+    float *rq = calloc(nq, 4), *rk = calloc(nk, 4), *rv = calloc(nk, 4), *gq = malloc(4 * nq), *gk = malloc(4 * nk),
+          *gv = malloc(4 * nk);
+    CHECK(lc_flash_bwd(rq, rk, rv, b16 ? (void *)dh16 : dout, b16 ? (void *)qh : q, b16 ? (void *)kh : k,
+                       b16 ? (void *)vh : v, ref_lse, delta, &hs, &ar) == LC_OK,
+          "host flash bwd");
+    lc_buf bdq = up(be, LC_DT_F32, NULL, nq), bdk = up(be, LC_DT_F32, NULL, nk), bdv = up(be, LC_DT_F32, NULL, nk),
+           bdl = up(be, LC_DT_F32, delta, nl);
+    lc_be_zero(bdq), lc_be_zero(bdk), lc_be_zero(bdv);
+    CHECK(lc_be_flash_bwd(bdq, bdk, bdv, bdo, bq, bk, bv, bl, bdl, blo, &s) == LC_OK, "%s flash bwd: %s", dev, lc_errmsg());
+    down(&bdq, gq), down(&bdk, gk), down(&bdv, gv);
+    CHECK(same(gq, rq, 4 * nq) && same(gk, rk, 4 * nk) && same(gv, rv, 4 * nk), "%s flash bwd bf16 %d", dev, b16);
+    // merge two partials (fp32 outputs)
+    if (!b16) {
+      float *o2 = rnd(nq, &r, 1), *l2 = rnd(nl, &r, 1), *ma = malloc(4 * nq), *la = malloc(4 * nl);
+      memcpy(ma, ref_out, 4 * nq), memcpy(la, ref_lse, 4 * nl);
+      lc_attn_merge(ma, la, o2, l2, 70, 4, 16);
+      lc_buf bo2 = up(be, LC_DT_F32, o2, nq), bl2 = up(be, LC_DT_F32, l2, nl);
+      CHECK(lc_be_attn_merge(bo, bl, bo2, bl2, 70, 4, 16) == LC_OK, "merge");
+      lc_buf_read(bo, got_out, LC_SYNC_TEST), lc_buf_read(bl, got_lse, LC_SYNC_TEST);
+      CHECK(same(got_out, ma, 4 * nq) && same(got_lse, la, 4 * nl), "%s attn merge", dev);
+      lc_buf_free(&bo2), lc_buf_free(&bl2);
+      free(o2), free(l2), free(ma), free(la);
+    }
+    lc_buf_free(&bq), lc_buf_free(&bk), lc_buf_free(&bv), lc_buf_free(&bo), lc_buf_free(&bl), lc_buf_free(&blo);
+    lc_buf_free(&bdo), lc_buf_free(&bdl);
+    free(q), free(k), free(v), free(dout), free(qh), free(kh), free(vh), free(dh16), free(ref_out), free(got_out);
+    free(ref_lse), free(got_lse), free(delta), free(gd), free(rq), free(rk), free(rv), free(gq), free(gk), free(gv);
+  }
+  CHECK(be->arena->cur_total == 0, "%s layer ops: everything freed (%zu)", dev, be->arena->cur_total);
+  free(x), free(want), free(got), free(g), free(u), free(dh), free(w2), free(g16), free(u16), free(h16), free(o16);
+  free(p16), free(q16), free(bias), free(wte), free(dw), free(dwant), free(wte16);
+  lc_backend_close(be);
+  lc_arena_trim(&ar);
+}
+
 int main(void) {
   test_devices();
   test_ops("cpu");
@@ -412,5 +599,7 @@ int main(void) {
   test_update();
   test_step_syncs();
   test_loss();
+  test_layer_ops("cpu");
+  test_layer_ops("private");
   return lc_test_finish("test_backend");
 }

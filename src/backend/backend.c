@@ -290,3 +290,101 @@ lc_status lc_be_xent_slice_dlogits(lc_buf logits, lc_buf stats, int T, lc_buf ta
   stats.be->ops->xent_slice_dlogits(stats.be, logits, stats, T, targets, t0, m, v0, vs, scale);
   return LC_OK;
 }
+
+static int is16(lc_buf x) { return x.dt == LC_DT_BF16; }
+static int fits(lc_buf x, size_t n) { return x.n >= n; }
+
+lc_status lc_be_rope(lc_buf x, lc_buf cos_t, lc_buf sin_t, int T, int H, int D, int bwd) {
+  const size_t half = (size_t)T * (size_t)(D / 2);
+  LC_TRY(need(same_be(x, cos_t) && same_be(x, sin_t) && is_f32(x) && is_f32(cos_t) && is_f32(sin_t) &&
+                  fits(x, (size_t)T * H * D) && fits(cos_t, half) && fits(sin_t, half),
+              "rope"));
+  if (T > 0) x.be->ops->rope(x.be, x, cos_t, sin_t, T, H, D, bwd);
+  return LC_OK;
+}
+
+lc_status lc_be_swiglu_fwd(lc_buf h, lc_buf g, lc_buf u) {
+  LC_TRY(need(same_be(h, g) && same_be(h, u) && is_act(h) && g.dt == h.dt && u.dt == h.dt && g.n == h.n && u.n == h.n,
+              "swiglu_fwd"));
+  if (h.n) h.be->ops->swiglu_fwd(h.be, h, g, u);
+  return LC_OK;
+}
+
+lc_status lc_be_swiglu_bwd(lc_buf dg, lc_buf du, lc_buf dh, lc_buf g, lc_buf u) {
+  LC_TRY(need(same_be(dg, du) && same_be(dg, dh) && same_be(dg, g) && same_be(dg, u) && is_act(dg) && du.dt == dg.dt &&
+                  g.dt == dg.dt && u.dt == dg.dt && is_f32(dh) && du.n == dg.n && dh.n == dg.n && g.n == dg.n &&
+                  u.n == dg.n,
+              "swiglu_bwd"));
+  if (dg.n) dg.be->ops->swiglu_bwd(dg.be, dg, du, dh, g, u);
+  return LC_OK;
+}
+
+lc_status lc_be_bias_fwd(lc_buf y, lc_buf b, int T, int N) {
+  LC_TRY(need(same_be(y, b) && is_f32(y) && is_f32(b) && fits(y, (size_t)T * N) && fits(b, (size_t)N), "bias_fwd"));
+  if (T > 0) y.be->ops->bias_fwd(y.be, y, b, T, N);
+  return LC_OK;
+}
+
+lc_status lc_be_bias_bwd(lc_buf db, lc_buf dy, int T, int N) {
+  LC_TRY(need(same_be(db, dy) && is_f32(db) && is_act(dy) && fits(dy, (size_t)T * N) && fits(db, (size_t)N), "bias_bwd"));
+  if (T > 0) db.be->ops->bias_bwd(db.be, db, dy, T, N);
+  return LC_OK;
+}
+
+lc_status lc_be_embedding_fwd(lc_buf out, lc_buf tokens, lc_buf wte, int T, int C) {
+  LC_TRY(need(same_be(out, tokens) && same_be(out, wte) && is_f32(out) && tokens.dt == LC_DT_I32 && is_act(wte) &&
+                  fits(out, (size_t)T * C) && fits(tokens, (size_t)T),
+              "embedding_fwd"));
+  if (T > 0) out.be->ops->embedding_fwd(out.be, out, tokens, wte, T, C);
+  return LC_OK;
+}
+
+lc_status lc_be_embedding_bwd(lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C) {
+  LC_TRY(need(same_be(dwte, dout) && same_be(dwte, tokens) && is_f32(dwte) && is_f32(dout) && tokens.dt == LC_DT_I32 &&
+                  fits(dout, (size_t)T * C) && fits(tokens, (size_t)T),
+              "embedding_bwd"));
+  if (T > 0) dwte.be->ops->embedding_bwd(dwte.be, dwte, dout, tokens, T, C);
+  return LC_OK;
+}
+
+static int flash_ok(lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_shape *s) {
+  const size_t nq = (size_t)s->Tq * s->Hq * s->D, nk = (size_t)s->Tk * s->Hkv * s->D;
+  return same_be(q, k) && same_be(q, v) && opt_be(lo, q.be) && is_act(q) && is_act(k) && v.dt == k.dt && fits(q, nq) &&
+         fits(k, nk) && fits(v, nk) && (!lo.be || (lo.dt == LC_DT_I32 && fits(lo, (size_t)s->Tq))) &&
+         (s->bf16 || (!is16(q) && !is16(k)));
+}
+
+lc_status lc_be_flash_fwd(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_shape *s) {
+  LC_TRY(need(flash_ok(q, k, v, lo, s) && same_be(out, q) && same_be(lse, q) && is_act(out) && is_f32(lse) &&
+                  (s->bf16 || !is16(out)) && fits(out, (size_t)s->Tq * s->Hq * s->D) && fits(lse, (size_t)s->Hq * s->Tq),
+              "flash_fwd"));
+  return q.be->ops->flash_fwd(q.be, out, lse, q, k, v, lo, s);
+}
+
+lc_status lc_be_flash_bwd(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v, lc_buf lse,
+                          lc_buf delta, lc_buf lo, const lc_attn_shape *s) {
+  LC_TRY(need(flash_ok(q, k, v, lo, s) && same_be(dq, q) && same_be(dk, q) && same_be(dv, q) && same_be(dout, q) &&
+                  same_be(lse, q) && same_be(delta, q) && is_f32(dq) && is_f32(dk) && is_f32(dv) && dout.dt == q.dt &&
+                  is_f32(lse) && is_f32(delta),
+              "flash_bwd"));
+  return q.be->ops->flash_bwd(q.be, dq, dk, dv, dout, q, k, v, lse, delta, lo, s);
+}
+
+lc_status lc_be_attn_merge(lc_buf out_a, lc_buf lse_a, lc_buf out_b, lc_buf lse_b, int Tq, int Hq, int D) {
+  const size_t n = (size_t)Tq * Hq * D, nl = (size_t)Tq * Hq;
+  LC_TRY(need(same_be(out_a, lse_a) && same_be(out_a, out_b) && same_be(out_a, lse_b) && is_f32(out_a) &&
+                  is_f32(out_b) && is_f32(lse_a) && is_f32(lse_b) && fits(out_a, n) && fits(out_b, n) &&
+                  fits(lse_a, nl) && fits(lse_b, nl),
+              "attn_merge"));
+  if (n) out_a.be->ops->attn_merge(out_a.be, out_a, lse_a, out_b, lse_b, Tq, Hq, D);
+  return LC_OK;
+}
+
+lc_status lc_be_attn_delta(lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq, int D) {
+  const size_t n = (size_t)Tq * Hq * D;
+  LC_TRY(need(same_be(delta, dout) && same_be(delta, out) && is_f32(delta) && is_act(dout) && out.dt == dout.dt &&
+                  fits(dout, n) && fits(out, n) && fits(delta, (size_t)Tq * Hq),
+              "attn_delta"));
+  if (n) delta.be->ops->attn_delta(delta.be, delta, dout, out, Tq, Hq, D);
+  return LC_OK;
+}

@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "attn/flash.h"
 #include "core/arena.h"
 #include "core/dtype.h"
 #include "core/status.h"
@@ -134,6 +135,28 @@ typedef struct {
   void (*xent_slice_total)(lc_backend *be, lc_buf stats, lc_buf targets, int T, lc_buf acc, int count_wrong);
   void (*xent_slice_dlogits)(lc_backend *be, lc_buf logits, lc_buf stats, int T, lc_buf targets, int t0, int m, int v0,
                              int vs, float scale);
+  // ---- the layer's element-wise ops (ops/ops.h), in place where they say so: RoPE on x
+  // [T,H,D] with tables cos/sin [T,D/2]; SwiGLU h = silu(g) u (fp32, or bf16 when h/dg/du
+  // are 2-byte: each result rounded); the bias of a linear layer (db from fp32 or 2-byte
+  // dy); the embedding lookup (wte fp32 or 2-byte) and its scatter-add
+  void (*rope)(lc_backend *be, lc_buf x, lc_buf cos_t, lc_buf sin_t, int T, int H, int D, int bwd);
+  void (*swiglu_fwd)(lc_backend *be, lc_buf h, lc_buf g, lc_buf u);
+  void (*swiglu_bwd)(lc_backend *be, lc_buf dg, lc_buf du, lc_buf dh, lc_buf g, lc_buf u);
+  void (*bias_fwd)(lc_backend *be, lc_buf y, lc_buf b, int T, int N);
+  void (*bias_bwd)(lc_backend *be, lc_buf db, lc_buf dy, int T, int N);
+  void (*embedding_fwd)(lc_backend *be, lc_buf out, lc_buf tokens, lc_buf wte, int T, int C);
+  void (*embedding_bwd)(lc_backend *be, lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C);
+  // ---- flash attention (attn/flash.h) on one (q block, k/v block) pair: s gives the
+  // shape, offsets, causality, scale and bf16; its lo, q16/kv16/out16 and kv_pack fields
+  // are ignored: lo is a buffer (I32 [Tq] or empty), the 2-byte flags follow the buffers'
+  // dtypes. Workspace in the backend's arena (lc_flash_workspace_bytes). The merge of
+  // partial outputs through their LSE, and delta = rowsum(dout * out) (fp32 or 2-byte).
+  lc_status (*flash_fwd)(lc_backend *be, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo,
+                         const lc_attn_shape *s);
+  lc_status (*flash_bwd)(lc_backend *be, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v,
+                         lc_buf lse, lc_buf delta, lc_buf lo, const lc_attn_shape *s);
+  void (*attn_merge)(lc_backend *be, lc_buf out_a, lc_buf lse_a, lc_buf out_b, lc_buf lse_b, int Tq, int Hq, int D);
+  void (*attn_delta)(lc_backend *be, lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq, int D);
   void (*destroy)(lc_backend *be);
 } lc_backend_ops;
 
@@ -206,6 +229,18 @@ lc_status lc_be_xent_slice_merge(lc_buf stats, int T, lc_buf logits, lc_buf targ
 lc_status lc_be_xent_slice_total(lc_buf stats, lc_buf targets, int T, lc_buf acc, int count_wrong);
 lc_status lc_be_xent_slice_dlogits(lc_buf logits, lc_buf stats, int T, lc_buf targets, int t0, int m, int v0, int vs,
                                    float scale);
+lc_status lc_be_rope(lc_buf x, lc_buf cos_t, lc_buf sin_t, int T, int H, int D, int bwd);
+lc_status lc_be_swiglu_fwd(lc_buf h, lc_buf g, lc_buf u);
+lc_status lc_be_swiglu_bwd(lc_buf dg, lc_buf du, lc_buf dh, lc_buf g, lc_buf u);
+lc_status lc_be_bias_fwd(lc_buf y, lc_buf b, int T, int N);
+lc_status lc_be_bias_bwd(lc_buf db, lc_buf dy, int T, int N);
+lc_status lc_be_embedding_fwd(lc_buf out, lc_buf tokens, lc_buf wte, int T, int C);
+lc_status lc_be_embedding_bwd(lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C);
+lc_status lc_be_flash_fwd(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_shape *s);
+lc_status lc_be_flash_bwd(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v, lc_buf lse,
+                          lc_buf delta, lc_buf lo, const lc_attn_shape *s);
+lc_status lc_be_attn_merge(lc_buf out_a, lc_buf lse_a, lc_buf out_b, lc_buf lse_b, int Tq, int Hq, int D);
+lc_status lc_be_attn_delta(lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq, int D);
 static inline void lc_be_record(lc_backend *be, lc_stream s, lc_be_event *ev) { be->ops->record(be, s, ev); }
 static inline void lc_be_wait_event(lc_backend *be, lc_stream s, lc_be_event ev) { be->ops->wait_event(be, s, ev); }
 static inline lc_status lc_be_sync(lc_backend *be, lc_stream s) { return be->ops->sync(be, s); }

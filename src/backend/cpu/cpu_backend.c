@@ -85,6 +85,57 @@ static void cpu_slice_dlogits(lc_backend *be, lc_buf logits, lc_buf stats, int T
   lc_xent_slice_dlogits(at(logits), at(stats), T, at(targets), t0, m, v0, vs, scale);
 }
 
+static void cpu_rope(lc_backend *be, lc_buf x, lc_buf c, lc_buf s, int T, int H, int D, int bwd) {
+  (bwd ? lc_rope_bwd : lc_rope_fwd)(at(x), at(c), at(s), T, H, D);
+}
+static void cpu_swiglu_fwd(lc_backend *be, lc_buf h, lc_buf g, lc_buf u) {
+  if (h.dt == LC_DT_BF16) lc_swiglu_fwd_bf16(at(h), at(g), at(u), h.n);
+  else lc_swiglu_fwd(at(h), at(g), at(u), h.n);
+}
+static void cpu_swiglu_bwd(lc_backend *be, lc_buf dg, lc_buf du, lc_buf dh, lc_buf g, lc_buf u) {
+  if (dg.dt == LC_DT_BF16) lc_swiglu_bwd_bf16(at(dg), at(du), at(dh), at(g), at(u), dg.n);
+  else lc_swiglu_bwd(at(dg), at(du), at(dh), at(g), at(u), dg.n);
+}
+static void cpu_bias_fwd(lc_backend *be, lc_buf y, lc_buf b, int T, int N) { lc_bias_fwd(at(y), at(b), T, N); }
+static void cpu_bias_bwd(lc_backend *be, lc_buf db, lc_buf dy, int T, int N) {
+  if (dy.dt == LC_DT_BF16) lc_bias_bwd_bf16(at(db), at(dy), T, N);
+  else lc_bias_bwd(at(db), at(dy), T, N);
+}
+static void cpu_embedding_fwd(lc_backend *be, lc_buf out, lc_buf tokens, lc_buf wte, int T, int C) {
+  if (wte.dt == LC_DT_BF16) lc_embedding_fwd_bf16(at(out), at(tokens), at(wte), T, C);
+  else lc_embedding_fwd(at(out), at(tokens), at(wte), T, C);
+}
+static void cpu_embedding_bwd(lc_backend *be, lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C) {
+  lc_embedding_bwd(at(dwte), at(dout), at(tokens), T, C);
+}
+// The call's shape: the bound and the 2-byte flags from the buffers.
+static lc_attn_shape shape_of(const lc_attn_shape *s, lc_buf lo, lc_buf q, lc_buf k, lc_buf out) {
+  lc_attn_shape t = *s;
+  t.lo = at(lo);
+  t.q16 = q.dt == LC_DT_BF16;
+  t.kv16 = k.dt == LC_DT_BF16;
+  t.out16 = out.be && out.dt == LC_DT_BF16;
+  t.kv_pack = NULL;
+  return t;
+}
+static lc_status cpu_flash_fwd(lc_backend *be, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo,
+                               const lc_attn_shape *s) {
+  const lc_attn_shape t = shape_of(s, lo, q, k, out);
+  return lc_flash_fwd(at(out), at(lse), at(q), at(k), at(v), &t, be->arena);
+}
+static lc_status cpu_flash_bwd(lc_backend *be, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k,
+                               lc_buf v, lc_buf lse, lc_buf delta, lc_buf lo, const lc_attn_shape *s) {
+  const lc_attn_shape t = shape_of(s, lo, q, k, (lc_buf){0});
+  return lc_flash_bwd(at(dq), at(dk), at(dv), at(dout), at(q), at(k), at(v), at(lse), at(delta), &t, be->arena);
+}
+static void cpu_attn_merge(lc_backend *be, lc_buf oa, lc_buf la, lc_buf ob, lc_buf lb, int Tq, int Hq, int D) {
+  lc_attn_merge(at(oa), at(la), at(ob), at(lb), Tq, Hq, D);
+}
+static void cpu_attn_delta(lc_backend *be, lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq, int D) {
+  if (dout.dt == LC_DT_BF16) lc_attn_delta16(at(delta), at(dout), at(out), Tq, Hq, D);
+  else lc_attn_delta(at(delta), at(dout), at(out), Tq, Hq, D);
+}
+
 static void cpu_destroy_heap(lc_backend *be) { free(be); }
 
 #define CPU_OPS(destroy_fn)                                                                                         \
@@ -94,7 +145,10 @@ static void cpu_destroy_heap(lc_backend *be) { free(be); }
    .sumsq_acc = cpu_sumsq_acc, .adamw = cpu_adamw, .rmsnorm_fwd = cpu_rmsnorm_fwd, .rmsnorm_bwd = cpu_rmsnorm_bwd,  \
    .matmul_fwd = cpu_matmul_fwd, .matmul_bwd = cpu_matmul_bwd, .xent_tile = cpu_xent_tile,                         \
    .xent_stats_init = cpu_stats_init, .xent_slice_merge = cpu_slice_merge, .xent_slice_total = cpu_slice_total,  \
-   .xent_slice_dlogits = cpu_slice_dlogits, .destroy = destroy_fn}
+   .xent_slice_dlogits = cpu_slice_dlogits, .rope = cpu_rope, .swiglu_fwd = cpu_swiglu_fwd,                       \
+   .swiglu_bwd = cpu_swiglu_bwd, .bias_fwd = cpu_bias_fwd, .bias_bwd = cpu_bias_bwd,                              \
+   .embedding_fwd = cpu_embedding_fwd, .embedding_bwd = cpu_embedding_bwd, .flash_fwd = cpu_flash_fwd,           \
+   .flash_bwd = cpu_flash_bwd, .attn_merge = cpu_attn_merge, .attn_delta = cpu_attn_delta, .destroy = destroy_fn}
 static const lc_backend_ops cpu_ops_held = CPU_OPS(NULL); // storage the caller holds
 static const lc_backend_ops cpu_ops_heap = CPU_OPS(cpu_destroy_heap);
 

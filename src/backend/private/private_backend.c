@@ -177,6 +177,41 @@ static void priv_slice_dlogits(lc_backend *be, lc_buf logits, lc_buf stats, int 
   OP(CPU->xent_slice_dlogits(SH, R(p, logits), R(p, stats), T, R(p, targets), t0, m, v0, vs, scale));
 }
 
+static void priv_rope(lc_backend *be, lc_buf x, lc_buf c, lc_buf s, int T, int H, int D, int bwd) {
+  OP(CPU->rope(SH, R(p, x), R(p, c), R(p, s), T, H, D, bwd));
+}
+static void priv_swiglu_fwd(lc_backend *be, lc_buf h, lc_buf g, lc_buf u) { OP(CPU->swiglu_fwd(SH, R(p, h), R(p, g), R(p, u))); }
+static void priv_swiglu_bwd(lc_backend *be, lc_buf dg, lc_buf du, lc_buf dh, lc_buf g, lc_buf u) {
+  OP(CPU->swiglu_bwd(SH, R(p, dg), R(p, du), R(p, dh), R(p, g), R(p, u)));
+}
+static void priv_bias_fwd(lc_backend *be, lc_buf y, lc_buf b, int T, int N) { OP(CPU->bias_fwd(SH, R(p, y), R(p, b), T, N)); }
+static void priv_bias_bwd(lc_backend *be, lc_buf db, lc_buf dy, int T, int N) { OP(CPU->bias_bwd(SH, R(p, db), R(p, dy), T, N)); }
+static void priv_embedding_fwd(lc_backend *be, lc_buf out, lc_buf tokens, lc_buf wte, int T, int C) {
+  OP(CPU->embedding_fwd(SH, R(p, out), R(p, tokens), R(p, wte), T, C));
+}
+static void priv_embedding_bwd(lc_backend *be, lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C) {
+  OP(CPU->embedding_bwd(SH, R(p, dwte), R(p, dout), R(p, tokens), T, C));
+}
+static lc_status priv_flash_fwd(lc_backend *be, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo,
+                                const lc_attn_shape *s) {
+  lc_status st;
+  OP(st = CPU->flash_fwd(SH, R(p, out), R(p, lse), R(p, q), R(p, k), R(p, v), R(p, lo), s));
+  return st;
+}
+static lc_status priv_flash_bwd(lc_backend *be, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k,
+                                lc_buf v, lc_buf lse, lc_buf delta, lc_buf lo, const lc_attn_shape *s) {
+  lc_status st;
+  OP(st = CPU->flash_bwd(SH, R(p, dq), R(p, dk), R(p, dv), R(p, dout), R(p, q), R(p, k), R(p, v), R(p, lse),
+                         R(p, delta), R(p, lo), s));
+  return st;
+}
+static void priv_attn_merge(lc_backend *be, lc_buf oa, lc_buf la, lc_buf ob, lc_buf lb, int Tq, int Hq, int D) {
+  OP(CPU->attn_merge(SH, R(p, oa), R(p, la), R(p, ob), R(p, lb), Tq, Hq, D));
+}
+static void priv_attn_delta(lc_backend *be, lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq, int D) {
+  OP(CPU->attn_delta(SH, R(p, delta), R(p, dout), R(p, out), Tq, Hq, D));
+}
+
 static void priv_destroy(lc_backend *be) {
   priv *p = P(be);
   lc_arena_trim(&p->dev); // the GEMMs' kept scratch blocks
@@ -193,7 +228,10 @@ static const lc_backend_ops priv_ops = {
     .scale = priv_scale, .sumsq_acc = priv_sumsq_acc, .adamw = priv_adamw, .rmsnorm_fwd = priv_rmsnorm_fwd,
     .rmsnorm_bwd = priv_rmsnorm_bwd, .matmul_fwd = priv_matmul_fwd, .matmul_bwd = priv_matmul_bwd,
     .xent_tile = priv_xent_tile, .xent_stats_init = priv_stats_init, .xent_slice_merge = priv_slice_merge,
-    .xent_slice_total = priv_slice_total, .xent_slice_dlogits = priv_slice_dlogits, .destroy = priv_destroy};
+    .xent_slice_total = priv_slice_total, .xent_slice_dlogits = priv_slice_dlogits, .rope = priv_rope,
+    .swiglu_fwd = priv_swiglu_fwd, .swiglu_bwd = priv_swiglu_bwd, .bias_fwd = priv_bias_fwd, .bias_bwd = priv_bias_bwd,
+    .embedding_fwd = priv_embedding_fwd, .embedding_bwd = priv_embedding_bwd, .flash_fwd = priv_flash_fwd,
+    .flash_bwd = priv_flash_bwd, .attn_merge = priv_attn_merge, .attn_delta = priv_attn_delta, .destroy = priv_destroy};
 
 lc_status lc_backend_private_open(lc_arena *host, lc_backend **out) {
   *out = NULL;
