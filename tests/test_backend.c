@@ -511,17 +511,43 @@ static void test_layer_ops(const char *dev) {
     else lc_embedding_fwd(want, tok, wte, T, C);
     lc_buf bo = up(be, LC_DT_F32, NULL, (size_t)T * C), bt = up(be, LC_DT_I32, tok, (size_t)T),
            bw = up(be, b16 ? LC_DT_BF16 : LC_DT_F32, b16 ? (void *)wte16 : wte, (size_t)V * C);
-    CHECK(lc_be_embedding_fwd(bo, bt, bw, T, C) == LC_OK, "embedding");
+    CHECK(lc_be_embedding_fwd(bo, bt, bw, T, C, 0) == LC_OK, "embedding");
     down(&bo, got), lc_buf_free(&bw);
     CHECK(same(got, want, 4 * (size_t)T * C), "%s embedding fwd %s", dev, b16 ? "bf16" : "fp32");
     memcpy(dwant, dw, 4 * (size_t)V * C);
     lc_embedding_bwd(dwant, x, tok, T, C);
     lc_buf bdw = up(be, LC_DT_F32, dw, (size_t)V * C), bd = up(be, LC_DT_F32, x, (size_t)T * C);
-    CHECK(lc_be_embedding_bwd(bdw, bd, bt, T, C) == LC_OK, "embedding bwd");
+    CHECK(lc_be_embedding_bwd(bdw, bd, bt, T, C, 0) == LC_OK, "embedding bwd");
     float *gotw = malloc(4 * (size_t)V * C);
     down(&bdw, gotw), lc_buf_free(&bd), lc_buf_free(&bt);
     CHECK(same(gotw, dwant, 4 * (size_t)V * C), "%s embedding bwd", dev);
     free(gotw);
+  }
+  // a slice of the table: rows [10, 30) only; other tokens' rows and gradients untouched
+  {
+    const int r0 = 10, nr = 20;
+    float *o = malloc(4 * (size_t)T * C), *ow = malloc(4 * (size_t)T * C), *ds = rnd((size_t)nr * C, &r, 1),
+          *dsw = malloc(4 * (size_t)nr * C);
+    for (size_t i = 0; i < (size_t)T * C; i++) ow[i] = -7.0f;
+    memcpy(dsw, ds, 4 * (size_t)nr * C);
+    for (int t = 0; t < T; t++) {
+      if (tok[t] < r0 || tok[t] >= r0 + nr) continue;
+      for (int c = 0; c < C; c++) {
+        ow[t * C + c] = wte[(size_t)tok[t] * C + c];
+        dsw[(tok[t] - r0) * C + c] += x[t * C + c];
+      }
+    }
+    lc_buf bo = up(be, LC_DT_F32, ow, (size_t)T * C), bt = up(be, LC_DT_I32, tok, (size_t)T),
+           bw = up(be, LC_DT_F32, wte + (size_t)r0 * C, (size_t)nr * C), bd = up(be, LC_DT_F32, x, (size_t)T * C),
+           bds = up(be, LC_DT_F32, ds, (size_t)nr * C);
+    for (size_t i = 0; i < (size_t)T * C; i++) o[i] = -7.0f;
+    lc_buf_write(bo, o, LC_SYNC_TEST);
+    CHECK(lc_be_embedding_fwd(bo, bt, bw, T, C, r0) == LC_OK && lc_be_embedding_bwd(bds, bd, bt, T, C, r0) == LC_OK,
+          "slice ops");
+    down(&bo, o), down(&bds, ds);
+    CHECK(same(o, ow, 4 * (size_t)T * C) && same(ds, dsw, 4 * (size_t)nr * C), "%s embedding on a slice of rows", dev);
+    lc_buf_free(&bt), lc_buf_free(&bw), lc_buf_free(&bd);
+    free(o), free(ow), free(ds), free(dsw);
   }
   // flash attention: GQA, offsets, a document bound, several tiles; fp32 and bf16 on 2-byte
   // q/k/v with a 2-byte output; merge and delta

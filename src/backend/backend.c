@@ -331,19 +331,19 @@ lc_status lc_be_bias_bwd(lc_buf db, lc_buf dy, int T, int N) {
   return LC_OK;
 }
 
-lc_status lc_be_embedding_fwd(lc_buf out, lc_buf tokens, lc_buf wte, int T, int C) {
+lc_status lc_be_embedding_fwd(lc_buf out, lc_buf tokens, lc_buf wte, int T, int C, int r0) {
   LC_TRY(need(same_be(out, tokens) && same_be(out, wte) && is_f32(out) && tokens.dt == LC_DT_I32 && is_act(wte) &&
-                  fits(out, (size_t)T * C) && fits(tokens, (size_t)T),
+                  fits(out, (size_t)T * C) && fits(tokens, (size_t)T) && C > 0 && wte.n % (size_t)C == 0,
               "embedding_fwd"));
-  if (T > 0) out.be->ops->embedding_fwd(out.be, out, tokens, wte, T, C);
+  if (T > 0) out.be->ops->embedding_fwd(out.be, out, tokens, wte, T, C, r0);
   return LC_OK;
 }
 
-lc_status lc_be_embedding_bwd(lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C) {
+lc_status lc_be_embedding_bwd(lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C, int r0) {
   LC_TRY(need(same_be(dwte, dout) && same_be(dwte, tokens) && is_f32(dwte) && is_f32(dout) && tokens.dt == LC_DT_I32 &&
-                  fits(dout, (size_t)T * C) && fits(tokens, (size_t)T),
+                  fits(dout, (size_t)T * C) && fits(tokens, (size_t)T) && C > 0 && dwte.n % (size_t)C == 0,
               "embedding_bwd"));
-  if (T > 0) dwte.be->ops->embedding_bwd(dwte.be, dwte, dout, tokens, T, C);
+  if (T > 0) dwte.be->ops->embedding_bwd(dwte.be, dwte, dout, tokens, T, C, r0);
   return LC_OK;
 }
 

@@ -144,8 +144,9 @@ typedef struct {
   void (*swiglu_bwd)(lc_backend *be, lc_buf dg, lc_buf du, lc_buf dh, lc_buf g, lc_buf u);
   void (*bias_fwd)(lc_backend *be, lc_buf y, lc_buf b, int T, int N);
   void (*bias_bwd)(lc_backend *be, lc_buf db, lc_buf dy, int T, int N);
-  void (*embedding_fwd)(lc_backend *be, lc_buf out, lc_buf tokens, lc_buf wte, int T, int C);
-  void (*embedding_bwd)(lc_backend *be, lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C);
+  // (wte/dwte hold table rows [r0, r0 + n / C): tokens outside them are left alone)
+  void (*embedding_fwd)(lc_backend *be, lc_buf out, lc_buf tokens, lc_buf wte, int T, int C, int r0);
+  void (*embedding_bwd)(lc_backend *be, lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C, int r0);
   // ---- flash attention (attn/flash.h) on one (q block, k/v block) pair: s gives the
   // shape, offsets, causality, scale and bf16; its lo, q16/kv16/out16 and kv_pack fields
   // are ignored: lo is a buffer (I32 [Tq] or empty), the 2-byte flags follow the buffers'
@@ -234,8 +235,8 @@ lc_status lc_be_swiglu_fwd(lc_buf h, lc_buf g, lc_buf u);
 lc_status lc_be_swiglu_bwd(lc_buf dg, lc_buf du, lc_buf dh, lc_buf g, lc_buf u);
 lc_status lc_be_bias_fwd(lc_buf y, lc_buf b, int T, int N);
 lc_status lc_be_bias_bwd(lc_buf db, lc_buf dy, int T, int N);
-lc_status lc_be_embedding_fwd(lc_buf out, lc_buf tokens, lc_buf wte, int T, int C);
-lc_status lc_be_embedding_bwd(lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C);
+lc_status lc_be_embedding_fwd(lc_buf out, lc_buf tokens, lc_buf wte, int T, int C, int r0);
+lc_status lc_be_embedding_bwd(lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C, int r0);
 lc_status lc_be_flash_fwd(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_shape *s);
 lc_status lc_be_flash_bwd(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v, lc_buf lse,
                           lc_buf delta, lc_buf lo, const lc_attn_shape *s);

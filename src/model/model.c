@@ -384,18 +384,10 @@ static lc_status embed_fwd_sliced(lc_pstore *ps, int tensor, int R, const int *t
       st = s + 1 < ns ? lc_pstore_rows_fetch(ps, &r[(s + 1) % 2], tensor, b, slice_end(b, R, V))
                       : next_unit >= 0 ? lc_pstore_prefetch(ps, next_unit) : LC_OK;
     if (st == LC_OK) { // the rows in fp32, or (bf16) in 2 bytes, widened
-      const float *w = cur->w;
-      const uint16_t *w16 = cur->w16;
-#pragma omp parallel for schedule(static) if ((long)T * C > 32768L)
-      for (int t = 0; t < T; t++) {
-        if ((size_t)tokens[t] < a || (size_t)tokens[t] >= b) continue;
-        const size_t row = ((size_t)tokens[t] - a) * C;
-        float *o = out + (size_t)t * C;
-        if (w16)
-          for (int c = 0; c < C; c++) o[c] = lc_bf16_widen(w16[row + c]);
-        else
-          memcpy(o, w + row, lc_bytes(LC_DT_F32, (size_t)C));
-      }
+      const size_t n = (b - a) * (size_t)C;
+      const lc_buf w = cur->w16 ? lc_buf_wrap_host(ps->be, cur->w16, n, LC_DT_BF16) : lc_buf_wrap_host(ps->be, cur->w, n, LC_DT_F32);
+      st = lc_be_embedding_fwd(lc_buf_wrap_host(ps->be, out, (size_t)T * C, LC_DT_F32),
+                               lc_buf_wrap_host(ps->be, tokens, (size_t)T, LC_DT_I32), w, T, C, (int)a);
     }
     lc_pstore_rows_release(ps, cur);
   }
@@ -404,9 +396,24 @@ static lc_status embed_fwd_sliced(lc_pstore *ps, int tensor, int R, const int *t
   return st;
 }
 
+// The whole table's lookup and scatter-add (the acquired unit's views, wrapped).
+static lc_status embed_fwd(lc_pstore *ps, const int *tokens, int T, float *out) {
+  const size_t C = (size_t)ps->cfg.dim, VC = (size_t)ps->cfg.vocab * C;
+  const lc_buf w = ps->w.embed16 ? lc_buf_wrap_host(ps->be, ps->w.embed16, VC, LC_DT_BF16)
+                                 : lc_buf_wrap_host(ps->be, ps->w.embed, VC, LC_DT_F32);
+  return lc_be_embedding_fwd(lc_buf_wrap_host(ps->be, out, (size_t)T * C, LC_DT_F32),
+                             lc_buf_wrap_host(ps->be, tokens, (size_t)T, LC_DT_I32), w, T, (int)C, 0);
+}
+static lc_status embed_bwd(lc_pstore *ps, const int *tokens, int T, const float *dx) {
+  const size_t C = (size_t)ps->cfg.dim, VC = (size_t)ps->cfg.vocab * C;
+  return lc_be_embedding_bwd(lc_buf_wrap_host(ps->be, ps->g.embed, VC, LC_DT_F32),
+                             lc_buf_wrap_host(ps->be, dx, (size_t)T * C, LC_DT_F32),
+                             lc_buf_wrap_host(ps->be, tokens, (size_t)T, LC_DT_I32), T, (int)C, 0);
+}
+
 // The embedding gradient slice by slice: rows tokens[t] += dx[t], each slice's rows
-// reduced as soon as they are complete. Threads own column blocks and walk the tokens in
-// order (as lc_embedding_bwd: the same sums, bit for bit).
+// reduced as soon as they are complete (lc_embedding_bwd_rows: the same sums as the whole
+// table's, bit for bit).
 static lc_status embed_bwd_sliced(lc_pstore *ps, int tensor, int R, const int *tokens, int T, int C, const float *dx) {
   const size_t V = lc_pstore_n_rows(ps, tensor);
   lc_status st = LC_OK;
@@ -416,19 +423,10 @@ static lc_status embed_bwd_sliced(lc_pstore *ps, int tensor, int R, const int *t
     lc_pstore_rows_init(ps, &r, tensor, a, b);
     st = lc_pstore_rows_grad_begin(ps, &r);
     if (st != LC_OK) break;
-    float *g = r.g;
-    const int nblk = (C + 127) / 128;
-#pragma omp parallel for schedule(static) if ((long)T * C > 32768L && nblk > 1)
-    for (int k = 0; k < nblk; k++) {
-      const int c0 = k * 128, c1 = c0 + 128 < C ? c0 + 128 : C;
-      for (int t = 0; t < T; t++) {
-        if ((size_t)tokens[t] < a || (size_t)tokens[t] >= b) continue;
-        float *restrict d = g + ((size_t)tokens[t] - a) * C;
-        const float *restrict x = dx + (size_t)t * C;
-        for (int c = c0; c < c1; c++) d[c] += x[c];
-      }
-    }
-    st = lc_pstore_rows_grad_end(ps, &r);
+    st = lc_be_embedding_bwd(lc_buf_wrap_host(ps->be, r.g, (b - a) * (size_t)C, LC_DT_F32),
+                             lc_buf_wrap_host(ps->be, dx, (size_t)T * C, LC_DT_F32),
+                             lc_buf_wrap_host(ps->be, tokens, (size_t)T, LC_DT_I32), T, C, (int)a);
+    if (st == LC_OK) st = lc_pstore_rows_grad_end(ps, &r);
   }
   return st;
 }
@@ -638,8 +636,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
         if (e->op == LC_OP_EMBED_FWD_SLICED)
           st = embed_fwd_sliced(ps, embed_t, o->vocab_slice, tokens, T, C, bf16 ? xin_fwd[0] : xs[0], lc_unit_layer(0));
         else
-          if (ps->w.embed16) lc_embedding_fwd_bf16(xin_fwd[0], tokens, ps->w.embed16, T, C); // bf16: the 2-byte copy
-          else lc_embedding_fwd(bf16 ? xin_fwd[0] : xs[0], tokens, ps->w.embed, T, C);
+          st = embed_fwd(ps, tokens, T, bf16 ? xin_fwd[0] : xs[0]); // bf16: from the 2-byte copy
         lc_test_point("forward");
         break;
       case LC_OP_LAYER_FWD:
@@ -665,7 +662,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
         st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin, NULL, o->ckpt == LC_CKPT_SELECTIVE);
         break;
       case LC_OP_LAYER_BWD: st = lc_layer_bwd(&ctx, &ps->w.layer[l], &ps->g.layer[l], &acts[l], xin, dx); break;
-      case LC_OP_EMBED_BWD: lc_embedding_bwd(ps->g.embed, dx, tokens, T, C); break;
+      case LC_OP_EMBED_BWD: st = embed_bwd(ps, tokens, T, dx); break;
       case LC_OP_EMBED_BWD_SLICED: st = embed_bwd_sliced(ps, embed_t, o->vocab_slice, tokens, T, C, dx); break;
       default: break;
       }

@@ -100,6 +100,11 @@ void lc_embedding_fwd(float *out, const int *tokens, const float *wte, int T, in
 void lc_embedding_fwd_bf16(float *out, const int *tokens, const uint16_t *wte, int T, int C);
 // dwte[V,C] += scatter of dout rows
 void lc_embedding_bwd(float *dwte, const float *dout, const int *tokens, int T, int C);
+// The same on rows [r0, r1) of the table (a vocabulary slice: wte and dwte hold those rows
+// only; tokens outside them are left alone); wte fp32 or 2-byte bf16 (dt), widened exactly.
+// The full-table forms are these with r0 = 0 and every row.
+void lc_embedding_fwd_rows(float *out, const int *tokens, const void *wte, lc_dtype dt, int T, int C, int r0, int r1);
+void lc_embedding_bwd_rows(float *dwte, const float *dout, const int *tokens, int T, int C, int r0, int r1);
 
 // ---- crossentropy.c: fused softmax cross-entropy forward + backward ----
 // For each row t with targets[t] >= 0: loss_t = logsumexp(logits[t,:]) - logits[t,target].

@@ -101,12 +101,11 @@ static void cpu_bias_bwd(lc_backend *be, lc_buf db, lc_buf dy, int T, int N) {
   if (dy.dt == LC_DT_BF16) lc_bias_bwd_bf16(at(db), at(dy), T, N);
   else lc_bias_bwd(at(db), at(dy), T, N);
 }
-static void cpu_embedding_fwd(lc_backend *be, lc_buf out, lc_buf tokens, lc_buf wte, int T, int C) {
-  if (wte.dt == LC_DT_BF16) lc_embedding_fwd_bf16(at(out), at(tokens), at(wte), T, C);
-  else lc_embedding_fwd(at(out), at(tokens), at(wte), T, C);
+static void cpu_embedding_fwd(lc_backend *be, lc_buf out, lc_buf tokens, lc_buf wte, int T, int C, int r0) {
+  lc_embedding_fwd_rows(at(out), at(tokens), at(wte), wte.dt, T, C, r0, r0 + (int)(wte.n / (size_t)C));
 }
-static void cpu_embedding_bwd(lc_backend *be, lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C) {
-  lc_embedding_bwd(at(dwte), at(dout), at(tokens), T, C);
+static void cpu_embedding_bwd(lc_backend *be, lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C, int r0) {
+  lc_embedding_bwd_rows(at(dwte), at(dout), at(tokens), T, C, r0, r0 + (int)(dwte.n / (size_t)C));
 }
 // The call's shape: the bound and the 2-byte flags from the buffers.
 static lc_attn_shape shape_of(const lc_attn_shape *s, lc_buf lo, lc_buf q, lc_buf k, lc_buf out) {

@@ -186,11 +186,11 @@ static void priv_swiglu_bwd(lc_backend *be, lc_buf dg, lc_buf du, lc_buf dh, lc_
 }
 static void priv_bias_fwd(lc_backend *be, lc_buf y, lc_buf b, int T, int N) { OP(CPU->bias_fwd(SH, R(p, y), R(p, b), T, N)); }
 static void priv_bias_bwd(lc_backend *be, lc_buf db, lc_buf dy, int T, int N) { OP(CPU->bias_bwd(SH, R(p, db), R(p, dy), T, N)); }
-static void priv_embedding_fwd(lc_backend *be, lc_buf out, lc_buf tokens, lc_buf wte, int T, int C) {
-  OP(CPU->embedding_fwd(SH, R(p, out), R(p, tokens), R(p, wte), T, C));
+static void priv_embedding_fwd(lc_backend *be, lc_buf out, lc_buf tokens, lc_buf wte, int T, int C, int r0) {
+  OP(CPU->embedding_fwd(SH, R(p, out), R(p, tokens), R(p, wte), T, C, r0));
 }
-static void priv_embedding_bwd(lc_backend *be, lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C) {
-  OP(CPU->embedding_bwd(SH, R(p, dwte), R(p, dout), R(p, tokens), T, C));
+static void priv_embedding_bwd(lc_backend *be, lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C, int r0) {
+  OP(CPU->embedding_bwd(SH, R(p, dwte), R(p, dout), R(p, tokens), T, C, r0));
 }
 static lc_status priv_flash_fwd(lc_backend *be, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo,
                                 const lc_attn_shape *s) {
