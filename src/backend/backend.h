@@ -16,9 +16,10 @@
 // dtypes; an op checks that its buffers belong to the backend and have the sizes it needs
 // (a mismatch is a programming error: LC_EINVAL naming the op).
 //
-// Migration (issue 32): the parameter store's states and the optimizer step run on
-// handles; the rest of the step still reaches the CPU backend's memory through
-// lc_buf_host, which a backend without host-addressable memory answers with NULL.
+// Migration (issue 32): the parameter store's states, the optimizer step, the loss and the
+// embedding run on handles; the layer and the attention strategies still reach the CPU
+// backend's memory through lc_buf_host / lc_buf_wrap_host, which a backend without
+// host-addressable memory refuses (docs/NOTES.md, Backends).
 #ifndef LC_BACKEND_H
 #define LC_BACKEND_H
 

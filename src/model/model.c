@@ -42,24 +42,26 @@ static void shortcuts(lc_model *m) {
   m->grads = m->ps.grads;
 }
 
-lc_status lc_model_create_zero(lc_model *m, const lc_config *cfg, int stage, int group, lc_comm *world,
-                               lc_arena *arena) {
+// The store on backend be, or (be NULL) on a CPU backend of its own over arena.
+static lc_status create(lc_model *m, const lc_config *cfg, int stage, int group, lc_comm *world, lc_arena *arena,
+                        lc_backend *be) {
   memset(m, 0, sizeof *m);
   LC_TRY(lc_config_validate(cfg));
   m->cfg = *cfg;
-  LC_TRY(lc_pstore_create(&m->ps, cfg, stage, group, world, arena));
+  LC_TRY(be ? lc_pstore_create_on(&m->ps, cfg, stage, group, world, be)
+            : lc_pstore_create(&m->ps, cfg, stage, group, world, arena));
   shortcuts(m);
   return LC_OK;
 }
 
+lc_status lc_model_create_zero(lc_model *m, const lc_config *cfg, int stage, int group, lc_comm *world,
+                               lc_arena *arena) {
+  return create(m, cfg, stage, group, world, arena, NULL);
+}
+
 lc_status lc_model_create_on(lc_model *m, const lc_config *cfg, int stage, int group, lc_comm *world,
                              lc_backend *be) {
-  memset(m, 0, sizeof *m);
-  LC_TRY(lc_config_validate(cfg));
-  m->cfg = *cfg;
-  LC_TRY(lc_pstore_create_on(&m->ps, cfg, stage, group, world, be));
-  shortcuts(m);
-  return LC_OK;
+  return create(m, cfg, stage, group, world, NULL, be);
 }
 
 lc_status lc_model_create(lc_model *m, const lc_config *cfg, lc_arena *arena) {
