@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/private/private_backend.h"
 #include "comm/comm.h"
 #include "attn/flash.h"
@@ -212,6 +213,11 @@ static void test_private(void) {
 
 // Devices the program accepts, and the one line for the rest.
 static void test_devices(void) {
+  // A table with an entry missing is refused with the entry's name.
+  lc_backend_ops t = *lc_backend_cpu_ops();
+  CHECK(lc_backend_ops_check(&t, "cpu") == LC_OK, "the cpu table is complete");
+  t.flash_bwd = NULL;
+  CHECK(lc_backend_ops_check(&t, "test") == LC_EINVAL && strstr(lc_errmsg(), "flash_bwd"), "missing entry: %s", lc_errmsg());
   CHECK(lc_device_check("cpu") == LC_OK && lc_device_check("private") == LC_OK, "cpu, private");
   CHECK(lc_device_check("cuda:0") == LC_EINVAL && strstr(lc_errmsg(), "no CUDA backend"), "cuda: %s", lc_errmsg());
   CHECK(lc_device_check("tpu") == LC_EINVAL && strstr(lc_errmsg(), "cpu"), "unknown names the choices: %s", lc_errmsg());

@@ -5,6 +5,7 @@
 
 #include "ops/ops.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,10 +41,70 @@ lc_status lc_device_check(const char *spec) {
                  lc_device_names());
 }
 
+// Every entry a backend must fill (destroy may be NULL: storage its caller holds).
+#define E(f) {#f, offsetof(lc_backend_ops, f)}
+static const struct {
+  const char *name;
+  size_t off;
+} required[] = {
+    E(alloc),
+    E(free),
+    E(host_ptr),
+    E(read),
+    E(write),
+    E(copy),
+    E(zero),
+    E(record),
+    E(wait_event),
+    E(sync),
+    E(bf16_pack),
+    E(bf16_unpack),
+    E(bf16_round),
+    E(add),
+    E(scale),
+    E(sumsq_acc),
+    E(adamw),
+    E(rmsnorm_fwd),
+    E(rmsnorm_bwd),
+    E(matmul_fwd),
+    E(matmul_bwd),
+    E(xent_tile),
+    E(xent_stats_init),
+    E(xent_slice_merge),
+    E(xent_slice_total),
+    E(xent_slice_dlogits),
+    E(rope),
+    E(swiglu_fwd),
+    E(swiglu_bwd),
+    E(bias_fwd),
+    E(bias_bwd),
+    E(embedding_fwd),
+    E(embedding_bwd),
+    E(flash_fwd),
+    E(flash_bwd),
+    E(attn_merge),
+    E(attn_delta)};
+#undef E
+
+lc_status lc_backend_ops_check(const lc_backend_ops *ops, const char *name) {
+  for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+    void (*fn)(void);
+    memcpy(&fn, (const char *)ops + required[i].off, sizeof fn);
+    if (!fn) return lc_fail(LC_EINVAL, "the %s backend's table has no %s entry (backend/backend.h lists them)", name, required[i].name);
+  }
+  return LC_OK;
+}
+
 lc_status lc_backend_open(const char *spec, lc_arena *arena, lc_backend **out) {
   *out = NULL;
   LC_TRY(lc_device_check(spec));
-  return find_device(spec)->open(arena, out);
+  LC_TRY(find_device(spec)->open(arena, out));
+  lc_status st = lc_backend_ops_check((*out)->ops, (*out)->name);
+  if (st != LC_OK) {
+    lc_backend_close(*out);
+    *out = NULL;
+  }
+  return st;
 }
 
 const char *lc_backend_describe(const lc_backend *be, char *buf, size_t n) {

@@ -182,6 +182,9 @@ lc_status lc_device_check(const char *spec);
 // device memory in a second arena the backend owns, with the same cap).
 lc_status lc_backend_open(const char *spec, lc_arena *arena, lc_backend **out);
 void lc_backend_close(lc_backend *be);
+// LC_EINVAL naming the first entry of the table a backend left NULL (lc_backend_open checks
+// every backend it opens).
+lc_status lc_backend_ops_check(const lc_backend_ops *ops, const char *name);
 // A CPU backend in storage the caller holds (no allocation; close it with lc_backend_close).
 void lc_backend_cpu_init(lc_backend *be, lc_arena *arena);
 // One line on the device and its memory, for the settings table ("cpu: host memory, 23.4
