@@ -41,6 +41,9 @@ struct lc_attn {
   // bf16; the forward's output is rounded to nearest even once, where it is made, and is
   // what every layout keeps and returns; so every strategy's backward reads the same output.
   int bf16;
+  // The backend the strategy's kernels run on (NULL: a CPU backend over each call's arena).
+  // The local strategy runs its kernels through it (backend/backend.h); ring and 2D not yet.
+  struct lc_backend *be;
 };
 
 // Single process: causal attention over the T local tokens, which are the whole

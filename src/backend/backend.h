@@ -16,8 +16,9 @@
 // dtypes; an op checks that its buffers belong to the backend and have the sizes it needs
 // (a mismatch is a programming error: LC_EINVAL naming the op).
 //
-// Migration (issue 32): the parameter store's states, the optimizer step, the loss and the
-// embedding run on handles; the layer and the attention strategies still reach the CPU
+// Migration (issue 32): the parameter store's states, the optimizer step, the loss, the
+// embedding and the local attention strategy run on handles; the layer, the ring and 2D
+// strategies and the stores' gathers still reach the CPU
 // backend's memory through lc_buf_host / lc_buf_wrap_host, which a backend without
 // host-addressable memory refuses (docs/NOTES.md, Backends).
 #ifndef LC_BACKEND_H
