@@ -17,7 +17,8 @@
 // (a mismatch is a programming error: LC_EINVAL naming the op).
 //
 // Migration (issue 32): the parameter store's states, the optimizer step, the loss, the
-// embedding and the local attention strategy run on handles; the layer, the ring and 2D
+// embedding, the layer's MLP and the local attention strategy run on handles; the layer's
+// attention half, the ring and 2D
 // strategies and the stores' gathers still reach the CPU
 // backend's memory through lc_buf_host / lc_buf_wrap_host, which a backend without
 // host-addressable memory refuses (docs/NOTES.md, Backends).

@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "core/dtype.h"
 #include "ops/ops.h"
 #include "ops/kernels.h"
@@ -22,6 +24,23 @@ static lc_act act(const lc_layer_ctx *c, const void *p) { return lc_act_of(p, ad
 // A weight matrix as the GEMMs read it: the store's 2-byte compute copy when there is one
 // (a bf16 pass over an acquired unit), else the float view.
 static lc_act wt(const float *f, const uint16_t *h) { return h ? lc_act_of(h, LC_DT_BF16) : lc_act_f32(f); }
+
+// The backend the layer's MLP runs on: the context's, or a CPU backend over its arena (the
+// same accounting as the direct calls had). The layer's buffers are host memory yet, so
+// they go to the backend as wrapped handles (transitional, backend.h); NULL: empty.
+static lc_backend *layer_be(const lc_layer_ctx *c, lc_backend *cpu) {
+  if (c->be) return c->be;
+  lc_backend_cpu_init(cpu, c->arena);
+  return cpu;
+}
+static lc_buf H(lc_backend *be, const void *p, size_t n, lc_dtype dt) {
+  return p ? lc_buf_wrap_host(be, p, n, dt) : (lc_buf){0};
+}
+// A weight matrix of n values as the GEMMs read it (wt's choice).
+static lc_buf WT(lc_backend *be, const float *f, const uint16_t *h, size_t n) {
+  return h ? H(be, h, n, LC_DT_BF16) : H(be, f, n, LC_DT_F32);
+}
+static const lc_buf NONE = {0};
 
 // Buffers are carved from one arena block each, every piece starting 64 bytes apart.
 #define AL64(n) (((size_t)(n) + 63) & ~(size_t)63)
@@ -185,26 +204,38 @@ static lc_status qkv_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
 // ---------------------------------------------------------------- MLP
 // n rows of x_mid -> n2 = rmsnorm2, gate, up, h = silu(gate) * up (the parts backward
 // reads; all but rstd in the act dtype).
-static lc_status mlp_fwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, const float *xm, void *n2, float *rstd,
-                              void *gate, void *up, void *h, int n) {
-  const lc_mm mm = {.bf16 = c->bf16, .arena = c->arena};
+static lc_status mlp_fwd_rows(const lc_layer_ctx *c, lc_backend *be, const lc_layer_weights *w, const float *xm,
+                              void *n2, float *rstd, void *gate, void *up, void *h, int n) {
   const int C = c->cfg->dim, F = c->cfg->ffn;
+  const size_t nC = (size_t)n * C, nF = (size_t)n * F, FC = (size_t)F * C;
   const lc_dtype dt = adt(c);
-  lc_rmsnorm_fwd_to(n2, dt, rstd, xm, w->ln2, n, C, c->cfg->norm_eps);
-  LC_TRY(lc_matmul_fwd(&mm, gate, dt, act(c, n2), wt(w->wgate, w->wgate16), n, C, F));
+  const lc_buf bn2 = H(be, n2, nC, dt), bg = H(be, gate, nF, dt), bu = H(be, up, nF, dt);
+  LC_TRY(lc_be_rmsnorm_fwd(bn2, H(be, rstd, (size_t)n, LC_DT_F32), H(be, xm, nC, LC_DT_F32),
+                           H(be, w->ln2, (size_t)C, LC_DT_F32), n, C, c->cfg->norm_eps));
+  LC_TRY(lc_be_matmul_fwd(bg, bn2, WT(be, w->wgate, w->wgate16, FC), n, C, F, c->bf16, NONE));
   poll(c);
-  LC_TRY(lc_matmul_fwd(&mm, up, dt, act(c, n2), wt(w->wup, w->wup16), n, C, F));
+  LC_TRY(lc_be_matmul_fwd(bu, bn2, WT(be, w->wup, w->wup16, FC), n, C, F, c->bf16, NONE));
   poll(c);
-  if (c->bf16) lc_swiglu_fwd_bf16(h, gate, up, (size_t)n * F);
-  else lc_swiglu_fwd(h, gate, up, (size_t)n * F);
-  return LC_OK;
+  return lc_be_swiglu_fwd(H(be, h, nF, dt), bg, bu);
+}
+
+// x_out rows = x_mid rows + h @ Wdown^T (bf16: the sum rounded as a bf16 tensor holds it).
+static lc_status mlp_down(const lc_layer_ctx *c, lc_backend *be, const lc_layer_weights *w, const void *h,
+                          const float *xm, float *xo, int n) {
+  const int C = c->cfg->dim, F = c->cfg->ffn;
+  const lc_buf bo = H(be, xo, (size_t)n * C, LC_DT_F32);
+  LC_TRY(lc_be_matmul_fwd(bo, H(be, h, (size_t)n * F, adt(c)), WT(be, w->wdown, w->wdown16, (size_t)C * F), n, F, C,
+                          c->bf16, NONE));
+  poll(c);
+  LC_TRY(lc_be_add(bo, H(be, xm, (size_t)n * C, LC_DT_F32)));
+  return c->bf16 ? lc_be_bf16_round(bo) : LC_OK;
 }
 
 // Forward over tiles: rows [t0, t0+n) of x_mid -> x_out (one tile's buffers: mlp_fwd_bytes).
 static lc_status mlp_fwd_tiled(const lc_layer_ctx *c, const lc_layer_weights *w,
                                const float *x_mid, float *x_out) {
-  const lc_mm mm = {.bf16 = c->bf16, .arena = c->arena};
-  const int C = c->cfg->dim, F = c->cfg->ffn, tile = c->mlp_tile;
+  const int C = c->cfg->dim, tile = c->mlp_tile;
+  lc_backend cpu, *be = layer_be(c, &cpu);
   lc_arena *ar = c->arena;
   char *blk = lc_alloc(ar, LC_MEM_SCRATCH, mlp_fwd_bytes(c->cfg, tile, adt(c)), "MLP tile");
   if (!blk) return LC_ENOMEM;
@@ -214,12 +245,8 @@ static lc_status mlp_fwd_tiled(const lc_layer_ctx *c, const lc_layer_weights *w,
     int n = c->T - t0 < tile ? c->T - t0 : tile;
     const float *xm = x_mid + (size_t)t0 * C;
     float *xo = x_out + (size_t)t0 * C;
-    st = mlp_fwd_rows(c, w, xm, b.n2, b.rstd, b.gate, b.up, b.h, n);
-    if (st == LC_OK) st = lc_matmul_fwd(&mm, xo, LC_DT_F32, act(c, b.h), wt(w->wdown, w->wdown16), n, F, C);
-    if (st != LC_OK) break;
-    poll(c);
-    lc_add_inplace(xo, xm, (size_t)n * C);
-    to_bf16(c, xo, (size_t)n * C);
+    st = mlp_fwd_rows(c, be, w, xm, b.n2, b.rstd, b.gate, b.up, b.h, n);
+    if (st == LC_OK) st = mlp_down(c, be, w, b.h, xm, xo, n);
   }
   lc_free(ar, blk);
   return st;
@@ -234,31 +261,36 @@ typedef struct {
 
 // Backward of rows [t0, t0+n): dx (dL/dx_out rows) becomes dL/dx_mid rows. n2/rstd/gate/up/h
 // either come from forward (untiled) or are recomputed here into scratch (tiled).
-static lc_status mlp_bwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g, const float *xm,
-                              const void *n2, const float *rstd, const void *gate, const void *up, const void *h,
-                              float *dx, int n, const mlp_grad_bufs *b) {
-  const lc_mm mm = {.bf16 = c->bf16, .arena = c->arena};
+static lc_status mlp_bwd_rows(const lc_layer_ctx *c, lc_backend *be, const lc_layer_weights *w, lc_layer_weights *g,
+                              const float *xm, const void *n2, const float *rstd, const void *gate, const void *up,
+                              const void *h, float *dx, int n, const mlp_grad_bufs *b) {
   const int C = c->cfg->dim, F = c->cfg->ffn;
+  const size_t nC = (size_t)n * C, nF = (size_t)n * F, FC = (size_t)F * C;
+  const lc_dtype dt = adt(c);
   // x_out = x_mid + h @ Wdown^T (bf16: the GEMM reads dx rounded into 2 bytes; dx itself
   // stays fp32)
-  lc_act dout = lc_act_f32(dx);
+  const lc_buf bdx = H(be, dx, nC, LC_DT_F32), bdh = H(be, b->dh, nF, LC_DT_F32), bdn2 = H(be, b->dn2, nC, LC_DT_F32);
+  const lc_buf bdg = H(be, b->dg, nF, dt), bdu = H(be, b->du, nF, dt), bn2 = H(be, n2, nC, dt);
+  lc_buf dout = bdx;
   if (c->bf16) {
-    lc_bf16_pack(b->dxr, dx, (size_t)n * C);
-    dout = lc_act_of(b->dxr, LC_DT_BF16);
+    dout = H(be, b->dxr, nC, LC_DT_BF16);
+    LC_TRY(lc_be_bf16_pack(dout, bdx));
   }
-  LC_TRY(lc_matmul_bwd(&mm, b->dh, g->wdown, dout, act(c, h), wt(w->wdown, w->wdown16), n, F, C, 0));
+  LC_TRY(lc_be_matmul_bwd(bdh, H(be, g->wdown, FC, LC_DT_F32), dout, H(be, h, nF, dt),
+                          WT(be, w->wdown, w->wdown16, FC), n, F, C, 0, c->bf16, NONE));
   poll(c);
   // h = silu(gate) * up (bf16: dg, du rounded as bf16 gradient tensors, 2 bytes)
-  if (c->bf16) lc_swiglu_bwd_bf16(b->dg, b->du, b->dh, gate, up, (size_t)n * F);
-  else lc_swiglu_bwd(b->dg, b->du, b->dh, gate, up, (size_t)n * F);
+  LC_TRY(lc_be_swiglu_bwd(bdg, bdu, bdh, H(be, gate, nF, dt), H(be, up, nF, dt)));
   // gate = n2 @ Wg^T, up = n2 @ Wu^T
-  LC_TRY(lc_matmul_bwd(&mm, b->dn2, g->wgate, act(c, b->dg), act(c, n2), wt(w->wgate, w->wgate16), n, C, F, 0));
+  LC_TRY(lc_be_matmul_bwd(bdn2, H(be, g->wgate, FC, LC_DT_F32), bdg, bn2, WT(be, w->wgate, w->wgate16, FC), n, C, F, 0,
+                          c->bf16, NONE));
   poll(c);
-  LC_TRY(lc_matmul_bwd(&mm, b->dn2, g->wup, act(c, b->du), act(c, n2), wt(w->wup, w->wup16), n, C, F, 1));
+  LC_TRY(lc_be_matmul_bwd(bdn2, H(be, g->wup, FC, LC_DT_F32), bdu, bn2, WT(be, w->wup, w->wup16, FC), n, C, F, 1,
+                          c->bf16, NONE));
   poll(c);
   // n2 = rmsnorm(x_mid): gradient added to dx (the residual path already carries dx_out)
-  lc_rmsnorm_bwd(dx, g->ln2, b->dn2, xm, w->ln2, rstd, n, C);
-  return LC_OK;
+  return lc_be_rmsnorm_bwd(bdx, H(be, g->ln2, (size_t)C, LC_DT_F32), bdn2, H(be, xm, nC, LC_DT_F32),
+                           H(be, w->ln2, (size_t)C, LC_DT_F32), H(be, rstd, (size_t)n, LC_DT_F32), n, C, 0);
 }
 
 static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g,
@@ -267,6 +299,7 @@ static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
   const int tiled = mlp_tiled(c);
   const int tile = tiled ? c->mlp_tile : T;
   const lc_dtype dt = adt(c);
+  lc_backend cpu, *be = layer_be(c, &cpu);
   lc_arena *ar = c->arena;
   // Gradient scratch: dh, dg, du [tile,F], dn2 [tile,C] (bf16: dx rounded); plus the
   // recompute tile when tiled.
@@ -286,14 +319,14 @@ static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
   b.dxr = c->bf16 ? cut(&p, lc_bytes(LC_DT_BF16, (size_t)tile * C)) : NULL;
   lc_status st = LC_OK;
   if (!tiled) {
-    st = mlp_bwd_rows(c, w, g, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h, dx, T, &b);
+    st = mlp_bwd_rows(c, be, w, g, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h, dx, T, &b);
   } else {
     const mlp_tile_bufs r = mlp_fwd_carve(c->cfg, tile, dt, rec);
     for (int t0 = 0; t0 < T && st == LC_OK; t0 += tile) {
       int n = T - t0 < tile ? T - t0 : tile;
       const float *xm = a->x_mid + (size_t)t0 * C;
-      st = mlp_fwd_rows(c, w, xm, r.n2, r.rstd, r.gate, r.up, r.h, n);
-      if (st == LC_OK) st = mlp_bwd_rows(c, w, g, xm, r.n2, r.rstd, r.gate, r.up, r.h, dx + (size_t)t0 * C, n, &b);
+      st = mlp_fwd_rows(c, be, w, xm, r.n2, r.rstd, r.gate, r.up, r.h, n);
+      if (st == LC_OK) st = mlp_bwd_rows(c, be, w, g, xm, r.n2, r.rstd, r.gate, r.up, r.h, dx + (size_t)t0 * C, n, &b);
     }
   }
   lc_free(ar, rec);
@@ -306,7 +339,7 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
                        const float *x_in, float *x_out, int skip_attn) {
   const lc_mm mm = {.bf16 = c->bf16, .arena = c->arena};
   const lc_config *cfg = c->cfg;
-  const int T = c->T, C = cfg->dim, D = cfg->head_dim, F = cfg->ffn;
+  const int T = c->T, C = cfg->dim, D = cfg->head_dim;
   const int HQ = cfg->n_heads * D;
   lc_rmsnorm_fwd_to(a->ln1, adt(c), a->rstd1, x_in, w->ln1, T, C, cfg->norm_eps);
   LC_TRY(qkv_fwd(c, w, a));
@@ -317,14 +350,9 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   if (w->bo) lc_bias_fwd(a->x_mid, w->bo, T, C);
   lc_add_inplace(a->x_mid, x_in, (size_t)T * C);
   if (mlp_tiled(c)) return x_out ? mlp_fwd_tiled(c, w, a->x_mid, x_out) : LC_OK;
-  LC_TRY(mlp_fwd_rows(c, w, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h, T));
-  if (x_out) {
-    LC_TRY(lc_matmul_fwd(&mm, x_out, LC_DT_F32, act(c, a->h), wt(w->wdown, w->wdown16), T, F, C));
-    poll(c);
-    lc_add_inplace(x_out, a->x_mid, (size_t)T * C);
-    to_bf16(c, x_out, (size_t)T * C);
-  }
-  return LC_OK;
+  lc_backend cpu, *be = layer_be(c, &cpu);
+  LC_TRY(mlp_fwd_rows(c, be, w, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h, T));
+  return x_out ? mlp_down(c, be, w, a->h, a->x_mid, x_out, T) : LC_OK;
 }
 
 lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g,

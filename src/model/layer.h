@@ -66,6 +66,9 @@ typedef struct {
   // (ZeRO reductions and gathers), which MPI does not move on its own.
   void (*poll)(void *arg);
   void *poll_arg;
+  // The backend the MLP's ops run on (NULL: a CPU backend over `arena`; the rest of the
+  // layer calls the ops directly yet: backend/backend.h).
+  struct lc_backend *be;
 } lc_layer_ctx;
 
 // Forward. x_out may be NULL (recompute for backward: stops after the MLP's saved parts).
