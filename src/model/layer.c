@@ -14,18 +14,9 @@ static void poll(const lc_layer_ctx *c) {
   if (c->poll) c->poll(c->poll_arg);
 }
 
-// bf16 precision: x[n] becomes the bf16 values a bf16 tensor would hold (layer.h).
-static void to_bf16(const lc_layer_ctx *c, float *x, size_t n) {
-  if (c->bf16) lc_bf16_round(x, n);
-}
-
 static lc_dtype adt(const lc_layer_ctx *c) { return lc_layer_act_dt(c->bf16); }
-static lc_act act(const lc_layer_ctx *c, const void *p) { return lc_act_of(p, adt(c)); }
-// A weight matrix as the GEMMs read it: the store's 2-byte compute copy when there is one
-// (a bf16 pass over an acquired unit), else the float view.
-static lc_act wt(const float *f, const uint16_t *h) { return h ? lc_act_of(h, LC_DT_BF16) : lc_act_f32(f); }
 
-// The backend the layer's MLP runs on: the context's, or a CPU backend over its arena (the
+// The backend the layer's ops run on: the context's, or a CPU backend over its arena (the
 // same accounting as the direct calls had). The layer's buffers are host memory yet, so
 // they go to the backend as wrapped handles (transitional, backend.h); NULL: empty.
 static lc_backend *layer_be(const lc_layer_ctx *c, lc_backend *cpu) {
@@ -36,7 +27,8 @@ static lc_backend *layer_be(const lc_layer_ctx *c, lc_backend *cpu) {
 static lc_buf H(lc_backend *be, const void *p, size_t n, lc_dtype dt) {
   return p ? lc_buf_wrap_host(be, p, n, dt) : (lc_buf){0};
 }
-// A weight matrix of n values as the GEMMs read it (wt's choice).
+// A weight matrix of n values as the GEMMs read it: the store's 2-byte compute copy when
+// there is one (a bf16 pass over an acquired unit), else the float view.
 static lc_buf WT(lc_backend *be, const float *f, const uint16_t *h, size_t n) {
   return h ? H(be, h, n, LC_DT_BF16) : H(be, f, n, LC_DT_F32);
 }
@@ -145,17 +137,18 @@ void lc_layer_qknorm_carve(lc_layer_acts *a, const lc_config *cfg, int T, float 
 // ---------------------------------------------------------------- attention projections
 // One projection of n1 [T,C] into out [T,N] (+ bias); qk_norm: the raw projection is kept
 // in raw and out is its per-head RMSNorm (rows of D) with weight nw.
-static lc_status proj_fwd(const lc_layer_ctx *c, float *out, const void *n1, lc_act w, const float *b,
+static lc_status proj_fwd(const lc_layer_ctx *c, lc_backend *be, float *out, const void *n1, lc_buf w, const float *b,
                           float *raw, float *rstd, const float *nw, int N) {
-  const lc_mm mm = {.bf16 = c->bf16, .arena = c->arena};
   const int T = c->T, C = c->cfg->dim, D = c->cfg->head_dim;
-  float *y = raw ? raw : out;
-  LC_TRY(lc_matmul_fwd(&mm, y, LC_DT_F32, act(c, n1), w, T, C, N));
+  const size_t TN = (size_t)T * N;
+  const lc_buf y = H(be, raw ? raw : out, TN, LC_DT_F32);
+  LC_TRY(lc_be_matmul_fwd(y, H(be, n1, (size_t)T * C, adt(c)), w, T, C, N, c->bf16, NONE));
   poll(c);
-  if (b) lc_bias_fwd(y, b, T, N);
+  if (b) LC_TRY(lc_be_bias_fwd(y, H(be, b, (size_t)N, LC_DT_F32), T, N));
   if (raw) {
-    to_bf16(c, raw, (size_t)T * N); // what a bf16 projection output holds
-    lc_rmsnorm_fwd(out, rstd, raw, nw, T * (N / D), D, c->cfg->norm_eps);
+    if (c->bf16) LC_TRY(lc_be_bf16_round(y)); // what a bf16 projection output holds
+    LC_TRY(lc_be_rmsnorm_fwd(H(be, out, TN, LC_DT_F32), H(be, rstd, (size_t)T * (N / D), LC_DT_F32), y,
+                             H(be, nw, (size_t)D, LC_DT_F32), T * (N / D), D, c->cfg->norm_eps));
   }
   return LC_OK;
 }
@@ -163,39 +156,49 @@ static lc_status proj_fwd(const lc_layer_ctx *c, float *out, const void *n1, lc_
 // The gradient of the rotated (and normed) projection dy [T,N] back to the projection
 // output, in place: through the rotation, then the per-head norm (its weight's gradient
 // into gnw); rounded as a bf16 gradient tensor; the bias gradient from it.
-static void proj_bwd(const lc_layer_ctx *c, float *dy, const float *raw, const float *rstd, const float *nw, float *gnw,
-                     float *gb, int H, int rope) {
+static lc_status proj_bwd(const lc_layer_ctx *c, lc_backend *be, float *dy, const float *raw, const float *rstd,
+                          const float *nw, float *gnw, float *gb, int Hn, int rope) {
   const int T = c->T, D = c->cfg->head_dim;
-  if (rope) lc_rope_bwd(dy, c->rope_cos, c->rope_sin, T, H, D);
-  if (raw) lc_rmsnorm_bwd_set(dy, gnw, dy, raw, nw, rstd, T * H, D);
-  to_bf16(c, dy, (size_t)T * H * D);
-  if (gb) lc_bias_bwd(gb, dy, T, H * D);
+  const size_t n = (size_t)T * Hn * D, half = (size_t)T * (D / 2);
+  const lc_buf d = H(be, dy, n, LC_DT_F32);
+  if (rope)
+    LC_TRY(lc_be_rope(d, H(be, c->rope_cos, half, LC_DT_F32), H(be, c->rope_sin, half, LC_DT_F32), T, Hn, D, 1));
+  if (raw)
+    LC_TRY(lc_be_rmsnorm_bwd(d, H(be, gnw, (size_t)D, LC_DT_F32), d, H(be, raw, n, LC_DT_F32),
+                             H(be, nw, (size_t)D, LC_DT_F32), H(be, rstd, (size_t)T * Hn, LC_DT_F32), T * Hn, D, 1));
+  if (c->bf16) LC_TRY(lc_be_bf16_round(d));
+  return gb ? lc_be_bias_bwd(H(be, gb, (size_t)Hn * D, LC_DT_F32), d, T, Hn * D) : LC_OK;
 }
 
 // q, k and v of n1: each projected in fp32 (into its slot in fp32; bf16: a scratch block),
 // RoPE'd (q, k), and in bf16 rounded into its 2-byte slot (the values a bf16 tensor holds).
 static lc_status qkv_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_acts *a) {
   const lc_config *cfg = c->cfg;
-  const int T = c->T, D = cfg->head_dim, qn = cfg->qk_norm;
+  const int T = c->T, C = cfg->dim, D = cfg->head_dim, qn = cfg->qk_norm;
+  const size_t QC = (size_t)cfg->n_heads * D * C, KC = (size_t)cfg->n_kv_heads * D * C, half = (size_t)T * (D / 2);
+  lc_backend cpu, *be = layer_be(c, &cpu);
   float *tmp = NULL;
   if (c->bf16 && !(tmp = lc_alloc(c->arena, LC_MEM_SCRATCH, proj_tmp_bytes(cfg, T, 1), "q/k/v projection (fp32)")))
     return LC_ENOMEM;
   const struct {
     void *dst;
-    lc_act w;
+    lc_buf w;
     const float *b, *nw;
     float *raw, *rstd;
     int H;
-  } p[3] = {{a->q, wt(w->wq, w->wq16), w->bq, w->q_norm, qn ? a->qp : NULL, a->rstdq, cfg->n_heads},
-            {a->k, wt(w->wk, w->wk16), w->bk, w->k_norm, qn ? a->kp : NULL, a->rstdk, cfg->n_kv_heads},
-            {a->v, wt(w->wv, w->wv16), w->bv, NULL, NULL, NULL, cfg->n_kv_heads}};
+  } p[3] = {{a->q, WT(be, w->wq, w->wq16, QC), w->bq, w->q_norm, qn ? a->qp : NULL, a->rstdq, cfg->n_heads},
+            {a->k, WT(be, w->wk, w->wk16, KC), w->bk, w->k_norm, qn ? a->kp : NULL, a->rstdk, cfg->n_kv_heads},
+            {a->v, WT(be, w->wv, w->wv16, KC), w->bv, NULL, NULL, NULL, cfg->n_kv_heads}};
   lc_status st = LC_OK;
   for (int m = 0; m < 3 && st == LC_OK; m++) {
+    const size_t n = (size_t)T * p[m].H * D;
     float *y = c->bf16 ? tmp : (float *)p[m].dst;
-    st = proj_fwd(c, y, a->ln1, p[m].w, p[m].b, p[m].raw, p[m].rstd, p[m].nw, p[m].H * D);
-    if (st != LC_OK) break;
-    if (m < 2) lc_rope_fwd(y, c->rope_cos, c->rope_sin, T, p[m].H, D);
-    if (c->bf16) lc_bf16_pack(p[m].dst, y, (size_t)T * p[m].H * D); // rounds to nearest even
+    st = proj_fwd(c, be, y, a->ln1, p[m].w, p[m].b, p[m].raw, p[m].rstd, p[m].nw, p[m].H * D);
+    if (st == LC_OK && m < 2)
+      st = lc_be_rope(H(be, y, n, LC_DT_F32), H(be, c->rope_cos, half, LC_DT_F32), H(be, c->rope_sin, half, LC_DT_F32),
+                      T, p[m].H, D, 0);
+    if (st == LC_OK && c->bf16) // rounds to nearest even
+      st = lc_be_bf16_pack(H(be, p[m].dst, n, LC_DT_BF16), H(be, y, n, LC_DT_F32));
   }
   lc_free(c->arena, tmp);
   return st;
@@ -337,31 +340,36 @@ static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
 // ---------------------------------------------------------------- layer
 lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_acts *a,
                        const float *x_in, float *x_out, int skip_attn) {
-  const lc_mm mm = {.bf16 = c->bf16, .arena = c->arena};
   const lc_config *cfg = c->cfg;
   const int T = c->T, C = cfg->dim, D = cfg->head_dim;
   const int HQ = cfg->n_heads * D;
-  lc_rmsnorm_fwd_to(a->ln1, adt(c), a->rstd1, x_in, w->ln1, T, C, cfg->norm_eps);
+  const size_t TC = (size_t)T * C;
+  lc_backend cpu, *be = layer_be(c, &cpu);
+  LC_TRY(lc_be_rmsnorm_fwd(H(be, a->ln1, TC, adt(c)), H(be, a->rstd1, (size_t)T, LC_DT_F32), H(be, x_in, TC, LC_DT_F32),
+                           H(be, w->ln1, (size_t)C, LC_DT_F32), T, C, cfg->norm_eps));
   LC_TRY(qkv_fwd(c, w, a));
   c->attn->bf16 = c->bf16; // q, k, v, att in 2 bytes; the strategy rounds att (attn.h)
   if (!skip_attn) LC_TRY(c->attn->fwd(c->attn, a->att, a->saved, a->q, a->k, a->v, T, c->arena));
-  LC_TRY(lc_matmul_fwd(&mm, a->x_mid, LC_DT_F32, act(c, a->att), wt(w->wo, w->wo16), T, HQ, C));
+  const lc_buf xm = H(be, a->x_mid, TC, LC_DT_F32);
+  LC_TRY(lc_be_matmul_fwd(xm, H(be, a->att, (size_t)T * HQ, adt(c)), WT(be, w->wo, w->wo16, (size_t)HQ * C), T, HQ, C,
+                          c->bf16, NONE));
   poll(c);
-  if (w->bo) lc_bias_fwd(a->x_mid, w->bo, T, C);
-  lc_add_inplace(a->x_mid, x_in, (size_t)T * C);
+  if (w->bo) LC_TRY(lc_be_bias_fwd(xm, H(be, w->bo, (size_t)C, LC_DT_F32), T, C));
+  LC_TRY(lc_be_add(xm, H(be, x_in, TC, LC_DT_F32)));
   if (mlp_tiled(c)) return x_out ? mlp_fwd_tiled(c, w, a->x_mid, x_out) : LC_OK;
-  lc_backend cpu, *be = layer_be(c, &cpu);
   LC_TRY(mlp_fwd_rows(c, be, w, a->x_mid, a->ln2, a->rstd2, a->gate, a->up, a->h, T));
   return x_out ? mlp_down(c, be, w, a->h, a->x_mid, x_out, T) : LC_OK;
 }
 
 lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g,
                        const lc_layer_acts *a, const float *x_in, float *dx) {
-  const lc_mm mm = {.bf16 = c->bf16, .arena = c->arena};
   const lc_config *cfg = c->cfg;
   const int T = c->T, C = cfg->dim, D = cfg->head_dim;
   const int HQ = cfg->n_heads * D, HKV = cfg->n_kv_heads * D;
+  const size_t TC = (size_t)T * C, TQ = (size_t)T * HQ, TK = (size_t)T * HKV;
+  const lc_dtype dt = adt(c);
   lc_arena *ar = c->arena;
+  lc_backend cpu, *be = layer_be(c, &cpu);
   LC_TRY(mlp_bwd(c, w, g, a, dx)); // dx: dL/dx_out -> dL/dx_mid
 
   // Attention half (attn_bwd_bytes): the dout area, dq [T,HQ], dk, dv [T,HKV]; bf16: the fp32
@@ -384,42 +392,45 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   // x_mid = x_in + att @ Wo^T (bf16: the GEMM reads dx rounded into 2 bytes; datt is
   // rounded as a bf16 gradient tensor would be, into dx's 2-byte space once that is read,
   // and is what the attention backward reads)
-  lc_act dout = lc_act_f32(dx);
-  if (b16) {
-    lc_bf16_pack(dxr, dx, (size_t)T * C);
-    dout = lc_act_of(dxr, LC_DT_BF16);
-  }
-  lc_status st = lc_matmul_bwd(&mm, datt, g->wo, dout, act(c, a->att), wt(w->wo, w->wo16), T, HQ, C, 0);
+  const lc_buf bdx = H(be, dx, TC, LC_DT_F32), dout = b16 ? H(be, dxr, TC, LC_DT_BF16) : bdx;
+  lc_status st = b16 ? lc_be_bf16_pack(dout, bdx) : LC_OK;
+  if (st == LC_OK)
+    st = lc_be_matmul_bwd(H(be, datt, TQ, LC_DT_F32), H(be, g->wo, (size_t)HQ * C, LC_DT_F32), dout,
+                          H(be, a->att, TQ, dt), WT(be, w->wo, w->wo16, (size_t)HQ * C), T, HQ, C, 0, b16, NONE);
   const void *dat = datt;
   if (st == LC_OK) {
     poll(c);
-    if (g->bo && dxr) lc_bias_bwd_bf16(g->bo, dxr, T, C);
-    else if (g->bo) lc_bias_bwd(g->bo, dx, T, C);
-    if (b16) lc_bf16_pack(dxr, datt, (size_t)T * HQ), dat = dxr; // dx rounded is read by now
+    if (g->bo) st = lc_be_bias_bwd(H(be, g->bo, (size_t)C, LC_DT_F32), dout, T, C);
+    if (st == LC_OK && b16) // dx rounded is read by now
+      st = lc_be_bf16_pack(H(be, dxr, TQ, LC_DT_BF16), H(be, datt, TQ, LC_DT_F32)), dat = dxr;
   }
   if (b16) lc_free(ar, datt); // bf16: dead before the strategy's backward
   if (st == LC_OK) st = c->attn->bwd(c->attn, dq, dk, dv, dat, a->att, a->saved, a->q, a->k, a->v, T, ar);
-  if (st == LC_OK) {
-    const int qn = cfg->qk_norm;
-    proj_bwd(c, dq, qn ? a->qp : NULL, a->rstdq, w->q_norm, g->q_norm, g->bq, cfg->n_heads, 1);
-    proj_bwd(c, dk, qn ? a->kp : NULL, a->rstdk, w->k_norm, g->k_norm, g->bk, cfg->n_kv_heads, 1);
-    proj_bwd(c, dv, NULL, NULL, NULL, NULL, g->bv, cfg->n_kv_heads, 0);
-    if (b16 && !(dn1 = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, (size_t)T * C), "n1 gradient (fp32)")))
-      st = LC_ENOMEM;
-  }
+  const int qn = cfg->qk_norm;
+  if (st == LC_OK) st = proj_bwd(c, be, dq, qn ? a->qp : NULL, a->rstdq, w->q_norm, g->q_norm, g->bq, cfg->n_heads, 1);
+  if (st == LC_OK) st = proj_bwd(c, be, dk, qn ? a->kp : NULL, a->rstdk, w->k_norm, g->k_norm, g->bk, cfg->n_kv_heads, 1);
+  if (st == LC_OK) st = proj_bwd(c, be, dv, NULL, NULL, NULL, NULL, g->bv, cfg->n_kv_heads, 0);
+  if (st == LC_OK && b16 && !(dn1 = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, TC), "n1 gradient (fp32)")))
+    st = LC_ENOMEM;
+  const lc_buf bdn1 = H(be, dn1, TC, LC_DT_F32), ln1 = H(be, a->ln1, TC, dt);
   if (st == LC_OK)
-    st = lc_matmul_bwd(&mm, dn1, g->wq, lc_act_f32(dq), act(c, a->ln1), wt(w->wq, w->wq16), T, C, HQ, 0);
+    st = lc_be_matmul_bwd(bdn1, H(be, g->wq, (size_t)HQ * C, LC_DT_F32), H(be, dq, TQ, LC_DT_F32), ln1,
+                          WT(be, w->wq, w->wq16, (size_t)HQ * C), T, C, HQ, 0, b16, NONE);
   if (st == LC_OK) {
     poll(c);
-    st = lc_matmul_bwd(&mm, dn1, g->wk, lc_act_f32(dk), act(c, a->ln1), wt(w->wk, w->wk16), T, C, HKV, 1);
+    st = lc_be_matmul_bwd(bdn1, H(be, g->wk, (size_t)HKV * C, LC_DT_F32), H(be, dk, TK, LC_DT_F32), ln1,
+                          WT(be, w->wk, w->wk16, (size_t)HKV * C), T, C, HKV, 1, b16, NONE);
   }
   if (st == LC_OK) {
     poll(c);
-    st = lc_matmul_bwd(&mm, dn1, g->wv, lc_act_f32(dv), act(c, a->ln1), wt(w->wv, w->wv16), T, C, HKV, 1);
+    st = lc_be_matmul_bwd(bdn1, H(be, g->wv, (size_t)HKV * C, LC_DT_F32), H(be, dv, TK, LC_DT_F32), ln1,
+                          WT(be, w->wv, w->wv16, (size_t)HKV * C), T, C, HKV, 1, b16, NONE);
   }
   if (st == LC_OK) {
     poll(c);
-    lc_rmsnorm_bwd(dx, g->ln1, dn1, x_in, w->ln1, a->rstd1, T, C); // dx: -> dL/dx_in
+    st = lc_be_rmsnorm_bwd(bdx, H(be, g->ln1, (size_t)C, LC_DT_F32), bdn1, H(be, x_in, TC, LC_DT_F32),
+                           H(be, w->ln1, (size_t)C, LC_DT_F32), H(be, a->rstd1, (size_t)T, LC_DT_F32), T, C,
+                           0); // dx: -> dL/dx_in
   }
   if (b16) lc_free(ar, dn1);
   lc_free(ar, scr);
