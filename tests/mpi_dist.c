@@ -30,6 +30,7 @@ static void abort_on_fail(const char *file, int line) {
 #include "attn/attn.h"
 #include "attn/flash.h"
 #include "attn/seqlayout.h"
+#include "backend/cpu/cpu_backend.h"
 #include "comm/grid.h"
 #include "io/tokfile.h"
 #include "layoutcount.h"
@@ -42,6 +43,37 @@ static void abort_on_fail(const char *file, int line) {
 
 static int rank0;
 static lc_comm *world;
+
+// The strategies take backend buffers (attn.h): these tests' host arrays, wrapped for a CPU
+// backend over the call's arena (T local tokens; 2-byte q, k, v, out, dout when a->bf16).
+static lc_status attn_fwd_host(lc_attn *a, void *out, void *saved, const void *q, const void *k, const void *v, int T,
+                               lc_arena *ar) {
+  lc_backend be;
+  lc_backend_cpu_init(&be, ar);
+  a->be = &be;
+  const lc_dtype dt = a->bf16 ? LC_DT_BF16 : LC_DT_F32;
+  const size_t nq = (size_t)T * a->Hq * a->D, nk = (size_t)T * a->Hkv * a->D;
+  const lc_status st = a->fwd(a, lc_buf_wrap_host(&be, out, nq, dt), lc_buf_wrap_host(&be, saved, a->saved_bytes(a, T), LC_DT_U8),
+                              lc_buf_wrap_host(&be, q, nq, dt), lc_buf_wrap_host(&be, k, nk, dt),
+                              lc_buf_wrap_host(&be, v, nk, dt), T, ar);
+  a->be = NULL;
+  return st;
+}
+static lc_status attn_bwd_host(lc_attn *a, float *dq, float *dk, float *dv, const void *dout, const void *out,
+                               const void *saved, const void *q, const void *k, const void *v, int T, lc_arena *ar) {
+  lc_backend be;
+  lc_backend_cpu_init(&be, ar);
+  a->be = &be;
+  const lc_dtype dt = a->bf16 ? LC_DT_BF16 : LC_DT_F32, f = LC_DT_F32;
+  const size_t nq = (size_t)T * a->Hq * a->D, nk = (size_t)T * a->Hkv * a->D;
+  const lc_status st =
+      a->bwd(a, lc_buf_wrap_host(&be, dq, nq, f), lc_buf_wrap_host(&be, dk, nk, f), lc_buf_wrap_host(&be, dv, nk, f),
+             lc_buf_wrap_host(&be, dout, nq, dt), lc_buf_wrap_host(&be, out, nq, dt),
+             lc_buf_wrap_host(&be, saved, a->saved_bytes(a, T), LC_DT_U8), lc_buf_wrap_host(&be, q, nq, dt),
+             lc_buf_wrap_host(&be, k, nk, dt), lc_buf_wrap_host(&be, v, nk, dt), T, ar);
+  a->be = NULL;
+  return st;
+}
 
 typedef struct {
   int hp, cp, w;
@@ -137,14 +169,14 @@ static void test_attention_rows(layout L, lc_placement pl, int Hq, int Hkv, int 
              *di = bf16 ? (const void *)do16 : dol;
   void *oi = bf16 ? (void *)o16 : ol;
   lc_arena_reset_peaks(&ar);
-  lc_status st = at.fwd(&at, oi, saved, qi, ki, vi, T, &ar);
+  lc_status st = attn_fwd_host(&at, oi, saved, qi, ki, vi, T, &ar);
   CHECK(st == LC_OK, "dist fwd: %s", lc_errmsg());
   if (bf16) lc_bf16_unpack(ol, o16, tq);
   CHECK(ar.peak[LC_MEM_COMM] == am.fwd_comm && ar.peak[LC_MEM_SCRATCH] == am.fwd_scratch,
         "hp %d cp %d w %d forward: comm %zu scratch %zu bytes, memory model %zu, %zu", L.hp, L.cp, L.w,
         ar.peak[LC_MEM_COMM], ar.peak[LC_MEM_SCRATCH], am.fwd_comm, am.fwd_scratch);
   lc_arena_reset_peaks(&ar);
-  st = at.bwd(&at, dql, dkl, dvl, di, oi, saved, qi, ki, vi, T, &ar);
+  st = attn_bwd_host(&at, dql, dkl, dvl, di, oi, saved, qi, ki, vi, T, &ar);
   CHECK(st == LC_OK, "dist bwd: %s", lc_errmsg());
   CHECK(ar.peak[LC_MEM_COMM] == am.bwd_comm && ar.peak[LC_MEM_SCRATCH] == am.bwd_scratch,
         "hp %d cp %d w %d backward: comm %zu scratch %zu bytes, memory model %zu, %zu", L.hp, L.cp, L.w,
@@ -634,12 +666,12 @@ static void test_chunks(layout L, lc_placement pl, int Hq, int Hkv, int bf16, in
     saved[x] = malloc(am.saved);
     const double b0 = g.head->bytes_sent + g.ctx->bytes_sent;
     lc_arena_reset_peaks(&ar);
-    CHECK(at.fwd(&at, o[x], saved[x], qi, ki, vi, T, &ar) == LC_OK, "%s: fwd: %s", tag, lc_errmsg());
+    CHECK(attn_fwd_host(&at, o[x], saved[x], qi, ki, vi, T, &ar) == LC_OK, "%s: fwd: %s", tag, lc_errmsg());
     CHECK(ar.peak[LC_MEM_COMM] == am.fwd_comm && ar.peak[LC_MEM_SCRATCH] == am.fwd_scratch,
           "%s forward: comm %zu scratch %zu bytes, memory model %zu, %zu", tag, ar.peak[LC_MEM_COMM],
           ar.peak[LC_MEM_SCRATCH], am.fwd_comm, am.fwd_scratch);
     lc_arena_reset_peaks(&ar);
-    CHECK(at.bwd(&at, dq[x], dk[x], dv[x], di, o[x], saved[x], qi, ki, vi, T, &ar) == LC_OK, "%s: bwd: %s", tag,
+    CHECK(attn_bwd_host(&at, dq[x], dk[x], dv[x], di, o[x], saved[x], qi, ki, vi, T, &ar) == LC_OK, "%s: bwd: %s", tag,
           lc_errmsg());
     CHECK(ar.peak[LC_MEM_COMM] == am.bwd_comm && ar.peak[LC_MEM_SCRATCH] == am.bwd_scratch,
           "%s backward: comm %zu scratch %zu bytes, memory model %zu, %zu", tag, ar.peak[LC_MEM_COMM],

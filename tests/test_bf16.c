@@ -126,9 +126,17 @@ static void test_layer_points(void) {
                    attn.saved_bytes(&attn, T) / 4 + 1, (size_t)T * C, (size_t)T * C, T, (size_t)T * F,
                    (size_t)T * F, (size_t)T * F};
   for (int i = 0; i < 13; i++) buf[i] = calloc(sz[i], sizeof(float));
-  a.ln1 = buf[0], a.rstd1 = buf[1], a.q = buf[2], a.k = buf[3], a.v = buf[4], a.att = buf[5];
-  a.saved = buf[6], a.x_mid = buf[7], a.ln2 = buf[8], a.rstd2 = buf[9], a.gate = buf[10], a.up = buf[11];
-  a.h = buf[12];
+  lc_backend *be = m.ps.be; // the host arrays, wrapped for the store's (CPU) backend
+#define WB(p, n, t) lc_buf_wrap_host(be, (p), (n), (t))
+  const lc_dtype b16 = LC_DT_BF16, f32 = LC_DT_F32;
+  a.ln1 = WB(buf[0], sz[0], b16), a.rstd1 = WB(buf[1], sz[1], f32), a.q = WB(buf[2], sz[2], b16);
+  a.k = WB(buf[3], sz[3], b16), a.v = WB(buf[4], sz[4], b16), a.att = WB(buf[5], sz[5], b16);
+  a.saved = WB(buf[6], attn.saved_bytes(&attn, T), LC_DT_U8), a.x_mid = WB(buf[7], sz[7], f32);
+  a.ln2 = WB(buf[8], sz[8], b16), a.rstd2 = WB(buf[9], sz[9], f32), a.gate = WB(buf[10], sz[10], b16);
+  a.up = WB(buf[11], sz[11], b16), a.h = WB(buf[12], sz[12], b16);
+  const lc_layer_weights *w0 = &m.ps.w.layer[0];
+  const float *Wq = lc_buf_host(w0->wq), *Wk = lc_buf_host(w0->wk), *Wv = lc_buf_host(w0->wv),
+              *Wln1 = lc_buf_host(w0->ln1), *Wln2 = lc_buf_host(w0->ln2), *Wg = lc_buf_host(w0->wgate);
   float *x = malloc(sizeof(float) * T * C), *y = malloc(sizeof(float) * T * C), *dx = malloc(sizeof(float) * T * C);
   float *cs = malloc(sizeof(float) * T * D / 2), *sn = malloc(sizeof(float) * T * D / 2);
   int pos[29];
@@ -139,9 +147,11 @@ static void test_layer_points(void) {
   lc_rng_fill_normal(&r, x, (long)T * C, 1.0f);
   lc_bf16_round(x, (size_t)T * C); // a layer input is a bf16 value (the previous output)
   lc_rng_fill_normal(&r, dx, (long)T * C, 1.0f); // an fp32 residual gradient
-  lc_layer_ctx ctx = {.cfg = &cfg, .attn = &attn, .rope_cos = cs, .rope_sin = sn, .T = T, .mlp_tile = 0,
-                      .bf16 = 1, .arena = &arena};
-  CHECK(lc_layer_fwd(&ctx, &m.ps.w.layer[0], &a, x, y, 0) == LC_OK, "layer fwd: %s", lc_errmsg());
+  lc_layer_ctx ctx = {.cfg = &cfg, .attn = &attn, .rope_cos = WB(cs, (size_t)T * D / 2, f32),
+                      .rope_sin = WB(sn, (size_t)T * D / 2, f32), .T = T, .mlp_tile = 0, .bf16 = 1, .arena = &arena,
+                      .be = be};
+  const size_t TC = (size_t)T * C;
+  CHECK(lc_layer_fwd(&ctx, w0, &a, WB(x, TC, f32), WB(y, TC, f32), 0) == LC_OK, "layer fwd: %s", lc_errmsg());
   CHECK(count_not_bf16(y, (size_t)T * C) == 0, "bf16 layer: the layer output is not bf16 values");
   // q, k, v and att are stored in 2 bytes. q, k = round(rope(ln1 @ W^T)), v = round(ln1 @ Wv^T)
   // against a double reference: the rounding's 2^-8 of the value (x 1.01: of the computed
@@ -149,14 +159,14 @@ static void test_layer_points(void) {
   // RoPE's fp32 products and difference (3 * 2^-24 of |a cos| + |b sin|). A missing or
   // misplaced rotation, a wrong head or a wrong weight is off by O(1).
   {
-    const uint16_t *l1 = a.ln1;
+    const uint16_t *l1 = (const void *)buf[0];
     const struct {
       const char *name;
       const uint16_t *p;
       const float *W;
       int H, rope;
-    } pj[] = {{"q", a.q, m.ps.w.layer[0].wq, cfg.n_heads, 1}, {"k", a.k, m.ps.w.layer[0].wk, cfg.n_kv_heads, 1},
-              {"v", a.v, m.ps.w.layer[0].wv, cfg.n_kv_heads, 0}};
+    } pj[] = {{"q", (const void *)buf[2], Wq, cfg.n_heads, 1}, {"k", (const void *)buf[3], Wk, cfg.n_kv_heads, 1},
+              {"v", (const void *)buf[4], Wv, cfg.n_kv_heads, 0}};
     for (int j = 0; j < 3; j++) {
       double worst = 0;
       for (int t = 0; t < T; t++)
@@ -187,29 +197,31 @@ static void test_layer_points(void) {
     // inputs bit-identically: test_kernels).
     float *qf = malloc(sizeof(float) * T * HQ), *kf = malloc(sizeof(float) * T * HKV), *vf = malloc(sizeof(float) * T * HKV);
     float *of = malloc(sizeof(float) * T * HQ), *lf = malloc(sizeof(float) * T * cfg.n_heads);
-    lc_bf16_unpack(qf, a.q, (size_t)T * HQ), lc_bf16_unpack(kf, a.k, (size_t)T * HKV), lc_bf16_unpack(vf, a.v, (size_t)T * HKV);
+    lc_bf16_unpack(qf, (const void *)buf[2], (size_t)T * HQ), lc_bf16_unpack(kf, (const void *)buf[3], (size_t)T * HKV);
+    lc_bf16_unpack(vf, (const void *)buf[4], (size_t)T * HKV);
     lc_attn_shape as = {.Tq = T, .Tk = T, .Hq = cfg.n_heads, .Hkv = cfg.n_kv_heads, .D = D, .causal = 1,
                         .scale = 1.0f / sqrtf((float)D), .bf16 = 1};
     CHECK(lc_flash_fwd(of, lf, qf, kf, vf, &as, &arena) == LC_OK, "reference attention");
-    const uint16_t *at16 = a.att;
+    const uint16_t *at16 = (const void *)buf[5];
     long nb = 0;
     for (size_t i = 0; i < (size_t)T * HQ; i++) nb += at16[i] != lc_f32_to_bf16(of[i]);
     CHECK(nb == 0, "bf16 layer: %ld values of att (2 bytes) are not the rounded fp32 attention", nb);
     free(qf), free(kf), free(vf), free(of), free(lf);
   }
   // fp32 stays fp32: the residual after attention.
-  CHECK(count_not_bf16(a.x_mid, (size_t)T * C) > T * C / 2, "x_mid was rounded; it is an fp32 sum");
+  CHECK(count_not_bf16(buf[7], (size_t)T * C) > T * C / 2, "x_mid was rounded; it is an fp32 sum");
   // The 2-byte activations hold the rounded fp32 results: ln1 and ln2 exactly the rounded
   // fp32 norms (same arithmetic), h exactly the rounded SwiGLU of the stored gate and up,
   // gate = round(ln2 @ Wg^T) against a double reference within half an ulp of bf16 (8
   // significant bits: 2^-8 relative at most) plus fp32 summation (C * 2^-24 of sum |terms|,
   // itself within the rounding's 2^-8 of the rounded value: x 1.01).
   float *ref = malloc(sizeof(float) * T * (C > F ? C : F)), *rs = malloc(sizeof(float) * T);
-  const uint16_t *ln1 = a.ln1, *ln2 = a.ln2, *gate = a.gate, *up = a.up, *h = a.h;
-  lc_rmsnorm_fwd(ref, rs, x, m.ps.w.layer[0].ln1, T, C, cfg.norm_eps);
+  const uint16_t *ln1 = (const void *)buf[0], *ln2 = (const void *)buf[8], *gate = (const void *)buf[10],
+                 *up = (const void *)buf[11], *h = (const void *)buf[12];
+  lc_rmsnorm_fwd(ref, rs, x, Wln1, T, C, cfg.norm_eps);
   long bad = 0;
   for (size_t i = 0; i < (size_t)T * C; i++) bad += ln1[i] != lc_f32_to_bf16(ref[i]);
-  lc_rmsnorm_fwd(ref, rs, a.x_mid, m.ps.w.layer[0].ln2, T, C, cfg.norm_eps);
+  lc_rmsnorm_fwd(ref, rs, buf[7], Wln2, T, C, cfg.norm_eps);
   for (size_t i = 0; i < (size_t)T * C; i++) bad += ln2[i] != lc_f32_to_bf16(ref[i]);
   CHECK(bad == 0, "bf16 layer: %ld stored norm outputs are not the rounded fp32 norms", bad);
   float gf[1], uf[1], hf[1];
@@ -224,7 +236,7 @@ static void test_layer_points(void) {
     for (int n = 0; n < F; n++) {
       double s = 0, sa = 0;
       for (int k = 0; k < C; k++) {
-        double p = (double)lc_bf16_to_f32(ln2[(size_t)t * C + k]) * m.ps.w.layer[0].wgate[(size_t)n * C + k];
+        double p = (double)lc_bf16_to_f32(ln2[(size_t)t * C + k]) * Wg[(size_t)n * C + k];
         s += p, sa += fabs(p);
       }
       double e = fabs(lc_bf16_to_f32(gate[(size_t)t * F + n]) - s) - (ldexp(fabs(s), -8) + 1.01 * C * ldexp(sa, -24));
@@ -241,7 +253,9 @@ static void test_layer_points(void) {
   lc_model_zero_grads(&m);
   float *dx0 = malloc(sizeof(float) * T * C);
   memcpy(dx0, dx, sizeof(float) * T * C);
-  CHECK(lc_layer_bwd(&ctx, &m.ps.w.layer[0], g, &a, x, dx) == LC_OK, "layer bwd: %s", lc_errmsg());
+  CHECK(lc_layer_bwd(&ctx, w0, g, &a, WB(x, TC, f32), WB(dx, TC, f32)) == LC_OK, "layer bwd: %s", lc_errmsg());
+#undef WB
+  const float *gwdown = lc_buf_host(g->wdown), *gwq = lc_buf_host(g->wq);
   lc_bf16_round(dx0, (size_t)T * C);
   double worst = 0;
   for (int n = 0; n < C; n++)
@@ -251,14 +265,14 @@ static void test_layer_points(void) {
         double p = (double)dx0[(size_t)t * C + n] * lc_bf16_to_f32(h[(size_t)t * F + k]);
         s += p, sa += fabs(p);
       }
-      double e = fabs(g->wdown[(size_t)n * F + k] - s) / (sa + 1e-30);
+      double e = fabs(gwdown[(size_t)n * F + k] - s) / (sa + 1e-30);
       if (e > worst) worst = e;
     }
   CHECK(worst <= 1e-5, "dWdown is not round(dx)^T h: worst relative error %.3g", worst);
   // The layer's whole input gradient is finite and the weight gradients of every GEMM are
   // non-zero (each backward GEMM ran).
   double nq = 0, nd = 0;
-  for (size_t i = 0; i < (size_t)HQ * C; i++) nq += fabs(g->wq[i]);
+  for (size_t i = 0; i < (size_t)HQ * C; i++) nq += fabs(gwq[i]);
   for (size_t i = 0; i < (size_t)T * C; i++) nd += isfinite(dx[i]) ? 0 : 1;
   CHECK(nq > 0 && nd == 0, "bf16 layer backward: |dWq| %g, %g non-finite input gradients", nq, nd);
   for (int i = 0; i < 13; i++) free(buf[i]);
@@ -452,27 +466,28 @@ static void test_store_copy(int tied) {
     long bad = 0, views = 0;
     for (int t = U->t0; t < U->t1; t++) {
       const lc_param_info *T = &ps->lay.table[t];
-      const float *master = ps->params + T->offset, *f = *lc_weights_slot(&ps->w, T);
-      const uint16_t **s16 = lc_weights_slot16(&ps->w, T), *h = s16 ? *s16 : NULL;
+      const lc_buf vw = *lc_weights_slot(&ps->w, T);
+      const float *master = ps->params + T->offset, *f = vw.dt == LC_DT_F32 ? lc_buf_host(vw) : NULL;
+      const uint16_t *h = vw.dt == LC_DT_BF16 ? lc_buf_host(vw) : NULL;
       if (T->ndim == 2) {
-        views += h != NULL && f == NULL;
+        views += h != NULL && vw.n == T->numel;
         for (size_t i = 0; h && i < T->numel; i++) bad += h[i] != lc_f32_to_bf16(master[i]);
       } else {
-        views += f != NULL && f != master;
+        views += f != NULL && f != master && vw.n == T->numel;
         for (size_t i = 0; f && i < T->numel; i++) bad += f[i] != lc_bf16_to_f32(lc_f32_to_bf16(master[i]));
       }
     }
     CHECK(views == U->t1 - U->t0, "unit %d bf16 copy: %ld of %d views as expected", u, views, U->t1 - U->t0);
     CHECK(bad == 0, "unit %d bf16 copy: %ld values are not the rounded master weights", u, bad);
     if (u == LC_UNIT_EMBED && tied)
-      CHECK(ps->w.head16 == ps->w.embed16 && ps->w.head == NULL, "tied head: head16 %p, embed16 %p",
-            (const void *)ps->w.head16, (const void *)ps->w.embed16);
+      CHECK(lc_buf_host(ps->w.head) == lc_buf_host(ps->w.embed) && ps->w.head.dt == LC_DT_BF16,
+            "tied head: head %p, embed %p", lc_buf_host(ps->w.head), lc_buf_host(ps->w.embed));
     lc_pstore_release(ps, u);
     long restored = 0;
     for (int t = U->t0; t < U->t1; t++) {
       const lc_param_info *T = &ps->lay.table[t];
-      const uint16_t **h = lc_weights_slot16(&ps->w, T);
-      restored += *lc_weights_slot(&ps->w, T) == ps->params + T->offset && (!h || !*h);
+      const lc_buf vw = *lc_weights_slot(&ps->w, T);
+      restored += lc_buf_host(vw) == ps->params + T->offset && vw.dt == LC_DT_F32;
     }
     CHECK(arena.cur[LC_MEM_GATHERED] == g0 && restored == U->t1 - U->t0,
           "unit %d release: %zu bytes left, %ld of %d views back on the master", u, arena.cur[LC_MEM_GATHERED] - g0,
@@ -494,12 +509,14 @@ static void test_store_copy(int tied) {
           lc_pstore_rows_bytes(0, 1, T->ndim == 2, n));
     const float *master = ps->params + T->offset + r0 * len;
     long bad = 0;
+    const uint16_t *w16 = r.w.dt == LC_DT_BF16 ? lc_buf_host(r.w) : NULL;
+    const float *w32 = r.w.dt == LC_DT_F32 ? lc_buf_host(r.w) : NULL;
     if (T->ndim == 2) {
-      CHECK(r.w16 && !r.w && got == 2 * n, "rows of %s: not in 2 bytes", T->name);
-      for (size_t i = 0; r.w16 && i < n; i++) bad += r.w16[i] != lc_f32_to_bf16(master[i]);
+      CHECK(w16 && got == 2 * n, "rows of %s: not in 2 bytes", T->name);
+      for (size_t i = 0; w16 && i < n; i++) bad += w16[i] != lc_f32_to_bf16(master[i]);
     } else {
-      CHECK(r.w && !r.w16, "rows of %s (a vector): not in fp32", T->name);
-      for (size_t i = 0; r.w && i < n; i++) bad += r.w[i] != lc_bf16_to_f32(lc_f32_to_bf16(master[i]));
+      CHECK(w32, "rows of %s (a vector): not in fp32", T->name);
+      for (size_t i = 0; w32 && i < n; i++) bad += w32[i] != lc_bf16_to_f32(lc_f32_to_bf16(master[i]));
     }
     CHECK(bad == 0, "rows of %s: %ld values are not the rounded master", T->name, bad);
     lc_pstore_rows_release(ps, &r);

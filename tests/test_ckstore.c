@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "attn/attn.h"
+#include "backend/cpu/cpu_backend.h"
 #include "model/ckstore.h"
 #include "model/memplan.h"
 #include "model/model.h"
@@ -43,19 +44,23 @@ static void store_round_trip(const char *dir, const char *what) {
   const size_t bytes = 64 * 1000; // several pages, not a power of two
   lc_arena ar;
   lc_arena_init(&ar, 0);
+  lc_backend be; // host memory: the test reads the blocks through their addresses
+  lc_backend_cpu_init(&be, &ar);
   lc_ckstore *s;
-  CHECK(lc_ckstore_open(&s, L, bytes, dir, &ar) == LC_OK, "%s open: %s", what, lc_errmsg());
+  CHECK(lc_ckstore_open(&s, L, bytes, dir, &be) == LC_OK, "%s open: %s", what, lc_errmsg());
   if (!s) return;
   for (int l = 0; l < L; l++) {
-    void *b;
-    CHECK(lc_ckstore_put_begin(s, l, &b) == LC_OK, "%s put %d: %s", what, l, lc_errmsg());
+    lc_buf bb;
+    CHECK(lc_ckstore_put_begin(s, l, &bb) == LC_OK, "%s put %d: %s", what, l, lc_errmsg());
+    void *b = lc_buf_host(bb);
     for (size_t i = 0; i < bytes; i++) ((unsigned char *)b)[i] = pattern(l, i);
     CHECK(lc_ckstore_put_end(s, l) == LC_OK, "%s put_end %d", what, l);
   }
   long bad = 0;
   for (int l = L - 1; l >= 0; l--) {
-    void *b;
-    CHECK(lc_ckstore_get(s, l, l - 1, &b) == LC_OK, "%s get %d: %s", what, l, lc_errmsg());
+    lc_buf bb;
+    CHECK(lc_ckstore_get(s, l, l - 1, &bb) == LC_OK, "%s get %d: %s", what, l, lc_errmsg());
+    const void *b = lc_buf_host(bb);
     for (size_t i = 0; i < bytes; i++) bad += ((unsigned char *)b)[i] != pattern(l, i);
     lc_ckstore_release(s, l);
   }
@@ -88,28 +93,30 @@ static void test_store(void) {
 static void test_refusals(void) {
   lc_arena ar;
   lc_arena_init(&ar, 0);
+  lc_backend be; // host memory: the test reads the blocks through their addresses
+  lc_backend_cpu_init(&be, &ar);
   lc_ckstore *s;
   char missing[300];
   snprintf(missing, sizeof missing, "%s/nope", root);
-  CHECK(lc_ckstore_open(&s, 8, 4096, missing, &ar) == LC_EIO && strstr(lc_errmsg(), "is not a directory") &&
+  CHECK(lc_ckstore_open(&s, 8, 4096, missing, &be) == LC_EIO && strstr(lc_errmsg(), "is not a directory") &&
             strstr(lc_errmsg(), missing),
         "missing directory: %s", lc_errmsg());
   setenv("LONGCTX_TEST_OFFLOAD_ROOM", "10000", 1);
-  CHECK(lc_ckstore_open(&s, 8, 4096, root, &ar) == LC_EIO && strstr(lc_errmsg(), "free but a pass writes up to") &&
+  CHECK(lc_ckstore_open(&s, 8, 4096, root, &be) == LC_EIO && strstr(lc_errmsg(), "free but a pass writes up to") &&
             entries(root) == 0,
         "no room: %s", lc_errmsg());
   unsetenv("LONGCTX_TEST_OFFLOAD_ROOM");
   // The 2nd write fails (a full disk): the next call reports it, naming the directory.
   setenv("LONGCTX_TEST_OFFLOAD_FAIL_WRITE", "2", 1);
-  CHECK(lc_ckstore_open(&s, 8, 4096, root, &ar) == LC_OK, "open: %s", lc_errmsg());
+  CHECK(lc_ckstore_open(&s, 8, 4096, root, &be) == LC_OK, "open: %s", lc_errmsg());
   lc_status st = LC_OK;
   for (int l = 0; l < 8 && st == LC_OK; l++) {
-    void *b;
+    lc_buf b;
     st = lc_ckstore_put_begin(s, l, &b);
-    if (st == LC_OK) memset(b, l, 4096), st = lc_ckstore_put_end(s, l);
+    if (st == LC_OK) memset(lc_buf_host(b), l, 4096), st = lc_ckstore_put_end(s, l);
   }
   for (int l = 7; l >= 0 && st == LC_OK; l--) {
-    void *b;
+    lc_buf b;
     st = lc_ckstore_get(s, l, l - 1, &b);
     if (st == LC_OK) lc_ckstore_release(s, l);
   }

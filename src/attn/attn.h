@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "backend/buf.h"
 #include "core/arena.h"
 #include "core/status.h"
 #include "attn/seqlayout.h"
@@ -18,14 +19,13 @@ struct lc_attn {
   // Bytes the strategy keeps per layer between forward and backward for T local tokens
   // (e.g. the log-sum-exp). The model stores them as checkpoint memory.
   size_t (*saved_bytes)(const lc_attn *a, int T);
-  // q[T,Hq,D], k/v[T,Hkv,D] -> out[T,Hq,D]; fills `saved`. q, k, v, out (and dout below):
-  // 2-byte bf16 arrays (uint16_t) in a bf16 pass (bf16 below), else fp32.
-  lc_status (*fwd)(lc_attn *a, void *out, void *saved, const void *q, const void *k,
-                   const void *v, int T, lc_arena *arena);
-  // dq/dk/dv OVERWRITTEN, fp32 (same shapes as q/k/v); `out` and `saved` from the forward.
-  lc_status (*bwd)(lc_attn *a, float *dq, float *dk, float *dv, const void *dout,
-                   const void *out, const void *saved, const void *q, const void *k,
-                   const void *v, int T, lc_arena *arena);
+  // q[T,Hq,D], k/v[T,Hkv,D] -> out[T,Hq,D]; fills `saved` (U8, saved_bytes). q, k, v, out
+  // (and dout below): BF16 buffers in a bf16 pass (bf16 below), else F32; every buffer is
+  // the backend's (be below).
+  lc_status (*fwd)(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *arena);
+  // dq/dk/dv OVERWRITTEN, F32 (same shapes as q/k/v); `out` and `saved` from the forward.
+  lc_status (*bwd)(lc_attn *a, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf saved, lc_buf q,
+                   lc_buf k, lc_buf v, int T, lc_arena *arena);
   void *ctx;
   // Set by the caller for the duration of a call (may be NULL): progresses other
   // communication in flight (ZeRO), polled where the strategy polls its own transfers.
@@ -36,13 +36,17 @@ struct lc_attn {
   // position each token may see (documents, sliding window; NULL: plain causal).
   const lc_seq_layout *layout;
   const int *lo;
+  // The same bounds as the backend's buffer (I32 [T]) where its memory is not the host's:
+  // staged by the model for a pass (the local strategy reads it; empty: lo is read in place).
+  lc_buf lo_buf;
   // Set by the layer for each call: bf16 precision. q, k, v, out (and in backward dout)
   // are then 2-byte bf16 arrays, read in place by the kernels, and messages carry them as
   // bf16; the forward's output is rounded to nearest even once, where it is made, and is
   // what every layout keeps and returns; so every strategy's backward reads the same output.
   int bf16;
-  // The backend the strategy's kernels run on (NULL: a CPU backend over each call's arena).
-  // The local strategy runs its kernels through it (backend/backend.h); ring and 2D not yet.
+  // The backend that holds the buffers and runs the kernels, set by the layer for each call.
+  // The local strategy runs everything through it; the ring, 2D and decode strategies
+  // still reach its memory through host addresses (lc_buf_host: transitional, backend.h).
   struct lc_backend *be;
 };
 

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "backend/backend.h"
 #include "core/dtype.h"
 #include "attn/ring.h"
 #include "ops/kernels.h"
@@ -486,7 +487,7 @@ static lc_status bwd_chunked(lc_attn *a, float *dq, float *dk, float *dv, const 
   return st != LC_OK ? st : s2;
 }
 
-static lc_status fwd_2d(lc_attn *a, void *out, void *saved, const void *q, const void *k,
+static lc_status fwd_2d_host(lc_attn *a, void *out, void *saved, const void *q, const void *k,
                         const void *v, int T, lc_arena *ar) {
   attn2d *x = a->ctx;
   ring_for_pass(x, a);
@@ -530,7 +531,7 @@ static lc_status fwd_2d(lc_attn *a, void *out, void *saved, const void *q, const
   return st;
 }
 
-static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const void *dout,
+static lc_status bwd_2d_host(lc_attn *a, float *dq, float *dk, float *dv, const void *dout,
                         const void *out, const void *saved, const void *q, const void *k,
                         const void *v, int T, lc_arena *ar) {
   attn2d *x = a->ctx;
@@ -562,6 +563,23 @@ static lc_status bwd_2d(lc_attn *a, float *dq, float *dk, float *dv, const void 
   }
   lc_free(ar, b);
   return st;
+}
+
+// The strategy's buffers by their host addresses (transitional, backend.h: the ring and the
+// all-to-alls do not run on a device without host memory yet).
+#define RING_WHAT "ring and Ulysses attention"
+static lc_status fwd_2d(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *ar) {
+  const lc_buf b[5] = {out, saved, q, k, v};
+  void *p[5];
+  LC_TRY(lc_bufs_host(RING_WHAT, 5, b, p));
+  return fwd_2d_host(a, p[0], p[1], p[2], p[3], p[4], T, ar);
+}
+static lc_status bwd_2d(lc_attn *a, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf saved, lc_buf q,
+                        lc_buf k, lc_buf v, int T, lc_arena *ar) {
+  const lc_buf b[9] = {dq, dk, dv, dout, out, saved, q, k, v};
+  void *p[9];
+  LC_TRY(lc_bufs_host(RING_WHAT, 9, b, p));
+  return bwd_2d_host(a, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], T, ar);
 }
 
 lc_status lc_attn_2d_init(lc_attn *a, lc_comm *head, lc_comm *ctx, int window, long S, int chunks,

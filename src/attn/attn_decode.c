@@ -8,6 +8,7 @@
 
 #include "attn/attn.h"
 #include "attn/flash.h"
+#include "backend/backend.h"
 #include "core/dtype.h"
 #include "ops/kernels.h"
 
@@ -15,8 +16,8 @@ static size_t decode_saved_bytes(const lc_attn *a, int T) { return lc_bytes(LC_D
 
 // q[T,Hq,D], k/v[T,Hkv,D] of the new tokens -> out[T,Hq,D]; saved = lse[Hq,T]. bf16: q, k,
 // v, out in 2 bytes (attn.h); the cache holds fp32 (the new rows widened: exact).
-static lc_status decode_fwd(lc_attn *a, void *out, void *saved, const void *q, const void *k,
-                            const void *v, int T, lc_arena *arena) {
+static lc_status decode_fwd_host(lc_attn *a, void *out, void *saved, const void *q, const void *k,
+                                 const void *v, int T, lc_arena *arena) {
   lc_attn_decode_state *d = a->ctx;
   if (!d->k || !d->v || d->p0 < 0 || T < 1 || d->p0 + T > d->max_len)
     return lc_fail(LC_EINVAL, "decode attention: %d new tokens at position %d do not fit a cache of %d", T, d->p0,
@@ -35,9 +36,16 @@ static lc_status decode_fwd(lc_attn *a, void *out, void *saved, const void *q, c
   return lc_flash_fwd(out, (float *)saved, q, d->k, d->v, &s, arena);
 }
 
-static lc_status decode_bwd(lc_attn *a, float *dq, float *dk, float *dv, const void *dout, const void *out,
-                            const void *saved, const void *q, const void *k, const void *v, int T,
-                            lc_arena *arena) {
+// (The cache and the kernel call are host memory yet: transitional, backend.h.)
+static lc_status decode_fwd(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *arena) {
+  const lc_buf b[5] = {out, saved, q, k, v};
+  void *p[5];
+  LC_TRY(lc_bufs_host("decode attention", 5, b, p));
+  return decode_fwd_host(a, p[0], p[1], p[2], p[3], p[4], T, arena);
+}
+
+static lc_status decode_bwd(lc_attn *a, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf saved,
+                            lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *arena) {
   (void)a, (void)dq, (void)dk, (void)dv, (void)dout, (void)out, (void)saved, (void)q, (void)k, (void)v, (void)T,
       (void)arena;
   return lc_fail(LC_EINVAL, "decode attention has no backward: train with the local or 2D strategy");

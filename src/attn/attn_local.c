@@ -4,7 +4,6 @@
 
 #include "attn/attn.h"
 #include "backend/backend.h"
-#include "backend/cpu/cpu_backend.h"
 #include "core/dtype.h"
 #include "attn/flash.h"
 #include "ops/kernels.h"
@@ -35,47 +34,31 @@ void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, int bf16, lc_
   m->bwd_scratch = lse_bytes(Hq, T) + lc_flash_workspace_bytes(&sb, 1, threads);
 }
 
-// The backend the kernels run on: the caller's (attn.h: a->be), or a CPU backend over the
-// call's arena (its workspace counted there, as before the backend existed). Host arrays
-// come in as wrapped handles (transitional: the layer does not hold buffers yet).
-static lc_backend *backend_of(lc_attn *a, lc_arena *arena, lc_backend *cpu) {
-  if (a->be) return a->be;
-  lc_backend_cpu_init(cpu, arena);
-  return cpu;
+// The per-token first-key bounds as a buffer: staged by the model (lo_buf), or read in place.
+static lc_buf lo_of(lc_attn *a, int T) {
+  if (lc_buf_ok(a->lo_buf)) return a->lo_buf;
+  return a->lo ? lc_buf_wrap_host(a->be, a->lo, (size_t)T, LC_DT_I32) : (lc_buf){0};
 }
 
-static lc_status local_fwd(lc_attn *a, void *out, void *saved, const void *q, const void *k,
-                           const void *v, int T, lc_arena *arena) {
-  lc_backend cpu, *be = backend_of(a, arena, &cpu);
+static lc_status local_fwd(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *arena) {
+  (void)arena;
   const lc_attn_shape s = local_shape(a, T, 0);
-  const lc_dtype dt = a->bf16 ? LC_DT_BF16 : LC_DT_F32;
-  const size_t nq = (size_t)T * a->Hq * a->D, nk = (size_t)T * a->Hkv * a->D;
   // one process: local token t is sequence position t
-  const lc_buf lo = a->lo ? lc_buf_wrap_host(be, a->lo, (size_t)T, LC_DT_I32) : (lc_buf){0};
-  return lc_be_flash_fwd(lc_buf_wrap_host(be, out, nq, dt), lc_buf_wrap_host(be, saved, (size_t)a->Hq * T, LC_DT_F32),
-                         lc_buf_wrap_host(be, q, nq, dt), lc_buf_wrap_host(be, k, nk, dt), lc_buf_wrap_host(be, v, nk, dt),
-                         lo, &s);
+  return lc_be_flash_fwd(out, lc_buf_part(saved, 0, (size_t)a->Hq * T, LC_DT_F32), q, k, v, lo_of(a, T), &s);
 }
 
-static lc_status local_bwd(lc_attn *a, float *dq, float *dk, float *dv, const void *dout,
-                           const void *out, const void *saved, const void *q, const void *k,
-                           const void *v, int T, lc_arena *arena) {
-  lc_backend cpu, *be = backend_of(a, arena, &cpu);
+static lc_status local_bwd(lc_attn *a, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf saved, lc_buf q,
+                           lc_buf k, lc_buf v, int T, lc_arena *arena) {
+  (void)arena;
   const lc_attn_shape s = local_shape(a, T, 1);
-  const lc_dtype dt = a->bf16 ? LC_DT_BF16 : LC_DT_F32;
-  const size_t nq = (size_t)T * a->Hq * a->D, nk = (size_t)T * a->Hkv * a->D, nl = (size_t)a->Hq * T;
-  const lc_buf lo = a->lo ? lc_buf_wrap_host(be, a->lo, (size_t)T, LC_DT_I32) : (lc_buf){0};
-  const lc_buf bdq = lc_buf_wrap_host(be, dq, nq, LC_DT_F32), bdk = lc_buf_wrap_host(be, dk, nk, LC_DT_F32),
-               bdv = lc_buf_wrap_host(be, dv, nk, LC_DT_F32), bdout = lc_buf_wrap_host(be, dout, nq, dt);
+  const size_t nl = (size_t)a->Hq * T;
   lc_buf delta;
-  LC_TRY(lc_buf_alloc(be, LC_MEM_SCRATCH, LC_DT_F32, nl, 0, "attention delta", &delta));
-  lc_status st = lc_be_attn_delta(delta, bdout, lc_buf_wrap_host(be, out, nq, dt), T, a->Hq, a->D);
-  if (st == LC_OK) st = lc_be_zero(bdq);
-  if (st == LC_OK) st = lc_be_zero(bdk);
-  if (st == LC_OK) st = lc_be_zero(bdv);
-  if (st == LC_OK)
-    st = lc_be_flash_bwd(bdq, bdk, bdv, bdout, lc_buf_wrap_host(be, q, nq, dt), lc_buf_wrap_host(be, k, nk, dt),
-                         lc_buf_wrap_host(be, v, nk, dt), lc_buf_wrap_host(be, saved, nl, LC_DT_F32), delta, lo, &s);
+  LC_TRY(lc_buf_alloc(a->be, LC_MEM_SCRATCH, LC_DT_F32, nl, 0, "attention delta", &delta));
+  lc_status st = lc_be_attn_delta(delta, dout, out, T, a->Hq, a->D);
+  if (st == LC_OK) st = lc_be_zero(dq);
+  if (st == LC_OK) st = lc_be_zero(dk);
+  if (st == LC_OK) st = lc_be_zero(dv);
+  if (st == LC_OK) st = lc_be_flash_bwd(dq, dk, dv, dout, q, k, v, lc_buf_part(saved, 0, nl, LC_DT_F32), delta, lo_of(a, T), &s);
   lc_buf_free(&delta);
   return st;
 }

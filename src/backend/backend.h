@@ -34,22 +34,7 @@
 #include "core/status.h"
 #include "ops/kernels.h"
 
-typedef struct lc_backend lc_backend;
-
-// A buffer: n elements of dtype dt that a backend holds. It carries no address: host code
-// cannot index it or hand it to memcpy, only to the backend. A view (lc_buf_view) shares
-// the allocation; only the allocation itself (off 0, as lc_buf_alloc returned it) is freed.
-typedef struct {
-  lc_backend *be;  // owner; NULL: the empty buffer
-  uint64_t h;      // the allocation's handle, the backend's business
-  size_t off;      // byte offset of this view in the allocation
-  size_t n;        // elements
-  lc_dtype dt;
-  lc_mem_cat cat;  // the category its bytes are counted in
-} lc_buf;
-
-static inline int lc_buf_ok(lc_buf b) { return b.be != NULL; }
-static inline size_t lc_buf_bytes(lc_buf b) { return lc_bytes(b.dt, b.n); }
+#include "backend/buf.h"
 // Elements [first, first + n) of b, as dtype b.dt (n = 0 is an empty view).
 lc_buf lc_buf_view(lc_buf b, size_t first, size_t n);
 // n elements of dtype dt from byte `byte_off` of b (carving one allocation into typed
@@ -207,6 +192,10 @@ void lc_buf_free(lc_buf *b);
 void *lc_buf_host(lc_buf b);
 // The same, or NULL with LC_EINVAL naming `what` as not yet running on the device.
 void *lc_buf_host_or_fail(lc_buf b, const char *what);
+
+// The host addresses of n buffers (p[i]), or LC_EINVAL with one line naming `what` as not
+// yet running on the device (an empty buffer maps to NULL).
+lc_status lc_bufs_host(const char *what, int n, const lc_buf *b, void **p);
 
 // ---- named reads and writes (blocking; counted)
 lc_status lc_buf_read(lc_buf src, void *dst, lc_sync_kind why);

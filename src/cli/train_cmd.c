@@ -356,11 +356,13 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   if (rank == 0) lc_progress_break(&prog);
   if (rc == LC_EXIT_OK && o.steps > 0 && rank == 0) {
     char b[32];
-    printf("done: %ld steps in %.1f s; peak memory %s:", o.steps, lc_now() - t_start,
-           lc_fmt_bytes(b, sizeof b, (double)tr.arena.peak_total));
+    const lc_arena *dev = tr.be->arena; // the device's (the CPU's: the host's)
+    printf("done: %ld steps in %.1f s; peak memory%s%s %s:", o.steps, lc_now() - t_start, dev != &tr.arena ? " on " : "",
+           dev != &tr.arena ? tr.be->name : "", lc_fmt_bytes(b, sizeof b, (double)dev->peak_total));
     for (int c = 0; c < LC_MEM_NCAT; c++)
-      printf(" %s %s%s", lc_mem_cat_name((lc_mem_cat)c), lc_fmt_bytes(b, sizeof b, (double)tr.arena.peak[c]),
+      printf(" %s %s%s", lc_mem_cat_name((lc_mem_cat)c), lc_fmt_bytes(b, sizeof b, (double)dev->peak[c]),
              c + 1 < LC_MEM_NCAT ? "," : "\n");
+    if (dev != &tr.arena) printf("host memory peak %s\n", lc_fmt_bytes(b, sizeof b, (double)tr.arena.peak_total));
     if (n_timed > 0 && pred_sum > 0)
       printf("time model: predicted %.4g s per step, measured %.4g s (mean of %d step%s after the first): %+.1f%%\n",
              pred_sum / n_timed, meas_sum / n_timed, n_timed, n_timed > 1 ? "s" : "", 100 * (pred_sum / meas_sum - 1));
@@ -420,7 +422,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"save-every", LC_ARG_INT, &F.save_every, "checkpoint every N steps (default: only at the end)", 0},
       {"precision", LC_ARG_STR, &F.precision, "fp32 | bf16: bf16 rounds GEMM operands, attention inputs and layer checkpoints to bf16 (checkpoints take half the memory); master weights, gradients, AdamW, norms, softmax and loss stay fp32 (default fp32; the settings table says what bf16 costs on this CPU)", 0},
       {"kernels", LC_ARG_STR, &F.kernels, LC_CLI_KERNELS_HELP, 0},
-      {"device", LC_ARG_STR, &F.device, "cpu: where the model's states and step run (default cpu; the only device of this build that runs a training step)", 0},
+      {"device", LC_ARG_STR, &F.device, "where the model's states and step run: cpu (default), or private (tests: one rank, buffers host code cannot reach)", 0},
 
       {"save-dtype", LC_ARG_STR, &F.save_dtype, "fp32 | bf16: the dtype of a checkpoint's model.safetensors (bf16: half the size, rounded to nearest; the fp32 master weights then go into optimizer.safetensors so resuming is exact) (default fp32)", 0},
       {"keep", LC_ARG_INT, &F.keep, "checkpoints kept under --save (default 2)", 0},

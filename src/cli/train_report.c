@@ -130,6 +130,7 @@ void lc_progress_line(lc_progress *p, const lc_step_metrics *m, long total) {
   printf("%sstep %5ld/%ld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | %.1f GFLOP/s | peak %s",
          p->tty ? "\r\033[K" : "", m->step, total, m->loss, m->lr, m->grad_norm,
          m->tokens / m->seconds, flops / m->seconds / 1e9, lc_fmt_bytes(b, sizeof b, (double)m->peak_bytes));
+  if (m->host_peak_bytes) printf(" (host %s)", lc_fmt_bytes(b, sizeof b, (double)m->host_peak_bytes));
   if (p->tty) printf(" | ETA %dm%02ds", (int)eta / 60, (int)eta % 60);
   else printf("\n");
   p->open = p->tty;

@@ -1,5 +1,5 @@
-// The checkpoint store (ckstore.h). In RAM: one arena block, layer l at l x bytes. Offloaded:
-// LC_CKS_SLOTS arena slots and one I/O thread that runs a FIFO of jobs (write layer l from
+// The checkpoint store (ckstore.h). In RAM: one backend block, layer l at l x bytes. Offloaded:
+// LC_CKS_SLOTS backend slots and one I/O thread that runs a FIFO of jobs (write layer l from
 // its slot to its file; read it back into a slot). Each layer moves through
 //   FILLING -> QUEUED_W -> WRITING -> CLEAN (in a slot and on disk) -> DISK (slot reused)
 //   -> QUEUED_R -> READING -> READY -> INUSE -> DONE
@@ -25,8 +25,8 @@ typedef enum { S_NONE = 0, S_FILLING, S_QUEUED_W, S_WRITING, S_CLEAN, S_DISK, S_
 struct lc_ckstore {
   int L, offload, nslots;
   size_t bytes;
-  lc_arena *arena;
-  char *base;         // RAM: L x bytes; offloaded: nslots x bytes
+  lc_buf blk;         // the backend's (U8): RAM: L x bytes; offloaded: nslots x bytes
+  char *base;         // offloaded: its host address, which the I/O thread reads and writes
   int *slot_of;       // per layer: its slot, -1 if none
   int *layer_in;      // per slot: its layer, -1 if free
   lstate *st;
@@ -189,13 +189,12 @@ static lc_status make_dir(lc_ckstore *s, const char *dir, size_t need) {
   return LC_OK;
 }
 
-lc_status lc_ckstore_open(lc_ckstore **out, int n_layers, size_t bytes, const char *dir, lc_arena *arena) {
+lc_status lc_ckstore_open(lc_ckstore **out, int n_layers, size_t bytes, const char *dir, lc_backend *be) {
   *out = NULL;
   lc_ckstore *s = calloc(1, sizeof *s);
   if (!s) return lc_fail(LC_ENOMEM, "out of memory for the checkpoint store");
   s->L = n_layers;
   s->bytes = bytes;
-  s->arena = arena;
   s->offload = dir != NULL && n_layers > LC_CKS_SLOTS;
   s->nslots = s->offload ? LC_CKS_SLOTS : n_layers;
   lc_status st = LC_OK;
@@ -217,8 +216,10 @@ lc_status lc_ckstore_open(lc_ckstore **out, int n_layers, size_t bytes, const ch
     s->fail_write_at = env_int("LONGCTX_TEST_OFFLOAD_FAIL_WRITE");
   }
   if (st == LC_OK) {
-    s->base = lc_alloc(arena, LC_MEM_CKPT, lc_ckstore_bytes(n_layers, bytes, s->offload), "layer checkpoints");
-    if (!s->base) st = LC_ENOMEM;
+    st = lc_buf_alloc(be, LC_MEM_CKPT, LC_DT_U8, lc_ckstore_bytes(n_layers, bytes, s->offload), 0, "layer checkpoints",
+                      &s->blk);
+    // (the disk tier moves host memory: a device without it keeps its checkpoints resident)
+    if (st == LC_OK && s->offload && !(s->base = lc_buf_host_or_fail(s->blk, "--offload-checkpoints"))) st = LC_EINVAL;
   }
   if (st == LC_OK && s->offload) {
     pthread_mutex_init(&s->mu, NULL);
@@ -239,9 +240,11 @@ lc_status lc_ckstore_open(lc_ckstore **out, int n_layers, size_t bytes, const ch
   return st;
 }
 
-lc_status lc_ckstore_put_begin(lc_ckstore *s, int l, void **buf) {
+static lc_buf slot_buf(const lc_ckstore *s, int k) { return lc_buf_part(s->blk, (size_t)k * s->bytes, s->bytes, LC_DT_U8); }
+
+lc_status lc_ckstore_put_begin(lc_ckstore *s, int l, lc_buf *buf) {
   if (!s->offload) {
-    *buf = s->base + (size_t)l * s->bytes;
+    *buf = slot_buf(s, l);
     return LC_OK;
   }
   pthread_mutex_lock(&s->mu);
@@ -249,7 +252,7 @@ lc_status lc_ckstore_put_begin(lc_ckstore *s, int l, void **buf) {
   const int k = take_slot(s, l, 1);
   if (k < 0) return fail_locked(s);
   s->st[l] = S_FILLING;
-  *buf = s->base + (size_t)k * s->bytes;
+  *buf = slot_buf(s, k);
   pthread_mutex_unlock(&s->mu);
   return LC_OK;
 }
@@ -264,9 +267,9 @@ lc_status lc_ckstore_put_end(lc_ckstore *s, int l) {
   return LC_OK;
 }
 
-lc_status lc_ckstore_get(lc_ckstore *s, int l, int next, void **buf) {
+lc_status lc_ckstore_get(lc_ckstore *s, int l, int next, lc_buf *buf) {
   if (!s->offload) {
-    *buf = s->base + (size_t)l * s->bytes;
+    *buf = slot_buf(s, l);
     return LC_OK;
   }
   pthread_mutex_lock(&s->mu);
@@ -279,7 +282,7 @@ lc_status lc_ckstore_get(lc_ckstore *s, int l, int next, void **buf) {
   while (s->err == LC_OK && s->st[l] != S_CLEAN && s->st[l] != S_READY) pthread_cond_wait(&s->cv, &s->mu);
   if (s->err != LC_OK) return fail_locked(s);
   s->st[l] = S_INUSE;
-  *buf = s->base + (size_t)s->slot_of[l] * s->bytes;
+  *buf = slot_buf(s, s->slot_of[l]);
   // Read the next one ahead if a slot is free now (never wait for it here).
   if (next >= 0 && s->st[next] == S_DISK && take_slot(s, next, 0) >= 0) {
     s->st[next] = S_QUEUED_R;
@@ -327,7 +330,7 @@ lc_status lc_ckstore_close(lc_ckstore *s) {
     }
     rmdir(s->dir);
   }
-  lc_free(s->arena, s->base);
+  lc_buf_free(&s->blk);
   free(s->slot_of);
   free(s->layer_in);
   free(s->st);

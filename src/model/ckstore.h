@@ -4,13 +4,15 @@
 // to fetch; behind the interface the bytes stay in RAM (one block for every layer) or go
 // to disk (--offload-checkpoints DIR): a thread writes each layer's bytes after its
 // forward and reads them back ahead of need during backward, so RAM holds only the layers
-// in flight (LC_CKS_SLOTS of them), counted in the arena (LC_MEM_CKPT) and predicted by
-// lc_ckstore_bytes. The files are scratch: removed after use and when the store closes.
+// in flight (LC_CKS_SLOTS of them), counted in the backend's arena (LC_MEM_CKPT) and
+// predicted by lc_ckstore_bytes. Checkpoints are the backend's buffers (U8, `bytes` each); the
+// disk tier needs host memory yet (a backend without it: LC_EINVAL naming the flag). The files are scratch: removed after use and when the store closes.
 #ifndef LC_CKSTORE_H
 #define LC_CKSTORE_H
 
 #include <stddef.h>
 
+#include "backend/backend.h"
 #include "core/arena.h"
 #include "core/status.h"
 
@@ -24,7 +26,7 @@ typedef struct lc_ckstore lc_ckstore;
 // A store for n_layers checkpoints of `bytes` each (a multiple of 64), in RAM (dir NULL)
 // or offloaded under dir (a scratch directory is made inside it; refused with one line
 // naming dir when it cannot be made or lacks n_layers x bytes free).
-lc_status lc_ckstore_open(lc_ckstore **s, int n_layers, size_t bytes, const char *dir, lc_arena *arena);
+lc_status lc_ckstore_open(lc_ckstore **s, int n_layers, size_t bytes, const char *dir, lc_backend *be);
 // Whether dir can take `need` bytes of checkpoints: a directory with that much free space
 // (test hook: LONGCTX_TEST_OFFLOAD_ROOM=BYTES replaces the free space); one line otherwise.
 lc_status lc_ckstore_check_dir(const char *dir, size_t need);
@@ -33,12 +35,12 @@ lc_status lc_ckstore_check_dir(const char *dir, size_t need);
 size_t lc_ckstore_bytes(int n_layers, size_t bytes, int offload);
 // Forward: the buffer layer l's checkpoint is written into (waits for a free slot while
 // the writer catches up). Layers are put in order 0, 1, ..., each once per pass.
-lc_status lc_ckstore_put_begin(lc_ckstore *s, int l, void **buf);
+lc_status lc_ckstore_put_begin(lc_ckstore *s, int l, lc_buf *buf);
 // Layer l's checkpoint is complete: it may go to disk now.
 lc_status lc_ckstore_put_end(lc_ckstore *s, int l);
 // Backward: layer l's checkpoint in memory (waits for its read; the buffer stays valid
 // until lc_ckstore_release), and a read of layer `next` started ahead (-1: none).
-lc_status lc_ckstore_get(lc_ckstore *s, int l, int next, void **buf);
+lc_status lc_ckstore_get(lc_ckstore *s, int l, int next, lc_buf *buf);
 // Layer l's checkpoint is no longer needed: its slot is free and its file removed.
 void lc_ckstore_release(lc_ckstore *s, int l);
 // Waits for the thread, removes the scratch files and directory, frees the slots. Returns

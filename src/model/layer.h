@@ -10,36 +10,37 @@
 #define LC_LAYER_H
 
 #include "attn/attn.h"
+#include "backend/buf.h"
 #include "core/dtype.h"
 #include "core/arena.h"
 #include "model/config.h"
 #include "model/params.h"
 
-// Activations of one layer that backward reads. Which ones are kept per layer and which
-// are recomputed depends on the checkpoint policy (model.c). Those the GEMMs and the
-// attention read (ln1, q, k, v, att, ln2, gate, up, h) carry the pass's activation dtype
-// (lc_layer_act_dt): 2-byte bf16 in a bf16 pass, fp32 otherwise; the residual, the
-// statistics and the per-head norm's inputs are fp32.
+// Activations of one layer that backward reads, as the backend's buffers. Which ones are
+// kept per layer and which are recomputed depends on the checkpoint policy (model.c).
+// Those the GEMMs and the attention read (ln1, q, k, v, att, ln2, gate, up, h) carry the
+// pass's activation dtype (lc_layer_act_dt): 2-byte bf16 in a bf16 pass, fp32 otherwise;
+// the residual, the statistics and the per-head norm's inputs are fp32.
 typedef struct {
-  void *ln1;    // [T,C]  rmsnorm1 output (act dtype)
-  float *rstd1; // [T]
-  void *q;      // [T,Hq*D]  after RoPE (act dtype)
-  void *k;      // [T,Hkv*D] after RoPE (act dtype)
-  void *v;      // [T,Hkv*D] (act dtype)
-  // qk_norm only (NULL otherwise): q and k before their per-head norm, and its rstd.
-  float *qp;    // [T,Hq*D]
-  float *kp;    // [T,Hkv*D]
-  float *rstdq; // [T*Hq]
-  float *rstdk; // [T*Hkv]
-  void *att;    // [T,Hq*D]  attention output (input of o_proj; act dtype)
-  void *saved;  // attention strategy state (e.g. lse)
-  float *x_mid; // [T,C]  residual after attention
-  // Untiled MLP only (NULL when tiled): kept from forward so backward need not recompute.
-  void *ln2;    // [T,C] (act dtype)
-  float *rstd2; // [T]
-  void *gate;   // [T,F] (act dtype)
-  void *up;     // [T,F] (act dtype)
-  void *h;      // [T,F] (act dtype)
+  lc_buf ln1;   // [T,C]  rmsnorm1 output (act dtype)
+  lc_buf rstd1; // [T]
+  lc_buf q;     // [T,Hq*D]  after RoPE (act dtype)
+  lc_buf k;     // [T,Hkv*D] after RoPE (act dtype)
+  lc_buf v;     // [T,Hkv*D] (act dtype)
+  // qk_norm only (empty otherwise): q and k before their per-head norm, and its rstd.
+  lc_buf qp;    // [T,Hq*D]
+  lc_buf kp;    // [T,Hkv*D]
+  lc_buf rstdq; // [T*Hq]
+  lc_buf rstdk; // [T*Hkv]
+  lc_buf att;   // [T,Hq*D]  attention output (input of o_proj; act dtype)
+  lc_buf saved; // attention strategy state (e.g. lse; U8)
+  lc_buf x_mid; // [T,C]  residual after attention
+  // Untiled MLP only (empty when tiled): kept from forward so backward need not recompute.
+  lc_buf ln2;   // [T,C] (act dtype)
+  lc_buf rstd2; // [T]
+  lc_buf gate;  // [T,F] (act dtype)
+  lc_buf up;    // [T,F] (act dtype)
+  lc_buf h;     // [T,F] (act dtype)
 } lc_layer_acts;
 
 // The dtype of the activations the layer's GEMMs and attention read (ln1, q, k, v, att, ln2,
@@ -50,7 +51,7 @@ static inline lc_dtype lc_layer_act_dt(int bf16) { return bf16 ? LC_DT_BF16 : LC
 typedef struct {
   const lc_config *cfg;
   lc_attn *attn;
-  const float *rope_cos, *rope_sin; // [T, D/2]
+  lc_buf rope_cos, rope_sin; // [T, D/2]
   int T;
   int mlp_tile;   // tokens per MLP tile; <= 0 or >= T: untiled (acts->ln2.. must be set)
   // bf16 precision: every GEMM operand and attention input holds a bf16 value (rounded to
@@ -61,26 +62,28 @@ typedef struct {
   // du are stored in 2 bytes (dq, dk, dv: rounded in fp32 slots). Norm statistics, RoPE,
   // softmax, residual sums and gradients stay fp32.
   int bf16;
-  lc_arena *arena;
+  lc_arena *arena; // host memory (the strategies' communication buffers)
   // Called between the layer's GEMMs (may be NULL): progresses communication in flight
   // (ZeRO reductions and gathers), which MPI does not move on its own.
   void (*poll)(void *arg);
   void *poll_arg;
-  // The backend the MLP's ops run on (NULL: a CPU backend over `arena`; the rest of the
-  // layer calls the ops directly yet: backend/backend.h).
+  // The backend every op of the layer runs on, which holds the weights, the activations
+  // and the scratch (category scratch, counted in its arena); the attention strategy gets it.
   struct lc_backend *be;
 } lc_layer_ctx;
 
-// Forward. x_out may be NULL (recompute for backward: stops after the MLP's saved parts).
+// Forward. x_out may be empty (recompute for backward: stops after the MLP's saved parts).
 // skip_attn: att/saved are already valid (selective checkpointing), attention is not re-run.
-lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_acts *a,
-                       const float *x_in, float *x_out, int skip_attn);
+// x_in, x_out: [T,C] fp32.
+lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_acts *a, lc_buf x_in, lc_buf x_out,
+                       int skip_attn);
 
 // Floats of the per-head norm's extra activations (qp, kp, rstdq, rstdk), each padded to 16
 // floats; 0 without qk_norm.
 size_t lc_layer_qknorm_floats(const lc_config *cfg, int T);
-// Carves them from p (lc_layer_qknorm_floats floats) into a, or sets them NULL.
-void lc_layer_qknorm_carve(lc_layer_acts *a, const lc_config *cfg, int T, float *p);
+// Carves them from p (F32, lc_layer_qknorm_floats of them) into a, or (p empty, or no
+// qk_norm) sets them empty.
+void lc_layer_qknorm_carve(lc_layer_acts *a, const lc_config *cfg, int T, lc_buf p);
 
 // Arena bytes (category scratch) the layer itself allocates for T tokens, by phase; the
 // attention strategy's own buffers are lc_attn_mem's. The layer sizes its buffers with
@@ -102,7 +105,7 @@ void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_
 
 // Backward. dx[T,C] holds dL/dx_out on entry and dL/dx_in on return. Weight gradients are
 // accumulated into g.
-lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g,
-                       const lc_layer_acts *a, const float *x_in, float *dx);
+lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g, const lc_layer_acts *a,
+                       lc_buf x_in, lc_buf dx);
 
 #endif

@@ -269,69 +269,78 @@ out:
   return st;
 }
 
-// The next piece of `bytes` bytes at *p (64-byte aligned: act_group_sizes counts the same).
-static void *cut(char **p, size_t bytes) {
-  void *r = *p;
-  *p += al64(bytes);
-  return r;
+// Carving a block of the backend's (U8) into typed pieces, each 64-byte aligned
+// (act_group_sizes counts the same).
+typedef struct {
+  lc_buf blk;
+  size_t at;
+} carver;
+static lc_buf cut(carver *k, size_t n, lc_dtype dt) {
+  const lc_buf b = lc_buf_part(k->blk, k->at, n, dt);
+  k->at += al64(lc_bytes(dt, n));
+  return b;
 }
 
 // Where each layer's checkpoint block holds what the policy keeps: the layer input (as
-// stored), then the kept groups; the rest of the layer's activations point at the shared
-// working storage.
+// stored), then the kept groups; the rest of the layer's activations are views of the
+// shared working storage.
 typedef struct {
   const lc_config *cfg;
   int T;
-  lc_dtype adt; // the layer's activation dtype
+  lc_dtype adt;   // the layer's activation dtype
+  lc_dtype xdt;   // the stored layer input's (xin_dtype)
   act_sizes sz;
   act_plan pl;
   size_t xin_bytes;
   lc_layer_acts shared;
 } layer_carver;
 
-// Carves the groups with keep[g] == in_block, in order, from p.
-static void carve_groups(const layer_carver *c, lc_layer_acts *a, char *p, int in_block) {
+// Carves the groups with keep[g] == in_block, in order, from byte `at` of blk.
+static void carve_groups(const layer_carver *c, lc_layer_acts *a, lc_buf blk, size_t at, int in_block) {
   const lc_config *cf = c->cfg;
   const size_t t = (size_t)c->T, C = (size_t)cf->dim, HQ = (size_t)cf->n_heads * cf->head_dim,
                HKV = (size_t)cf->n_kv_heads * cf->head_dim, F = (size_t)cf->ffn;
+  const lc_buf none = {0};
   for (int g = 0; g < G_N; g++) {
     if (c->pl.keep[g] != in_block) continue;
-    char *q = p;
-    p += c->sz.g[g];
+    carver q = {blk, at};
+    at += c->sz.g[g];
     switch (g) {
-    case G_PROJ:
-      a->ln1 = cut(&q, lc_bytes(c->adt, t * C));
-      a->x_mid = cut(&q, lc_bytes(LC_DT_F32, t * C));
-      a->rstd1 = cut(&q, lc_bytes(LC_DT_F32, t));
-      lc_layer_qknorm_carve(a, cf, c->T, (float *)(void *)q);
+    case G_PROJ: {
+      a->ln1 = cut(&q, t * C, c->adt);
+      a->x_mid = cut(&q, t * C, LC_DT_F32);
+      a->rstd1 = cut(&q, t, LC_DT_F32);
+      const size_t nqk = lc_layer_qknorm_floats(cf, c->T);
+      lc_layer_qknorm_carve(a, cf, c->T, nqk ? lc_buf_part(blk, q.at, nqk, LC_DT_F32) : none);
       break;
+    }
     case G_QKV:
-      a->q = cut(&q, lc_bytes(c->adt, t * HQ));
-      a->k = cut(&q, lc_bytes(c->adt, t * HKV));
-      a->v = cut(&q, lc_bytes(c->adt, t * HKV));
+      a->q = cut(&q, t * HQ, c->adt);
+      a->k = cut(&q, t * HKV, c->adt);
+      a->v = cut(&q, t * HKV, c->adt);
       break;
-    case G_ATT: a->att = cut(&q, lc_bytes(c->adt, t * HQ)); break;
-    case G_SAVED: a->saved = q; break;
+    case G_ATT: a->att = cut(&q, t * HQ, c->adt); break;
+    case G_SAVED: a->saved = lc_buf_part(blk, q.at, c->sz.g[G_SAVED], LC_DT_U8); break;
     case G_MLP:
       if (!c->sz.g[G_MLP]) { // tiled: the MLP keeps nothing
-        a->ln2 = a->gate = a->up = a->h = NULL;
-        a->rstd2 = NULL;
+        a->ln2 = a->gate = a->up = a->h = a->rstd2 = none;
         break;
       }
-      a->ln2 = cut(&q, lc_bytes(c->adt, t * C));
-      a->rstd2 = cut(&q, lc_bytes(LC_DT_F32, t));
-      a->gate = cut(&q, lc_bytes(c->adt, t * F));
-      a->up = cut(&q, lc_bytes(c->adt, t * F));
-      a->h = cut(&q, lc_bytes(c->adt, t * F));
+      a->ln2 = cut(&q, t * C, c->adt);
+      a->rstd2 = cut(&q, t, LC_DT_F32);
+      a->gate = cut(&q, t * F, c->adt);
+      a->up = cut(&q, t * F, c->adt);
+      a->h = cut(&q, t * F, c->adt);
       break;
     }
   }
 }
 
-static void carve_layer(const layer_carver *c, char *lp, void **xs, lc_layer_acts *a) {
-  *xs = lp;
+// Layer l's checkpoint block: its stored input xs ([T, C] of xdt) and its activations.
+static void carve_layer(const layer_carver *c, lc_buf lb, lc_buf *xs, lc_layer_acts *a) {
+  *xs = lc_buf_part(lb, 0, (size_t)c->T * c->cfg->dim, c->xdt);
   *a = c->shared;
-  carve_groups(c, a, lp + c->xin_bytes, 1);
+  carve_groups(c, a, lb, c->xin_bytes, 1);
 }
 
 static lc_status check_tokens(const lc_config *c, const int *tokens, const int *targets, int T) {
@@ -354,6 +363,36 @@ void lc_model_rope_table(const lc_config *cfg, int rope_len, const int *pos, int
   lc_rope_table_freqs(cos_t, sin_t, pos, T, cfg->head_dim, inv, af);
 }
 
+// A pass's host input as the backend's buffer: the host array itself where the backend's
+// memory is the host's, else a copy (a named write; *owned: free it after the pass).
+static lc_status stage_in(lc_backend *be, const void *p, size_t n, lc_dtype dt, const char *what, lc_buf *b, int *owned) {
+  *owned = 0;
+  if (be->host_memory) {
+    *b = lc_buf_wrap_host(be, p, n, dt);
+    return LC_OK;
+  }
+  LC_TRY(lc_buf_alloc(be, LC_MEM_ACT, dt, n, 0, what, b));
+  *owned = 1;
+  return lc_buf_write(*b, p, LC_SYNC_INPUT);
+}
+
+// The rope tables into cos_t/sin_t (F32 [T, D/2]): computed on the host, in place where the
+// backend's memory is the host's, else written (named).
+static lc_status rope_tables(const lc_config *cfg, int rope_len, const int *pos, int T, lc_buf cos_t, lc_buf sin_t) {
+  float *c = lc_buf_host(cos_t), *s = lc_buf_host(sin_t);
+  if (c && s) {
+    lc_model_rope_table(cfg, rope_len, pos, T, c, s);
+    return LC_OK;
+  }
+  float *h = malloc(lc_buf_bytes(cos_t) + lc_buf_bytes(sin_t));
+  if (!h) return lc_fail(LC_ENOMEM, "out of memory for the RoPE tables of %d tokens", T);
+  lc_model_rope_table(cfg, rope_len, pos, T, h, h + cos_t.n);
+  lc_status st = lc_buf_write(cos_t, h, LC_SYNC_INPUT);
+  if (st == LC_OK) st = lc_buf_write(sin_t, h + cos_t.n, LC_SYNC_INPUT);
+  free(h);
+  return st;
+}
+
 static void poll_store(void *ps) { lc_pstore_poll(ps); }
 
 // ---- vocabulary slices (o->vocab_slice): the embedding and the LM head R rows at a time,
@@ -371,7 +410,7 @@ static size_t slice_end(size_t r0, int R, size_t V) { return r0 + (size_t)R < V 
 
 // out[T,C] = rows tokens[t] of `tensor`, one slice at a time (the next slice's gather, then
 // unit next_unit's, issued while the current one is copied).
-static lc_status embed_fwd_sliced(lc_pstore *ps, int tensor, int R, const int *tokens, int T, int C, float *out,
+static lc_status embed_fwd_sliced(lc_pstore *ps, int tensor, int R, lc_buf tokens, int T, int C, lc_buf out,
                                   int next_unit) {
   const size_t V = lc_pstore_n_rows(ps, tensor);
   const int ns = lc_head_n_slices((int)V, R);
@@ -385,12 +424,7 @@ static lc_status embed_fwd_sliced(lc_pstore *ps, int tensor, int R, const int *t
     if (st == LC_OK)
       st = s + 1 < ns ? lc_pstore_rows_fetch(ps, &r[(s + 1) % 2], tensor, b, slice_end(b, R, V))
                       : next_unit >= 0 ? lc_pstore_prefetch(ps, next_unit) : LC_OK;
-    if (st == LC_OK) { // the rows in fp32, or (bf16) in 2 bytes, widened
-      const size_t n = (b - a) * (size_t)C;
-      const lc_buf w = cur->w16 ? lc_buf_wrap_host(ps->be, cur->w16, n, LC_DT_BF16) : lc_buf_wrap_host(ps->be, cur->w, n, LC_DT_F32);
-      st = lc_be_embedding_fwd(lc_buf_wrap_host(ps->be, out, (size_t)T * C, LC_DT_F32),
-                               lc_buf_wrap_host(ps->be, tokens, (size_t)T, LC_DT_I32), w, T, C, (int)a);
-    }
+    if (st == LC_OK) st = lc_be_embedding_fwd(out, tokens, cur->w, T, C, (int)a); // (bf16: the 2-byte rows, widened)
     lc_pstore_rows_release(ps, cur);
   }
   lc_pstore_rows_release(ps, &r[0]); // error paths: a fetch never acquired
@@ -398,25 +432,18 @@ static lc_status embed_fwd_sliced(lc_pstore *ps, int tensor, int R, const int *t
   return st;
 }
 
-// The whole table's lookup and scatter-add (the acquired unit's views, wrapped).
-static lc_status embed_fwd(lc_pstore *ps, const int *tokens, int T, float *out) {
-  const size_t C = (size_t)ps->cfg.dim, VC = (size_t)ps->cfg.vocab * C;
-  const lc_buf w = ps->w.embed16 ? lc_buf_wrap_host(ps->be, ps->w.embed16, VC, LC_DT_BF16)
-                                 : lc_buf_wrap_host(ps->be, ps->w.embed, VC, LC_DT_F32);
-  return lc_be_embedding_fwd(lc_buf_wrap_host(ps->be, out, (size_t)T * C, LC_DT_F32),
-                             lc_buf_wrap_host(ps->be, tokens, (size_t)T, LC_DT_I32), w, T, (int)C, 0);
+// The whole table's lookup and scatter-add (the acquired unit's views).
+static lc_status embed_fwd(lc_pstore *ps, lc_buf tokens, int T, lc_buf out) {
+  return lc_be_embedding_fwd(out, tokens, ps->w.embed, T, ps->cfg.dim, 0);
 }
-static lc_status embed_bwd(lc_pstore *ps, const int *tokens, int T, const float *dx) {
-  const size_t C = (size_t)ps->cfg.dim, VC = (size_t)ps->cfg.vocab * C;
-  return lc_be_embedding_bwd(lc_buf_wrap_host(ps->be, ps->g.embed, VC, LC_DT_F32),
-                             lc_buf_wrap_host(ps->be, dx, (size_t)T * C, LC_DT_F32),
-                             lc_buf_wrap_host(ps->be, tokens, (size_t)T, LC_DT_I32), T, (int)C, 0);
+static lc_status embed_bwd(lc_pstore *ps, lc_buf tokens, int T, lc_buf dx) {
+  return lc_be_embedding_bwd(ps->g.embed, dx, tokens, T, ps->cfg.dim, 0);
 }
 
 // The embedding gradient slice by slice: rows tokens[t] += dx[t], each slice's rows
 // reduced as soon as they are complete (lc_embedding_bwd_rows: the same sums as the whole
 // table's, bit for bit).
-static lc_status embed_bwd_sliced(lc_pstore *ps, int tensor, int R, const int *tokens, int T, int C, const float *dx) {
+static lc_status embed_bwd_sliced(lc_pstore *ps, int tensor, int R, lc_buf tokens, int T, int C, lc_buf dx) {
   const size_t V = lc_pstore_n_rows(ps, tensor);
   lc_status st = LC_OK;
   for (size_t a = 0; a < V && st == LC_OK; a += (size_t)R) {
@@ -425,9 +452,7 @@ static lc_status embed_bwd_sliced(lc_pstore *ps, int tensor, int R, const int *t
     lc_pstore_rows_init(ps, &r, tensor, a, b);
     st = lc_pstore_rows_grad_begin(ps, &r);
     if (st != LC_OK) break;
-    st = lc_be_embedding_bwd(lc_buf_wrap_host(ps->be, r.g, (b - a) * (size_t)C, LC_DT_F32),
-                             lc_buf_wrap_host(ps->be, dx, (size_t)T * C, LC_DT_F32),
-                             lc_buf_wrap_host(ps->be, tokens, (size_t)T, LC_DT_I32), T, C, (int)a);
+    st = lc_be_embedding_bwd(r.g, dx, tokens, T, C, (int)a);
     if (st == LC_OK) st = lc_pstore_rows_grad_end(ps, &r);
   }
   return st;
@@ -448,7 +473,6 @@ static lc_status slicer_fetch(head_slicer *h, long k) {
   return lc_pstore_rows_fetch(h->ps, &h->r[k % 2], h->tensor, a, slice_end(a, h->R, h->V));
 }
 
-// (The rows are host memory the store holds: wrapped for the backend, transitional.)
 static lc_status slicer_get(void *arg, int s, int pass, lc_buf *w, lc_buf *g) {
   head_slicer *h = arg;
   const long k = (long)pass * h->ns + s;
@@ -457,73 +481,60 @@ static lc_status slicer_get(void *arg, int s, int pass, lc_buf *w, lc_buf *g) {
   memset(g, 0, sizeof *g);
   LC_TRY(lc_pstore_rows_acquire(h->ps, cur));
   LC_TRY(slicer_fetch(h, k + 1));
-  const size_t n = (cur->r1 - cur->r0) * lc_pstore_row_len(h->ps, h->tensor);
-  *w = cur->w16 ? lc_buf_wrap_host(h->ps->be, cur->w16, n, LC_DT_BF16) : lc_buf_wrap_host(h->ps->be, cur->w, n, LC_DT_F32);
+  *w = cur->w;
   if (pass == 1) {
     LC_TRY(lc_pstore_rows_grad_begin(h->ps, cur));
-    *g = lc_buf_wrap_host(h->ps->be, cur->g, n, LC_DT_F32);
+    *g = cur->g;
   }
-  return lc_buf_ok(*w) ? LC_OK : LC_EINVAL;
+  return LC_OK;
 }
 
 static lc_status slicer_put(void *arg, int s, int pass) {
   head_slicer *h = arg;
   lc_ps_rows *cur = &h->r[((long)pass * h->ns + s) % 2];
-  lc_status st = pass == 1 && cur->g ? lc_pstore_rows_grad_end(h->ps, cur) : LC_OK;
+  lc_status st = pass == 1 && lc_buf_ok(cur->g) ? lc_pstore_rows_grad_end(h->ps, cur) : LC_OK;
   lc_pstore_rows_release(h->ps, cur);
   return st;
 }
 
 // The final norm, LM head and loss with the head in slices: the norm's rows held for the
 // whole loss, the head's fetched one slice ahead (after the last: unit next_unit).
-static lc_status loss_sliced(lc_model *m, const lc_model_opts *o, const float *xL, const int *targets, int T,
-                             float loss_scale, int bf16, float *dx, double *loss_sum, long *n_wrong, int next_unit,
-                             lc_arena *arena) {
+static lc_status loss_sliced(lc_model *m, const lc_model_opts *o, lc_buf xL, const int *targets, int T,
+                             float loss_scale, int bf16, lc_buf dx, double *loss_sum, long *n_wrong, int next_unit) {
   lc_pstore *ps = &m->ps;
   const lc_config *cfg = &m->cfg;
-  const int L = cfg->n_layers, F = lc_unit_final(L), tied = cfg->tie_embeddings;
+  const int L = cfg->n_layers, F = lc_unit_final(L), tied = cfg->tie_embeddings, grads = lc_buf_ok(dx);
   const int norm_t = unit_tensor(ps, F, offsetof(lc_weights, norm));
   const int head_t = tied ? unit_tensor(ps, LC_UNIT_EMBED, offsetof(lc_weights, embed))
                           : unit_tensor(ps, F, offsetof(lc_weights, head));
-  head_slicer h = {.ps = ps, .tensor = head_t, .R = o->vocab_slice, .passes = dx ? 2 : 1,
+  head_slicer h = {.ps = ps, .tensor = head_t, .R = o->vocab_slice, .passes = grads ? 2 : 1,
                    .next_unit = next_unit, .V = (size_t)cfg->vocab};
   h.ns = lc_head_n_slices(cfg->vocab, h.R);
   memset(h.r, 0, sizeof h.r);
   lc_ps_rows nr;
   lc_status st = lc_pstore_rows_fetch(ps, &nr, norm_t, 0, 1);
   if (st == LC_OK) st = lc_pstore_rows_acquire(ps, &nr);
-  if (st == LC_OK && dx) st = lc_pstore_rows_grad_begin(ps, &nr);
+  if (st == LC_OK && grads) st = lc_pstore_rows_grad_begin(ps, &nr);
   if (st == LC_OK) st = slicer_fetch(&h, 0);
   const lc_head_slices hs = {.rows = h.R, .get = slicer_get, .put = slicer_put, .arg = &h};
-  lc_backend *be = ps->be;
-  const size_t TC = (size_t)T * cfg->dim;
   if (st == LC_OK)
-    st = lc_loss_fwd_bwd_sliced(cfg, be, lc_buf_wrap_host(be, nr.w, (size_t)cfg->dim, LC_DT_F32),
-                                dx ? lc_buf_wrap_host(be, nr.g, (size_t)cfg->dim, LC_DT_F32) : (lc_buf){0}, &hs,
-                                lc_buf_wrap_host(be, xL, TC, LC_DT_F32), targets, T, o->loss_tile, loss_scale, bf16,
-                                dx ? lc_buf_wrap_host(be, dx, TC, LC_DT_F32) : (lc_buf){0}, loss_sum, n_wrong);
+    st = lc_loss_fwd_bwd_sliced(cfg, ps->be, nr.w, grads ? nr.g : (lc_buf){0}, &hs, xL, targets, T, o->loss_tile,
+                                loss_scale, bf16, dx, loss_sum, n_wrong);
   lc_pstore_rows_release(ps, &h.r[0]);
   lc_pstore_rows_release(ps, &h.r[1]);
-  if (st == LC_OK && dx) st = lc_pstore_rows_grad_end(ps, &nr);
+  if (st == LC_OK && grads) st = lc_pstore_rows_grad_end(ps, &nr);
   lc_pstore_rows_release(ps, &nr);
   return st; // (the units' reductions: the schedule's grad_end of F)
 }
 
-// The final norm, LM head and loss with the units' weights (transitional: the store's
-// acquired views are host memory, wrapped for the backend).
-static lc_status loss_whole(lc_model *m, const lc_model_opts *o, const float *xL, const int *targets, int T,
-                            float loss_scale, int bf16, float *dx, double *loss_sum, long *n_wrong) {
+// The final norm, LM head and loss with the units' weights.
+static lc_status loss_whole(lc_model *m, const lc_model_opts *o, lc_buf xL, const int *targets, int T,
+                            float loss_scale, int bf16, lc_buf dx, double *loss_sum, long *n_wrong) {
   lc_pstore *ps = &m->ps;
-  lc_backend *be = ps->be;
-  const size_t C = (size_t)m->cfg.dim, VC = (size_t)m->cfg.vocab * C, TC = (size_t)T * C;
-  const lc_loss_weights w = {
-      .norm = lc_buf_wrap_host(be, ps->w.norm, C, LC_DT_F32),
-      .norm_g = dx ? lc_buf_wrap_host(be, ps->g.norm, C, LC_DT_F32) : (lc_buf){0},
-      .head = ps->w.head16 ? lc_buf_wrap_host(be, ps->w.head16, VC, LC_DT_BF16) : lc_buf_wrap_host(be, ps->w.head, VC, LC_DT_F32),
-      .head_g = dx ? lc_buf_wrap_host(be, ps->g.head, VC, LC_DT_F32) : (lc_buf){0}};
-  if (!lc_buf_ok(w.norm) || !lc_buf_ok(w.head)) return LC_EINVAL; // not host memory: said why
-  return lc_loss_fwd_bwd(&m->cfg, be, &w, lc_buf_wrap_host(be, xL, TC, LC_DT_F32), targets, T, o->loss_tile, loss_scale,
-                         bf16, dx ? lc_buf_wrap_host(be, dx, TC, LC_DT_F32) : (lc_buf){0}, loss_sum, n_wrong);
+  const int grads = lc_buf_ok(dx);
+  const lc_loss_weights w = {.norm = ps->w.norm, .norm_g = grads ? ps->g.norm : (lc_buf){0}, .head = ps->w.head,
+                             .head_g = grads ? ps->g.head : (lc_buf){0}};
+  return lc_loss_fwd_bwd(&m->cfg, ps->be, &w, xL, targets, T, o->loss_tile, loss_scale, bf16, dx, loss_sum, n_wrong);
 }
 
 static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
@@ -531,6 +542,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
                             int want_grads, double *loss_sum, long *n_wrong, lc_arena *arena) {
   const lc_config *cfg = &m->cfg;
   lc_pstore *ps = &m->ps;
+  lc_backend *be = ps->be; // every buffer of the pass is its: weights, activations, checkpoints
   // The store computes in the pass's precision until the pass ends (then as before: a
   // model prepared for bf16 inference keeps its setting).
   const lc_dtype compute0 = ps->compute;
@@ -548,35 +560,46 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   pass_sizes(cfg, o, T, saved_bytes, &per_layer, &shared);
   const int bf16 = o->precision == LC_DT_BF16;
   const act_plan pl = plan_acts(o);
+  const size_t TC = (size_t)T * C, half = (size_t)T * (D / 2);
 
   lc_status st = LC_OK;
   // Layer checkpoints: in RAM, or offloaded with only the layers in flight resident.
   lc_ckstore *cks = NULL;
-  st = lc_ckstore_open(&cks, L, per_layer, o->offload_dir, arena);
-  char *act = st == LC_OK ? lc_alloc(arena, LC_MEM_ACT, shared, "layer activations") : NULL;
+  lc_buf act = {0}, tok = {0}, lo = {0};
+  int tok_owned = 0, lo_owned = 0;
+  st = lc_ckstore_open(&cks, L, per_layer, o->offload_dir, be);
+  if (st == LC_OK) st = lc_buf_alloc(be, LC_MEM_ACT, LC_DT_U8, shared, 0, "layer activations", &act);
   lc_layer_acts *acts = calloc((size_t)L, sizeof *acts);
   lc_event *ev = NULL;
   char *held = NULL;
-  void **xs = calloc((size_t)L, sizeof *xs); // layer inputs as stored (float or bf16)
-  if (st != LC_OK || !act || !acts || !xs) {
-    st = st != LC_OK ? st : acts && xs ? LC_ENOMEM : lc_fail(LC_ENOMEM, "out of memory for layer bookkeeping");
+  lc_buf *xs = calloc((size_t)L, sizeof *xs); // layer inputs as stored (fp32 or bf16)
+  if (st != LC_OK || !acts || !xs) {
+    st = st != LC_OK ? st : lc_fail(LC_ENOMEM, "out of memory for layer bookkeeping");
     goto done;
   }
-  char *ap = act;
-  float *xL = cut(&ap, lc_bytes(LC_DT_F32, (size_t)T * C)), *dx = cut(&ap, lc_bytes(LC_DT_F32, (size_t)T * C));
-  float *rcos = cut(&ap, lc_bytes(LC_DT_F32, (size_t)T * (D / 2))), *rsin = cut(&ap, lc_bytes(LC_DT_F32, (size_t)T * (D / 2)));
-  layer_carver lcv = {.cfg = cfg, .T = T, .adt = adt, .sz = sz, .pl = pl,
+  // The pass's inputs on the backend: token ids (and the attention's bounds); the targets
+  // go to the loss, which stages them itself.
+  st = stage_in(be, tokens, (size_t)T, LC_DT_I32, "the pass's token ids", &tok, &tok_owned);
+  if (st == LC_OK && attn->lo && !be->host_memory)
+    st = stage_in(be, attn->lo, (size_t)T, LC_DT_I32, "the attention's key bounds", &lo, &lo_owned);
+  if (st != LC_OK) goto done;
+  attn->lo_buf = lo;
+  carver ak = {act, 0};
+  const lc_buf xL = cut(&ak, TC, LC_DT_F32), dx = cut(&ak, TC, LC_DT_F32);
+  const lc_buf rcos = cut(&ak, half, LC_DT_F32), rsin = cut(&ak, half, LC_DT_F32);
+  layer_carver lcv = {.cfg = cfg, .T = T, .adt = adt, .xdt = xin_dtype(o), .sz = sz, .pl = pl,
                       .xin_bytes = lc_bytes(xin_dtype(o), xin_elems(cfg, T))};
-  carve_groups(&lcv, &lcv.shared, ap, 0); // the groups no layer keeps: shared working storage
-  void *lbuf;
+  carve_groups(&lcv, &lcv.shared, act, ak.at, 0); // the groups no layer keeps: shared working storage
+  lc_buf lbuf;
   // Where layer l reads its input in forward. fp32: the checkpoint itself. bf16: a working
   // fp32 buffer (dx and xL alternate, so the last layer writes xL), packed into the
   // checkpoint before the layer runs; backward widens the checkpoint into xL (free by then).
-  float *xin_fwd[2] = {L % 2 == 0 ? xL : dx, L % 2 == 0 ? dx : xL};
-  lc_model_rope_table(cfg, m->rope_len, pos, T, rcos, rsin);
+  const lc_buf xin_fwd[2] = {L % 2 == 0 ? xL : dx, L % 2 == 0 ? dx : xL};
+  st = rope_tables(cfg, m->rope_len, pos, T, rcos, rsin);
+  if (st != LC_OK) goto done;
   lc_layer_ctx ctx = {.cfg = cfg, .attn = attn, .rope_cos = rcos, .rope_sin = rsin, .T = T,
                       .mlp_tile = mlp_untiled ? 0 : o->mlp_tile, .bf16 = bf16, .arena = arena,
-                      .poll = poll_store, .poll_arg = ps};
+                      .poll = poll_store, .poll_arg = ps, .be = be};
   lc_pstore_set_compute(ps, bf16 ? LC_DT_BF16 : LC_DT_F32);
   attn->poll = poll_store;
   attn->poll_arg = ps;
@@ -592,6 +615,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   const int embed_t = unit_tensor(ps, E, offsetof(lc_weights, embed));
   const int bwd_first = want_grads ? lc_unit_layer(L - 1) : -1; // the sliced loss gathers it ahead
   const int n_ev = lc_schedule_build(cfg, o, want_grads, NULL, 0);
+  const lc_buf none = {0}, dxg = want_grads ? dx : none;
   ev = malloc(sizeof *ev * (size_t)n_ev);
   held = calloc((size_t)L + 2, 1); // units acquired and not yet released (released on an error)
   if (!ev || !held) {
@@ -600,7 +624,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   }
   lc_schedule_build(cfg, o, want_grads, ev, n_ev);
   lc_pstore_pass_begin(ps, want_grads);
-  float *xin = NULL; // backward: the layer's input, widened from its checkpoint in bf16
+  lc_buf xin = none; // backward: the layer's input, widened from its checkpoint in bf16
   for (int i = 0; i < n_ev && st == LC_OK; i++) {
     const lc_event *e = &ev[i];
     const int l = e->layer;
@@ -625,7 +649,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
       if (st != LC_OK) break;
       carve_layer(&lcv, lbuf, &xs[l], &acts[l]);
       xin = xs[l];
-      if (bf16) lc_bf16_unpack(xin = xL, xs[l], (size_t)T * C);
+      if (bf16) st = lc_be_bf16_unpack(xin = xL, xs[l]);
       break;
     case LC_EV_CKPT_FREE: lc_ckstore_release(cks, l); break;
     case LC_EV_RUN:
@@ -636,9 +660,9 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
         if (st != LC_OK) break;
         carve_layer(&lcv, lbuf, &xs[0], &acts[0]);
         if (e->op == LC_OP_EMBED_FWD_SLICED)
-          st = embed_fwd_sliced(ps, embed_t, o->vocab_slice, tokens, T, C, bf16 ? xin_fwd[0] : xs[0], lc_unit_layer(0));
+          st = embed_fwd_sliced(ps, embed_t, o->vocab_slice, tok, T, C, bf16 ? xin_fwd[0] : xs[0], lc_unit_layer(0));
         else
-          st = embed_fwd(ps, tokens, T, bf16 ? xin_fwd[0] : xs[0]); // bf16: from the 2-byte copy
+          st = embed_fwd(ps, tok, T, bf16 ? xin_fwd[0] : xs[0]); // bf16: from the 2-byte copy
         lc_test_point("forward");
         break;
       case LC_OP_LAYER_FWD:
@@ -647,25 +671,24 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
         if (l + 1 < L) st = lc_ckstore_put_begin(cks, l + 1, &lbuf);
         if (st == LC_OK && l + 1 < L) carve_layer(&lcv, lbuf, &xs[l + 1], &acts[l + 1]);
         if (st == LC_OK && bf16) {
-          lc_bf16_pack(xs[l], xin_fwd[l % 2], (size_t)T * C);
-          st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin_fwd[l % 2], xin_fwd[(l + 1) % 2], 0);
+          st = lc_be_bf16_pack(xs[l], xin_fwd[l % 2]);
+          if (st == LC_OK) st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin_fwd[l % 2], xin_fwd[(l + 1) % 2], 0);
         } else if (st == LC_OK) {
           st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xs[l], l + 1 < L ? xs[l + 1] : xL, 0);
         }
         break;
       case LC_OP_LOSS: // the loss and its gradient w.r.t. x_L, head and final norm, in one pass
-        st = loss_whole(m, o, xL, targets, T, loss_scale, bf16, want_grads ? dx : NULL, loss_sum, n_wrong);
+        st = loss_whole(m, o, xL, targets, T, loss_scale, bf16, dxg, loss_sum, n_wrong);
         break;
       case LC_OP_LOSS_SLICED: // (posts layer L-1's gather at its last slice)
-        st = loss_sliced(m, o, xL, targets, T, loss_scale, bf16, want_grads ? dx : NULL, loss_sum, n_wrong, bwd_first,
-                         arena);
+        st = loss_sliced(m, o, xL, targets, T, loss_scale, bf16, dxg, loss_sum, n_wrong, bwd_first);
         break;
       case LC_OP_RECOMPUTE: // what the policy did not keep (selective: all but attention)
-        st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin, NULL, o->ckpt == LC_CKPT_SELECTIVE);
+        st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin, none, o->ckpt == LC_CKPT_SELECTIVE);
         break;
       case LC_OP_LAYER_BWD: st = lc_layer_bwd(&ctx, &ps->w.layer[l], &ps->g.layer[l], &acts[l], xin, dx); break;
-      case LC_OP_EMBED_BWD: st = embed_bwd(ps, tokens, T, dx); break;
-      case LC_OP_EMBED_BWD_SLICED: st = embed_bwd_sliced(ps, embed_t, o->vocab_slice, tokens, T, C, dx); break;
+      case LC_OP_EMBED_BWD: st = embed_bwd(ps, tok, T, dx); break;
+      case LC_OP_EMBED_BWD_SLICED: st = embed_bwd_sliced(ps, embed_t, o->vocab_slice, tok, T, C, dx); break;
       default: break;
       }
       break;
@@ -679,12 +702,15 @@ done:
   lc_pstore_set_compute(ps, compute0);
   attn->poll = NULL;
   attn->poll_arg = NULL;
+  attn->lo_buf = (lc_buf){0};
   free(ev);
   free(held);
   free(xs);
   free(acts);
-  lc_free(arena, act);
-  const lc_status cs = lc_ckstore_close(cks);
+  if (lo_owned) lc_buf_free(&lo);
+  if (tok_owned) lc_buf_free(&tok);
+  lc_buf_free(&act);
+  const lc_status cs = cks ? lc_ckstore_close(cks) : LC_OK;
   return st == LC_OK ? cs : st;
 }
 

@@ -85,7 +85,9 @@ void lc_model_zero_grads(lc_model *m);
 // Forward, loss and (if want_grads) backward over T tokens: tokens[T] in [0, vocab),
 // targets[T] (< 0 = not counted), pos[T] global positions for RoPE. Adds the loss sum
 // over counted tokens to *loss_sum and ACCUMULATES d(loss_scale * loss_sum)/d(params)
-// into m->grads.
+// into m->grads. The pass's buffers (activations, checkpoints, scratch) are the store's
+// backend's (m->ps.be), counted in its arena; `arena` is host memory for what is host-side
+// yet (the distributed strategies' communication buffers).
 lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
                            const int *targets, const int *pos, int T, float loss_scale,
                            int want_grads, double *loss_sum, lc_arena *arena);

@@ -23,7 +23,7 @@ static void add(lc_param_info *t, int *n, size_t *off, int unit, int layer, int 
   p->offset = *off;
   p->decay = k->decay;
   p->init = k->init;
-  p->slot = layer >= 0 ? offsetof(lc_weights, layer) + (size_t)layer * sizeof(lc_layer_weights) + k->slot : k->slot;
+  p->slot = k->slot;
   // Keep every tensor 16-float (64-byte) aligned inside the flat buffer.
   *off += (p->numel + 15) & ~(size_t)15;
 }
@@ -86,28 +86,13 @@ lc_status lc_param_table(const lc_config *cfg, lc_param_info **table, int *n, si
   return LC_OK;
 }
 
-float **lc_weights_slot(lc_weights *w, const lc_param_info *t) { return (float **)(void *)((char *)w + t->slot); }
-
-const uint16_t **lc_weights_slot16(lc_weights *w, const lc_param_info *t) {
-  if (t->ndim != 2) return NULL;
-  if (t->layer < 0)
-    return t->slot == offsetof(lc_weights, embed) ? &w->embed16 : t->slot == offsetof(lc_weights, head) ? &w->head16 : NULL;
-  lc_layer_weights *L = &w->layer[t->layer];
-  const size_t at = t->slot - ((size_t)((char *)L - (char *)w)); // the float view's offset in L
-  switch (at) {
-  case offsetof(lc_layer_weights, wq): return &L->wq16;
-  case offsetof(lc_layer_weights, wk): return &L->wk16;
-  case offsetof(lc_layer_weights, wv): return &L->wv16;
-  case offsetof(lc_layer_weights, wo): return &L->wo16;
-  case offsetof(lc_layer_weights, wgate): return &L->wgate16;
-  case offsetof(lc_layer_weights, wup): return &L->wup16;
-  case offsetof(lc_layer_weights, wdown): return &L->wdown16;
-  default: return NULL;
-  }
+lc_buf *lc_weights_slot(lc_weights *w, const lc_param_info *t) {
+  char *base = t->layer >= 0 ? (char *)&w->layer[t->layer] : (char *)w;
+  return (lc_buf *)(void *)(base + t->slot);
 }
 
 void lc_weights_tie(lc_weights *w, const lc_config *cfg) {
-  if (cfg->tie_embeddings) w->head = w->embed, w->head16 = w->embed16;
+  if (cfg->tie_embeddings) w->head = w->embed;
 }
 
 void lc_param_init_part(float *dst, const lc_param_info *t, size_t n, lc_rng *rng) {

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/buf.h"
 #include "core/rng.h"
 #include "core/status.h"
 #include "model/config.h"
@@ -22,7 +23,7 @@ typedef struct {
   int kind;       // index in lc_tensor_kinds (model/arch.h)
   int layer;      // decoder layer (-1: embedding or final unit)
   int init;       // lc_init (arch.h)
-  size_t slot;    // byte offset of its view pointer in lc_weights
+  size_t slot;    // byte offset of its view in lc_weights (layer >= 0: in lc_layer_weights)
 } lc_param_info;
 
 // A unit is what ZeRO moves at once: the embedding, one decoder layer, or the final norm
@@ -55,35 +56,31 @@ typedef struct {
 #define LC_STAGE_FLOATS ((size_t)1 << 22)
 size_t lc_stage_floats(const lc_param_layout *L);
 
-// The views of one layer (model/arch.h lists the tensors; absent ones are NULL).
+// The views of one layer (model/arch.h lists the tensors; absent ones are the empty buffer):
+// handles into the store's buffers (pstore.h), in the dtype the ops read them: fp32, or in a
+// bf16 pass a matrix's 2-byte compute copy (BF16) and a vector's rounded values (fp32).
 typedef struct {
-  float *ln1;   // input_layernorm.weight          [C]
-  float *wq;    // self_attn.q_proj.weight         [Hq*D, C]
-  float *wk;    // self_attn.k_proj.weight         [Hkv*D, C]
-  float *wv;    // self_attn.v_proj.weight         [Hkv*D, C]
-  float *wo;    // self_attn.o_proj.weight         [C, Hq*D]
-  float *bq, *bk, *bv; // self_attn.{q,k,v}_proj.bias [Hq*D], [Hkv*D] (qkv_bias)
-  float *bo;    // self_attn.o_proj.bias           [C] (o_bias)
-  float *q_norm, *k_norm; // self_attn.{q,k}_norm.weight [D] (qk_norm)
-  float *ln2;   // post_attention_layernorm.weight [C]
-  float *wgate; // mlp.gate_proj.weight            [F, C]
-  float *wup;   // mlp.up_proj.weight              [F, C]
-  float *wdown; // mlp.down_proj.weight            [C, F]
-  // A bf16 pass's 2-byte compute copy of the matrices above (the store's, pstore.h), which
-  // the GEMMs read in place; the float views of the matrices are NULL meanwhile. NULL when
-  // the GEMMs read the float views (fp32 passes; weights not from an acquired layer unit).
-  const uint16_t *wq16, *wk16, *wv16, *wo16, *wgate16, *wup16, *wdown16;
+  lc_buf ln1;   // input_layernorm.weight          [C]
+  lc_buf wq;    // self_attn.q_proj.weight         [Hq*D, C]
+  lc_buf wk;    // self_attn.k_proj.weight         [Hkv*D, C]
+  lc_buf wv;    // self_attn.v_proj.weight         [Hkv*D, C]
+  lc_buf wo;    // self_attn.o_proj.weight         [C, Hq*D]
+  lc_buf bq, bk, bv; // self_attn.{q,k,v}_proj.bias [Hq*D], [Hkv*D] (qkv_bias)
+  lc_buf bo;    // self_attn.o_proj.bias           [C] (o_bias)
+  lc_buf q_norm, k_norm; // self_attn.{q,k}_norm.weight [D] (qk_norm)
+  lc_buf ln2;   // post_attention_layernorm.weight [C]
+  lc_buf wgate; // mlp.gate_proj.weight            [F, C]
+  lc_buf wup;   // mlp.up_proj.weight              [F, C]
+  lc_buf wdown; // mlp.down_proj.weight            [C, F]
 } lc_layer_weights;
 
 #define LC_MAX_LAYERS 1024
 
 typedef struct {
-  float *embed; // model.embed_tokens.weight [V, C]
-  float *norm;  // model.norm.weight         [C]
-  float *head;  // lm_head.weight [V, C] (== embed when tied)
-  // A bf16 pass's 2-byte compute copies of embed and head (as the layers' wq16, ...).
-  const uint16_t *embed16, *head16;
-  lc_layer_weights layer[LC_MAX_LAYERS];
+  lc_buf embed; // model.embed_tokens.weight [V, C]
+  lc_buf norm;  // model.norm.weight         [C]
+  lc_buf head;  // lm_head.weight [V, C] (== embed when tied)
+  lc_layer_weights *layer; // [n_layers], the store's
 } lc_weights;
 
 // The layout of the flat buffers for a store split `shard_ways` ways (1: unsharded): the
@@ -93,12 +90,10 @@ lc_status lc_param_layout_build(lc_param_layout *L, const lc_config *cfg, int sh
 void lc_param_layout_free(lc_param_layout *L);
 // The unsharded table alone (malloc'd, caller frees) in flat-buffer order.
 lc_status lc_param_table(const lc_config *cfg, lc_param_info **table, int *n, size_t *total);
-// The view field of tensor t in w: &w->embed, &w->layer[l].wq, ... For a tied model the
-// head field follows the embedding (set both with lc_weights_tie).
-float **lc_weights_slot(lc_weights *w, const lc_param_info *t);
-// The 2-byte view field of tensor t (a matrix: &w->embed16, &w->head16, &w->layer[l].wq16,
-// ...), or NULL for the other tensors (vectors).
-const uint16_t **lc_weights_slot16(lc_weights *w, const lc_param_info *t);
+// The view of tensor t in w: &w->embed, &w->layer[l].wq, ... (t->slot: the field's offset in
+// lc_weights, or for a layer's tensor in lc_layer_weights). For a tied model the head
+// follows the embedding (set both with lc_weights_tie).
+lc_buf *lc_weights_slot(lc_weights *w, const lc_param_info *t);
 void lc_weights_tie(lc_weights *w, const lc_config *cfg);
 // HF-style init: linear and embedding weights ~ N(0, 0.02), norm weights = 1, biases 0. Tensor by
 // tensor in table order from one stream, so the values do not depend on the layout.

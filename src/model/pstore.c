@@ -14,13 +14,16 @@
 
 #define TAG_TENSOR 301
 
+// (The store's own buffers are the backend's; the collectives still take their host
+// addresses, lc_buf_host: transitional, backend.h. A backend without host memory runs the
+// unsharded paths.)
 struct lc_ps_unit {
-  float *gath;  // stage 3: gathered weights [u.n] (NULL: not resident); bf16 compute (every
+  lc_buf gath;  // stage 3: gathered weights [u.n] (empty: not resident); bf16 compute (every
                 // stage): the unit's 2-byte compute copy while acquired (set_views16)
   lc_req greq;  // its all-gather
   int rounded;  // stage 3, bf16: the copy's vectors are widened
   int g16;      // stage 3: the gather moves bf16 into a 2-byte compute copy
-  float *gbuf;  // stage >= 2: temporary full gradient [u.n]
+  lc_buf gbuf;  // stage >= 2: temporary full gradient [u.n]
   int gopen;    // between grad_begin and grad_end
 };
 
@@ -35,7 +38,8 @@ struct lc_ps_red {
   lc_req req;
   // A row range's reduction (unit < 0; stage >= 2): its gradient rows (freed at retire),
   // the per-rank counts the reduce-scatter reads, and this rank's piece of its shard.
-  float *gbuf, *piece;
+  lc_buf gbuf;
+  float *piece;
   size_t piece_n;
   int *cnt;
 };
@@ -64,13 +68,27 @@ static int params_sharded(const lc_pstore *ps) { return ps->stage >= 3; }
 static int grads_sharded(const lc_pstore *ps) { return ps->stage >= 2; }
 static int optim_sharded(const lc_pstore *ps) { return ps->stage >= 1; }
 
+static const lc_buf NONE = {0};
+
 // Points the views of unit u's tensors at `base`, a buffer holding the unit ([u.n] floats);
-// NULL clears them.
-static void set_views(lc_pstore *ps, lc_weights *w, int u, float *base) {
+// the empty buffer clears them.
+static void set_views(lc_pstore *ps, lc_weights *w, int u, lc_buf base) {
   const lc_param_unit *U = &ps->lay.units[u];
-  for (int t = U->t0; t < U->t1; t++)
-    *lc_weights_slot(w, &ps->lay.table[t]) = base ? base + (ps->lay.table[t].offset - U->off) : NULL;
+  for (int t = U->t0; t < U->t1; t++) {
+    const lc_param_info *T = &ps->lay.table[t];
+    *lc_weights_slot(w, T) = lc_buf_ok(base) ? lc_buf_view(base, T->offset - U->off, T->numel) : NONE;
+  }
   lc_weights_tie(w, &ps->cfg);
+}
+// The unit's range of a full flat buffer (params_b, grads_b).
+static lc_buf unit_of(const lc_pstore *ps, lc_buf full, int u) {
+  return lc_buf_view(full, ps->lay.units[u].off, ps->lay.units[u].n);
+}
+static void clear_views(lc_pstore *ps, lc_weights *w) {
+  lc_layer_weights *layer = w->layer;
+  memset(w, 0, sizeof *w);
+  if (layer) memset(layer, 0, sizeof *layer * (size_t)ps->cfg.n_layers);
+  w->layer = layer;
 }
 
 // The pieces of each tensor this rank updates: stage 0 everything, else its slice of
@@ -170,7 +188,10 @@ static lc_status create(lc_pstore *ps, const lc_config *cfg, int stage, int grou
   ps->n_opt = optim_sharded(ps) ? shard : full;
   ps->u_ = calloc((size_t)ps->lay.n_units, sizeof *ps->u_);
   ps->red_ = calloc((size_t)ps->lay.n_units + 4, sizeof *ps->red_); // at most 3 in flight
-  if (!ps->u_ || !ps->red_) st = lc_fail(LC_ENOMEM, "out of memory for the parameter store");
+  ps->w.layer = calloc((size_t)(cfg->n_layers > 0 ? cfg->n_layers : 1), sizeof *ps->w.layer);
+  ps->g.layer = calloc((size_t)(cfg->n_layers > 0 ? cfg->n_layers : 1), sizeof *ps->g.layer);
+  if (!ps->u_ || !ps->red_ || !ps->w.layer || !ps->g.layer)
+    st = lc_fail(LC_ENOMEM, "out of memory for the parameter store");
   if (st == LC_OK) st = build_segments(ps);
   if (st == LC_OK) st = lc_buf_alloc(be, LC_MEM_PARAMS, LC_DT_F32, ps->n_params, 1, "parameters", &ps->params_b);
   if (st == LC_OK) st = lc_buf_alloc(be, LC_MEM_GRADS, LC_DT_F32, ps->n_grads, 1, "gradients", &ps->grads_b);
@@ -181,9 +202,9 @@ static lc_status create(lc_pstore *ps, const lc_config *cfg, int stage, int grou
   ps->params = lc_buf_host(ps->params_b);
   ps->grads = lc_buf_host(ps->grads_b);
   // Views that never move: full parameters (stages 0-2), full gradients (stages 0-1).
-  for (int u = 0; u < ps->lay.n_units && ps->params; u++) {
-    if (!params_sharded(ps)) set_views(ps, &ps->w, u, ps->params + ps->lay.units[u].off);
-    if (!grads_sharded(ps)) set_views(ps, &ps->g, u, ps->grads + ps->lay.units[u].off);
+  for (int u = 0; u < ps->lay.n_units; u++) {
+    if (!params_sharded(ps)) set_views(ps, &ps->w, u, unit_of(ps, ps->params_b, u));
+    if (!grads_sharded(ps)) set_views(ps, &ps->g, u, unit_of(ps, ps->grads_b, u));
   }
   return LC_OK;
 }
@@ -203,24 +224,24 @@ void lc_pstore_drop_grads(lc_pstore *ps) {
   lc_buf_free(&ps->grads_b);
   ps->grads = NULL;
   ps->n_grads = 0;
-  memset(&ps->g, 0, sizeof ps->g);
+  clear_views(ps, &ps->g);
 }
 
 void lc_pstore_destroy(lc_pstore *ps) {
   if (ps->u_)
     for (int u = 0; u < ps->lay.n_units; u++) {
       if (ps->u_[u].greq.active) lc_wait(ps->zg, &ps->u_[u].greq);
-      lc_free(ps->arena, ps->u_[u].gath);
+      lc_buf_free(&ps->u_[u].gath);
     }
   for (int i = 0; i < ps->n_red_; i++) {
     if (ps->red_[i].req.active) lc_wait(red_comm(ps, &ps->red_[i]), &ps->red_[i].req);
     if (ps->red_[i].unit < 0) {
-      lc_free(ps->arena, ps->red_[i].gbuf);
+      lc_buf_free(&ps->red_[i].gbuf);
       free(ps->red_[i].cnt);
     }
   }
   if (ps->u_)
-    for (int u = 0; u < ps->lay.n_units; u++) lc_free(ps->arena, ps->u_[u].gbuf);
+    for (int u = 0; u < ps->lay.n_units; u++) lc_buf_free(&ps->u_[u].gbuf);
   lc_buf_free(&ps->norm_acc_b);
   lc_buf_free(&ps->v_b);
   lc_buf_free(&ps->m_b);
@@ -228,6 +249,8 @@ void lc_pstore_destroy(lc_pstore *ps) {
   lc_buf_free(&ps->params_b);
   if (ps->be_owned_) lc_backend_close(ps->be);
   free(ps->seg);
+  free(ps->w.layer);
+  free(ps->g.layer);
   free(ps->red_);
   free(ps->u_);
   lc_param_layout_free(&ps->lay);
@@ -360,42 +383,45 @@ static size_t vec_floats(const lc_param_layout *L, int u) {
 static size_t copy16_bytes(const lc_param_layout *L, int u) {
   return lc_bytes(LC_DT_BF16, L->units[u].n) + lc_bytes(LC_DT_F32, vec_floats(L, u));
 }
-// The views of unit u into a 2-byte copy at buf (NULL: every view of the unit cleared).
-// widen: fill the vectors from the 2-byte values first.
-static void set_views16(lc_pstore *ps, int u, void *buf, int widen) {
+// The views of unit u into its 2-byte copy `buf` (U8, copy16_bytes; empty: every view of
+// the unit cleared). widen: fill the vectors from the 2-byte values first.
+static lc_status set_views16(lc_pstore *ps, int u, lc_buf buf, int widen) {
   const lc_param_unit *U = &ps->lay.units[u];
-  uint16_t *h = buf;
-  float *vec = buf ? (float *)(void *)(h + U->n) : NULL;
+  size_t vec = lc_bytes(LC_DT_BF16, U->n); // where the widened vectors start
   for (int t = U->t0; t < U->t1; t++) {
     const lc_param_info *T = &ps->lay.table[t];
-    const uint16_t **s16 = lc_weights_slot16(&ps->w, T);
-    if (s16) *s16 = buf ? h + (T->offset - U->off) : NULL;
-    float *v = NULL;
-    if (buf && T->ndim == 1) {
-      v = vec;
-      if (widen) lc_bf16_unpack(v, h + (T->offset - U->off), T->numel);
-      vec += (T->numel + 15) & ~(size_t)15;
+    lc_buf *slot = lc_weights_slot(&ps->w, T);
+    *slot = NONE;
+    if (!lc_buf_ok(buf)) continue;
+    const lc_buf h = lc_buf_part(buf, lc_bytes(LC_DT_BF16, T->offset - U->off), T->numel, LC_DT_BF16);
+    if (T->ndim == 2) {
+      *slot = h;
+      continue;
     }
-    *lc_weights_slot(&ps->w, T) = v;
+    *slot = lc_buf_part(buf, vec, T->numel, LC_DT_F32);
+    if (widen) LC_TRY(lc_be_bf16_unpack(*slot, h));
+    vec += lc_bytes(LC_DT_F32, (T->numel + 15) & ~(size_t)15);
   }
   lc_weights_tie(&ps->w, &ps->cfg);
+  return LC_OK;
 }
 
 // ---------------------------------------------------------------- gathers (stage 3)
 static lc_status start_gather(lc_pstore *ps, int u) {
   lc_ps_unit *x = &ps->u_[u];
-  if (x->gath) return LC_OK;
+  if (lc_buf_ok(x->gath)) return LC_OK;
   const size_t n = ps->lay.units[u].n, sh = shard_floats(ps, u);
   x->g16 = ps->compute == LC_DT_BF16;
-  x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, x->g16 ? copy16_bytes(&ps->lay, u) : lc_bytes(LC_DT_F32, n),
-                     x->g16 ? "gathered bf16 weights" : "gathered weights");
-  if (!x->gath) return LC_ENOMEM;
-  if (!x->g16) return lc_iallgather(ps->zg, ps->params + shard_off(ps, u), x->gath, sh, LC_DT_F32, &x->greq);
+  LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GATHERED, LC_DT_U8, x->g16 ? copy16_bytes(&ps->lay, u) : lc_bytes(LC_DT_F32, n), 0,
+                      x->g16 ? "gathered bf16 weights" : "gathered weights", &x->gath));
+  void *g = lc_buf_host_or_fail(x->gath, "the ZeRO-3 gather");
+  if (!g) return LC_EINVAL;
+  if (!x->g16) return lc_iallgather(ps->zg, ps->params + shard_off(ps, u), g, sh, LC_DT_F32, &x->greq);
   // bf16 compute: the bf16 weights are what is gathered (half the bytes), straight into the
   // unit's 2-byte compute copy; each rank rounds its shard into its slot.
-  uint16_t *h = (uint16_t *)(void *)x->gath;
-  lc_bf16_pack(h + (size_t)ps->zrank * sh, ps->params + shard_off(ps, u), sh);
-  return lc_iallgather(ps->zg, NULL, h, sh, LC_DT_BF16, &x->greq);
+  LC_TRY(lc_be_bf16_pack(lc_buf_part(x->gath, lc_bytes(LC_DT_BF16, (size_t)ps->zrank * sh), sh, LC_DT_BF16),
+                         lc_buf_view(ps->params_b, shard_off(ps, u), sh)));
+  return lc_iallgather(ps->zg, NULL, g, sh, LC_DT_BF16, &x->greq);
 }
 
 void lc_pstore_pass_begin(lc_pstore *ps, int want_grads) {
@@ -409,12 +435,11 @@ void lc_pstore_set_compute(lc_pstore *ps, lc_dtype compute) { ps->compute = comp
 // Stages 0-2 in bf16: the unit's 2-byte compute copy (set_views16), the views point at it.
 static lc_status round_copy(lc_pstore *ps, int u) {
   lc_ps_unit *x = &ps->u_[u];
-  if (x->gath) return LC_OK; // acquired twice (a tied head): the copy is there
-  x->gath = lc_alloc(ps->arena, LC_MEM_GATHERED, copy16_bytes(&ps->lay, u), "bf16 compute weights");
-  if (!x->gath) return LC_ENOMEM;
-  lc_bf16_pack((uint16_t *)(void *)x->gath, ps->params + ps->lay.units[u].off, ps->lay.units[u].n);
-  set_views16(ps, u, x->gath, 1);
-  return LC_OK;
+  if (lc_buf_ok(x->gath)) return LC_OK; // acquired twice (a tied head): the copy is there
+  const size_t n = ps->lay.units[u].n;
+  LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GATHERED, LC_DT_U8, copy16_bytes(&ps->lay, u), 0, "bf16 compute weights", &x->gath));
+  LC_TRY(lc_be_bf16_pack(lc_buf_part(x->gath, 0, n, LC_DT_BF16), unit_of(ps, ps->params_b, u)));
+  return set_views16(ps, u, x->gath, 1);
 }
 
 static void trace(lc_pstore *ps, char kind, int unit, int next) {
@@ -432,10 +457,10 @@ lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next) {
   LC_TRY(start_gather(ps, unit));
   LC_TRY(lc_wait(ps->zg, &x->greq));
   if (x->g16) {
-    set_views16(ps, unit, x->gath, !x->rounded); // the vectors widened once per gather
+    LC_TRY(set_views16(ps, unit, x->gath, !x->rounded)); // the vectors widened once per gather
     x->rounded = 1;
   } else {
-    set_views(ps, &ps->w, unit, x->gath);
+    set_views(ps, &ps->w, unit, lc_buf_part(x->gath, 0, ps->lay.units[unit].n, LC_DT_F32));
   }
   if (next >= 0) LC_TRY(start_gather(ps, next));
   return LC_OK;
@@ -445,18 +470,14 @@ void lc_pstore_release(lc_pstore *ps, int unit) {
   trace(ps, 'R', unit, -1);
   lc_ps_unit *x = &ps->u_[unit];
   if (!params_sharded(ps)) {
-    if (!x->gath) return;
-    set_views16(ps, unit, NULL, 0); // (clears a 2-byte copy's views; the float views follow)
-    set_views(ps, &ps->w, unit, ps->params + ps->lay.units[unit].off);
-    lc_free(ps->arena, x->gath);
-    x->gath = NULL;
+    if (!lc_buf_ok(x->gath)) return;
+    set_views(ps, &ps->w, unit, unit_of(ps, ps->params_b, unit)); // back to the fp32 views
+    lc_buf_free(&x->gath);
     return;
   }
   if (x->greq.active) lc_wait(ps->zg, &x->greq); // released before use (an error path)
-  set_views16(ps, unit, NULL, 0);
-  set_views(ps, &ps->w, unit, NULL);
-  lc_free(ps->arena, x->gath);
-  x->gath = NULL;
+  set_views(ps, &ps->w, unit, NONE);
+  lc_buf_free(&x->gath);
   x->rounded = x->g16 = 0;
 }
 
@@ -545,13 +566,11 @@ static lc_status retire(lc_pstore *ps, int keep) {
   for (int i = 0; i < n; i++) {
     lc_ps_red *r = &ps->red_[i];
     if (r->unit < 0) {
-      lc_free(ps->arena, r->gbuf);
+      lc_buf_free(&r->gbuf);
       free(r->cnt);
       continue;
     }
-    lc_ps_unit *x = &ps->u_[r->unit];
-    lc_free(ps->arena, x->gbuf);
-    x->gbuf = NULL;
+    lc_buf_free(&ps->u_[r->unit].gbuf);
   }
   memmove(ps->red_, ps->red_ + n, sizeof *ps->red_ * (size_t)keep);
   ps->n_red_ = keep;
@@ -562,9 +581,8 @@ lc_status lc_pstore_grad_begin(lc_pstore *ps, int unit) {
   trace(ps, 'B', unit, -1);
   LC_TRY(retire(ps, 1));
   lc_ps_unit *x = &ps->u_[unit];
-  if (grads_sharded(ps) && !x->gbuf) {
-    x->gbuf = lc_calloc(ps->arena, LC_MEM_GRADS, lc_bytes(LC_DT_F32, ps->lay.units[unit].n), "unit gradient buffer");
-    if (!x->gbuf) return LC_ENOMEM;
+  if (grads_sharded(ps) && !lc_buf_ok(x->gbuf)) {
+    LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GRADS, LC_DT_F32, ps->lay.units[unit].n, 1, "unit gradient buffer", &x->gbuf));
     set_views(ps, &ps->g, unit, x->gbuf);
   }
   x->gopen = 1;
@@ -584,6 +602,7 @@ lc_status lc_pstore_grad_end(lc_pstore *ps, int unit) {
   r->unit = unit;
   lc_status st;
   const size_t s = shard_floats(ps, unit);
+  if (!ps->grads) return lc_fail(LC_EINVAL, "the gradient reductions do not run on the %s device yet; use --device cpu", ps->be->name);
   if (ps->stage == 0) {
     st = lc_iallreduce_sum(ps->world, ps->grads + U->off, U->n, LC_DT_F32, &r->req);
   } else if (ps->stage == 1) {
@@ -591,13 +610,12 @@ lc_status lc_pstore_grad_end(lc_pstore *ps, int unit) {
   } else {
     // The shard already holds earlier passes' sums: one replica adds them to its slice of
     // the input, so the reduction leaves shard = earlier + this pass, counted once.
-    float *acc = ps->grads + shard_off(ps, unit);
-    if (ps->passes_ > 0 && ps->rrank == 0) {
-      float *mine = x->gbuf + (size_t)ps->zrank * s;
-      lc_add_inplace(mine, acc, s);
-    }
-    set_views(ps, &ps->g, unit, NULL);
-    st = lc_ireduce_scatter_sum(ps->zg, x->gbuf, acc, s, LC_DT_F32, &r->req);
+    float *acc = ps->grads + shard_off(ps, unit), *gb = lc_buf_host_or_fail(x->gbuf, "the ZeRO-2 reduction");
+    if (!acc || !gb) return LC_EINVAL;
+    if (ps->passes_ > 0 && ps->rrank == 0)
+      LC_TRY(lc_be_add(lc_buf_view(x->gbuf, (size_t)ps->zrank * s, s), lc_buf_view(ps->grads_b, shard_off(ps, unit), s)));
+    set_views(ps, &ps->g, unit, NONE);
+    st = lc_ireduce_scatter_sum(ps->zg, gb, acc, s, LC_DT_F32, &r->req);
   }
   if (st != LC_OK) return st;
   ps->n_red_++;
@@ -675,22 +693,22 @@ lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t 
   if (!params_sharded(ps)) return LC_OK;
   const int u = ps->lay.table[tensor].unit, h16 = rows16(ps, tensor);
   const size_t nb = r->n + (r->n & 1); // even, for the in-place bf16 widening (a vector)
-  r->buf = lc_alloc(ps->arena, LC_MEM_GATHERED, rows_bytes(ps, r), "gathered vocabulary rows");
-  r->cnt = r->buf ? range_counts(ps, u, r->x0, r->n) : NULL;
+  LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GATHERED, LC_DT_U8, rows_bytes(ps, r), 0, "gathered vocabulary rows", &r->buf));
+  char *buf = lc_buf_host_or_fail(r->buf, "the ZeRO-3 gather of vocabulary rows");
+  r->cnt = buf ? range_counts(ps, u, r->x0, r->n) : NULL;
   if (!r->cnt) {
-    lc_free(ps->arena, r->buf);
-    r->buf = NULL;
-    return r->cnt ? LC_ENOMEM : lc_fail(LC_ENOMEM, "out of memory for a vocabulary slice's counts");
+    lc_buf_free(&r->buf);
+    return !buf ? LC_EINVAL : lc_fail(LC_ENOMEM, "out of memory for a vocabulary slice's counts");
   }
   size_t at, mine;
   const float *src = range_mine(ps, ps->params, u, r->x0, r->n, &at, &mine);
   r->g16 = ps->compute == LC_DT_BF16;
   lc_status st;
   if (!r->g16) {
-    if (mine) memcpy((float *)r->buf + at, src, lc_bytes(LC_DT_F32, mine));
-    st = lc_iallgatherv(ps->zg, r->buf, r->cnt, r->cnt + ps->Z, LC_DT_F32, &r->req);
+    if (mine) memcpy((float *)(void *)buf + at, src, lc_bytes(LC_DT_F32, mine));
+    st = lc_iallgatherv(ps->zg, buf, r->cnt, r->cnt + ps->Z, LC_DT_F32, &r->req);
   } else { // bf16 values travel (half the bytes): a matrix's stay in 2 bytes, a vector's are widened in place at acquire
-    uint16_t *h = h16 ? (uint16_t *)r->buf : (uint16_t *)r->buf + nb;
+    uint16_t *h = h16 ? (uint16_t *)(void *)buf : (uint16_t *)(void *)buf + nb;
     if (!h16 && nb > r->n) h[r->n] = 0;
     if (mine) lc_bf16_pack(h + at, src, mine);
     st = lc_iallgatherv(ps->zg, h, r->cnt, r->cnt + ps->Z, LC_DT_BF16, &r->req);
@@ -702,76 +720,78 @@ lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t 
 lc_status lc_pstore_rows_acquire(lc_pstore *ps, lc_ps_rows *r) {
   r->acquired = 1;
   const int h16 = rows16(ps, r->tensor);
-  r->w = NULL, r->w16 = NULL;
+  const lc_dtype dt = h16 ? LC_DT_BF16 : LC_DT_F32;
+  r->w = NONE;
   if (params_sharded(ps)) {
     LC_TRY(lc_wait(ps->zg, &r->req));
-    if (r->g16 && !h16) lc_bf16_unpack_inplace(r->buf, r->n + (r->n & 1));
+    if (r->g16 && !h16) lc_bf16_unpack_inplace(lc_buf_host(r->buf), r->n + (r->n & 1));
     r->g16 = 0;
-    if (h16) r->w16 = r->buf;
-    else r->w = r->buf;
+    r->w = lc_buf_part(r->buf, 0, r->n, dt);
     return LC_OK;
   }
+  const lc_buf src = lc_buf_view(ps->params_b, r->x0, r->n);
   if (ps->compute != LC_DT_BF16) {
-    r->w = ps->params + r->x0;
+    r->w = src;
     return LC_OK;
   }
-  if (!r->buf) {
-    r->buf = lc_alloc(ps->arena, LC_MEM_GATHERED, rows_bytes(ps, r), "bf16 compute vocabulary rows");
-    if (!r->buf) return LC_ENOMEM;
-    if (h16) lc_bf16_pack(r->buf, ps->params + r->x0, r->n);
-    else lc_bf16_round_copy(r->buf, ps->params + r->x0, r->n);
+  if (!lc_buf_ok(r->buf)) {
+    LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GATHERED, LC_DT_U8, rows_bytes(ps, r), 0, "bf16 compute vocabulary rows", &r->buf));
+    const lc_buf w = lc_buf_part(r->buf, 0, r->n, dt);
+    if (h16) {
+      LC_TRY(lc_be_bf16_pack(w, src));
+    } else { // a vector: its values rounded, in fp32
+      LC_TRY(lc_be_copy(w, src, LC_STREAM_COMPUTE));
+      LC_TRY(lc_be_bf16_round(w));
+    }
   }
-  if (h16) r->w16 = r->buf;
-  else r->w = r->buf;
+  r->w = lc_buf_part(r->buf, 0, r->n, dt);
   return LC_OK;
 }
 
 void lc_pstore_rows_release(lc_pstore *ps, lc_ps_rows *r) {
   if (r->req.active) lc_wait(ps->zg, &r->req); // released before use (an error path)
   rows_track(ps, r, 0);
-  lc_free(ps->arena, r->buf);
+  lc_buf_free(&r->buf);
   free(r->cnt);
-  r->buf = NULL;
   r->cnt = NULL;
-  r->w = NULL;
-  r->w16 = NULL;
+  r->w = NONE;
   r->acquired = 0;
 }
 
 lc_status lc_pstore_rows_grad_begin(lc_pstore *ps, lc_ps_rows *r) {
   LC_TRY(retire(ps, 1));
   if (!grads_sharded(ps)) {
-    r->g = ps->grads + r->x0;
+    r->g = lc_buf_view(ps->grads_b, r->x0, r->n);
     return LC_OK;
   }
-  r->gbuf = lc_calloc(ps->arena, LC_MEM_GRADS, lc_bytes(LC_DT_F32, r->n), "vocabulary rows gradient");
-  if (!r->gbuf) return LC_ENOMEM;
+  LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GRADS, LC_DT_F32, r->n, 1, "vocabulary rows gradient", &r->gbuf));
   r->g = r->gbuf;
   return LC_OK;
 }
 
 lc_status lc_pstore_rows_grad_end(lc_pstore *ps, lc_ps_rows *r) {
   lc_test_point("reduce");
-  r->g = NULL;
+  r->g = NONE;
   if (!grads_sharded(ps)) return LC_OK;
   const int u = ps->lay.table[r->tensor].unit;
   lc_ps_red *q = &ps->red_[ps->n_red_];
   memset(q, 0, sizeof *q);
   q->unit = -1;
   q->gbuf = r->gbuf;
-  r->gbuf = NULL;
-  q->cnt = range_counts(ps, u, r->x0, r->n);
+  r->gbuf = NONE;
+  float *gb = lc_buf_host_or_fail(q->gbuf, "the ZeRO-2 reduction of vocabulary rows");
+  q->cnt = gb ? range_counts(ps, u, r->x0, r->n) : NULL;
   if (!q->cnt) {
-    lc_free(ps->arena, q->gbuf);
-    return lc_fail(LC_ENOMEM, "out of memory for a vocabulary slice's counts");
+    lc_buf_free(&q->gbuf);
+    return !gb ? LC_EINVAL : lc_fail(LC_ENOMEM, "out of memory for a vocabulary slice's counts");
   }
   size_t at;
   q->piece = range_mine(ps, ps->grads, u, r->x0, r->n, &at, &q->piece_n);
   // The shard's piece may already hold sums (earlier passes, or this range reduced before
   // in this pass): one replica adds them to its input, so they are counted once.
-  if (ps->rrank == 0 && q->piece_n) lc_add_inplace(q->gbuf + at, q->piece, q->piece_n);
+  if (ps->rrank == 0 && q->piece_n) lc_add_inplace(gb + at, q->piece, q->piece_n);
   ps->n_red_++; // queued before the collective so that an error still frees its buffers
-  return lc_ireduce_scatterv_sum(ps->zg, q->gbuf, q->piece, q->cnt, LC_DT_F32, &q->req);
+  return lc_ireduce_scatterv_sum(ps->zg, gb, q->piece, q->cnt, LC_DT_F32, &q->req);
 }
 
 lc_status lc_pstore_rows_done(lc_pstore *ps, int unit) {

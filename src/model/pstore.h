@@ -54,19 +54,18 @@ typedef enum { LC_PS_PARAMS = 0, LC_PS_EXP_AVG, LC_PS_EXP_AVG_SQ } lc_ps_state;
 // a tied embedding's rows by the LM head and again by the embedding's backward). Stages
 // 0/1 point into the full buffers (bf16 compute: a rounded copy of the rows) and leave the
 // reduction to the unit's: call lc_pstore_rows_done once the unit's ranges are done.
-// In a bf16 pass a matrix's rows are used in 2 bytes (w16), as a unit's compute copy holds
-// its matrices (stage 3 gathers them straight into it); a vector's (the final norm) are
-// rounded values in fp32 (w).
+// In a bf16 pass a matrix's rows are used in 2 bytes (w is BF16), as a unit's compute copy
+// holds its matrices (stage 3 gathers them straight into it); a vector's (the final norm)
+// are rounded values in fp32.
 typedef struct {
   int tensor;       // table index
   size_t r0, r1;    // rows [r0, r1) ([rows, cols] tensors; a 1-D tensor is one row)
-  float *w;         // after lc_pstore_rows_acquire: the rows' weights [r1 - r0, cols] (NULL when w16)
-  uint16_t *w16;    // ... or, a matrix in a bf16 pass, the rows in 2 bytes (else NULL)
-  float *g;         // after lc_pstore_rows_grad_begin: their gradient (accumulate into it)
+  lc_buf w;         // after lc_pstore_rows_acquire: the rows' weights [r1 - r0, cols], F32 or BF16
+  lc_buf g;         // after lc_pstore_rows_grad_begin: their gradient (accumulate into it)
   // private
   size_t x0, n;     // floats [x0, x0 + n) of the full flat buffer
-  void *buf;        // gathered (stage 3) or rounded (bf16) rows; NULL: w points into params
-  float *gbuf;      // stage >= 2: the temporary gradient rows
+  lc_buf buf;       // gathered (stage 3) or rounded (bf16) rows (U8); empty: w views params
+  lc_buf gbuf;      // stage >= 2: the temporary gradient rows
   int *cnt;         // stage 3 gather: per zero-group rank, counts then displacements
   lc_req req;
   int g16, acquired;
@@ -110,8 +109,7 @@ typedef struct {
   lc_dtype compute;   // LC_DT_F32, or LC_DT_BF16: an acquired unit's view holds its weights
                       // rounded to bf16 in 2 bytes (stage 3: gathered as bf16, half the
                       // bytes; otherwise a copy made at acquire, freed at release): the
-                      // matrices through the views' 16-bit fields (wq16, embed16, ...), the
-                      // vectors widened into fp32 after them
+                      // matrices' views are BF16, the vectors widened into fp32 after them
   // private
   lc_ps_unit *u_;
   lc_ps_red *red_;
@@ -129,8 +127,10 @@ lc_status lc_zero_check(int stage, int group, int group_given, int ranks);
 lc_status lc_pstore_create(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world,
                            lc_arena *arena);
 // The same with the states on backend `be` (not owned; its host arena serves the rest).
-// Without host-addressable memory only the optimizer's path runs (states in and out, the
-// gradient norm, AdamW, the stage 1/2 parameter gather); the passes need lc_pstore_create.
+// Without host-addressable memory the unsharded paths run (one rank, ZeRO 0: the passes,
+// fp32 and bf16; and the optimizer's path at any stage: states in and out, the gradient
+// norm, AdamW, the stage 1/2 parameter gather); the collectives of the passes still need
+// host memory (LC_EINVAL naming them).
 lc_status lc_pstore_create_on(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world,
                               lc_backend *be);
 // AdamW moments m and v (zero), for training.
@@ -168,7 +168,7 @@ void lc_pstore_rows_init(const lc_pstore *ps, lc_ps_rows *r, int tensor, size_t 
 // Starts fetching rows [r0, r1) of tensor (stage 3: the gather is issued; it runs while the
 // caller computes, progressed by lc_pstore_poll).
 lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t r0, size_t r1);
-// Waits for the rows: r->w (or r->w16) holds them (in the compute dtype's values).
+// Waits for the rows: r->w holds them (in the compute dtype's values).
 lc_status lc_pstore_rows_acquire(lc_pstore *ps, lc_ps_rows *r);
 // Drops the gathered or rounded copy (also a fetch never acquired).
 void lc_pstore_rows_release(lc_pstore *ps, lc_ps_rows *r);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "backend/backend.h"
 #include "core/arena.h"
 #include "core/rng.h"
 #include "core/timer.h"
@@ -120,8 +121,18 @@ lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progre
       const double fl = 4.0 * D * HQ * work;
       double tf, tb;
       lc_barrier(world);
-      MEDIAN_OF(5, st = a.fwd(&a, o, saved, q, k, v, AT, &arena), tf);
-      MEDIAN_OF(5, st = a.bwd(&a, dq, dk, dv, dout, o, saved, q, k, v, AT, &arena), tb);
+      lc_backend cpu; // the strategy runs on the backend: the host arrays, wrapped
+      lc_backend_cpu_init(&cpu, &arena);
+      a.be = &cpu;
+      const lc_dtype dt = b ? LC_DT_BF16 : LC_DT_F32;
+#define WR(p, n, t) lc_buf_wrap_host(&cpu, (p), (n), (t))
+      const lc_buf bq = WR(q, nq, dt), bk = WR(k, nk, dt), bv = WR(v, nk, dt), bo = WR(o, nq, dt), bdo = WR(dout, nq, dt),
+                   bs = WR(saved, a.saved_bytes(&a, AT), LC_DT_U8), bdq = WR(dq, nq, LC_DT_F32),
+                   bdk = WR(dk, nk, LC_DT_F32), bdv = WR(dv, nk, LC_DT_F32);
+#undef WR
+      MEDIAN_OF(5, st = a.fwd(&a, bo, bs, bq, bk, bv, AT, &arena), tf);
+      MEDIAN_OF(5, st = a.bwd(&a, bdq, bdk, bdv, bdo, bo, bs, bq, bk, bv, AT, &arena), tb);
+      lc_backend_close(&cpu);
       free(saved);
       st = lc_comm_agree(world, st);
       out->flash[b][0][h] = fl / tf;

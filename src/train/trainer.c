@@ -106,9 +106,14 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   }
   st = lc_comm_agree(world, st);
   if (st == LC_OK) st = lc_backend_open(o->device ? o->device : "cpu", &t->arena, &t->be);
-  if (st == LC_OK && !t->be->host_memory)
-    st = lc_fail(LC_EINVAL, "--device %s: the model's passes do not run on it yet (only the optimizer step does); "
-                 "use --device cpu", t->be->name);
+  // A device without host memory runs one rank's whole step (issue 32: the passes'
+  // collectives and the disk tier of the checkpoints still take host addresses).
+  if (st == LC_OK && !t->be->host_memory && world->size > 1)
+    st = lc_fail(LC_EINVAL, "--device %s runs one rank yet (the collectives of the passes need host memory): run one "
+                 "process, or use --device cpu", t->be->name);
+  if (st == LC_OK && !t->be->host_memory && o->mopts.offload_dir)
+    st = lc_fail(LC_EINVAL, "--offload-checkpoints does not run on the %s device yet (the disk tier moves host memory): "
+                 "drop it, or use --device cpu", t->be->name);
   if (st == LC_OK)
     st = lc_model_create_on(&t->model, &o->cfg, o->mopts.zero, o->mopts.zero_group, world, t->be);
   if (st == LC_OK) st = lc_pstore_add_optimizer(&t->model.ps);
@@ -226,6 +231,7 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   lc_pstore *ps = &t->model.ps;
   double t0 = lc_now();
   lc_arena_reset_peaks(&t->arena);
+  if (t->be->arena != &t->arena) lc_arena_reset_peaks(t->be->arena);
   // Communicators: attention (head, ring); model states (world, zero group, replicas).
   lc_comm *cs[5] = {t->grid.head, t->grid.ctx, t->world, ps->zg, ps->rep};
   double b0[5] = {0}, ws0[5] = {0}, k0 = t->distributed ? lc_attn_2d_compute_seconds(&t->attn) : 0;
@@ -318,8 +324,10 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
     m->attn_bytes_formula = (double)t->local_batch * o->cfg.n_layers *
                             lc_attn_2d_bytes_per_layer(&t->attn, t->T, passes, o->mopts.precision == LC_DT_BF16);
   }
-  m->peak_bytes = t->arena.peak_total;
-  memcpy(m->peak, t->arena.peak, sizeof m->peak);
+  // The device's memory (on the CPU: the host's, one arena); a device's host side apart.
+  m->peak_bytes = t->be->arena->peak_total;
+  memcpy(m->peak, t->be->arena->peak, sizeof m->peak);
+  m->host_peak_bytes = t->be->arena != &t->arena ? t->arena.peak_total : 0;
   return LC_OK;
 }
 

@@ -30,7 +30,7 @@ typedef struct {
   int pack;               // samples are whole documents packed into --seq tokens (io/pack.h)
   int skip_nonfinite;     // skip up to this many updates in a row whose loss or gradient norm is not finite
   lc_dtype save_dtype;    // model.safetensors of a checkpoint: LC_DT_F32 (0, the master weights) or LC_DT_BF16
-  const char *device;     // backend/backend.h: NULL or "cpu" (the only device the passes run on yet)
+  const char *device;     // backend/backend.h: NULL or "cpu"; "private" (tests) runs one rank
 } lc_train_opts;
 
 // Zeroes o and sets the AdamW constants every run uses (beta1 0.9, beta2 0.95, eps 1e-8).
@@ -46,6 +46,7 @@ typedef struct {
   double seconds;   // wall time of the step
   size_t peak_bytes;
   size_t peak[LC_MEM_NCAT];
+  size_t host_peak_bytes; // a device without host memory: the host's peak beside it (else 0)
   // communication of this rank in the step
   double attn_bytes;          // sent by the attention (all-to-alls + ring)
   double attn_bytes_formula;  // what the formulas say it should send
