@@ -11,6 +11,7 @@
 #include "comm/comm.h"
 #include "attn/flash.h"
 #include "model/arch.h"
+#include "model/generate.h"
 #include "model/loss.h"
 #include "ops/ops.h"
 #include "train/trainer.h"
@@ -274,6 +275,55 @@ static void test_step_syncs(void) {
         tr.be->sync_bytes[LC_SYNC_INPUT]);
   lc_trainer_free(&tr);
   lc_comm_destroy(self);
+}
+
+// Generation on the private backend: a prefill with every position's logits, then token by
+// token, the same logits bit for bit as on the CPU (fp32, bf16, a sliding window: the bounds
+// staged per chunk); each chunk writes its ids and RoPE tables (and bounds) and reads its
+// logits, nothing else.
+static void test_private_generate(void) {
+  for (int k = 0; k < 3; k++) {
+    const int bf16 = k == 1, window = k == 2 ? 5 : 0;
+    lc_config cfg;
+    lc_config_preset(&cfg, "tiny");
+    cfg.sliding_window = window;
+    lc_arena ar;
+    lc_arena_init(&ar, 0);
+    const int P = 13, G = 4, V = cfg.vocab;
+    int ids[17];
+    for (int i = 0; i < P + G; i++) ids[i] = (i * 37 + 11) % V;
+    float *lg[2];
+    for (int d = 0; d < 2; d++) {
+      lc_backend *be = NULL;
+      CHECK(lc_backend_open(d ? "private" : "cpu", &ar, &be) == LC_OK, "open");
+      lc_model m;
+      CHECK(lc_model_create_on(&m, &cfg, 0, 0, NULL, be) == LC_OK && lc_model_init_random(&m, 9) == LC_OK, "model: %s",
+            lc_errmsg());
+      if (bf16) lc_model_bf16_inference(&m);
+      lc_kv_cache c;
+      CHECK(lc_kv_cache_create(&c, &cfg, P + G, be) == LC_OK, "cache: %s", lc_errmsg());
+      lg[d] = calloc((size_t)(P + G) * V, sizeof(float));
+      lc_backend_sync_reset(be);
+      CHECK(lc_decode(&m, &c, ids, P, lg[d], 1, &ar) == LC_OK, "prefill: %s", lc_errmsg());
+      for (int t = P; t < P + G; t++)
+        CHECK(lc_decode(&m, &c, &ids[t], 1, lg[d] + (size_t)t * V, 0, &ar) == LC_OK, "decode: %s", lc_errmsg());
+      const size_t chunks = 1 + (size_t)G, w_in = chunks * ((d ? 3 : 1) + (window > 0)), // ids (+ RoPE tables)
+                   r_tok = d ? chunks : 0;
+      CHECK(be->sync[LC_SYNC_INPUT][1] == w_in && be->sync[LC_SYNC_TOKEN][0] == r_tok &&
+                lc_backend_syncs(be, LC_SYNC_STATES) == 0,
+            "generate on %s: %zu input writes (expected %zu), %zu token reads (expected %zu)", be->name,
+            be->sync[LC_SYNC_INPUT][1], w_in, be->sync[LC_SYNC_TOKEN][0], r_tok);
+      lc_kv_cache_destroy(&c);
+      lc_model_destroy(&m, &ar);
+      lc_backend_close(be);
+    }
+    CHECK(!memcmp(lg[0], lg[1], sizeof(float) * (size_t)(P + G) * V), "generate %s%s: cpu and private logits differ",
+          bf16 ? "bf16" : "fp32", window ? " window" : "");
+    printf("private generate %s%s: prefill of %d and %d single steps bit-identical to cpu\n", bf16 ? "bf16" : "fp32",
+           window ? " window 5" : "", P, G);
+    free(lg[0]), free(lg[1]);
+    CHECK(ar.cur_total == 0, "generate: the arena holds %zu bytes", ar.cur_total);
+  }
 }
 
 // A training run on the private backend, whose buffers host code cannot reach (a hidden
@@ -716,6 +766,7 @@ int main(void) {
   test_ops("private");
   test_private();
   test_private_training();
+  test_private_generate();
   test_update();
   test_step_syncs();
   test_loss();

@@ -101,32 +101,32 @@ static void test_consistency(int tied) {
   double worst = 0;
 
   // (a) token by token
-  CHECK(lc_kv_cache_create(&c, &m.cfg, T, &arena) == LC_OK, "cache: %s", lc_errmsg());
+  CHECK(lc_kv_cache_create(&c, &m.cfg, T, m.ps.be) == LC_OK, "cache: %s", lc_errmsg());
   for (int t = 0, i = 0; t < T - 1; t++) {
     CHECK(lc_decode(&m, &c, &x[t], 1, logits, 0, &arena) == LC_OK, "decode: %s", lc_errmsg());
     CHECK(c.len == t + 1, "cache length %d after %d tokens", c.len, t + 1);
     if (i < nts && ts[i] == t) cmp_nll("token-by-token", t, -log_softmax_at(logits, V, x[t + 1]), want[ts[i++]], &worst);
   }
-  lc_kv_cache_destroy(&c, &arena);
+  lc_kv_cache_destroy(&c);
 
   // (b) one prefill of x[0..t] into a fresh cache (last-token logits), and one prefill of
   // x[0..27] with all_logits checked at every tested position
   for (int i = 0; i < nts; i++) {
     int t = ts[i];
-    CHECK(lc_kv_cache_create(&c, &m.cfg, T, &arena) == LC_OK, "cache: %s", lc_errmsg());
+    CHECK(lc_kv_cache_create(&c, &m.cfg, T, m.ps.be) == LC_OK, "cache: %s", lc_errmsg());
     CHECK(lc_decode(&m, &c, x, t + 1, logits, 0, &arena) == LC_OK, "prefill: %s", lc_errmsg());
     cmp_nll("prefill", t, -log_softmax_at(logits, V, x[t + 1]), want[t], &worst);
-    lc_kv_cache_destroy(&c, &arena);
+    lc_kv_cache_destroy(&c);
   }
-  CHECK(lc_kv_cache_create(&c, &m.cfg, T, &arena) == LC_OK, "cache: %s", lc_errmsg());
+  CHECK(lc_kv_cache_create(&c, &m.cfg, T, m.ps.be) == LC_OK, "cache: %s", lc_errmsg());
   CHECK(lc_decode(&m, &c, x, T - 1, logits, 1, &arena) == LC_OK, "prefill all: %s", lc_errmsg());
   for (int i = 0; i < nts; i++)
     cmp_nll("prefill all_logits", ts[i], -log_softmax_at(logits + (size_t)ts[i] * V, V, x[ts[i] + 1]),
             want[ts[i]], &worst);
-  lc_kv_cache_destroy(&c, &arena);
+  lc_kv_cache_destroy(&c);
 
   // (c) prefill of x[0..10) then single steps (and a 3-token step in the middle)
-  CHECK(lc_kv_cache_create(&c, &m.cfg, T, &arena) == LC_OK, "cache: %s", lc_errmsg());
+  CHECK(lc_kv_cache_create(&c, &m.cfg, T, m.ps.be) == LC_OK, "cache: %s", lc_errmsg());
   CHECK(lc_decode(&m, &c, x, 10, logits, 0, &arena) == LC_OK, "prefill: %s", lc_errmsg());
   for (int t = 10; t < T - 1;) {
     int n = t == 15 ? 3 : 1;
@@ -136,7 +136,7 @@ static void test_consistency(int tied) {
       if (ts[i] == t - 1) cmp_nll("prefill+steps", t - 1, -log_softmax_at(logits, V, x[t]), want[t - 1], &worst);
   }
   CHECK(c.len == T - 1, "cache length %d, want %d", c.len, T - 1);
-  lc_kv_cache_destroy(&c, &arena);
+  lc_kv_cache_destroy(&c);
   printf("decode vs training forward (%s head): worst ratio %.3f\n", tied ? "tied" : "untied", worst);
   free(logits);
   lc_model_destroy(&m, &arena);
@@ -174,7 +174,7 @@ static void test_long_prefill(int window, int steps) {
         lc_errmsg());
   float *logits = malloc(sizeof(float) * (size_t)T * V);
   lc_kv_cache c;
-  CHECK(lc_kv_cache_create(&c, &m.cfg, T, &arena) == LC_OK, "cache: %s", lc_errmsg());
+  CHECK(lc_kv_cache_create(&c, &m.cfg, T, m.ps.be) == LC_OK, "cache: %s", lc_errmsg());
   const int pre = T - 1 - steps;
   CHECK(lc_decode(&m, &c, x, pre, logits, 1, &arena) == LC_OK, "prefill: %s", lc_errmsg());
   for (int t = pre; t < T - 1; t++)
@@ -186,7 +186,7 @@ static void test_long_prefill(int window, int steps) {
         LC_DECODE_CHUNK, window, steps, got, want);
   printf("long prefill %d tokens + %d steps, window %d: nll sum %.6f vs training %.6f\n", pre, steps, window, got,
          want);
-  lc_kv_cache_destroy(&c, &arena);
+  lc_kv_cache_destroy(&c);
   free(logits);
   free(lo);
   free(x);
@@ -216,13 +216,13 @@ static void test_long_prefill_dynamic(void) {
   CHECK(lc_model_fwd_bwd(&m, &o, &attn, x, tgt, pos, N - 1, 1.0f, 0, &want, &arena) == LC_OK, "fwd: %s", lc_errmsg());
   float *logits = malloc(sizeof(float) * (size_t)N * V);
   lc_kv_cache c;
-  CHECK(lc_kv_cache_create(&c, &m.cfg, N, &arena) == LC_OK, "cache: %s", lc_errmsg());
+  CHECK(lc_kv_cache_create(&c, &m.cfg, N, m.ps.be) == LC_OK, "cache: %s", lc_errmsg());
   CHECK(lc_decode(&m, &c, x, N - 1, logits, 1, &arena) == LC_OK, "prefill: %s", lc_errmsg());
   double got = 0;
   for (int t = 0; t < N - 1; t++) got -= log_softmax_at(logits + (size_t)t * V, V, x[t + 1]);
   CHECK(fabs(got - want) <= 1e-5 * fabs(want), "dynamic RoPE prefill over chunks: nll sum %.9g vs %.9g", got, want);
   printf("long prefill %d tokens, dynamic RoPE beyond 64: nll sum %.6f vs training %.6f\n", N - 1, got, want);
-  lc_kv_cache_destroy(&c, &arena);
+  lc_kv_cache_destroy(&c);
   free(logits), free(x), free(tgt), free(pos);
   lc_model_destroy(&m, &arena);
 }
@@ -300,7 +300,7 @@ static void test_errors(void) {
   const int V = m.cfg.vocab;
   float *logits = malloc(sizeof(float) * (size_t)V);
   lc_kv_cache c;
-  CHECK(lc_kv_cache_create(&c, &m.cfg, 8, &arena) == LC_OK, "cache: %s", lc_errmsg());
+  CHECK(lc_kv_cache_create(&c, &m.cfg, 8, m.ps.be) == LC_OK, "cache: %s", lc_errmsg());
   int bad[3] = {1, 256, 2}, neg[1] = {-1}, ok[6] = {1, 2, 3, 4, 5, 6};
   lc_status st = lc_decode(&m, &c, bad, 3, logits, 0, &arena);
   CHECK(st == LC_EINVAL && strstr(lc_errmsg(), "256") && strstr(lc_errmsg(), "vocabulary"),
@@ -318,26 +318,31 @@ static void test_errors(void) {
   st = lc_decode(&m, &c, ok, 1, logits, 0, &arena);
   CHECK(st == LC_EINVAL && c.len == 8, "full cache accepted a token: status %d", st);
   CHECK(lc_decode(&m, &c, ok, 0, logits, 0, &arena) == LC_EINVAL, "n = 0 accepted");
-  lc_kv_cache_destroy(&c, &arena);
+  lc_kv_cache_destroy(&c);
   // Bad lengths and a capped arena give clean errors and leak nothing.
-  CHECK(lc_kv_cache_create(&c, &m.cfg, 0, &arena) == LC_EINVAL, "cache of 0 positions accepted");
+  CHECK(lc_kv_cache_create(&c, &m.cfg, 0, m.ps.be) == LC_EINVAL, "cache of 0 positions accepted");
   lc_config small_pos = m.cfg;
   small_pos.max_pos = 16;
-  st = lc_kv_cache_create(&c, &small_pos, 17, &arena);
+  st = lc_kv_cache_create(&c, &small_pos, 17, m.ps.be);
   CHECK(st == LC_EINVAL && strstr(lc_errmsg(), "max_position_embeddings"), "cache > max_pos: '%s'",
         lc_errmsg());
+  // (the cache and the working buffers are the model's backend's: a model in a capped arena)
   lc_arena capped;
-  lc_arena_init(&capped, 1 << 20);
-  st = lc_kv_cache_create(&c, &m.cfg, 1 << 20, &capped);
-  CHECK(st == LC_ENOMEM && strstr(lc_errmsg(), "KV cache") && c.buf == NULL, "capped arena: status %d '%s'",
+  lc_arena_init(&capped, 0);
+  lc_model mc;
+  CHECK(lc_model_create(&mc, &m.cfg, &capped) == LC_OK, "model in a capped arena: %s", lc_errmsg());
+  capped.cap = capped.cur_total + (1 << 20);
+  st = lc_kv_cache_create(&c, &mc.cfg, 1 << 20, mc.ps.be);
+  CHECK(st == LC_ENOMEM && strstr(lc_errmsg(), "KV cache") && !lc_buf_ok(c.buf), "capped arena: status %d '%s'",
         st, lc_errmsg());
   // A cache that fits but a prefill whose working buffers do not: clean ENOMEM, length kept.
-  CHECK(lc_kv_cache_create(&c, &m.cfg, 600, &capped) == LC_OK, "small cache: %s", lc_errmsg());
+  CHECK(lc_kv_cache_create(&c, &mc.cfg, 600, mc.ps.be) == LC_OK, "small cache: %s", lc_errmsg());
   capped.cap = capped.cur_total + 4096;
   int *many = calloc(600, sizeof(int));
-  st = lc_decode(&m, &c, many, 600, logits, 0, &capped);
+  st = lc_decode(&mc, &c, many, 600, logits, 0, &capped);
   CHECK(st == LC_ENOMEM && c.len == 0, "prefill past the cap: status %d, len %d", st, c.len);
-  lc_kv_cache_destroy(&c, &capped);
+  lc_kv_cache_destroy(&c);
+  lc_model_destroy(&mc, &capped);
   CHECK(capped.cur_total == 0, "capped arena holds %zu bytes after the failures", capped.cur_total);
   free(many);
   free(logits);

@@ -98,7 +98,7 @@ static void check_greedy(const char *dir, const lc_model *m, lc_arena *ar) {
   int toks[64], np = cJSON_GetArraySize(p), ng = cJSON_GetArraySize(g), same = 0;
   for (int i = 0; i < np; i++) toks[i] = cJSON_GetArrayItem(p, i)->valueint;
   lc_kv_cache c;
-  CHECK(lc_kv_cache_create(&c, &m->cfg, np + ng, ar) == LC_OK, "cache: %s", lc_errmsg());
+  CHECK(lc_kv_cache_create(&c, &m->cfg, np + ng, m->ps.be) == LC_OK, "cache: %s", lc_errmsg());
   float *logits = malloc(sizeof(float) * (size_t)m->cfg.vocab);
   lc_status st = lc_decode(m, &c, toks, np, logits, 0, ar);
   for (int k = 0; k < ng && st == LC_OK; k++) {
@@ -110,7 +110,7 @@ static void check_greedy(const char *dir, const lc_model *m, lc_arena *ar) {
   CHECK(st == LC_OK && same == ng, "%s: greedy decoding matches transformers' on %d of %d tokens", dir, same, ng);
   printf("%s: greedy decoding = transformers' cached greedy decoding (%d tokens)\n", dir, same);
   free(logits);
-  lc_kv_cache_destroy(&c, ar);
+  lc_kv_cache_destroy(&c);
   cJSON_Delete(j);
 }
 
@@ -239,7 +239,7 @@ static void check_case(const golden_case *gc) {
   }
   // Decode path: logits of every position from one prefill, and token by token.
   lc_kv_cache c;
-  CHECK(lc_kv_cache_create(&c, &cfg, S, &ar) == LC_OK, "cache");
+  CHECK(lc_kv_cache_create(&c, &cfg, S, m.ps.be) == LC_OK, "cache");
   float *out = malloc(sizeof(float) * (size_t)S * V);
   st = lc_decode(&m, &c, tok, S, out, 1, &ar);
   CHECK(st == LC_OK, "decode: %s", lc_errmsg());
@@ -247,12 +247,12 @@ static void check_case(const golden_case *gc) {
   double e = 0;
   for (size_t j = 0; j < (size_t)S * V; j++) e = fmax(e, fabs(out[j] - logits[j]));
   CHECK(e <= 1e-4, "%s prefill logits: max diff %.3g", name, e);
-  lc_kv_cache_destroy(&c, &ar);
+  lc_kv_cache_destroy(&c);
   // Token by token. Not for the length-dependent scalings (dynamic, longrope): a decode
   // step's keys keep the frequencies of the length when they were made, as in
   // transformers' cache, so they differ from one forward over all 37 by design.
   const int by_len = cfg.rope.type == LC_ROPE_DYNAMIC || cfg.rope.type == LC_ROPE_LONGROPE;
-  CHECK(lc_kv_cache_create(&c, &cfg, S, &ar) == LC_OK, "cache");
+  CHECK(lc_kv_cache_create(&c, &cfg, S, m.ps.be) == LC_OK, "cache");
   double e2 = 0;
   for (int t = 0; t < S && !by_len; t++) {
     st = lc_decode(&m, &c, &tok[t], 1, out, 0, &ar);
@@ -260,7 +260,7 @@ static void check_case(const golden_case *gc) {
   }
   CHECK(st == LC_OK && e2 <= 1e-4, "%s token-by-token logits: max diff %.3g", name, e2);
   printf("%s: logits max diff %.2e (prefill), %.2e (token by token)\n", name, e, e2);
-  lc_kv_cache_destroy(&c, &ar);
+  lc_kv_cache_destroy(&c);
   check_greedy(dir, &m, &ar);
   free(out), free(ids), free(labels), free(logits), free(loss);
   lc_st_close(&g);

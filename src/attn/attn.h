@@ -57,9 +57,9 @@ void lc_attn_local_init(lc_attn *a, int Hq, int Hkv, int D);
 // Decoding (model/generate.c): before each layer's forward the caller points k/v at that
 // layer's cache ([max_len, Hkv, D]) and p0 at the first new position; the forward appends
 // the new tokens' keys/values there and attends to the rows [0, p0 + T), from lo[i] on
-// for new token i when the caller sets the strategy's lo. No backward.
+// for new token i when the caller sets the strategy's lo_buf (I32 [T]). No backward.
 typedef struct {
-  float *k, *v;
+  lc_buf k, v; // the layer's cache rows [max_len, Hkv, D], F32 (lc_kv_cache_k/v)
   int p0, max_len;
 } lc_attn_decode_state;
 void lc_attn_decode_init(lc_attn *a, int Hq, int Hkv, int D, lc_attn_decode_state *d);

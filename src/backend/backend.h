@@ -16,12 +16,11 @@
 // dtypes; an op checks that its buffers belong to the backend and have the sizes it needs
 // (a mismatch is a programming error: LC_EINVAL naming the op).
 //
-// Migration (issue 32): the parameter store's states, the optimizer step, the loss, the
-// embedding, the layer's MLP and the local attention strategy run on handles; the layer's
-// attention half, the ring and 2D
-// strategies and the stores' gathers still reach the CPU
-// backend's memory through lc_buf_host / lc_buf_wrap_host, which a backend without
-// host-addressable memory refuses (docs/NOTES.md, Backends).
+// Migration (issue 32): one rank's whole step and generation run on handles (the stores'
+// states and views, the layer, the loss, the local and decode strategies, the checkpoint
+// blocks); the multi-rank collectives, the ring and 2D strategies and the checkpoints'
+// disk tier still reach the CPU backend's memory through lc_buf_host / lc_bufs_host, which
+// a backend without host-addressable memory refuses with one line (docs/NOTES.md, Backends).
 #ifndef LC_BACKEND_H
 #define LC_BACKEND_H
 

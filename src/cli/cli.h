@@ -23,8 +23,11 @@ void lc_cli_error(const char *msg);
 // Human-readable bytes, e.g. "12.3 MiB".
 const char *lc_fmt_bytes(char *buf, int n, double bytes);
 // A model for inference from --model (HF directory, GGUF file, or a preset with random
-// weights from seed: *random_init 1), without gradient buffers (cli/model_load.c).
-lc_status lc_cli_load_inference_model(const char *spec, uint64_t seed, lc_model *m, int *random_init, lc_arena *a);
+// weights from seed: *random_init 1), without gradient buffers, on `device` (NULL or "cpu":
+// host memory, *be NULL; another: *be, closed by the caller after the model;
+// cli/model_load.c).
+lc_status lc_cli_load_inference_model(const char *spec, uint64_t seed, const char *device, lc_model *m,
+                                      int *random_init, lc_arena *a, lc_backend **be);
 // The tokenizer --model brings: tokenizer.json of an HF directory, a GGUF file's
 // vocabulary, or a tokenizer.json given itself. One line when there is none.
 typedef struct lc_tokenizer lc_tokenizer;

@@ -77,7 +77,8 @@ int lc_cmd_eval(int argc, char **argv) {
   lc_arena_init(&a, F.mem_gib > 0 ? (size_t)(F.mem_gib * GIB) : lc_cli_default_mem_cap());
   lc_model m;
   int random_init = 0;
-  st = lc_cli_load_inference_model(F.model, 1, &m, &random_init, &a);
+  lc_backend *be = NULL; // (eval runs on the CPU: NULL device)
+  st = lc_cli_load_inference_model(F.model, 1, NULL, &m, &random_init, &a, &be);
   lc_eval_data d;
   memset(&d, 0, sizeof d);
   if (st == LC_OK) st = lc_eval_data_load(&d, F.data, F.model, &m.cfg, F.max_tokens);

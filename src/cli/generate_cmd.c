@@ -21,7 +21,7 @@
 #define LC_GEN_MAX_NEW (1 << 20)
 
 typedef struct {
-  const char *model, *prompt, *prompt_ids, *precision, *kernels;
+  const char *model, *prompt, *prompt_ids, *precision, *kernels, *device;
   int chat;
   int max_new, top_k, threads, seq;
   int max_new_given, seq_given;
@@ -128,7 +128,7 @@ static lc_status encode_prompt(const gen_flags *F, lc_tokenizer *tok, int vocab,
   return st;
 }
 
-static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cache,
+static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_backend **be, lc_kv_cache *cache,
                         int **prompt, float **logits, lc_tokenizer **tokp) {
   int threads = 0, random_init = 0, n_prompt = 0, expect[8], key_at = -1;
   int32_t stop = -1;
@@ -158,12 +158,13 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
   lc_dtype prec = LC_DT_F32;
   if (st == LC_OK) st = lc_dtype_parse_user(F->precision, "--precision", &prec);
   if (st == LC_OK) st = lc_cli_kernels(F->kernels);
+  if (st == LC_OK) st = lc_device_check(F->device);
   if (st != LC_OK) {
     lc_cli_error(lc_errmsg());
     return 2;
   }
   a->cap = F->mem_gib > 0 ? (size_t)(F->mem_gib * GIB) : lc_cli_default_mem_cap();
-  st = lc_cli_load_inference_model(F->model, (uint64_t)F->seed, m, &random_init, a);
+  st = lc_cli_load_inference_model(F->model, (uint64_t)F->seed, F->device, m, &random_init, a, be);
   if (st == LC_OK && prec == LC_DT_BF16) lc_model_bf16_inference(m);
   if (st == LC_OK && task) {
     long long limit = lc_config_max_positions(&m->cfg);
@@ -199,7 +200,7 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
             n_prompt, F->max_new, need, limit);
     return 2;
   }
-  st = lc_kv_cache_create(cache, cfg, (int)need, a);
+  st = lc_kv_cache_create(cache, cfg, (int)need, m->ps.be);
   *logits = st == LC_OK ? lc_alloc(a, LC_MEM_ACT, sizeof(float) * (size_t)cfg->vocab, "logits") : NULL;
   if (st == LC_OK && !*logits) st = LC_ENOMEM;
   if (st != LC_OK) {
@@ -290,12 +291,13 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_kv_cache *cac
   fprintf(stderr, "prefill: %d tokens in %.3f s (%.1f tok/s); decode: %d tokens in %.3f s "
                   "(%.1f tok/s, %d threads); peak memory %s\n",
           n_prompt, t_prefill, n_prompt / t_prefill, steps, t_decode,
-          steps > 0 ? steps / t_decode : 0.0, threads, lc_fmt_bytes(b, sizeof b, (double)a->peak_total));
+          steps > 0 ? steps / t_decode : 0.0, threads, lc_fmt_bytes(b, sizeof b, (double)m->ps.be->arena->peak_total));
+  if (m->ps.be->arena != a) fprintf(stderr, "(on %s; host memory peak %s)\n", m->ps.be->name, lc_fmt_bytes(b, sizeof b, (double)a->peak_total));
   return 0;
 }
 
 int lc_cmd_generate(int argc, char **argv) {
-  gen_flags F = {.model = "tiny", .prompt = NULL, .prompt_ids = NULL, .chat = 0, .precision = "fp32", .kernels = "auto", .max_new = 64, .seq = 256, .top_k = 0, .threads = 0,
+  gen_flags F = {.model = "tiny", .prompt = NULL, .prompt_ids = NULL, .chat = 0, .precision = "fp32", .kernels = "auto", .device = "cpu", .max_new = 64, .seq = 256, .top_k = 0, .threads = 0,
                  .seed = 1, .temperature = 0.0f, .mem_gib = 0.0f};
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &F.model, "Hugging Face model directory or GGUF file, or a preset with random weights: tiny, demo, bench-s (default tiny)", 0},
@@ -311,6 +313,7 @@ int lc_cmd_generate(int argc, char **argv) {
       {"precision", LC_ARG_STR, &F.precision, "fp32 | bf16: bf16 rounds the weights and, as in training, the GEMM operands and attention inputs (default fp32)", 0},
       {"kernels", LC_ARG_STR, &F.kernels, LC_CLI_KERNELS_HELP, 0},
       {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default: physical memory)", 0},
+      {"device", LC_ARG_STR, &F.device, "where the model and the decoding run: cpu (default), or private (tests: buffers host code cannot reach)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
   if (lc_args_wants_help(argc, argv)) {
@@ -337,11 +340,13 @@ int lc_cmd_generate(int argc, char **argv) {
   int *prompt = NULL;
   float *logits = NULL;
   lc_tokenizer *tok = NULL;
-  int rc = run_generate(&F, &a, &m, &cache, &prompt, &logits, &tok);
+  lc_backend *be = NULL;
+  int rc = run_generate(&F, &a, &m, &be, &cache, &prompt, &logits, &tok);
   if (tok) lc_tok_free(tok);
   lc_free(&a, logits);
-  lc_kv_cache_destroy(&cache, &a);
-  if (m.params) lc_model_destroy(&m, &a);
+  lc_kv_cache_destroy(&cache);
+  if (m.ps.be) lc_model_destroy(&m, &a);
+  lc_backend_close(be);
   free(prompt);
   return rc;
 }

@@ -17,9 +17,13 @@ static int is_dir(const char *p) {
 }
 
 // --model: an existing directory is a Hugging Face model, a .gguf file (or one starting
-// with GGUF) a GGUF model; otherwise a preset name.
-lc_status lc_cli_load_inference_model(const char *spec, uint64_t seed, lc_model *m, int *random_init, lc_arena *a) {
+// with GGUF) a GGUF model; otherwise a preset name. device NULL or "cpu": the store makes
+// its own CPU backend over `a` (*be NULL); another device: opened over `a` into *be, which
+// the caller closes after the model.
+lc_status lc_cli_load_inference_model(const char *spec, uint64_t seed, const char *device, lc_model *m,
+                                      int *random_init, lc_arena *a, lc_backend **be) {
   lc_config cfg;
+  *be = NULL;
   const int gguf = !is_dir(spec) && lc_gguf_is_model_path(spec);
   *random_init = !is_dir(spec) && !gguf;
   if (*random_init) {
@@ -28,16 +32,18 @@ lc_status lc_cli_load_inference_model(const char *spec, uint64_t seed, lc_model 
                                 "directory (config.json + model.safetensors) or a preset (%s)",
                      spec, lc_config_preset_names());
     LC_TRY(lc_config_preset(&cfg, spec));
-    LC_TRY(lc_model_create(m, &cfg, a));
-    lc_model_init_random(m, seed);
   } else {
     LC_TRY((gguf ? lc_gguf_read_config : lc_hf_read_config)(spec, &cfg));
-    LC_TRY(lc_model_create(m, &cfg, a));
-    lc_status st = (gguf ? lc_gguf_load_weights : lc_hf_load_weights)(spec, m);
-    if (st != LC_OK) {
-      lc_model_destroy(m, a);
-      return st;
-    }
+  }
+  if (device && strcmp(device, "cpu")) LC_TRY(lc_backend_open(device, a, be));
+  lc_status st = *be ? lc_model_create_on(m, &cfg, 0, 0, NULL, *be) : lc_model_create(m, &cfg, a);
+  if (st == LC_OK && *random_init) st = lc_model_init_random(m, seed);
+  else if (st == LC_OK) st = (gguf ? lc_gguf_load_weights : lc_hf_load_weights)(spec, m);
+  if (st != LC_OK) {
+    if (m->ps.be) lc_model_destroy(m, a);
+    lc_backend_close(*be);
+    *be = NULL;
+    return st;
   }
   // Inference needs no gradient buffer: give its memory back (the views into it go too).
   lc_pstore_drop_grads(&m->ps);

@@ -1,6 +1,7 @@
 #include "model/generate.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -14,7 +15,7 @@
 #define PAD16(n) (((size_t)(n) + 15) & ~(size_t)15)
 
 // ---------------------------------------------------------------- KV cache
-lc_status lc_kv_cache_create(lc_kv_cache *c, const lc_config *cfg, int max_len, lc_arena *a) {
+lc_status lc_kv_cache_create(lc_kv_cache *c, const lc_config *cfg, int max_len, lc_backend *be) {
   memset(c, 0, sizeof *c);
   LC_TRY(lc_config_validate(cfg));
   if (max_len < 1)
@@ -28,121 +29,142 @@ lc_status lc_kv_cache_create(lc_kv_cache *c, const lc_config *cfg, int max_len, 
   c->n_layers = cfg->n_layers;
   c->kv_dim = cfg->n_kv_heads * cfg->head_dim;
   size_t floats = (size_t)2 * cfg->n_layers * (size_t)max_len * (size_t)c->kv_dim;
-  c->buf = lc_alloc(a, LC_MEM_ACT, lc_bytes(LC_DT_F32, floats), "KV cache");
-  if (!c->buf) {
-    memset(c, 0, sizeof *c);
-    return LC_ENOMEM;
-  }
-  return LC_OK;
+  const lc_status st = lc_buf_alloc(be, LC_MEM_ACT, LC_DT_F32, floats, 0, "KV cache", &c->buf);
+  if (st != LC_OK) memset(c, 0, sizeof *c);
+  return st;
 }
 
-void lc_kv_cache_destroy(lc_kv_cache *c, lc_arena *a) {
-  lc_free(a, c->buf);
+void lc_kv_cache_destroy(lc_kv_cache *c) {
+  lc_buf_free(&c->buf);
   memset(c, 0, sizeof *c);
 }
 
-float *lc_kv_cache_k(const lc_kv_cache *c, int l) {
-  return c->buf + (size_t)2 * l * (size_t)c->max_len * (size_t)c->kv_dim;
+lc_buf lc_kv_cache_k(const lc_kv_cache *c, int l) {
+  const size_t n = (size_t)c->max_len * (size_t)c->kv_dim;
+  return lc_buf_view(c->buf, (size_t)2 * l * n, n);
 }
 
-float *lc_kv_cache_v(const lc_kv_cache *c, int l) {
-  return lc_kv_cache_k(c, l) + (size_t)c->max_len * (size_t)c->kv_dim;
+lc_buf lc_kv_cache_v(const lc_kv_cache *c, int l) {
+  const size_t n = (size_t)c->max_len * (size_t)c->kv_dim;
+  return lc_buf_view(c->buf, (size_t)(2 * l + 1) * n, n);
 }
 
 // ---------------------------------------------------------------- decode
-// Working buffers for chunks of up to `ch` tokens (one LC_MEM_ACT block of host memory):
-// the residual stream in and out of a layer, the layer's activations, the RoPE tables.
-// (The decode path is host memory yet: its buffers go to the layer wrapped for the store's
-// backend, which must be one of host memory; transitional, backend.h.)
+// Working buffers for chunks of up to `ch` tokens, one LC_MEM_ACT block of the model's
+// backend: the residual stream in and out of a layer, the RoPE tables, the chunk's token
+// ids and key bounds, the layer's activations (their room is fp32-sized: it holds the act
+// dtype either way; ln1's room takes the final norm's fp32 output once the layers are done).
 typedef struct {
-  float *x, *y, *cos, *sin, *ln1, *rstd1;
-  int *pos, *lo;
+  lc_buf x, y, cos, sin, tok, lo, ln;
   lc_layer_acts acts;
 } dec_bufs;
 
-static float *take(float **p, size_t n) {
-  float *r = *p;
-  *p += PAD16(n);
-  return r;
+static lc_buf take(lc_buf blk, size_t *at, size_t floats, lc_dtype dt) {
+  const lc_buf b = lc_buf_ok(blk) ? lc_buf_part(blk, lc_bytes(LC_DT_F32, *at), floats, dt) : (lc_buf){0};
+  *at += PAD16(floats);
+  return b;
 }
 
-// Floats of the block; be non-NULL: carves base into b, activations wrapped (adt: the act
-// dtype, which the floats' room holds either way).
-static size_t dec_floats(const lc_config *cfg, int ch, lc_backend *be, lc_dtype adt, dec_bufs *b, float *base) {
+// Floats of the block; blk non-empty: carves it into b (adt: the activations' dtype).
+static size_t dec_floats(const lc_config *cfg, int ch, lc_buf blk, lc_dtype adt, dec_bufs *b) {
   const size_t C = cfg->dim, HQ = (size_t)cfg->n_heads * cfg->head_dim, F = cfg->ffn;
-  const size_t KV = (size_t)cfg->n_kv_heads * cfg->head_dim;
-  float *p = base;
+  const size_t KV = (size_t)cfg->n_kv_heads * cfg->head_dim, half = (size_t)ch * (cfg->head_dim / 2);
+  size_t at = 0;
   dec_bufs d;
   memset(&d, 0, sizeof d);
-#define W(n, dt) (be ? lc_buf_wrap_host(be, take(&p, (n)), (n), (dt)) : (take(&p, (n)), (lc_buf){0}))
-  d.x = take(&p, ch * C);
-  d.y = take(&p, ch * C);
-  d.cos = take(&p, (size_t)ch * (cfg->head_dim / 2));
-  d.sin = take(&p, (size_t)ch * (cfg->head_dim / 2));
-  d.pos = (int *)take(&p, ch); // sizeof(int) == sizeof(float) on every supported platform
-  d.lo = (int *)take(&p, ch);
+  const lc_dtype f32 = LC_DT_F32;
+  d.x = take(blk, &at, ch * C, f32);
+  d.y = take(blk, &at, ch * C, f32);
+  d.cos = take(blk, &at, half, f32);
+  d.sin = take(blk, &at, half, f32);
+  d.tok = take(blk, &at, ch, LC_DT_I32);
+  d.lo = take(blk, &at, ch, LC_DT_I32);
   lc_layer_acts *a = &d.acts;
-  d.ln1 = p;
-  a->ln1 = W(ch * C, adt);
-  d.rstd1 = p;
-  a->rstd1 = W(ch, LC_DT_F32);
-  a->q = W(ch * HQ, adt);
-  a->k = W(ch * KV, adt);
-  a->v = W(ch * KV, adt);
+  const size_t ln_at = at;
+  a->ln1 = take(blk, &at, ch * C, adt);
+  d.ln = lc_buf_ok(blk) ? lc_buf_part(blk, lc_bytes(f32, ln_at), ch * C, f32) : (lc_buf){0};
+  a->rstd1 = take(blk, &at, ch, f32);
+  a->q = take(blk, &at, ch * HQ, adt);
+  a->k = take(blk, &at, ch * KV, adt);
+  a->v = take(blk, &at, ch * KV, adt);
   const size_t nqk = lc_layer_qknorm_floats(cfg, ch);
-  lc_layer_qknorm_carve(a, cfg, ch, be && nqk ? lc_buf_wrap_host(be, p, nqk, LC_DT_F32) : (lc_buf){0});
-  p += nqk;
-  a->att = W(ch * HQ, adt);
-  a->saved = be ? lc_buf_wrap_host(be, p, lc_bytes(LC_DT_F32, (size_t)cfg->n_heads * ch), LC_DT_U8) : (lc_buf){0};
-  take(&p, (size_t)cfg->n_heads * ch); // the decode strategy's lse
-  a->x_mid = W(ch * C, LC_DT_F32);
-  a->ln2 = W(ch * C, adt);
-  a->rstd2 = W(ch, LC_DT_F32);
-  a->gate = W(ch * F, adt);
-  a->up = W(ch * F, adt);
-  a->h = W(ch * F, adt);
-#undef W
-  if (be) *b = d;
-  return (size_t)(p - base);
+  lc_layer_qknorm_carve(a, cfg, ch, lc_buf_ok(blk) && nqk ? lc_buf_part(blk, lc_bytes(f32, at), nqk, f32) : (lc_buf){0});
+  at += nqk;
+  a->att = take(blk, &at, ch * HQ, adt);
+  const size_t nl = (size_t)cfg->n_heads * ch; // the decode strategy's lse
+  a->saved = lc_buf_ok(blk) ? lc_buf_part(blk, lc_bytes(f32, at), lc_bytes(f32, nl), LC_DT_U8) : (lc_buf){0};
+  at += PAD16(nl);
+  a->x_mid = take(blk, &at, ch * C, f32);
+  a->ln2 = take(blk, &at, ch * C, adt);
+  a->rstd2 = take(blk, &at, ch, f32);
+  a->gate = take(blk, &at, ch * F, adt);
+  a->up = take(blk, &at, ch * F, adt);
+  a->h = take(blk, &at, ch * F, adt);
+  if (b) *b = d;
+  return at;
+}
+
+// The first nn of ch rows of a [ch, ...] buffer.
+static lc_buf first_rows(lc_buf b, int ch, int nn) {
+  return lc_buf_ok(b) ? lc_buf_view(b, 0, b.n / (size_t)ch * (size_t)nn) : b;
 }
 
 // One chunk of nn tokens at positions p0.. through every layer with the training layer's
 // forward (model/layer.c) and the decode attention strategy, which appends k/v rows
 // [p0, p0+nn) to the cache. b->x holds the embeddings on entry; returns the buffer that
-// holds the final residual stream.
-static float *dec_layers(const lc_model *m, lc_kv_cache *c, dec_bufs *b, int p0, int nn, int rope_len, lc_arena *a,
-                         lc_status *st) {
+// holds the final residual stream (its first nn rows).
+static lc_buf dec_layers(const lc_model *m, lc_kv_cache *c, const dec_bufs *b, int ch, int p0, int nn, int rope_len,
+                         lc_arena *a, lc_status *st) {
   const lc_config *cfg = &m->cfg;
   lc_backend *be = m->ps.be;
   const int W = cfg->sliding_window;
-  for (int i = 0; i < nn; i++) b->pos[i] = p0 + i, b->lo[i] = lc_visible_from(p0 + i, 0, W);
-  lc_model_rope_table(cfg, rope_len, b->pos, nn, b->cos, b->sin);
+  // positions and bounds on the host (the bounds written for the strategy)
+  int *pos = malloc(sizeof(int) * 2 * (size_t)nn), *lo = pos ? pos + nn : NULL;
+  if (!pos) {
+    *st = lc_fail(LC_ENOMEM, "out of memory for %d positions", nn);
+    return b->x;
+  }
+  for (int i = 0; i < nn; i++) pos[i] = p0 + i, lo[i] = lc_visible_from(p0 + i, 0, W);
+  const lc_buf cs = first_rows(b->cos, ch, nn), sn = first_rows(b->sin, ch, nn), lob = first_rows(b->lo, ch, nn);
+  *st = lc_model_rope_table_buf(cfg, rope_len, pos, nn, cs, sn);
+  if (*st == LC_OK && W > 0) *st = lc_buf_write(lob, lo, LC_SYNC_INPUT);
+  free(pos);
   lc_attn_decode_state ds = {.p0 = p0, .max_len = c->max_len};
   lc_attn attn;
   lc_attn_decode_init(&attn, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, &ds);
-  attn.lo = W > 0 ? b->lo : NULL; // the same bounds for every layer
-  const size_t half = (size_t)nn * (cfg->head_dim / 2), nC = (size_t)nn * cfg->dim;
-  const lc_layer_ctx lc = {.cfg = cfg, .attn = &attn, .rope_cos = lc_buf_wrap_host(be, b->cos, half, LC_DT_F32),
-                           .rope_sin = lc_buf_wrap_host(be, b->sin, half, LC_DT_F32), .T = nn, .mlp_tile = 0,
+  attn.lo_buf = W > 0 ? lob : (lc_buf){0}; // the same bounds for every layer
+  const lc_layer_ctx lc = {.cfg = cfg, .attn = &attn, .rope_cos = cs, .rope_sin = sn, .T = nn, .mlp_tile = 0,
                            .bf16 = m->ps.compute == LC_DT_BF16, .arena = a, .be = be};
   // The chunk's activations: the first nn rows of each (the layer reads [nn, ...] buffers).
   lc_layer_acts acts = b->acts;
   lc_buf *f[] = {&acts.ln1, &acts.rstd1, &acts.q, &acts.k, &acts.v, &acts.qp, &acts.kp, &acts.rstdq, &acts.rstdk,
                  &acts.att, &acts.x_mid, &acts.ln2, &acts.rstd2, &acts.gate, &acts.up, &acts.h};
-  const int ch = (int)(b->acts.rstd1.n); // the block's chunk length
-  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-    if (lc_buf_ok(*f[i])) *f[i] = lc_buf_view(*f[i], 0, f[i]->n / (size_t)ch * (size_t)nn);
-  float *x = b->x, *y = b->y;
-  *st = LC_OK;
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = first_rows(*f[i], ch, nn);
+  lc_buf x = first_rows(b->x, ch, nn), y = first_rows(b->y, ch, nn);
   for (int l = 0; l < cfg->n_layers && *st == LC_OK; l++) {
     ds.k = lc_kv_cache_k(c, l);
     ds.v = lc_kv_cache_v(c, l);
-    *st = lc_layer_fwd(&lc, &m->ps.w.layer[l], &acts, lc_buf_wrap_host(be, x, nC, LC_DT_F32),
-                       lc_buf_wrap_host(be, y, nC, LC_DT_F32), 0);
-    float *t = x;
+    *st = lc_layer_fwd(&lc, &m->ps.w.layer[l], &acts, x, y, 0);
+    const lc_buf t = x;
     x = y, y = t;
   }
   return x;
+}
+
+// The logits of rows [0, nn) of ln (fp32, normed) into host memory: read in place where the
+// backend's memory is the host's, else computed into a device buffer and read (named: the
+// host samples the next token from them).
+static lc_status head_logits(const lc_model *m, lc_buf ln, int nn, float *logits) {
+  lc_backend *be = m->ps.be;
+  const int C = m->cfg.dim, V = m->cfg.vocab, bf16 = m->ps.compute == LC_DT_BF16;
+  const size_t n = (size_t)nn * V;
+  lc_buf out = {0};
+  if (be->host_memory) out = lc_buf_wrap_host(be, logits, n, LC_DT_F32);
+  else LC_TRY(lc_buf_alloc(be, LC_MEM_ACT, LC_DT_F32, n, 0, "decoding logits", &out));
+  lc_status st = lc_be_matmul_fwd(out, ln, m->ps.w.head, nn, C, V, bf16, (lc_buf){0});
+  if (st == LC_OK && !be->host_memory) st = lc_buf_read(out, logits, LC_SYNC_TOKEN);
+  if (!be->host_memory) lc_buf_free(&out);
+  return st;
 }
 
 lc_status lc_decode(const lc_model *m, lc_kv_cache *c, const int *tokens, int n, float *logits,
@@ -164,45 +186,42 @@ lc_status lc_decode(const lc_model *m, lc_kv_cache *c, const int *tokens, int n,
                               "shorter prompt)",
                    n, n == 1 ? "" : "s", c->len, c->len + n, c->max_len);
   lc_backend *be = m->ps.be;
-  const float *embed = lc_buf_host_or_fail(m->ps.w.embed, "generation"), *norm = lc_buf_host(m->ps.w.norm),
-              *head = lc_buf_host(m->ps.w.head);
-  if (!embed || !norm || !head) return LC_EINVAL;
   const int bf16 = m->ps.compute == LC_DT_BF16;
   const int ch = n < LC_DECODE_CHUNK ? n : LC_DECODE_CHUNK;
-  size_t nf = dec_floats(cfg, ch, NULL, LC_DT_F32, NULL, NULL);
-  float *work = lc_alloc(a, LC_MEM_ACT, lc_bytes(LC_DT_F32, nf), "decoding activations");
-  if (!work) return LC_ENOMEM;
+  const size_t nf = dec_floats(cfg, ch, (lc_buf){0}, LC_DT_F32, NULL);
+  lc_buf work;
+  LC_TRY(lc_buf_alloc(be, LC_MEM_ACT, LC_DT_U8, lc_bytes(LC_DT_F32, nf), 0, "decoding activations", &work));
   dec_bufs b;
-  dec_floats(cfg, ch, be, lc_layer_act_dt(bf16), &b, work);
+  dec_floats(cfg, ch, work, lc_layer_act_dt(bf16), &b);
   const int len0 = c->len;
   lc_status st = LC_OK;
   for (int t0 = 0; t0 < n && st == LC_OK; t0 += ch) {
     const int nn = n - t0 < ch ? n - t0 : ch;
-    lc_embedding_fwd(b.x, tokens + t0, embed, nn, C);
+    const lc_buf tok = first_rows(b.tok, ch, nn), x0 = first_rows(b.x, ch, nn);
+    st = lc_buf_write(tok, tokens + t0, LC_SYNC_INPUT);
+    if (st == LC_OK) st = lc_be_embedding_fwd(x0, tok, m->ps.w.embed, nn, C, 0);
+    if (st != LC_OK) break;
     // A length-dependent RoPE scaling sees the length at the end of this call, as
     // transformers' cache does (keys made earlier keep the frequencies of their call).
-    const float *x = dec_layers(m, c, &b, c->len, nn, len0 + n, a, &st);
+    const lc_buf x = dec_layers(m, c, &b, ch, c->len, nn, len0 + n, a, &st);
     if (st != LC_OK) break;
     c->len += nn;
-    float *ln = b.ln1, *rstd = b.rstd1; // free once the layers are done (ln1's slot holds fp32)
-    const lc_mm mm = {.bf16 = bf16, .arena = a};
-    if (all_logits) {
-      lc_rmsnorm_fwd(ln, rstd, x, norm, nn, C, cfg->norm_eps);
-      if (bf16) lc_bf16_round(ln, (size_t)nn * C);
-      st = lc_matmul_fwd(&mm, logits + (size_t)t0 * V, LC_DT_F32, lc_act_f32(ln), lc_act_f32(head), nn, C, V);
-    } else if (t0 + nn == n) {
-      lc_rmsnorm_fwd(ln, rstd, x + (size_t)(nn - 1) * C, norm, 1, C, cfg->norm_eps);
-      if (bf16) lc_bf16_round(ln, (size_t)C);
-      st = lc_matmul_fwd(&mm, logits, LC_DT_F32, lc_act_f32(ln), lc_act_f32(head), 1, C, V);
-    }
+    const lc_buf ln = b.ln, rstd = b.acts.rstd1; // free once the layers are done (ln1's room holds fp32)
+    const int rows = all_logits ? nn : t0 + nn == n ? 1 : 0, r0 = all_logits ? 0 : nn - 1;
+    if (rows == 0) continue;
+    const lc_buf lnr = lc_buf_view(ln, 0, (size_t)rows * C);
+    st = lc_be_rmsnorm_fwd(lnr, lc_buf_view(rstd, 0, (size_t)rows), lc_buf_view(x, (size_t)r0 * C, (size_t)rows * C),
+                           m->ps.w.norm, rows, C, cfg->norm_eps);
+    if (st == LC_OK && bf16) st = lc_be_bf16_round(lnr);
+    if (st == LC_OK) st = head_logits(m, lnr, rows, all_logits ? logits + (size_t)t0 * V : logits);
   }
   if (st != LC_OK) c->len = len0; // rows past len are ignored: the cache is as before
-  lc_free(a, work);
+  lc_buf_free(&work);
   return st;
 }
 
 void lc_model_bf16_inference(lc_model *m) {
-  lc_bf16_round(m->ps.params, m->ps.n_params);
+  lc_be_bf16_round(m->ps.params_b);
   lc_pstore_set_compute(&m->ps, LC_DT_BF16);
 }
 

@@ -20,16 +20,17 @@ typedef struct {
   int len;      // positions filled = absolute position of the next token
   int n_layers;
   int kv_dim;   // n_kv_heads * head_dim
-  float *buf;   // one LC_MEM_ACT block: layer l's k [max_len, Hkv, D] then its v
+  lc_buf buf;   // one LC_MEM_ACT block of the model's backend (F32): layer l's k [max_len, Hkv, D], then its v
 } lc_kv_cache;
 
-// Allocates an empty cache for max_len positions (LC_ENOMEM when the arena cap is hit).
-// max_len must be >= 1 and <= cfg->max_pos (max_position_embeddings) when that is set.
-lc_status lc_kv_cache_create(lc_kv_cache *c, const lc_config *cfg, int max_len, lc_arena *a);
-void lc_kv_cache_destroy(lc_kv_cache *c, lc_arena *a);
+// Allocates an empty cache for max_len positions on backend be (the model's: m->ps.be;
+// LC_ENOMEM when its arena's cap is hit). max_len must be >= 1 and <= cfg->max_pos
+// (max_position_embeddings) when that is set.
+lc_status lc_kv_cache_create(lc_kv_cache *c, const lc_config *cfg, int max_len, lc_backend *be);
+void lc_kv_cache_destroy(lc_kv_cache *c);
 // Layer l's keys / values, [max_len, Hkv, D]; rows [0, len) are valid.
-float *lc_kv_cache_k(const lc_kv_cache *c, int l);
-float *lc_kv_cache_v(const lc_kv_cache *c, int l);
+lc_buf lc_kv_cache_k(const lc_kv_cache *c, int l);
+lc_buf lc_kv_cache_v(const lc_kv_cache *c, int l);
 
 // Runs tokens[0..n) at absolute positions cache->len .. cache->len+n-1 through the model,
 // appending their keys/values to the cache, and writes the logits of the LAST token into
@@ -38,7 +39,9 @@ float *lc_kv_cache_v(const lc_kv_cache *c, int l);
 // the whole cache through the blockwise kernel, so working memory is O(chunk), not O(n).
 // Errors (cache unchanged): n < 1, a token outside [0, vocab), more tokens than the cache
 // has room for. In bf16 (after lc_model_bf16_inference) the layers round as in training
-// (layer.h) and the head reads the final norm's rows rounded.
+// (layer.h) and the head reads the final norm's rows rounded. Everything runs on the
+// model's backend; the host sees the logits (a named read where its memory is not the
+// host's) and writes each chunk's token ids, bounds and RoPE tables. `a`: host memory.
 #define LC_DECODE_CHUNK 256
 lc_status lc_decode(const lc_model *m, lc_kv_cache *c, const int *tokens, int n, float *logits,
                     int all_logits, lc_arena *a);

@@ -376,9 +376,8 @@ static lc_status stage_in(lc_backend *be, const void *p, size_t n, lc_dtype dt, 
   return lc_buf_write(*b, p, LC_SYNC_INPUT);
 }
 
-// The rope tables into cos_t/sin_t (F32 [T, D/2]): computed on the host, in place where the
-// backend's memory is the host's, else written (named).
-static lc_status rope_tables(const lc_config *cfg, int rope_len, const int *pos, int T, lc_buf cos_t, lc_buf sin_t) {
+lc_status lc_model_rope_table_buf(const lc_config *cfg, int rope_len, const int *pos, int T, lc_buf cos_t,
+                                  lc_buf sin_t) {
   float *c = lc_buf_host(cos_t), *s = lc_buf_host(sin_t);
   if (c && s) {
     lc_model_rope_table(cfg, rope_len, pos, T, c, s);
@@ -595,7 +594,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   // fp32 buffer (dx and xL alternate, so the last layer writes xL), packed into the
   // checkpoint before the layer runs; backward widens the checkpoint into xL (free by then).
   const lc_buf xin_fwd[2] = {L % 2 == 0 ? xL : dx, L % 2 == 0 ? dx : xL};
-  st = rope_tables(cfg, m->rope_len, pos, T, rcos, rsin);
+  st = lc_model_rope_table_buf(cfg, m->rope_len, pos, T, rcos, rsin);
   if (st != LC_OK) goto done;
   lc_layer_ctx ctx = {.cfg = cfg, .attn = attn, .rope_cos = rcos, .rope_sin = rsin, .T = T,
                       .mlp_tile = mlp_untiled ? 0 : o->mlp_tile, .bf16 = bf16, .arena = arena,

@@ -109,6 +109,10 @@ void lc_model_pass_bytes(const lc_config *cfg, const lc_model_opts *o, int T,
 // The RoPE tables [T, D/2] of the model's RoPE (with its scaling) at positions pos, for a
 // sequence whose largest position + 1 is rope_len (0: the largest of pos, + 1).
 void lc_model_rope_table(const lc_config *cfg, int rope_len, const int *pos, int T, float *cos_t, float *sin_t);
+// The same into backend buffers (F32 [T, D/2] each): computed on the host, in place where
+// the backend's memory is the host's, else written (two named writes, LC_SYNC_INPUT).
+lc_status lc_model_rope_table_buf(const lc_config *cfg, int rope_len, const int *pos, int T, lc_buf cos_t,
+                                  lc_buf sin_t);
 
 // Forward only: loss sum and the number of counted tokens whose argmax is wrong.
 lc_status lc_model_eval(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
