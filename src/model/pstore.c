@@ -14,13 +14,17 @@
 
 #define TAG_TENSOR 301
 
-// (The store's own buffers are the backend's; the collectives still take their host
-// addresses, lc_buf_host: transitional, backend.h. A backend without host memory runs the
-// unsharded paths.)
+// A collective's host view of a backend range (the communicator reads and writes host
+// memory): the range's own address where the backend's memory is the host's, else a
+// staging copy in host memory (category comm), read from the device before the collective
+// is posted and written back when it has completed (named: LC_SYNC_STAGE).
+typedef lc_ps_hview hview;
+
 struct lc_ps_unit {
   lc_buf gath;  // stage 3: gathered weights [u.n] (empty: not resident); bf16 compute (every
                 // stage): the unit's 2-byte compute copy while acquired (set_views16)
   lc_req greq;  // its all-gather
+  hview hsend, hgath; // the gather's send and receive views
   int rounded;  // stage 3, bf16: the copy's vectors are widened
   int g16;      // stage 3: the gather moves bf16 into a 2-byte compute copy
   lc_buf gbuf;  // stage >= 2: temporary full gradient [u.n]
@@ -39,12 +43,33 @@ struct lc_ps_red {
   // A row range's reduction (unit < 0; stage >= 2): its gradient rows (freed at retire),
   // the per-rank counts the reduce-scatter reads, and this rank's piece of its shard.
   lc_buf gbuf;
-  float *piece;
+  float *piece; // (the host view of the piece: hv_out.host)
   size_t piece_n;
   int *cnt;
+  hview hv_in, hv_out; // what the collective sends (ZeRO 2: the temporary gradient) and reduces into
 };
 
 static lc_comm *red_comm(const lc_pstore *ps, const lc_ps_red *r);
+
+static lc_status hv_open(lc_pstore *ps, lc_buf dev, int read_in, const char *what, hview *h) {
+  h->dev = dev;
+  h->staged = 0;
+  h->host = lc_buf_host(dev);
+  if (h->host || !lc_buf_ok(dev) || !lc_buf_bytes(dev)) return LC_OK;
+  if (!(h->host = lc_alloc(ps->arena, LC_MEM_COMM, lc_buf_bytes(dev), what))) return LC_ENOMEM;
+  h->staged = 1;
+  return read_in ? lc_buf_read(dev, h->host, LC_SYNC_STAGE) : LC_OK;
+}
+// A staged view written back to the device (write_back) and freed; the view is empty after.
+static lc_status hv_close(lc_pstore *ps, hview *h, int write_back) {
+  lc_status st = LC_OK;
+  if (h->staged) {
+    if (write_back) st = lc_buf_write(h->dev, h->host, LC_SYNC_STAGE);
+    lc_free(ps->arena, h->host);
+  }
+  memset(h, 0, sizeof *h);
+  return st;
+}
 
 const char *lc_zero_stage_desc(int stage) {
   switch (stage) {
@@ -231,10 +256,14 @@ void lc_pstore_destroy(lc_pstore *ps) {
   if (ps->u_)
     for (int u = 0; u < ps->lay.n_units; u++) {
       if (ps->u_[u].greq.active) lc_wait(ps->zg, &ps->u_[u].greq);
+      hv_close(ps, &ps->u_[u].hsend, 0);
+      hv_close(ps, &ps->u_[u].hgath, 0);
       lc_buf_free(&ps->u_[u].gath);
     }
   for (int i = 0; i < ps->n_red_; i++) {
     if (ps->red_[i].req.active) lc_wait(red_comm(ps, &ps->red_[i]), &ps->red_[i].req);
+    hv_close(ps, &ps->red_[i].hv_in, 0);
+    hv_close(ps, &ps->red_[i].hv_out, 0);
     if (ps->red_[i].unit < 0) {
       lc_buf_free(&ps->red_[i].gbuf);
       free(ps->red_[i].cnt);
@@ -414,14 +443,17 @@ static lc_status start_gather(lc_pstore *ps, int u) {
   x->g16 = ps->compute == LC_DT_BF16;
   LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GATHERED, LC_DT_U8, x->g16 ? copy16_bytes(&ps->lay, u) : lc_bytes(LC_DT_F32, n), 0,
                       x->g16 ? "gathered bf16 weights" : "gathered weights", &x->gath));
-  void *g = lc_buf_host_or_fail(x->gath, "the ZeRO-3 gather");
-  if (!g) return LC_EINVAL;
-  if (!x->g16) return lc_iallgather(ps->zg, ps->params + shard_off(ps, u), g, sh, LC_DT_F32, &x->greq);
+  const lc_buf mine = lc_buf_view(ps->params_b, shard_off(ps, u), sh);
+  if (!x->g16) {
+    LC_TRY(hv_open(ps, mine, 1, "a ZeRO-3 gather's shard (staged)", &x->hsend));
+    LC_TRY(hv_open(ps, lc_buf_part(x->gath, 0, n, LC_DT_F32), 0, "a ZeRO-3 gather (staged)", &x->hgath));
+    return lc_iallgather(ps->zg, x->hsend.host, x->hgath.host, sh, LC_DT_F32, &x->greq);
+  }
   // bf16 compute: the bf16 weights are what is gathered (half the bytes), straight into the
   // unit's 2-byte compute copy; each rank rounds its shard into its slot.
-  LC_TRY(lc_be_bf16_pack(lc_buf_part(x->gath, lc_bytes(LC_DT_BF16, (size_t)ps->zrank * sh), sh, LC_DT_BF16),
-                         lc_buf_view(ps->params_b, shard_off(ps, u), sh)));
-  return lc_iallgather(ps->zg, NULL, g, sh, LC_DT_BF16, &x->greq);
+  LC_TRY(lc_be_bf16_pack(lc_buf_part(x->gath, lc_bytes(LC_DT_BF16, (size_t)ps->zrank * sh), sh, LC_DT_BF16), mine));
+  LC_TRY(hv_open(ps, lc_buf_part(x->gath, 0, n, LC_DT_BF16), 1, "a ZeRO-3 gather (staged)", &x->hgath));
+  return lc_iallgather(ps->zg, NULL, x->hgath.host, sh, LC_DT_BF16, &x->greq);
 }
 
 void lc_pstore_pass_begin(lc_pstore *ps, int want_grads) {
@@ -456,6 +488,8 @@ lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next) {
   lc_ps_unit *x = &ps->u_[unit];
   LC_TRY(start_gather(ps, unit));
   LC_TRY(lc_wait(ps->zg, &x->greq));
+  LC_TRY(hv_close(ps, &x->hsend, 0));
+  LC_TRY(hv_close(ps, &x->hgath, 1)); // (staged: the gathered weights onto the device)
   if (x->g16) {
     LC_TRY(set_views16(ps, unit, x->gath, !x->rounded)); // the vectors widened once per gather
     x->rounded = 1;
@@ -476,6 +510,8 @@ void lc_pstore_release(lc_pstore *ps, int unit) {
     return;
   }
   if (x->greq.active) lc_wait(ps->zg, &x->greq); // released before use (an error path)
+  hv_close(ps, &x->hsend, 0);
+  hv_close(ps, &x->hgath, 0);
   set_views(ps, &ps->w, unit, NONE);
   lc_buf_free(&x->gath);
   x->rounded = x->g16 = 0;
@@ -489,21 +525,30 @@ static lc_comm *red_comm(const lc_pstore *ps, const lc_ps_red *r) {
 
 // Reduction r's phase 0 has completed: its result into place; done unless the replica
 // groups still have to be summed (phase 1, started by start_phase1 in FIFO order).
-static void phase0_done(lc_pstore *ps, lc_ps_red *r) {
+// Reduction r is complete: staged views written back (the result) and freed.
+static lc_status red_finish(lc_pstore *ps, lc_ps_red *r) {
+  r->done = 1;
+  const lc_status a = hv_close(ps, &r->hv_in, 0), b = hv_close(ps, &r->hv_out, 1);
+  r->piece = NULL;
+  return a != LC_OK ? a : b;
+}
+
+static lc_status phase0_done(lc_pstore *ps, lc_ps_red *r) {
   const int u = r->unit;
   if (u < 0) { // a row range (stage >= 2): its piece is in place
-    if (ps->R == 1) r->done = 1;
-    else r->p0_done = 1;
-    return;
+    if (ps->R == 1) return red_finish(ps, r);
+    r->p0_done = 1;
+    return LC_OK;
   }
   const size_t s = shard_floats(ps, u);
   if (ps->stage == 1 && ps->zrank != 0) {
     // The in-place reduce-scatter left the result at the unit's start: move it to its slice.
-    float *G = ps->grads + ps->lay.units[u].off;
+    float *G = r->hv_out.host;
     memmove(G + (size_t)ps->zrank * s, G, lc_bytes(LC_DT_F32, s));
   }
-  if (ps->stage == 0 || ps->R == 1) r->done = 1;
-  else r->p0_done = 1;
+  if (ps->stage == 0 || ps->R == 1) return red_finish(ps, r);
+  r->p0_done = 1;
+  return LC_OK;
 }
 
 static lc_status start_phase1(lc_pstore *ps, lc_ps_red *r) {
@@ -514,8 +559,8 @@ static lc_status start_phase1(lc_pstore *ps, lc_ps_red *r) {
     return lc_iallreduce_sum(ps->rep, r->piece, r->piece_n, LC_DT_F32, &r->req);
   }
   const size_t s = shard_floats(ps, u);
-  float *slice = ps->stage == 1 ? ps->grads + ps->lay.units[u].off + (size_t)ps->zrank * s
-                                : ps->grads + shard_off(ps, u);
+  // (hv_out: stage 1 the unit's range, stage 2 this rank's shard of it)
+  float *slice = ps->stage == 1 ? (float *)r->hv_out.host + (size_t)ps->zrank * s : (float *)r->hv_out.host;
   r->p0_done = 0;
   r->phase = 1;
   return lc_iallreduce_sum(ps->rep, slice, s, LC_DT_F32, &r->req);
@@ -539,8 +584,7 @@ static lc_status progress(lc_pstore *ps, int nwait) {
       int complete = i < nwait ? (st = lc_wait(red_comm(ps, r), &r->req), st == LC_OK)
                                : lc_test(red_comm(ps, r), &r->req);
       if (st != LC_OK || !complete) break;
-      if (r->phase == 0) phase0_done(ps, r);
-      else r->done = 1;
+      st = r->phase == 0 ? phase0_done(ps, r) : red_finish(ps, r);
     }
     in_order = in_order && (r->done || r->phase == 1);
   }
@@ -602,22 +646,25 @@ lc_status lc_pstore_grad_end(lc_pstore *ps, int unit) {
   r->unit = unit;
   lc_status st;
   const size_t s = shard_floats(ps, unit);
-  if (!ps->grads) return lc_fail(LC_EINVAL, "the gradient reductions do not run on the %s device yet; use --device cpu", ps->be->name);
-  if (ps->stage == 0) {
-    st = lc_iallreduce_sum(ps->world, ps->grads + U->off, U->n, LC_DT_F32, &r->req);
-  } else if (ps->stage == 1) {
-    st = lc_ireduce_scatter_sum(ps->zg, NULL, ps->grads + U->off, s, LC_DT_F32, &r->req);
+  if (ps->stage <= 1) {
+    st = hv_open(ps, unit_of(ps, ps->grads_b, unit), 1, "a gradient reduction (staged)", &r->hv_out);
+    if (st == LC_OK && ps->stage == 0) st = lc_iallreduce_sum(ps->world, r->hv_out.host, U->n, LC_DT_F32, &r->req);
+    else if (st == LC_OK) st = lc_ireduce_scatter_sum(ps->zg, NULL, r->hv_out.host, s, LC_DT_F32, &r->req);
   } else {
     // The shard already holds earlier passes' sums: one replica adds them to its slice of
     // the input, so the reduction leaves shard = earlier + this pass, counted once.
-    float *acc = ps->grads + shard_off(ps, unit), *gb = lc_buf_host_or_fail(x->gbuf, "the ZeRO-2 reduction");
-    if (!acc || !gb) return LC_EINVAL;
-    if (ps->passes_ > 0 && ps->rrank == 0)
-      LC_TRY(lc_be_add(lc_buf_view(x->gbuf, (size_t)ps->zrank * s, s), lc_buf_view(ps->grads_b, shard_off(ps, unit), s)));
+    const lc_buf acc = lc_buf_view(ps->grads_b, shard_off(ps, unit), s);
+    st = ps->passes_ > 0 && ps->rrank == 0 ? lc_be_add(lc_buf_view(x->gbuf, (size_t)ps->zrank * s, s), acc) : LC_OK;
     set_views(ps, &ps->g, unit, NONE);
-    st = lc_ireduce_scatter_sum(ps->zg, gb, acc, s, LC_DT_F32, &r->req);
+    if (st == LC_OK) st = hv_open(ps, x->gbuf, 1, "a ZeRO-2 reduction's input (staged)", &r->hv_in);
+    if (st == LC_OK) st = hv_open(ps, acc, 0, "a ZeRO-2 reduction's shard (staged)", &r->hv_out);
+    if (st == LC_OK) st = lc_ireduce_scatter_sum(ps->zg, r->hv_in.host, r->hv_out.host, s, LC_DT_F32, &r->req);
   }
-  if (st != LC_OK) return st;
+  if (st != LC_OK) { // not queued: its views go now
+    hv_close(ps, &r->hv_in, 0);
+    hv_close(ps, &r->hv_out, 0);
+    return st;
+  }
   ps->n_red_++;
   return LC_OK;
 }
@@ -652,10 +699,10 @@ static int *range_counts(const lc_pstore *ps, int u, size_t x0, size_t n) {
   return cnt;
 }
 
-// This rank's piece of the range in its shard buffer (params or grads).
-static float *range_mine(const lc_pstore *ps, float *shard_buf, int u, size_t x0, size_t n, size_t *at, size_t *len) {
+// Where this rank's piece of the range starts in its shard buffers (params or grads).
+static size_t range_mine(const lc_pstore *ps, int u, size_t x0, size_t n, size_t *at, size_t *len) {
   range_piece(ps, u, x0, n, ps->zrank, at, len);
-  return shard_buf + shard_off(ps, u) + (x0 + *at - owned_lo(ps, u));
+  return shard_off(ps, u) + (x0 + *at - owned_lo(ps, u));
 }
 
 static void rows_track(lc_pstore *ps, lc_ps_rows *r, int on) {
@@ -694,24 +741,28 @@ lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t 
   const int u = ps->lay.table[tensor].unit, h16 = rows16(ps, tensor);
   const size_t nb = r->n + (r->n & 1); // even, for the in-place bf16 widening (a vector)
   LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GATHERED, LC_DT_U8, rows_bytes(ps, r), 0, "gathered vocabulary rows", &r->buf));
-  char *buf = lc_buf_host_or_fail(r->buf, "the ZeRO-3 gather of vocabulary rows");
-  r->cnt = buf ? range_counts(ps, u, r->x0, r->n) : NULL;
+  r->cnt = range_counts(ps, u, r->x0, r->n);
   if (!r->cnt) {
     lc_buf_free(&r->buf);
-    return !buf ? LC_EINVAL : lc_fail(LC_ENOMEM, "out of memory for a vocabulary slice's counts");
+    return lc_fail(LC_ENOMEM, "out of memory for a vocabulary slice's counts");
   }
   size_t at, mine;
-  const float *src = range_mine(ps, ps->params, u, r->x0, r->n, &at, &mine);
+  const size_t mo = range_mine(ps, u, r->x0, r->n, &at, &mine);
+  const lc_buf src = mine ? lc_buf_view(ps->params_b, mo, mine) : NONE; // (no piece: mo is meaningless)
   r->g16 = ps->compute == LC_DT_BF16;
-  lc_status st;
+  lc_status st = LC_OK;
   if (!r->g16) {
-    if (mine) memcpy((float *)(void *)buf + at, src, lc_bytes(LC_DT_F32, mine));
-    st = lc_iallgatherv(ps->zg, buf, r->cnt, r->cnt + ps->Z, LC_DT_F32, &r->req);
+    if (mine) st = lc_be_copy(lc_buf_part(r->buf, lc_bytes(LC_DT_F32, at), mine, LC_DT_F32), src, LC_STREAM_COMPUTE);
+    if (st == LC_OK) st = hv_open(ps, r->buf, 1, "a vocabulary slice's gather (staged)", &r->hv);
+    if (st == LC_OK) st = lc_iallgatherv(ps->zg, r->hv.host, r->cnt, r->cnt + ps->Z, LC_DT_F32, &r->req);
   } else { // bf16 values travel (half the bytes): a matrix's stay in 2 bytes, a vector's are widened in place at acquire
-    uint16_t *h = h16 ? (uint16_t *)(void *)buf : (uint16_t *)(void *)buf + nb;
-    if (!h16 && nb > r->n) h[r->n] = 0;
-    if (mine) lc_bf16_pack(h + at, src, mine);
-    st = lc_iallgatherv(ps->zg, h, r->cnt, r->cnt + ps->Z, LC_DT_BF16, &r->req);
+    const size_t h0 = h16 ? 0 : nb; // where the 2-byte values start (a vector: the upper half, widened downwards)
+    if (!h16 && nb > r->n) st = lc_be_zero(lc_buf_part(r->buf, lc_bytes(LC_DT_BF16, h0 + r->n), 1, LC_DT_BF16));
+    if (st == LC_OK && mine)
+      st = lc_be_bf16_pack(lc_buf_part(r->buf, lc_bytes(LC_DT_BF16, h0 + at), mine, LC_DT_BF16), src);
+    if (st == LC_OK) st = hv_open(ps, r->buf, 1, "a vocabulary slice's gather (staged)", &r->hv);
+    if (st == LC_OK)
+      st = lc_iallgatherv(ps->zg, (uint16_t *)r->hv.host + h0, r->cnt, r->cnt + ps->Z, LC_DT_BF16, &r->req);
   }
   if (st == LC_OK) rows_track(ps, r, 1);
   return st;
@@ -724,8 +775,9 @@ lc_status lc_pstore_rows_acquire(lc_pstore *ps, lc_ps_rows *r) {
   r->w = NONE;
   if (params_sharded(ps)) {
     LC_TRY(lc_wait(ps->zg, &r->req));
-    if (r->g16 && !h16) lc_bf16_unpack_inplace(lc_buf_host(r->buf), r->n + (r->n & 1));
+    if (r->g16 && !h16) lc_bf16_unpack_inplace(r->hv.host, r->n + (r->n & 1));
     r->g16 = 0;
+    LC_TRY(hv_close(ps, &r->hv, 1)); // (staged: the gathered rows onto the device)
     r->w = lc_buf_part(r->buf, 0, r->n, dt);
     return LC_OK;
   }
@@ -751,6 +803,7 @@ lc_status lc_pstore_rows_acquire(lc_pstore *ps, lc_ps_rows *r) {
 void lc_pstore_rows_release(lc_pstore *ps, lc_ps_rows *r) {
   if (r->req.active) lc_wait(ps->zg, &r->req); // released before use (an error path)
   rows_track(ps, r, 0);
+  hv_close(ps, &r->hv, 0);
   lc_buf_free(&r->buf);
   free(r->cnt);
   r->cnt = NULL;
@@ -779,19 +832,28 @@ lc_status lc_pstore_rows_grad_end(lc_pstore *ps, lc_ps_rows *r) {
   q->unit = -1;
   q->gbuf = r->gbuf;
   r->gbuf = NONE;
-  float *gb = lc_buf_host_or_fail(q->gbuf, "the ZeRO-2 reduction of vocabulary rows");
-  q->cnt = gb ? range_counts(ps, u, r->x0, r->n) : NULL;
+  q->cnt = range_counts(ps, u, r->x0, r->n);
   if (!q->cnt) {
     lc_buf_free(&q->gbuf);
-    return !gb ? LC_EINVAL : lc_fail(LC_ENOMEM, "out of memory for a vocabulary slice's counts");
+    return lc_fail(LC_ENOMEM, "out of memory for a vocabulary slice's counts");
   }
   size_t at;
-  q->piece = range_mine(ps, ps->grads, u, r->x0, r->n, &at, &q->piece_n);
+  const size_t po = range_mine(ps, u, r->x0, r->n, &at, &q->piece_n);
+  const lc_buf pc = q->piece_n ? lc_buf_view(ps->grads_b, po, q->piece_n) : NONE; // (no piece: po is meaningless)
   // The shard's piece may already hold sums (earlier passes, or this range reduced before
   // in this pass): one replica adds them to its input, so they are counted once.
-  if (ps->rrank == 0 && q->piece_n) lc_add_inplace(gb + at, q->piece, q->piece_n);
+  lc_status st = ps->rrank == 0 && q->piece_n ? lc_be_add(lc_buf_view(q->gbuf, at, q->piece_n), pc) : LC_OK;
   ps->n_red_++; // queued before the collective so that an error still frees its buffers
-  return lc_ireduce_scatterv_sum(ps->zg, gb, q->piece, q->cnt, LC_DT_F32, &q->req);
+  if (st == LC_OK) st = hv_open(ps, q->gbuf, 1, "a vocabulary slice's reduction (staged)", &q->hv_in);
+  if (st == LC_OK) st = hv_open(ps, pc, 0, "a vocabulary slice's shard (staged)", &q->hv_out);
+  q->piece = q->hv_out.host;
+  if (st == LC_OK) st = lc_ireduce_scatterv_sum(ps->zg, q->hv_in.host, q->piece, q->cnt, LC_DT_F32, &q->req);
+  if (st != LC_OK) { // never posted: nothing to progress, its views go now
+    q->done = 1;
+    hv_close(ps, &q->hv_in, 0);
+    hv_close(ps, &q->hv_out, 0);
+  }
+  return st;
 }
 
 lc_status lc_pstore_rows_done(lc_pstore *ps, int unit) {

@@ -45,6 +45,14 @@ typedef struct {
 
 typedef enum { LC_PS_PARAMS = 0, LC_PS_EXP_AVG, LC_PS_EXP_AVG_SQ } lc_ps_state;
 
+// (Private) a collective's host view of a backend range: its own address on a backend of
+// host memory, else a staging copy (pstore.c).
+typedef struct {
+  lc_buf dev;
+  void *host;
+  int staged;
+} lc_ps_hview;
+
 // A range of rows of one tensor acquired, and its gradient reduced, on its own, so that no
 // rank ever holds the whole tensor's gathered weights or gradient (model.c, vocab_slice).
 // Under stage 3 the rows are all-gathered from the ranks whose shards they overlap (an
@@ -68,6 +76,7 @@ typedef struct {
   lc_buf gbuf;      // stage >= 2: the temporary gradient rows
   int *cnt;         // stage 3 gather: per zero-group rank, counts then displacements
   lc_req req;
+  lc_ps_hview hv;   // stage 3 gather: buf's host view
   int g16, acquired;
 } lc_ps_rows;
 
@@ -127,10 +136,10 @@ lc_status lc_zero_check(int stage, int group, int group_given, int ranks);
 lc_status lc_pstore_create(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world,
                            lc_arena *arena);
 // The same with the states on backend `be` (not owned; its host arena serves the rest).
-// Without host-addressable memory the unsharded paths run (one rank, ZeRO 0: the passes,
-// fp32 and bf16; and the optimizer's path at any stage: states in and out, the gradient
-// norm, AdamW, the stage 1/2 parameter gather); the collectives of the passes still need
-// host memory (LC_EINVAL naming them).
+// Without host-addressable memory everything runs: the collectives (gradient reductions,
+// ZeRO-3 gathers of units and vocabulary rows, the stage 1/2 parameter gather) stage their
+// ranges through host memory of the backend's host arena (category comm; named
+// LC_SYNC_STAGE reads before a collective is posted and writes once it has completed).
 lc_status lc_pstore_create_on(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world,
                               lc_backend *be);
 // AdamW moments m and v (zero), for training.

@@ -106,11 +106,12 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   }
   st = lc_comm_agree(world, st);
   if (st == LC_OK) st = lc_backend_open(o->device ? o->device : "cpu", &t->arena, &t->be);
-  // A device without host memory runs one rank's whole step (issue 32: the passes'
-  // collectives and the disk tier of the checkpoints still take host addresses).
-  if (st == LC_OK && !t->be->host_memory && world->size > 1)
-    st = lc_fail(LC_EINVAL, "--device %s runs one rank yet (the collectives of the passes need host memory): run one "
-                 "process, or use --device cpu", t->be->name);
+  // A device without host memory runs the whole step of a data-parallel layout at any ZeRO
+  // stage (the store's collectives staged through host memory); issue 32: the ring and
+  // Ulysses strategies and the disk tier of the checkpoints still take host addresses.
+  if (st == LC_OK && !t->be->host_memory && t->distributed)
+    st = lc_fail(LC_EINVAL, "--device %s runs data parallelism and ZeRO, not --hp/--cp yet (the ring and Ulysses "
+                 "strategies need host memory): use --hp 1 --cp 1, or --device cpu", t->be->name);
   if (st == LC_OK && !t->be->host_memory && o->mopts.offload_dir)
     st = lc_fail(LC_EINVAL, "--offload-checkpoints does not run on the %s device yet (the disk tier moves host memory): "
                  "drop it, or use --device cpu", t->be->name);
