@@ -928,15 +928,22 @@ static void test_segments(void) {
 // no host code can reach; the stage 1/2 parameter gather stages through host memory) equals
 // the CPU backend's, bit for bit (backend_update.h).
 // Training on the private backend (buffers host code cannot reach; the store's collectives
-// staged through host memory) over every rank as data parallelism: the same losses and
-// gradient norms as the CPU backend, bit for bit, step by step, at every ZeRO stage (a
-// zero group of half the ranks too), fp32 and bf16 with vocabulary slices.
+// and the ring's blocks staged through host memory): the same losses and gradient norms as
+// the CPU backend, bit for bit, step by step: every rank as data parallelism at every ZeRO
+// stage (a zero group of half the ranks too), fp32 and bf16 with vocabulary slices; the
+// ring over every rank, the double ring (windows of 2), dp 2 x cp, packed documents with a
+// sliding window (the bounds staged), bf16.
 static void test_private_steps(void) {
   const int W = world->size;
   const struct {
-    int stage, group, bf16, slice;
-  } cs[] = {{0, 0, 0, 0}, {1, 0, 0, 0}, {2, 0, 1, 0}, {3, 0, 0, 100}, {3, 0, 1, 64}, {2, W / 2, 0, 100}};
+    int stage, group, bf16, slice, cp, window, pack, attn_window;
+  } cs[] = {{0, 0, 0, 0, 1, 1, 0, 0},    {1, 0, 0, 0, 1, 1, 0, 0},   {2, 0, 1, 0, 1, 1, 0, 0},
+            {3, 0, 0, 100, 1, 1, 0, 0},  {3, 0, 1, 64, 1, 1, 0, 0},  {2, W / 2, 0, 100, 1, 1, 0, 0},
+            {0, 0, 0, 0, W, W, 0, 0},    {1, 0, 1, 0, W, 2, 0, 0},   {3, 0, 0, 0, W / 2, W / 2, 0, 0},
+            {0, 0, 1, 0, W, W, 1, 24}};
   for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+    const int cp = cs[k].cp, dp = cp > 0 ? W / cp : 0;
+    if (cp < 1 || W % cp || cs[k].window > cp || cp % cs[k].window) continue;
     if (cs[k].stage > 0 && W == 1) continue;
     if (cs[k].group && (cs[k].group < 1 || W % cs[k].group)) continue;
     enum { STEPS = 3 };
@@ -946,8 +953,14 @@ static void test_private_steps(void) {
                      .clip = 1.0f, .family = FAM_LLAMA};
       c.mo.precision = cs[k].bf16 ? LC_DT_BF16 : LC_DT_F32;
       c.mo.zero = cs[k].stage, c.mo.zero_group = cs[k].group, c.mo.vocab_slice = cs[k].slice;
-      lc_train_opts o = step_opts(1, 1, 1, LC_PLACE_HEAD_FIRST, W, &c);
+      lc_train_opts o = step_opts(1, cp, cs[k].window, LC_PLACE_HEAD_FIRST, dp, &c);
       o.device = d ? "private" : "cpu";
+      if (cs[k].pack) { // 128-token packed sequences, ring kernel calls of 8 rows (several per chunk)
+        o.pack = 1, o.seq = 128;
+        o.data_spec = pack_path;
+        o.cfg.sliding_window = cs[k].attn_window;
+      }
+      lc_attn_2d_test_set_poll_rows(cs[k].pack ? 8 : 0);
       lc_trainer tr;
       CHECK(lc_trainer_init(&tr, &o, world) == LC_OK, "private steps init (%s): %s", o.device, lc_errmsg());
       for (int i = 0; i < STEPS; i++) {
@@ -959,21 +972,22 @@ static void test_private_steps(void) {
     }
     int same = 1;
     for (int i = 0; i < STEPS; i++) same &= loss[0][i] == loss[1][i] && norm[0][i] == norm[1][i];
-    CHECK(same, "dp %d ZeRO %d group %d%s slices %d: cpu and private differ (last loss %.17g vs %.17g, norm %.17g vs %.17g)",
-          W, cs[k].stage, cs[k].group, cs[k].bf16 ? " bf16" : "", cs[k].slice, loss[0][STEPS - 1], loss[1][STEPS - 1],
-          norm[0][STEPS - 1], norm[1][STEPS - 1]);
-    if (rank0)
-      printf("private dp %d ZeRO %d group %d%s slices %3d: %d steps bit-identical to cpu (loss %.6f)\n", W,
-             cs[k].stage, cs[k].group, cs[k].bf16 ? " bf16" : "", cs[k].slice, STEPS, loss[1][STEPS - 1]);
+    char tag[160];
+    snprintf(tag, sizeof tag, "dp %d cp %d (window %d) ZeRO %d group %d%s slices %d%s", dp, cp, cs[k].window,
+             cs[k].stage, cs[k].group, cs[k].bf16 ? " bf16" : "", cs[k].slice, cs[k].pack ? " packed+window" : "");
+    CHECK(same, "%s: cpu and private differ (last loss %.17g vs %.17g, norm %.17g vs %.17g)", tag, loss[0][STEPS - 1],
+          loss[1][STEPS - 1], norm[0][STEPS - 1], norm[1][STEPS - 1]);
+    if (rank0) printf("private %s: %d steps bit-identical to cpu (loss %.6f)\n", tag, STEPS, loss[1][STEPS - 1]);
   }
-  // The ring and Ulysses do not run there yet: one line at init, on every rank.
+  lc_attn_2d_test_set_poll_rows(0);
+  // Ulysses does not run there yet: one line at init, on every rank.
   if (W > 1) {
     step_case c = {.mo = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0}, .kv_heads = 2, .steps = 1, .clip = 1.0f,
                    .family = FAM_LLAMA};
-    lc_train_opts o = step_opts(1, W, W, LC_PLACE_HEAD_FIRST, 1, &c);
+    lc_train_opts o = step_opts(2, W / 2, W / 2, LC_PLACE_HEAD_FIRST, 1, &c);
     o.device = "private";
     lc_trainer tr;
-    CHECK(lc_trainer_init(&tr, &o, world) == LC_EINVAL && strstr(lc_errmsg(), "--hp/--cp"), "private ring: %s",
+    CHECK(lc_trainer_init(&tr, &o, world) == LC_EINVAL && strstr(lc_errmsg(), "--hp 2"), "private Ulysses: %s",
           lc_errmsg());
   }
 }
@@ -1147,11 +1161,11 @@ int main(int argc, char **argv) {
     const int W = world->size;
     test_segments();
     test_backend_update();
-    test_private_steps();
     // Packed documents and sliding windows under every layout, zigzag and balanced.
     // Balanced layouts with up to 8 chunks per rank: 128-token sequences take 16-token
     // chunks (test-only minimum); the real minimum (256) gives them 2 (one case).
     write_pack_file();
+    test_private_steps();
     lc_cp_layout_test_set_min_chunk(1);
     for (int i = 0; i < nl; i++) {
       test_packed(lays[i], i % 2 ? LC_PLACE_CONTEXT_FIRST : LC_PLACE_HEAD_FIRST, LC_CP_BALANCED, 0, plain, 1, FAM_LLAMA);

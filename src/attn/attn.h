@@ -36,8 +36,10 @@ struct lc_attn {
   // position each token may see (documents, sliding window; NULL: plain causal).
   const lc_seq_layout *layout;
   const int *lo;
-  // The same bounds as the backend's buffer (I32 [T]) where its memory is not the host's:
-  // staged by the model for a pass (the local strategy reads it; empty: lo is read in place).
+  // lo's length (the sequence's S; 0: the pass's T, one process), and the same bounds as
+  // the backend's buffer where its memory is not the host's: staged by the model for a
+  // pass (empty: lo is read in place).
+  long lo_len;
   lc_buf lo_buf;
   // Set by the layer for each call: bf16 precision. q, k, v, out (and in backward dout)
   // are then 2-byte bf16 arrays, read in place by the kernels, and messages carry them as

@@ -48,6 +48,36 @@ typedef struct {
 
 static int chunked(const attn2d *x) { return x->hp > 1 && x->N < x->Hl; }
 
+// The ring on the Ulysses paths' host arrays (host memory yet: transitional, backend.h),
+// wrapped for the strategy's backend: q, k, v, out, dout of the heads the ring holds.
+static lc_status ring_sizes(const attn2d *x, size_t *nq, size_t *nkv, size_t *nl) {
+  const lc_ring *r = &x->ring;
+  const size_t Tc = (size_t)(r->S / r->ctx->size), Lc = (size_t)r->layout->Lc, k = (size_t)r->layout->k;
+  *nq = Tc * r->Hq * r->D, *nkv = Tc * r->Hkv * r->D;
+  *nl = r->lse_stride ? (k - 1) * (size_t)r->lse_stride + (size_t)r->Hq * Lc : k * r->Hq * Lc;
+  return LC_OK;
+}
+static lc_status ring_fwd_host(attn2d *x, float *out, float *lse, const void *q, const void *k, const void *v,
+                               lc_arena *ar) {
+  lc_backend *be = x->ring.be;
+  const lc_dtype dt = x->ring.bf16 ? LC_DT_BF16 : LC_DT_F32;
+  size_t nq, nkv, nl;
+  ring_sizes(x, &nq, &nkv, &nl);
+  return lc_ring_fwd(&x->ring, lc_buf_wrap_host(be, out, nq, LC_DT_F32), lc_buf_wrap_host(be, lse, nl, LC_DT_F32),
+                     lc_buf_wrap_host(be, q, nq, dt), lc_buf_wrap_host(be, k, nkv, dt), lc_buf_wrap_host(be, v, nkv, dt), ar);
+}
+static lc_status ring_bwd_host(attn2d *x, float *dq, float *dk, float *dv, const void *dout, const void *out,
+                               const float *lse, const void *q, const void *k, const void *v, lc_arena *ar) {
+  lc_backend *be = x->ring.be;
+  const lc_dtype dt = x->ring.bf16 ? LC_DT_BF16 : LC_DT_F32, f = LC_DT_F32;
+  size_t nq, nkv, nl;
+  ring_sizes(x, &nq, &nkv, &nl);
+  return lc_ring_bwd(&x->ring, lc_buf_wrap_host(be, dq, nq, f), lc_buf_wrap_host(be, dk, nkv, f),
+                     lc_buf_wrap_host(be, dv, nkv, f), lc_buf_wrap_host(be, dout, nq, dt),
+                     lc_buf_wrap_host(be, out, nq, dt), lc_buf_wrap_host(be, lse, nl, f), lc_buf_wrap_host(be, q, nq, dt),
+                     lc_buf_wrap_host(be, k, nkv, dt), lc_buf_wrap_host(be, v, nkv, dt), ar);
+}
+
 static void chunk_poll(void *arg) {
   attn2d *x = arg;
   for (int i = 0; i < x->n_inflight; i++) lc_test(x->head, &x->inflight[i]);
@@ -60,6 +90,8 @@ static void ring_for_pass(attn2d *x, const lc_attn *a) {
   x->ring.extra_arg = a->poll_arg;
   x->ring.layout = a->layout ? a->layout : &x->def;
   x->ring.lo = a->lo;
+  x->ring.lo_buf = a->lo_buf;
+  x->ring.be = a->be;
   x->ring.bf16 = a->bf16; // q, k, v, out, dout in 2 bytes (attn.h), read in place
   x->ring.lse_stride = 0;
   if (chunked(x)) { // stage c's LSE is heads [cN, cN + N) of the [k][Hl][Lc] array
@@ -434,7 +466,7 @@ static lc_status fwd_chunked(lc_attn *a, void *out, float *lse, const void *q, c
       io = stage_of(x, a, &h, c + 1, q, NULL, NULL, k, v);
       st = post_in(x, &io, b.send, b.set[(c + 1) % 2], T, bf16);
     }
-    if (st == LC_OK) st = lc_ring_fwd(&x->ring, b.o, lse + (size_t)c * h.N * Lc, qh, kh, vh, ar);
+    if (st == LC_OK) st = ring_fwd_host(x, b.o, lse + (size_t)c * h.N * Lc, qh, kh, vh, ar);
     if (st == LC_OK) st = back_exchange(x, out, b.o, T, sel_q(x, a, c), b.buf, bf16); // bf16: rounded
   }
   lc_status s2 = wait_in(x); // nothing in flight on an error either
@@ -471,7 +503,7 @@ static lc_status bwd_chunked(lc_attn *a, float *dq, float *dk, float *dv, const 
     // Shared kv head: stage 0 writes the sums, later stages add theirs (in stage order).
     float *dkh = h.shared && c == 0 ? b.dk_sum : b.dk, *dvh = h.shared && c == 0 ? b.dv_sum : b.dv;
     if (st == LC_OK)
-      st = lc_ring_bwd(&x->ring, b.o, dkh, dvh, doh, oh, lse + (size_t)c * h.N * Lc, qh, kh, vh, ar);
+      st = ring_bwd_host(x, b.o, dkh, dvh, doh, oh, lse + (size_t)c * h.N * Lc, qh, kh, vh, ar);
     if (st == LC_OK && h.shared && c > 0) {
       lc_kern()->add(b.dk_sum, b.dk, h.nsh);
       lc_kern()->add(b.dv_sum, b.dv, h.nsh);
@@ -493,15 +525,6 @@ static lc_status fwd_2d_host(lc_attn *a, void *out, void *saved, const void *q, 
   ring_for_pass(x, a);
   float *lse = saved;
   const int h16 = a->bf16; // q, k, v, out in 2 bytes (attn.h)
-  if (x->hp == 1 && !h16) return lc_ring_fwd(&x->ring, out, lse, q, k, v, ar);
-  if (x->hp == 1) { // the ring's fp32 output, rounded into out
-    float *of = lc_alloc(ar, LC_MEM_SCRATCH, heads_scratch_bytes(x, T, 1), "ring output (fp32)");
-    if (!of) return LC_ENOMEM;
-    lc_status st = lc_ring_fwd(&x->ring, of, lse, q, k, v, ar);
-    if (st == LC_OK) lc_bf16_pack(out, of, sz_q(x, T));
-    lc_free(ar, of);
-    return st;
-  }
   if (chunked(x)) return fwd_chunked(a, out, lse, q, k, v, T, ar);
   const lc_dtype dt = h16 ? LC_DT_BF16 : LC_DT_F32;
   // Pack buffer (largest exchange) + expanded kv when replicating; bf16: the ring's fp32 output.
@@ -523,7 +546,7 @@ static lc_status fwd_2d_host(lc_attn *a, void *out, void *saved, const void *q, 
     st = a2a_fwd(x, m == 0 ? h.k : h.v, src, T, x->Hkvl, pack, dt);
   }
   // q, k, v arrived into their kept slots, where the ring reads them
-  if (st == LC_OK) st = lc_ring_fwd(&x->ring, h.of, lse, h.q, h.k, h.v, ar);
+  if (st == LC_OK) st = ring_fwd_host(x, h.of, lse, h.q, h.k, h.v, ar);
   if (st == LC_OK && h16) lc_bf16_pack(h.o, h.of, sz_q(x, T)); // the output, rounded, kept in 2 bytes
   if (st == LC_OK) st = a2a_bwd(x, out, h.o, T, x->Hl, pack, dt);
   lc_free(ar, work);
@@ -537,7 +560,6 @@ static lc_status bwd_2d_host(lc_attn *a, float *dq, float *dk, float *dv, const 
   attn2d *x = a->ctx;
   ring_for_pass(x, a);
   const float *lse = saved;
-  if (x->hp == 1) return lc_ring_bwd(&x->ring, dq, dk, dv, dout, out, lse, q, k, v, ar);
   if (chunked(x)) return bwd_chunked(a, dq, dk, dv, dout, out, lse, q, k, v, T, ar);
   size_t nq = sz_q(x, T), nkv = sz_kv(x, T);
   // dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack; expanded kv gradient; doh (bwd_comm_bytes).
@@ -549,7 +571,7 @@ static lc_status bwd_2d_host(lc_attn *a, float *dq, float *dk, float *dv, const 
   // dout arrives as bf16 values in bf16 (the layer rounds it) and travels and stays as bf16;
   // dq, dk and dv are fp32 sums and travel as fp32.
   lc_status st = a2a_fwd(x, doh, dout, T, x->Hl, pack, a->bf16 ? LC_DT_BF16 : LC_DT_F32);
-  if (st == LC_OK) st = lc_ring_bwd(&x->ring, dqh, dkh, dvh, doh, h.o, lse, h.q, h.k, h.v, ar);
+  if (st == LC_OK) st = ring_bwd_host(x, dqh, dkh, dvh, doh, h.o, lse, h.q, h.k, h.v, ar);
   if (st == LC_OK) st = a2a_bwd(x, dq, dqh, T, x->Hl, pack, LC_DT_F32);
   for (int m = 0; m < 2 && st == LC_OK; m++) {
     float *dst = m == 0 ? dk : dv;
@@ -567,8 +589,22 @@ static lc_status bwd_2d_host(lc_attn *a, float *dq, float *dk, float *dv, const 
 
 // The strategy's buffers by their host addresses (transitional, backend.h: the ring and the
 // all-to-alls do not run on a device without host memory yet).
-#define RING_WHAT "ring and Ulysses attention"
+#define RING_WHAT "Ulysses attention (--hp)"
+// hp == 1 (the ring alone) runs on the buffers; Ulysses (hp > 1) on their host addresses.
 static lc_status fwd_2d(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *ar) {
+  attn2d *x = a->ctx;
+  if (x->hp == 1) {
+    ring_for_pass(x, a);
+    const lc_buf lse = lc_buf_part(saved, 0, (size_t)T * a->Hq, LC_DT_F32);
+    if (!a->bf16) return lc_ring_fwd(&x->ring, out, lse, q, k, v, ar);
+    lc_buf of; // the ring's fp32 output, rounded into out
+    LC_TRY(lc_buf_alloc(a->be, LC_MEM_SCRATCH, LC_DT_U8, heads_scratch_bytes(x, T, 1), 0, "ring output (fp32)", &of));
+    const lc_buf o32 = lc_buf_part(of, 0, sz_q(x, T), LC_DT_F32);
+    lc_status st = lc_ring_fwd(&x->ring, o32, lse, q, k, v, ar);
+    if (st == LC_OK) st = lc_be_bf16_pack(out, o32);
+    lc_buf_free(&of);
+    return st;
+  }
   const lc_buf b[5] = {out, saved, q, k, v};
   void *p[5];
   LC_TRY(lc_bufs_host(RING_WHAT, 5, b, p));
@@ -576,6 +612,11 @@ static lc_status fwd_2d(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_buf k
 }
 static lc_status bwd_2d(lc_attn *a, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf saved, lc_buf q,
                         lc_buf k, lc_buf v, int T, lc_arena *ar) {
+  attn2d *x = a->ctx;
+  if (x->hp == 1) {
+    ring_for_pass(x, a);
+    return lc_ring_bwd(&x->ring, dq, dk, dv, dout, out, lc_buf_part(saved, 0, (size_t)T * a->Hq, LC_DT_F32), q, k, v, ar);
+  }
   const lc_buf b[9] = {dq, dk, dv, dout, out, saved, q, k, v};
   void *p[9];
   LC_TRY(lc_bufs_host(RING_WHAT, 9, b, p));

@@ -10,6 +10,8 @@
 
 #include "core/dtype.h"
 #include "attn/flash.h"
+#include "backend/backend.h"
+#include "backend/bufcomm.h"
 #include "core/runstate.h"
 #include "core/timer.h"
 #include "ops/kernels.h"
@@ -98,29 +100,34 @@ static int hidden(const geo *g, long ks, long q0, int n) {
   return ks + g->Lc - 1 < mn;
 }
 
-static void poll(const lc_ring *r, lc_req *reqs, int n) {
-  for (int k = 0; k < n; k++) lc_test(r->ctx, &reqs[k]);
+static void poll(const lc_ring *r, lc_buf_req *reqs, int n) {
+  for (int k = 0; k < n; k++) lc_buf_test(r->ctx, &reqs[k]);
   if (r->extra_poll) r->extra_poll(r->extra_arg);
+}
+
+// Waits for requests [a, b) of reqs; the first error wins.
+static lc_status wait_all(const lc_ring *r, lc_buf_req *reqs, int a, int b, lc_status st) {
+  for (int x = a; x < b; x++) {
+    const lc_status s2 = lc_buf_wait(r->ctx, &reqs[x]);
+    if (st == LC_OK) st = s2;
+  }
+  return st;
 }
 
 // The dtype of q, k, v, out, dout and of the k/v blocks the ring holds and sends (the
 // kernel reads them in place): fp32, or bf16 (r->bf16).
 static lc_dtype kv_dtype(const lc_ring *r) { return r->bf16 ? LC_DT_BF16 : LC_DT_F32; }
-// Element i of an array of dtype dt.
-static const void *at(const void *p, lc_dtype dt, size_t i) { return (const char *)p + lc_bytes(dt, i); }
 // This rank's k and v into a block [k | v] of nkv values each.
-static void kv_store(const lc_ring *r, char *blk, const void *k, const void *v, size_t nkv) {
-  const size_t b = lc_bytes(kv_dtype(r), nkv);
-  memcpy(blk, k, b);
-  memcpy(blk + b, v, b);
+static lc_status kv_store(lc_buf blk, lc_buf k, lc_buf v, size_t nkv) {
+  LC_TRY(lc_be_copy(lc_buf_view(blk, 0, nkv), lc_buf_view(k, 0, nkv), LC_STREAM_COMPUTE));
+  return lc_be_copy(lc_buf_view(blk, nkv, nkv), lc_buf_view(v, 0, nkv), LC_STREAM_COMPUTE);
 }
 
-// Copies rows [r0, r0+n) of a per-chunk [H][Lc] array into a contiguous [H][n] one, or back.
-static void lse_rows(float *dst, const float *src, int H, long Lc, long r0, int n, int back) {
-  for (int h = 0; h < H; h++) {
-    if (!back) memcpy(dst + (size_t)h * n, src + (size_t)h * Lc + r0, lc_bytes(LC_DT_F32, n));
-    else memcpy((float *)src + (size_t)h * Lc + r0, dst + (size_t)h * n, lc_bytes(LC_DT_F32, n));
-  }
+// The bounds of tokens [t0, t0 + n) as a buffer (empty: plain causal).
+static lc_buf lo_rows(const lc_ring *r, const geo *g, long t0, int n) {
+  if (!g->lo) return (lc_buf){0};
+  const lc_buf all = lc_buf_ok(r->lo_buf) ? r->lo_buf : lc_buf_wrap_host(r->be, g->lo, (size_t)r->S, LC_DT_I32);
+  return lc_buf_ok(all) ? lc_buf_view(all, (size_t)t0, (size_t)n) : all;
 }
 
 // A key chunk's shape for packing k/v once for all query tiles against it
@@ -133,16 +140,16 @@ static lc_attn_shape chunk_shape(const lc_ring *r, const geo *g) {
 }
 
 // Forward of local q against the block (k, v) owned by context rank `owner`. Key chunk b
-// outermost, so the kernel's packing of it (pack: lc_flash_kv_bytes, NULL if none) happens
+// outermost, so the kernel's packing of it (pack: lc_flash_kv_bytes, empty if none) happens
 // once for every query tile; each query chunk still merges its key chunks in order b = 0, 1.
-static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, float *lse,
-                           const void *q, const void *k, const void *v, float *tmp_o,
-                           float *tmp_l, float *tmp_a, void *pack, lc_req *reqs, int nreq, lc_arena *ar) {
+// (out [Tc,H,D] F32; lse chunk a's [H][Lc] at a * lse_ld; tmp_o [P,H,D], tmp_l, tmp_a [H,P].)
+static lc_status fwd_block(lc_ring *r, const geo *g, int owner, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v,
+                           lc_buf tmp_o, lc_buf tmp_l, lc_buf tmp_a, lc_buf pack, lc_buf_req *reqs, int nreq) {
   const int H = r->Hq, D = r->D;
-  const lc_dtype kdt = kv_dtype(r);
+  const size_t kc = (size_t)g->Lc * r->Hkv * D;
   lc_test_point("ring");
   for (int b = 0; b < g->k; b++) {
-    const void *kb = at(k, kdt, (size_t)b * g->Lc * r->Hkv * D), *vb = at(v, kdt, (size_t)b * g->Lc * r->Hkv * D);
+    const lc_buf kb = lc_buf_view(k, (size_t)b * kc, kc), vb = lc_buf_view(v, (size_t)b * kc, kc);
     int packed = 0;
     for (int a = 0; a < g->k; a++) {
       long qs = chunk_start(g, g->c, a), ks = chunk_start(g, owner, b);
@@ -152,16 +159,19 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, floa
         if (ks > qs + r0 + n - 1) break;
         if (hidden(g, ks, qs + r0, n)) continue;
         lc_attn_shape s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
-                           .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale,
-                           .lo = g->lo ? g->lo + qs + r0 : NULL, .kv_pack = pack};
+                           .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale};
         shape_dtypes(&s, r->bf16);
-        if (pack && !packed) lc_flash_kv_pack(pack, kb, vb, &s, 0), packed = 1;
-        const void *qa = at(q, kdt, ((size_t)a * g->Lc + r0) * H * D);
-        LC_TRY(lc_flash_fwd(tmp_o, tmp_l, qa, kb, vb, &s, ar));
-        float *lse_a = lse + (size_t)a * g->lse_ld;
-        lse_rows(tmp_a, lse_a, H, g->Lc, r0, n, 0);
-        lc_attn_merge(out + ((size_t)a * g->Lc + r0) * H * D, tmp_a, tmp_o, tmp_l, n, H, D);
-        lse_rows(tmp_a, lse_a, H, g->Lc, r0, n, 1);
+        if (lc_buf_ok(pack) && !packed) {
+          LC_TRY(lc_be_flash_kv_pack(pack, kb, vb, &s, 0));
+          packed = 1;
+        }
+        const size_t qo = ((size_t)a * g->Lc + r0) * H * D, nq = (size_t)n * H * D, nl = (size_t)n * H;
+        const lc_buf to = lc_buf_view(tmp_o, 0, nq), tl = lc_buf_view(tmp_l, 0, nl), ta = lc_buf_view(tmp_a, 0, nl);
+        LC_TRY(lc_be_flash_fwd_packed(to, tl, lc_buf_view(q, qo, nq), kb, vb, lo_rows(r, g, qs + r0, n), pack, &s));
+        const lc_buf lse_a = lc_buf_view(lse, (size_t)a * g->lse_ld + (size_t)r0, (size_t)(H - 1) * g->Lc + n);
+        LC_TRY(lc_be_copy_rows(ta, (size_t)n, lse_a, (size_t)g->Lc, H, (size_t)n));
+        LC_TRY(lc_be_attn_merge(lc_buf_view(out, qo, nq), ta, to, tl, n, H, D));
+        LC_TRY(lc_be_copy_rows(lse_a, (size_t)g->Lc, ta, (size_t)n, H, (size_t)n));
         poll(r, reqs, nreq);
       }
     }
@@ -169,79 +179,87 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, float *out, floa
   return LC_OK;
 }
 
-lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const void *q, const void *k,
-                      const void *v, lc_arena *ar) {
+// One backend block (U8) the pass carves into typed parts.
+typedef struct {
+  lc_buf blk;
+  size_t at;
+} carver;
+static lc_status block(const lc_ring *r, lc_mem_cat cat, size_t bytes, const char *what, carver *k) {
+  k->at = 0;
+  return lc_buf_alloc(r->be, cat, LC_DT_U8, bytes, 0, what, &k->blk);
+}
+
+lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_arena *ar) {
+  (void)ar;
+  if (r->lo && !lc_buf_ok(r->lo_buf) && !r->be->host_memory)
+    return lc_fail(LC_EINVAL, "ring attention: the key bounds are not on the %s device (lc_ring.lo_buf)", r->be->name);
   geo g = geometry(r);
   const int H = r->Hq, D = r->D;
   const int P = r->poll_rows;
-  memset(out, 0, lc_bytes(LC_DT_F32, (size_t)g.Tc * H * D));
-  for (int a = 0; a < g.k; a++)
-    for (size_t x = 0; x < (size_t)H * g.Lc; x++) lse[(size_t)a * g.lse_ld + x] = -INFINITY;
+  LC_TRY(lc_be_zero(lc_buf_view(out, 0, (size_t)g.Tc * H * D)));
+  for (int a = 0; a < g.k; a++) LC_TRY(lc_be_fill(lc_buf_view(lse, (size_t)a * g.lse_ld, (size_t)H * g.Lc), -INFINITY));
   // Block buffers ([k | v]): start-of-window block, two inner buffers, outer prefetch.
-  const size_t blk = 2 * g.nkv, bb = lc_bytes(kv_dtype(r), blk); // values, bytes of a block
+  const size_t blk = 2 * g.nkv; // values of a block
   const lc_dtype kdt = kv_dtype(r);
-  char *buf = lc_alloc(ar, LC_MEM_COMM, bb * n_kv_blocks(g.cp, g.w), "ring k/v buffers");
-  float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, fwd_tmp_floats(P, H, D)), "ring merge tiles");
   const lc_attn_shape cs = chunk_shape(r, &g);
   const size_t pbytes = lc_flash_kv_bytes(&cs, 0);
-  void *pack = pbytes ? lc_alloc(ar, LC_MEM_SCRATCH, pbytes, "ring k/v chunk packed for the kernel") : NULL;
-  lc_status st = LC_OK;
-  if (!buf || !tmp || (pbytes && !pack)) {
-    st = LC_ENOMEM;
-    goto done;
-  }
-  float *tmp_o = tmp, *tmp_l = tmp_o + (size_t)P * H * D, *tmp_a = tmp_l + (size_t)P * H;
-  char *start = buf, *xy[2] = {NULL, NULL}, *onext = NULL, *bp = buf + bb;
-  if (g.w > 1) xy[0] = bp, xy[1] = bp + bb, bp += 2 * bb;
-  if (g.outer > 1) onext = bp;
-  kv_store(r, start, k, v, g.nkv);
+  carver kb = {{0}, 0}, tb = {{0}, 0};
+  lc_buf pack = {0};
+  lc_status st = block(r, LC_MEM_COMM, lc_bytes(kdt, blk) * n_kv_blocks(g.cp, g.w), "ring k/v buffers", &kb);
+  if (st == LC_OK) st = block(r, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, fwd_tmp_floats(P, H, D)), "ring merge tiles", &tb);
+  if (st == LC_OK && pbytes)
+    st = lc_buf_alloc(r->be, LC_MEM_SCRATCH, LC_DT_U8, pbytes, 0, "ring k/v chunk packed for the kernel", &pack);
+  if (st != LC_OK) goto done;
+  // (the tiles follow one another unpadded: fwd_tmp_floats)
+  const lc_buf tmp_o = lc_buf_part(tb.blk, 0, (size_t)P * H * D, LC_DT_F32),
+               tmp_l = lc_buf_part(tb.blk, lc_bytes(LC_DT_F32, (size_t)P * H * D), (size_t)P * H, LC_DT_F32),
+               tmp_a = lc_buf_part(tb.blk, lc_bytes(LC_DT_F32, (size_t)P * H * D + (size_t)P * H), (size_t)P * H, LC_DT_F32);
+  const size_t bb = lc_bytes(kdt, blk);
+  lc_buf start = lc_buf_part(kb.blk, 0, blk, kdt), xy[2] = {{0}, {0}}, onext = {0};
+  size_t bp = bb;
+  if (g.w > 1) xy[0] = lc_buf_part(kb.blk, bp, blk, kdt), xy[1] = lc_buf_part(kb.blk, bp + bb, blk, kdt), bp += 2 * bb;
+  if (g.outer > 1) onext = lc_buf_part(kb.blk, bp, blk, kdt);
+  st = kv_store(start, k, v, g.nkv);
   for (int o = 0; o < g.outer && st == LC_OK; o++) {
-    lc_req reqs[4] = {{{0}, 0}};
+    lc_buf_req reqs[4];
+    memset(reqs, 0, sizeof reqs);
     if (o + 1 < g.outer) {
-      st = lc_isend(r->ctx, start, blk, kdt, outer_next(&g), TAG_OUTER, &reqs[2]);
-      if (st == LC_OK) st = lc_irecv(r->ctx, onext, blk, kdt, outer_prev(&g), TAG_OUTER, &reqs[3]);
+      st = lc_buf_isend(r->ctx, start, outer_next(&g), TAG_OUTER, &reqs[2]);
+      if (st == LC_OK) st = lc_buf_irecv(r->ctx, onext, outer_prev(&g), TAG_OUTER, &reqs[3]);
     }
-    char *cur = start;
+    lc_buf cur = start;
     for (int j = 0; j < g.w && st == LC_OK; j++) {
-      char *nxt = xy[j % 2];
+      const lc_buf nxt = xy[j % 2];
       if (j + 1 < g.w) {
-        st = lc_isend(r->ctx, cur, blk, kdt, inner_next(&g), TAG_KV, &reqs[0]);
-        if (st == LC_OK) st = lc_irecv(r->ctx, nxt, blk, kdt, inner_prev(&g), TAG_KV, &reqs[1]);
+        st = lc_buf_isend(r->ctx, cur, inner_next(&g), TAG_KV, &reqs[0]);
+        if (st == LC_OK) st = lc_buf_irecv(r->ctx, nxt, inner_prev(&g), TAG_KV, &reqs[1]);
       }
       double t0 = lc_now();
       // cur may be in flight (being sent): the kernel only reads it
       if (st == LC_OK)
-        st = fwd_block(r, &g, owner_at(&g, o, j), out, lse, q, cur, at(cur, kdt, g.nkv), tmp_o, tmp_l,
-                       tmp_a, pack, reqs, 4, ar);
+        st = fwd_block(r, &g, owner_at(&g, o, j), out, lse, q, lc_buf_view(cur, 0, g.nkv), lc_buf_view(cur, g.nkv, g.nkv),
+                       tmp_o, tmp_l, tmp_a, pack, reqs, 4);
       r->compute_seconds += lc_now() - t0;
-      for (int x = 0; x < 2; x++) {
-        lc_status s2 = lc_wait(r->ctx, &reqs[x]);
-        if (st == LC_OK) st = s2;
-      }
+      st = wait_all(r, reqs, 0, 2, st);
       cur = nxt;
     }
-    for (int x = 2; x < 4; x++) {
-      lc_status s2 = lc_wait(r->ctx, &reqs[x]);
-      if (st == LC_OK) st = s2;
-    }
-    char *t = start;
+    st = wait_all(r, reqs, 0, 4, st);
+    const lc_buf t = start;
     start = onext;
     onext = t;
   }
 done:
-  lc_free(ar, pack);
-  lc_free(ar, tmp);
-  lc_free(ar, buf);
+  lc_buf_free(&pack);
+  lc_buf_free(&tb.blk);
+  lc_buf_free(&kb.blk);
   return st;
 }
 
 // Backward of local q against the block owned by `owner`: dq +=, dk/dv (block) +=.
-static lc_status bwd_block(lc_ring *r, const geo *g, int owner, float *dq, float *dk, float *dv,
-                           const void *dout, const float *lse, const float *delta,
-                           const void *q, const void *k, const void *v, float *tmp_l,
-                           float *tmp_d, void *pack, lc_req *reqs, int nreq, lc_arena *ar) {
+static lc_status bwd_block(lc_ring *r, const geo *g, int owner, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout,
+                           lc_buf lse, lc_buf delta, lc_buf q, lc_buf k, lc_buf v, lc_buf tmp_l, lc_buf tmp_d,
+                           lc_buf pack, lc_buf_req *reqs, int nreq) {
   const int H = r->Hq, D = r->D;
-  const lc_dtype kdt = kv_dtype(r);
   const size_t kb = (size_t)g->Lc * r->Hkv * D;
   // key chunk outermost, packed once (as fwd_block); dq rows still sum b = 0, 1 in order and
   // dk/dv rows a = 0, 1
@@ -255,16 +273,22 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, float *dq, float
         if (ks > qs + r0 + n - 1) break;
         if (hidden(g, ks, qs + r0, n)) continue;
         lc_attn_shape s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
-                           .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale,
-                           .lo = g->lo ? g->lo + qs + r0 : NULL, .kv_pack = pack};
+                           .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale};
         shape_dtypes(&s, r->bf16);
-        const void *kc = at(k, kdt, b * kb), *vc = at(v, kdt, b * kb);
-        if (pack && !packed) lc_flash_kv_pack(pack, kc, vc, &s, 1), packed = 1;
-        size_t qo = ((size_t)a * g->Lc + r0) * H * D;
-        lse_rows(tmp_l, lse + (size_t)a * g->lse_ld, H, g->Lc, r0, n, 0);
-        lse_rows(tmp_d, delta + (size_t)a * H * g->Lc, H, g->Lc, r0, n, 0);
-        LC_TRY(lc_flash_bwd(dq + qo, dk + b * kb, dv + b * kb, at(dout, kdt, qo), at(q, kdt, qo), kc, vc, tmp_l,
-                            tmp_d, &s, ar));
+        const lc_buf kc = lc_buf_view(k, b * kb, kb), vc = lc_buf_view(v, b * kb, kb);
+        if (lc_buf_ok(pack) && !packed) {
+          LC_TRY(lc_be_flash_kv_pack(pack, kc, vc, &s, 1));
+          packed = 1;
+        }
+        const size_t qo = ((size_t)a * g->Lc + r0) * H * D, nq = (size_t)n * H * D, nl = (size_t)n * H;
+        const lc_buf tl = lc_buf_view(tmp_l, 0, nl), td = lc_buf_view(tmp_d, 0, nl);
+        LC_TRY(lc_be_copy_rows(tl, (size_t)n, lc_buf_view(lse, (size_t)a * g->lse_ld + (size_t)r0, (size_t)(H - 1) * g->Lc + n),
+                               (size_t)g->Lc, H, (size_t)n));
+        LC_TRY(lc_be_copy_rows(td, (size_t)n, lc_buf_view(delta, (size_t)a * H * g->Lc + (size_t)r0, (size_t)(H - 1) * g->Lc + n),
+                               (size_t)g->Lc, H, (size_t)n));
+        LC_TRY(lc_be_flash_bwd_packed(lc_buf_view(dq, qo, nq), lc_buf_view(dk, b * kb, kb), lc_buf_view(dv, b * kb, kb),
+                                      lc_buf_view(dout, qo, nq), lc_buf_view(q, qo, nq), kc, vc, tl, td,
+                                      lo_rows(r, g, qs + r0, n), pack, &s));
         poll(r, reqs, nreq);
       }
     }
@@ -272,134 +296,127 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, float *dq, float
   return LC_OK;
 }
 
-lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const void *dout,
-                      const void *out, const float *lse, const void *q, const void *k,
-                      const void *v, lc_arena *ar) {
+lc_status lc_ring_bwd(lc_ring *r, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf lse, lc_buf q,
+                      lc_buf k, lc_buf v, lc_arena *ar) {
+  (void)ar;
+  if (r->lo && !lc_buf_ok(r->lo_buf) && !r->be->host_memory)
+    return lc_fail(LC_EINVAL, "ring attention: the key bounds are not on the %s device (lc_ring.lo_buf)", r->be->name);
   geo g = geometry(r);
   const int H = r->Hq, D = r->D, P = r->poll_rows;
   const size_t blk = 2 * g.nkv;
   const int n_owner = g.outer - 1;
-  memset(dq, 0, lc_bytes(LC_DT_F32, (size_t)g.Tc * H * D));
-  memset(dk, 0, lc_bytes(LC_DT_F32, g.nkv));
-  memset(dv, 0, lc_bytes(LC_DT_F32, g.nkv));
+  LC_TRY(lc_be_zero(lc_buf_view(dq, 0, (size_t)g.Tc * H * D)));
+  LC_TRY(lc_be_zero(lc_buf_view(dk, 0, g.nkv)));
+  LC_TRY(lc_be_zero(lc_buf_view(dv, 0, g.nkv)));
   // k/v: start, 2 inner, outer prefetch. dk/dv: 1-2 block accumulators, 1 incoming,
   // 1 window total, and one per outer step sent back to its owner (n_d_blocks).
-  const lc_dtype kdt = kv_dtype(r);
+  const lc_dtype kdt = kv_dtype(r), f32 = LC_DT_F32;
   const size_t bb = lc_bytes(kdt, blk);
-  size_t n_d = (size_t)n_d_blocks(g.cp, g.w) * blk;
-  char *kvb = lc_alloc(ar, LC_MEM_COMM, bb * n_kv_blocks(g.cp, g.w), "ring k/v buffers");
-  float *db = lc_alloc(ar, LC_MEM_COMM, lc_bytes(LC_DT_F32, n_d), "ring dk/dv buffers");
-  float *tmp = lc_alloc(ar, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, bwd_tmp_floats(g.Tc, P, H)), "ring delta");
+  const size_t n_d = (size_t)n_d_blocks(g.cp, g.w) * blk;
   const lc_attn_shape cs = chunk_shape(r, &g);
   const size_t pbytes = lc_flash_kv_bytes(&cs, 1);
-  void *pack = pbytes ? lc_alloc(ar, LC_MEM_SCRATCH, pbytes, "ring k/v chunk packed for the kernel") : NULL;
-  lc_req *oreq = calloc((size_t)n_owner + 1, sizeof *oreq);
-  lc_status st = LC_OK;
-  if (!kvb || !db || !tmp || (pbytes && !pack) || !oreq) {
-    st = kvb && db && tmp && (!pbytes || pack) ? lc_fail(LC_ENOMEM, "out of memory for ring requests") : LC_ENOMEM;
-    goto done;
+  carver kvk = {{0}, 0}, dbk = {{0}, 0}, tk = {{0}, 0};
+  lc_buf pack = {0};
+  lc_buf_req *oreq = calloc((size_t)n_owner + 1, sizeof *oreq);
+  lc_status st = oreq ? LC_OK : lc_fail(LC_ENOMEM, "out of memory for ring requests");
+  if (st == LC_OK) st = block(r, LC_MEM_COMM, bb * n_kv_blocks(g.cp, g.w), "ring k/v buffers", &kvk);
+  if (st == LC_OK) st = block(r, LC_MEM_COMM, lc_bytes(f32, n_d), "ring dk/dv buffers", &dbk);
+  if (st == LC_OK) st = block(r, LC_MEM_SCRATCH, lc_bytes(f32, bwd_tmp_floats(g.Tc, P, H)), "ring delta", &tk);
+  if (st == LC_OK && pbytes)
+    st = lc_buf_alloc(r->be, LC_MEM_SCRATCH, LC_DT_U8, pbytes, 0, "ring k/v chunk packed for the kernel", &pack);
+  if (st != LC_OK) goto done;
+  // (delta [k][H][Lc], then the lse and delta tiles [H, P], unpadded: bwd_tmp_floats)
+  const size_t nd = (size_t)g.Tc * H;
+  const lc_buf delta = lc_buf_part(tk.blk, 0, nd, f32), tmp_l = lc_buf_part(tk.blk, lc_bytes(f32, nd), (size_t)P * H, f32),
+               tmp_d = lc_buf_part(tk.blk, lc_bytes(f32, nd + (size_t)P * H), (size_t)P * H, f32);
+  for (int a = 0; a < g.k && st == LC_OK; a++) {
+    const size_t qo = (size_t)a * g.Lc * H * D, nq = (size_t)g.Lc * H * D;
+    st = lc_be_attn_delta(lc_buf_view(delta, (size_t)a * H * g.Lc, (size_t)H * g.Lc), lc_buf_view(dout, qo, nq),
+                          lc_buf_view(out, qo, nq), (int)g.Lc, H, D);
   }
-  float *delta = tmp, *tmp_l = delta + (size_t)g.Tc * H, *tmp_d = tmp_l + (size_t)P * H;
-  for (int a = 0; a < g.k; a++) {
-    size_t qo = (size_t)a * g.Lc * H * D;
-    if (r->bf16)
-      lc_attn_delta16(delta + (size_t)a * H * g.Lc, (const uint16_t *)dout + qo, (const uint16_t *)out + qo, (int)g.Lc, H, D);
-    else
-      lc_attn_delta(delta + (size_t)a * H * g.Lc, (const float *)dout + qo, (const float *)out + qo, (int)g.Lc, H, D);
-  }
-  char *start = kvb, *xy[2] = {NULL, NULL}, *onext = NULL, *kp = kvb + bb;
-  if (g.w > 1) xy[0] = kp, xy[1] = kp + bb, kp += 2 * bb;
-  if (g.outer > 1) onext = kp;
-  float *bd[2] = {db, NULL}, *acc_in = NULL, *total = NULL, *owner_blocks;
-  float *bp = db + blk;
-  if (g.w > 1) bd[1] = bp, bp += blk;
-  if (g.w > 1 || g.outer > 1) acc_in = bp, bp += blk;
-  if (g.w > 1) total = bp, bp += blk;
-  owner_blocks = bp;
-  kv_store(r, start, k, v, g.nkv);
+  lc_buf start = lc_buf_part(kvk.blk, 0, blk, kdt), xy[2] = {{0}, {0}}, onext = {0};
+  size_t kp = bb;
+  if (g.w > 1) xy[0] = lc_buf_part(kvk.blk, kp, blk, kdt), xy[1] = lc_buf_part(kvk.blk, kp + bb, blk, kdt), kp += 2 * bb;
+  if (g.outer > 1) onext = lc_buf_part(kvk.blk, kp, blk, kdt);
+  const lc_buf db = lc_buf_part(dbk.blk, 0, n_d, f32);
+  lc_buf bd[2] = {lc_buf_view(db, 0, blk), {0}}, acc_in = {0}, total = {0};
+  size_t bp = blk;
+  if (g.w > 1) bd[1] = lc_buf_view(db, bp, blk), bp += blk;
+  if (g.w > 1 || g.outer > 1) acc_in = lc_buf_view(db, bp, blk), bp += blk;
+  if (g.w > 1) total = lc_buf_view(db, bp, blk), bp += blk;
+  const size_t owner_blocks = bp;
+  if (st == LC_OK) st = kv_store(start, k, v, g.nkv);
   for (int o = 0; o < g.outer && st == LC_OK; o++) {
     // reqs: 0/1 inner k/v send/recv, 2/3 outer k/v send/recv, 4 dkv recv, 5/6 dkv sends
-    lc_req reqs[7] = {{{0}, 0}};
+    lc_buf_req reqs[7];
+    memset(reqs, 0, sizeof reqs);
     if (o + 1 < g.outer) {
-      st = lc_isend(r->ctx, start, blk, kdt, outer_next(&g), TAG_OUTER, &reqs[2]);
-      if (st == LC_OK) st = lc_irecv(r->ctx, onext, blk, kdt, outer_prev(&g), TAG_OUTER, &reqs[3]);
+      st = lc_buf_isend(r->ctx, start, outer_next(&g), TAG_OUTER, &reqs[2]);
+      if (st == LC_OK) st = lc_buf_irecv(r->ctx, onext, outer_prev(&g), TAG_OUTER, &reqs[3]);
     }
-    char *cur = start;
+    lc_buf cur = start;
     for (int j = 0; j < g.w && st == LC_OK; j++) {
-      char *nxt = xy[j % 2];
-      float *acc = bd[j % 2];
+      const lc_buf nxt = xy[j % 2], acc = bd[j % 2];
       if (j + 1 < g.w) {
-        st = lc_isend(r->ctx, cur, blk, kdt, inner_next(&g), TAG_KV, &reqs[0]);
-        if (st == LC_OK) st = lc_irecv(r->ctx, nxt, blk, kdt, inner_prev(&g), TAG_KV, &reqs[1]);
+        st = lc_buf_isend(r->ctx, cur, inner_next(&g), TAG_KV, &reqs[0]);
+        if (st == LC_OK) st = lc_buf_irecv(r->ctx, nxt, inner_prev(&g), TAG_KV, &reqs[1]);
       }
-      if (st == LC_OK && j > 0) st = lc_irecv(r->ctx, acc_in, blk, LC_DT_F32, inner_prev(&g), TAG_DKV, &reqs[4]);
+      if (st == LC_OK && j > 0) st = lc_buf_irecv(r->ctx, acc_in, inner_prev(&g), TAG_DKV, &reqs[4]);
       // acc was sent two steps ago: that send must be done before it is reused.
-      if (st == LC_OK) st = lc_wait(r->ctx, &reqs[5 + j % 2]);
-      memset(acc, 0, lc_bytes(LC_DT_F32, blk));
+      if (st == LC_OK) st = lc_buf_wait(r->ctx, &reqs[5 + j % 2]);
+      if (st == LC_OK) st = lc_be_zero(acc);
       double t0 = lc_now();
       if (st == LC_OK)
-        st = bwd_block(r, &g, owner_at(&g, o, j), dq, acc, acc + g.nkv, dout, lse, delta, q, cur,
-                       at(cur, kdt, g.nkv), tmp_l, tmp_d, pack, reqs, 7, ar);
+        st = bwd_block(r, &g, owner_at(&g, o, j), dq, lc_buf_view(acc, 0, g.nkv), lc_buf_view(acc, g.nkv, g.nkv), dout,
+                       lse, delta, q, lc_buf_view(cur, 0, g.nkv), lc_buf_view(cur, g.nkv, g.nkv), tmp_l, tmp_d, pack,
+                       reqs, 7);
       r->compute_seconds += lc_now() - t0;
       if (st == LC_OK && j > 0) {
-        st = lc_wait(r->ctx, &reqs[4]);
-        lc_kern()->add(acc, acc_in, blk);
+        st = lc_buf_wait(r->ctx, &reqs[4]);
+        if (st == LC_OK) st = lc_be_add(acc, acc_in);
       }
-      if (g.w > 1 && st == LC_OK)
-        st = lc_isend(r->ctx, acc, blk, LC_DT_F32, inner_next(&g), TAG_DKV, &reqs[5 + j % 2]);
-      for (int x = 0; x < 2; x++) {
-        lc_status s2 = lc_wait(r->ctx, &reqs[x]);
-        if (st == LC_OK) st = s2;
-      }
+      if (g.w > 1 && st == LC_OK) st = lc_buf_isend(r->ctx, acc, inner_next(&g), TAG_DKV, &reqs[5 + j % 2]);
+      st = wait_all(r, reqs, 0, 2, st);
       cur = nxt;
     }
     // The block this rank started the window with comes back with every window rank's part.
-    float *win = g.w > 1 ? total : bd[0];
+    const lc_buf win = g.w > 1 ? total : bd[0];
     if (st == LC_OK && g.w > 1) {
-      lc_req rq = {{0}, 0};
-      st = lc_irecv(r->ctx, total, blk, LC_DT_F32, inner_prev(&g), TAG_DKV, &rq);
-      if (st == LC_OK) st = lc_wait(r->ctx, &rq);
+      lc_buf_req rq;
+      st = lc_buf_irecv(r->ctx, total, inner_prev(&g), TAG_DKV, &rq);
+      if (st == LC_OK) st = lc_buf_wait(r->ctx, &rq);
     }
-    for (int x = 5; x < 7; x++) {
-      lc_status s2 = lc_wait(r->ctx, &reqs[x]);
-      if (st == LC_OK) st = s2;
-    }
+    st = wait_all(r, reqs, 5, 7, st);
     if (st == LC_OK) {
       if (o == 0) {
-        lc_kern()->add(dk, win, g.nkv);
-        lc_kern()->add(dv, win + g.nkv, g.nkv);
+        st = lc_be_add(lc_buf_view(dk, 0, g.nkv), lc_buf_view(win, 0, g.nkv));
+        if (st == LC_OK) st = lc_be_add(lc_buf_view(dv, 0, g.nkv), lc_buf_view(win, g.nkv, g.nkv));
       } else {
-        float *sb = owner_blocks + (size_t)(o - 1) * blk;
-        memcpy(sb, win, lc_bytes(LC_DT_F32, blk));
-        st = lc_isend(r->ctx, sb, blk, LC_DT_F32, owner_at(&g, o, 0), TAG_OWNER, &oreq[o - 1]);
+        const lc_buf sb = lc_buf_view(db, owner_blocks + (size_t)(o - 1) * blk, blk);
+        st = lc_be_copy(sb, win, LC_STREAM_COMPUTE);
+        if (st == LC_OK) st = lc_buf_isend(r->ctx, sb, owner_at(&g, o, 0), TAG_OWNER, &oreq[o - 1]);
       }
     }
-    for (int x = 2; x < 4; x++) {
-      lc_status s2 = lc_wait(r->ctx, &reqs[x]);
-      if (st == LC_OK) st = s2;
-    }
-    char *t = start;
+    st = wait_all(r, reqs, 0, 7, st);
+    const lc_buf t = start;
     start = onext;
     onext = t;
   }
   // Partial dk/dv of this rank's block from the other windows.
   for (int o = 1; o < g.outer && st == LC_OK; o++) {
-    lc_req rq = {{0}, 0};
+    lc_buf_req rq;
     int from = ((g.W + o) % g.outer) * g.w + g.i;
-    st = lc_irecv(r->ctx, acc_in, blk, LC_DT_F32, from, TAG_OWNER, &rq);
-    if (st == LC_OK) st = lc_wait(r->ctx, &rq);
-    if (st == LC_OK)
-      for (size_t x = 0; x < g.nkv; x++) dk[x] += acc_in[x], dv[x] += acc_in[g.nkv + x];
+    st = lc_buf_irecv(r->ctx, acc_in, from, TAG_OWNER, &rq);
+    if (st == LC_OK) st = lc_buf_wait(r->ctx, &rq);
+    if (st == LC_OK) st = lc_be_add(lc_buf_view(dk, 0, g.nkv), lc_buf_view(acc_in, 0, g.nkv));
+    if (st == LC_OK) st = lc_be_add(lc_buf_view(dv, 0, g.nkv), lc_buf_view(acc_in, g.nkv, g.nkv));
   }
-  for (int o = 0; o < n_owner; o++) {
-    lc_status s2 = lc_wait(r->ctx, &oreq[o]);
-    if (st == LC_OK) st = s2;
-  }
+  if (oreq) st = wait_all(r, oreq, 0, n_owner, st);
 done:
   free(oreq);
-  lc_free(ar, pack);
-  lc_free(ar, tmp);
-  lc_free(ar, db);
-  lc_free(ar, kvb);
+  lc_buf_free(&pack);
+  lc_buf_free(&tk.blk);
+  lc_buf_free(&dbk.blk);
+  lc_buf_free(&kvk.blk);
   return st;
 }

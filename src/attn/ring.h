@@ -6,6 +6,7 @@
 #define LC_RING_H
 
 #include "attn/attn.h"
+#include "backend/buf.h"
 #include "core/arena.h"
 #include "comm/comm.h"
 #include "attn/seqlayout.h"
@@ -21,6 +22,8 @@ typedef struct {
   void *extra_arg;
   const lc_seq_layout *layout; // which chunks each context rank holds (k per rank)
   const int *lo;   // [S] first key each token may see, global positions (NULL: plain causal)
+  lc_buf lo_buf;   // the same as a buffer of be's (I32 [S]), or empty: lo read in place
+  struct lc_backend *be; // the buffers' backend: kernels, copies and the ring's buffers
   long lse_stride; // floats from one chunk's [Hq][Lc] LSE block to the next (0: Hq * Lc,
                    // contiguous); head-chunked Ulysses writes into its all-heads array
   int bf16;        // a bf16 pass: q, k, v, out and dout are 2-byte bf16 arrays, read in
@@ -31,16 +34,15 @@ typedef struct {
 } lc_ring;
 
 // This context rank's Tc = S/cp tokens: its k chunks of the layout, in order.
-// q[Tc,Hq,D], k/v[Tc,Hkv,D] -> out[Tc,Hq,D], lse[k][Hq][Lc] (per chunk; chunk a's block
-// at lse + a * lse_stride when set). Block pairs that
-// no query may see (causal, or before every query's lower bound) are skipped.
-// q, k, v (and dout, out below): float, or uint16_t bf16 when r->bf16.
-lc_status lc_ring_fwd(lc_ring *r, float *out, float *lse, const void *q, const void *k,
-                      const void *v, lc_arena *arena);
-// dq/dk/dv OVERWRITTEN. out (bf16: its 2-byte rounding) and lse from lc_ring_fwd.
-lc_status lc_ring_bwd(lc_ring *r, float *dq, float *dk, float *dv, const void *dout,
-                      const void *out, const float *lse, const void *q, const void *k,
-                      const void *v, lc_arena *arena);
+// q[Tc,Hq,D], k/v[Tc,Hkv,D] -> out[Tc,Hq,D] (F32), lse[k][Hq][Lc] (F32; chunk a's block at
+// a * lse_stride when set). Block pairs that no query may see (causal, or before every
+// query's lower bound) are skipped. q, k, v (and dout, out below): F32, or BF16 when
+// r->bf16. Every buffer is r->be's; the k/v blocks travel as its buffers (staged through
+// host memory where its memory is not the host's: backend/bufcomm.h).
+lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_arena *arena);
+// dq/dk/dv OVERWRITTEN (F32). out (bf16: its 2-byte rounding) and lse from lc_ring_fwd.
+lc_status lc_ring_bwd(lc_ring *r, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf lse, lc_buf q,
+                      lc_buf k, lc_buf v, lc_arena *arena);
 
 // Arena bytes of lc_ring_fwd / lc_ring_bwd (saved = 0: the caller keeps the lse) for cp
 // context ranks with inner rings of `window`, heads held Hq/Hkv, poll_rows q rows per

@@ -82,6 +82,9 @@ static const struct {
     E(embedding_bwd),
     E(flash_fwd),
     E(flash_bwd),
+    E(flash_kv_pack),
+    E(copy_rows),
+    E(fill),
     E(attn_merge),
     E(attn_delta)};
 #undef E
@@ -423,20 +426,60 @@ static int flash_ok(lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_shape
          (s->bf16 || (!is16(q) && !is16(k)));
 }
 
-lc_status lc_be_flash_fwd(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_shape *s) {
+// A pack buffer: empty, or the backend's U8 of at least lc_flash_kv_bytes.
+static int pack_ok(lc_buf pack, lc_backend *be, const lc_attn_shape *s, int bwd) {
+  return !pack.be || (pack.be == be && pack.dt == LC_DT_U8 && pack.n >= lc_flash_kv_bytes(s, bwd));
+}
+
+lc_status lc_be_flash_fwd_packed(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, lc_buf pack,
+                                 const lc_attn_shape *s) {
   LC_TRY(need(flash_ok(q, k, v, lo, s) && same_be(out, q) && same_be(lse, q) && is_act(out) && is_f32(lse) &&
-                  (s->bf16 || !is16(out)) && fits(out, (size_t)s->Tq * s->Hq * s->D) && fits(lse, (size_t)s->Hq * s->Tq),
+                  (s->bf16 || !is16(out)) && fits(out, (size_t)s->Tq * s->Hq * s->D) &&
+                  fits(lse, (size_t)s->Hq * s->Tq) && pack_ok(pack, q.be, s, 0),
               "flash_fwd"));
-  return q.be->ops->flash_fwd(q.be, out, lse, q, k, v, lo, s);
+  return q.be->ops->flash_fwd(q.be, out, lse, q, k, v, lo, pack, s);
+}
+
+lc_status lc_be_flash_fwd(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_shape *s) {
+  return lc_be_flash_fwd_packed(out, lse, q, k, v, lo, (lc_buf){0}, s);
+}
+
+lc_status lc_be_flash_kv_pack(lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd) {
+  const size_t nk = (size_t)s->Tk * s->Hkv * s->D;
+  LC_TRY(need(same_be(k, v) && same_be(pack, k) && pack.dt == LC_DT_U8 && pack.n >= lc_flash_kv_bytes(s, bwd) &&
+                  is_act(k) && v.dt == k.dt && fits(k, nk) && fits(v, nk),
+              "flash_kv_pack"));
+  k.be->ops->flash_kv_pack(k.be, pack, k, v, s, bwd);
+  return LC_OK;
+}
+
+lc_status lc_be_copy_rows(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, int H, size_t n) {
+  const size_t need_d = H > 0 ? (size_t)(H - 1) * ld_dst + n : 0, need_s = H > 0 ? (size_t)(H - 1) * ld_src + n : 0;
+  LC_TRY(need(same_be(dst, src) && is_f32(dst) && is_f32(src) && n <= ld_dst && n <= ld_src && fits(dst, need_d) &&
+                  fits(src, need_s),
+              "copy_rows"));
+  dst.be->ops->copy_rows(dst.be, dst, ld_dst, src, ld_src, H, n);
+  return LC_OK;
+}
+
+lc_status lc_be_fill(lc_buf x, float v) {
+  LC_TRY(need(x.be && is_f32(x), "fill"));
+  x.be->ops->fill(x.be, x, v);
+  return LC_OK;
+}
+
+lc_status lc_be_flash_bwd_packed(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v, lc_buf lse,
+                                 lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_shape *s) {
+  LC_TRY(need(flash_ok(q, k, v, lo, s) && same_be(dq, q) && same_be(dk, q) && same_be(dv, q) && same_be(dout, q) &&
+                  same_be(lse, q) && same_be(delta, q) && is_f32(dq) && is_f32(dk) && is_f32(dv) && dout.dt == q.dt &&
+                  is_f32(lse) && is_f32(delta) && pack_ok(pack, q.be, s, 1),
+              "flash_bwd"));
+  return q.be->ops->flash_bwd(q.be, dq, dk, dv, dout, q, k, v, lse, delta, lo, pack, s);
 }
 
 lc_status lc_be_flash_bwd(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v, lc_buf lse,
                           lc_buf delta, lc_buf lo, const lc_attn_shape *s) {
-  LC_TRY(need(flash_ok(q, k, v, lo, s) && same_be(dq, q) && same_be(dk, q) && same_be(dv, q) && same_be(dout, q) &&
-                  same_be(lse, q) && same_be(delta, q) && is_f32(dq) && is_f32(dk) && is_f32(dv) && dout.dt == q.dt &&
-                  is_f32(lse) && is_f32(delta),
-              "flash_bwd"));
-  return q.be->ops->flash_bwd(q.be, dq, dk, dv, dout, q, k, v, lse, delta, lo, s);
+  return lc_be_flash_bwd_packed(dq, dk, dv, dout, q, k, v, lse, delta, lo, (lc_buf){0}, s);
 }
 
 lc_status lc_be_attn_merge(lc_buf out_a, lc_buf lse_a, lc_buf out_b, lc_buf lse_b, int Tq, int Hq, int D) {

@@ -137,12 +137,19 @@ typedef struct {
   // ---- flash attention (attn/flash.h) on one (q block, k/v block) pair: s gives the
   // shape, offsets, causality, scale and bf16; its lo, q16/kv16/out16 and kv_pack fields
   // are ignored: lo is a buffer (I32 [Tq] or empty), the 2-byte flags follow the buffers'
-  // dtypes. Workspace in the backend's arena (lc_flash_workspace_bytes). The merge of
-  // partial outputs through their LSE, and delta = rowsum(dout * out) (fp32 or 2-byte).
-  lc_status (*flash_fwd)(lc_backend *be, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo,
+  // dtypes, pack (U8, or empty) holds k/v as flash_kv_pack left them for this Tk (a ring
+  // packs a key chunk once for all its query tiles; lc_flash_kv_bytes, 0 for kernels that
+  // read k/v in place). Workspace in the backend's arena (lc_flash_workspace_bytes). The
+  // merge of partial outputs through their LSE, and delta = rowsum(dout * out).
+  lc_status (*flash_fwd)(lc_backend *be, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, lc_buf pack,
                          const lc_attn_shape *s);
   lc_status (*flash_bwd)(lc_backend *be, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v,
-                         lc_buf lse, lc_buf delta, lc_buf lo, const lc_attn_shape *s);
+                         lc_buf lse, lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_shape *s);
+  void (*flash_kv_pack)(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd);
+  // dst[h][i] = src[h][i] for h < H, i < n: rows of one layout copied into another (the
+  // ring's per-chunk LSE rows), src and dst F32 with row strides ld_src, ld_dst
+  void (*copy_rows)(lc_backend *be, lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, int H, size_t n);
+  void (*fill)(lc_backend *be, lc_buf x, float v); // x[i] = v (F32)
   void (*attn_merge)(lc_backend *be, lc_buf out_a, lc_buf lse_a, lc_buf out_b, lc_buf lse_b, int Tq, int Hq, int D);
   void (*attn_delta)(lc_backend *be, lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq, int D);
   void (*destroy)(lc_backend *be);
@@ -234,6 +241,14 @@ lc_status lc_be_embedding_bwd(lc_buf dwte, lc_buf dout, lc_buf tokens, int T, in
 lc_status lc_be_flash_fwd(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_shape *s);
 lc_status lc_be_flash_bwd(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v, lc_buf lse,
                           lc_buf delta, lc_buf lo, const lc_attn_shape *s);
+// The same with k/v packed ahead (pack: lc_be_flash_kv_pack's, or empty).
+lc_status lc_be_flash_fwd_packed(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, lc_buf pack,
+                                 const lc_attn_shape *s);
+lc_status lc_be_flash_bwd_packed(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v, lc_buf lse,
+                                 lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_shape *s);
+lc_status lc_be_flash_kv_pack(lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd);
+lc_status lc_be_copy_rows(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, int H, size_t n);
+lc_status lc_be_fill(lc_buf x, float v);
 lc_status lc_be_attn_merge(lc_buf out_a, lc_buf lse_a, lc_buf out_b, lc_buf lse_b, int Tq, int Hq, int D);
 lc_status lc_be_attn_delta(lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq, int D);
 static inline void lc_be_record(lc_backend *be, lc_stream s, lc_be_event *ev) { be->ops->record(be, s, ev); }

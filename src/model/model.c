@@ -580,7 +580,8 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   // go to the loss, which stages them itself.
   st = stage_in(be, tokens, (size_t)T, LC_DT_I32, "the pass's token ids", &tok, &tok_owned);
   if (st == LC_OK && attn->lo && !be->host_memory)
-    st = stage_in(be, attn->lo, (size_t)T, LC_DT_I32, "the attention's key bounds", &lo, &lo_owned);
+    st = stage_in(be, attn->lo, (size_t)(attn->lo_len > 0 ? attn->lo_len : T), LC_DT_I32, "the attention's key bounds",
+                  &lo, &lo_owned);
   if (st != LC_OK) goto done;
   attn->lo_buf = lo;
   carver ak = {act, 0};

@@ -106,12 +106,13 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   }
   st = lc_comm_agree(world, st);
   if (st == LC_OK) st = lc_backend_open(o->device ? o->device : "cpu", &t->arena, &t->be);
-  // A device without host memory runs the whole step of a data-parallel layout at any ZeRO
-  // stage (the store's collectives staged through host memory); issue 32: the ring and
-  // Ulysses strategies and the disk tier of the checkpoints still take host addresses.
-  if (st == LC_OK && !t->be->host_memory && t->distributed)
-    st = lc_fail(LC_EINVAL, "--device %s runs data parallelism and ZeRO, not --hp/--cp yet (the ring and Ulysses "
-                 "strategies need host memory): use --hp 1 --cp 1, or --device cpu", t->be->name);
+  // A device without host memory runs the whole step of data parallelism and the ring at
+  // any ZeRO stage (the collectives and the ring's blocks staged through host memory);
+  // issue 32: Ulysses' all-to-alls and the disk tier of the checkpoints still take host
+  // addresses.
+  if (st == LC_OK && !t->be->host_memory && o->hp > 1)
+    st = lc_fail(LC_EINVAL, "--device %s runs data parallelism, ZeRO and the ring (--cp), not Ulysses (--hp %d) yet: "
+                 "its all-to-alls need host memory; use --hp 1, or --device cpu", t->be->name, o->hp);
   if (st == LC_OK && !t->be->host_memory && o->mopts.offload_dir)
     st = lc_fail(LC_EINVAL, "--offload-checkpoints does not run on the %s device yet (the disk tier moves host memory): "
                  "drop it, or use --device cpu", t->be->name);
@@ -187,6 +188,7 @@ static void place_sequence(lc_trainer *t, int b, long *counted, double *pairs) {
 static void attend_sequence(lc_trainer *t, int b) {
   t->attn.layout = t->distributed ? &t->lay[b] : NULL;
   t->attn.lo = t->lo ? t->lo + (size_t)b * t->o.seq : NULL;
+  t->attn.lo_len = t->o.seq;
   t->model.rope_len = t->rope_len[b];
 }
 

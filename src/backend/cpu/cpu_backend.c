@@ -108,23 +108,23 @@ static void cpu_embedding_bwd(lc_backend *be, lc_buf dwte, lc_buf dout, lc_buf t
   lc_embedding_bwd_rows(at(dwte), at(dout), at(tokens), T, C, r0, r0 + (int)(dwte.n / (size_t)C));
 }
 // The call's shape: the bound and the 2-byte flags from the buffers.
-static lc_attn_shape shape_of(const lc_attn_shape *s, lc_buf lo, lc_buf q, lc_buf k, lc_buf out) {
+static lc_attn_shape shape_of(const lc_attn_shape *s, lc_buf lo, lc_buf q, lc_buf k, lc_buf out, lc_buf pack) {
   lc_attn_shape t = *s;
   t.lo = at(lo);
   t.q16 = q.dt == LC_DT_BF16;
   t.kv16 = k.dt == LC_DT_BF16;
   t.out16 = out.be && out.dt == LC_DT_BF16;
-  t.kv_pack = NULL;
+  t.kv_pack = at(pack);
   return t;
 }
 static lc_status cpu_flash_fwd(lc_backend *be, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo,
-                               const lc_attn_shape *s) {
-  const lc_attn_shape t = shape_of(s, lo, q, k, out);
+                               lc_buf pack, const lc_attn_shape *s) {
+  const lc_attn_shape t = shape_of(s, lo, q, k, out, pack);
   return lc_flash_fwd(at(out), at(lse), at(q), at(k), at(v), &t, be->arena);
 }
 static lc_status cpu_flash_bwd(lc_backend *be, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k,
-                               lc_buf v, lc_buf lse, lc_buf delta, lc_buf lo, const lc_attn_shape *s) {
-  const lc_attn_shape t = shape_of(s, lo, q, k, (lc_buf){0});
+                               lc_buf v, lc_buf lse, lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_shape *s) {
+  const lc_attn_shape t = shape_of(s, lo, q, k, (lc_buf){0}, pack);
   return lc_flash_bwd(at(dq), at(dk), at(dv), at(dout), at(q), at(k), at(v), at(lse), at(delta), &t, be->arena);
 }
 static void cpu_attn_merge(lc_backend *be, lc_buf oa, lc_buf la, lc_buf ob, lc_buf lb, int Tq, int Hq, int D) {
@@ -133,6 +133,20 @@ static void cpu_attn_merge(lc_backend *be, lc_buf oa, lc_buf la, lc_buf ob, lc_b
 static void cpu_attn_delta(lc_backend *be, lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq, int D) {
   if (dout.dt == LC_DT_BF16) lc_attn_delta16(at(delta), at(dout), at(out), Tq, Hq, D);
   else lc_attn_delta(at(delta), at(dout), at(out), Tq, Hq, D);
+}
+
+static void cpu_kv_pack(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd) {
+  const lc_attn_shape t = shape_of(s, (lc_buf){0}, k, k, (lc_buf){0}, (lc_buf){0});
+  lc_flash_kv_pack(at(pack), at(k), at(v), &t, bwd);
+}
+static void cpu_copy_rows(lc_backend *be, lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, int H, size_t n) {
+  float *d = at(dst);
+  const float *x = at(src);
+  for (int h = 0; h < H; h++) memcpy(d + (size_t)h * ld_dst, x + (size_t)h * ld_src, lc_bytes(LC_DT_F32, n));
+}
+static void cpu_fill(lc_backend *be, lc_buf x, float v) {
+  float *p = at(x);
+  for (size_t i = 0; i < x.n; i++) p[i] = v;
 }
 
 static void cpu_destroy_heap(lc_backend *be) { free(be); }
@@ -147,7 +161,8 @@ static void cpu_destroy_heap(lc_backend *be) { free(be); }
    .xent_slice_dlogits = cpu_slice_dlogits, .rope = cpu_rope, .swiglu_fwd = cpu_swiglu_fwd,                       \
    .swiglu_bwd = cpu_swiglu_bwd, .bias_fwd = cpu_bias_fwd, .bias_bwd = cpu_bias_bwd,                              \
    .embedding_fwd = cpu_embedding_fwd, .embedding_bwd = cpu_embedding_bwd, .flash_fwd = cpu_flash_fwd,           \
-   .flash_bwd = cpu_flash_bwd, .attn_merge = cpu_attn_merge, .attn_delta = cpu_attn_delta, .destroy = destroy_fn}
+   .flash_bwd = cpu_flash_bwd, .flash_kv_pack = cpu_kv_pack, .copy_rows = cpu_copy_rows, .fill = cpu_fill,       \
+   .attn_merge = cpu_attn_merge, .attn_delta = cpu_attn_delta, .destroy = destroy_fn}
 static const lc_backend_ops cpu_ops_held = CPU_OPS(NULL); // storage the caller holds
 static const lc_backend_ops cpu_ops_heap = CPU_OPS(cpu_destroy_heap);
 

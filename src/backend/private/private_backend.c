@@ -193,16 +193,23 @@ static void priv_embedding_bwd(lc_backend *be, lc_buf dwte, lc_buf dout, lc_buf 
   OP(CPU->embedding_bwd(SH, R(p, dwte), R(p, dout), R(p, tokens), T, C, r0));
 }
 static lc_status priv_flash_fwd(lc_backend *be, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo,
-                                const lc_attn_shape *s) {
+                                lc_buf pack, const lc_attn_shape *s) {
   lc_status st;
-  OP(st = CPU->flash_fwd(SH, R(p, out), R(p, lse), R(p, q), R(p, k), R(p, v), R(p, lo), s));
+  OP(st = CPU->flash_fwd(SH, R(p, out), R(p, lse), R(p, q), R(p, k), R(p, v), R(p, lo), R(p, pack), s));
   return st;
 }
+static void priv_kv_pack(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd) {
+  OP(CPU->flash_kv_pack(SH, R(p, pack), R(p, k), R(p, v), s, bwd));
+}
+static void priv_copy_rows(lc_backend *be, lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, int H, size_t n) {
+  OP(CPU->copy_rows(SH, R(p, dst), ld_dst, R(p, src), ld_src, H, n));
+}
+static void priv_fill(lc_backend *be, lc_buf x, float v) { OP(CPU->fill(SH, R(p, x), v)); }
 static lc_status priv_flash_bwd(lc_backend *be, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k,
-                                lc_buf v, lc_buf lse, lc_buf delta, lc_buf lo, const lc_attn_shape *s) {
+                                lc_buf v, lc_buf lse, lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_shape *s) {
   lc_status st;
   OP(st = CPU->flash_bwd(SH, R(p, dq), R(p, dk), R(p, dv), R(p, dout), R(p, q), R(p, k), R(p, v), R(p, lse),
-                         R(p, delta), R(p, lo), s));
+                         R(p, delta), R(p, lo), R(p, pack), s));
   return st;
 }
 static void priv_attn_merge(lc_backend *be, lc_buf oa, lc_buf la, lc_buf ob, lc_buf lb, int Tq, int Hq, int D) {
@@ -231,7 +238,8 @@ static const lc_backend_ops priv_ops = {
     .xent_slice_total = priv_slice_total, .xent_slice_dlogits = priv_slice_dlogits, .rope = priv_rope,
     .swiglu_fwd = priv_swiglu_fwd, .swiglu_bwd = priv_swiglu_bwd, .bias_fwd = priv_bias_fwd, .bias_bwd = priv_bias_bwd,
     .embedding_fwd = priv_embedding_fwd, .embedding_bwd = priv_embedding_bwd, .flash_fwd = priv_flash_fwd,
-    .flash_bwd = priv_flash_bwd, .attn_merge = priv_attn_merge, .attn_delta = priv_attn_delta, .destroy = priv_destroy};
+    .flash_bwd = priv_flash_bwd, .flash_kv_pack = priv_kv_pack, .copy_rows = priv_copy_rows, .fill = priv_fill,
+    .attn_merge = priv_attn_merge, .attn_delta = priv_attn_delta, .destroy = priv_destroy};
 
 lc_status lc_backend_private_open(lc_arena *host, lc_backend **out) {
   *out = NULL;
