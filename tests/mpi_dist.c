@@ -932,18 +932,21 @@ static void test_segments(void) {
 // the CPU backend, bit for bit, step by step: every rank as data parallelism at every ZeRO
 // stage (a zero group of half the ranks too), fp32 and bf16 with vocabulary slices; the
 // ring over every rank, the double ring (windows of 2), dp 2 x cp, packed documents with a
-// sliding window (the bounds staged), bf16.
+// sliding window (the bounds staged), bf16; Ulysses over every rank (kv heads replicated
+// at 4 ranks), 2D hp 2 x cp with head chunks of 2 and context-first placement, bf16.
 static void test_private_steps(void) {
   const int W = world->size;
   const struct {
-    int stage, group, bf16, slice, cp, window, pack, attn_window;
-  } cs[] = {{0, 0, 0, 0, 1, 1, 0, 0},    {1, 0, 0, 0, 1, 1, 0, 0},   {2, 0, 1, 0, 1, 1, 0, 0},
-            {3, 0, 0, 100, 1, 1, 0, 0},  {3, 0, 1, 64, 1, 1, 0, 0},  {2, W / 2, 0, 100, 1, 1, 0, 0},
-            {0, 0, 0, 0, W, W, 0, 0},    {1, 0, 1, 0, W, 2, 0, 0},   {3, 0, 0, 0, W / 2, W / 2, 0, 0},
-            {0, 0, 1, 0, W, W, 1, 24}};
+    int stage, group, bf16, slice, cp, window, pack, attn_window, hp, chunk, ctx_first;
+  } cs[] = {{0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 0},   {1, 0, 0, 0, 1, 1, 0, 0, 1, 0, 0},   {2, 0, 1, 0, 1, 1, 0, 0, 1, 0, 0},
+            {3, 0, 0, 100, 1, 1, 0, 0, 1, 0, 0}, {3, 0, 1, 64, 1, 1, 0, 0, 1, 0, 0},  {2, W / 2, 0, 100, 1, 1, 0, 0, 1, 0, 0},
+            {0, 0, 0, 0, W, W, 0, 0, 1, 0, 0},   {1, 0, 1, 0, W, 2, 0, 0, 1, 0, 0},   {3, 0, 0, 0, W / 2, W / 2, 0, 0, 1, 0, 0},
+            {0, 0, 1, 0, W, W, 1, 24, 1, 0, 0},  {0, 0, 0, 0, 1, 1, 0, 0, W, 0, 0},   {1, 0, 1, 0, 1, 1, 0, 0, W, 0, 0},
+            {3, 0, 0, 0, W / 2, W / 2, 0, 0, 2, 2, 1}, {0, 0, 1, 0, W / 2, W / 2, 1, 24, 2, 2, 0}};
   for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
-    const int cp = cs[k].cp, dp = cp > 0 ? W / cp : 0;
-    if (cp < 1 || W % cp || cs[k].window > cp || cp % cs[k].window) continue;
+    const int cp = cs[k].cp, hp = cs[k].hp, dp = cp > 0 && hp > 0 ? W / (cp * hp) : 0;
+    if (cp < 1 || hp < 1 || W % (cp * hp) || cs[k].window > cp || cp % cs[k].window) continue;
+    if (hp > 1 && W == 1) continue;
     if (cs[k].stage > 0 && W == 1) continue;
     if (cs[k].group && (cs[k].group < 1 || W % cs[k].group)) continue;
     enum { STEPS = 3 };
@@ -953,7 +956,9 @@ static void test_private_steps(void) {
                      .clip = 1.0f, .family = FAM_LLAMA};
       c.mo.precision = cs[k].bf16 ? LC_DT_BF16 : LC_DT_F32;
       c.mo.zero = cs[k].stage, c.mo.zero_group = cs[k].group, c.mo.vocab_slice = cs[k].slice;
-      lc_train_opts o = step_opts(1, cp, cs[k].window, LC_PLACE_HEAD_FIRST, dp, &c);
+      c.head_chunk = cs[k].chunk;
+      lc_train_opts o = step_opts(hp, cp, cs[k].window, cs[k].ctx_first ? LC_PLACE_CONTEXT_FIRST : LC_PLACE_HEAD_FIRST,
+                                  dp, &c);
       o.device = d ? "private" : "cpu";
       if (cs[k].pack) { // 128-token packed sequences, ring kernel calls of 8 rows (several per chunk)
         o.pack = 1, o.seq = 128;
@@ -973,23 +978,14 @@ static void test_private_steps(void) {
     int same = 1;
     for (int i = 0; i < STEPS; i++) same &= loss[0][i] == loss[1][i] && norm[0][i] == norm[1][i];
     char tag[160];
-    snprintf(tag, sizeof tag, "dp %d cp %d (window %d) ZeRO %d group %d%s slices %d%s", dp, cp, cs[k].window,
-             cs[k].stage, cs[k].group, cs[k].bf16 ? " bf16" : "", cs[k].slice, cs[k].pack ? " packed+window" : "");
+    snprintf(tag, sizeof tag, "dp %d hp %d cp %d (window %d%s%s) ZeRO %d group %d%s slices %d%s", dp, hp, cp,
+             cs[k].window, cs[k].chunk ? ", head chunk 2" : "", cs[k].ctx_first ? ", context-first" : "", cs[k].stage,
+             cs[k].group, cs[k].bf16 ? " bf16" : "", cs[k].slice, cs[k].pack ? " packed+window" : "");
     CHECK(same, "%s: cpu and private differ (last loss %.17g vs %.17g, norm %.17g vs %.17g)", tag, loss[0][STEPS - 1],
           loss[1][STEPS - 1], norm[0][STEPS - 1], norm[1][STEPS - 1]);
     if (rank0) printf("private %s: %d steps bit-identical to cpu (loss %.6f)\n", tag, STEPS, loss[1][STEPS - 1]);
   }
   lc_attn_2d_test_set_poll_rows(0);
-  // Ulysses does not run there yet: one line at init, on every rank.
-  if (W > 1) {
-    step_case c = {.mo = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0}, .kv_heads = 2, .steps = 1, .clip = 1.0f,
-                   .family = FAM_LLAMA};
-    lc_train_opts o = step_opts(2, W / 2, W / 2, LC_PLACE_HEAD_FIRST, 1, &c);
-    o.device = "private";
-    lc_trainer tr;
-    CHECK(lc_trainer_init(&tr, &o, world) == LC_EINVAL && strstr(lc_errmsg(), "--hp 2"), "private Ulysses: %s",
-          lc_errmsg());
-  }
 }
 
 static void test_backend_update(void) {

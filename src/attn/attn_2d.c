@@ -28,6 +28,7 @@
 
 #include "attn/attn.h"
 #include "backend/backend.h"
+#include "backend/bufcomm.h"
 #include "core/dtype.h"
 #include "attn/ring.h"
 #include "ops/kernels.h"
@@ -40,7 +41,7 @@ typedef struct {
   lc_seq_layout def;     // the layout used when a pass sets none
   // Head chunks: the next stage's all-to-alls in flight, polled with the ring's transfers
   // before the caller's own poll.
-  lc_req inflight[5];
+  lc_buf_req inflight[5];
   int n_inflight;
   void (*outer_poll)(void *arg);
   void *outer_arg;
@@ -48,39 +49,9 @@ typedef struct {
 
 static int chunked(const attn2d *x) { return x->hp > 1 && x->N < x->Hl; }
 
-// The ring on the Ulysses paths' host arrays (host memory yet: transitional, backend.h),
-// wrapped for the strategy's backend: q, k, v, out, dout of the heads the ring holds.
-static lc_status ring_sizes(const attn2d *x, size_t *nq, size_t *nkv, size_t *nl) {
-  const lc_ring *r = &x->ring;
-  const size_t Tc = (size_t)(r->S / r->ctx->size), Lc = (size_t)r->layout->Lc, k = (size_t)r->layout->k;
-  *nq = Tc * r->Hq * r->D, *nkv = Tc * r->Hkv * r->D;
-  *nl = r->lse_stride ? (k - 1) * (size_t)r->lse_stride + (size_t)r->Hq * Lc : k * r->Hq * Lc;
-  return LC_OK;
-}
-static lc_status ring_fwd_host(attn2d *x, float *out, float *lse, const void *q, const void *k, const void *v,
-                               lc_arena *ar) {
-  lc_backend *be = x->ring.be;
-  const lc_dtype dt = x->ring.bf16 ? LC_DT_BF16 : LC_DT_F32;
-  size_t nq, nkv, nl;
-  ring_sizes(x, &nq, &nkv, &nl);
-  return lc_ring_fwd(&x->ring, lc_buf_wrap_host(be, out, nq, LC_DT_F32), lc_buf_wrap_host(be, lse, nl, LC_DT_F32),
-                     lc_buf_wrap_host(be, q, nq, dt), lc_buf_wrap_host(be, k, nkv, dt), lc_buf_wrap_host(be, v, nkv, dt), ar);
-}
-static lc_status ring_bwd_host(attn2d *x, float *dq, float *dk, float *dv, const void *dout, const void *out,
-                               const float *lse, const void *q, const void *k, const void *v, lc_arena *ar) {
-  lc_backend *be = x->ring.be;
-  const lc_dtype dt = x->ring.bf16 ? LC_DT_BF16 : LC_DT_F32, f = LC_DT_F32;
-  size_t nq, nkv, nl;
-  ring_sizes(x, &nq, &nkv, &nl);
-  return lc_ring_bwd(&x->ring, lc_buf_wrap_host(be, dq, nq, f), lc_buf_wrap_host(be, dk, nkv, f),
-                     lc_buf_wrap_host(be, dv, nkv, f), lc_buf_wrap_host(be, dout, nq, dt),
-                     lc_buf_wrap_host(be, out, nq, dt), lc_buf_wrap_host(be, lse, nl, f), lc_buf_wrap_host(be, q, nq, dt),
-                     lc_buf_wrap_host(be, k, nkv, dt), lc_buf_wrap_host(be, v, nkv, dt), ar);
-}
-
 static void chunk_poll(void *arg) {
   attn2d *x = arg;
-  for (int i = 0; i < x->n_inflight; i++) lc_test(x->head, &x->inflight[i]);
+  for (int i = 0; i < x->n_inflight; i++) lc_buf_test(x->head, &x->inflight[i]);
   if (x->outer_poll) x->outer_poll(x->outer_arg);
 }
 
@@ -248,62 +219,70 @@ lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq,
   return LC_OK;
 }
 
+// ---- layout changes, all on the strategy's backend (a->be), in the pass's dtype dt
 // [T, hp*Hs, D] (this rank's tokens, all head slots) -> [hp*T, Hs, D] (context tokens, one
 // slice), src and dst of dtype dt (fp32, or bf16 in a bf16 pass: it travels as bf16), through
-// pack (one fp32-sized copy).
-static lc_status a2a_fwd(attn2d *x, void *dst, const void *src, int T, int Hs, float *pack, lc_dtype dt) {
+// pack (U8, one fp32-sized copy).
+static lc_status a2a_fwd(attn2d *x, lc_buf dst, lc_buf src, int T, int Hs, lc_buf pack, lc_dtype dt) {
   const int hp = x->hp, D = x->ring.D;
-  const size_t row = (size_t)Hs * D, rb = lc_bytes(dt, row);
-  char *pk = (char *)pack;
+  const size_t row = (size_t)Hs * D, blk = (size_t)T * row;
+  const lc_buf pk = lc_buf_part(pack, 0, hp * blk, dt);
   for (int p = 0; p < hp; p++)
-    for (int t = 0; t < T; t++) memcpy(pk + ((size_t)p * T + t) * rb, (const char *)src + ((size_t)t * hp + p) * rb, rb);
-  return lc_alltoall(x->head, pack, dst, (size_t)T * row, dt);
+    LC_TRY(lc_be_copy2d(lc_buf_view(pk, p * blk, blk), row, lc_buf_view(src, p * row, src.n - p * row), hp * row,
+                        (size_t)T, row));
+  return lc_buf_alltoall(x->head, pk, lc_buf_view(dst, 0, hp * blk), blk);
 }
 
 // Inverse: [hp*T, Hs, D] -> [T, hp*Hs, D], dtype dt as a2a_fwd.
-static lc_status a2a_bwd(attn2d *x, void *dst, const void *src, int T, int Hs, float *pack, lc_dtype dt) {
+static lc_status a2a_bwd(attn2d *x, lc_buf dst, lc_buf src, int T, int Hs, lc_buf pack, lc_dtype dt) {
   const int hp = x->hp, D = x->ring.D;
-  const size_t row = (size_t)Hs * D, rb = lc_bytes(dt, row);
-  LC_TRY(lc_alltoall(x->head, src, pack, (size_t)T * row, dt));
-  const char *pk = (const char *)pack;
+  const size_t row = (size_t)Hs * D, blk = (size_t)T * row;
+  const lc_buf pk = lc_buf_part(pack, 0, hp * blk, dt);
+  LC_TRY(lc_buf_alltoall(x->head, lc_buf_view(src, 0, hp * blk), pk, blk));
   for (int p = 0; p < hp; p++)
-    for (int t = 0; t < T; t++) memcpy((char *)dst + ((size_t)t * hp + p) * rb, pk + ((size_t)p * T + t) * rb, rb);
+    LC_TRY(lc_be_copy2d(lc_buf_view(dst, p * row, dst.n - p * row), hp * row, lc_buf_view(pk, p * blk, blk), row,
+                        (size_t)T, row));
   return LC_OK;
 }
 
-// kv [T, Hkv, D] -> [T, hp, D] with slot s holding kv head s / rep (values of dtype dt).
-static void kv_expand(void *dst, const void *src, int T, int Hkv, int rep, int D, lc_dtype dt) {
-  const size_t rb = lc_bytes(dt, (size_t)D);
-  for (int t = 0; t < T; t++)
-    for (int s = 0; s < Hkv * rep; s++)
-      memcpy((char *)dst + ((size_t)t * Hkv * rep + s) * rb, (const char *)src + ((size_t)t * Hkv + s / rep) * rb, rb);
+// kv [T, Hkv, D] -> [T, hp, D] with slot s holding kv head s / rep.
+static lc_status kv_expand(lc_buf dst, lc_buf src, int T, int Hkv, int rep, int D) {
+  const size_t S = (size_t)Hkv * rep;
+  for (size_t s = 0; s < S; s++)
+    LC_TRY(lc_be_copy2d(lc_buf_view(dst, s * D, dst.n - s * D), S * D, lc_buf_view(src, s / rep * D, src.n - s / rep * D),
+                        (size_t)Hkv * D, (size_t)T, (size_t)D));
+  return LC_OK;
 }
 
-// Sum of the replicas' gradients: [T, hp, D] -> [T, Hkv, D].
-static void kv_reduce(float *dst, const float *src, int T, int Hkv, int rep, int D) {
-  for (int t = 0; t < T; t++)
-    for (int h = 0; h < Hkv; h++) {
-      float *o = dst + ((size_t)t * Hkv + h) * D;
-      const float *in = src + ((size_t)t * Hkv * rep + (size_t)h * rep) * D;
-      memcpy(o, in, lc_bytes(LC_DT_F32, D));
-      for (int r = 1; r < rep; r++) lc_kern()->add(o, in + (size_t)r * D, (size_t)D);
+// Sum of the replicas' gradients: [T, hp, D] -> [T, Hkv, D] (replica 0, then + 1, 2, ...).
+static lc_status kv_reduce(lc_buf dst, lc_buf src, int T, int Hkv, int rep, int D) {
+  const size_t ld = (size_t)Hkv * D, lds = ld * rep;
+  for (int h = 0; h < Hkv; h++) {
+    const lc_buf o = lc_buf_view(dst, (size_t)h * D, dst.n - (size_t)h * D);
+    for (int r = 0; r < rep; r++) {
+      const size_t at = ((size_t)h * rep + r) * D;
+      const lc_buf in = lc_buf_view(src, at, src.n - at);
+      LC_TRY(r == 0 ? lc_be_copy2d(o, ld, in, lds, (size_t)T, (size_t)D) : lc_be_add2d(o, ld, in, lds, (size_t)T, (size_t)D));
     }
+  }
+  return LC_OK;
 }
 
 // The head-layout q, k, v, out in `saved` after the LSE: fp32, or (bf16) 2 bytes each, which
 // the ring reads in place. of: where the ring writes its (fp32) output: o itself, or in bf16
 // `work` (then rounded into o).
 typedef struct {
-  void *q, *k, *v, *o;
-  float *of;
+  lc_buf q, k, v, o, of;
 } heads;
-static heads heads_of(const attn2d *x, int T, void *saved, float *work, int bf16) {
+static heads heads_of(const attn2d *x, int T, lc_buf saved, lc_buf work, int bf16) {
   heads h;
   const lc_dtype dt = bf16 ? LC_DT_BF16 : LC_DT_F32;
-  const size_t nq = sz_q(x, T), nkv = sz_kv(x, T);
-  char *b = (char *)((float *)saved + sz_lse(x, T));
-  h.q = b, h.k = b + lc_bytes(dt, nq), h.v = (char *)h.k + lc_bytes(dt, nkv), h.o = (char *)h.v + lc_bytes(dt, nkv);
-  h.of = bf16 ? work : h.o;
+  const size_t nq = sz_q(x, T), nkv = sz_kv(x, T), b = lc_bytes(LC_DT_F32, sz_lse(x, T));
+  h.q = lc_buf_part(saved, b, nq, dt);
+  h.k = lc_buf_part(saved, b + lc_bytes(dt, nq), nkv, dt);
+  h.v = lc_buf_part(saved, b + lc_bytes(dt, nq + nkv), nkv, dt);
+  h.o = lc_buf_part(saved, b + lc_bytes(dt, nq + 2 * nkv), nq, dt);
+  h.of = bf16 && lc_buf_ok(work) ? lc_buf_part(work, 0, nq, LC_DT_F32) : h.o; // (backward: unused)
   return h;
 }
 
@@ -319,77 +298,75 @@ static hsel sel_kv(const attn2d *x, const lc_attn *a, const hchunk *h, int c) {
   return (hsel){a->Hkv, h->Kc, x->Hkvl, c * h->Kc, 1};
 }
 
-// src[T, H, D] -> send[p][T][per][D] for each head rank p, in the pass's dtype (2 bytes in
-// bf16: attn.h).
-static void sel_pack(const attn2d *x, void *send, const void *src, int T, hsel s, int bf16) {
-  const int D = x->ring.D;
-  const lc_dtype dt = bf16 ? LC_DT_BF16 : LC_DT_F32;
-  const size_t row = (size_t)s.per * D, rb = lc_bytes(dt, row);
+// src[T, H, D] -> send[p][T][per][D] for each head rank p (the buffers' dtype).
+static lc_status sel_pack(const attn2d *x, lc_buf send, lc_buf src, int T, hsel s) {
+  const size_t D = (size_t)x->ring.D, row = (size_t)s.per * D, blk = (size_t)T * row;
   for (int p = 0; p < x->hp; p++) {
-    const size_t h0 = (size_t)(p / s.rep) * s.stride + s.off;
-    for (int t = 0; t < T; t++)
-      memcpy((char *)send + ((size_t)p * T + t) * rb, (const char *)src + lc_bytes(dt, ((size_t)t * s.H + h0) * D), rb);
+    const size_t h0 = ((size_t)(p / s.rep) * s.stride + s.off) * D;
+    LC_TRY(lc_be_copy2d(lc_buf_view(send, p * blk, blk), row, lc_buf_view(src, h0, src.n - h0), (size_t)s.H * D,
+                        (size_t)T, row));
   }
+  return LC_OK;
 }
 
 // Head layout src[hp*T, per, D] (fp32) -> token layout dst[T, H, D] at the heads of s,
-// blocking, through buf (hp*T*per*D floats). bf16 (the forward's output): rounded to 2
+// blocking, through buf (U8: hp*T*per*D floats). bf16 (the forward's output): rounded to 2
 // bytes, travels and lands in 2 bytes. Else fp32, replicas of a kv head summed in rank
 // order (as kv_reduce).
-static lc_status back_exchange(attn2d *x, void *dst, const float *src, int T, hsel s, float *buf, int bf16) {
-  const int D = x->ring.D;
-  const size_t row = (size_t)s.per * D, blk = (size_t)T * row, n = (size_t)x->hp * blk;
-  uint16_t *p16 = (uint16_t *)(void *)buf, *r16 = p16 + n;
+static lc_status back_exchange(attn2d *x, lc_buf dst, lc_buf src, int T, hsel s, lc_buf buf, int bf16) {
+  const size_t D = (size_t)x->ring.D, row = (size_t)s.per * D, blk = (size_t)T * row, n = (size_t)x->hp * blk;
+  lc_buf recv;
   if (bf16) {
-    lc_bf16_pack(p16, src, n);
-    LC_TRY(lc_alltoall(x->head, p16, r16, blk, LC_DT_BF16));
+    const lc_buf p16 = lc_buf_part(buf, 0, n, LC_DT_BF16);
+    recv = lc_buf_part(buf, lc_bytes(LC_DT_BF16, n), n, LC_DT_BF16);
+    LC_TRY(lc_be_bf16_pack(p16, lc_buf_view(src, 0, n)));
+    LC_TRY(lc_buf_alltoall(x->head, p16, recv, blk));
   } else {
-    LC_TRY(lc_alltoall(x->head, src, buf, blk, LC_DT_F32));
+    recv = lc_buf_part(buf, 0, n, LC_DT_F32);
+    LC_TRY(lc_buf_alltoall(x->head, lc_buf_view(src, 0, n), recv, blk));
   }
   for (int p = 0; p < x->hp; p++) {
-    const size_t h0 = (size_t)(p / s.rep) * s.stride + s.off;
-    for (int t = 0; t < T; t++) {
-      const size_t o = ((size_t)t * s.H + h0) * D, i = ((size_t)p * T + t) * row;
-      if (bf16) memcpy((uint16_t *)dst + o, r16 + i, lc_bytes(LC_DT_BF16, row));
-      else if (p % s.rep == 0) memcpy((float *)dst + o, buf + i, lc_bytes(LC_DT_F32, row));
-      else lc_kern()->add((float *)dst + o, buf + i, row);
-    }
+    const size_t h0 = ((size_t)(p / s.rep) * s.stride + s.off) * D;
+    const lc_buf o = lc_buf_view(dst, h0, dst.n - h0), in = lc_buf_view(recv, p * blk, blk);
+    if (bf16 || p % s.rep == 0) LC_TRY(lc_be_copy2d(o, (size_t)s.H * D, in, row, (size_t)T, row));
+    else LC_TRY(lc_be_add2d(o, (size_t)s.H * D, in, row, (size_t)T, row));
   }
   return LC_OK;
 }
 
 // The shared kv head, token layout src[T, Hkv, D] -> dst[Tc, 1, D] (fp32, or 2 bytes in
-// bf16), blocking, through buf (Tc*D floats).
-static lc_status shared_kv_in(attn2d *x, const lc_attn *a, void *dst, const void *src, int T, float *buf, int bf16) {
+// bf16), blocking, through buf (U8: Tc*D floats).
+static lc_status shared_kv_in(attn2d *x, const lc_attn *a, lc_buf dst, lc_buf src, int T, lc_buf buf) {
   const hsel s = {a->Hkv, 1, 1, 0, x->rep};
-  sel_pack(x, buf, src, T, s, bf16);
-  return lc_alltoall(x->head, buf, dst, (size_t)T * a->D, bf16 ? LC_DT_BF16 : LC_DT_F32);
+  const size_t blk = (size_t)T * a->D;
+  const lc_buf pk = lc_buf_part(buf, 0, blk * x->hp, src.dt);
+  LC_TRY(sel_pack(x, pk, src, T, s));
+  return lc_buf_alltoall(x->head, pk, dst, blk);
 }
 
 // One stage's exchange token -> head layout: nt tensors, each packed into `send` and posted
 // as a non-blocking all-to-all landing in `recv` (head layout, one tensor after another).
 typedef struct {
   int nt;
-  const void *src[5];
+  lc_buf src[5];
   hsel sel[5];
 } stage_in;
-static lc_status post_in(attn2d *x, const stage_in *io, void *send, void *recv, int T, int bf16) {
-  const lc_dtype dt = bf16 ? LC_DT_BF16 : LC_DT_F32;
+static lc_status post_in(attn2d *x, const stage_in *io, lc_buf send, lc_buf recv, int T) {
   size_t off = 0;
   x->n_inflight = 0;
   for (int m = 0; m < io->nt; m++) {
-    const size_t blk = (size_t)T * io->sel[m].per * x->ring.D;
-    char *sd = (char *)send + lc_bytes(dt, off), *rv = (char *)recv + lc_bytes(dt, off);
-    sel_pack(x, sd, io->src[m], T, io->sel[m], bf16);
-    LC_TRY(lc_ialltoall(x->head, sd, rv, blk, dt, &x->inflight[x->n_inflight++]));
-    off += blk * x->hp;
+    const size_t blk = (size_t)T * io->sel[m].per * x->ring.D, n = blk * x->hp;
+    const lc_buf sd = lc_buf_view(send, off, n), rv = lc_buf_view(recv, off, n);
+    LC_TRY(sel_pack(x, sd, io->src[m], T, io->sel[m]));
+    LC_TRY(lc_buf_ialltoall(x->head, sd, rv, blk, &x->inflight[x->n_inflight++]));
+    off += n;
   }
   return LC_OK;
 }
 static lc_status wait_in(attn2d *x) {
   lc_status st = LC_OK;
   for (int i = 0; i < x->n_inflight; i++) {
-    lc_status s2 = lc_wait(x->head, &x->inflight[i]);
+    lc_status s2 = lc_buf_wait(x->head, &x->inflight[i]);
     if (st == LC_OK) st = s2;
   }
   x->n_inflight = 0;
@@ -397,116 +374,124 @@ static lc_status wait_in(attn2d *x) {
 }
 
 // Stage c's tensors: forward q, k, v; backward q, out, dout, k, v (k, v unless shared).
-static stage_in stage_of(const attn2d *x, const lc_attn *a, const hchunk *h, int c, const void *q, const void *o,
-                         const void *dout, const void *k, const void *v) {
+static stage_in stage_of(const attn2d *x, const lc_attn *a, const hchunk *h, int c, lc_buf q, lc_buf o, lc_buf dout,
+                         lc_buf k, lc_buf v) {
   stage_in io;
   memset(&io, 0, sizeof io);
-  const void *qs[3] = {q, o, dout};
+  const lc_buf qs[3] = {q, o, dout};
   for (int m = 0; m < 3; m++)
-    if (qs[m]) io.src[io.nt] = qs[m], io.sel[io.nt++] = sel_q(x, a, c);
+    if (lc_buf_ok(qs[m])) io.src[io.nt] = qs[m], io.sel[io.nt++] = sel_q(x, a, c);
   for (int m = 0; m < 2 && !h->shared; m++) io.src[io.nt] = m ? v : k, io.sel[io.nt++] = sel_kv(x, a, h, c);
   return io;
 }
 
 // The buffers of a chunked call: one communication block (chunk_comm_bytes).
 typedef struct {
-  void *set[2];      // head-layout sets of two stages (the pass's dtype): stage c lands in set[c % 2]
-  void *send;        // send buffer of a set (the pass's dtype)
-  float *o, *buf;    // forward: the ring's out; backward: dq. buf: exchange buffer [Tc,N,D]
-  float *dk, *dv, *dk_sum, *dv_sum; // backward: a stage's dk, dv; shared: sums over stages
-  void *ks, *vs;     // the shared kv head (the pass's dtype)
-  char *comm;
+  lc_buf set[2];   // head-layout sets of two stages (the pass's dtype): stage c lands in set[c % 2]
+  lc_buf send;     // send buffer of a set (the pass's dtype)
+  lc_buf o, buf;   // forward: the ring's out; backward: dq (F32). buf: exchange buffer (U8, [Tc,N,D] floats)
+  lc_buf dk, dv, dk_sum, dv_sum; // backward: a stage's dk, dv; shared: sums over stages (F32)
+  lc_buf ks, vs;   // the shared kv head (the pass's dtype)
+  lc_buf comm;
 } chunk_bufs;
-static lc_status chunk_alloc(const hchunk *h, int bwd, int bf16, lc_arena *ar, chunk_bufs *b) {
+static lc_status chunk_alloc(lc_backend *be, const hchunk *h, int bwd, int bf16, chunk_bufs *b) {
   memset(b, 0, sizeof *b);
-  const lc_dtype dt = bf16 ? LC_DT_BF16 : LC_DT_F32;
-  const size_t set = lc_bytes(dt, set_vals(h, bwd));
-  b->comm = lc_alloc(ar, LC_MEM_COMM, chunk_comm_bytes(h, bwd, bf16), "Ulysses head-chunk buffers");
-  if (!b->comm) return LC_ENOMEM;
-  float *f = (float *)(void *)b->comm; // carved as chunk_comm_bytes says
-  b->o = f, f += h->nq;
+  const lc_dtype dt = bf16 ? LC_DT_BF16 : LC_DT_F32, f = LC_DT_F32;
+  const size_t set = set_vals(h, bwd);
+  LC_TRY(lc_buf_alloc(be, LC_MEM_COMM, LC_DT_U8, chunk_comm_bytes(h, bwd, bf16), 0, "Ulysses head-chunk buffers",
+                      &b->comm));
+  size_t at = 0; // floats, then bytes: carved as chunk_comm_bytes says
+  b->o = lc_buf_part(b->comm, 0, h->nq, f), at += h->nq;
   if (bwd) {
-    b->dk = f, b->dv = f + dkv_vals(h), f += 2 * dkv_vals(h);
-    if (h->shared) b->dk_sum = f, b->dv_sum = f + h->nsh, f += 2 * h->nsh;
+    b->dk = lc_buf_part(b->comm, lc_bytes(f, at), dkv_vals(h), f);
+    b->dv = lc_buf_part(b->comm, lc_bytes(f, at + dkv_vals(h)), dkv_vals(h), f), at += 2 * dkv_vals(h);
+    if (h->shared) {
+      b->dk_sum = lc_buf_part(b->comm, lc_bytes(f, at), h->nsh, f);
+      b->dv_sum = lc_buf_part(b->comm, lc_bytes(f, at + h->nsh), h->nsh, f), at += 2 * h->nsh;
+    }
   }
-  b->buf = f, f += h->nq;
-  char *p = (char *)f;
-  b->send = p, b->set[0] = p + set, b->set[1] = p + 2 * set, p += 3 * set;
-  if (h->shared) b->ks = p, b->vs = p + lc_bytes(dt, h->nsh);
+  b->buf = lc_buf_part(b->comm, lc_bytes(f, at), lc_bytes(f, h->nq), LC_DT_U8), at += h->nq;
+  const size_t p = lc_bytes(f, at);
+  b->send = lc_buf_part(b->comm, p, set, dt);
+  b->set[0] = lc_buf_part(b->comm, p + lc_bytes(dt, set), set, dt);
+  b->set[1] = lc_buf_part(b->comm, p + lc_bytes(dt, 2 * set), set, dt);
+  if (h->shared) {
+    b->ks = lc_buf_part(b->comm, p + lc_bytes(dt, 3 * set), h->nsh, dt);
+    b->vs = lc_buf_part(b->comm, p + lc_bytes(dt, 3 * set + h->nsh), h->nsh, dt);
+  }
   return LC_OK;
 }
-static void chunk_free(chunk_bufs *b, lc_arena *ar) { lc_free(ar, b->comm); }
 
-// Element i of a set (or the shared head) in the pass's dtype.
-static const void *elem(const void *p, int bf16, size_t i) {
-  return (const char *)p + lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, i);
+// The ring's LSE of stage c: heads [cN, cN + N) of the [k][Hl][Lc] array (lse_stride apart).
+static lc_buf stage_lse(const attn2d *x, const hchunk *h, lc_buf lse, int c) {
+  const size_t Lc = (size_t)x->ring.layout->Lc, at = (size_t)c * h->N * Lc;
+  return lc_buf_view(lse, at, lse.n - at);
 }
 
-static lc_status fwd_chunked(lc_attn *a, void *out, float *lse, const void *q, const void *k, const void *v,
-                             int T, lc_arena *ar) {
+static lc_status fwd_chunked(lc_attn *a, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *ar) {
   attn2d *x = a->ctx;
   const hchunk h = chunk_of(x, T);
   const int bf16 = a->bf16;
-  const long Lc = x->ring.layout->Lc;
   chunk_bufs b;
-  LC_TRY(chunk_alloc(&h, 0, bf16, ar, &b));
+  LC_TRY(chunk_alloc(a->be, &h, 0, bf16, &b));
   lc_status st = LC_OK;
   if (h.shared) { // the one kv head every stage uses: exchanged once, kept for all stages
-    st = shared_kv_in(x, a, b.ks, k, T, b.buf, bf16);
-    if (st == LC_OK) st = shared_kv_in(x, a, b.vs, v, T, b.buf, bf16);
+    st = shared_kv_in(x, a, b.ks, k, T, b.buf);
+    if (st == LC_OK) st = shared_kv_in(x, a, b.vs, v, T, b.buf);
   }
-  stage_in io = stage_of(x, a, &h, 0, q, NULL, NULL, k, v);
-  if (st == LC_OK) st = post_in(x, &io, b.send, b.set[0], T, bf16);
+  const lc_buf none = {0};
+  stage_in io = stage_of(x, a, &h, 0, q, none, none, k, v);
+  if (st == LC_OK) st = post_in(x, &io, b.send, b.set[0], T);
   for (int c = 0; c < h.nc && st == LC_OK; c++) {
     st = wait_in(x);
     if (st != LC_OK) break;
-    const void *qh = b.set[c % 2];
-    const void *kh = h.shared ? b.ks : elem(qh, bf16, h.nq), *vh = h.shared ? b.vs : elem(kh, bf16, h.nkv);
+    const lc_buf qh = lc_buf_view(b.set[c % 2], 0, h.nq);
+    const lc_buf kh = h.shared ? b.ks : lc_buf_view(b.set[c % 2], h.nq, h.nkv);
+    const lc_buf vh = h.shared ? b.vs : lc_buf_view(b.set[c % 2], h.nq + h.nkv, h.nkv);
     if (c + 1 < h.nc) { // the next stage's exchange runs while this stage's ring computes
-      io = stage_of(x, a, &h, c + 1, q, NULL, NULL, k, v);
-      st = post_in(x, &io, b.send, b.set[(c + 1) % 2], T, bf16);
+      io = stage_of(x, a, &h, c + 1, q, none, none, k, v);
+      st = post_in(x, &io, b.send, b.set[(c + 1) % 2], T);
     }
-    if (st == LC_OK) st = ring_fwd_host(x, b.o, lse + (size_t)c * h.N * Lc, qh, kh, vh, ar);
+    if (st == LC_OK) st = lc_ring_fwd(&x->ring, b.o, stage_lse(x, &h, lse, c), qh, kh, vh, ar);
     if (st == LC_OK) st = back_exchange(x, out, b.o, T, sel_q(x, a, c), b.buf, bf16); // bf16: rounded
   }
   lc_status s2 = wait_in(x); // nothing in flight on an error either
-  chunk_free(&b, ar);
+  lc_buf_free(&b.comm);
   return st != LC_OK ? st : s2;
 }
 
-static lc_status bwd_chunked(lc_attn *a, float *dq, float *dk, float *dv, const void *dout, const void *out,
-                             const float *lse, const void *q, const void *k, const void *v, int T, lc_arena *ar) {
+static lc_status bwd_chunked(lc_attn *a, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf lse, lc_buf q,
+                             lc_buf k, lc_buf v, int T, lc_arena *ar) {
   attn2d *x = a->ctx;
   const hchunk h = chunk_of(x, T);
-  const int bf16 = a->bf16;
-  const long Lc = x->ring.layout->Lc;
   chunk_bufs b;
-  LC_TRY(chunk_alloc(&h, 1, bf16, ar, &b));
+  LC_TRY(chunk_alloc(a->be, &h, 1, a->bf16, &b));
   lc_status st = LC_OK;
   if (h.shared) {
-    st = shared_kv_in(x, a, b.ks, k, T, b.buf, bf16);
-    if (st == LC_OK) st = shared_kv_in(x, a, b.vs, v, T, b.buf, bf16);
+    st = shared_kv_in(x, a, b.ks, k, T, b.buf);
+    if (st == LC_OK) st = shared_kv_in(x, a, b.vs, v, T, b.buf);
   }
   // q, k, v, out and dout hold bf16 values in bf16 and travel as bf16; dq, dk, dv are fp32
   // sums and travel as fp32.
   stage_in io = stage_of(x, a, &h, 0, q, out, dout, k, v);
-  if (st == LC_OK) st = post_in(x, &io, b.send, b.set[0], T, bf16);
+  if (st == LC_OK) st = post_in(x, &io, b.send, b.set[0], T);
   for (int c = 0; c < h.nc && st == LC_OK; c++) {
     st = wait_in(x);
     if (st != LC_OK) break;
-    const void *qh = b.set[c % 2], *oh = elem(qh, bf16, h.nq), *doh = elem(oh, bf16, h.nq);
-    const void *kh = h.shared ? b.ks : elem(doh, bf16, h.nq), *vh = h.shared ? b.vs : elem(kh, bf16, h.nkv);
+    const lc_buf s = b.set[c % 2];
+    const lc_buf qh = lc_buf_view(s, 0, h.nq), oh = lc_buf_view(s, h.nq, h.nq), doh = lc_buf_view(s, 2 * h.nq, h.nq);
+    const lc_buf kh = h.shared ? b.ks : lc_buf_view(s, 3 * h.nq, h.nkv);
+    const lc_buf vh = h.shared ? b.vs : lc_buf_view(s, 3 * h.nq + h.nkv, h.nkv);
     if (c + 1 < h.nc) {
       io = stage_of(x, a, &h, c + 1, q, out, dout, k, v);
-      st = post_in(x, &io, b.send, b.set[(c + 1) % 2], T, bf16);
+      st = post_in(x, &io, b.send, b.set[(c + 1) % 2], T);
     }
     // Shared kv head: stage 0 writes the sums, later stages add theirs (in stage order).
-    float *dkh = h.shared && c == 0 ? b.dk_sum : b.dk, *dvh = h.shared && c == 0 ? b.dv_sum : b.dv;
-    if (st == LC_OK)
-      st = ring_bwd_host(x, b.o, dkh, dvh, doh, oh, lse + (size_t)c * h.N * Lc, qh, kh, vh, ar);
+    const lc_buf dkh = h.shared && c == 0 ? b.dk_sum : b.dk, dvh = h.shared && c == 0 ? b.dv_sum : b.dv;
+    if (st == LC_OK) st = lc_ring_bwd(&x->ring, b.o, dkh, dvh, doh, oh, stage_lse(x, &h, lse, c), qh, kh, vh, ar);
     if (st == LC_OK && h.shared && c > 0) {
-      lc_kern()->add(b.dk_sum, b.dk, h.nsh);
-      lc_kern()->add(b.dv_sum, b.dv, h.nsh);
+      st = lc_be_add(b.dk_sum, b.dk);
+      if (st == LC_OK) st = lc_be_add(b.dv_sum, b.dv);
     }
     if (st == LC_OK) st = back_exchange(x, dq, b.o, T, sel_q(x, a, c), b.buf, 0);
     if (st == LC_OK && !h.shared) st = back_exchange(x, dk, b.dk, T, sel_kv(x, a, &h, c), b.buf, 0);
@@ -515,112 +500,95 @@ static lc_status bwd_chunked(lc_attn *a, float *dq, float *dk, float *dv, const 
   if (st == LC_OK && h.shared) st = back_exchange(x, dk, b.dk_sum, T, sel_kv(x, a, &h, 0), b.buf, 0);
   if (st == LC_OK && h.shared) st = back_exchange(x, dv, b.dv_sum, T, sel_kv(x, a, &h, 0), b.buf, 0);
   lc_status s2 = wait_in(x);
-  chunk_free(&b, ar);
+  lc_buf_free(&b.comm);
   return st != LC_OK ? st : s2;
 }
 
-static lc_status fwd_2d_host(lc_attn *a, void *out, void *saved, const void *q, const void *k,
-                        const void *v, int T, lc_arena *ar) {
-  attn2d *x = a->ctx;
-  ring_for_pass(x, a);
-  float *lse = saved;
-  const int h16 = a->bf16; // q, k, v, out in 2 bytes (attn.h)
-  if (chunked(x)) return fwd_chunked(a, out, lse, q, k, v, T, ar);
-  const lc_dtype dt = h16 ? LC_DT_BF16 : LC_DT_F32;
-  // Pack buffer (largest exchange) + expanded kv when replicating; bf16: the ring's fp32 output.
-  float *pack = lc_alloc(ar, LC_MEM_COMM, fwd_comm_bytes(x, T, h16), "Ulysses all-to-all buffer");
-  float *work = h16 ? lc_alloc(ar, LC_MEM_SCRATCH, heads_scratch_bytes(x, T, 1), "Ulysses head-layout out (fp32)") : NULL;
-  if (!pack || (h16 && !work)) {
-    lc_free(ar, pack);
-    return LC_ENOMEM;
-  }
-  heads h = heads_of(x, T, saved, work, h16);
-  lc_status st = a2a_fwd(x, h.q, q, T, x->Hl, pack, dt);
-  void *exp = pack + sz_pack(x, T);
-  for (int m = 0; m < 2 && st == LC_OK; m++) {
-    const void *src = m == 0 ? k : v;
-    if (x->rep > 1) {
-      kv_expand(exp, src, T, a->Hkv, x->rep, a->D, dt);
-      src = exp;
-    }
-    st = a2a_fwd(x, m == 0 ? h.k : h.v, src, T, x->Hkvl, pack, dt);
-  }
-  // q, k, v arrived into their kept slots, where the ring reads them
-  if (st == LC_OK) st = ring_fwd_host(x, h.of, lse, h.q, h.k, h.v, ar);
-  if (st == LC_OK && h16) lc_bf16_pack(h.o, h.of, sz_q(x, T)); // the output, rounded, kept in 2 bytes
-  if (st == LC_OK) st = a2a_bwd(x, out, h.o, T, x->Hl, pack, dt);
-  lc_free(ar, work);
-  lc_free(ar, pack);
-  return st;
-}
-
-static lc_status bwd_2d_host(lc_attn *a, float *dq, float *dk, float *dv, const void *dout,
-                        const void *out, const void *saved, const void *q, const void *k,
-                        const void *v, int T, lc_arena *ar) {
-  attn2d *x = a->ctx;
-  ring_for_pass(x, a);
-  const float *lse = saved;
-  if (chunked(x)) return bwd_chunked(a, dq, dk, dv, dout, out, lse, q, k, v, T, ar);
-  size_t nq = sz_q(x, T), nkv = sz_kv(x, T);
-  // dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack; expanded kv gradient; doh (bwd_comm_bytes).
-  float *b = lc_alloc(ar, LC_MEM_COMM, bwd_comm_bytes(x, T, a->bf16), "Ulysses backward buffers");
-  if (!b) return LC_ENOMEM;
-  const heads h = heads_of(x, T, (void *)saved, NULL, a->bf16); // read in place by the ring
-  float *dqh = b, *dkh = dqh + nq, *dvh = dkh + nkv, *pack = dvh + nkv, *exp = pack + nq;
-  void *doh = exp + sz_exp(x, T);
-  // dout arrives as bf16 values in bf16 (the layer rounds it) and travels and stays as bf16;
-  // dq, dk and dv are fp32 sums and travel as fp32.
-  lc_status st = a2a_fwd(x, doh, dout, T, x->Hl, pack, a->bf16 ? LC_DT_BF16 : LC_DT_F32);
-  if (st == LC_OK) st = ring_bwd_host(x, dqh, dkh, dvh, doh, h.o, lse, h.q, h.k, h.v, ar);
-  if (st == LC_OK) st = a2a_bwd(x, dq, dqh, T, x->Hl, pack, LC_DT_F32);
-  for (int m = 0; m < 2 && st == LC_OK; m++) {
-    float *dst = m == 0 ? dk : dv;
-    const float *src = m == 0 ? dkh : dvh;
-    if (x->rep > 1) {
-      st = a2a_bwd(x, exp, src, T, x->Hkvl, pack, LC_DT_F32);
-      if (st == LC_OK) kv_reduce(dst, exp, T, a->Hkv, x->rep, a->D);
-    } else {
-      st = a2a_bwd(x, dst, src, T, x->Hkvl, pack, LC_DT_F32);
-    }
-  }
-  lc_free(ar, b);
-  return st;
-}
-
-// The strategy's buffers by their host addresses (transitional, backend.h: the ring and the
-// all-to-alls do not run on a device without host memory yet).
-#define RING_WHAT "Ulysses attention (--hp)"
-// hp == 1 (the ring alone) runs on the buffers; Ulysses (hp > 1) on their host addresses.
 static lc_status fwd_2d(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *ar) {
   attn2d *x = a->ctx;
+  ring_for_pass(x, a);
+  const lc_buf lse = lc_buf_part(saved, 0, sz_lse(x, T), LC_DT_F32);
+  const int h16 = a->bf16; // q, k, v, out in 2 bytes (attn.h)
+  const lc_dtype dt = h16 ? LC_DT_BF16 : LC_DT_F32;
+  lc_buf work = {0}, pack = {0};
+  if (h16) // bf16: the ring's fp32 output (hp 1: the token layout), rounded into out
+    LC_TRY(lc_buf_alloc(a->be, LC_MEM_SCRATCH, LC_DT_U8, heads_scratch_bytes(x, T, 1), 0,
+                        x->hp == 1 ? "ring output (fp32)" : "Ulysses head-layout out (fp32)", &work));
+  lc_status st = LC_OK;
   if (x->hp == 1) {
-    ring_for_pass(x, a);
-    const lc_buf lse = lc_buf_part(saved, 0, (size_t)T * a->Hq, LC_DT_F32);
-    if (!a->bf16) return lc_ring_fwd(&x->ring, out, lse, q, k, v, ar);
-    lc_buf of; // the ring's fp32 output, rounded into out
-    LC_TRY(lc_buf_alloc(a->be, LC_MEM_SCRATCH, LC_DT_U8, heads_scratch_bytes(x, T, 1), 0, "ring output (fp32)", &of));
-    const lc_buf o32 = lc_buf_part(of, 0, sz_q(x, T), LC_DT_F32);
-    lc_status st = lc_ring_fwd(&x->ring, o32, lse, q, k, v, ar);
-    if (st == LC_OK) st = lc_be_bf16_pack(out, o32);
-    lc_buf_free(&of);
+    const lc_buf o32 = h16 ? lc_buf_part(work, 0, sz_q(x, T), LC_DT_F32) : out;
+    st = lc_ring_fwd(&x->ring, o32, lse, q, k, v, ar);
+    if (st == LC_OK && h16) st = lc_be_bf16_pack(out, o32);
+    lc_buf_free(&work);
     return st;
   }
-  const lc_buf b[5] = {out, saved, q, k, v};
-  void *p[5];
-  LC_TRY(lc_bufs_host(RING_WHAT, 5, b, p));
-  return fwd_2d_host(a, p[0], p[1], p[2], p[3], p[4], T, ar);
+  if (chunked(x)) {
+    lc_buf_free(&work);
+    return fwd_chunked(a, out, lse, q, k, v, T, ar);
+  }
+  // Pack buffer (largest exchange) + expanded kv when replicating (the memory model's order:
+  // the head-layout out first, then this block).
+  st = lc_buf_alloc(a->be, LC_MEM_COMM, LC_DT_U8, fwd_comm_bytes(x, T, h16), 0, "Ulysses all-to-all buffer", &pack);
+  if (st != LC_OK) {
+    lc_buf_free(&work);
+    return st;
+  }
+  const heads h = heads_of(x, T, saved, work, h16);
+  const size_t pb = lc_bytes(LC_DT_F32, sz_pack(x, T));
+  const lc_buf pk = lc_buf_part(pack, 0, pb, LC_DT_U8);
+  const lc_buf exp = x->rep > 1 ? lc_buf_part(pack, pb, sz_exp(x, T), dt) : (lc_buf){0};
+  st = a2a_fwd(x, h.q, q, T, x->Hl, pk, dt);
+  for (int m = 0; m < 2 && st == LC_OK; m++) {
+    lc_buf src = m == 0 ? k : v;
+    if (x->rep > 1) {
+      st = kv_expand(exp, src, T, a->Hkv, x->rep, a->D);
+      src = exp;
+    }
+    if (st == LC_OK) st = a2a_fwd(x, m == 0 ? h.k : h.v, src, T, x->Hkvl, pk, dt);
+  }
+  // q, k, v arrived into their kept slots, where the ring reads them
+  if (st == LC_OK) st = lc_ring_fwd(&x->ring, h.of, lse, h.q, h.k, h.v, ar);
+  if (st == LC_OK && h16) st = lc_be_bf16_pack(h.o, h.of); // the output, rounded, kept in 2 bytes
+  if (st == LC_OK) st = a2a_bwd(x, out, h.o, T, x->Hl, pk, dt);
+  lc_buf_free(&pack);
+  lc_buf_free(&work);
+  return st;
 }
+
 static lc_status bwd_2d(lc_attn *a, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf saved, lc_buf q,
                         lc_buf k, lc_buf v, int T, lc_arena *ar) {
   attn2d *x = a->ctx;
-  if (x->hp == 1) {
-    ring_for_pass(x, a);
-    return lc_ring_bwd(&x->ring, dq, dk, dv, dout, out, lc_buf_part(saved, 0, (size_t)T * a->Hq, LC_DT_F32), q, k, v, ar);
+  ring_for_pass(x, a);
+  const lc_buf lse = lc_buf_part(saved, 0, sz_lse(x, T), LC_DT_F32);
+  if (x->hp == 1) return lc_ring_bwd(&x->ring, dq, dk, dv, dout, out, lse, q, k, v, ar);
+  if (chunked(x)) return bwd_chunked(a, dq, dk, dv, dout, out, lse, q, k, v, T, ar);
+  const size_t nq = sz_q(x, T), nkv = sz_kv(x, T), ne = sz_exp(x, T);
+  const lc_dtype f = LC_DT_F32;
+  // dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack; expanded kv gradient; doh (bwd_comm_bytes).
+  lc_buf b;
+  LC_TRY(lc_buf_alloc(a->be, LC_MEM_COMM, LC_DT_U8, bwd_comm_bytes(x, T, a->bf16), 0, "Ulysses backward buffers", &b));
+  const heads h = heads_of(x, T, saved, (lc_buf){0}, a->bf16); // read in place by the ring
+  const lc_buf dqh = lc_buf_part(b, 0, nq, f), dkh = lc_buf_part(b, lc_bytes(f, nq), nkv, f),
+               dvh = lc_buf_part(b, lc_bytes(f, nq + nkv), nkv, f),
+               pk = lc_buf_part(b, lc_bytes(f, nq + 2 * nkv), lc_bytes(f, nq), LC_DT_U8),
+               exp = ne ? lc_buf_part(b, lc_bytes(f, 2 * nq + 2 * nkv), ne, f) : (lc_buf){0},
+               doh = lc_buf_part(b, lc_bytes(f, 2 * nq + 2 * nkv + ne), nq, a->bf16 ? LC_DT_BF16 : f);
+  // dout arrives as bf16 values in bf16 (the layer rounds it) and travels and stays as bf16;
+  // dq, dk and dv are fp32 sums and travel as fp32.
+  lc_status st = a2a_fwd(x, doh, dout, T, x->Hl, pk, doh.dt);
+  if (st == LC_OK) st = lc_ring_bwd(&x->ring, dqh, dkh, dvh, doh, h.o, lse, h.q, h.k, h.v, ar);
+  if (st == LC_OK) st = a2a_bwd(x, dq, dqh, T, x->Hl, pk, f);
+  for (int m = 0; m < 2 && st == LC_OK; m++) {
+    const lc_buf dst = m == 0 ? dk : dv, src = m == 0 ? dkh : dvh;
+    if (x->rep > 1) {
+      st = a2a_bwd(x, exp, src, T, x->Hkvl, pk, f);
+      if (st == LC_OK) st = kv_reduce(dst, exp, T, a->Hkv, x->rep, a->D);
+    } else {
+      st = a2a_bwd(x, dst, src, T, x->Hkvl, pk, f);
+    }
   }
-  const lc_buf b[9] = {dq, dk, dv, dout, out, saved, q, k, v};
-  void *p[9];
-  LC_TRY(lc_bufs_host(RING_WHAT, 9, b, p));
-  return bwd_2d_host(a, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], T, ar);
+  lc_buf_free(&b);
+  return st;
 }
 
 lc_status lc_attn_2d_init(lc_attn *a, lc_comm *head, lc_comm *ctx, int window, long S, int chunks,

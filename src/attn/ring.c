@@ -169,9 +169,9 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, lc_buf out, lc_b
         const lc_buf to = lc_buf_view(tmp_o, 0, nq), tl = lc_buf_view(tmp_l, 0, nl), ta = lc_buf_view(tmp_a, 0, nl);
         LC_TRY(lc_be_flash_fwd_packed(to, tl, lc_buf_view(q, qo, nq), kb, vb, lo_rows(r, g, qs + r0, n), pack, &s));
         const lc_buf lse_a = lc_buf_view(lse, (size_t)a * g->lse_ld + (size_t)r0, (size_t)(H - 1) * g->Lc + n);
-        LC_TRY(lc_be_copy_rows(ta, (size_t)n, lse_a, (size_t)g->Lc, H, (size_t)n));
+        LC_TRY(lc_be_copy2d(ta, (size_t)n, lse_a, (size_t)g->Lc, H, (size_t)n));
         LC_TRY(lc_be_attn_merge(lc_buf_view(out, qo, nq), ta, to, tl, n, H, D));
-        LC_TRY(lc_be_copy_rows(lse_a, (size_t)g->Lc, ta, (size_t)n, H, (size_t)n));
+        LC_TRY(lc_be_copy2d(lse_a, (size_t)g->Lc, ta, (size_t)n, H, (size_t)n));
         poll(r, reqs, nreq);
       }
     }
@@ -282,9 +282,9 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, lc_buf dq, lc_bu
         }
         const size_t qo = ((size_t)a * g->Lc + r0) * H * D, nq = (size_t)n * H * D, nl = (size_t)n * H;
         const lc_buf tl = lc_buf_view(tmp_l, 0, nl), td = lc_buf_view(tmp_d, 0, nl);
-        LC_TRY(lc_be_copy_rows(tl, (size_t)n, lc_buf_view(lse, (size_t)a * g->lse_ld + (size_t)r0, (size_t)(H - 1) * g->Lc + n),
+        LC_TRY(lc_be_copy2d(tl, (size_t)n, lc_buf_view(lse, (size_t)a * g->lse_ld + (size_t)r0, (size_t)(H - 1) * g->Lc + n),
                                (size_t)g->Lc, H, (size_t)n));
-        LC_TRY(lc_be_copy_rows(td, (size_t)n, lc_buf_view(delta, (size_t)a * H * g->Lc + (size_t)r0, (size_t)(H - 1) * g->Lc + n),
+        LC_TRY(lc_be_copy2d(td, (size_t)n, lc_buf_view(delta, (size_t)a * H * g->Lc + (size_t)r0, (size_t)(H - 1) * g->Lc + n),
                                (size_t)g->Lc, H, (size_t)n));
         LC_TRY(lc_be_flash_bwd_packed(lc_buf_view(dq, qo, nq), lc_buf_view(dk, b * kb, kb), lc_buf_view(dv, b * kb, kb),
                                       lc_buf_view(dout, qo, nq), lc_buf_view(q, qo, nq), kc, vc, tl, td,

@@ -83,7 +83,8 @@ static const struct {
     E(flash_fwd),
     E(flash_bwd),
     E(flash_kv_pack),
-    E(copy_rows),
+    E(copy2d),
+    E(add2d),
     E(fill),
     E(attn_merge),
     E(attn_delta)};
@@ -453,12 +454,20 @@ lc_status lc_be_flash_kv_pack(lc_buf pack, lc_buf k, lc_buf v, const lc_attn_sha
   return LC_OK;
 }
 
-lc_status lc_be_copy_rows(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, int H, size_t n) {
-  const size_t need_d = H > 0 ? (size_t)(H - 1) * ld_dst + n : 0, need_s = H > 0 ? (size_t)(H - 1) * ld_src + n : 0;
-  LC_TRY(need(same_be(dst, src) && is_f32(dst) && is_f32(src) && n <= ld_dst && n <= ld_src && fits(dst, need_d) &&
-                  fits(src, need_s),
-              "copy_rows"));
-  dst.be->ops->copy_rows(dst.be, dst, ld_dst, src, ld_src, H, n);
+static int strided_ok(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n) {
+  const size_t need_d = rows ? (rows - 1) * ld_dst + n : 0, need_s = rows ? (rows - 1) * ld_src + n : 0;
+  return same_be(dst, src) && dst.dt == src.dt && n <= ld_dst && n <= ld_src && fits(dst, need_d) && fits(src, need_s);
+}
+
+lc_status lc_be_copy2d(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n) {
+  LC_TRY(need(strided_ok(dst, ld_dst, src, ld_src, rows, n), "copy2d"));
+  dst.be->ops->copy2d(dst.be, dst, ld_dst, src, ld_src, rows, n);
+  return LC_OK;
+}
+
+lc_status lc_be_add2d(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n) {
+  LC_TRY(need(strided_ok(dst, ld_dst, src, ld_src, rows, n) && is_f32(dst), "add2d"));
+  dst.be->ops->add2d(dst.be, dst, ld_dst, src, ld_src, rows, n);
   return LC_OK;
 }
 

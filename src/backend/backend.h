@@ -146,9 +146,12 @@ typedef struct {
   lc_status (*flash_bwd)(lc_backend *be, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v,
                          lc_buf lse, lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_shape *s);
   void (*flash_kv_pack)(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd);
-  // dst[h][i] = src[h][i] for h < H, i < n: rows of one layout copied into another (the
-  // ring's per-chunk LSE rows), src and dst F32 with row strides ld_src, ld_dst
-  void (*copy_rows)(lc_backend *be, lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, int H, size_t n);
+  // Strided 2-D copies and sums: dst[r * ld_dst + i] = (or +=) src[r * ld_src + i] for
+  // r < rows, i < n, in element units of the buffers' (same) dtype; add2d is F32. The layout
+  // changes of attention: the ring's per-chunk LSE rows, Ulysses' all-to-all packing, kv
+  // head replication and the sum of the replicas' gradients.
+  void (*copy2d)(lc_backend *be, lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n);
+  void (*add2d)(lc_backend *be, lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n);
   void (*fill)(lc_backend *be, lc_buf x, float v); // x[i] = v (F32)
   void (*attn_merge)(lc_backend *be, lc_buf out_a, lc_buf lse_a, lc_buf out_b, lc_buf lse_b, int Tq, int Hq, int D);
   void (*attn_delta)(lc_backend *be, lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq, int D);
@@ -247,7 +250,8 @@ lc_status lc_be_flash_fwd_packed(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_
 lc_status lc_be_flash_bwd_packed(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v, lc_buf lse,
                                  lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_shape *s);
 lc_status lc_be_flash_kv_pack(lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd);
-lc_status lc_be_copy_rows(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, int H, size_t n);
+lc_status lc_be_copy2d(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n);
+lc_status lc_be_add2d(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n);
 lc_status lc_be_fill(lc_buf x, float v);
 lc_status lc_be_attn_merge(lc_buf out_a, lc_buf lse_a, lc_buf out_b, lc_buf lse_b, int Tq, int Hq, int D);
 lc_status lc_be_attn_delta(lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq, int D);

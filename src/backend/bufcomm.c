@@ -33,42 +33,60 @@ lc_status lc_buf_allreduce_sum(lc_comm *c, lc_buf b) {
   return st;
 }
 
-// ---- point to point
-static lc_status post(lc_comm *c, lc_buf b, int peer, int tag, int recv, lc_buf_req *r) {
+// ---- non-blocking transfers
+// The host side of b for a transfer (its own address, or a staging copy; read_in: the
+// device's values copied in). *host NULL for an empty b.
+static lc_status host_side(lc_buf b, int read_in, void **h, void **staged) {
+  *staged = NULL;
+  *h = lc_buf_host(b);
+  if (*h || !lc_buf_ok(b) || !lc_buf_bytes(b)) return LC_OK;
+  if (!(*h = *staged = stage(b))) return LC_ENOMEM;
+  return read_in ? lc_buf_read(b, *h, LC_SYNC_STAGE) : LC_OK;
+}
+
+static void req_free(lc_buf_req *r) {
+  if (r->shost) lc_free(r->sdev.be->host, r->shost);
+  if (r->rhost) lc_free(r->rdev.be->host, r->rhost);
   memset(r, 0, sizeof *r);
-  r->dev = b;
-  r->recv = recv;
-  void *h = lc_buf_host(b);
-  if (!h && lc_buf_bytes(b)) {
-    if (!(h = r->host = stage(b))) return LC_ENOMEM;
-    if (!recv) {
-      const lc_status st = lc_buf_read(b, h, LC_SYNC_STAGE);
-      if (st != LC_OK) {
-        lc_free(b.be->host, r->host);
-        r->host = NULL;
-        return st;
-      }
-    }
+}
+
+static lc_status post(lc_comm *c, lc_buf s, lc_buf rv, int peer, int tag, size_t n, int a2a, lc_buf_req *r) {
+  memset(r, 0, sizeof *r);
+  r->sdev = s, r->rdev = rv;
+  void *sh = NULL, *rh = NULL;
+  lc_status st = host_side(s, 1, &sh, &r->shost);
+  if (st == LC_OK) st = host_side(rv, 0, &rh, &r->rhost);
+  if (st == LC_OK) {
+    if (a2a) st = lc_ialltoall(c, sh, rh, n, s.dt, &r->req);
+    else if (lc_buf_ok(s)) st = lc_isend(c, sh, s.n, s.dt, peer, tag, &r->req);
+    else st = lc_irecv(c, rh, rv.n, rv.dt, peer, tag, &r->req);
   }
-  const lc_status st = recv ? lc_irecv(c, h, b.n, b.dt, peer, tag, &r->req) : lc_isend(c, h, b.n, b.dt, peer, tag, &r->req);
-  if (st != LC_OK && r->host) {
-    lc_free(b.be->host, r->host);
-    r->host = NULL;
-  }
+  if (st != LC_OK) req_free(r);
   return st;
 }
 
-lc_status lc_buf_isend(lc_comm *c, lc_buf b, int peer, int tag, lc_buf_req *r) { return post(c, b, peer, tag, 0, r); }
-lc_status lc_buf_irecv(lc_comm *c, lc_buf b, int peer, int tag, lc_buf_req *r) { return post(c, b, peer, tag, 1, r); }
+lc_status lc_buf_isend(lc_comm *c, lc_buf b, int peer, int tag, lc_buf_req *r) {
+  return post(c, b, (lc_buf){0}, peer, tag, 0, 0, r);
+}
+lc_status lc_buf_irecv(lc_comm *c, lc_buf b, int peer, int tag, lc_buf_req *r) {
+  return post(c, (lc_buf){0}, b, peer, tag, 0, 0, r);
+}
+lc_status lc_buf_ialltoall(lc_comm *c, lc_buf send, lc_buf recv, size_t n, lc_buf_req *r) {
+  if (send.dt != recv.dt || send.n < n * (size_t)c->size || recv.n < n * (size_t)c->size)
+    return lc_fail(LC_EINVAL, "lc_buf_ialltoall: %zu and %zu elements for %d blocks of %zu", send.n, recv.n, c->size, n);
+  return post(c, send, recv, 0, 0, n, 1, r);
+}
+lc_status lc_buf_alltoall(lc_comm *c, lc_buf send, lc_buf recv, size_t n) {
+  lc_buf_req r;
+  LC_TRY(lc_buf_ialltoall(c, send, recv, n, &r));
+  return lc_buf_wait(c, &r);
+}
 
 void lc_buf_test(lc_comm *c, lc_buf_req *r) { lc_test(c, &r->req); }
 
 lc_status lc_buf_wait(lc_comm *c, lc_buf_req *r) {
   lc_status st = lc_wait(c, &r->req);
-  if (r->host) {
-    if (st == LC_OK && r->recv) st = lc_buf_write(r->dev, r->host, LC_SYNC_STAGE);
-    lc_free(r->dev.be->host, r->host);
-  }
-  memset(r, 0, sizeof *r);
+  if (st == LC_OK && r->rhost) st = lc_buf_write(r->rdev, r->rhost, LC_SYNC_STAGE);
+  req_free(r);
   return st;
 }

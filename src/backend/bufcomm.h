@@ -15,17 +15,20 @@ lc_status lc_buf_allgather_inplace(lc_comm *c, lc_buf all, size_t n);
 // In place: b becomes the sum over ranks.
 lc_status lc_buf_allreduce_sum(lc_comm *c, lc_buf b);
 
-// A non-blocking point-to-point transfer of a backend buffer: on a backend of host memory
-// the buffer itself; elsewhere staged through the backend's host arena (category comm), a
-// send reading the device when it is posted, a receive writing it at lc_buf_wait.
+// A non-blocking transfer of backend buffers: on a backend of host memory the buffers
+// themselves; elsewhere staged through the backend's host arena (category comm), what is
+// sent read from the device when it is posted, what is received written to it at
+// lc_buf_wait.
 typedef struct {
   lc_req req;
-  lc_buf dev;
-  void *host; // the staging copy (NULL: not staged)
-  int recv;
+  lc_buf sdev, rdev;   // what is sent, what is received (empty: none)
+  void *shost, *rhost; // their staging copies (NULL: not staged)
 } lc_buf_req;
 lc_status lc_buf_isend(lc_comm *c, lc_buf b, int peer, int tag, lc_buf_req *r);
 lc_status lc_buf_irecv(lc_comm *c, lc_buf b, int peer, int tag, lc_buf_req *r);
+// All-to-all: block i (n elements) of send goes to rank i, block j of recv comes from rank j.
+lc_status lc_buf_ialltoall(lc_comm *c, lc_buf send, lc_buf recv, size_t n, lc_buf_req *r);
+lc_status lc_buf_alltoall(lc_comm *c, lc_buf send, lc_buf recv, size_t n);
 // Progresses r (never blocks; an empty request is complete).
 void lc_buf_test(lc_comm *c, lc_buf_req *r);
 // Completes r (an empty request: nothing) and frees its staging; a staged receive lands on

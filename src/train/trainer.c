@@ -106,13 +106,6 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   }
   st = lc_comm_agree(world, st);
   if (st == LC_OK) st = lc_backend_open(o->device ? o->device : "cpu", &t->arena, &t->be);
-  // A device without host memory runs the whole step of data parallelism and the ring at
-  // any ZeRO stage (the collectives and the ring's blocks staged through host memory);
-  // issue 32: Ulysses' all-to-alls and the disk tier of the checkpoints still take host
-  // addresses.
-  if (st == LC_OK && !t->be->host_memory && o->hp > 1)
-    st = lc_fail(LC_EINVAL, "--device %s runs data parallelism, ZeRO and the ring (--cp), not Ulysses (--hp %d) yet: "
-                 "its all-to-alls need host memory; use --hp 1, or --device cpu", t->be->name, o->hp);
   if (st == LC_OK && !t->be->host_memory && o->mopts.offload_dir)
     st = lc_fail(LC_EINVAL, "--offload-checkpoints does not run on the %s device yet (the disk tier moves host memory): "
                  "drop it, or use --device cpu", t->be->name);

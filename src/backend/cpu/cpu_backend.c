@@ -139,10 +139,16 @@ static void cpu_kv_pack(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const l
   const lc_attn_shape t = shape_of(s, (lc_buf){0}, k, k, (lc_buf){0}, (lc_buf){0});
   lc_flash_kv_pack(at(pack), at(k), at(v), &t, bwd);
 }
-static void cpu_copy_rows(lc_backend *be, lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, int H, size_t n) {
+static void cpu_copy2d(lc_backend *be, lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n) {
+  char *d = at(dst);
+  const char *x = at(src);
+  const size_t es = lc_dtype_size(dst.dt);
+  for (size_t r = 0; r < rows; r++) memcpy(d + r * ld_dst * es, x + r * ld_src * es, n * es);
+}
+static void cpu_add2d(lc_backend *be, lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n) {
   float *d = at(dst);
   const float *x = at(src);
-  for (int h = 0; h < H; h++) memcpy(d + (size_t)h * ld_dst, x + (size_t)h * ld_src, lc_bytes(LC_DT_F32, n));
+  for (size_t r = 0; r < rows; r++) lc_kern()->add(d + r * ld_dst, x + r * ld_src, n);
 }
 static void cpu_fill(lc_backend *be, lc_buf x, float v) {
   float *p = at(x);
@@ -161,7 +167,7 @@ static void cpu_destroy_heap(lc_backend *be) { free(be); }
    .xent_slice_dlogits = cpu_slice_dlogits, .rope = cpu_rope, .swiglu_fwd = cpu_swiglu_fwd,                       \
    .swiglu_bwd = cpu_swiglu_bwd, .bias_fwd = cpu_bias_fwd, .bias_bwd = cpu_bias_bwd,                              \
    .embedding_fwd = cpu_embedding_fwd, .embedding_bwd = cpu_embedding_bwd, .flash_fwd = cpu_flash_fwd,           \
-   .flash_bwd = cpu_flash_bwd, .flash_kv_pack = cpu_kv_pack, .copy_rows = cpu_copy_rows, .fill = cpu_fill,       \
+   .flash_bwd = cpu_flash_bwd, .flash_kv_pack = cpu_kv_pack, .copy2d = cpu_copy2d, .add2d = cpu_add2d, .fill = cpu_fill,       \
    .attn_merge = cpu_attn_merge, .attn_delta = cpu_attn_delta, .destroy = destroy_fn}
 static const lc_backend_ops cpu_ops_held = CPU_OPS(NULL); // storage the caller holds
 static const lc_backend_ops cpu_ops_heap = CPU_OPS(cpu_destroy_heap);

@@ -201,8 +201,11 @@ static lc_status priv_flash_fwd(lc_backend *be, lc_buf out, lc_buf lse, lc_buf q
 static void priv_kv_pack(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd) {
   OP(CPU->flash_kv_pack(SH, R(p, pack), R(p, k), R(p, v), s, bwd));
 }
-static void priv_copy_rows(lc_backend *be, lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, int H, size_t n) {
-  OP(CPU->copy_rows(SH, R(p, dst), ld_dst, R(p, src), ld_src, H, n));
+static void priv_copy2d(lc_backend *be, lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n) {
+  OP(CPU->copy2d(SH, R(p, dst), ld_dst, R(p, src), ld_src, rows, n));
+}
+static void priv_add2d(lc_backend *be, lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n) {
+  OP(CPU->add2d(SH, R(p, dst), ld_dst, R(p, src), ld_src, rows, n));
 }
 static void priv_fill(lc_backend *be, lc_buf x, float v) { OP(CPU->fill(SH, R(p, x), v)); }
 static lc_status priv_flash_bwd(lc_backend *be, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k,
@@ -238,7 +241,7 @@ static const lc_backend_ops priv_ops = {
     .xent_slice_total = priv_slice_total, .xent_slice_dlogits = priv_slice_dlogits, .rope = priv_rope,
     .swiglu_fwd = priv_swiglu_fwd, .swiglu_bwd = priv_swiglu_bwd, .bias_fwd = priv_bias_fwd, .bias_bwd = priv_bias_bwd,
     .embedding_fwd = priv_embedding_fwd, .embedding_bwd = priv_embedding_bwd, .flash_fwd = priv_flash_fwd,
-    .flash_bwd = priv_flash_bwd, .flash_kv_pack = priv_kv_pack, .copy_rows = priv_copy_rows, .fill = priv_fill,
+    .flash_bwd = priv_flash_bwd, .flash_kv_pack = priv_kv_pack, .copy2d = priv_copy2d, .add2d = priv_add2d, .fill = priv_fill,
     .attn_merge = priv_attn_merge, .attn_delta = priv_attn_delta, .destroy = priv_destroy};
 
 lc_status lc_backend_private_open(lc_arena *host, lc_backend **out) {
