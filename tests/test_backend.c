@@ -4,6 +4,8 @@
 // memory by category per device; the named reads and writes; the optimizer step on both
 // backends bit for bit (backend_update.h); one training step's synchronisation points.
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
@@ -14,6 +16,7 @@
 #include "model/generate.h"
 #include "model/loss.h"
 #include "ops/ops.h"
+#include "train/checkpoint.h"
 #include "train/trainer.h"
 #include "backend_update.h"
 #include "testutil.h"
@@ -101,6 +104,45 @@ static void test_ops(const char *dev) {
   lc_buf_free(&acc);
   read_mid(&px, got, "sumsq input");
   CHECK(same(got, x, sizeof got), "%s: sumsq left its input", dev);
+
+  // strided copies and sums (any dtype / F32) and fill, against loops over the arrays
+  {
+    enum { ROWS = 7, LEN = 9, LDS = 13, LDD = 11 };
+    float src[ROWS * LDS], d0[ROWS * LDD], w2d[ROWS * LDD], g2d[ROWS * LDD];
+    fill(src, ROWS * LDS, &r), fill(d0, ROWS * LDD, &r);
+    for (int op = 0; op < 3; op++) { // copy fp32, add fp32, copy bf16
+      const lc_dtype dt = op == 2 ? LC_DT_BF16 : LC_DT_F32;
+      uint16_t s16[ROWS * LDS], d16[ROWS * LDD];
+      k->bf16_pack(s16, src, ROWS * LDS), k->bf16_pack(d16, d0, ROWS * LDD);
+      padded ps = make(be, dt, op == 2 ? (void *)s16 : src, ROWS * LDS), pd = make(be, dt, op == 2 ? (void *)d16 : d0, ROWS * LDD);
+      const lc_status st2 = op == 1 ? lc_be_add2d(pd.mid, LDD, ps.mid, LDS, ROWS, LEN) : lc_be_copy2d(pd.mid, LDD, ps.mid, LDS, ROWS, LEN);
+      CHECK(st2 == LC_OK, "%s 2-D op %d: %s", dev, op, lc_errmsg());
+      read_mid(&pd, op == 2 ? (void *)d16 : g2d, "2-D op");
+      read_mid(&ps, op == 2 ? (void *)s16 : w2d, "2-D op input");
+      long bad2 = 0;
+      for (int rr = 0; rr < ROWS; rr++)
+        for (int i = 0; i < LDD; i++) {
+          const int in = i < LEN;
+          if (op == 2) {
+            const uint16_t want16 = in ? lc_f32_to_bf16(src[rr * LDS + i]) : lc_f32_to_bf16(d0[rr * LDD + i]);
+            bad2 += d16[rr * LDD + i] != want16;
+          } else {
+            const float wv = !in ? d0[rr * LDD + i] : op == 1 ? d0[rr * LDD + i] + src[rr * LDS + i] : src[rr * LDS + i];
+            bad2 += g2d[rr * LDD + i] != wv;
+          }
+        }
+      CHECK(bad2 == 0, "%s %s: %ld elements differ from the loop (or outside the rows)", dev,
+            op == 1 ? "add2d" : op == 2 ? "copy2d bf16" : "copy2d", bad2);
+    }
+    CHECK(lc_be_add2d(lc_buf_view(px.mid, 0, 10), 5, lc_buf_view(px.mid, 0, 10), 5, 3, 2) == LC_EINVAL,
+          "%s add2d past the views' ends must be refused", dev);
+    padded pf = make(be, LC_DT_F32, x, N);
+    CHECK(lc_be_fill(pf.mid, -INFINITY) == LC_OK, "fill");
+    read_mid(&pf, got, "fill");
+    int badf = 0;
+    for (int i = 0; i < N; i++) badf += !(isinf(got[i]) && got[i] < 0);
+    CHECK(badf == 0, "%s fill: %d values are not -inf", dev, badf);
+  }
 
   // casts: pack / unpack / round
   padded p32 = make(be, LC_DT_F32, x, N), p16 = make(be, LC_DT_BF16, NULL, N);
@@ -336,11 +378,18 @@ static void test_private_generate(void) {
 // the loss sums read; the norm read once.
 typedef struct {
   const char *name;
-  int bf16, ckpt, tile, pack, window, slice, tied, qwen3;
+  int bf16, ckpt, tile, pack, window, slice, tied, qwen3, offload;
 } private_case;
 
+static char scratch_dir[64]; // offloaded checkpoints and saved checkpoints, per device
+
+// Runs `steps` steps on `device`; save: then a checkpoint into save (a directory made here),
+// and a fresh trainer resumed from it runs one more step (*resumed: its loss).
 static void run_steps(const char *device, const private_case *pc, int steps, double *loss, double *norm,
-                      size_t sync[LC_SYNC_N][2]) {
+                      size_t sync[LC_SYNC_N][2], const char *save, double *resumed) {
+  char off[128];
+  snprintf(off, sizeof off, "%s/offload-%s", scratch_dir, device);
+  mkdir(off, 0700);
   lc_train_opts o;
   lc_train_opts_init(&o);
   lc_config_preset(&o.cfg, "tiny");
@@ -354,6 +403,7 @@ static void run_steps(const char *device, const private_case *pc, int steps, dou
   o.mopts.mlp_tile = pc->tile, o.mopts.loss_tile = pc->tile;
   o.mopts.vocab_slice = pc->slice;
   o.pack = pc->pack, o.cfg.sliding_window = pc->window;
+  if (pc->offload) o.cfg.n_layers = 6, o.mopts.offload_dir = off; // more layers than the store keeps resident
   lc_comm *self = NULL;
   lc_comm_self(&self);
   lc_trainer tr;
@@ -365,26 +415,73 @@ static void run_steps(const char *device, const private_case *pc, int steps, dou
     loss[i] = m.loss, norm[i] = m.grad_norm;
   }
   if (tr.be) memcpy(sync, tr.be->sync, sizeof tr.be->sync);
+  if (save && tr.be) {
+    mkdir(save, 0700);
+    CHECK(lc_checkpoint_save(&tr, save, 1) == LC_OK, "%s on %s: save: %s", pc->name, device, lc_errmsg());
+    lc_trainer tr2;
+    char ck[512];
+    CHECK(lc_trainer_init(&tr2, &o, self) == LC_OK && lc_checkpoint_resolve(save, ck, sizeof ck, NULL, 0) == LC_OK &&
+              lc_checkpoint_load(&tr2, ck) == LC_OK,
+          "%s on %s: resume: %s", pc->name, device, lc_errmsg());
+    lc_step_metrics m;
+    CHECK(tr2.be && lc_trainer_step(&tr2, &m) == LC_OK, "%s on %s: resumed step: %s", pc->name, device, lc_errmsg());
+    *resumed = m.loss;
+    if (tr2.be) lc_trainer_free(&tr2);
+  }
   lc_trainer_free(&tr);
   lc_comm_destroy(self);
 }
 
+// Whether two files hold the same bytes.
+static int same_file(const char *a, const char *b) {
+  FILE *f = fopen(a, "rb"), *g = fopen(b, "rb");
+  int same = f && g;
+  for (int c = 0, d = 0; same && (c != EOF || d != EOF);) {
+    c = fgetc(f), d = fgetc(g);
+    same = c == d;
+  }
+  if (f) fclose(f);
+  if (g) fclose(g);
+  return same;
+}
+
 static void test_private_training(void) {
   const private_case cases[] = {
-      {"fp32 selective", 0, LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, 0},
-      {"fp32 none, tiles", 0, LC_CKPT_NONE, 24, 0, 0, 0, 0, 0},
-      {"bf16 full, tiles, slices", 1, LC_CKPT_FULL, 24, 0, 0, 96, 0, 0},
-      {"bf16 packed + window, tied", 1, LC_CKPT_SELECTIVE, 0, 1, 16, 0, 1, 0},
-      {"fp32 qwen3, packed, slices", 0, LC_CKPT_SELECTIVE, 0, 1, 0, 100, 1, 1},
+      {"fp32 selective", 0, LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, 0, 0},
+      {"fp32 none, tiles", 0, LC_CKPT_NONE, 24, 0, 0, 0, 0, 0, 0},
+      {"bf16 full, tiles, slices", 1, LC_CKPT_FULL, 24, 0, 0, 96, 0, 0, 0},
+      {"bf16 packed + window, tied", 1, LC_CKPT_SELECTIVE, 0, 1, 16, 0, 1, 0, 0},
+      {"fp32 qwen3, packed, slices", 0, LC_CKPT_SELECTIVE, 0, 1, 0, 100, 1, 1, 0},
+      {"bf16 offloaded (6 layers)", 1, LC_CKPT_FULL, 0, 0, 0, 0, 0, 0, 1},
   };
+  snprintf(scratch_dir, sizeof scratch_dir, "/tmp/lc_test_backend_%ld", (long)getpid());
+  mkdir(scratch_dir, 0700);
   enum { STEPS = 3 };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     const private_case *pc = &cases[c];
     double la[STEPS], na[STEPS], lb[STEPS], nb[STEPS];
     size_t sa[LC_SYNC_N][2], sb[LC_SYNC_N][2];
     memset(sa, 0, sizeof sa), memset(sb, 0, sizeof sb);
-    run_steps("cpu", pc, STEPS, la, na, sa);
-    run_steps("private", pc, STEPS, lb, nb, sb);
+    char save_a[128], save_b[128];
+    snprintf(save_a, sizeof save_a, "%s/save-cpu-%zu", scratch_dir, c);
+    snprintf(save_b, sizeof save_b, "%s/save-private-%zu", scratch_dir, c);
+    const int with_save = c == 0 || c == 2; // a checkpoint out of the device and back in, fp32 and bf16
+    double ra = 0, rb = 0;
+    run_steps("cpu", pc, STEPS, la, na, sa, with_save ? save_a : NULL, &ra);
+    run_steps("private", pc, STEPS, lb, nb, sb, with_save ? save_b : NULL, &rb);
+    if (with_save) {
+      char fa[640], fb[640], ca[512], cb[512];
+      const char *files[] = {"model.safetensors", "optimizer.safetensors"};
+      CHECK(lc_checkpoint_resolve(save_a, ca, sizeof ca, NULL, 0) == LC_OK &&
+                lc_checkpoint_resolve(save_b, cb, sizeof cb, NULL, 0) == LC_OK,
+            "%s: checkpoints", pc->name);
+      for (int f = 0; f < 2; f++) {
+        snprintf(fa, sizeof fa, "%s/%s", ca, files[f]);
+        snprintf(fb, sizeof fb, "%s/%s", cb, files[f]);
+        CHECK(same_file(fa, fb), "%s: %s saved from private differs from cpu's", pc->name, files[f]);
+      }
+      CHECK(ra == rb && isfinite(ra), "%s: the step after resuming differs: %.17g vs %.17g", pc->name, ra, rb);
+    }
     int same = 1;
     for (int i = 0; i < STEPS; i++) same &= la[i] == lb[i] && na[i] == nb[i];
     CHECK(same, "%s: cpu and private differ: last loss %.17g vs %.17g, norm %.17g vs %.17g", pc->name, la[STEPS - 1],
@@ -393,6 +490,11 @@ static void test_private_training(void) {
           pc->name, la[0], la[STEPS - 1], na[0]);
     const size_t passes = 2, inputs = passes * (4 + (size_t)(pc->pack || pc->window));
     for (int k = 0; k < LC_SYNC_N; k++) {
+      if (k == LC_SYNC_STAGE && pc->offload) { // the disk tier's slots go through host copies: out and back in
+        CHECK(sb[k][0] > 0 && sb[k][1] > 0, "%s on private: the offloaded checkpoints were not staged (%zu reads, %zu "
+              "writes)", pc->name, sb[k][0], sb[k][1]);
+        continue;
+      }
       const size_t want_r = k == LC_SYNC_GRAD_NORM ? 1 : k == LC_SYNC_LOSS ? passes : 0,
                    want_w = k == LC_SYNC_INPUT ? inputs : 0;
       CHECK(sb[k][0] == want_r && sb[k][1] == want_w, "%s on private, one step: %s reads %zu writes %zu, expected %zu %zu",
@@ -401,19 +503,9 @@ static void test_private_training(void) {
     printf("private training %-28s %d steps bit-identical to cpu (loss %.6f -> %.6f)\n", pc->name, STEPS, la[0],
            la[STEPS - 1]);
   }
-  // What does not run there yet is one line at init: several ranks, the disk tier.
-  lc_train_opts o;
-  lc_train_opts_init(&o);
-  lc_config_preset(&o.cfg, "tiny");
-  o.data_spec = "task:copy";
-  o.seq = 64, o.batch = 1, o.steps = 1, o.device = "private", o.mopts.offload_dir = "/tmp";
-  lc_comm *self = NULL;
-  lc_comm_self(&self);
-  lc_trainer tr;
-  CHECK(lc_trainer_init(&tr, &o, self) == LC_EINVAL && strstr(lc_errmsg(), "--offload-checkpoints") &&
-            strstr(lc_errmsg(), "private"),
-        "private + offload: %s", lc_errmsg());
-  lc_comm_destroy(self);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", scratch_dir);
+  CHECK(system(cmd) == 0, "cleanup of %s", scratch_dir);
 }
 
 // ---- the loss on both backends: same bits; against a double reference and the sliced form
@@ -736,6 +828,35 @@ static void test_layer_ops(const char *dev) {
     CHECK(lc_be_flash_bwd(bdq, bdk, bdv, bdo, bq, bk, bv, bl, bdl, blo, &s) == LC_OK, "%s flash bwd: %s", dev, lc_errmsg());
     down(&bdq, gq), down(&bdk, gk), down(&bdv, gv);
     CHECK(same(gq, rq, 4 * nq) && same(gk, rk, 4 * nk) && same(gv, rv, 4 * nk), "%s flash bwd bf16 %d", dev, b16);
+    // k/v packed ahead (the ring's key chunk for all its query tiles): the same bits
+    for (int bwd = 0; bwd < 2; bwd++) {
+      const size_t pbytes = lc_flash_kv_bytes(&hs, bwd);
+      if (!pbytes) { // (fp32 kernels read k/v in place)
+        printf("%s flash %s bf16 %d: this kernel packs nothing (0 bytes); the packed path is the plain one\n", dev,
+               bwd ? "bwd" : "fwd", b16);
+        continue;
+      }
+      lc_buf pk;
+      CHECK(lc_buf_alloc(be, LC_MEM_SCRATCH, LC_DT_U8, pbytes, 0, "packed k/v", &pk) == LC_OK &&
+                lc_be_flash_kv_pack(pk, bk, bv, &s, bwd) == LC_OK,
+            "%s kv pack: %s", dev, lc_errmsg());
+      if (!bwd) {
+        CHECK(lc_be_flash_fwd_packed(bo, bl, bq, bk, bv, blo, pk, &s) == LC_OK, "%s packed fwd: %s", dev, lc_errmsg());
+        lc_buf_read(bo, got_out, LC_SYNC_TEST), lc_buf_read(bl, got_lse, LC_SYNC_TEST);
+        CHECK(same(got_out, ref_out, lc_bytes(dt, nq)) && same(got_lse, ref_lse, 4 * nl), "%s packed flash fwd bf16 %d", dev,
+              b16);
+      } else {
+        lc_buf cq = up(be, LC_DT_F32, NULL, nq), ck = up(be, LC_DT_F32, NULL, nk), cv = up(be, LC_DT_F32, NULL, nk);
+        lc_be_zero(cq), lc_be_zero(ck), lc_be_zero(cv);
+        CHECK(lc_be_flash_bwd_packed(cq, ck, cv, bdo, bq, bk, bv, bl, bdl, blo, pk, &s) == LC_OK, "%s packed bwd: %s", dev,
+              lc_errmsg());
+        float *pq = malloc(4 * nq), *pkk = malloc(4 * nk), *pv = malloc(4 * nk);
+        down(&cq, pq), down(&ck, pkk), down(&cv, pv);
+        CHECK(same(pq, rq, 4 * nq) && same(pkk, rk, 4 * nk) && same(pv, rv, 4 * nk), "%s packed flash bwd bf16 %d", dev, b16);
+        free(pq), free(pkk), free(pv);
+      }
+      lc_buf_free(&pk);
+    }
     // merge two partials (fp32 outputs)
     if (!b16) {
       float *o2 = rnd(nq, &r, 1), *l2 = rnd(nl, &r, 1), *ma = malloc(4 * nq), *la = malloc(4 * nl);

@@ -16,11 +16,10 @@
 // dtypes; an op checks that its buffers belong to the backend and have the sizes it needs
 // (a mismatch is a programming error: LC_EINVAL naming the op).
 //
-// Migration (issue 32): one rank's whole step and generation run on handles (the stores'
-// states and views, the layer, the loss, the local and decode strategies, the checkpoint
-// blocks); the multi-rank collectives, the ring and 2D strategies and the checkpoints'
-// disk tier still reach the CPU backend's memory through lc_buf_host / lc_bufs_host, which
-// a backend without host-addressable memory refuses with one line (docs/NOTES.md, Backends).
+// Every pass, strategy, store and generation step runs on handles; communication takes
+// backend buffers (bufcomm.h: staged through host memory where the backend's is not the
+// host's). The store keeps host pointers of its states for its CPU fast paths only
+// (docs/NOTES.md, Backends).
 #ifndef LC_BACKEND_H
 #define LC_BACKEND_H
 

@@ -18,7 +18,7 @@
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 typedef struct {
-  const char *model, *data, *precision, *kernels, *log_json;
+  const char *model, *data, *precision, *kernels, *log_json, *device;
   int seq, stride, threads;
   long max_tokens;
   float mem_gib;
@@ -37,7 +37,7 @@ static void progress(void *arg, long done, long total) {
 }
 
 int lc_cmd_eval(int argc, char **argv) {
-  eval_flags F = {.model = NULL, .data = NULL, .precision = "fp32", .kernels = "auto", .log_json = NULL, .seq = 0,
+  eval_flags F = {.model = NULL, .data = NULL, .precision = "fp32", .kernels = "auto", .log_json = NULL, .device = "cpu", .seq = 0,
                   .stride = 0, .threads = 0, .max_tokens = 0, .mem_gib = 0};
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &F.model, "an HF model directory or GGUF file (a preset gives random weights)", 0},
@@ -50,6 +50,7 @@ int lc_cmd_eval(int argc, char **argv) {
       {"threads", LC_ARG_INT, &F.threads, "OpenMP/BLAS threads (default: OMP_NUM_THREADS, else the cores)", 0},
       {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the memory arena in GiB (default: physical memory)", 0},
       {"log-json", LC_ARG_STR, &F.log_json, "write the result as one JSON object to this file", 0},
+      {"device", LC_ARG_STR, &F.device, "where the model and the passes run: cpu (default), or private (tests: buffers host code cannot reach)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
   if (lc_args_wants_help(argc, argv)) {
@@ -69,6 +70,7 @@ int lc_cmd_eval(int argc, char **argv) {
   if (st == LC_OK) st = lc_dtype_parse_user(F.precision, "--precision", &prec);
   if (st == LC_OK) st = lc_cli_kernels(F.kernels);
   if (st == LC_OK) st = lc_cli_threads(F.threads, &threads);
+  if (st == LC_OK) st = lc_device_check(F.device);
   if (st != LC_OK) {
     lc_cli_error(lc_errmsg());
     return 2;
@@ -77,8 +79,8 @@ int lc_cmd_eval(int argc, char **argv) {
   lc_arena_init(&a, F.mem_gib > 0 ? (size_t)(F.mem_gib * GIB) : lc_cli_default_mem_cap());
   lc_model m;
   int random_init = 0;
-  lc_backend *be = NULL; // (eval runs on the CPU: NULL device)
-  st = lc_cli_load_inference_model(F.model, 1, NULL, &m, &random_init, &a, &be);
+  lc_backend *be = NULL;
+  st = lc_cli_load_inference_model(F.model, 1, F.device, &m, &random_init, &a, &be);
   lc_eval_data d;
   memset(&d, 0, sizeof d);
   if (st == LC_OK) st = lc_eval_data_load(&d, F.data, F.model, &m.cfg, F.max_tokens);
@@ -88,6 +90,7 @@ int lc_cmd_eval(int argc, char **argv) {
   if (st != LC_OK) {
     lc_cli_error(lc_errmsg());
     if (st != LC_OK && m.ps.arena) lc_model_destroy(&m, &a);
+    lc_backend_close(be);
     lc_eval_data_free(&d);
     return st == LC_EINVAL || st == LC_EFORMAT || st == LC_EIO ? 2 : 1;
   }
@@ -136,5 +139,6 @@ int lc_cmd_eval(int argc, char **argv) {
   }
   lc_eval_data_free(&d);
   lc_model_destroy(&m, &a);
+  lc_backend_close(be);
   return rc;
 }

@@ -251,7 +251,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   if (st != LC_OK) {
     // Layout and input errors are found identically on every rank; rank 0 reports.
     if (rank == 0) lc_cli_error(lc_errmsg());
-    if (tr.model.params) lc_trainer_free(&tr);
+    if (tr.be) lc_trainer_free(&tr);
     return LC_EXIT_USAGE;
   }
   lc_watchdog *dog = NULL;

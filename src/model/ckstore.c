@@ -26,7 +26,12 @@ struct lc_ckstore {
   int L, offload, nslots;
   size_t bytes;
   lc_buf blk;         // the backend's (U8): RAM: L x bytes; offloaded: nslots x bytes
-  char *base;         // offloaded: its host address, which the I/O thread reads and writes
+  char *base;         // offloaded: the slots' host memory, which the I/O thread reads and writes:
+                      // blk's own address, or (staged: a backend without host memory)
+                      // host copies of the slots, moved to and from the device by the
+                      // pass's thread (named: LC_SYNC_STAGE)
+  int staged;
+  lc_backend *be;
   int *slot_of;       // per layer: its slot, -1 if none
   int *layer_in;      // per slot: its layer, -1 if free
   lstate *st;
@@ -218,8 +223,12 @@ lc_status lc_ckstore_open(lc_ckstore **out, int n_layers, size_t bytes, const ch
   if (st == LC_OK) {
     st = lc_buf_alloc(be, LC_MEM_CKPT, LC_DT_U8, lc_ckstore_bytes(n_layers, bytes, s->offload), 0, "layer checkpoints",
                       &s->blk);
-    // (the disk tier moves host memory: a device without it keeps its checkpoints resident)
-    if (st == LC_OK && s->offload && !(s->base = lc_buf_host_or_fail(s->blk, "--offload-checkpoints"))) st = LC_EINVAL;
+    s->be = be;
+    if (st == LC_OK && s->offload && !(s->base = lc_buf_host(s->blk))) { // the disk tier moves host memory
+      s->staged = 1;
+      s->base = lc_alloc(be->host, LC_MEM_CKPT, lc_ckstore_bytes(n_layers, bytes, 1), "layer checkpoints (host staging)");
+      if (!s->base) st = LC_ENOMEM;
+    }
   }
   if (st == LC_OK && s->offload) {
     pthread_mutex_init(&s->mu, NULL);
@@ -259,6 +268,10 @@ lc_status lc_ckstore_put_begin(lc_ckstore *s, int l, lc_buf *buf) {
 
 lc_status lc_ckstore_put_end(lc_ckstore *s, int l) {
   if (!s->offload) return LC_OK;
+  if (s->staged) { // the slot's bytes to the host copy the writer reads (slot_of[l]: this thread's)
+    const int k = s->slot_of[l];
+    LC_TRY(lc_buf_read(slot_buf(s, k), s->base + (size_t)k * s->bytes, LC_SYNC_STAGE));
+  }
   pthread_mutex_lock(&s->mu);
   if (s->err != LC_OK) return fail_locked(s);
   s->st[l] = S_QUEUED_W;
@@ -281,15 +294,19 @@ lc_status lc_ckstore_get(lc_ckstore *s, int l, int next, lc_buf *buf) {
   }
   while (s->err == LC_OK && s->st[l] != S_CLEAN && s->st[l] != S_READY) pthread_cond_wait(&s->cv, &s->mu);
   if (s->err != LC_OK) return fail_locked(s);
+  const int from_disk = s->st[l] == S_READY; // (CLEAN: its slot still holds it, on the device too)
   s->st[l] = S_INUSE;
   *buf = slot_buf(s, s->slot_of[l]);
+  const char *host = s->base + (size_t)s->slot_of[l] * s->bytes;
   // Read the next one ahead if a slot is free now (never wait for it here).
   if (next >= 0 && s->st[next] == S_DISK && take_slot(s, next, 0) >= 0) {
     s->st[next] = S_QUEUED_R;
     enqueue(s, next, 0);
   }
   pthread_mutex_unlock(&s->mu);
-  return LC_OK;
+  // staged: what the reader brought back, onto the device (the slot is INUSE: the reader
+  // leaves it alone)
+  return s->staged && from_disk ? lc_buf_write(*buf, host, LC_SYNC_STAGE) : LC_OK;
 }
 
 void lc_ckstore_release(lc_ckstore *s, int l) {
@@ -330,6 +347,7 @@ lc_status lc_ckstore_close(lc_ckstore *s) {
     }
     rmdir(s->dir);
   }
+  if (s->staged) lc_free(s->be->host, s->base);
   lc_buf_free(&s->blk);
   free(s->slot_of);
   free(s->layer_in);

@@ -5,8 +5,9 @@
 // to disk (--offload-checkpoints DIR): a thread writes each layer's bytes after its
 // forward and reads them back ahead of need during backward, so RAM holds only the layers
 // in flight (LC_CKS_SLOTS of them), counted in the backend's arena (LC_MEM_CKPT) and
-// predicted by lc_ckstore_bytes. Checkpoints are the backend's buffers (U8, `bytes` each); the
-// disk tier needs host memory yet (a backend without it: LC_EINVAL naming the flag). The files are scratch: removed after use and when the store closes.
+// predicted by lc_ckstore_bytes. Checkpoints are the backend's buffers (U8, `bytes` each); on a
+// backend without host memory the disk tier goes through host copies of the slots (the same
+// bytes again in its host arena, LC_MEM_CKPT), moved by the pass's thread at put_end and get. The files are scratch: removed after use and when the store closes.
 #ifndef LC_CKSTORE_H
 #define LC_CKSTORE_H
 

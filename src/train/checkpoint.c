@@ -236,14 +236,20 @@ static lc_status publish(const char *dir, const char *name, const char *tmp, int
   return LC_OK;
 }
 
-// Whether this rank's parameters and AdamW moments are all finite.
-static int all_finite(const lc_pstore *ps) {
-  const float *b[3] = {ps->params, ps->m, ps->v};
-  const size_t n[3] = {ps->n_params, ps->m ? ps->n_opt : 0, ps->v ? ps->n_opt : 0};
+// Whether this rank's parameters and AdamW moments are all finite: their sum of squares in
+// double (a float's square is below 1.2e77, so the sum of any count of finite values is
+// finite), accumulated on the backend and read once (a named read).
+static lc_status all_finite(lc_pstore *ps, int *finite) {
+  const lc_buf acc = ps->norm_acc_b, b[3] = {ps->params_b, ps->m_b, ps->v_b};
+  double s = 0;
+  *finite = 1;
+  if (!lc_buf_ok(acc)) return LC_OK; // no optimizer: nothing trains, nothing to check
+  LC_TRY(lc_be_zero(acc));
   for (int k = 0; k < 3; k++)
-    for (size_t i = 0; i < n[k]; i++)
-      if (!isfinite(b[k][i])) return 0;
-  return 1;
+    if (lc_buf_ok(b[k])) LC_TRY(lc_be_sumsq_acc(acc, b[k]));
+  LC_TRY(lc_buf_read(acc, &s, LC_SYNC_STATES));
+  *finite = isfinite(s);
+  return LC_OK;
 }
 
 double lc_checkpoint_bytes(const lc_config *cfg, lc_dtype save_dtype) {
@@ -255,7 +261,9 @@ lc_status lc_checkpoint_save(lc_trainer *t, const char *dir, int keep) {
   char name[64], tmp[PATHN] = "";
   snprintf(name, sizeof name, "checkpoint-%ld", t->step);
   // Never a checkpoint with NaN or Inf in it: the previous good one stays the latest.
-  double bad = !all_finite(&t->model.ps);
+  int finite = 1;
+  LC_TRY(agree(t, all_finite(&t->model.ps, &finite)));
+  double bad = !finite;
   LC_TRY(lc_allreduce_sum(t->world, &bad, 1, LC_DT_F64));
   if (bad > 0)
     return lc_fail(LC_EINVAL, "step %ld: the weights or AdamW moments are not all finite; not saving %s over the "

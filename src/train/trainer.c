@@ -106,9 +106,6 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   }
   st = lc_comm_agree(world, st);
   if (st == LC_OK) st = lc_backend_open(o->device ? o->device : "cpu", &t->arena, &t->be);
-  if (st == LC_OK && !t->be->host_memory && o->mopts.offload_dir)
-    st = lc_fail(LC_EINVAL, "--offload-checkpoints does not run on the %s device yet (the disk tier moves host memory): "
-                 "drop it, or use --device cpu", t->be->name);
   if (st == LC_OK)
     st = lc_model_create_on(&t->model, &o->cfg, o->mopts.zero, o->mopts.zero_group, world, t->be);
   if (st == LC_OK) st = lc_pstore_add_optimizer(&t->model.ps);
