@@ -76,10 +76,19 @@ lc_status lc_buf_ialltoall(lc_comm *c, lc_buf send, lc_buf recv, size_t n, lc_bu
     return lc_fail(LC_EINVAL, "lc_buf_ialltoall: %zu and %zu elements for %d blocks of %zu", send.n, recv.n, c->size, n);
   return post(c, send, recv, 0, 0, n, 1, r);
 }
+// Blocking: the communicator's own all-to-all (MPI's blocking collectives are tuned; its
+// non-blocking ones run a generic schedule).
 lc_status lc_buf_alltoall(lc_comm *c, lc_buf send, lc_buf recv, size_t n) {
-  lc_buf_req r;
-  LC_TRY(lc_buf_ialltoall(c, send, recv, n, &r));
-  return lc_buf_wait(c, &r);
+  if (send.dt != recv.dt || send.n < n * (size_t)c->size || recv.n < n * (size_t)c->size)
+    return lc_fail(LC_EINVAL, "lc_buf_alltoall: %zu and %zu elements for %d blocks of %zu", send.n, recv.n, c->size, n);
+  void *sh = NULL, *rh = NULL, *ss = NULL, *rs = NULL;
+  lc_status st = host_side(send, 1, &sh, &ss);
+  if (st == LC_OK) st = host_side(recv, 0, &rh, &rs);
+  if (st == LC_OK) st = lc_alltoall(c, sh, rh, n, send.dt);
+  if (st == LC_OK && rs) st = lc_buf_write(recv, rs, LC_SYNC_STAGE);
+  if (ss) lc_free(send.be->host, ss);
+  if (rs) lc_free(recv.be->host, rs);
+  return st;
 }
 
 void lc_buf_test(lc_comm *c, lc_buf_req *r) { lc_test(c, &r->req); }

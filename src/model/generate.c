@@ -119,16 +119,16 @@ static lc_buf dec_layers(const lc_model *m, lc_kv_cache *c, const dec_bufs *b, i
   lc_backend *be = m->ps.be;
   const int W = cfg->sliding_window;
   // positions and bounds on the host (the bounds written for the strategy)
-  int *pos = malloc(sizeof(int) * 2 * (size_t)nn), *lo = pos ? pos + nn : NULL;
+  int *pos = lc_alloc(a, LC_MEM_SCRATCH, sizeof(int) * 2 * (size_t)nn, "decoding positions"), *lo = pos ? pos + nn : NULL;
   if (!pos) {
-    *st = lc_fail(LC_ENOMEM, "out of memory for %d positions", nn);
+    *st = LC_ENOMEM;
     return b->x;
   }
   for (int i = 0; i < nn; i++) pos[i] = p0 + i, lo[i] = lc_visible_from(p0 + i, 0, W);
   const lc_buf cs = first_rows(b->cos, ch, nn), sn = first_rows(b->sin, ch, nn), lob = first_rows(b->lo, ch, nn);
   *st = lc_model_rope_table_buf(cfg, rope_len, pos, nn, cs, sn);
   if (*st == LC_OK && W > 0) *st = lc_buf_write(lob, lo, LC_SYNC_INPUT);
-  free(pos);
+  lc_free(a, pos);
   lc_attn_decode_state ds = {.p0 = p0, .max_len = c->max_len};
   lc_attn attn;
   lc_attn_decode_init(&attn, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, &ds);

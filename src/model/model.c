@@ -383,12 +383,13 @@ lc_status lc_model_rope_table_buf(const lc_config *cfg, int rope_len, const int 
     lc_model_rope_table(cfg, rope_len, pos, T, c, s);
     return LC_OK;
   }
-  float *h = malloc(lc_buf_bytes(cos_t) + lc_buf_bytes(sin_t));
-  if (!h) return lc_fail(LC_ENOMEM, "out of memory for the RoPE tables of %d tokens", T);
+  lc_arena *host = cos_t.be->host; // (staging: the backend's host memory)
+  float *h = lc_alloc(host, LC_MEM_SCRATCH, lc_buf_bytes(cos_t) + lc_buf_bytes(sin_t), "RoPE tables (host staging)");
+  if (!h) return LC_ENOMEM;
   lc_model_rope_table(cfg, rope_len, pos, T, h, h + cos_t.n);
   lc_status st = lc_buf_write(cos_t, h, LC_SYNC_INPUT);
   if (st == LC_OK) st = lc_buf_write(sin_t, h + cos_t.n, LC_SYNC_INPUT);
-  free(h);
+  lc_free(host, h);
   return st;
 }
 

@@ -523,8 +523,6 @@ static lc_comm *red_comm(const lc_pstore *ps, const lc_ps_red *r) {
   return r->phase == 0 ? ps->zg : ps->rep;
 }
 
-// Reduction r's phase 0 has completed: its result into place; done unless the replica
-// groups still have to be summed (phase 1, started by start_phase1 in FIFO order).
 // Reduction r is complete: staged views written back (the result) and freed.
 static lc_status red_finish(lc_pstore *ps, lc_ps_red *r) {
   r->done = 1;
@@ -533,6 +531,8 @@ static lc_status red_finish(lc_pstore *ps, lc_ps_red *r) {
   return a != LC_OK ? a : b;
 }
 
+// Reduction r's phase 0 has completed: its result into place; done unless the replica
+// groups still have to be summed (phase 1, started by start_phase1 in FIFO order).
 static lc_status phase0_done(lc_pstore *ps, lc_ps_red *r) {
   const int u = r->unit;
   if (u < 0) { // a row range (stage >= 2): its piece is in place
