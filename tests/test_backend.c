@@ -108,7 +108,7 @@ static void test_ops(const char *dev) {
   // strided copies and sums (any dtype / F32) and fill, against loops over the arrays
   {
     enum { ROWS = 7, LEN = 9, LDS = 13, LDD = 11 };
-    float src[ROWS * LDS], d0[ROWS * LDD], w2d[ROWS * LDD], g2d[ROWS * LDD];
+    float src[ROWS * LDS], sback[ROWS * LDS], d0[ROWS * LDD], g2d[ROWS * LDD];
     fill(src, ROWS * LDS, &r), fill(d0, ROWS * LDD, &r);
     for (int op = 0; op < 3; op++) { // copy fp32, add fp32, copy bf16
       const lc_dtype dt = op == 2 ? LC_DT_BF16 : LC_DT_F32;
@@ -118,7 +118,8 @@ static void test_ops(const char *dev) {
       const lc_status st2 = op == 1 ? lc_be_add2d(pd.mid, LDD, ps.mid, LDS, ROWS, LEN) : lc_be_copy2d(pd.mid, LDD, ps.mid, LDS, ROWS, LEN);
       CHECK(st2 == LC_OK, "%s 2-D op %d: %s", dev, op, lc_errmsg());
       read_mid(&pd, op == 2 ? (void *)d16 : g2d, "2-D op");
-      read_mid(&ps, op == 2 ? (void *)s16 : w2d, "2-D op input");
+      read_mid(&ps, op == 2 ? (void *)s16 : sback, "2-D op input");
+      CHECK(op == 2 || same(sback, src, sizeof src), "%s 2-D op %d changed its source", dev, op);
       long bad2 = 0;
       for (int rr = 0; rr < ROWS; rr++)
         for (int i = 0; i < LDD; i++) {
