@@ -11,7 +11,7 @@ RUN="timeout 120 $MPI -np 2"
 
 # demo: 8 query heads, 4 kv heads: 4 and 2 per rank, so chunk 2 holds whole kv groups. One
 # thread per rank: the attention kernel's sums then follow the same order as unchunked.
-T="--model demo --seq 256 --steps 3 --hp 2 --threads 1 --lr 3e-3 --warmup 0"
+T="--model demo --seq 256 --steps 3 --hp 2 --threads 1 --lr 3e-3 --warmup 0 --checkpoint selective" # (the policy pinned: auto would trade it for the chunks)
 $RUN "$BIN" train $T --log-json "$TMP/all.jsonl" >"$TMP/out" 2>"$TMP/err" && ok || bad "unchunked: $(cat "$TMP/err")"
 grep -q "head chunk     all 4 query heads per rank at once" "$TMP/out" && ok || bad "settings table: $(grep -i chunk "$TMP/out")"
 $RUN "$BIN" train $T --head-chunk 2 --log-json "$TMP/c2.jsonl" >"$TMP/out" 2>"$TMP/err" && ok || bad "--head-chunk 2: $(cat "$TMP/err")"

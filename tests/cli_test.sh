@@ -9,7 +9,17 @@ BIN="$1"
 # A short run.
 if "$BIN" train --model tiny --seq 64 --steps 3 --log-json "$TMP/log.jsonl" >"$TMP/out" 2>"$TMP/err"; then ok; else bad "short run exited $?: $(cat "$TMP/err")"; fi
 [ "$(grep -c '^step ' "$TMP/out")" = 3 ] && ok || bad "expected 3 progress lines: $(cat "$TMP/out")"
-grep -q 'checkpoint selective (default)' "$TMP/out" && ok || bad "settings table lacks the default checkpoint policy"
+grep -q 'checkpoint none (auto: the fastest policy whose predicted peak, .* fits .* per rank)' "$TMP/out" && ok || bad "settings table lacks the auto checkpoint policy: $(grep memory "$TMP/out")"
+# --checkpoint auto under a tight --mem-limit: a policy that recomputes, the run fits; the same
+# losses as the forced policies (every policy computes the same values).
+"$BIN" train --model tiny --seq 64 --steps 3 --checkpoint full --log-json "$TMP/full.jsonl" >/dev/null 2>&1
+"$BIN" train --model tiny --seq 64 --steps 3 --checkpoint none --log-json "$TMP/none.jsonl" >/dev/null 2>&1
+losses() { grep -o '"loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*' "$1"; }
+[ -n "$(losses "$TMP/log.jsonl")" ] && [ "$(losses "$TMP/log.jsonl")" = "$(losses "$TMP/full.jsonl")" ] && [ "$(losses "$TMP/log.jsonl")" = "$(losses "$TMP/none.jsonl")" ] && ok || bad "auto, full and none losses differ"
+"$BIN" train --model bench-s --seq 4096 --steps 0 --mem-limit 0.9 --threads 1 >"$TMP/tight" 2>&1
+grep -q 'checkpoint full (auto: no policy fits 921.6 MiB per rank; full needs the least' "$TMP/tight" && ok || bad "tight --mem-limit: $(grep memory "$TMP/tight")"
+"$BIN" train --model bench-s --seq 4096 --steps 0 --mem-limit 1.2 --threads 1 >"$TMP/mid" 2>&1
+grep -q 'checkpoint selective (auto: the fastest policy whose predicted peak' "$TMP/mid" && ok || bad "--mem-limit 1.2: $(grep memory "$TMP/mid")"
 [ "$(wc -l <"$TMP/log.jsonl")" = 3 ] && ok || bad "expected 3 JSON lines"
 for key in step loss lr grad_norm tokens tokens_per_s mfu peak_bytes rss_bytes; do
   grep -q "\"$key\":" "$TMP/log.jsonl" && ok || bad "log-json lacks $key"

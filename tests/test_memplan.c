@@ -377,6 +377,60 @@ static void test_config_only(void) {
   lc_comm_destroy(self);
 }
 
+// --checkpoint auto: the fastest policy whose predicted peak fits the budget. With budgets at
+// and around each policy's predicted total it picks none, selective or full as the memory
+// model says; a step under each chosen budget as the arena's cap runs (the choice fits) and
+// gives the forced policy's loss and norm bit for bit.
+static void test_auto_ckpt(void) {
+  lc_config cfg;
+  lc_config_preset(&cfg, "tiny");
+  cfg.n_layers = 4;
+  const int S = SLOW_BUILD ? 256 : 1024;
+  const lc_ckpt_policy pols[3] = {LC_CKPT_NONE, LC_CKPT_SELECTIVE, LC_CKPT_FULL};
+  size_t pk[3];
+  for (int i = 0; i < 3; i++) {
+    lc_train_opts o = opts_for(&cfg, pols[i], 0, 0, S);
+    lc_mem_estimate e;
+    CHECK(lc_memplan_predict_hc(&o.cfg, &o.mopts, S, 1, 1, 1, 0, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
+    pk[i] = e.total;
+  }
+  CHECK(pk[0] > pk[1] && pk[1] > pk[2], "peaks none %zu > selective %zu > full %zu", pk[0], pk[1], pk[2]);
+  const struct {
+    size_t budget;
+    lc_ckpt_policy want;
+    int fits;
+  } cs[] = {{(size_t)1 << 40, LC_CKPT_NONE, 1}, {pk[0], LC_CKPT_NONE, 1},     {pk[0] - 1, LC_CKPT_SELECTIVE, 1},
+            {pk[1], LC_CKPT_SELECTIVE, 1},      {pk[1] - 1, LC_CKPT_FULL, 1}, {pk[2], LC_CKPT_FULL, 1},
+            {pk[2] - 1, LC_CKPT_FULL, 0}};
+  lc_train_opts base = opts_for(&cfg, LC_CKPT_NONE, 0, 0, S);
+  base.steps = 2;
+  lc_step_metrics ref[3];
+  for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+    lc_ckpt_policy got;
+    size_t peak;
+    int fits;
+    CHECK(lc_memplan_auto_ckpt(&base.cfg, &base.mopts, S, 1, 1, 1, 0, 0, cs[k].budget, &got, &peak, &fits) == LC_OK,
+          "auto ckpt: %s", lc_errmsg());
+    CHECK(got == cs[k].want && fits == cs[k].fits && peak == pk[got == LC_CKPT_NONE ? 0 : got == LC_CKPT_SELECTIVE ? 1 : 2],
+          "budget %zu: auto picked %s (fits %d, peak %zu), expected %s (fits %d)", cs[k].budget, lc_ckpt_name(got), fits,
+          peak, lc_ckpt_name(cs[k].want), cs[k].fits);
+  }
+  // Each policy's step under its own predicted total as the cap, against it uncapped.
+  for (int i = 0; i < 3; i++) {
+    lc_train_opts capped = opts_for(&cfg, pols[i], 0, 0, S), free_ = capped;
+    capped.mem_cap = pk[i];
+    lc_step_metrics a, b;
+    CHECK(measure(&capped, &a) && measure(&free_, &b), "%s steps", lc_ckpt_name(pols[i]));
+    CHECK(a.peak_bytes <= pk[i], "%s under a cap of its predicted %zu: peak %zu", lc_ckpt_name(pols[i]), pk[i], a.peak_bytes);
+    ref[i] = a;
+  }
+  CHECK(ref[0].loss == ref[1].loss && ref[1].loss == ref[2].loss && ref[0].grad_norm == ref[1].grad_norm &&
+            ref[1].grad_norm == ref[2].grad_norm,
+        "the policies' losses differ: %.17g %.17g %.17g", ref[0].loss, ref[1].loss, ref[2].loss);
+  printf("checkpoint auto at S=%d: none %zu, selective %zu, full %zu bytes predicted; picks as the budget says, each fits "
+         "its cap, losses identical\n", S, pk[0], pk[1], pk[2]);
+}
+
 int main(void) {
   test_prediction();
   test_quarter();
@@ -384,5 +438,6 @@ int main(void) {
   test_distributed_shape();
   test_head_chunks();
   test_config_only();
+  test_auto_ckpt();
   return lc_test_finish("test_memplan");
 }

@@ -35,6 +35,7 @@ typedef struct {
   float timeout;
   long steps, warmup, seed;
   float lr, lr_min, wd, clip, mem_gib, peak_gflops;
+  char ckpt_note[256];    // the settings table's word on the policy ("" when given)
 } train_flags;
 
 // --resume: rank 0 finds the checkpoint and checks its files against their checksums
@@ -60,7 +61,7 @@ static lc_status agree_kernel_level(lc_comm *w) {
 }
 
 // Flags -> trainer options. Everything here is found identically on every rank.
-static lc_status configure(lc_comm *w, lc_flag *flags, int nf, const train_flags *F, lc_train_opts *o,
+static lc_status configure(lc_comm *w, lc_flag *flags, int nf, train_flags *F, lc_train_opts *o,
                            const char *ckpt_dir, lc_job_threads *jt, int *threads, int *model_dir) {
   int model_given = lc_args_find(flags, nf, "model")->seen;
   lc_status st = LC_OK;
@@ -75,7 +76,8 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, const train_flags
   if (st == LC_OK && given_threads && F->threads < 1)
     st = lc_fail(LC_EINVAL, "--threads %d: give at least 1 thread per rank (or leave it out: SLURM_CPUS_PER_TASK, "
                  "OMP_NUM_THREADS, or the node's cores / its ranks)", F->threads);
-  if (st == LC_OK) st = lc_ckpt_parse(F->ckpt ? F->ckpt : "selective", &o->mopts.ckpt);
+  const int ckpt_auto = !F->ckpt || !strcmp(F->ckpt, "auto");
+  if (st == LC_OK && !ckpt_auto) st = lc_ckpt_parse(F->ckpt, &o->mopts.ckpt);
   if (st == LC_OK) st = lc_cli_head_chunk(F->head_chunk, &o->head_chunk);
   if (st == LC_OK) st = lc_cli_threads(jt->threads, threads);
   if (st == LC_OK && F->mem_gib < 0) st = lc_fail(LC_EINVAL, "--mem-limit must be positive GiB");
@@ -145,8 +147,30 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, const train_flags
   o->mopts.zero_group = F->zero_group ? F->zero_group : w->size;
   o->pack = F->pack;
   o->skip_nonfinite = F->skip_nonfinite;
-  return lc_cp_layout_parse(F->cp_layout ? F->cp_layout : (o->pack || o->cfg.sliding_window ? "balanced" : "zigzag"),
-                            &o->mopts.cp_layout);
+  LC_TRY(lc_cp_layout_parse(F->cp_layout ? F->cp_layout : (o->pack || o->cfg.sliding_window ? "balanced" : "zigzag"),
+                            &o->mopts.cp_layout));
+  if (!ckpt_auto) return LC_OK;
+  // --checkpoint auto: the fastest policy whose predicted peak fits the budget --head-chunk
+  // auto uses (--mem-limit, else this node's memory over its ranks); rank 0's choice holds.
+  size_t peak = 0;
+  int fits = 0;
+  lc_ckpt_policy pol = LC_CKPT_SELECTIVE;
+  const size_t budget = o->head_chunk_budget;
+  if (lc_memplan_auto_ckpt(&o->cfg, &o->mopts, o->seq, o->hp, o->cp, o->window, o->head_chunk > 0 ? o->head_chunk : 0, 0,
+                           budget, &pol, &peak, &fits) != LC_OK) {
+    pol = LC_CKPT_SELECTIVE; // an invalid layout: the trainer says why
+    snprintf(F->ckpt_note, sizeof F->ckpt_note, " (auto)");
+  } else {
+    char a[32], b[32];
+    lc_fmt_bytes(a, sizeof a, (double)peak), lc_fmt_bytes(b, sizeof b, (double)budget);
+    snprintf(F->ckpt_note, sizeof F->ckpt_note, fits ? " (auto: the fastest policy whose predicted peak, %s, fits %s per rank)"
+                                                     : " (auto: no policy fits %2$s per rank; full needs the least, %1$s)",
+             a, b);
+  }
+  int32_t p32 = (int32_t)pol;
+  LC_TRY(lc_bcast(w, &p32, 1, LC_DT_I32, 0));
+  o->mopts.ckpt = (lc_ckpt_policy)p32;
+  return LC_OK;
 }
 
 // The "long jobs" lines of the settings table.
@@ -266,7 +290,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   if (rank == 0 && resume_note[0]) printf("%s\n", resume_note);
   if (rank == 0 && F.resume) printf("resumed from %s at step %ld\n", ckpt_dir, tr.step);
   if (rank == 0 && model_dir) printf("loaded weights from %s\n", F.model);
-  if (rank == 0) lc_train_print_settings(&o, &tr, threads, F.ckpt ? "" : " (default)", F.mlp_tile < 0, F.loss_tile < 0, extra);
+  if (rank == 0) lc_train_print_settings(&o, &tr, threads, F.ckpt_note, F.mlp_tile < 0, F.loss_tile < 0, extra);
   if (rank == 0) lc_train_print_prediction(&o, &tr, &rates);
   FILE *jf = NULL;
   int bad_log = rank == 0 && F.log_json && !(jf = fopen(F.log_json, "w"));
@@ -408,7 +432,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"cp-layout", LC_ARG_STR, &F.cp_layout, "zigzag | balanced: how a sequence is cut over the context ranks (default: balanced with --pack or a window, else zigzag)", 0},
       {"zero", LC_ARG_INT, &F.zero, "ZeRO stage: 0 replicated, 1 AdamW moments sharded, 2 + gradients, 3 + weights (default 0)", 0},
       {"zero-group", LC_ARG_INT, &F.zero_group, "ranks per zero group (consecutive; divides the world): each group holds one copy of the states split this many ways, groups are replicas (default: the whole world)", 0},
-      {"checkpoint", LC_ARG_STR, &F.ckpt, "none | full | selective (default selective)", 0},
+      {"checkpoint", LC_ARG_STR, &F.ckpt, "auto | none | selective | full: what each layer keeps for backward (none: everything, no recompute; selective: attention's output and state; full: its input only). auto (default): the fastest whose predicted peak fits --mem-limit, else this node's memory over its ranks", 0},
       {"offload-checkpoints", LC_ARG_STR, &F.offload, "keep layer checkpoints in this directory instead of RAM: written by a thread after each layer's forward, read back ahead of its backward, removed after use; RAM then holds 4 layers' checkpoints (default: RAM)", 0},
       {"vocab-slice", LC_ARG_INT, &F.vocab_slice, "vocabulary rows per slice: the embedding and the LM head are used (under ZeRO 3 gathered) and their gradients reduced a slice of rows at a time, the loss merging its log-sum-exp across slices, so no rank holds a whole [vocab, dim] matrix or gradient; costs one more LM-head GEMM (default 0: whole)", 0},
       {"mlp-tile", LC_ARG_INT, &F.mlp_tile, "tokens per MLP tile, 0 = untiled (default: auto)", 0},

@@ -181,6 +181,23 @@ int lc_memplan_auto_head_chunk(const lc_config *cfg, const lc_model_opts *o, lon
   return v[0]; // none fits: the least memory
 }
 
+lc_status lc_memplan_auto_ckpt(const lc_config *cfg, const lc_model_opts *o, long seq, int hp, int cp, int window,
+                               int head_chunk, int threads, size_t budget_bytes, lc_ckpt_policy *policy, size_t *peak,
+                               int *fits) {
+  static const lc_ckpt_policy fastest_first[3] = {LC_CKPT_NONE, LC_CKPT_SELECTIVE, LC_CKPT_FULL};
+  lc_status st = LC_OK;
+  for (int i = 0; i < 3; i++) {
+    lc_model_opts m = *o;
+    m.ckpt = fastest_first[i];
+    lc_mem_estimate e;
+    st = lc_memplan_predict_hc(cfg, &m, seq, hp, cp, window, head_chunk, threads, &e);
+    if (st != LC_OK) return st; // the layout, not the policy: the same for all three
+    *policy = m.ckpt, *peak = e.total, *fits = e.total <= budget_bytes;
+    if (*fits) return LC_OK;
+  }
+  return LC_OK; // none fits: full, the least memory
+}
+
 long lc_memplan_max_seq_hc(const lc_config *cfg, const lc_model_opts *o, int hp, int cp, int window, int head_chunk,
                            int threads, size_t budget_bytes, int *chunk_out) {
   lay l = {hp > 0 ? hp : 1, cp > 0 ? cp : 1, window, head_chunk, threads};

@@ -81,6 +81,15 @@ long lc_memplan_max_seq_hc(const lc_config *cfg, const lc_model_opts *o, int hp,
 long lc_memplan_max_seq(const lc_config *cfg, const lc_model_opts *o, int hp, int cp, int window,
                         int threads, size_t budget_bytes);
 
+// --checkpoint auto: the fastest policy (none: no recompute; selective: the MLP and
+// projections again; full: the whole layer again) whose predicted total peak per rank fits
+// budget_bytes, with head_chunk as lc_memplan_predict_hc; full (the least memory) when none
+// fits (*fits 0). *peak: the chosen policy's predicted total. LC_EINVAL (with a message)
+// when the layout is invalid for every policy.
+lc_status lc_memplan_auto_ckpt(const lc_config *cfg, const lc_model_opts *o, long seq, int hp, int cp, int window,
+                               int head_chunk, int threads, size_t budget_bytes, lc_ckpt_policy *policy, size_t *peak,
+                               int *fits);
+
 // The tile sizes `longctx train` picks when the user passes none (0 = untiled): MLP tiles
 // of 1024 tokens when S > 1024; loss tiles whose [tile, vocab] logits stay within 32 MiB
 // (a multiple of 16, at least 16), untiled when that covers S.

@@ -23,7 +23,7 @@ lc_status lc_ckpt_parse(const char *s, lc_ckpt_policy *p) {
   if (!strcmp(s, "none")) *p = LC_CKPT_NONE;
   else if (!strcmp(s, "full")) *p = LC_CKPT_FULL;
   else if (!strcmp(s, "selective")) *p = LC_CKPT_SELECTIVE;
-  else return lc_fail(LC_EINVAL, "--checkpoint '%s' is not a policy: use none, full or selective", s);
+  else return lc_fail(LC_EINVAL, "--checkpoint '%s' is not a policy: use auto, none, selective or full", s);
   return LC_OK;
 }
 
