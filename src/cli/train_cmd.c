@@ -61,6 +61,8 @@ static lc_status agree_kernel_level(lc_comm *w) {
 }
 
 // Flags -> trainer options. Everything here is found identically on every rank.
+static lc_status auto_policy(lc_comm *w, lc_train_opts *o, size_t budget, int hc, int *fits);
+
 static lc_status configure(lc_comm *w, lc_flag *flags, int nf, train_flags *F, lc_train_opts *o,
                            const char *ckpt_dir, lc_job_threads *jt, int *threads, int *model_dir) {
   int model_given = lc_args_find(flags, nf, "model")->seen;
@@ -149,24 +151,42 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, train_flags *F, l
   o->skip_nonfinite = F->skip_nonfinite;
   LC_TRY(lc_cp_layout_parse(F->cp_layout ? F->cp_layout : (o->pack || o->cfg.sliding_window ? "balanced" : "zigzag"),
                             &o->mopts.cp_layout));
-  if (!ckpt_auto) return LC_OK;
-  // --checkpoint auto: the fastest policy whose predicted peak fits the budget --head-chunk
-  // auto uses (--mem-limit, else this node's memory over its ranks); rank 0's choice holds.
-  size_t peak = 0;
-  int fits = 0;
-  lc_ckpt_policy pol = LC_CKPT_SELECTIVE;
   const size_t budget = o->head_chunk_budget;
-  if (lc_memplan_auto_ckpt(&o->cfg, &o->mopts, o->seq, o->hp, o->cp, o->window, o->head_chunk > 0 ? o->head_chunk : 0, 0,
-                           budget, &pol, &peak, &fits) != LC_OK) {
-    pol = LC_CKPT_SELECTIVE; // an invalid layout: the trainer says why
-    snprintf(F->ckpt_note, sizeof F->ckpt_note, " (auto)");
-  } else {
+  const int hc = o->head_chunk > 0 ? o->head_chunk : 0;
+  int fits = 1;
+  if (ckpt_auto) LC_TRY(auto_policy(w, o, budget, hc, &fits));
+  // --mlp-tile auto: untiled (backward then reads the forward's gate/up/h instead of
+  // recomputing them per tile) when that predicted peak fits the same budget too.
+  lc_mem_estimate e;
+  if (F->mlp_tile < 0 && o->mopts.mlp_tile > 0) {
+    lc_model_opts m = o->mopts;
+    m.mlp_tile = 0;
+    int32_t untile = lc_memplan_predict_hc(&o->cfg, &m, o->seq, o->hp, o->cp, o->window, hc, 0, &e) == LC_OK &&
+                     e.total <= budget;
+    LC_TRY(lc_bcast(w, &untile, 1, LC_DT_I32, 0));
+    if (untile) o->mopts.mlp_tile = 0;
+  }
+  // The settings table's word on the choice: the predicted peak of what was chosen.
+  if (ckpt_auto && lc_memplan_predict_hc(&o->cfg, &o->mopts, o->seq, o->hp, o->cp, o->window, hc, 0, &e) == LC_OK) {
     char a[32], b[32];
-    lc_fmt_bytes(a, sizeof a, (double)peak), lc_fmt_bytes(b, sizeof b, (double)budget);
+    lc_fmt_bytes(a, sizeof a, (double)e.total), lc_fmt_bytes(b, sizeof b, (double)budget);
     snprintf(F->ckpt_note, sizeof F->ckpt_note, fits ? " (auto: the fastest policy whose predicted peak, %s, fits %s per rank)"
                                                      : " (auto: no policy fits %2$s per rank; full needs the least, %1$s)",
              a, b);
+  } else if (ckpt_auto) {
+    snprintf(F->ckpt_note, sizeof F->ckpt_note, " (auto)"); // an invalid layout: the trainer says why
   }
+  return LC_OK;
+}
+
+// --checkpoint auto: the fastest policy whose predicted peak fits the budget --head-chunk
+// auto uses (--mem-limit, else this node's memory over its ranks); rank 0's choice holds.
+static lc_status auto_policy(lc_comm *w, lc_train_opts *o, size_t budget, int hc, int *fits) {
+  size_t peak = 0;
+  lc_ckpt_policy pol = LC_CKPT_SELECTIVE; // (an invalid layout: the trainer says why)
+  if (lc_memplan_auto_ckpt(&o->cfg, &o->mopts, o->seq, o->hp, o->cp, o->window, hc, 0, budget, &pol, &peak, fits) !=
+      LC_OK)
+    pol = LC_CKPT_SELECTIVE, *fits = 1;
   int32_t p32 = (int32_t)pol;
   LC_TRY(lc_bcast(w, &p32, 1, LC_DT_I32, 0));
   o->mopts.ckpt = (lc_ckpt_policy)p32;
@@ -435,7 +455,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"checkpoint", LC_ARG_STR, &F.ckpt, "auto | none | selective | full: what each layer keeps for backward (none: everything, no recompute; selective: attention's output and state; full: its input only). auto (default): the fastest whose predicted peak fits --mem-limit, else this node's memory over its ranks", 0},
       {"offload-checkpoints", LC_ARG_STR, &F.offload, "keep layer checkpoints in this directory instead of RAM: written by a thread after each layer's forward, read back ahead of its backward, removed after use; RAM then holds 4 layers' checkpoints (default: RAM)", 0},
       {"vocab-slice", LC_ARG_INT, &F.vocab_slice, "vocabulary rows per slice: the embedding and the LM head are used (under ZeRO 3 gathered) and their gradients reduced a slice of rows at a time, the loss merging its log-sum-exp across slices, so no rank holds a whole [vocab, dim] matrix or gradient; costs one more LM-head GEMM (default 0: whole)", 0},
-      {"mlp-tile", LC_ARG_INT, &F.mlp_tile, "tokens per MLP tile, 0 = untiled (default: auto)", 0},
+      {"mlp-tile", LC_ARG_INT, &F.mlp_tile, "tokens per MLP tile, 0 = untiled (default auto: untiled when the predicted peak fits the memory --checkpoint auto uses, else 1024-token tiles above S = 1024)", 0},
       {"loss-tile", LC_ARG_INT, &F.loss_tile, "tokens per logits+loss tile, 0 = untiled (default: auto)", 0},
       {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default none)", 0},
       {"peak-gflops", LC_ARG_FLOAT, &F.peak_gflops, "peak GFLOP/s of the whole job for mfu (default 117 per thread per rank)", 0},

@@ -69,7 +69,8 @@ void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int th
   printf("  %-14s %s\n", "precision", lc_cli_precision_desc(o->mopts.precision, &cpu, pd, sizeof pd));
   printf("  %-14s checkpoint %s%s, mlp-tile %s, loss-tile %s\n", "memory",
          lc_ckpt_name(o->mopts.ckpt), ckpt_src,
-         o->mopts.mlp_tile ? (snprintf(b, sizeof b, "%d%s", o->mopts.mlp_tile, mlp_auto ? " (auto)" : ""), b) : "untiled",
+         o->mopts.mlp_tile ? (snprintf(b, sizeof b, "%d%s", o->mopts.mlp_tile, mlp_auto ? " (auto)" : ""), b)
+                           : mlp_auto ? "untiled (auto: it fits)" : "untiled",
          o->mopts.loss_tile ? (snprintf(b + 16, 16, "%d%s", o->mopts.loss_tile, loss_auto ? " (auto)" : ""), b + 16) : "untiled");
   if (lc_vocab_sliced(&o->mopts, o->cfg.vocab))
     printf("  %-14s embedding and LM head in %d slices of %d vocabulary rows (the loss merges them)\n", "vocabulary",
