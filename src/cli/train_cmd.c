@@ -329,13 +329,14 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   lc_step_metrics m;
   long saved_at = -1;
   const long first_step = tr.step;
-  const double pred0 = rank == 0 ? lc_train_predict(&o, &tr, &rates, NULL, 0) : 0;
+  const int predict = rank == 0 && !rates.builtin; // (uncalibrated: no number, train_report.c)
+  const double pred0 = predict ? lc_train_predict(&o, &tr, &rates, NULL, 0) : 0;
   double meas_sum = 0, pred_sum = 0;
   int n_timed = 0;
   for (long s = tr.step; s < o.steps; s++) {
     st = lc_trainer_step(&tr, &m);
     // (the prediction depends on the step only through its sample's attention bounds)
-    if (st == LC_OK && rank == 0) m.predicted_step_s = tr.lo ? lc_train_predict(&o, &tr, &rates, NULL, 1) : pred0;
+    if (st == LC_OK && predict) m.predicted_step_s = tr.lo ? lc_train_predict(&o, &tr, &rates, NULL, 1) : pred0;
     if (st == LC_OK && s > first_step) meas_sum += m.seconds, pred_sum += m.predicted_step_s, n_timed++; // the first warms up
     if (st != LC_OK && !tr.failed_everywhere) return fail_everywhere(w, LC_EXIT_ERROR);
     if (st != LC_OK) { // found alike on every rank: one line, an orderly end
@@ -410,6 +411,9 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
     if (n_timed > 0 && pred_sum > 0)
       printf("time model: predicted %.4g s per step, measured %.4g s (mean of %d step%s after the first): %+.1f%%\n",
              pred_sum / n_timed, meas_sum / n_timed, n_timed, n_timed > 1 ? "s" : "", 100 * (pred_sum / meas_sum - 1));
+    else if (n_timed > 0 && rates.builtin)
+      printf("time model: measured %.4g s per step (mean of %d step%s after the first); no prediction without this "
+             "machine's rates: `longctx calibrate`\n", meas_sum / n_timed, n_timed, n_timed > 1 ? "s" : "");
   }
   if (jf) fclose(jf);
   lc_watchdog_stop(dog); // every rank gets here: the step loop's failures that may be on one rank abort

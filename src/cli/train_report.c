@@ -198,6 +198,14 @@ double lc_train_predict(const lc_train_opts *o, const lc_trainer *t, const lc_ra
 }
 
 void lc_train_print_prediction(const lc_train_opts *o, const lc_trainer *t, const lc_rates *r) {
+  if (r->builtin) { // another CPU's rates would be a number with no meaning here (issue 36)
+    lc_cpu_info cpu;
+    lc_cpu_detect(&cpu);
+    printf("  %-14s no prediction: no machine file for this CPU (%s), and the built-in rates are 2 Zen 4 cores'; "
+           "`longctx calibrate` (about a minute) measures this machine's, then train and plan predict each step\n",
+           "time model", cpu.model);
+    return;
+  }
   lc_time_estimate e;
   if (lc_train_predict(o, t, r, &e, 0) <= 0) return;
   printf("  %-14s predicted %.3g s per step%s: compute %.3g s (recompute %.3g, attention kernels %.3g), exposed "

@@ -23,6 +23,7 @@ void lc_rates_default(lc_rates *r, int threads) {
   memset(r, 0, sizeof *r);
   const double sc = (threads > 0 ? threads : 2) / 2.0;
   snprintf(r->source, sizeof r->source, "built-in defaults (2 Zen 4 cores; run `longctx calibrate` for this machine)");
+  r->builtin = 1;
   static const double g[2][2][LC_RATE_NDIM] = {{{100e9, 170e9, 170e9, 175e9}, {110e9, 160e9, 165e9, 175e9}},
                                                {{95e9, 330e9, 350e9, 360e9}, {100e9, 250e9, 320e9, 320e9}}};
   static const double f[2][2][LC_RATE_NHD] = {{{147e9, 163e9, 172e9}, {149e9, 150e9, 159e9}},

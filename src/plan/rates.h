@@ -26,6 +26,7 @@ typedef struct {
 
 typedef struct {
   char source[320];     // where the numbers come from, for the settings table
+  int builtin;          // the built-in defaults (another CPU's): train predicts nothing from them
   int ranks, threads;   // the profile's process grid (calibrated) or 0
   int devices_per_node; // ranks sharing the intra-node link (0: all)
   double gemm[2][2][LC_RATE_NDIM][LC_RATE_NDIM]; // [bf16][0: forward NT, 1: backward NN+TN][K][N] FLOP/s
