@@ -37,6 +37,7 @@ expect_error "--seq needs a value" train --seq
 expect_error "unknown model preset 'huge'" train --model huge
 expect_error "--seq 1 is too short" train --seq 1
 expect_error "--checkpoint 'some'" train --checkpoint some
+expect_error "--gpus 0: give the job's ranks (>= 1)" plan --auto --gpus 0 --model tiny --seq 1024
 expect_error "cannot open" train --data "$TMP/missing.txt"
 expect_error "unknown built-in task" train --data task:nope
 expect_error "needs a model with vocab 256" train --model bench-s --data "$0"

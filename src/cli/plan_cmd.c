@@ -99,6 +99,8 @@ int lc_cmd_plan(int argc, char **argv) {
   if (st == LC_OK && !(budget_gib > 0)) st = lc_fail(LC_EINVAL, "--budget-gib must be a positive number of GiB");
   if (st == LC_OK && (hp < 1 || cp < 1 || window < 0))
     st = lc_fail(LC_EINVAL, "--hp and --cp must be >= 1 and --ring-window >= 1 (default cp)");
+  if (st == LC_OK && lc_args_find(flags, nf, "gpus")->seen && ranks < 1)
+    st = lc_fail(LC_EINVAL, "--gpus %d: give the job's ranks (>= 1), or leave it out for hp x cp", ranks);
   if (st == LC_OK && ranks == 0) ranks = hp * cp;
   if (st == LC_OK && (ranks < 1 || ranks % (hp * cp) != 0))
     st = lc_fail(LC_EINVAL, "--gpus %d is not a multiple of hp x cp = %d (the rest is data parallelism)", ranks, hp * cp);
