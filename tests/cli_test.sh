@@ -19,7 +19,10 @@ losses() { grep -o '"loss":[^,]*,"lr":[^,]*,"grad_norm":[^,]*' "$1"; }
 "$BIN" train --model bench-s --seq 4096 --steps 0 --mem-limit 0.9 --threads 1 >"$TMP/tight" 2>&1
 grep -q 'checkpoint full (auto: no policy fits 921.6 MiB per rank; full needs the least' "$TMP/tight" && ok || bad "tight --mem-limit: $(grep memory "$TMP/tight")"
 "$BIN" train --model bench-s --seq 4096 --steps 0 --mem-limit 1.2 --threads 1 >"$TMP/mid" 2>&1
-grep -q 'checkpoint selective (auto: the fastest policy whose predicted peak' "$TMP/mid" && ok || bad "--mem-limit 1.2: $(grep memory "$TMP/mid")"
+grep -q 'checkpoint selective (auto: the fastest policy whose predicted peak, .*), mlp-tile untiled (auto: it fits)' "$TMP/mid" && ok || bad "--mem-limit 1.2: $(grep memory "$TMP/mid")"
+# 1.0 GiB: full fits with MLP tiles, not untiled (the untiled MLP would pass the limit).
+"$BIN" train --model bench-s --seq 4096 --steps 0 --mem-limit 1.0 --threads 1 >"$TMP/low" 2>&1
+grep -q 'checkpoint full (auto: the fastest policy whose predicted peak, .*), mlp-tile 1024 (auto)' "$TMP/low" && ok || bad "--mem-limit 1.0: $(grep memory "$TMP/low")"
 [ "$(wc -l <"$TMP/log.jsonl")" = 3 ] && ok || bad "expected 3 JSON lines"
 for key in step loss lr grad_norm tokens tokens_per_s mfu peak_bytes rss_bytes; do
   grep -q "\"$key\":" "$TMP/log.jsonl" && ok || bad "log-json lacks $key"

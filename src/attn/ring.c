@@ -179,14 +179,9 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, lc_buf out, lc_b
   return LC_OK;
 }
 
-// One backend block (U8) the pass carves into typed parts.
-typedef struct {
-  lc_buf blk;
-  size_t at;
-} carver;
-static lc_status block(const lc_ring *r, lc_mem_cat cat, size_t bytes, const char *what, carver *k) {
-  k->at = 0;
-  return lc_buf_alloc(r->be, cat, LC_DT_U8, bytes, 0, what, &k->blk);
+// One block (U8) of the ring's backend, carved by the pass into typed parts.
+static lc_status block(const lc_ring *r, lc_mem_cat cat, size_t bytes, const char *what, lc_buf *b) {
+  return lc_buf_alloc(r->be, cat, LC_DT_U8, bytes, 0, what, b);
 }
 
 lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_arena *ar) {
@@ -203,7 +198,7 @@ lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc
   const lc_dtype kdt = kv_dtype(r);
   const lc_attn_shape cs = chunk_shape(r, &g);
   const size_t pbytes = lc_flash_kv_bytes(&cs, 0);
-  carver kb = {{0}, 0}, tb = {{0}, 0};
+  lc_buf kb = {0}, tb = {0};
   lc_buf pack = {0};
   lc_status st = block(r, LC_MEM_COMM, lc_bytes(kdt, blk) * n_kv_blocks(g.cp, g.w), "ring k/v buffers", &kb);
   if (st == LC_OK) st = block(r, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, fwd_tmp_floats(P, H, D)), "ring merge tiles", &tb);
@@ -211,14 +206,14 @@ lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc
     st = lc_buf_alloc(r->be, LC_MEM_SCRATCH, LC_DT_U8, pbytes, 0, "ring k/v chunk packed for the kernel", &pack);
   if (st != LC_OK) goto done;
   // (the tiles follow one another unpadded: fwd_tmp_floats)
-  const lc_buf tmp_o = lc_buf_part(tb.blk, 0, (size_t)P * H * D, LC_DT_F32),
-               tmp_l = lc_buf_part(tb.blk, lc_bytes(LC_DT_F32, (size_t)P * H * D), (size_t)P * H, LC_DT_F32),
-               tmp_a = lc_buf_part(tb.blk, lc_bytes(LC_DT_F32, (size_t)P * H * D + (size_t)P * H), (size_t)P * H, LC_DT_F32);
+  const lc_buf tmp_o = lc_buf_part(tb, 0, (size_t)P * H * D, LC_DT_F32),
+               tmp_l = lc_buf_part(tb, lc_bytes(LC_DT_F32, (size_t)P * H * D), (size_t)P * H, LC_DT_F32),
+               tmp_a = lc_buf_part(tb, lc_bytes(LC_DT_F32, (size_t)P * H * D + (size_t)P * H), (size_t)P * H, LC_DT_F32);
   const size_t bb = lc_bytes(kdt, blk);
-  lc_buf start = lc_buf_part(kb.blk, 0, blk, kdt), xy[2] = {{0}, {0}}, onext = {0};
+  lc_buf start = lc_buf_part(kb, 0, blk, kdt), xy[2] = {{0}, {0}}, onext = {0};
   size_t bp = bb;
-  if (g.w > 1) xy[0] = lc_buf_part(kb.blk, bp, blk, kdt), xy[1] = lc_buf_part(kb.blk, bp + bb, blk, kdt), bp += 2 * bb;
-  if (g.outer > 1) onext = lc_buf_part(kb.blk, bp, blk, kdt);
+  if (g.w > 1) xy[0] = lc_buf_part(kb, bp, blk, kdt), xy[1] = lc_buf_part(kb, bp + bb, blk, kdt), bp += 2 * bb;
+  if (g.outer > 1) onext = lc_buf_part(kb, bp, blk, kdt);
   st = kv_store(start, k, v, g.nkv);
   for (int o = 0; o < g.outer && st == LC_OK; o++) {
     lc_buf_req reqs[4];
@@ -250,8 +245,8 @@ lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc
   }
 done:
   lc_buf_free(&pack);
-  lc_buf_free(&tb.blk);
-  lc_buf_free(&kb.blk);
+  lc_buf_free(&tb);
+  lc_buf_free(&kb);
   return st;
 }
 
@@ -315,7 +310,7 @@ lc_status lc_ring_bwd(lc_ring *r, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, 
   const size_t n_d = (size_t)n_d_blocks(g.cp, g.w) * blk;
   const lc_attn_shape cs = chunk_shape(r, &g);
   const size_t pbytes = lc_flash_kv_bytes(&cs, 1);
-  carver kvk = {{0}, 0}, dbk = {{0}, 0}, tk = {{0}, 0};
+  lc_buf kvk = {0}, dbk = {0}, tk = {0};
   lc_buf pack = {0};
   lc_buf_req *oreq = calloc((size_t)n_owner + 1, sizeof *oreq);
   lc_status st = oreq ? LC_OK : lc_fail(LC_ENOMEM, "out of memory for ring requests");
@@ -327,18 +322,18 @@ lc_status lc_ring_bwd(lc_ring *r, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, 
   if (st != LC_OK) goto done;
   // (delta [k][H][Lc], then the lse and delta tiles [H, P], unpadded: bwd_tmp_floats)
   const size_t nd = (size_t)g.Tc * H;
-  const lc_buf delta = lc_buf_part(tk.blk, 0, nd, f32), tmp_l = lc_buf_part(tk.blk, lc_bytes(f32, nd), (size_t)P * H, f32),
-               tmp_d = lc_buf_part(tk.blk, lc_bytes(f32, nd + (size_t)P * H), (size_t)P * H, f32);
+  const lc_buf delta = lc_buf_part(tk, 0, nd, f32), tmp_l = lc_buf_part(tk, lc_bytes(f32, nd), (size_t)P * H, f32),
+               tmp_d = lc_buf_part(tk, lc_bytes(f32, nd + (size_t)P * H), (size_t)P * H, f32);
   for (int a = 0; a < g.k && st == LC_OK; a++) {
     const size_t qo = (size_t)a * g.Lc * H * D, nq = (size_t)g.Lc * H * D;
     st = lc_be_attn_delta(lc_buf_view(delta, (size_t)a * H * g.Lc, (size_t)H * g.Lc), lc_buf_view(dout, qo, nq),
                           lc_buf_view(out, qo, nq), (int)g.Lc, H, D);
   }
-  lc_buf start = lc_buf_part(kvk.blk, 0, blk, kdt), xy[2] = {{0}, {0}}, onext = {0};
+  lc_buf start = lc_buf_part(kvk, 0, blk, kdt), xy[2] = {{0}, {0}}, onext = {0};
   size_t kp = bb;
-  if (g.w > 1) xy[0] = lc_buf_part(kvk.blk, kp, blk, kdt), xy[1] = lc_buf_part(kvk.blk, kp + bb, blk, kdt), kp += 2 * bb;
-  if (g.outer > 1) onext = lc_buf_part(kvk.blk, kp, blk, kdt);
-  const lc_buf db = lc_buf_part(dbk.blk, 0, n_d, f32);
+  if (g.w > 1) xy[0] = lc_buf_part(kvk, kp, blk, kdt), xy[1] = lc_buf_part(kvk, kp + bb, blk, kdt), kp += 2 * bb;
+  if (g.outer > 1) onext = lc_buf_part(kvk, kp, blk, kdt);
+  const lc_buf db = lc_buf_part(dbk, 0, n_d, f32);
   lc_buf bd[2] = {lc_buf_view(db, 0, blk), {0}}, acc_in = {0}, total = {0};
   size_t bp = blk;
   if (g.w > 1) bd[1] = lc_buf_view(db, bp, blk), bp += blk;
@@ -415,8 +410,8 @@ lc_status lc_ring_bwd(lc_ring *r, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, 
 done:
   free(oreq);
   lc_buf_free(&pack);
-  lc_buf_free(&tk.blk);
-  lc_buf_free(&dbk.blk);
-  lc_buf_free(&kvk.blk);
+  lc_buf_free(&tk);
+  lc_buf_free(&dbk);
+  lc_buf_free(&kvk);
   return st;
 }

@@ -173,14 +173,6 @@ lc_buf lc_buf_wrap_host(lc_backend *be, const void *p, size_t n, lc_dtype dt) {
 
 void *lc_buf_host(lc_buf b) { return b.be && b.be->host_memory ? b.be->ops->host_ptr(b.be, b) : NULL; }
 
-lc_status lc_bufs_host(const char *what, int n, const lc_buf *b, void **p) {
-  for (int i = 0; i < n; i++) {
-    p[i] = NULL;
-    if (lc_buf_ok(b[i]) && !(p[i] = lc_buf_host_or_fail(b[i], what))) return LC_EINVAL;
-  }
-  return LC_OK;
-}
-
 void *lc_buf_host_or_fail(lc_buf b, const char *what) {
   void *p = lc_buf_host(b);
   if (!p && b.be)

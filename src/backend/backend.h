@@ -38,6 +38,17 @@ lc_buf lc_buf_view(lc_buf b, size_t first, size_t n);
 // n elements of dtype dt from byte `byte_off` of b (carving one allocation into typed
 // parts; byte_off keeps dt's alignment).
 lc_buf lc_buf_part(lc_buf b, size_t byte_off, size_t n, lc_dtype dt);
+// Carving one block (U8) into consecutive typed parts, each starting at a multiple of 64
+// bytes (the layer's and the model's blocks; their size functions count the same).
+typedef struct {
+  lc_buf blk;
+  size_t at; // bytes carved so far
+} lc_buf_carver;
+static inline lc_buf lc_buf_cut(lc_buf_carver *k, size_t n, lc_dtype dt) {
+  const lc_buf b = lc_buf_part(k->blk, k->at, n, dt);
+  k->at += (lc_bytes(dt, n) + 63) & ~(size_t)63;
+  return b;
+}
 // Transitional (issue 32): a handle for n elements at host address p, memory the caller
 // owns (not freed through it), for code whose buffers are not yet the backend's. Only a
 // backend of host memory takes it; elsewhere the empty buffer, with LC_EINVAL's line set.
@@ -200,10 +211,6 @@ void lc_buf_free(lc_buf *b);
 void *lc_buf_host(lc_buf b);
 // The same, or NULL with LC_EINVAL naming `what` as not yet running on the device.
 void *lc_buf_host_or_fail(lc_buf b, const char *what);
-
-// The host addresses of n buffers (p[i]), or LC_EINVAL with one line naming `what` as not
-// yet running on the device (an empty buffer maps to NULL).
-lc_status lc_bufs_host(const char *what, int n, const lc_buf *b, void **p);
 
 // ---- named reads and writes (blocking; counted)
 lc_status lc_buf_read(lc_buf src, void *dst, lc_sync_kind why);

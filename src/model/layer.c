@@ -20,18 +20,9 @@ static const lc_buf NONE = {0};
 // Scratch blocks are the backend's (category scratch), carved into typed parts 64 bytes
 // apart (the sizes below count the same).
 #define AL64(n) (((size_t)(n) + 63) & ~(size_t)63)
-typedef struct {
-  lc_buf blk;
-  size_t at;
-} carver;
-static lc_status block(const lc_layer_ctx *c, size_t bytes, const char *what, carver *k) {
+static lc_status block(const lc_layer_ctx *c, size_t bytes, const char *what, lc_buf_carver *k) {
   k->at = 0;
   return lc_buf_alloc(c->be, LC_MEM_SCRATCH, LC_DT_U8, bytes, 0, what, &k->blk);
-}
-static lc_buf cut(carver *k, size_t n, lc_dtype dt) {
-  const lc_buf b = lc_buf_part(k->blk, k->at, n, dt);
-  k->at += AL64(lc_bytes(dt, n));
-  return b;
 }
 // Rows [t0, t0 + n) of a [T, width] buffer.
 static lc_buf rows(lc_buf b, int t0, int n, size_t width) { return lc_buf_view(b, (size_t)t0 * width, (size_t)n * width); }
@@ -45,13 +36,13 @@ static size_t mlp_fwd_bytes(const lc_config *cfg, int n, lc_dtype dt) {
 typedef struct {
   lc_buf n2, gate, up, h, rstd;
 } mlp_tile_bufs;
-static mlp_tile_bufs mlp_fwd_carve(const lc_config *cfg, int n, lc_dtype dt, carver *k) {
+static mlp_tile_bufs mlp_fwd_carve(const lc_config *cfg, int n, lc_dtype dt, lc_buf_carver *k) {
   mlp_tile_bufs b;
-  b.n2 = cut(k, (size_t)n * cfg->dim, dt);
-  b.rstd = cut(k, (size_t)n, LC_DT_F32);
-  b.gate = cut(k, (size_t)n * cfg->ffn, dt);
-  b.up = cut(k, (size_t)n * cfg->ffn, dt);
-  b.h = cut(k, (size_t)n * cfg->ffn, dt);
+  b.n2 = lc_buf_cut(k, (size_t)n * cfg->dim, dt);
+  b.rstd = lc_buf_cut(k, (size_t)n, LC_DT_F32);
+  b.gate = lc_buf_cut(k, (size_t)n * cfg->ffn, dt);
+  b.up = lc_buf_cut(k, (size_t)n * cfg->ffn, dt);
+  b.h = lc_buf_cut(k, (size_t)n * cfg->ffn, dt);
   return b;
 }
 // MLP backward gradient tile: dh [n,F] fp32, dg, du [n,F] (act dtype), dn2 [n,C] fp32
@@ -215,7 +206,7 @@ static mlp_tile_bufs tile_rows(const mlp_tile_bufs *b, const lc_config *cfg, int
 // Forward over tiles: rows [t0, t0+n) of x_mid -> x_out (one tile's buffers: mlp_fwd_bytes).
 static lc_status mlp_fwd_tiled(const lc_layer_ctx *c, const lc_layer_weights *w, lc_buf x_mid, lc_buf x_out) {
   const int C = c->cfg->dim, tile = c->mlp_tile;
-  carver k;
+  lc_buf_carver k;
   LC_TRY(block(c, mlp_fwd_bytes(c->cfg, tile, adt(c)), "MLP tile", &k));
   const mlp_tile_bufs b = mlp_fwd_carve(c->cfg, tile, adt(c), &k);
   lc_status st = LC_OK;
@@ -271,7 +262,7 @@ static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
   const lc_dtype dt = adt(c);
   // Gradient scratch: dh, dg, du [tile,F], dn2 [tile,C] (bf16: dx rounded); plus the
   // recompute tile when tiled.
-  carver kg, kr = {{0}, 0};
+  lc_buf_carver kg, kr = {{0}, 0};
   LC_TRY(block(c, mlp_grad_bytes(c->cfg, tile, c->bf16), "MLP backward tile", &kg));
   lc_status st = tiled ? block(c, mlp_fwd_bytes(c->cfg, tile, dt), "MLP recompute tile", &kr) : LC_OK;
   if (st != LC_OK) {
@@ -279,11 +270,11 @@ static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
     return st;
   }
   mlp_grad_bufs b;
-  b.dh = cut(&kg, (size_t)tile * F, LC_DT_F32);
-  b.dg = cut(&kg, (size_t)tile * F, dt);
-  b.du = cut(&kg, (size_t)tile * F, dt);
-  b.dn2 = cut(&kg, (size_t)tile * C, LC_DT_F32);
-  b.dxr = c->bf16 ? cut(&kg, (size_t)tile * C, LC_DT_BF16) : NONE;
+  b.dh = lc_buf_cut(&kg, (size_t)tile * F, LC_DT_F32);
+  b.dg = lc_buf_cut(&kg, (size_t)tile * F, dt);
+  b.du = lc_buf_cut(&kg, (size_t)tile * F, dt);
+  b.dn2 = lc_buf_cut(&kg, (size_t)tile * C, LC_DT_F32);
+  b.dxr = c->bf16 ? lc_buf_cut(&kg, (size_t)tile * C, LC_DT_BF16) : NONE;
   if (!tiled) {
     const mlp_tile_bufs f = {.n2 = a->ln2, .rstd = a->rstd2, .gate = a->gate, .up = a->up, .h = a->h};
     st = mlp_bwd_rows(c, w, g, a->x_mid, &f, dx, T, &b);
@@ -334,10 +325,10 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   // Attention half (attn_bwd_bytes): the dout area, dq [T,HQ], dk, dv [T,HKV]; bf16: the fp32
   // datt and dn1 in blocks of their own.
   const int b16 = c->bf16;
-  carver k;
+  lc_buf_carver k;
   LC_TRY(block(c, attn_bwd_bytes(cfg, T, b16), "attention backward buffers", &k));
-  const lc_buf dbuf = cut(&k, datt_floats(cfg, T), b16 ? LC_DT_BF16 : LC_DT_F32);
-  const lc_buf dq = cut(&k, TQ, LC_DT_F32), dk = cut(&k, TK, LC_DT_F32), dv = cut(&k, TK, LC_DT_F32);
+  const lc_buf dbuf = lc_buf_cut(&k, datt_floats(cfg, T), b16 ? LC_DT_BF16 : LC_DT_F32);
+  const lc_buf dq = lc_buf_cut(&k, TQ, LC_DT_F32), dk = lc_buf_cut(&k, TK, LC_DT_F32), dv = lc_buf_cut(&k, TK, LC_DT_F32);
   lc_buf datt = NONE, dn1 = NONE;
   if (b16) {
     const lc_status s0 = lc_buf_alloc(c->be, LC_MEM_SCRATCH, LC_DT_F32, TQ, 0, "attention output gradient (fp32)", &datt);

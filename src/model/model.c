@@ -269,18 +269,6 @@ out:
   return st;
 }
 
-// Carving a block of the backend's (U8) into typed pieces, each 64-byte aligned
-// (act_group_sizes counts the same).
-typedef struct {
-  lc_buf blk;
-  size_t at;
-} carver;
-static lc_buf cut(carver *k, size_t n, lc_dtype dt) {
-  const lc_buf b = lc_buf_part(k->blk, k->at, n, dt);
-  k->at += al64(lc_bytes(dt, n));
-  return b;
-}
-
 // Where each layer's checkpoint block holds what the policy keeps: the layer input (as
 // stored), then the kept groups; the rest of the layer's activations are views of the
 // shared working storage.
@@ -303,34 +291,34 @@ static void carve_groups(const layer_carver *c, lc_layer_acts *a, lc_buf blk, si
   const lc_buf none = {0};
   for (int g = 0; g < G_N; g++) {
     if (c->pl.keep[g] != in_block) continue;
-    carver q = {blk, at};
+    lc_buf_carver q = {blk, at};
     at += c->sz.g[g];
     switch (g) {
     case G_PROJ: {
-      a->ln1 = cut(&q, t * C, c->adt);
-      a->x_mid = cut(&q, t * C, LC_DT_F32);
-      a->rstd1 = cut(&q, t, LC_DT_F32);
+      a->ln1 = lc_buf_cut(&q, t * C, c->adt);
+      a->x_mid = lc_buf_cut(&q, t * C, LC_DT_F32);
+      a->rstd1 = lc_buf_cut(&q, t, LC_DT_F32);
       const size_t nqk = lc_layer_qknorm_floats(cf, c->T);
       lc_layer_qknorm_carve(a, cf, c->T, nqk ? lc_buf_part(blk, q.at, nqk, LC_DT_F32) : none);
       break;
     }
     case G_QKV:
-      a->q = cut(&q, t * HQ, c->adt);
-      a->k = cut(&q, t * HKV, c->adt);
-      a->v = cut(&q, t * HKV, c->adt);
+      a->q = lc_buf_cut(&q, t * HQ, c->adt);
+      a->k = lc_buf_cut(&q, t * HKV, c->adt);
+      a->v = lc_buf_cut(&q, t * HKV, c->adt);
       break;
-    case G_ATT: a->att = cut(&q, t * HQ, c->adt); break;
+    case G_ATT: a->att = lc_buf_cut(&q, t * HQ, c->adt); break;
     case G_SAVED: a->saved = lc_buf_part(blk, q.at, c->sz.g[G_SAVED], LC_DT_U8); break;
     case G_MLP:
       if (!c->sz.g[G_MLP]) { // tiled: the MLP keeps nothing
         a->ln2 = a->gate = a->up = a->h = a->rstd2 = none;
         break;
       }
-      a->ln2 = cut(&q, t * C, c->adt);
-      a->rstd2 = cut(&q, t, LC_DT_F32);
-      a->gate = cut(&q, t * F, c->adt);
-      a->up = cut(&q, t * F, c->adt);
-      a->h = cut(&q, t * F, c->adt);
+      a->ln2 = lc_buf_cut(&q, t * C, c->adt);
+      a->rstd2 = lc_buf_cut(&q, t, LC_DT_F32);
+      a->gate = lc_buf_cut(&q, t * F, c->adt);
+      a->up = lc_buf_cut(&q, t * F, c->adt);
+      a->h = lc_buf_cut(&q, t * F, c->adt);
       break;
     }
   }
@@ -585,9 +573,9 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
                   &lo, &lo_owned);
   if (st != LC_OK) goto done;
   attn->lo_buf = lo;
-  carver ak = {act, 0};
-  const lc_buf xL = cut(&ak, TC, LC_DT_F32), dx = cut(&ak, TC, LC_DT_F32);
-  const lc_buf rcos = cut(&ak, half, LC_DT_F32), rsin = cut(&ak, half, LC_DT_F32);
+  lc_buf_carver ak = {act, 0};
+  const lc_buf xL = lc_buf_cut(&ak, TC, LC_DT_F32), dx = lc_buf_cut(&ak, TC, LC_DT_F32);
+  const lc_buf rcos = lc_buf_cut(&ak, half, LC_DT_F32), rsin = lc_buf_cut(&ak, half, LC_DT_F32);
   layer_carver lcv = {.cfg = cfg, .T = T, .adt = adt, .xdt = xin_dtype(o), .sz = sz, .pl = pl,
                       .xin_bytes = lc_bytes(xin_dtype(o), xin_elems(cfg, T))};
   carve_groups(&lcv, &lcv.shared, act, ak.at, 0); // the groups no layer keeps: shared working storage

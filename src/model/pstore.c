@@ -14,17 +14,15 @@
 
 #define TAG_TENSOR 301
 
-// A collective's host view of a backend range (the communicator reads and writes host
-// memory): the range's own address where the backend's memory is the host's, else a
-// staging copy in host memory (category comm), read from the device before the collective
-// is posted and written back when it has completed (named: LC_SYNC_STAGE).
-typedef lc_ps_hview hview;
+// Collectives take host views of backend ranges (lc_buf_hview, backend/bufcomm.h): the
+// range itself where the backend's memory is the host's, else a staging copy read before
+// the collective is posted and written back when it has completed.
 
 struct lc_ps_unit {
   lc_buf gath;  // stage 3: gathered weights [u.n] (empty: not resident); bf16 compute (every
                 // stage): the unit's 2-byte compute copy while acquired (set_views16)
   lc_req greq;  // its all-gather
-  hview hsend, hgath; // the gather's send and receive views
+  lc_buf_hview hsend, hgath; // the gather's send and receive views
   int rounded;  // stage 3, bf16: the copy's vectors are widened
   int g16;      // stage 3: the gather moves bf16 into a 2-byte compute copy
   lc_buf gbuf;  // stage >= 2: temporary full gradient [u.n]
@@ -46,30 +44,10 @@ struct lc_ps_red {
   float *piece; // (the host view of the piece: hv_out.host)
   size_t piece_n;
   int *cnt;
-  hview hv_in, hv_out; // what the collective sends (ZeRO 2: the temporary gradient) and reduces into
+  lc_buf_hview hv_in, hv_out; // what the collective sends (ZeRO 2: the temporary gradient) and reduces into
 };
 
 static lc_comm *red_comm(const lc_pstore *ps, const lc_ps_red *r);
-
-static lc_status hv_open(lc_pstore *ps, lc_buf dev, int read_in, const char *what, hview *h) {
-  h->dev = dev;
-  h->staged = 0;
-  h->host = lc_buf_host(dev);
-  if (h->host || !lc_buf_ok(dev) || !lc_buf_bytes(dev)) return LC_OK;
-  if (!(h->host = lc_alloc(ps->arena, LC_MEM_COMM, lc_buf_bytes(dev), what))) return LC_ENOMEM;
-  h->staged = 1;
-  return read_in ? lc_buf_read(dev, h->host, LC_SYNC_STAGE) : LC_OK;
-}
-// A staged view written back to the device (write_back) and freed; the view is empty after.
-static lc_status hv_close(lc_pstore *ps, hview *h, int write_back) {
-  lc_status st = LC_OK;
-  if (h->staged) {
-    if (write_back) st = lc_buf_write(h->dev, h->host, LC_SYNC_STAGE);
-    lc_free(ps->arena, h->host);
-  }
-  memset(h, 0, sizeof *h);
-  return st;
-}
 
 const char *lc_zero_stage_desc(int stage) {
   switch (stage) {
@@ -256,14 +234,14 @@ void lc_pstore_destroy(lc_pstore *ps) {
   if (ps->u_)
     for (int u = 0; u < ps->lay.n_units; u++) {
       if (ps->u_[u].greq.active) lc_wait(ps->zg, &ps->u_[u].greq);
-      hv_close(ps, &ps->u_[u].hsend, 0);
-      hv_close(ps, &ps->u_[u].hgath, 0);
+      lc_buf_hview_close(&ps->u_[u].hsend, 0);
+      lc_buf_hview_close(&ps->u_[u].hgath, 0);
       lc_buf_free(&ps->u_[u].gath);
     }
   for (int i = 0; i < ps->n_red_; i++) {
     if (ps->red_[i].req.active) lc_wait(red_comm(ps, &ps->red_[i]), &ps->red_[i].req);
-    hv_close(ps, &ps->red_[i].hv_in, 0);
-    hv_close(ps, &ps->red_[i].hv_out, 0);
+    lc_buf_hview_close(&ps->red_[i].hv_in, 0);
+    lc_buf_hview_close(&ps->red_[i].hv_out, 0);
     if (ps->red_[i].unit < 0) {
       lc_buf_free(&ps->red_[i].gbuf);
       free(ps->red_[i].cnt);
@@ -445,14 +423,14 @@ static lc_status start_gather(lc_pstore *ps, int u) {
                       x->g16 ? "gathered bf16 weights" : "gathered weights", &x->gath));
   const lc_buf mine = lc_buf_view(ps->params_b, shard_off(ps, u), sh);
   if (!x->g16) {
-    LC_TRY(hv_open(ps, mine, 1, "a ZeRO-3 gather's shard (staged)", &x->hsend));
-    LC_TRY(hv_open(ps, lc_buf_part(x->gath, 0, n, LC_DT_F32), 0, "a ZeRO-3 gather (staged)", &x->hgath));
+    LC_TRY(lc_buf_hview_open(mine, 1, "a ZeRO-3 gather's shard (staged)", &x->hsend));
+    LC_TRY(lc_buf_hview_open(lc_buf_part(x->gath, 0, n, LC_DT_F32), 0, "a ZeRO-3 gather (staged)", &x->hgath));
     return lc_iallgather(ps->zg, x->hsend.host, x->hgath.host, sh, LC_DT_F32, &x->greq);
   }
   // bf16 compute: the bf16 weights are what is gathered (half the bytes), straight into the
   // unit's 2-byte compute copy; each rank rounds its shard into its slot.
   LC_TRY(lc_be_bf16_pack(lc_buf_part(x->gath, lc_bytes(LC_DT_BF16, (size_t)ps->zrank * sh), sh, LC_DT_BF16), mine));
-  LC_TRY(hv_open(ps, lc_buf_part(x->gath, 0, n, LC_DT_BF16), 1, "a ZeRO-3 gather (staged)", &x->hgath));
+  LC_TRY(lc_buf_hview_open(lc_buf_part(x->gath, 0, n, LC_DT_BF16), 1, "a ZeRO-3 gather (staged)", &x->hgath));
   return lc_iallgather(ps->zg, NULL, x->hgath.host, sh, LC_DT_BF16, &x->greq);
 }
 
@@ -488,8 +466,8 @@ lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next) {
   lc_ps_unit *x = &ps->u_[unit];
   LC_TRY(start_gather(ps, unit));
   LC_TRY(lc_wait(ps->zg, &x->greq));
-  LC_TRY(hv_close(ps, &x->hsend, 0));
-  LC_TRY(hv_close(ps, &x->hgath, 1)); // (staged: the gathered weights onto the device)
+  LC_TRY(lc_buf_hview_close(&x->hsend, 0));
+  LC_TRY(lc_buf_hview_close(&x->hgath, 1)); // (staged: the gathered weights onto the device)
   if (x->g16) {
     LC_TRY(set_views16(ps, unit, x->gath, !x->rounded)); // the vectors widened once per gather
     x->rounded = 1;
@@ -510,8 +488,8 @@ void lc_pstore_release(lc_pstore *ps, int unit) {
     return;
   }
   if (x->greq.active) lc_wait(ps->zg, &x->greq); // released before use (an error path)
-  hv_close(ps, &x->hsend, 0);
-  hv_close(ps, &x->hgath, 0);
+  lc_buf_hview_close(&x->hsend, 0);
+  lc_buf_hview_close(&x->hgath, 0);
   set_views(ps, &ps->w, unit, NONE);
   lc_buf_free(&x->gath);
   x->rounded = x->g16 = 0;
@@ -526,7 +504,7 @@ static lc_comm *red_comm(const lc_pstore *ps, const lc_ps_red *r) {
 // Reduction r is complete: staged views written back (the result) and freed.
 static lc_status red_finish(lc_pstore *ps, lc_ps_red *r) {
   r->done = 1;
-  const lc_status a = hv_close(ps, &r->hv_in, 0), b = hv_close(ps, &r->hv_out, 1);
+  const lc_status a = lc_buf_hview_close(&r->hv_in, 0), b = lc_buf_hview_close(&r->hv_out, 1);
   r->piece = NULL;
   return a != LC_OK ? a : b;
 }
@@ -647,7 +625,7 @@ lc_status lc_pstore_grad_end(lc_pstore *ps, int unit) {
   lc_status st;
   const size_t s = shard_floats(ps, unit);
   if (ps->stage <= 1) {
-    st = hv_open(ps, unit_of(ps, ps->grads_b, unit), 1, "a gradient reduction (staged)", &r->hv_out);
+    st = lc_buf_hview_open(unit_of(ps, ps->grads_b, unit), 1, "a gradient reduction (staged)", &r->hv_out);
     if (st == LC_OK && ps->stage == 0) st = lc_iallreduce_sum(ps->world, r->hv_out.host, U->n, LC_DT_F32, &r->req);
     else if (st == LC_OK) st = lc_ireduce_scatter_sum(ps->zg, NULL, r->hv_out.host, s, LC_DT_F32, &r->req);
   } else {
@@ -656,13 +634,13 @@ lc_status lc_pstore_grad_end(lc_pstore *ps, int unit) {
     const lc_buf acc = lc_buf_view(ps->grads_b, shard_off(ps, unit), s);
     st = ps->passes_ > 0 && ps->rrank == 0 ? lc_be_add(lc_buf_view(x->gbuf, (size_t)ps->zrank * s, s), acc) : LC_OK;
     set_views(ps, &ps->g, unit, NONE);
-    if (st == LC_OK) st = hv_open(ps, x->gbuf, 1, "a ZeRO-2 reduction's input (staged)", &r->hv_in);
-    if (st == LC_OK) st = hv_open(ps, acc, 0, "a ZeRO-2 reduction's shard (staged)", &r->hv_out);
+    if (st == LC_OK) st = lc_buf_hview_open(x->gbuf, 1, "a ZeRO-2 reduction's input (staged)", &r->hv_in);
+    if (st == LC_OK) st = lc_buf_hview_open(acc, 0, "a ZeRO-2 reduction's shard (staged)", &r->hv_out);
     if (st == LC_OK) st = lc_ireduce_scatter_sum(ps->zg, r->hv_in.host, r->hv_out.host, s, LC_DT_F32, &r->req);
   }
   if (st != LC_OK) { // not queued: its views go now
-    hv_close(ps, &r->hv_in, 0);
-    hv_close(ps, &r->hv_out, 0);
+    lc_buf_hview_close(&r->hv_in, 0);
+    lc_buf_hview_close(&r->hv_out, 0);
     return st;
   }
   ps->n_red_++;
@@ -753,14 +731,14 @@ lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t 
   lc_status st = LC_OK;
   if (!r->g16) {
     if (mine) st = lc_be_copy(lc_buf_part(r->buf, lc_bytes(LC_DT_F32, at), mine, LC_DT_F32), src, LC_STREAM_COMPUTE);
-    if (st == LC_OK) st = hv_open(ps, r->buf, 1, "a vocabulary slice's gather (staged)", &r->hv);
+    if (st == LC_OK) st = lc_buf_hview_open(r->buf, 1, "a vocabulary slice's gather (staged)", &r->hv);
     if (st == LC_OK) st = lc_iallgatherv(ps->zg, r->hv.host, r->cnt, r->cnt + ps->Z, LC_DT_F32, &r->req);
   } else { // bf16 values travel (half the bytes): a matrix's stay in 2 bytes, a vector's are widened in place at acquire
     const size_t h0 = h16 ? 0 : nb; // where the 2-byte values start (a vector: the upper half, widened downwards)
     if (!h16 && nb > r->n) st = lc_be_zero(lc_buf_part(r->buf, lc_bytes(LC_DT_BF16, h0 + r->n), 1, LC_DT_BF16));
     if (st == LC_OK && mine)
       st = lc_be_bf16_pack(lc_buf_part(r->buf, lc_bytes(LC_DT_BF16, h0 + at), mine, LC_DT_BF16), src);
-    if (st == LC_OK) st = hv_open(ps, r->buf, 1, "a vocabulary slice's gather (staged)", &r->hv);
+    if (st == LC_OK) st = lc_buf_hview_open(r->buf, 1, "a vocabulary slice's gather (staged)", &r->hv);
     if (st == LC_OK)
       st = lc_iallgatherv(ps->zg, (uint16_t *)r->hv.host + h0, r->cnt, r->cnt + ps->Z, LC_DT_BF16, &r->req);
   }
@@ -777,7 +755,7 @@ lc_status lc_pstore_rows_acquire(lc_pstore *ps, lc_ps_rows *r) {
     LC_TRY(lc_wait(ps->zg, &r->req));
     if (r->g16 && !h16) lc_bf16_unpack_inplace(r->hv.host, r->n + (r->n & 1));
     r->g16 = 0;
-    LC_TRY(hv_close(ps, &r->hv, 1)); // (staged: the gathered rows onto the device)
+    LC_TRY(lc_buf_hview_close(&r->hv, 1)); // (staged: the gathered rows onto the device)
     r->w = lc_buf_part(r->buf, 0, r->n, dt);
     return LC_OK;
   }
@@ -803,7 +781,7 @@ lc_status lc_pstore_rows_acquire(lc_pstore *ps, lc_ps_rows *r) {
 void lc_pstore_rows_release(lc_pstore *ps, lc_ps_rows *r) {
   if (r->req.active) lc_wait(ps->zg, &r->req); // released before use (an error path)
   rows_track(ps, r, 0);
-  hv_close(ps, &r->hv, 0);
+  lc_buf_hview_close(&r->hv, 0);
   lc_buf_free(&r->buf);
   free(r->cnt);
   r->cnt = NULL;
@@ -844,14 +822,14 @@ lc_status lc_pstore_rows_grad_end(lc_pstore *ps, lc_ps_rows *r) {
   // in this pass): one replica adds them to its input, so they are counted once.
   lc_status st = ps->rrank == 0 && q->piece_n ? lc_be_add(lc_buf_view(q->gbuf, at, q->piece_n), pc) : LC_OK;
   ps->n_red_++; // queued before the collective so that an error still frees its buffers
-  if (st == LC_OK) st = hv_open(ps, q->gbuf, 1, "a vocabulary slice's reduction (staged)", &q->hv_in);
-  if (st == LC_OK) st = hv_open(ps, pc, 0, "a vocabulary slice's shard (staged)", &q->hv_out);
+  if (st == LC_OK) st = lc_buf_hview_open(q->gbuf, 1, "a vocabulary slice's reduction (staged)", &q->hv_in);
+  if (st == LC_OK) st = lc_buf_hview_open(pc, 0, "a vocabulary slice's shard (staged)", &q->hv_out);
   q->piece = q->hv_out.host;
   if (st == LC_OK) st = lc_ireduce_scatterv_sum(ps->zg, q->hv_in.host, q->piece, q->cnt, LC_DT_F32, &q->req);
   if (st != LC_OK) { // never posted: nothing to progress, its views go now
     q->done = 1;
-    hv_close(ps, &q->hv_in, 0);
-    hv_close(ps, &q->hv_out, 0);
+    lc_buf_hview_close(&q->hv_in, 0);
+    lc_buf_hview_close(&q->hv_out, 0);
   }
   return st;
 }

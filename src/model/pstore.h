@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend/bufcomm.h"
 #include "core/arena.h"
 #include "core/dtype.h"
 #include "comm/comm.h"
@@ -44,14 +45,6 @@ typedef struct {
 } lc_ps_segment;
 
 typedef enum { LC_PS_PARAMS = 0, LC_PS_EXP_AVG, LC_PS_EXP_AVG_SQ } lc_ps_state;
-
-// (Private) a collective's host view of a backend range: its own address on a backend of
-// host memory, else a staging copy (pstore.c).
-typedef struct {
-  lc_buf dev;
-  void *host;
-  int staged;
-} lc_ps_hview;
 
 // A range of rows of one tensor acquired, and its gradient reduced, on its own, so that no
 // rank ever holds the whole tensor's gathered weights or gradient (model.c, vocab_slice).
@@ -76,7 +69,7 @@ typedef struct {
   lc_buf gbuf;      // stage >= 2: the temporary gradient rows
   int *cnt;         // stage 3 gather: per zero-group rank, counts then displacements
   lc_req req;
-  lc_ps_hview hv;   // stage 3 gather: buf's host view
+  lc_buf_hview hv;  // stage 3 gather: buf's host view (backend/bufcomm.h)
   int g16, acquired;
 } lc_ps_rows;
 
