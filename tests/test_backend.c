@@ -446,6 +446,41 @@ static int same_file(const char *a, const char *b) {
   return same;
 }
 
+// A checkpoint is never written with a non-finite weight or moment: the check is a sum of
+// squares on the device (no host read of the states), on both backends; a weight, then a
+// moment, made NaN / Inf by one element is refused with one line, the finite state saves.
+static void test_save_refuses_nonfinite(void) {
+  for (int d = 0; d < 2; d++) {
+    const char *dev = d ? "private" : "cpu";
+    lc_train_opts o;
+    lc_train_opts_init(&o);
+    lc_config_preset(&o.cfg, "tiny");
+    o.data_spec = "task:copy";
+    o.seq = 64, o.batch = 1, o.steps = 1, o.lr = 1e-3f, o.seed = 2, o.device = dev;
+    lc_comm *self = NULL;
+    lc_comm_self(&self);
+    lc_trainer tr;
+    CHECK(lc_trainer_init(&tr, &o, self) == LC_OK, "%s: init: %s", dev, lc_errmsg());
+    lc_step_metrics m;
+    CHECK(lc_trainer_step(&tr, &m) == LC_OK, "%s: step", dev);
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/finite-%s", scratch_dir, dev);
+    mkdir(dir, 0700);
+    lc_pstore *ps = &tr.model.ps;
+    const float bad[2] = {NAN, INFINITY}, good = 0.5f;
+    const lc_ps_state which[2] = {LC_PS_PARAMS, LC_PS_EXP_AVG};
+    for (int k = 0; k < 2; k++) {
+      lc_pstore_set_tensor_part(ps, which[k], 3, 7, &bad[k], 1);
+      CHECK(lc_checkpoint_save(&tr, dir, 1) == LC_EINVAL && strstr(lc_errmsg(), "not all finite"),
+            "%s: a %s %s was saved: %s", dev, k ? "moment" : "weight", k ? "Inf" : "NaN", lc_errmsg());
+      lc_pstore_set_tensor_part(ps, which[k], 3, 7, &good, 1);
+    }
+    CHECK(lc_checkpoint_save(&tr, dir, 1) == LC_OK, "%s: the finite state: %s", dev, lc_errmsg());
+    lc_trainer_free(&tr);
+    lc_comm_destroy(self);
+  }
+}
+
 static void test_private_training(void) {
   const private_case cases[] = {
       {"fp32 selective", 0, LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, 0, 0},
@@ -504,6 +539,7 @@ static void test_private_training(void) {
     printf("private training %-28s %d steps bit-identical to cpu (loss %.6f -> %.6f)\n", pc->name, STEPS, la[0],
            la[STEPS - 1]);
   }
+  test_save_refuses_nonfinite();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", scratch_dir);
   CHECK(system(cmd) == 0, "cleanup of %s", scratch_dir);
