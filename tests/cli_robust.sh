@@ -22,19 +22,20 @@ now() { date +%s.%N; }
 COMMON="--data task:copy --seq 64 --batch 2 --threads 1"
 T=2 # --timeout of the failure tests, seconds
 
-# 1. Stopped ranks: every other rank reports it and the job has ended within the timeout
-# of the stop (start-up ~1 s and 3 steps before it; measured 2.0-3.0 s from the launch
-# with T = 2; bound T + 4 s from the launch for an oversubscribed machine).
-# Measured from the fault (the hook prints its wall-clock time): the silence each report
-# states is within the watchdog's budget, T - 4 periods of silence plus one period for the
-# check (T = 2: period 0.2 s, at most 1.4 s; reported 1.2 s; a watchdog that waited the
-# whole T would say >= 2.0), so the reporting ranks exit (two periods after the report)
-# within T of the fault. The job as mpirun sees it has ended within T + 2 s of the fault in
-# every run (measured 1.6-3.4 s on 2 busy cores: mpirun then ends the stopped rank, SIGCONT
-# and SIGTERM, then SIGKILL, which the watchdog does not time), and within T in the
-# fastest of the six (measured 1.6 s; a report that waited 2 s before exiting: 3.2 s).
+# 1. Stopped ranks: every other rank reports it and exits within the timeout of the stop
+# (start-up ~1 s and 3 steps before it; bound T + 4 s from the launch for an
+# oversubscribed machine). Measured from the fault (the hook prints its wall-clock time,
+# and each reporting rank the time of its own exit): the silence each report states is
+# within the watchdog's budget, T - 4 periods of silence plus one period for the check
+# (T = 2: period 0.2 s, at most 1.4 s; reported 1.2 s; a watchdog that waited the whole T
+# would say >= 2.0), and every reporting rank has exited (two periods after its report)
+# within T of the fault, in every run: by the arithmetic at most 1.2 + 0.2 + 0.4 = 1.8 s,
+# measured 1.5-1.8 s, idle or with both cores busy (4 ranks and mpirun on 2
+# cores); bound T + 0.3 s for the scheduler (a report that waited 2 s before exiting:
+# 3.4 s). The job as mpirun sees it ends later: mpirun then ends the
+# stopped rank (SIGCONT and SIGTERM, then SIGKILL), which the watchdog does not time
+# (measured 1.6-3.6 s on 2 busy cores); bound T + 3 s there, only to show no hang.
 PERIOD=0.2
-fastest=99
 for pt in forward ring reduce; do
   for r in 1 2; do
     t0=$(now)
@@ -50,15 +51,17 @@ for pt in forward ring reduce; do
       bad "rank $r stopped in $pt: rc $rc after $el s, $n messages: $(grep longctx "$TMP/err" | head -3)"
     fault=$(sed -n "s/.*test hook: rank $r stops itself at $pt of step 3 (wall clock \([0-9.]*\) s).*/\1/p" "$TMP/err")
     silence=$(grep "$about" "$TMP/err" | sed 's/.*no heartbeat for \([0-9.]*\) s.*/\1/' | sort -n | tail -1)
+    # the reporting ranks' exits (the stopped rank, once mpirun resumes it to end it, may say its own)
+    exits=$(grep "test hook: rank [0-9] exits" "$TMP/err" | grep -vc "rank $r exits")
+    last=$(grep -v "rank $r exits" "$TMP/err" | sed -n 's/.*test hook: rank [0-9] exits (wall clock \([0-9.]*\) s).*/\1/p' | sort -n | tail -1)
+    exited=$(echo "${last:-0} - ${fault:-0}" | bc)
     ended=$(echo "$t1 - ${fault:-0}" | bc)
     [ -n "$fault" ] && [ -n "$silence" ] && [ "$(echo "$silence <= $T - 3 * $PERIOD + 0.05" | bc)" = 1 ] &&
-      [ "$(echo "$ended <= $T + 2" | bc)" = 1 ] && ok ||
-      bad "rank $r stopped in $pt: reported 'no heartbeat for ${silence:-?} s' (budget $T - 3 x $PERIOD), job ended ${ended} s after the fault (bound $T + 2)"
-    [ "$(echo "$ended < $fastest" | bc)" = 1 ] && fastest=$ended
-    echo "stopped rank $r in $pt: job ended $el s after the launch, $ended s after the fault (rc $rc); $n ranks reported $silence s of silence"
+      [ "$exits" -ge 1 ] && [ "$(echo "$exited <= $T + 0.3" | bc)" = 1 ] && [ "$(echo "$ended <= $T + 3" | bc)" = 1 ] && ok ||
+      bad "rank $r stopped in $pt: reported 'no heartbeat for ${silence:-?} s' (budget $T - 3 x $PERIOD), the last of $exits reporting ranks exited ${exited} s after the fault (bound $T + 0.3), the job ended ${ended} s after it (bound $T + 3)"
+    echo "stopped rank $r in $pt: job ended $el s after the launch, $ended s after the fault (rc $rc); $n ranks reported $silence s of silence; the last of $exits exited $exited s after the fault"
   done
 done
-[ "$(echo "$fastest <= $T" | bc)" = 1 ] && ok || bad "no stopped-rank job ended within --timeout $T of the fault (fastest $fastest s)"
 # Killed: the launcher ends the job at once.
 t0=$(now)
 LONGCTX_TEST_KILL=1:3:ring timeout 60 $MPI -np 4 "$BIN" train $COMMON --steps 50 --hp 2 --cp 2 --timeout $T >/dev/null 2>&1

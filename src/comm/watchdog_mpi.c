@@ -55,6 +55,7 @@ static void fail(const lc_watchdog *w, const char *line) {
   fflush(stderr);
   fflush(stdout);
   lc_sleep(2 * w->period);
+  lc_test_exit_note();
   _exit(LC_EXIT_PEER);
 }
 

@@ -59,3 +59,12 @@ void lc_test_point(const char *point) {
     lc_sleep(h->seconds);
   }
 }
+
+void lc_test_exit_note(void) {
+  if (!the_hook()->on) return;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  fprintf(stderr, "longctx: test hook: rank %d exits (wall clock %.3f s)\n", lc_run_rank(),
+          (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec);
+  fflush(stderr);
+}

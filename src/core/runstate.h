@@ -8,7 +8,8 @@
 // attention block), "reduce" (handing a gradient to its reduction). The hook's line on
 // stderr gives the wall-clock time of the fault, so tests measure from it.
 // LONGCTX_TEST_SLEEP=RANK:STEP:POINT:SECONDS makes that rank compute (sleep) that long
-// there instead: a slow but healthy rank.
+// there instead: a slow but healthy rank. While a hook is set, a rank that ends the job on
+// its own (the watchdog) prints the wall-clock time of its exit (lc_test_exit_note).
 #ifndef LC_RUNSTATE_H
 #define LC_RUNSTATE_H
 
@@ -18,5 +19,7 @@ void lc_run_set_step(long step);
 long lc_run_step(void);
 // A test point: stops or kills this process when a test hook asks for it here.
 void lc_test_point(const char *point);
+// Under a test hook, one stderr line with this rank's wall-clock time as it exits.
+void lc_test_exit_note(void);
 
 #endif
