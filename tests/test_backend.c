@@ -264,7 +264,15 @@ static void test_devices(void) {
   t.flash_bwd = NULL;
   CHECK(lc_backend_ops_check(&t, "test") == LC_EINVAL && strstr(lc_errmsg(), "flash_bwd"), "missing entry: %s", lc_errmsg());
   CHECK(lc_device_check("cpu") == LC_OK && lc_device_check("private") == LC_OK, "cpu, private");
+#ifdef LC_HAVE_CUDA
+  // built with the CUDA backend: a bad spelling is refused by name; on a machine without a
+  // GPU (or driver) cuda is one line saying so (test_cuda runs where there is one)
+  CHECK(lc_device_check("cuda:x") == LC_EINVAL && strstr(lc_errmsg(), "cuda:N"), "cuda:x: %s", lc_errmsg());
+  if (lc_device_check("cuda:0") != LC_OK)
+    CHECK(strstr(lc_errmsg(), "--device cuda:0") && strstr(lc_errmsg(), "use --device cpu"), "cuda:0: %s", lc_errmsg());
+#else
   CHECK(lc_device_check("cuda:0") == LC_EINVAL && strstr(lc_errmsg(), "no CUDA backend"), "cuda: %s", lc_errmsg());
+#endif
   CHECK(lc_device_check("tpu") == LC_EINVAL && strstr(lc_errmsg(), "cpu"), "unknown names the choices: %s", lc_errmsg());
 }
 

@@ -15,9 +15,12 @@ typedef struct {
   int gets, puts;
 } fake;
 
-static lc_status fake_get(void *ctx, size_t bytes, uint64_t *addr) {
+// A whole chunk where the limit allows, else just the request (as cudaMalloc near full).
+static lc_status fake_get(void *ctx, size_t min, size_t pref, uint64_t *addr, size_t *got) {
   fake *f = ctx;
+  size_t bytes = f->live_bytes + pref <= f->limit ? pref : min;
   if (f->live_bytes + bytes > f->limit) return lc_fail(LC_ENOMEM, "fake device: out of memory");
+  *got = bytes;
   *addr = f->next;
   f->next += bytes + 4096 * 7; // a gap: adjacent chunks must not merge
   f->live_bytes += bytes;
@@ -126,6 +129,15 @@ int main(void) {
         "a refused chunk: LC_ENOMEM, nothing changed");
   CHECK(lc_suballoc_get(&a, 1000, &p2) == LC_OK && p2 == p1 + 1024, "a get that fits the chunk still served, right after the first");
   CHECK(lc_suballoc_largest_free(&a) == ((size_t)1 << 20) - 2048, "largest free %zu", lc_suballoc_largest_free(&a));
+  // Near full the source gives only the request: the chunk is that size, and fills exactly.
+  // (1 MiB - 1000 does not fit the first chunk's rest; rounded: 1 MiB - 768)
+  f.limit = f.live_bytes + ((size_t)1 << 20) - 500;
+  uint64_t p3, p4;
+  CHECK(lc_suballoc_get(&a, (size_t)2 << 20, &p3) == LC_ENOMEM, "2 MiB past the limit refused");
+  CHECK(lc_suballoc_get(&a, ((size_t)1 << 20) - 1000, &p3) == LC_OK && a.c[a.nc - 1].bytes == ((size_t)1 << 20) - 768,
+        "a request-sized chunk (%zu bytes)", a.c[a.nc - 1].bytes);
+  CHECK(lc_suballoc_get(&a, 5000, &p4) == LC_OK && p4 == p2 + 1024, "a small request still goes to the first chunk");
+  CHECK(lc_suballoc_put(&a, p3) == LC_OK && lc_suballoc_trim(&a) == ((size_t)1 << 20) - 768, "the request-sized chunk trimmed");
   lc_suballoc_destroy(&a);
   CHECK(f.live_bytes == 0 && f.gets == f.puts, "destroy hands back every chunk (%d gets, %d puts)", f.gets, f.puts);
   return lc_test_finish("test_suballoc");

@@ -140,7 +140,7 @@ static lc_attn_shape chunk_shape(const lc_ring *r, const geo *g) {
 }
 
 // Forward of local q against the block (k, v) owned by context rank `owner`. Key chunk b
-// outermost, so the kernel's packing of it (pack: lc_flash_kv_bytes, empty if none) happens
+// outermost, so the kernel's packing of it (pack: lc_be_flash_kv_bytes, empty if none) happens
 // once for every query tile; each query chunk still merges its key chunks in order b = 0, 1.
 // (out [Tc,H,D] F32; lse chunk a's [H][Lc] at a * lse_ld; tmp_o [P,H,D], tmp_l, tmp_a [H,P].)
 static lc_status fwd_block(lc_ring *r, const geo *g, int owner, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v,
@@ -197,7 +197,7 @@ lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc
   const size_t blk = 2 * g.nkv; // values of a block
   const lc_dtype kdt = kv_dtype(r);
   const lc_attn_shape cs = chunk_shape(r, &g);
-  const size_t pbytes = lc_flash_kv_bytes(&cs, 0);
+  const size_t pbytes = lc_be_flash_kv_bytes(r->be, &cs, 0);
   lc_buf kb = {0}, tb = {0};
   lc_buf pack = {0};
   lc_status st = block(r, LC_MEM_COMM, lc_bytes(kdt, blk) * n_kv_blocks(g.cp, g.w), "ring k/v buffers", &kb);
@@ -309,7 +309,7 @@ lc_status lc_ring_bwd(lc_ring *r, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, 
   const size_t bb = lc_bytes(kdt, blk);
   const size_t n_d = (size_t)n_d_blocks(g.cp, g.w) * blk;
   const lc_attn_shape cs = chunk_shape(r, &g);
-  const size_t pbytes = lc_flash_kv_bytes(&cs, 1);
+  const size_t pbytes = lc_be_flash_kv_bytes(r->be, &cs, 1);
   lc_buf kvk = {0}, dbk = {0}, tk = {0};
   lc_buf pack = {0};
   lc_buf_req *oreq = calloc((size_t)n_owner + 1, sizeof *oreq);

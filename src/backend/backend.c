@@ -13,30 +13,54 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/private/private_backend.h"
+#ifdef LC_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
-// ---- devices: one line per backend this build has
+// ---- devices: one line per backend this build has. A device named "cuda" also answers
+// to "cuda:N"; probe (NULL: always there) says whether this machine can open it.
 typedef struct {
   const char *name;
-  lc_status (*open)(lc_arena *arena, lc_backend **out);
+  lc_status (*open)(const char *spec, lc_arena *arena, lc_backend **out);
+  lc_status (*probe)(const char *spec);
+  int indexed; // "name:N" too
 } device_entry;
+static lc_status open_cpu(const char *spec, lc_arena *arena, lc_backend **out) { return lc_backend_cpu_open(arena, out); }
+static lc_status open_private(const char *spec, lc_arena *arena, lc_backend **out) {
+  return lc_backend_private_open(arena, out);
+}
 static const device_entry devices[] = {
-    {"cpu", lc_backend_cpu_open},
-    {"private", lc_backend_private_open},
+    {"cpu", open_cpu, NULL, 0},
+    {"private", open_private, NULL, 0},
+#ifdef LC_HAVE_CUDA
+    {"cuda", lc_backend_cuda_open, lc_backend_cuda_probe, 1},
+#endif
 };
 #define N_DEVICES (int)(sizeof devices / sizeof devices[0])
 
-const char *lc_device_names(void) { return "cpu, private (tests: buffers no host code can reach)"; }
+const char *lc_device_names(void) {
+#ifdef LC_HAVE_CUDA
+  return "cpu, private (tests: buffers no host code can reach), cuda or cuda:N (NVIDIA GPUs)";
+#else
+  return "cpu, private (tests: buffers no host code can reach)";
+#endif
+}
 
 static const device_entry *find_device(const char *spec) {
-  for (int i = 0; i < N_DEVICES; i++)
-    if (!strcmp(spec, devices[i].name)) return &devices[i];
+  for (int i = 0; i < N_DEVICES; i++) {
+    const size_t n = strlen(devices[i].name);
+    if (!strcmp(spec, devices[i].name) || (devices[i].indexed && !strncmp(spec, devices[i].name, n) && spec[n] == ':'))
+      return &devices[i];
+  }
   return NULL;
 }
 
 lc_status lc_device_check(const char *spec) {
-  if (spec && find_device(spec)) return LC_OK;
-  if (spec && (!strcmp(spec, "cuda") || !strncmp(spec, "cuda:", 5)))
-    return lc_fail(LC_EINVAL, "--device %s: this build has no CUDA backend yet; devices: %s", spec, lc_device_names());
+  const device_entry *d = spec ? find_device(spec) : NULL;
+  if (d) return d->probe ? d->probe(spec) : LC_OK;
+  if (spec && !strncmp(spec, "cuda", 4))
+    return lc_fail(LC_EINVAL, "--device %s: this build has no CUDA backend (CMake found no nvcc; rebuild with the CUDA "
+                   "toolkit on PATH, or -DLC_CUDA=on to insist); devices: %s", spec, lc_device_names());
   return lc_fail(LC_EINVAL, "--device %s is not a device of this build; use one of: %s", spec ? spec : "(none)",
                  lc_device_names());
 }
@@ -82,6 +106,7 @@ static const struct {
     E(embedding_bwd),
     E(flash_fwd),
     E(flash_bwd),
+    E(flash_kv_bytes),
     E(flash_kv_pack),
     E(copy2d),
     E(add2d),
@@ -102,7 +127,7 @@ lc_status lc_backend_ops_check(const lc_backend_ops *ops, const char *name) {
 lc_status lc_backend_open(const char *spec, lc_arena *arena, lc_backend **out) {
   *out = NULL;
   LC_TRY(lc_device_check(spec));
-  LC_TRY(find_device(spec)->open(arena, out));
+  LC_TRY(find_device(spec)->open(spec, arena, out));
   lc_status st = lc_backend_ops_check((*out)->ops, (*out)->name);
   if (st != LC_OK) {
     lc_backend_close(*out);
@@ -113,7 +138,9 @@ lc_status lc_backend_open(const char *spec, lc_arena *arena, lc_backend **out) {
 
 const char *lc_backend_describe(const lc_backend *be, char *buf, size_t n) {
   const double gib = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 1073741824.0;
-  if (be->host_memory)
+  if (be->about[0])
+    snprintf(buf, n, "%s (%.1f GiB)", be->about, gib);
+  else if (be->host_memory)
     snprintf(buf, n, "%s: host memory, %.1f GiB (device and host bytes are one memory)", be->name, gib);
   else
     snprintf(buf, n, "%s: its own memory (a private mapping of %.1f GiB reserved), staging in host memory (%.1f GiB)",
@@ -419,9 +446,11 @@ static int flash_ok(lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_shape
          (s->bf16 || (!is16(q) && !is16(k)));
 }
 
-// A pack buffer: empty, or the backend's U8 of at least lc_flash_kv_bytes.
+size_t lc_be_flash_kv_bytes(lc_backend *be, const lc_attn_shape *s, int bwd) { return be->ops->flash_kv_bytes(be, s, bwd); }
+
+// A pack buffer: empty, or the backend's U8 of at least lc_be_flash_kv_bytes.
 static int pack_ok(lc_buf pack, lc_backend *be, const lc_attn_shape *s, int bwd) {
-  return !pack.be || (pack.be == be && pack.dt == LC_DT_U8 && pack.n >= lc_flash_kv_bytes(s, bwd));
+  return !pack.be || (pack.be == be && pack.dt == LC_DT_U8 && pack.n >= lc_be_flash_kv_bytes(be, s, bwd));
 }
 
 lc_status lc_be_flash_fwd_packed(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, lc_buf pack,
@@ -439,7 +468,7 @@ lc_status lc_be_flash_fwd(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, 
 
 lc_status lc_be_flash_kv_pack(lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd) {
   const size_t nk = (size_t)s->Tk * s->Hkv * s->D;
-  LC_TRY(need(same_be(k, v) && same_be(pack, k) && pack.dt == LC_DT_U8 && pack.n >= lc_flash_kv_bytes(s, bwd) &&
+  LC_TRY(need(same_be(k, v) && same_be(pack, k) && pack.dt == LC_DT_U8 && pack.n >= lc_be_flash_kv_bytes(k.be, s, bwd) &&
                   is_act(k) && v.dt == k.dt && fits(k, nk) && fits(v, nk),
               "flash_kv_pack"));
   k.be->ops->flash_kv_pack(k.be, pack, k, v, s, bwd);

@@ -155,6 +155,8 @@ typedef struct {
                          const lc_attn_shape *s);
   lc_status (*flash_bwd)(lc_backend *be, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v,
                          lc_buf lse, lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_shape *s);
+  // Bytes of flash_kv_pack's output for shape s (0: the kernels read k/v in place)
+  size_t (*flash_kv_bytes)(lc_backend *be, const lc_attn_shape *s, int bwd);
   void (*flash_kv_pack)(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd);
   // Strided 2-D copies and sums: dst[r * ld_dst + i] = (or +=) src[r * ld_src + i] for
   // r < rows, i < n, in element units of the buffers' (same) dtype; add2d is F32. The layout
@@ -170,7 +172,8 @@ typedef struct {
 
 struct lc_backend {
   const lc_backend_ops *ops;
-  char name[32];       // "cpu", "private"
+  char name[32];       // "cpu", "private", "cuda:0"
+  char about[192];     // one line on the device (lc_backend_describe); empty: the default line
   int host_memory;     // its buffers are ordinary host memory (cpu)
   lc_arena *arena;     // the device's memory, counted per category (cpu: the run's arena)
   lc_arena *host;      // host memory the backend hands out for staging and offload (cpu:
@@ -181,8 +184,9 @@ struct lc_backend {
 };
 
 // ---- devices
-// "cpu" (every build), "private" (tests), "cuda[:N]" (not built yet). LC_EINVAL with one
-// line naming the devices this build has.
+// "cpu" (every build), "private" (tests), "cuda" / "cuda:N" (builds with the CUDA backend:
+// LC_EINVAL with one line where this machine has no such device). LC_EINVAL with one line
+// naming the devices this build has.
 lc_status lc_device_check(const char *spec);
 // Makes the backend for `spec` over `arena` (cpu: the run's memory; private: counts its
 // device memory in a second arena the backend owns, with the same cap).
@@ -256,6 +260,8 @@ lc_status lc_be_flash_fwd_packed(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_
 lc_status lc_be_flash_bwd_packed(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v, lc_buf lse,
                                  lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_shape *s);
 lc_status lc_be_flash_kv_pack(lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd);
+// The bytes lc_be_flash_kv_pack fills on be for shape s (0: be's kernels read k/v in place).
+size_t lc_be_flash_kv_bytes(lc_backend *be, const lc_attn_shape *s, int bwd);
 lc_status lc_be_copy2d(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n);
 lc_status lc_be_add2d(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n);
 lc_status lc_be_fill(lc_buf x, float v);

@@ -24,7 +24,7 @@ static lc_status grow_blocks(lc_suballoc *a, int more) {
 
 // A new chunk of at least `want` bytes: its one free block goes at the end of the list.
 static lc_status add_chunk(lc_suballoc *a, size_t want) {
-  const size_t bytes = round_up(want > a->chunk_bytes ? want : a->chunk_bytes, a->align);
+  const size_t pref = round_up(want > a->chunk_bytes ? want : a->chunk_bytes, a->align);
   LC_TRY(grow_blocks(a, 2));
   if (a->nc == a->ccap) {
     const int cap = a->ccap ? a->ccap * 2 : 8;
@@ -33,7 +33,9 @@ static lc_status add_chunk(lc_suballoc *a, size_t want) {
     a->c = nc, a->ccap = cap;
   }
   uint64_t addr = 0;
-  LC_TRY(a->src.get(a->src.ctx, bytes, &addr));
+  size_t bytes = 0;
+  LC_TRY(a->src.get(a->src.ctx, want, pref, &addr, &bytes));
+  if (bytes < want) return lc_fail(LC_EINVAL, "internal: a chunk source gave %zu bytes for %zu", bytes, want);
   a->c[a->nc] = (lc_chunk){addr, bytes};
   a->b[a->n++] = (lc_subblock){addr, bytes, a->nc, 0};
   a->nc++;

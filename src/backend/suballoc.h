@@ -15,9 +15,10 @@
 
 #include "core/status.h"
 
-// Where chunks come from: get `bytes` at *addr (non-zero), or LC_ENOMEM; put hands one back.
+// Where chunks come from: get gives at least `min` bytes (`pref` where it can: a whole
+// chunk) at *addr (non-zero), their count in *got, or LC_ENOMEM; put hands one back.
 typedef struct {
-  lc_status (*get)(void *ctx, size_t bytes, uint64_t *addr);
+  lc_status (*get)(void *ctx, size_t min, size_t pref, uint64_t *addr, size_t *got);
   void (*put)(void *ctx, uint64_t addr, size_t bytes);
   void *ctx;
 } lc_chunk_source;

@@ -50,7 +50,7 @@ int lc_cmd_eval(int argc, char **argv) {
       {"threads", LC_ARG_INT, &F.threads, "OpenMP/BLAS threads (default: OMP_NUM_THREADS, else the cores)", 0},
       {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the memory arena in GiB (default: physical memory)", 0},
       {"log-json", LC_ARG_STR, &F.log_json, "write the result as one JSON object to this file", 0},
-      {"device", LC_ARG_STR, &F.device, "where the model and the passes run: cpu (default), or private (tests: buffers host code cannot reach)", 0},
+      {"device", LC_ARG_STR, &F.device, "where the model and the passes run: cpu (default), cuda or cuda:N (an NVIDIA GPU, builds with the CUDA backend), or private (tests: buffers host code cannot reach)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
   if (lc_args_wants_help(argc, argv)) {

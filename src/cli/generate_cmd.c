@@ -313,7 +313,7 @@ int lc_cmd_generate(int argc, char **argv) {
       {"precision", LC_ARG_STR, &F.precision, "fp32 | bf16: bf16 rounds the weights and, as in training, the GEMM operands and attention inputs (default fp32)", 0},
       {"kernels", LC_ARG_STR, &F.kernels, LC_CLI_KERNELS_HELP, 0},
       {"mem-limit", LC_ARG_FLOAT, &F.mem_gib, "cap on the arena in GiB: clean error beyond it (default: physical memory)", 0},
-      {"device", LC_ARG_STR, &F.device, "where the model and the decoding run: cpu (default), or private (tests: buffers host code cannot reach)", 0},
+      {"device", LC_ARG_STR, &F.device, "where the model and the decoding run: cpu (default), cuda or cuda:N (an NVIDIA GPU, builds with the CUDA backend), or private (tests: buffers host code cannot reach)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
   if (lc_args_wants_help(argc, argv)) {

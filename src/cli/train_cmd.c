@@ -470,7 +470,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"save-every", LC_ARG_INT, &F.save_every, "checkpoint every N steps (default: only at the end)", 0},
       {"precision", LC_ARG_STR, &F.precision, "fp32 | bf16: bf16 rounds GEMM operands, attention inputs and layer checkpoints to bf16 (checkpoints take half the memory); master weights, gradients, AdamW, norms, softmax and loss stay fp32 (default fp32; the settings table says what bf16 costs on this CPU)", 0},
       {"kernels", LC_ARG_STR, &F.kernels, LC_CLI_KERNELS_HELP, 0},
-      {"device", LC_ARG_STR, &F.device, "where the model's states and step run: cpu (default), or private (tests: one rank, buffers host code cannot reach)", 0},
+      {"device", LC_ARG_STR, &F.device, "where the model's states and step run: cpu (default), cuda or cuda:N (an NVIDIA GPU, builds with the CUDA backend; ranks may share one), or private (tests: buffers host code cannot reach)", 0},
 
       {"save-dtype", LC_ARG_STR, &F.save_dtype, "fp32 | bf16: the dtype of a checkpoint's model.safetensors (bf16: half the size, rounded to nearest; the fp32 master weights then go into optimizer.safetensors so resuming is exact) (default fp32)", 0},
       {"keep", LC_ARG_INT, &F.keep, "checkpoints kept under --save (default 2)", 0},

@@ -30,7 +30,7 @@ typedef struct {
   int pack;               // samples are whole documents packed into --seq tokens (io/pack.h)
   int skip_nonfinite;     // skip up to this many updates in a row whose loss or gradient norm is not finite
   lc_dtype save_dtype;    // model.safetensors of a checkpoint: LC_DT_F32 (0, the master weights) or LC_DT_BF16
-  const char *device;     // backend/backend.h: NULL or "cpu"; "private" (tests) runs one rank
+  const char *device;     // backend/backend.h: NULL or "cpu"; "private" (tests); "cuda[:N]"
 } lc_train_opts;
 
 // Zeroes o and sets the AdamW constants every run uses (beta1 0.9, beta2 0.95, eps 1e-8).

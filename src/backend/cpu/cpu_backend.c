@@ -135,6 +135,7 @@ static void cpu_attn_delta(lc_backend *be, lc_buf delta, lc_buf dout, lc_buf out
   else lc_attn_delta(at(delta), at(dout), at(out), Tq, Hq, D);
 }
 
+static size_t cpu_kv_bytes(lc_backend *be, const lc_attn_shape *s, int bwd) { return lc_flash_kv_bytes(s, bwd); }
 static void cpu_kv_pack(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd) {
   const lc_attn_shape t = shape_of(s, (lc_buf){0}, k, k, (lc_buf){0}, (lc_buf){0});
   lc_flash_kv_pack(at(pack), at(k), at(v), &t, bwd);
@@ -167,7 +168,7 @@ static void cpu_destroy_heap(lc_backend *be) { free(be); }
    .xent_slice_dlogits = cpu_slice_dlogits, .rope = cpu_rope, .swiglu_fwd = cpu_swiglu_fwd,                       \
    .swiglu_bwd = cpu_swiglu_bwd, .bias_fwd = cpu_bias_fwd, .bias_bwd = cpu_bias_bwd,                              \
    .embedding_fwd = cpu_embedding_fwd, .embedding_bwd = cpu_embedding_bwd, .flash_fwd = cpu_flash_fwd,           \
-   .flash_bwd = cpu_flash_bwd, .flash_kv_pack = cpu_kv_pack, .copy2d = cpu_copy2d, .add2d = cpu_add2d, .fill = cpu_fill,       \
+   .flash_bwd = cpu_flash_bwd, .flash_kv_bytes = cpu_kv_bytes, .flash_kv_pack = cpu_kv_pack, .copy2d = cpu_copy2d, .add2d = cpu_add2d, .fill = cpu_fill,       \
    .attn_merge = cpu_attn_merge, .attn_delta = cpu_attn_delta, .destroy = destroy_fn}
 static const lc_backend_ops cpu_ops_held = CPU_OPS(NULL); // storage the caller holds
 static const lc_backend_ops cpu_ops_heap = CPU_OPS(cpu_destroy_heap);

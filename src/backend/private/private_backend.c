@@ -198,6 +198,7 @@ static lc_status priv_flash_fwd(lc_backend *be, lc_buf out, lc_buf lse, lc_buf q
   OP(st = CPU->flash_fwd(SH, R(p, out), R(p, lse), R(p, q), R(p, k), R(p, v), R(p, lo), R(p, pack), s));
   return st;
 }
+static size_t priv_kv_bytes(lc_backend *be, const lc_attn_shape *s, int bwd) { return CPU->flash_kv_bytes(&P(be)->shadow, s, bwd); }
 static void priv_kv_pack(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd) {
   OP(CPU->flash_kv_pack(SH, R(p, pack), R(p, k), R(p, v), s, bwd));
 }
@@ -241,7 +242,7 @@ static const lc_backend_ops priv_ops = {
     .xent_slice_total = priv_slice_total, .xent_slice_dlogits = priv_slice_dlogits, .rope = priv_rope,
     .swiglu_fwd = priv_swiglu_fwd, .swiglu_bwd = priv_swiglu_bwd, .bias_fwd = priv_bias_fwd, .bias_bwd = priv_bias_bwd,
     .embedding_fwd = priv_embedding_fwd, .embedding_bwd = priv_embedding_bwd, .flash_fwd = priv_flash_fwd,
-    .flash_bwd = priv_flash_bwd, .flash_kv_pack = priv_kv_pack, .copy2d = priv_copy2d, .add2d = priv_add2d, .fill = priv_fill,
+    .flash_bwd = priv_flash_bwd, .flash_kv_bytes = priv_kv_bytes, .flash_kv_pack = priv_kv_pack, .copy2d = priv_copy2d, .add2d = priv_add2d, .fill = priv_fill,
     .attn_merge = priv_attn_merge, .attn_delta = priv_attn_delta, .destroy = priv_destroy};
 
 lc_status lc_backend_private_open(lc_arena *host, lc_backend **out) {
