@@ -31,6 +31,25 @@ grep -q "time model     predicted .* s per step: compute .*rates: calibrated $TM
 [ "$(grep -c '"predicted_step_s":[0-9.e-]*[1-9]' "$TMP/l.jsonl")" = 2 ] && ok || bad "predicted_step_s missing: $(cat "$TMP/l.jsonl")"
 grep -q "^time model: predicted [0-9.e-]* s per step, measured [0-9.e-]* s (mean of 1 step after the first): [-+][0-9.]*%$" "$TMP/out" && ok || bad "the closing time-model line: $(grep '^time model' "$TMP/out")"
 timeout 120 $MPI -np 2 "$BIN" train --model tiny --seq 64 --steps 2 --cp 2 --machine "$TMP/m.json" >"$TMP/out" 2>&1 && grep -q "profile 2 ranks x 1 thread)" "$TMP/out" && ok || bad "2-rank train did not use the 2 x 1 profile: $(grep 'time model' "$TMP/out")"
+# The step by term (issue 36): measured by the backend's op timers and predicted, in the
+# log and at the end. A term counted twice drives "other" negative; the predicted terms add
+# up to the predicted step (the model prices nothing outside them on one rank).
+"$BIN" train --model demo --data task:copy --seq 512 --steps 3 --threads 2 --machine "$TMP/m.json" --log-json "$TMP/t.jsonl" >"$TMP/out" 2>"$TMP/err" && ok || bad "train by term: $(cat "$TMP/err")"
+python3 - "$TMP/t.jsonl" <<'PY' && ok || bad "terms in the log: $(tail -1 "$TMP/t.jsonl")"
+import json, sys
+keys = ["gemm", "attention", "loss", "elementwise", "optimizer", "exposed_comm", "other"]
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    m, p = d["measured_terms_s"], d["predicted_terms_s"]
+    assert sorted(m) == sorted(keys) and sorted(p) == sorted(keys), (m, p)
+    assert m["gemm"] > 0 and m["attention"] > 0 and m["elementwise"] > 0 and m["optimizer"] > 0 and m["loss"] > 0, m
+    assert all(m[k] >= 0 for k in keys[:-1]), m
+    assert m["other"] >= -0.02 * d["step_seconds"], m  # op timers do not overlap
+    assert abs(sum(m.values()) - d["step_seconds"]) <= 1e-9 * d["step_seconds"], (m, d["step_seconds"])
+    assert abs(sum(p.values()) - d["predicted_step_s"]) <= 1e-9 * d["predicted_step_s"], (p, d["predicted_step_s"])
+    assert abs(p["other"]) <= 1e-9 * d["predicted_step_s"] and p["gemm"] > 0 and p["attention"] > 0, p
+PY
+grep -q "^time by term, seconds per step (mean of 2 steps after the first):" "$TMP/out" && grep -q "^  GEMMs  *[0-9.e-]*  *[0-9.e-]*  *[-+][0-9.]*%$" "$TMP/out" && grep -q "^  step  " "$TMP/out" && ok || bad "the closing table by term: $(grep -A9 '^time by term' "$TMP/out")"
 # the default machine file: absent -> built-in rates; after calibrate without --out -> that file
 # Without a machine file train prints no number from another CPU's rates, and says how to get one.
 HOME="$TMP/home" XDG_CACHE_HOME= "$BIN" train --model tiny --seq 64 --steps 3 >"$TMP/out" 2>&1 && grep -q "time model     no prediction: no machine file for this CPU (.*), and the built-in rates are 2 Zen 4 cores'; \`longctx calibrate\`" "$TMP/out" && grep -q "^time model: measured [0-9.e-]* s per step (mean of 2 steps after the first); no prediction without this machine's rates: \`longctx calibrate\`$" "$TMP/out" && ! grep -q "predicted [0-9.e-]* s per step" "$TMP/out" && ok || bad "no machine file: $(grep 'time model' "$TMP/out")"

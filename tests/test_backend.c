@@ -926,8 +926,43 @@ static void test_layer_ops(const char *dev) {
   lc_arena_trim(&ar);
 }
 
+// The op timers: each entry's time goes to its class only; a backend whose ops are not
+// synchronous (a device that queues work) is not timed.
+static void test_op_timers(const char *dev) {
+  lc_arena ar;
+  lc_arena_init(&ar, 0);
+  lc_backend *be = NULL;
+  CHECK(lc_backend_open(dev, &ar, &be) == LC_OK, "open %s", dev);
+  lc_rng r;
+  lc_rng_seed(&r, 3);
+  const int T = 256, K = 256, Nn = 256;
+  float *a = rnd((size_t)T * K, &r, 1), *w = rnd((size_t)Nn * K, &r, 1);
+  lc_buf ba = up(be, LC_DT_F32, a, (size_t)T * K), bw = up(be, LC_DT_F32, w, (size_t)Nn * K), bo = up(be, LC_DT_F32, NULL, (size_t)T * Nn);
+  double t0[LC_OPC_N], t1[LC_OPC_N], t2[LC_OPC_N];
+  lc_backend_op_seconds(be, t0);
+  for (int i = 0; i < 4; i++) CHECK(lc_be_matmul_fwd(bo, ba, bw, T, K, Nn, 0, (lc_buf){0}) == LC_OK, "matmul");
+  lc_backend_op_seconds(be, t1);
+  CHECK(t1[LC_OPC_GEMM] > t0[LC_OPC_GEMM], "%s: 4 GEMMs added no GEMM time", dev);
+  for (int c = 0; c < LC_OPC_N; c++)
+    if (c != LC_OPC_GEMM) CHECK(t1[c] == t0[c], "%s: a GEMM counted as %s", dev, lc_op_class_name((lc_op_class)c));
+  CHECK(lc_be_add(bo, bo) == LC_OK && lc_be_scale(bo, 0.5f) == LC_OK, "elementwise");
+  lc_backend_op_seconds(be, t2);
+  CHECK(t2[LC_OPC_ELEM] > t1[LC_OPC_ELEM] && t2[LC_OPC_GEMM] == t1[LC_OPC_GEMM] && t2[LC_OPC_ATTN] == t1[LC_OPC_ATTN],
+        "%s: add and scale went to element-wise only", dev);
+  be->synchronous = 0; // as a queueing device: not timed
+  CHECK(lc_be_matmul_fwd(bo, ba, bw, T, K, Nn, 0, (lc_buf){0}) == LC_OK, "matmul");
+  lc_backend_op_seconds(be, t1);
+  CHECK(t1[LC_OPC_GEMM] == t2[LC_OPC_GEMM], "%s: a backend that is not synchronous was timed", dev);
+  be->synchronous = 1;
+  lc_buf_free(&ba), lc_buf_free(&bw), lc_buf_free(&bo);
+  free(a), free(w);
+  lc_backend_close(be);
+}
+
 int main(void) {
   test_devices();
+  test_op_timers("cpu");
+  test_op_timers("private");
   test_ops("cpu");
   test_ops("private");
   test_private();

@@ -1,7 +1,8 @@
 // The time model (plan/timemodel.h) and the layout search (plan/layout_search.h) on
 // synthetic rates:
-//  1. the sum rule: one rank, no communication: the step is the sum of its priced events,
-//     and scales exactly with the compute rates;
+//  1. the sum rule: one rank, no communication: the step is the sum of its priced events
+//     and of its terms (GEMMs, attention, element-wise, loss, optimizer; the GEMM term equal
+//     to the products' FLOP formula), and scales exactly with the compute rates;
 //  2. a layout that cannot overlap (Ulysses all-to-alls block): the step grows by exactly
 //     the all-to-all time of every layer (formula written here);
 //  3. ring hops overlap the kernel: hidden hops leave the step (almost) unchanged, exposed
@@ -56,6 +57,25 @@ int main(void) {
   lc_time_estimate a = predict(&cfg, &o, S, 1, 1, 1, &r);
   CHECK(fabs(a.total_s - (a.compute_s + a.optim_s + a.exposed_comm_s)) < 1e-12 * a.total_s && a.exposed_comm_s == 0,
         "one rank: total %.9g = compute %.9g + optimizer %.9g (exposed %.3g)", a.total_s, a.compute_s, a.optim_s, a.exposed_comm_s);
+  // the terms: one rank's step is exactly GEMMs + attention kernels + element-wise + loss +
+  // optimizer, and with only GEMMs priced (other rates infinite) the GEMM term is the
+  // products' FLOPs over the rate: per layer and token 2 x (q, k, v, o, gate, up, down)
+  // products' multiply-adds, x3 for backward, the selective policy's recompute of q/k/v/o
+  // and gate/up, and the head's forward and backward
+  {
+    const double sum = a.gemm_s + a.attn_kernel_s + a.elementwise_s + a.loss_s + a.optim_s;
+    CHECK(fabs(a.total_s - sum) < 1e-12 * a.total_s, "one rank: total %.12g = the terms' sum %.12g", a.total_s, sum);
+    lc_rates g;
+    flat_rates(&g, 100e9, 1e30, 1e30, 0, 1e30);
+    lc_model_opts un = o;
+    un.mlp_tile = 0;
+    const lc_time_estimate e = predict(&cfg, &un, S, 1, 1, 1, &g);
+    const double C = cfg.dim, HQ = (double)cfg.n_heads * cfg.head_dim, HKV = (double)cfg.n_kv_heads * cfg.head_dim;
+    const double attn = C * HQ + 2 * C * HKV + HQ * C, mlp = 3 * C * cfg.ffn, head = C * cfg.vocab;
+    const double fl = 2.0 * S * (cfg.n_layers * (3 * (attn + mlp) + attn + 2 * C * cfg.ffn) + 3 * head);
+    CHECK(fabs(e.gemm_s - fl / 100e9) < 1e-9 * e.gemm_s && fabs(e.total_s - e.gemm_s) < 1e-6 * e.total_s,
+          "GEMM term %.9g s, the FLOP formula %.9g s (step %.9g)", e.gemm_s, fl / 100e9, e.total_s);
+  }
   flat_rates(&r2, 200e9, 100e9, 20e9, 0, 1e30);
   lc_time_estimate b = predict(&cfg, &o, S, 1, 1, 1, &r2);
   CHECK(fabs(b.total_s - a.total_s / 2) < 1e-9 * a.total_s, "doubled rates: %.9g vs half of %.9g", b.total_s, a.total_s);

@@ -5,6 +5,10 @@
 
 #include "ops/ops.h"
 
+#include <stdatomic.h>
+
+#include "core/timer.h"
+
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,6 +242,22 @@ void lc_backend_sync_reset(lc_backend *be) {
   memset(be->sync_bytes, 0, sizeof be->sync_bytes);
 }
 
+// ---- op timers (backend.h: lc_backend_op_seconds): a clock read either side of each
+// entry on a backend whose ops have finished when they return
+static double op_clock(const lc_backend *be) { return be->synchronous ? lc_now() : 0; }
+static void op_account(lc_backend *be, lc_op_class c, double t0) {
+  if (be->synchronous) atomic_fetch_add(&be->op_ns[c], (uint64_t)((lc_now() - t0) * 1e9));
+}
+
+void lc_backend_op_seconds(const lc_backend *be, double out[LC_OPC_N]) {
+  for (int c = 0; c < LC_OPC_N; c++) out[c] = 1e-9 * (double)atomic_load(&be->op_ns[c]);
+}
+
+const char *lc_op_class_name(lc_op_class c) {
+  static const char *n[LC_OPC_N] = {"gemm", "attention", "loss", "elementwise", "optimizer"};
+  return c >= 0 && c < LC_OPC_N ? n[c] : "?";
+}
+
 // ---- ops: the checks every backend relies on, then its entry
 static lc_status need(int ok, const char *op) {
   return ok ? LC_OK : lc_fail(LC_EINVAL, "backend op %s: buffers of another backend, dtype or size", op);
@@ -246,49 +266,81 @@ static int same_be(lc_buf a, lc_buf b) { return a.be && a.be == b.be; }
 
 lc_status lc_be_copy(lc_buf dst, lc_buf src, lc_stream s) {
   LC_TRY(need(same_be(dst, src) && dst.dt == src.dt && dst.n == src.n, "copy"));
-  if (dst.n) dst.be->ops->copy(dst.be, dst, src, s);
+  if (dst.n) {
+    const double t0_ = op_clock(dst.be);
+    dst.be->ops->copy(dst.be, dst, src, s);
+    op_account(dst.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
 lc_status lc_be_zero(lc_buf dst) {
   LC_TRY(need(dst.be != NULL, "zero"));
-  if (dst.n) dst.be->ops->zero(dst.be, dst);
+  if (dst.n) {
+    const double t0_ = op_clock(dst.be);
+    dst.be->ops->zero(dst.be, dst);
+    op_account(dst.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
 lc_status lc_be_bf16_pack(lc_buf d, lc_buf s) {
   LC_TRY(need(same_be(d, s) && d.dt == LC_DT_BF16 && s.dt == LC_DT_F32 && d.n == s.n, "bf16_pack"));
-  if (d.n) d.be->ops->bf16_pack(d.be, d, s);
+  if (d.n) {
+    const double t0_ = op_clock(d.be);
+    d.be->ops->bf16_pack(d.be, d, s);
+    op_account(d.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
 lc_status lc_be_bf16_unpack(lc_buf d, lc_buf s) {
   LC_TRY(need(same_be(d, s) && d.dt == LC_DT_F32 && s.dt == LC_DT_BF16 && d.n == s.n, "bf16_unpack"));
-  if (d.n) d.be->ops->bf16_unpack(d.be, d, s);
+  if (d.n) {
+    const double t0_ = op_clock(d.be);
+    d.be->ops->bf16_unpack(d.be, d, s);
+    op_account(d.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
 lc_status lc_be_bf16_round(lc_buf x) {
   LC_TRY(need(x.be && x.dt == LC_DT_F32, "bf16_round"));
-  if (x.n) x.be->ops->bf16_round(x.be, x);
+  if (x.n) {
+    const double t0_ = op_clock(x.be);
+    x.be->ops->bf16_round(x.be, x);
+    op_account(x.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
 lc_status lc_be_add(lc_buf y, lc_buf x) {
   LC_TRY(need(same_be(y, x) && y.dt == LC_DT_F32 && x.dt == LC_DT_F32 && y.n == x.n, "add"));
-  if (y.n) y.be->ops->add(y.be, y, x);
+  if (y.n) {
+    const double t0_ = op_clock(y.be);
+    y.be->ops->add(y.be, y, x);
+    op_account(y.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
 lc_status lc_be_scale(lc_buf x, float s) {
   LC_TRY(need(x.be && x.dt == LC_DT_F32, "scale"));
-  if (x.n) x.be->ops->scale(x.be, x, s);
+  if (x.n) {
+    const double t0_ = op_clock(x.be);
+    x.be->ops->scale(x.be, x, s);
+    op_account(x.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
 lc_status lc_be_sumsq_acc(lc_buf acc, lc_buf x) {
   LC_TRY(need(same_be(acc, x) && acc.dt == LC_DT_F64 && acc.n == 1 && x.dt == LC_DT_F32, "sumsq_acc"));
-  if (x.n) x.be->ops->sumsq_acc(x.be, acc, x);
+  if (x.n) {
+    const double t0_ = op_clock(x.be);
+    x.be->ops->sumsq_acc(x.be, acc, x);
+    op_account(x.be, LC_OPC_OPTIM, t0_);
+  }
   return LC_OK;
 }
 
@@ -296,7 +348,11 @@ lc_status lc_be_adamw(lc_buf p, lc_buf g, lc_buf m, lc_buf v, const lc_adamw_arg
   LC_TRY(need(same_be(p, g) && same_be(p, m) && same_be(p, v) && p.dt == LC_DT_F32 && g.dt == LC_DT_F32 &&
                   m.dt == LC_DT_F32 && v.dt == LC_DT_F32 && g.n == p.n && m.n == p.n && v.n == p.n,
               "adamw"));
-  if (p.n) p.be->ops->adamw(p.be, p, g, m, v, a);
+  if (p.n) {
+    const double t0_ = op_clock(p.be);
+    p.be->ops->adamw(p.be, p, g, m, v, a);
+    op_account(p.be, LC_OPC_OPTIM, t0_);
+  }
   return LC_OK;
 }
 
@@ -309,7 +365,11 @@ lc_status lc_be_rmsnorm_fwd(lc_buf out, lc_buf rstd, lc_buf x, lc_buf w, int T, 
   LC_TRY(need(same_be(out, rstd) && same_be(out, x) && same_be(out, w) && is_act(out) && is_f32(rstd) && is_f32(x) &&
                   is_f32(w) && out.n >= (size_t)T * C && x.n >= (size_t)T * C && rstd.n >= (size_t)T && w.n >= (size_t)C,
               "rmsnorm_fwd"));
-  if (T > 0) out.be->ops->rmsnorm_fwd(out.be, out, rstd, x, w, T, C, eps);
+  if (T > 0) {
+    const double t0_ = op_clock(out.be);
+    out.be->ops->rmsnorm_fwd(out.be, out, rstd, x, w, T, C, eps);
+    op_account(out.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
@@ -319,7 +379,11 @@ lc_status lc_be_rmsnorm_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_
                   same_be(dinp, rstd) && is_f32(dinp) && is_f32(dout) && is_f32(inp) && is_f32(w) && is_f32(rstd) &&
                   (!dw.be || is_f32(dw)) && dinp.n >= (size_t)T * C,
               "rmsnorm_bwd"));
-  if (T > 0) be->ops->rmsnorm_bwd(be, dinp, dw, dout, inp, w, rstd, T, C, set);
+  if (T > 0) {
+    const double t0_ = op_clock(be);
+    be->ops->rmsnorm_bwd(be, dinp, dw, dout, inp, w, rstd, T, C, set);
+    op_account(be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
@@ -327,7 +391,12 @@ lc_status lc_be_matmul_fwd(lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N
   LC_TRY(need(same_be(out, inp) && same_be(out, w) && opt_be(scratch, out.be) && is_act(out) && is_act(inp) &&
                   is_act(w) && out.n >= (size_t)T * N && inp.n >= (size_t)T * K && w.n >= (size_t)N * K,
               "matmul_fwd"));
-  return out.be->ops->matmul_fwd(out.be, out, inp, w, T, K, N, bf16, scratch);
+  {
+    const double t0_ = op_clock(out.be);
+    const lc_status st_ = out.be->ops->matmul_fwd(out.be, out, inp, w, T, K, N, bf16, scratch);
+    op_account(out.be, LC_OPC_GEMM, t0_);
+    return st_;
+  }
 }
 
 lc_status lc_be_matmul_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, int T, int K, int N, int accumulate,
@@ -337,7 +406,12 @@ lc_status lc_be_matmul_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_b
                   opt_be(scratch, be) && (!dinp.be || is_f32(dinp)) && (!dw.be || is_f32(dw)) && is_act(dout) &&
                   is_act(inp) && is_act(w),
               "matmul_bwd"));
-  return be->ops->matmul_bwd(be, dinp, dw, dout, inp, w, T, K, N, accumulate, bf16, scratch);
+  {
+    const double t0_ = op_clock(be);
+    const lc_status st_ = be->ops->matmul_bwd(be, dinp, dw, dout, inp, w, T, K, N, accumulate, bf16, scratch);
+    op_account(be, LC_OPC_GEMM, t0_);
+    return st_;
+  }
 }
 
 static int loss_acc(lc_buf acc) { return acc.dt == LC_DT_F64 && acc.n == 2; }
@@ -346,7 +420,11 @@ lc_status lc_be_xent_tile(lc_buf logits, lc_buf targets, int T, int V, float sca
   LC_TRY(need(same_be(logits, targets) && same_be(logits, acc) && is_f32(logits) && targets.dt == LC_DT_I32 &&
                   loss_acc(acc) && logits.n >= (size_t)T * V && targets.n >= (size_t)T,
               "xent_tile"));
-  if (T > 0) logits.be->ops->xent_tile(logits.be, logits, targets, T, V, scale, acc, count_wrong);
+  if (T > 0) {
+    const double t0_ = op_clock(logits.be);
+    logits.be->ops->xent_tile(logits.be, logits, targets, T, V, scale, acc, count_wrong);
+    op_account(logits.be, LC_OPC_LOSS, t0_);
+  }
   return LC_OK;
 }
 
@@ -354,7 +432,11 @@ static int stats_ok(lc_buf s, int T) { return s.dt == LC_DT_U8 && s.n >= lc_xent
 
 lc_status lc_be_xent_stats_init(lc_buf stats, int T) {
   LC_TRY(need(stats.be && stats_ok(stats, T), "xent_stats_init"));
-  stats.be->ops->xent_stats_init(stats.be, stats, T);
+  {
+    const double t0_ = op_clock(stats.be);
+    stats.be->ops->xent_stats_init(stats.be, stats, T);
+    op_account(stats.be, LC_OPC_LOSS, t0_);
+  }
   return LC_OK;
 }
 
@@ -362,7 +444,11 @@ lc_status lc_be_xent_slice_merge(lc_buf stats, int T, lc_buf logits, lc_buf targ
   LC_TRY(need(same_be(stats, logits) && same_be(stats, targets) && stats_ok(stats, T) && is_f32(logits) &&
                   targets.dt == LC_DT_I32 && targets.n >= (size_t)T && logits.n >= (size_t)m * vs && t0 + m <= T,
               "xent_slice_merge"));
-  stats.be->ops->xent_slice_merge(stats.be, stats, T, logits, targets, t0, m, v0, vs);
+  {
+    const double t0_ = op_clock(stats.be);
+    stats.be->ops->xent_slice_merge(stats.be, stats, T, logits, targets, t0, m, v0, vs);
+    op_account(stats.be, LC_OPC_LOSS, t0_);
+  }
   return LC_OK;
 }
 
@@ -370,7 +456,11 @@ lc_status lc_be_xent_slice_total(lc_buf stats, lc_buf targets, int T, lc_buf acc
   LC_TRY(need(same_be(stats, targets) && same_be(stats, acc) && stats_ok(stats, T) && targets.dt == LC_DT_I32 &&
                   loss_acc(acc),
               "xent_slice_total"));
-  stats.be->ops->xent_slice_total(stats.be, stats, targets, T, acc, count_wrong);
+  {
+    const double t0_ = op_clock(stats.be);
+    stats.be->ops->xent_slice_total(stats.be, stats, targets, T, acc, count_wrong);
+    op_account(stats.be, LC_OPC_LOSS, t0_);
+  }
   return LC_OK;
 }
 
@@ -379,7 +469,11 @@ lc_status lc_be_xent_slice_dlogits(lc_buf logits, lc_buf stats, int T, lc_buf ta
   LC_TRY(need(same_be(stats, logits) && same_be(stats, targets) && stats_ok(stats, T) && is_f32(logits) &&
                   targets.dt == LC_DT_I32 && logits.n >= (size_t)m * vs && t0 + m <= T,
               "xent_slice_dlogits"));
-  stats.be->ops->xent_slice_dlogits(stats.be, logits, stats, T, targets, t0, m, v0, vs, scale);
+  {
+    const double t0_ = op_clock(stats.be);
+    stats.be->ops->xent_slice_dlogits(stats.be, logits, stats, T, targets, t0, m, v0, vs, scale);
+    op_account(stats.be, LC_OPC_LOSS, t0_);
+  }
   return LC_OK;
 }
 
@@ -391,14 +485,22 @@ lc_status lc_be_rope(lc_buf x, lc_buf cos_t, lc_buf sin_t, int T, int H, int D, 
   LC_TRY(need(same_be(x, cos_t) && same_be(x, sin_t) && is_f32(x) && is_f32(cos_t) && is_f32(sin_t) &&
                   fits(x, (size_t)T * H * D) && fits(cos_t, half) && fits(sin_t, half),
               "rope"));
-  if (T > 0) x.be->ops->rope(x.be, x, cos_t, sin_t, T, H, D, bwd);
+  if (T > 0) {
+    const double t0_ = op_clock(x.be);
+    x.be->ops->rope(x.be, x, cos_t, sin_t, T, H, D, bwd);
+    op_account(x.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
 lc_status lc_be_swiglu_fwd(lc_buf h, lc_buf g, lc_buf u) {
   LC_TRY(need(same_be(h, g) && same_be(h, u) && is_act(h) && g.dt == h.dt && u.dt == h.dt && g.n == h.n && u.n == h.n,
               "swiglu_fwd"));
-  if (h.n) h.be->ops->swiglu_fwd(h.be, h, g, u);
+  if (h.n) {
+    const double t0_ = op_clock(h.be);
+    h.be->ops->swiglu_fwd(h.be, h, g, u);
+    op_account(h.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
@@ -407,19 +509,31 @@ lc_status lc_be_swiglu_bwd(lc_buf dg, lc_buf du, lc_buf dh, lc_buf g, lc_buf u) 
                   g.dt == dg.dt && u.dt == dg.dt && is_f32(dh) && du.n == dg.n && dh.n == dg.n && g.n == dg.n &&
                   u.n == dg.n,
               "swiglu_bwd"));
-  if (dg.n) dg.be->ops->swiglu_bwd(dg.be, dg, du, dh, g, u);
+  if (dg.n) {
+    const double t0_ = op_clock(dg.be);
+    dg.be->ops->swiglu_bwd(dg.be, dg, du, dh, g, u);
+    op_account(dg.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
 lc_status lc_be_bias_fwd(lc_buf y, lc_buf b, int T, int N) {
   LC_TRY(need(same_be(y, b) && is_f32(y) && is_f32(b) && fits(y, (size_t)T * N) && fits(b, (size_t)N), "bias_fwd"));
-  if (T > 0) y.be->ops->bias_fwd(y.be, y, b, T, N);
+  if (T > 0) {
+    const double t0_ = op_clock(y.be);
+    y.be->ops->bias_fwd(y.be, y, b, T, N);
+    op_account(y.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
 lc_status lc_be_bias_bwd(lc_buf db, lc_buf dy, int T, int N) {
   LC_TRY(need(same_be(db, dy) && is_f32(db) && is_act(dy) && fits(dy, (size_t)T * N) && fits(db, (size_t)N), "bias_bwd"));
-  if (T > 0) db.be->ops->bias_bwd(db.be, db, dy, T, N);
+  if (T > 0) {
+    const double t0_ = op_clock(db.be);
+    db.be->ops->bias_bwd(db.be, db, dy, T, N);
+    op_account(db.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
@@ -427,7 +541,11 @@ lc_status lc_be_embedding_fwd(lc_buf out, lc_buf tokens, lc_buf wte, int T, int 
   LC_TRY(need(same_be(out, tokens) && same_be(out, wte) && is_f32(out) && tokens.dt == LC_DT_I32 && is_act(wte) &&
                   fits(out, (size_t)T * C) && fits(tokens, (size_t)T) && C > 0 && wte.n % (size_t)C == 0,
               "embedding_fwd"));
-  if (T > 0) out.be->ops->embedding_fwd(out.be, out, tokens, wte, T, C, r0);
+  if (T > 0) {
+    const double t0_ = op_clock(out.be);
+    out.be->ops->embedding_fwd(out.be, out, tokens, wte, T, C, r0);
+    op_account(out.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
@@ -435,7 +553,11 @@ lc_status lc_be_embedding_bwd(lc_buf dwte, lc_buf dout, lc_buf tokens, int T, in
   LC_TRY(need(same_be(dwte, dout) && same_be(dwte, tokens) && is_f32(dwte) && is_f32(dout) && tokens.dt == LC_DT_I32 &&
                   fits(dout, (size_t)T * C) && fits(tokens, (size_t)T) && C > 0 && dwte.n % (size_t)C == 0,
               "embedding_bwd"));
-  if (T > 0) dwte.be->ops->embedding_bwd(dwte.be, dwte, dout, tokens, T, C, r0);
+  if (T > 0) {
+    const double t0_ = op_clock(dwte.be);
+    dwte.be->ops->embedding_bwd(dwte.be, dwte, dout, tokens, T, C, r0);
+    op_account(dwte.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
@@ -459,7 +581,12 @@ lc_status lc_be_flash_fwd_packed(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_
                   (s->bf16 || !is16(out)) && fits(out, (size_t)s->Tq * s->Hq * s->D) &&
                   fits(lse, (size_t)s->Hq * s->Tq) && pack_ok(pack, q.be, s, 0),
               "flash_fwd"));
-  return q.be->ops->flash_fwd(q.be, out, lse, q, k, v, lo, pack, s);
+  {
+    const double t0_ = op_clock(q.be);
+    const lc_status st_ = q.be->ops->flash_fwd(q.be, out, lse, q, k, v, lo, pack, s);
+    op_account(q.be, LC_OPC_ATTN, t0_);
+    return st_;
+  }
 }
 
 lc_status lc_be_flash_fwd(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_shape *s) {
@@ -471,7 +598,11 @@ lc_status lc_be_flash_kv_pack(lc_buf pack, lc_buf k, lc_buf v, const lc_attn_sha
   LC_TRY(need(same_be(k, v) && same_be(pack, k) && pack.dt == LC_DT_U8 && pack.n >= lc_be_flash_kv_bytes(k.be, s, bwd) &&
                   is_act(k) && v.dt == k.dt && fits(k, nk) && fits(v, nk),
               "flash_kv_pack"));
-  k.be->ops->flash_kv_pack(k.be, pack, k, v, s, bwd);
+  {
+    const double t0_ = op_clock(k.be);
+    k.be->ops->flash_kv_pack(k.be, pack, k, v, s, bwd);
+    op_account(k.be, LC_OPC_ATTN, t0_);
+  }
   return LC_OK;
 }
 
@@ -482,19 +613,31 @@ static int strided_ok(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size
 
 lc_status lc_be_copy2d(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n) {
   LC_TRY(need(strided_ok(dst, ld_dst, src, ld_src, rows, n), "copy2d"));
-  dst.be->ops->copy2d(dst.be, dst, ld_dst, src, ld_src, rows, n);
+  {
+    const double t0_ = op_clock(dst.be);
+    dst.be->ops->copy2d(dst.be, dst, ld_dst, src, ld_src, rows, n);
+    op_account(dst.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
 lc_status lc_be_add2d(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n) {
   LC_TRY(need(strided_ok(dst, ld_dst, src, ld_src, rows, n) && is_f32(dst), "add2d"));
-  dst.be->ops->add2d(dst.be, dst, ld_dst, src, ld_src, rows, n);
+  {
+    const double t0_ = op_clock(dst.be);
+    dst.be->ops->add2d(dst.be, dst, ld_dst, src, ld_src, rows, n);
+    op_account(dst.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
 lc_status lc_be_fill(lc_buf x, float v) {
   LC_TRY(need(x.be && is_f32(x), "fill"));
-  x.be->ops->fill(x.be, x, v);
+  {
+    const double t0_ = op_clock(x.be);
+    x.be->ops->fill(x.be, x, v);
+    op_account(x.be, LC_OPC_ELEM, t0_);
+  }
   return LC_OK;
 }
 
@@ -504,7 +647,12 @@ lc_status lc_be_flash_bwd_packed(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, l
                   same_be(lse, q) && same_be(delta, q) && is_f32(dq) && is_f32(dk) && is_f32(dv) && dout.dt == q.dt &&
                   is_f32(lse) && is_f32(delta) && pack_ok(pack, q.be, s, 1),
               "flash_bwd"));
-  return q.be->ops->flash_bwd(q.be, dq, dk, dv, dout, q, k, v, lse, delta, lo, pack, s);
+  {
+    const double t0_ = op_clock(q.be);
+    const lc_status st_ = q.be->ops->flash_bwd(q.be, dq, dk, dv, dout, q, k, v, lse, delta, lo, pack, s);
+    op_account(q.be, LC_OPC_ATTN, t0_);
+    return st_;
+  }
 }
 
 lc_status lc_be_flash_bwd(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v, lc_buf lse,
@@ -518,7 +666,11 @@ lc_status lc_be_attn_merge(lc_buf out_a, lc_buf lse_a, lc_buf out_b, lc_buf lse_
                   is_f32(out_b) && is_f32(lse_a) && is_f32(lse_b) && fits(out_a, n) && fits(out_b, n) &&
                   fits(lse_a, nl) && fits(lse_b, nl),
               "attn_merge"));
-  if (n) out_a.be->ops->attn_merge(out_a.be, out_a, lse_a, out_b, lse_b, Tq, Hq, D);
+  if (n) {
+    const double t0_ = op_clock(out_a.be);
+    out_a.be->ops->attn_merge(out_a.be, out_a, lse_a, out_b, lse_b, Tq, Hq, D);
+    op_account(out_a.be, LC_OPC_ATTN, t0_);
+  }
   return LC_OK;
 }
 
@@ -527,6 +679,10 @@ lc_status lc_be_attn_delta(lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq
   LC_TRY(need(same_be(delta, dout) && same_be(delta, out) && is_f32(delta) && is_act(dout) && out.dt == dout.dt &&
                   fits(dout, n) && fits(out, n) && fits(delta, (size_t)Tq * Hq),
               "attn_delta"));
-  if (n) delta.be->ops->attn_delta(delta.be, delta, dout, out, Tq, Hq, D);
+  if (n) {
+    const double t0_ = op_clock(delta.be);
+    delta.be->ops->attn_delta(delta.be, delta, dout, out, Tq, Hq, D);
+    op_account(delta.be, LC_OPC_ATTN, t0_);
+  }
   return LC_OK;
 }

@@ -170,6 +170,13 @@ typedef struct {
   void (*destroy)(lc_backend *be);
 } lc_backend_ops;
 
+// What the op timers sort the table's entries into (lc_backend_op_seconds): the linear
+// layers' products; attention kernels (flash forward/backward, packing, merge, delta); the
+// loss tile (cross-entropy and the slices' statistics); the optimizer (AdamW and the sums
+// of squares of the gradient norm); every other element-wise op (casts, copies, add/scale,
+// norms, RoPE, SwiGLU, bias, embedding, strided copies).
+typedef enum { LC_OPC_GEMM = 0, LC_OPC_ATTN, LC_OPC_LOSS, LC_OPC_ELEM, LC_OPC_OPTIM, LC_OPC_N } lc_op_class;
+
 struct lc_backend {
   const lc_backend_ops *ops;
   char name[32];       // "cpu", "private", "cuda:0"
@@ -180,6 +187,10 @@ struct lc_backend {
                        // the same arena: device and host are one memory)
   size_t sync[LC_SYNC_N][2]; // named reads [k][0] and writes [k][1]
   size_t sync_bytes[LC_SYNC_N];
+  // Its ops have finished when they return (cpu, private): each entry is timed, two clock
+  // reads, into op_ns by class. A device that queues work (cuda) is not timed this way.
+  int synchronous;
+  _Atomic uint64_t op_ns[LC_OPC_N];
   void *impl;
 };
 
@@ -202,6 +213,11 @@ void lc_backend_cpu_init(lc_backend *be, lc_arena *arena);
 const char *lc_backend_describe(const lc_backend *be, char *buf, size_t n);
 // The names of the devices this build can open, for messages ("cpu, private").
 const char *lc_device_names(void);
+
+// Seconds spent inside the table's entries so far, by class (0 on a backend that is not
+// synchronous); a step's share is the difference across it.
+void lc_backend_op_seconds(const lc_backend *be, double out[LC_OPC_N]);
+const char *lc_op_class_name(lc_op_class c);
 
 // ---- memory
 // A buffer of n elements of dt in category cat (zero: zeroed). LC_ENOMEM with the arena's

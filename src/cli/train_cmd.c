@@ -330,14 +330,28 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   long saved_at = -1;
   const long first_step = tr.step;
   const int predict = rank == 0 && !rates.builtin; // (uncalibrated: no number, train_report.c)
-  const double pred0 = predict ? lc_train_predict(&o, &tr, &rates, NULL, 0) : 0;
+  lc_time_estimate est0, est;
+  const double pred0 = predict ? lc_train_predict(&o, &tr, &rates, &est0, 0) : 0;
   double meas_sum = 0, pred_sum = 0;
   int n_timed = 0;
+  lc_step_terms tsum_m, tsum_p, tm, tp; // per-term sums over the timed steps
+  memset(&tsum_m, 0, sizeof tsum_m), memset(&tsum_p, 0, sizeof tsum_p), memset(&tp, 0, sizeof tp);
+  int terms_timed = 0;
   for (long s = tr.step; s < o.steps; s++) {
     st = lc_trainer_step(&tr, &m);
     // (the prediction depends on the step only through its sample's attention bounds)
-    if (st == LC_OK && predict) m.predicted_step_s = tr.lo ? lc_train_predict(&o, &tr, &rates, NULL, 1) : pred0;
-    if (st == LC_OK && s > first_step) meas_sum += m.seconds, pred_sum += m.predicted_step_s, n_timed++; // the first warms up
+    if (st == LC_OK && predict) {
+      est = est0;
+      m.predicted_step_s = tr.lo ? lc_train_predict(&o, &tr, &rates, &est, 1) : pred0;
+      lc_terms_predicted(&est, &tp);
+    }
+    if (st == LC_OK && s > first_step) { // the first warms up
+      meas_sum += m.seconds, pred_sum += m.predicted_step_s, n_timed++;
+      if (lc_terms_measured(&m, &tm)) {
+        terms_timed = 1;
+        for (int i = 0; i < LC_TERM_N; i++) tsum_m.s[i] += tm.s[i], tsum_p.s[i] += tp.s[i];
+      }
+    }
     if (st != LC_OK && !tr.failed_everywhere) return fail_everywhere(w, LC_EXIT_ERROR);
     if (st != LC_OK) { // found alike on every rank: one line, an orderly end
       if (rank == 0) lc_cli_error(lc_errmsg());
@@ -351,7 +365,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
                tr.skipped_in_a_row, F.skip_nonfinite);
       }
       if (prog.tty || m.step % F.log_every == 0 || m.step == o.steps) lc_progress_line(&prog, &m, o.steps);
-      if (jf) lc_train_log_json(jf, &m, peak_gflops);
+      if (jf) lc_train_log_json(jf, &m, peak_gflops, predict ? &tp : NULL);
     }
     // A signal reaches the ranks at different moments: they agree after each step.
     double sig = lc_job_signal();
@@ -414,6 +428,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
     else if (n_timed > 0 && rates.builtin)
       printf("time model: measured %.4g s per step (mean of %d step%s after the first); no prediction without this "
              "machine's rates: `longctx calibrate`\n", meas_sum / n_timed, n_timed, n_timed > 1 ? "s" : "");
+    if (n_timed > 0 && terms_timed) lc_terms_print(&tsum_m, predict ? &tsum_p : NULL, n_timed);
   }
   if (jf) fclose(jf);
   lc_watchdog_stop(dog); // every rank gets here: the step loop's failures that may be on one rank abort

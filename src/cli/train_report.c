@@ -2,6 +2,7 @@
 #include "cli/train_report.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,7 +151,58 @@ void lc_progress_break(lc_progress *p) {
   p->open = 0;
 }
 
-void lc_train_log_json(FILE *f, const lc_step_metrics *m, double peak_gflops) {
+const char *lc_term_name(lc_term t) {
+  static const char *n[LC_TERM_N] = {"gemm", "attention", "loss", "elementwise", "optimizer", "exposed_comm", "other"};
+  return t >= 0 && t < LC_TERM_N ? n[t] : "?";
+}
+
+int lc_terms_measured(const lc_step_metrics *m, lc_step_terms *t) {
+  memset(t, 0, sizeof *t);
+  if (!m->op_timed) return 0;
+  static const lc_term of[LC_OPC_N] = {[LC_OPC_GEMM] = LC_TERM_GEMM, [LC_OPC_ATTN] = LC_TERM_ATTN, [LC_OPC_LOSS] = LC_TERM_LOSS,
+                                       [LC_OPC_ELEM] = LC_TERM_ELEM, [LC_OPC_OPTIM] = LC_TERM_OPTIM};
+  for (int c = 0; c < LC_OPC_N; c++) t->s[of[c]] += m->op_s[c];
+  t->s[LC_TERM_COMM] = m->comm_wait_s;
+  double sum = 0;
+  for (int i = 0; i < LC_TERM_OTHER; i++) sum += t->s[i];
+  t->s[LC_TERM_OTHER] = m->seconds - sum;
+  return 1;
+}
+
+void lc_terms_predicted(const lc_time_estimate *e, lc_step_terms *t) {
+  memset(t, 0, sizeof *t);
+  t->s[LC_TERM_GEMM] = e->gemm_s, t->s[LC_TERM_ATTN] = e->attn_kernel_s, t->s[LC_TERM_LOSS] = e->loss_s;
+  t->s[LC_TERM_ELEM] = e->elementwise_s, t->s[LC_TERM_OPTIM] = e->optim_s, t->s[LC_TERM_COMM] = e->exposed_comm_s;
+  double sum = 0;
+  for (int i = 0; i < LC_TERM_OTHER; i++) sum += t->s[i];
+  const double rest = e->total_s - sum;
+  t->s[LC_TERM_OTHER] = fabs(rest) <= 1e-12 * e->total_s ? 0 : rest; // (rounding of the sum)
+}
+
+void lc_terms_print(const lc_step_terms *meas, const lc_step_terms *pred, int steps) {
+  static const char *label[LC_TERM_N] = {"GEMMs", "attention kernels", "loss tile", "element-wise", "optimizer",
+                                         "exposed communication", "other (host, sync)"};
+  printf("time by term, seconds per step (mean of %d step%s after the first):\n  %-22s %10s %10s%s\n", steps,
+         steps > 1 ? "s" : "", "term", pred ? "predicted" : "", "measured", pred ? "  predicted/measured - 1" : "");
+  double tm = 0, tp = 0;
+  for (int i = 0; i <= LC_TERM_N; i++) {
+    const double m = i < LC_TERM_N ? meas->s[i] / steps : tm, p = pred ? (i < LC_TERM_N ? pred->s[i] / steps : tp) : 0;
+    if (i < LC_TERM_N) tm += m, tp += p;
+    printf("  %-22s ", i < LC_TERM_N ? label[i] : "step");
+    if (pred) printf("%10.4g", p);
+    else printf("%10s", "");
+    printf(" %10.4g", m);
+    if (pred && m > 0 && p > 0) printf("  %+6.1f%%", 100 * (p / m - 1));
+    printf("\n");
+  }
+}
+
+static void add_terms(cJSON *o, const char *key, const lc_step_terms *t) {
+  cJSON *x = cJSON_AddObjectToObject(o, key);
+  for (int i = 0; i < LC_TERM_N; i++) cJSON_AddNumberToObject(x, lc_term_name((lc_term)i), t->s[i]);
+}
+
+void lc_train_log_json(FILE *f, const lc_step_metrics *m, double peak_gflops, const lc_step_terms *pred) {
   const double flops = m->flops;
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "step", (double)m->step);
@@ -177,6 +229,9 @@ void lc_train_log_json(FILE *f, const lc_step_metrics *m, double peak_gflops) {
   cJSON_AddNumberToObject(o, "attn_kernel_s", m->attn_kernel_s);
   cJSON_AddNumberToObject(o, "attn_pairs", m->attn_pairs);
   cJSON_AddNumberToObject(o, "cp_work_imbalance", m->cp_imbalance);
+  lc_step_terms mt;
+  if (lc_terms_measured(m, &mt)) add_terms(o, "measured_terms_s", &mt);
+  if (pred) add_terms(o, "predicted_terms_s", pred);
   char *s = cJSON_PrintUnformatted(o);
   fprintf(f, "%s\n", s);
   fflush(f);

@@ -23,8 +23,25 @@ void lc_progress_line(lc_progress *p, const lc_step_metrics *m, long total);
 void lc_progress_break(lc_progress *p);
 int lc_stdout_is_terminal(void);
 
-// One JSON object for the step (the keys README.md lists).
-void lc_train_log_json(FILE *f, const lc_step_metrics *m, double peak_gflops);
+// A step's time by term: the backend's op classes, the communication the step waited for,
+// and the rest (step time less the others: host work, launches, synchronisation).
+typedef enum {
+  LC_TERM_GEMM = 0, LC_TERM_ATTN, LC_TERM_LOSS, LC_TERM_ELEM, LC_TERM_OPTIM, LC_TERM_COMM, LC_TERM_OTHER, LC_TERM_N
+} lc_term;
+typedef struct {
+  double s[LC_TERM_N];
+} lc_step_terms;
+const char *lc_term_name(lc_term t);
+// Measured (the backend's op timers, m->op_timed; 0 where the backend does not time its ops)
+// and predicted (the time model's estimate of the step).
+int lc_terms_measured(const lc_step_metrics *m, lc_step_terms *t);
+void lc_terms_predicted(const lc_time_estimate *e, lc_step_terms *t);
+// The end of train: each term's mean per step, predicted beside measured (pred NULL: none).
+void lc_terms_print(const lc_step_terms *meas, const lc_step_terms *pred, int steps);
+
+// One JSON object for the step (the keys README.md lists): with the measured terms and,
+// when pred is given, the predicted ones.
+void lc_train_log_json(FILE *f, const lc_step_metrics *m, double peak_gflops, const lc_step_terms *pred);
 // The time model's step time for the trainer's layout (plan/timemodel.h); with_sample: the
 // attention bounds of the batch's first sequence just processed (documents, window), else
 // plain causal (or the window). e (may be NULL) gets the breakdown. 0 if it cannot predict.

@@ -30,7 +30,15 @@ typedef struct {
   double sl_comm[3];               // vocabulary slices under ZeRO 2/3: the row gathers and reductions of the
                                    // sliced embedding forward, loss and embedding backward (slice-ahead: overlapped)
   double sl_comm_s, sl_exposed_s;  // accumulated by sliced(): all, the part waited for
+  double gemm_s, ew_s, loss_ew_s;  // accumulated: every product, element-wise pass, the loss's softmax passes
 } cost;
+
+// An element-wise pass of `flops` (counted into the estimate's element-wise term).
+static double ew(cost *k, double flops) {
+  const double s = lc_rates_ew_s(k->r, flops);
+  k->ew_s += s;
+  return s;
+}
 
 // A sliced op of `compute` seconds whose row ranges move `comm` seconds, each slice's
 // transfer under the previous slice's work: the longer of the two.
@@ -43,16 +51,21 @@ static double sliced(cost *k, double compute, double comm) {
 
 // One linear layer (T x K -> N) forward or backward.
 static double lin(const cost *k, int bwd, double T, int K, int N) { return lc_rates_gemm_s(k->r, k->bf16, bwd, T, K, N); }
+// Products of `s` seconds (counted into the estimate's GEMM term).
+static double gemms(cost *k, double s) {
+  k->gemm_s += s;
+  return s;
+}
 
 // GEMMs of the attention half (q, k, v, o) and the MLP half (gate, up[, down]).
-static double attn_gemms(const cost *k, int bwd) {
+static double attn_gemms(cost *k, int bwd) {
   const lc_config *c = k->c;
   const int HQ = c->n_heads * c->head_dim, HKV = c->n_kv_heads * c->head_dim;
-  return lin(k, bwd, k->T, c->dim, HQ) + 2 * lin(k, bwd, k->T, c->dim, HKV) + lin(k, bwd, k->T, HQ, c->dim);
+  return gemms(k, lin(k, bwd, k->T, c->dim, HQ) + 2 * lin(k, bwd, k->T, c->dim, HKV) + lin(k, bwd, k->T, HQ, c->dim));
 }
-static double mlp_gemms(const cost *k, int bwd, int with_down) {
+static double mlp_gemms(cost *k, int bwd, int with_down) {
   const lc_config *c = k->c;
-  return 2 * lin(k, bwd, k->T, c->dim, c->ffn) + (with_down ? lin(k, bwd, k->T, c->ffn, c->dim) : 0);
+  return gemms(k, 2 * lin(k, bwd, k->T, c->dim, c->ffn) + (with_down ? lin(k, bwd, k->T, c->ffn, c->dim) : 0));
 }
 
 // A layer's attention with its exchanges (attn_2d.c, ring.c). Ulysses: each stage's exchange
@@ -82,14 +95,14 @@ static double op_seconds(cost *k, lc_op op, double *recompute, double *attn_kern
   const lc_ckpt_policy pol = k->o->ckpt;
   switch (op) {
   case LC_OP_EMBED_FWD:
-  case LC_OP_EMBED_BWD: return lc_rates_ew_s(k->r, 8.0 * T * C);
-  case LC_OP_EMBED_FWD_SLICED: return sliced(k, lc_rates_ew_s(k->r, 8.0 * T * C), k->sl_comm[0]);
-  case LC_OP_EMBED_BWD_SLICED: return sliced(k, lc_rates_ew_s(k->r, 8.0 * T * C), k->sl_comm[2]);
+  case LC_OP_EMBED_BWD: return ew(k, 8.0 * T * C);
+  case LC_OP_EMBED_FWD_SLICED: return sliced(k, ew(k, 8.0 * T * C), k->sl_comm[0]);
+  case LC_OP_EMBED_BWD_SLICED: return sliced(k, ew(k, 8.0 * T * C), k->sl_comm[2]);
   case LC_OP_LAYER_FWD:
     *attn_kernel += k->attn_fwd_s;
-    return attn_gemms(k, 0) + mlp_gemms(k, 0, 1) + attention(k, 0) + lc_rates_ew_s(k->r, ewf);
+    return attn_gemms(k, 0) + mlp_gemms(k, 0, 1) + attention(k, 0) + ew(k, ewf);
   case LC_OP_RECOMPUTE: { // lc_layer_fwd without the output: q/k/v/o, untiled gate/up; full: attention too
-    double s = attn_gemms(k, 0) + (k->tiled ? 0 : mlp_gemms(k, 0, 0)) + lc_rates_ew_s(k->r, ewf);
+    double s = attn_gemms(k, 0) + (k->tiled ? 0 : mlp_gemms(k, 0, 0)) + ew(k, ewf);
     if (pol == LC_CKPT_FULL) s += attention(k, 0), *attn_kernel += k->attn_fwd_s;
     *recompute += s;
     return s;
@@ -98,12 +111,14 @@ static double op_seconds(cost *k, lc_op op, double *recompute, double *attn_kern
     const double rec = k->tiled ? mlp_gemms(k, 0, 0) : 0; // tiled MLP recomputes gate/up per tile
     *recompute += rec;
     *attn_kernel += k->attn_bwd_s;
-    return attn_gemms(k, 1) + mlp_gemms(k, 1, 1) + rec + attention(k, 1) + lc_rates_ew_s(k->r, 2 * ewf);
+    return attn_gemms(k, 1) + mlp_gemms(k, 1, 1) + rec + attention(k, 1) + ew(k, 2 * ewf);
   }
   case LC_OP_LOSS:
   case LC_OP_LOSS_SLICED: { // head forward + both backward products + softmax passes; slices: the logits twice
     const double f = lin(k, 0, T, c->dim, c->vocab);
-    const double s = f * (op == LC_OP_LOSS_SLICED ? 2 : 1) + lin(k, 1, T, c->dim, c->vocab) + lc_rates_ew_s(k->r, 12.0 * T * V);
+    const double soft = lc_rates_ew_s(k->r, 12.0 * T * V);
+    k->loss_ew_s += soft;
+    const double s = gemms(k, f * (op == LC_OP_LOSS_SLICED ? 2 : 1) + lin(k, 1, T, c->dim, c->vocab)) + soft;
     return op == LC_OP_LOSS_SLICED ? sliced(k, s, k->sl_comm[1]) : s;
   }
   default: return 0;
@@ -243,7 +258,7 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
           }
           if (e->kind == LC_EV_ACQUIRE) ready[u] = -1;
         } else if (e->kind == LC_EV_ACQUIRE && k.bf16) {
-          const double c = lc_rates_ew_s(r, UNIT(u) * 2); // the rounded copy
+          const double c = ew(&k, UNIT(u) * 2); // the rounded copy
           t += c, compute += c;
         }
         break;
@@ -289,6 +304,9 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   out->passes = passes;
   out->recompute_s = recompute;
   out->attn_kernel_s = attn_kernel;
+  out->gemm_s = k.gemm_s;
+  out->elementwise_s = k.ew_s;
+  out->loss_s = k.loss_ew_s;
   out->optim_s = opt;
   out->comm_s = comm + k.attn_comm_s + k.sl_comm_s + after;
   out->exposed_comm_s = pass_comm_wait + k.attn_exposed_s + k.sl_exposed_s + after;

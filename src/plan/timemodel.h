@@ -35,6 +35,9 @@ typedef struct {
   double compute_s;      // GEMMs, attention kernels, element-wise, loss (recompute included)
   double recompute_s;    // of which the checkpoint policy's recompute (and tiled MLP's)
   double attn_kernel_s;  // of which attention kernels
+  double gemm_s;         // of which the linear layers' and the head's products
+  double elementwise_s;  // of which the element-wise passes (norms, RoPE, SwiGLU, casts, embedding)
+  double loss_s;         // of which the loss tile's softmax passes (the head's products are in gemm_s)
   double comm_s;         // all communication, hidden or not
   double exposed_comm_s; // the part the step waits for
   double optim_s;        // optimizer (and the gradient norm)

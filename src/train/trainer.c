@@ -230,6 +230,8 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   double b0[5] = {0}, ws0[5] = {0}, k0 = t->distributed ? lc_attn_2d_compute_seconds(&t->attn) : 0;
   for (int i = 0; i < 5; i++)
     if (cs[i]) b0[i] = cs[i]->bytes_sent, ws0[i] = cs[i]->wait_seconds;
+  double op0[LC_OPC_N];
+  lc_backend_op_seconds(t->be, op0);
   memset(m, 0, sizeof *m);
   lc_run_set_step(t->step + 1);
   // Draw the whole batch first: the loss is divided by the batch's counted tokens (all ranks).
@@ -301,6 +303,9 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   m->tokens = (long)o->batch * S;
   m->counted = counted;
   m->seconds = lc_now() - t0;
+  lc_backend_op_seconds(t->be, m->op_s);
+  for (int c = 0; c < LC_OPC_N; c++) m->op_s[c] -= op0[c];
+  m->op_timed = t->be->synchronous;
   m->attn_bytes = cs[0]->bytes_sent - b0[0] + cs[1]->bytes_sent - b0[1];
   for (int i = 2; i < 5; i++)
     if (cs[i]) m->grad_bytes += cs[i]->bytes_sent - b0[i];

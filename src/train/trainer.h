@@ -60,6 +60,10 @@ typedef struct {
   double cp_imbalance;        // max / mean attention work over this group's context ranks
   int skipped;                // 1: the loss or gradient norm was not finite and the update was skipped
   double predicted_step_s;    // the time model's step time for this step's layout and sample (CLI; 0: none)
+  // seconds inside the backend's ops by class (lc_op_class: GEMMs, attention kernels, loss,
+  // element-wise, optimizer), where the backend's ops are synchronous (op_timed)
+  double op_s[LC_OPC_N];
+  int op_timed;
 } lc_step_metrics;
 
 typedef struct {

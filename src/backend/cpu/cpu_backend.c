@@ -180,6 +180,7 @@ void lc_backend_cpu_init(lc_backend *be, lc_arena *arena) {
   be->ops = &cpu_ops_held;
   strcpy(be->name, "cpu");
   be->host_memory = 1;
+  be->synchronous = 1;
   be->arena = be->host = arena;
 }
 

@@ -273,6 +273,7 @@ lc_status lc_backend_private_open(lc_arena *host, lc_backend **out) {
   be->ops = &priv_ops;
   strcpy(be->name, "private");
   be->host_memory = 0;
+  be->synchronous = 1;
   be->arena = &p->dev;
   be->host = host;
   be->impl = p;
