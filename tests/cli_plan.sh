@@ -50,6 +50,30 @@ for line in open(sys.argv[1]):
     assert abs(p["other"]) <= 1e-9 * d["predicted_step_s"] and p["gemm"] > 0 and p["attention"] > 0, p
 PY
 grep -q "^time by term, seconds per step (mean of 2 steps after the first):" "$TMP/out" && grep -q "^  GEMMs  *[0-9.e-]*  *[0-9.e-]*  *[-+][0-9.]*%$" "$TMP/out" && grep -q "^  step  " "$TMP/out" && ok || bad "the closing table by term: $(grep -A9 '^time by term' "$TMP/out")"
+# --profile: the ops one by one, slowest first; their seconds add up to the measured terms
+# (the same timers), so the part outside the ops is the measured "other"
+"$BIN" train --model demo --data task:copy --seq 512 --steps 3 --threads 2 --profile --log-json "$TMP/p.jsonl" >"$TMP/out" 2>"$TMP/err" && ok || bad "train --profile: $(cat "$TMP/err")"
+python3 - "$TMP/out" "$TMP/p.jsonl" <<'PY' && ok || bad "the --profile table: $(grep -A30 '^profile' "$TMP/out")"
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+i = next(k for k, l in enumerate(lines) if l.startswith("profile: the backend's ops per step (mean of 2 steps after the first"))
+rows, outside = [], None
+for l in lines[i + 2:]:
+    if not l.startswith("  "): break
+    f = l.split()
+    if f[0] == "(outside": outside = float(f[3]); continue
+    rows.append((f[0], f[1], float(f[2]), float(f[3])))
+names = [r[0] for r in rows]
+assert "matmul_fwd" in names and "matmul_bwd" in names and "flash_fwd" in names and "adamw" in names, names
+secs = [r[3] for r in rows]
+assert secs == sorted(secs, reverse=True), secs  # slowest first
+assert all(r[2] > 0 for r in rows), rows
+steps = [json.loads(l) for l in open(sys.argv[2])][1:]
+other = sum(d["measured_terms_s"]["other"] for d in steps) / len(steps)
+step = sum(d["step_seconds"] for d in steps) / len(steps)
+assert outside is not None and abs(outside - other) <= 0.05 * step, (outside, other, step)
+PY
+"$BIN" train --model tiny --seq 64 --steps 2 --device private --profile >"$TMP/out" 2>&1 && grep -q "^  matmul_fwd  *gemm " "$TMP/out" && ok || bad "--profile on the private device: $(tail -5 "$TMP/out")"
 # the default machine file: absent -> built-in rates; after calibrate without --out -> that file
 # Without a machine file train prints no number from another CPU's rates, and says how to get one.
 HOME="$TMP/home" XDG_CACHE_HOME= "$BIN" train --model tiny --seq 64 --steps 3 >"$TMP/out" 2>&1 && grep -q "time model     no prediction: no machine file for this CPU (.*), and the built-in rates are 2 Zen 4 cores'; \`longctx calibrate\`" "$TMP/out" && grep -q "^time model: measured [0-9.e-]* s per step (mean of 2 steps after the first); no prediction without this machine's rates: \`longctx calibrate\`$" "$TMP/out" && ! grep -q "predicted [0-9.e-]* s per step" "$TMP/out" && ok || bad "no machine file: $(grep 'time model' "$TMP/out")"

@@ -220,6 +220,7 @@ int main(void) {
   snprintf(path, sizeof path, "/tmp/lc_test_machine_%d.json", (int)getpid());
   lc_rates_default(&r, 2);
   r.ranks = 2, r.threads = 1, r.gemm[1][0][2][3] = 123.45e9, r.coll[LC_COLL_ALLTOALL] = (lc_link){3.5e-6, 2.25e9};
+  r.optim_bw = 16.25e9, r.loss_bw = 21.5e9;
   CHECK(lc_rates_save_machine(path, &r, "test cpu") == LC_OK, "save: %s", lc_errmsg());
   lc_rates one;
   lc_rates_default(&one, 2);
@@ -230,6 +231,26 @@ int main(void) {
             fabs(r2.coll[LC_COLL_ALLTOALL].lat_s - 3.5e-6) < 1e-8 && fabs(r2.coll[LC_COLL_ALLTOALL].bw - 2.25e9) < 1e7,
         "round trip: %d x %d, %.4g, %.4g, %.4g", r2.ranks, r2.threads, r2.gemm[1][0][2][3], r2.coll[LC_COLL_ALLTOALL].lat_s,
         r2.coll[LC_COLL_ALLTOALL].bw);
+  CHECK(fabs(r2.optim_bw - 16.25e9) < 1e7 && fabs(r2.loss_bw - 21.5e9) < 1e7 && !strstr(r2.source, "calibrate again"),
+        "optimizer and loss rates round trip: %.4g %.4g (%s)", r2.optim_bw, r2.loss_bw, r2.source);
+  { // a profile written before those rates: the element-wise rate prices them, and the source says so
+    char old_path[80];
+    snprintf(old_path, sizeof old_path, "/tmp/lc_test_machine_old_%d.json", (int)getpid());
+    FILE *in = fopen(path, "r"), *out = fopen(old_path, "w");
+    char line[1 << 16];
+    size_t got = in ? fread(line, 1, sizeof line - 1, in) : 0;
+    line[got] = 0;
+    for (char *q; (q = strstr(line, "\"optimizer_gbs\"")) || (q = strstr(line, "\"loss_gbs\""));) q[1] = 'x'; // unknown keys
+    if (out) fputs(line, out);
+    if (in) fclose(in);
+    if (out) fclose(out);
+    lc_rates ro;
+    CHECK(lc_rates_load_machine(old_path, 2, 1, &ro) == LC_OK && ro.optim_bw == 0 && ro.loss_bw == 0 &&
+              strstr(ro.source, "no optimizer/loss rates: calibrate again") &&
+              lc_rates_optim_s(&ro, 1e9) == lc_rates_ew_s(&ro, 1e9) && lc_rates_loss_s(&ro, 1e9) == lc_rates_ew_s(&ro, 1e9),
+          "an older profile: %.4g %.4g (%s)", ro.optim_bw, ro.loss_bw, ro.source);
+    unlink(old_path);
+  }
   CHECK(lc_rates_load_machine(path, 1, 2, &r2) == LC_OK && r2.ranks == 1 && r2.threads == 2, "the 1 x 2 profile");
   // no exact pair: the same threads per rank with the nearest ranks (4 x 1 -> 2 x 1, not 1 x 2)
   CHECK(lc_rates_load_machine(path, 4, 1, &r2) == LC_OK && r2.ranks == 2 && r2.threads == 1 &&

@@ -245,8 +245,27 @@ void lc_backend_sync_reset(lc_backend *be) {
 // ---- op timers (backend.h: lc_backend_op_seconds): a clock read either side of each
 // entry on a backend whose ops have finished when they return
 static double op_clock(const lc_backend *be) { return be->synchronous ? lc_now() : 0; }
-static void op_account(lc_backend *be, lc_op_class c, double t0) {
-  if (be->synchronous) atomic_fetch_add(&be->op_ns[c], (uint64_t)((lc_now() - t0) * 1e9));
+static void op_account(lc_backend *be, lc_op_class c, int op, double t0) {
+  if (!be->synchronous) return;
+  const uint64_t ns = (uint64_t)((lc_now() - t0) * 1e9);
+  atomic_fetch_add(&be->op_ns[c], ns);
+  atomic_fetch_add(&be->op_ns_by[op], ns);
+  atomic_fetch_add(&be->op_calls[op], 1);
+}
+
+// The timed entries, in the order op_account numbers them.
+static const char *const op_names[] = {"copy", "zero", "bf16_pack", "bf16_unpack", "bf16_round", "add", "scale", "sumsq_acc", "adamw", "rmsnorm_fwd", "rmsnorm_bwd", "matmul_fwd", "matmul_bwd", "xent_tile", "xent_stats_init", "xent_slice_merge", "xent_slice_total", "xent_slice_dlogits", "rope", "swiglu_fwd", "swiglu_bwd", "bias_fwd", "bias_bwd", "embedding_fwd", "embedding_bwd", "flash_fwd", "flash_kv_pack", "copy2d", "add2d", "fill", "flash_bwd", "attn_merge", "attn_delta"};
+static const lc_op_class op_classes[] = {LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_OPTIM, LC_OPC_OPTIM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_GEMM, LC_OPC_GEMM, LC_OPC_LOSS, LC_OPC_LOSS, LC_OPC_LOSS, LC_OPC_LOSS, LC_OPC_LOSS, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ATTN, LC_OPC_ATTN, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ATTN, LC_OPC_ATTN, LC_OPC_ATTN};
+_Static_assert(sizeof op_names / sizeof op_names[0] <= LC_BE_NOPS, "LC_BE_NOPS too small");
+
+int lc_backend_op_count(void) { return (int)(sizeof op_names / sizeof op_names[0]); }
+const char *lc_backend_op_name(int op) { return op_names[op]; }
+lc_op_class lc_backend_op_class(int op) { return op_classes[op]; }
+void lc_backend_op_totals(const lc_backend *be, double *seconds, uint64_t *calls) {
+  for (int i = 0; i < lc_backend_op_count(); i++) {
+    seconds[i] = 1e-9 * (double)atomic_load(&be->op_ns_by[i]);
+    calls[i] = atomic_load(&be->op_calls[i]);
+  }
 }
 
 void lc_backend_op_seconds(const lc_backend *be, double out[LC_OPC_N]) {
@@ -269,7 +288,7 @@ lc_status lc_be_copy(lc_buf dst, lc_buf src, lc_stream s) {
   if (dst.n) {
     const double t0_ = op_clock(dst.be);
     dst.be->ops->copy(dst.be, dst, src, s);
-    op_account(dst.be, LC_OPC_ELEM, t0_);
+    op_account(dst.be, LC_OPC_ELEM, 0, t0_);
   }
   return LC_OK;
 }
@@ -279,7 +298,7 @@ lc_status lc_be_zero(lc_buf dst) {
   if (dst.n) {
     const double t0_ = op_clock(dst.be);
     dst.be->ops->zero(dst.be, dst);
-    op_account(dst.be, LC_OPC_ELEM, t0_);
+    op_account(dst.be, LC_OPC_ELEM, 1, t0_);
   }
   return LC_OK;
 }
@@ -289,7 +308,7 @@ lc_status lc_be_bf16_pack(lc_buf d, lc_buf s) {
   if (d.n) {
     const double t0_ = op_clock(d.be);
     d.be->ops->bf16_pack(d.be, d, s);
-    op_account(d.be, LC_OPC_ELEM, t0_);
+    op_account(d.be, LC_OPC_ELEM, 2, t0_);
   }
   return LC_OK;
 }
@@ -299,7 +318,7 @@ lc_status lc_be_bf16_unpack(lc_buf d, lc_buf s) {
   if (d.n) {
     const double t0_ = op_clock(d.be);
     d.be->ops->bf16_unpack(d.be, d, s);
-    op_account(d.be, LC_OPC_ELEM, t0_);
+    op_account(d.be, LC_OPC_ELEM, 3, t0_);
   }
   return LC_OK;
 }
@@ -309,7 +328,7 @@ lc_status lc_be_bf16_round(lc_buf x) {
   if (x.n) {
     const double t0_ = op_clock(x.be);
     x.be->ops->bf16_round(x.be, x);
-    op_account(x.be, LC_OPC_ELEM, t0_);
+    op_account(x.be, LC_OPC_ELEM, 4, t0_);
   }
   return LC_OK;
 }
@@ -319,7 +338,7 @@ lc_status lc_be_add(lc_buf y, lc_buf x) {
   if (y.n) {
     const double t0_ = op_clock(y.be);
     y.be->ops->add(y.be, y, x);
-    op_account(y.be, LC_OPC_ELEM, t0_);
+    op_account(y.be, LC_OPC_ELEM, 5, t0_);
   }
   return LC_OK;
 }
@@ -329,7 +348,7 @@ lc_status lc_be_scale(lc_buf x, float s) {
   if (x.n) {
     const double t0_ = op_clock(x.be);
     x.be->ops->scale(x.be, x, s);
-    op_account(x.be, LC_OPC_ELEM, t0_);
+    op_account(x.be, LC_OPC_ELEM, 6, t0_);
   }
   return LC_OK;
 }
@@ -339,7 +358,7 @@ lc_status lc_be_sumsq_acc(lc_buf acc, lc_buf x) {
   if (x.n) {
     const double t0_ = op_clock(x.be);
     x.be->ops->sumsq_acc(x.be, acc, x);
-    op_account(x.be, LC_OPC_OPTIM, t0_);
+    op_account(x.be, LC_OPC_OPTIM, 7, t0_);
   }
   return LC_OK;
 }
@@ -351,7 +370,7 @@ lc_status lc_be_adamw(lc_buf p, lc_buf g, lc_buf m, lc_buf v, const lc_adamw_arg
   if (p.n) {
     const double t0_ = op_clock(p.be);
     p.be->ops->adamw(p.be, p, g, m, v, a);
-    op_account(p.be, LC_OPC_OPTIM, t0_);
+    op_account(p.be, LC_OPC_OPTIM, 8, t0_);
   }
   return LC_OK;
 }
@@ -368,7 +387,7 @@ lc_status lc_be_rmsnorm_fwd(lc_buf out, lc_buf rstd, lc_buf x, lc_buf w, int T, 
   if (T > 0) {
     const double t0_ = op_clock(out.be);
     out.be->ops->rmsnorm_fwd(out.be, out, rstd, x, w, T, C, eps);
-    op_account(out.be, LC_OPC_ELEM, t0_);
+    op_account(out.be, LC_OPC_ELEM, 9, t0_);
   }
   return LC_OK;
 }
@@ -382,7 +401,7 @@ lc_status lc_be_rmsnorm_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_
   if (T > 0) {
     const double t0_ = op_clock(be);
     be->ops->rmsnorm_bwd(be, dinp, dw, dout, inp, w, rstd, T, C, set);
-    op_account(be, LC_OPC_ELEM, t0_);
+    op_account(be, LC_OPC_ELEM, 10, t0_);
   }
   return LC_OK;
 }
@@ -394,7 +413,7 @@ lc_status lc_be_matmul_fwd(lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N
   {
     const double t0_ = op_clock(out.be);
     const lc_status st_ = out.be->ops->matmul_fwd(out.be, out, inp, w, T, K, N, bf16, scratch);
-    op_account(out.be, LC_OPC_GEMM, t0_);
+    op_account(out.be, LC_OPC_GEMM, 11, t0_);
     return st_;
   }
 }
@@ -409,7 +428,7 @@ lc_status lc_be_matmul_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_b
   {
     const double t0_ = op_clock(be);
     const lc_status st_ = be->ops->matmul_bwd(be, dinp, dw, dout, inp, w, T, K, N, accumulate, bf16, scratch);
-    op_account(be, LC_OPC_GEMM, t0_);
+    op_account(be, LC_OPC_GEMM, 12, t0_);
     return st_;
   }
 }
@@ -423,7 +442,7 @@ lc_status lc_be_xent_tile(lc_buf logits, lc_buf targets, int T, int V, float sca
   if (T > 0) {
     const double t0_ = op_clock(logits.be);
     logits.be->ops->xent_tile(logits.be, logits, targets, T, V, scale, acc, count_wrong);
-    op_account(logits.be, LC_OPC_LOSS, t0_);
+    op_account(logits.be, LC_OPC_LOSS, 13, t0_);
   }
   return LC_OK;
 }
@@ -435,7 +454,7 @@ lc_status lc_be_xent_stats_init(lc_buf stats, int T) {
   {
     const double t0_ = op_clock(stats.be);
     stats.be->ops->xent_stats_init(stats.be, stats, T);
-    op_account(stats.be, LC_OPC_LOSS, t0_);
+    op_account(stats.be, LC_OPC_LOSS, 14, t0_);
   }
   return LC_OK;
 }
@@ -447,7 +466,7 @@ lc_status lc_be_xent_slice_merge(lc_buf stats, int T, lc_buf logits, lc_buf targ
   {
     const double t0_ = op_clock(stats.be);
     stats.be->ops->xent_slice_merge(stats.be, stats, T, logits, targets, t0, m, v0, vs);
-    op_account(stats.be, LC_OPC_LOSS, t0_);
+    op_account(stats.be, LC_OPC_LOSS, 15, t0_);
   }
   return LC_OK;
 }
@@ -459,7 +478,7 @@ lc_status lc_be_xent_slice_total(lc_buf stats, lc_buf targets, int T, lc_buf acc
   {
     const double t0_ = op_clock(stats.be);
     stats.be->ops->xent_slice_total(stats.be, stats, targets, T, acc, count_wrong);
-    op_account(stats.be, LC_OPC_LOSS, t0_);
+    op_account(stats.be, LC_OPC_LOSS, 16, t0_);
   }
   return LC_OK;
 }
@@ -472,7 +491,7 @@ lc_status lc_be_xent_slice_dlogits(lc_buf logits, lc_buf stats, int T, lc_buf ta
   {
     const double t0_ = op_clock(stats.be);
     stats.be->ops->xent_slice_dlogits(stats.be, logits, stats, T, targets, t0, m, v0, vs, scale);
-    op_account(stats.be, LC_OPC_LOSS, t0_);
+    op_account(stats.be, LC_OPC_LOSS, 17, t0_);
   }
   return LC_OK;
 }
@@ -488,7 +507,7 @@ lc_status lc_be_rope(lc_buf x, lc_buf cos_t, lc_buf sin_t, int T, int H, int D, 
   if (T > 0) {
     const double t0_ = op_clock(x.be);
     x.be->ops->rope(x.be, x, cos_t, sin_t, T, H, D, bwd);
-    op_account(x.be, LC_OPC_ELEM, t0_);
+    op_account(x.be, LC_OPC_ELEM, 18, t0_);
   }
   return LC_OK;
 }
@@ -499,7 +518,7 @@ lc_status lc_be_swiglu_fwd(lc_buf h, lc_buf g, lc_buf u) {
   if (h.n) {
     const double t0_ = op_clock(h.be);
     h.be->ops->swiglu_fwd(h.be, h, g, u);
-    op_account(h.be, LC_OPC_ELEM, t0_);
+    op_account(h.be, LC_OPC_ELEM, 19, t0_);
   }
   return LC_OK;
 }
@@ -512,7 +531,7 @@ lc_status lc_be_swiglu_bwd(lc_buf dg, lc_buf du, lc_buf dh, lc_buf g, lc_buf u) 
   if (dg.n) {
     const double t0_ = op_clock(dg.be);
     dg.be->ops->swiglu_bwd(dg.be, dg, du, dh, g, u);
-    op_account(dg.be, LC_OPC_ELEM, t0_);
+    op_account(dg.be, LC_OPC_ELEM, 20, t0_);
   }
   return LC_OK;
 }
@@ -522,7 +541,7 @@ lc_status lc_be_bias_fwd(lc_buf y, lc_buf b, int T, int N) {
   if (T > 0) {
     const double t0_ = op_clock(y.be);
     y.be->ops->bias_fwd(y.be, y, b, T, N);
-    op_account(y.be, LC_OPC_ELEM, t0_);
+    op_account(y.be, LC_OPC_ELEM, 21, t0_);
   }
   return LC_OK;
 }
@@ -532,7 +551,7 @@ lc_status lc_be_bias_bwd(lc_buf db, lc_buf dy, int T, int N) {
   if (T > 0) {
     const double t0_ = op_clock(db.be);
     db.be->ops->bias_bwd(db.be, db, dy, T, N);
-    op_account(db.be, LC_OPC_ELEM, t0_);
+    op_account(db.be, LC_OPC_ELEM, 22, t0_);
   }
   return LC_OK;
 }
@@ -544,7 +563,7 @@ lc_status lc_be_embedding_fwd(lc_buf out, lc_buf tokens, lc_buf wte, int T, int 
   if (T > 0) {
     const double t0_ = op_clock(out.be);
     out.be->ops->embedding_fwd(out.be, out, tokens, wte, T, C, r0);
-    op_account(out.be, LC_OPC_ELEM, t0_);
+    op_account(out.be, LC_OPC_ELEM, 23, t0_);
   }
   return LC_OK;
 }
@@ -556,7 +575,7 @@ lc_status lc_be_embedding_bwd(lc_buf dwte, lc_buf dout, lc_buf tokens, int T, in
   if (T > 0) {
     const double t0_ = op_clock(dwte.be);
     dwte.be->ops->embedding_bwd(dwte.be, dwte, dout, tokens, T, C, r0);
-    op_account(dwte.be, LC_OPC_ELEM, t0_);
+    op_account(dwte.be, LC_OPC_ELEM, 24, t0_);
   }
   return LC_OK;
 }
@@ -584,7 +603,7 @@ lc_status lc_be_flash_fwd_packed(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_
   {
     const double t0_ = op_clock(q.be);
     const lc_status st_ = q.be->ops->flash_fwd(q.be, out, lse, q, k, v, lo, pack, s);
-    op_account(q.be, LC_OPC_ATTN, t0_);
+    op_account(q.be, LC_OPC_ATTN, 25, t0_);
     return st_;
   }
 }
@@ -601,7 +620,7 @@ lc_status lc_be_flash_kv_pack(lc_buf pack, lc_buf k, lc_buf v, const lc_attn_sha
   {
     const double t0_ = op_clock(k.be);
     k.be->ops->flash_kv_pack(k.be, pack, k, v, s, bwd);
-    op_account(k.be, LC_OPC_ATTN, t0_);
+    op_account(k.be, LC_OPC_ATTN, 26, t0_);
   }
   return LC_OK;
 }
@@ -616,7 +635,7 @@ lc_status lc_be_copy2d(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, siz
   {
     const double t0_ = op_clock(dst.be);
     dst.be->ops->copy2d(dst.be, dst, ld_dst, src, ld_src, rows, n);
-    op_account(dst.be, LC_OPC_ELEM, t0_);
+    op_account(dst.be, LC_OPC_ELEM, 27, t0_);
   }
   return LC_OK;
 }
@@ -626,7 +645,7 @@ lc_status lc_be_add2d(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size
   {
     const double t0_ = op_clock(dst.be);
     dst.be->ops->add2d(dst.be, dst, ld_dst, src, ld_src, rows, n);
-    op_account(dst.be, LC_OPC_ELEM, t0_);
+    op_account(dst.be, LC_OPC_ELEM, 28, t0_);
   }
   return LC_OK;
 }
@@ -636,7 +655,7 @@ lc_status lc_be_fill(lc_buf x, float v) {
   {
     const double t0_ = op_clock(x.be);
     x.be->ops->fill(x.be, x, v);
-    op_account(x.be, LC_OPC_ELEM, t0_);
+    op_account(x.be, LC_OPC_ELEM, 29, t0_);
   }
   return LC_OK;
 }
@@ -650,7 +669,7 @@ lc_status lc_be_flash_bwd_packed(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, l
   {
     const double t0_ = op_clock(q.be);
     const lc_status st_ = q.be->ops->flash_bwd(q.be, dq, dk, dv, dout, q, k, v, lse, delta, lo, pack, s);
-    op_account(q.be, LC_OPC_ATTN, t0_);
+    op_account(q.be, LC_OPC_ATTN, 30, t0_);
     return st_;
   }
 }
@@ -669,7 +688,7 @@ lc_status lc_be_attn_merge(lc_buf out_a, lc_buf lse_a, lc_buf out_b, lc_buf lse_
   if (n) {
     const double t0_ = op_clock(out_a.be);
     out_a.be->ops->attn_merge(out_a.be, out_a, lse_a, out_b, lse_b, Tq, Hq, D);
-    op_account(out_a.be, LC_OPC_ATTN, t0_);
+    op_account(out_a.be, LC_OPC_ATTN, 31, t0_);
   }
   return LC_OK;
 }
@@ -682,7 +701,7 @@ lc_status lc_be_attn_delta(lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq
   if (n) {
     const double t0_ = op_clock(delta.be);
     delta.be->ops->attn_delta(delta.be, delta, dout, out, Tq, Hq, D);
-    op_account(delta.be, LC_OPC_ATTN, t0_);
+    op_account(delta.be, LC_OPC_ATTN, 32, t0_);
   }
   return LC_OK;
 }

@@ -176,6 +176,7 @@ typedef struct {
 // of squares of the gradient norm); every other element-wise op (casts, copies, add/scale,
 // norms, RoPE, SwiGLU, bias, embedding, strided copies).
 typedef enum { LC_OPC_GEMM = 0, LC_OPC_ATTN, LC_OPC_LOSS, LC_OPC_ELEM, LC_OPC_OPTIM, LC_OPC_N } lc_op_class;
+#define LC_BE_NOPS 40 // room for the timed entries (backend.c counts them)
 
 struct lc_backend {
   const lc_backend_ops *ops;
@@ -191,6 +192,7 @@ struct lc_backend {
   // reads, into op_ns by class. A device that queues work (cuda) is not timed this way.
   int synchronous;
   _Atomic uint64_t op_ns[LC_OPC_N];
+  _Atomic uint64_t op_ns_by[LC_BE_NOPS], op_calls[LC_BE_NOPS]; // per entry (lc_backend_op_totals)
   void *impl;
 };
 
@@ -218,6 +220,12 @@ const char *lc_device_names(void);
 // synchronous); a step's share is the difference across it.
 void lc_backend_op_seconds(const lc_backend *be, double out[LC_OPC_N]);
 const char *lc_op_class_name(lc_op_class c);
+// The same per entry: how many entries are timed, each one's name and class, and the
+// seconds and calls so far (arrays of lc_backend_op_count()).
+int lc_backend_op_count(void);
+const char *lc_backend_op_name(int op);
+lc_op_class lc_backend_op_class(int op);
+void lc_backend_op_totals(const lc_backend *be, double *seconds, uint64_t *calls);
 
 // ---- memory
 // A buffer of n elements of dt in category cat (zero: zeroed). LC_ENOMEM with the arena's

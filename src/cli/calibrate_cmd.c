@@ -75,8 +75,9 @@ static int run(int argc, char **argv) {
     printf("calibrate: %s, %d rank%s x %d thread%s, kernels %s, %.0f s -> %s\n", cpu.model, w->size,
            w->size > 1 ? "s" : "", used, used > 1 ? "s" : "", lc_kern_name(lc_kern()->level), lc_now() - t0, out);
     printf("  GEMM 1024 x 1024 x 1024 forward: fp32 %.0f GFLOP/s, bf16 %.0f GFLOP/s; attention (head dim 64) "
-           "forward fp32 %.0f, bf16 %.0f GFLOP/s; element-wise %.1f GB/s\n",
-           r.gemm[0][0][2][2] / 1e9, r.gemm[1][0][2][2] / 1e9, r.flash[0][0][1] / 1e9, r.flash[1][0][1] / 1e9, r.ew_bw / 1e9);
+           "forward fp32 %.0f, bf16 %.0f GFLOP/s; element-wise %.1f GB/s, optimizer %.1f GB/s, loss %.1f GB/s\n",
+           r.gemm[0][0][2][2] / 1e9, r.gemm[1][0][2][2] / 1e9, r.flash[0][0][1] / 1e9, r.flash[1][0][1] / 1e9, r.ew_bw / 1e9,
+           r.optim_bw / 1e9, r.loss_bw / 1e9);
     if (w->size > 1)
       printf("  network: all-to-all %.1f us + %.2f GB/s, all-gather %.1f us + %.2f GB/s, point-to-point %.1f us + %.2f GB/s\n",
              r.coll[LC_COLL_ALLTOALL].lat_s * 1e6, r.coll[LC_COLL_ALLTOALL].bw / 1e9, r.coll[LC_COLL_ALLGATHER].lat_s * 1e6,

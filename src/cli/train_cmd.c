@@ -31,7 +31,7 @@ typedef struct {
   const char *machine;    // --machine FILE: the time model's rates
   int save_every, keep;
   int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window, eval_every, eval_samples, log_every;
-  int zero, zero_group, pack, attn_window, skip_nonfinite, vocab_slice;
+  int zero, zero_group, pack, attn_window, skip_nonfinite, vocab_slice, profile;
   float timeout;
   long steps, warmup, seed;
   float lr, lr_min, wd, clip, mem_gib, peak_gflops;
@@ -337,6 +337,11 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   lc_step_terms tsum_m, tsum_p, tm, tp; // per-term sums over the timed steps
   memset(&tsum_m, 0, sizeof tsum_m), memset(&tsum_p, 0, sizeof tsum_p), memset(&tp, 0, sizeof tp);
   int terms_timed = 0;
+  // --profile: the backend's per-op totals after the first step and at the end
+  const int nops = lc_backend_op_count();
+  double *prof0 = calloc((size_t)nops, sizeof(double)), *prof1 = calloc((size_t)nops, sizeof(double));
+  uint64_t *calls0 = calloc((size_t)nops, sizeof(uint64_t)), *calls1 = calloc((size_t)nops, sizeof(uint64_t));
+  if (!prof0 || !prof1 || !calls0 || !calls1) F.profile = 0;
   for (long s = tr.step; s < o.steps; s++) {
     st = lc_trainer_step(&tr, &m);
     // (the prediction depends on the step only through its sample's attention bounds)
@@ -345,6 +350,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
       m.predicted_step_s = tr.lo ? lc_train_predict(&o, &tr, &rates, &est, 1) : pred0;
       lc_terms_predicted(&est, &tp);
     }
+    if (st == LC_OK && s == first_step && F.profile) lc_backend_op_totals(tr.be, prof0, calls0);
     if (st == LC_OK && s > first_step) { // the first warms up
       meas_sum += m.seconds, pred_sum += m.predicted_step_s, n_timed++;
       if (lc_terms_measured(&m, &tm)) {
@@ -429,7 +435,14 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
       printf("time model: measured %.4g s per step (mean of %d step%s after the first); no prediction without this "
              "machine's rates: `longctx calibrate`\n", meas_sum / n_timed, n_timed, n_timed > 1 ? "s" : "");
     if (n_timed > 0 && terms_timed) lc_terms_print(&tsum_m, predict ? &tsum_p : NULL, n_timed);
+    if (n_timed > 0 && F.profile) {
+      lc_backend_op_totals(tr.be, prof1, calls1);
+      lc_train_print_profile(prof0, calls0, prof1, calls1, nops, n_timed, meas_sum / n_timed, tr.be->synchronous);
+    } else if (F.profile) {
+      printf("profile: no steps after the first to profile (use --steps 2 or more)\n");
+    }
   }
+  free(prof0), free(prof1), free(calls0), free(calls1);
   if (jf) fclose(jf);
   lc_watchdog_stop(dog); // every rank gets here: the step loop's failures that may be on one rank abort
   lc_trainer_free(&tr);
@@ -464,6 +477,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"ring-window", LC_ARG_INT, &F.window, "inner ring size of the double ring, divides cp (default cp)", 0},
       {"head-chunk", LC_ARG_STR, &F.head_chunk, LC_CLI_HEAD_CHUNK_HELP, 0},
       {"placement", LC_ARG_STR, &F.placement, "head-first | context-first (default head-first)", 0},
+      {"profile", LC_ARG_BOOL, &F.profile, "at the end, the backend's ops one by one: calls, seconds and share of the step per step (mean of the steps after the first; ops timed where the device runs them synchronously, the CPU)", 0},
       {"pack", LC_ARG_BOOL, &F.pack, "fill each sequence with whole documents (a token file with a document index, or task:copy): each token sees only its own document, positions restart per document", 0},
       {"rope-theta", LC_ARG_STR, &F.rope_theta, LC_CLI_ROPE_THETA_HELP, 0},
       {"rope-scaling", LC_ARG_STR, &F.rope_scaling, LC_CLI_ROPE_SCALING_HELP, 0},

@@ -197,6 +197,34 @@ void lc_terms_print(const lc_step_terms *meas, const lc_step_terms *pred, int st
   }
 }
 
+void lc_train_print_profile(const double *s0, const uint64_t *c0, const double *s1, const uint64_t *c1, int nops, int n,
+                            double step_s, int timed) {
+  if (!timed) {
+    printf("profile: this device queues its ops (its work is not timed on the host); nothing to show\n");
+    return;
+  }
+  int order[LC_BE_NOPS];
+  for (int i = 0; i < nops; i++) order[i] = i;
+  for (int i = 1; i < nops; i++) // slowest first
+    for (int j = i; j > 0 && s1[order[j]] - s0[order[j]] > s1[order[j - 1]] - s0[order[j - 1]]; j--) {
+      const int t = order[j];
+      order[j] = order[j - 1], order[j - 1] = t;
+    }
+  printf("profile: the backend's ops per step (mean of %d step%s after the first, %.4g s each):\n  %-20s %-12s %9s %11s %7s\n",
+         n, n > 1 ? "s" : "", step_s, "op", "class", "calls", "seconds", "share");
+  double sum = 0;
+  for (int k = 0; k < nops; k++) {
+    const int i = order[k];
+    const double sec = (s1[i] - s0[i]) / n, calls = (double)(c1[i] - c0[i]) / n;
+    if (calls <= 0) continue;
+    sum += sec;
+    printf("  %-20s %-12s %9.1f %11.4g %6.1f%%\n", lc_backend_op_name(i), lc_op_class_name(lc_backend_op_class(i)), calls,
+           sec, step_s > 0 ? 100 * sec / step_s : 0);
+  }
+  printf("  %-20s %-12s %9s %11.4g %6.1f%%\n", "(outside the ops)", "", "", step_s - sum,
+         step_s > 0 ? 100 * (step_s - sum) / step_s : 0);
+}
+
 static void add_terms(cJSON *o, const char *key, const lc_step_terms *t) {
   cJSON *x = cJSON_AddObjectToObject(o, key);
   for (int i = 0; i < LC_TERM_N; i++) cJSON_AddNumberToObject(x, lc_term_name((lc_term)i), t->s[i]);

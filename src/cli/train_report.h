@@ -2,6 +2,7 @@
 #ifndef LC_TRAIN_REPORT_H
 #define LC_TRAIN_REPORT_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "plan/timemodel.h"
@@ -38,6 +39,11 @@ int lc_terms_measured(const lc_step_metrics *m, lc_step_terms *t);
 void lc_terms_predicted(const lc_time_estimate *e, lc_step_terms *t);
 // The end of train: each term's mean per step, predicted beside measured (pred NULL: none).
 void lc_terms_print(const lc_step_terms *meas, const lc_step_terms *pred, int steps);
+
+// --profile: each backend op's calls and seconds per step between two snapshots of
+// lc_backend_op_totals (n steps of `step_s` seconds on average), slowest first.
+void lc_train_print_profile(const double *s0, const uint64_t *c0, const double *s1, const uint64_t *c1, int nops, int n,
+                            double step_s, int timed);
 
 // One JSON object for the step (the keys README.md lists): with the measured terms and,
 // when pred is given, the predicted ones.

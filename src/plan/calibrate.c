@@ -138,16 +138,62 @@ lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progre
       out->flash[b][0][h] = fl / tf;
       out->flash[b][1][h] = 2.5 * fl / tb;
     }
-  // Element-wise: y += x over 16 MiB arrays (read 2, write 1): the size of a layer's
-  // activations at a few thousand tokens (cache-resident in part on large-L3 CPUs, as
-  // they are in a step).
+  // Element-wise, optimizer and loss rates on the step's own kernels (the CPU backend over
+  // the host arrays), at sizes that leave the cache, each as the bytes the time model counts
+  // for that work over the seconds it took:
+  //  - a layer's forward element-wise passes at T = 1024 tokens of a C 1024, HQ 1024, HKV
+  //    256, F 4096 layer: two RMSNorms, RoPE on q and k, two residual adds, SwiGLU (the
+  //    model counts 4 x (10 C + 3 HQ + 2 HKV + 4 F) bytes per token: about 124 MB here);
+  //  - AdamW and the gradient's sum of squares over 8M parameters (28 + 8 bytes each);
+  //  - the loss tile over [256, 16384] logits (12 bytes per logit).
+  // (An earlier element-wise rate, y += x over 16 MiB, was up to 5x what these passes reach
+  // on a 2-core VM: the optimizer and the element-wise terms came out that short.)
   if (st == LC_OK) {
-    say(progress, world, "element-wise bandwidth", 0.75);
-    const size_t n = (size_t)T * MAXD;
-    double te;
+    say(progress, world, "element-wise, optimizer and loss passes", 0.75);
+    lc_backend cpu;
+    lc_backend_cpu_init(&cpu, &arena);
+#define WR(p, n, t) lc_buf_wrap_host(&cpu, (p), (n), (t))
+    const int ET = 1024, C = 1024, EHQ = 1024, EHKV = 256, F = 4096, D = 64;
+    const size_t tc = (size_t)ET * C, tf = (size_t)ET * F, half = (size_t)ET * (D / 2);
+    // w (64 MiB): the [T,C] activations, q/k and the RoPE tables; x, y, dx: SwiGLU's g, u, h
+    float *a0 = w, *a1 = w + tc, *qb = w + 2 * tc, *kb = qb + (size_t)ET * EHQ, *cs = kb + (size_t)ET * EHKV,
+          *sn = cs + half, *nw = sn + half, *rs = nw + C;
+    for (size_t i = 0; i < half; i++) cs[i] = 0.8f, sn[i] = 0.6f;
+    for (int i = 0; i < C; i++) nw[i] = 1.0f;
+    const lc_buf A0 = WR(a0, tc, LC_DT_F32), A1 = WR(a1, tc, LC_DT_F32), Q = WR(qb, (size_t)ET * EHQ, LC_DT_F32),
+                 K = WR(kb, (size_t)ET * EHKV, LC_DT_F32), CS = WR(cs, half, LC_DT_F32), SN = WR(sn, half, LC_DT_F32),
+                 NW = WR(nw, (size_t)C, LC_DT_F32), RS = WR(rs, (size_t)ET, LC_DT_F32), G = WR(x, tf, LC_DT_F32),
+                 U = WR(y, tf, LC_DT_F32), H = WR(dx, tf, LC_DT_F32);
+    double te, to, tl;
     lc_barrier(world);
-    MEDIAN_OF(5, lc_add_inplace(y, x, n), te);
-    out->ew_bw = 12.0 * n / te;
+    MEDIAN_OF(5,
+              (lc_be_rmsnorm_fwd(A1, RS, A0, NW, ET, C, 1e-5f), lc_be_rope(Q, CS, SN, ET, EHQ / D, D, 0),
+               lc_be_rope(K, CS, SN, ET, EHKV / D, D, 0), lc_be_add(A0, A1), lc_be_rmsnorm_fwd(A1, RS, A0, NW, ET, C, 1e-5f),
+               lc_be_swiglu_fwd(H, G, U), lc_be_add(A0, A1)),
+              te);
+    out->ew_bw = 4.0 * ET * (10.0 * C + 3.0 * EHQ + 2.0 * EHKV + 4.0 * F) / te;
+    // AdamW over 8M parameters: p, g in w, m, v in dw (32 MiB each), then the norm's sum
+    const size_t np = (size_t)8 << 20;
+    memset(dw, 0, sizeof(float) * 2 * np);
+    const lc_buf P = WR(w, np, LC_DT_F32), Gr = WR(w + np, np, LC_DT_F32), M = WR(dw, np, LC_DT_F32),
+                 V = WR(dw + np, np, LC_DT_F32);
+    double acc = 0;
+    const lc_buf ACC = WR(&acc, 1, LC_DT_F64);
+    const lc_adamw_args aa = {.wd = 0.1f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .lr = 1e-9f, .step_size = 1e-9f,
+                              .inv_sqrt_bc2 = 1.0f};
+    MEDIAN_OF(5, (lc_be_sumsq_acc(ACC, Gr), lc_be_adamw(P, Gr, M, V, &aa)), to);
+    out->optim_bw = 36.0 * np / to;
+    // the loss tile: [256, 16384] logits in x, targets in y's first ints
+    const int LT = 256, LV = 16384;
+    int *tg = (int *)(void *)y;
+    for (int t = 0; t < LT; t++) tg[t] = (t * 7919) % LV;
+    double lacc[2] = {0, 0};
+    fill(&g, x, (size_t)LT * LV);
+    const lc_buf LG = WR(x, (size_t)LT * LV, LC_DT_F32), TG = WR(tg, (size_t)LT, LC_DT_I32), LA = WR(lacc, 2, LC_DT_F64);
+    MEDIAN_OF(5, lc_be_xent_tile(LG, TG, LT, LV, 1.0f, LA, 0), tl); // (training counts no misses)
+    out->loss_bw = 12.0 * LT * LV / tl;
+#undef WR
+    lc_backend_close(&cpu);
   }
   // The network: each collective over the world at 8 bytes and 4 MiB per rank; latency from
   // the small one, bandwidth from the difference (lc_rates_coll_s's formula).

@@ -35,6 +35,7 @@ void lc_rates_default(lc_rates *r, int threads) {
       for (int h = 0; h < LC_RATE_NHD; h++) r->flash[b][d][h] = sc * f[b][d][h];
     }
   r->ew_bw = sc * 58e9;
+  r->optim_bw = r->loss_bw = r->ew_bw; // (not measured apart on that machine)
   for (int c = 0; c < LC_COLL_N; c++) r->coll[c] = (lc_link){1e-6, 1.6e9};
   r->coll[LC_COLL_P2P].bw = 4.9e9;
   r->disk_bw = 0.7e9;
@@ -78,6 +79,8 @@ double lc_rates_flash_s(const lc_rates *r, int bf16, int bwd, int D, double flop
 }
 
 double lc_rates_ew_s(const lc_rates *r, double bytes) { return bytes / r->ew_bw; }
+double lc_rates_optim_s(const lc_rates *r, double bytes) { return bytes / (r->optim_bw > 0 ? r->optim_bw : r->ew_bw); }
+double lc_rates_loss_s(const lc_rates *r, double bytes) { return bytes / (r->loss_bw > 0 ? r->loss_bw : r->ew_bw); }
 
 double lc_rates_coll_s(const lc_rates *r, lc_coll c, int g, double bytes, int inter) {
   if (g <= 1 && c != LC_COLL_P2P) return 0;
@@ -153,6 +156,8 @@ static cJSON *profile_json(const lc_rates *r) {
       for (int h = 0; h < LC_RATE_NHD; h++) cJSON_AddItemToArray(m, cJSON_CreateNumber(round(r->flash[b][d][h] / 1e7) / 100));
     }
   cJSON_AddNumberToObject(p, "elementwise_gbs", round(r->ew_bw / 1e7) / 100);
+  cJSON_AddNumberToObject(p, "optimizer_gbs", round(r->optim_bw / 1e7) / 100);
+  cJSON_AddNumberToObject(p, "loss_gbs", round(r->loss_bw / 1e7) / 100);
   cJSON *c = cJSON_AddObjectToObject(p, "comm");
   for (int k = 0; k < LC_COLL_N; k++) {
     cJSON *l = cJSON_AddObjectToObject(c, coll_names[k]);
@@ -193,6 +198,13 @@ static int profile_read(const cJSON *p, lc_rates *r) {
       }
     }
   r->ew_bw = num(p, "elementwise_gbs", &ok) * 1e9;
+  // (profiles written before these rates existed: the element-wise rate stands in; the
+  // source line says so, lc_rates_load_machine)
+  int ook = 1, lok = 1;
+  r->optim_bw = num(p, "optimizer_gbs", &ook) * 1e9;
+  r->loss_bw = num(p, "loss_gbs", &lok) * 1e9;
+  if (!ook || !(r->optim_bw > 0)) r->optim_bw = 0;
+  if (!lok || !(r->loss_bw > 0)) r->loss_bw = 0;
   const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "comm");
   for (int k = 0; k < LC_COLL_N; k++) {
     const cJSON *l = cJSON_GetObjectItemCaseSensitive(c, coll_names[k]);
@@ -235,7 +247,7 @@ lc_status lc_rates_load_machine(const char *path, int ranks, int threads, lc_rat
   memset(r, 0, sizeof *r);
   profile_read(cJSON_GetArrayItem(ps, best), r);
   const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(j, "cpu");
-  char note[96] = "";
+  char note[192] = "";
   if (bestd >= 1e6 && threads > 0) { // other threads per rank: compute rates scaled by the thread ratio
     const double sc = (double)threads / r->threads;
     for (int b = 0; b < 2; b++)
@@ -244,12 +256,14 @@ lc_status lc_rates_load_machine(const char *path, int ranks, int threads, lc_rat
           for (int y = 0; y < LC_RATE_NDIM; y++) r->gemm[b][d][x][y] *= sc;
         for (int h = 0; h < LC_RATE_NHD; h++) r->flash[b][d][h] *= sc;
       }
-    r->ew_bw *= sc;
+    r->ew_bw *= sc, r->optim_bw *= sc, r->loss_bw *= sc;
     snprintf(note, sizeof note, ", scaled to %d thread%s per rank: calibrate with those for better rates", threads,
              threads > 1 ? "s" : "");
   } else if (bestd > 0) {
     snprintf(note, sizeof note, ", the nearest rank count");
   }
+  if (!r->optim_bw || !r->loss_bw) // an older profile
+    snprintf(note + strlen(note), sizeof note - strlen(note), "; no optimizer/loss rates: calibrate again");
   snprintf(r->source, sizeof r->source, "calibrated %s (%s; profile %d rank%s x %d thread%s%s)", path,
            cJSON_IsString(cpu) ? cpu->valuestring : "?", r->ranks, r->ranks > 1 ? "s" : "", r->threads,
            r->threads > 1 ? "s" : "", note);

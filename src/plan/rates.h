@@ -31,7 +31,9 @@ typedef struct {
   int devices_per_node; // ranks sharing the intra-node link (0: all)
   double gemm[2][2][LC_RATE_NDIM][LC_RATE_NDIM]; // [bf16][0: forward NT, 1: backward NN+TN][K][N] FLOP/s
   double flash[2][2][LC_RATE_NHD]; // [bf16][0 fwd, 1 bwd][head dim] FLOP/s of the tiles computed
-  double ew_bw;         // element-wise bytes/s (read + write)
+  double ew_bw;         // element-wise bytes/s (read + write) as the time model counts a layer's passes
+  double optim_bw;      // AdamW and the gradient norm: bytes/s as the model counts them (28 + 8 per parameter)
+  double loss_bw;       // the loss tile's softmax passes: bytes/s as the model counts them (12 per logit)
   lc_link coll[LC_COLL_N]; // within a node
   lc_link inter;        // between nodes (one link per rank); bw 0: one node only
   double disk_bw;       // checkpoint offload bytes/s each way (0: unknown)
@@ -68,6 +70,8 @@ void lc_rates_note_last(const char *path);
 double lc_rates_gemm_s(const lc_rates *r, int bf16, int bwd, double T, int K, int N);
 double lc_rates_flash_s(const lc_rates *r, int bf16, int bwd, int D, double flops);
 double lc_rates_ew_s(const lc_rates *r, double bytes);
+double lc_rates_optim_s(const lc_rates *r, double bytes);
+double lc_rates_loss_s(const lc_rates *r, double bytes);
 double lc_rates_coll_s(const lc_rates *r, lc_coll c, int g, double bytes, int inter);
 
 const char *lc_coll_name(lc_coll c);

@@ -116,7 +116,7 @@ static double op_seconds(cost *k, lc_op op, double *recompute, double *attn_kern
   case LC_OP_LOSS:
   case LC_OP_LOSS_SLICED: { // head forward + both backward products + softmax passes; slices: the logits twice
     const double f = lin(k, 0, T, c->dim, c->vocab);
-    const double soft = lc_rates_ew_s(k->r, 12.0 * T * V);
+    const double soft = lc_rates_loss_s(k->r, 12.0 * T * V);
     k->loss_ew_s += soft;
     const double s = gemms(k, f * (op == LC_OP_LOSS_SLICED ? 2 : 1) + lin(k, 1, T, c->dim, c->vocab)) + soft;
     return op == LC_OP_LOSS_SLICED ? sliced(k, s, k->sl_comm[1]) : s;
@@ -294,7 +294,7 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   // After the passes: gradient norm and AdamW over this rank's shard (read p, g, m, v; write
   // p, m, v; the norm reads g), stages 1/2 all-gather the parameters, small all-reduces.
   const double nopt = (double)(zs.optim - LC_PS_NORM_ACC_BYTES) / 8, ngrad = (double)zs.grads / 4;
-  const double opt = lc_rates_ew_s(r, 28 * nopt + 8 * ngrad);
+  const double opt = lc_rates_optim_s(r, 28 * nopt + 8 * ngrad);
   double after = 0;
   // (below stage 3 zs.params is the whole parameter set: the all-gather's output)
   if ((stage == 1 || stage == 2) && Z > 1) after += lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, (double)zs.params, inter_z);
