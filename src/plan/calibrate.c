@@ -141,9 +141,10 @@ lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progre
   // Element-wise, optimizer and loss rates on the step's own kernels (the CPU backend over
   // the host arrays), at sizes that leave the cache, each as the bytes the time model counts
   // for that work over the seconds it took:
-  //  - a layer's forward element-wise passes at T = 1024 tokens of a C 1024, HQ 1024, HKV
-  //    256, F 4096 layer: two RMSNorms, RoPE on q and k, two residual adds, SwiGLU (the
-  //    model counts 4 x (10 C + 3 HQ + 2 HKV + 4 F) bytes per token: about 124 MB here);
+  //  - a layer's element-wise passes, forward and backward, at T = 1024 tokens of a C 1024,
+  //    HQ 1024, HKV 256, F 4096 layer: two RMSNorms, RoPE on q and k, two residual adds,
+  //    SwiGLU, and their backwards (the model counts 4 x (10 C + 3 HQ + 2 HKV + 4 F) bytes
+  //    per token forward and twice that backward: about 370 MB here);
   //  - AdamW and the gradient's sum of squares over 8M parameters (28 + 8 bytes each);
   //  - the loss tile over [256, 16384] logits (12 bytes per logit).
   // (An earlier element-wise rate, y += x over 16 MiB, was up to 5x what these passes reach
@@ -166,12 +167,23 @@ lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progre
                  U = WR(y, tf, LC_DT_F32), H = WR(dx, tf, LC_DT_F32);
     double te, to, tl;
     lc_barrier(world);
+    // forward, then backward's passes (the model counts twice the forward's bytes there):
+    // two RMSNorm backwards with their weight gradient, RoPE backward on q and k, SwiGLU's
+    // backward, the residual gradient's adds and the zeroed gradient buffers
+    // (w, 16M floats: a2 past the tables; dw, 16M floats: SwiGLU's two gradients)
+    float *dwn = rs + ET, *a2 = w + 8 * tc;
+    const lc_buf DW = WR(dwn, (size_t)C, LC_DT_F32), A2 = WR(a2, tc, LC_DT_F32), DGt = WR(dw, tf, LC_DT_F32),
+                 DUt = WR(dw + tf, tf, LC_DT_F32);
+    memset(a2, 0, sizeof(float) * tc);
     MEDIAN_OF(5,
               (lc_be_rmsnorm_fwd(A1, RS, A0, NW, ET, C, 1e-5f), lc_be_rope(Q, CS, SN, ET, EHQ / D, D, 0),
                lc_be_rope(K, CS, SN, ET, EHKV / D, D, 0), lc_be_add(A0, A1), lc_be_rmsnorm_fwd(A1, RS, A0, NW, ET, C, 1e-5f),
-               lc_be_swiglu_fwd(H, G, U), lc_be_add(A0, A1)),
+               lc_be_swiglu_fwd(H, G, U), lc_be_add(A0, A1),
+               lc_be_zero(DW), lc_be_swiglu_bwd(DGt, DUt, H, G, U), lc_be_rmsnorm_bwd(A2, DW, A1, A0, NW, RS, ET, C, 0),
+               lc_be_add(A2, A1), lc_be_rope(Q, CS, SN, ET, EHQ / D, D, 1), lc_be_rope(K, CS, SN, ET, EHKV / D, D, 1),
+               lc_be_rmsnorm_bwd(A2, DW, A1, A0, NW, RS, ET, C, 0), lc_be_zero(A1)),
               te);
-    out->ew_bw = 4.0 * ET * (10.0 * C + 3.0 * EHQ + 2.0 * EHKV + 4.0 * F) / te;
+    out->ew_bw = 3 * 4.0 * ET * (10.0 * C + 3.0 * EHQ + 2.0 * EHKV + 4.0 * F) / te;
     // AdamW over 8M parameters: p, g in w, m, v in dw (32 MiB each), then the norm's sum
     const size_t np = (size_t)8 << 20;
     memset(dw, 0, sizeof(float) * 2 * np);
