@@ -16,6 +16,7 @@
 // tree). RMSNorm's dw (fp32 sequential over t on the CPU) is summed here in double over fixed
 // row chunks into `parts`, then in chunk order onto dw: higher precision, different bits.
 #include "backend/cuda/cuda_kern.h"
+#include "backend/cuda/cuda_fastexp.cuh"
 
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -74,25 +75,8 @@ __device__ __forceinline__ float elem_f32(const void *x, int is16, size_t i) {
 
 __device__ __forceinline__ float neg_inf_f() { return __uint_as_float(0xff800000u); }
 
-// lc_fast_expf (ops/fastexp.h), operation for operation, no contraction.
-__device__ __forceinline__ float fast_expf(float x) {
-  float xc = x < -87.0f ? -87.0f : x;
-  xc = xc > 88.0f ? 88.0f : xc;
-  const float tf = __fadd_rn(__fmul_rn(xc, 1.44269504088896341f), 12582912.0f);
-  const float n = __fsub_rn(tf, 12582912.0f);
-  float r = __fsub_rn(xc, __fmul_rn(n, 0.693359375f));
-  r = __fsub_rn(r, __fmul_rn(n, -2.12194440e-4f));
-  float p = 1.9875691500e-4f;
-  p = __fadd_rn(__fmul_rn(p, r), 1.3981999507e-3f);
-  p = __fadd_rn(__fmul_rn(p, r), 8.3334519073e-3f);
-  p = __fadd_rn(__fmul_rn(p, r), 4.1665795894e-2f);
-  p = __fadd_rn(__fmul_rn(p, r), 1.6666665459e-1f);
-  p = __fadd_rn(__fmul_rn(p, r), 5.0000001201e-1f);
-  p = __fadd_rn(__fadd_rn(__fmul_rn(p, __fmul_rn(r, r)), r), 1.0f);
-  const uint32_t mask = (uint32_t)0 - (uint32_t)(x >= -87.0f);
-  const float s = __uint_as_float(((__float_as_uint(tf) + 127u) << 23) & mask);
-  return __fmul_rn(p, s);
-}
+// fast_expf: cuda_fastexp.cuh
+__device__ __forceinline__ float fast_expf(float x) { return lcc_fast_expf(x); }
 
 // swiglu1 / swiglu1_bwd (ops/swiglu.c).
 __device__ __forceinline__ float swiglu1(float gi, float ui) {

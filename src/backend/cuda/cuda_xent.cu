@@ -26,6 +26,7 @@
 // Stats layout (T * 24 bytes, as the CPU's): double sum[T]; float mx[T], zt[T], best[T];
 // int arg[T].
 #include "backend/cuda/cuda_kern.h"
+#include "backend/cuda/cuda_fastexp.cuh"
 
 #include <cuda_runtime.h>
 #include <limits.h>
@@ -41,24 +42,8 @@ constexpr int TB = 1024;         // threads of the sliced total's single block
 constexpr int CHUNKS = 64;       // crossentropy.c's LC_XENT_CHUNKS
 constexpr unsigned FULL = 0xffffffffu;
 
-// ops/fastexp.h lc_fast_expf, every operation rounded on its own as the CPU does.
-__device__ __forceinline__ float fast_expf(float x) {
-  float xc = x < -87.0f ? -87.0f : x;
-  xc = xc > 88.0f ? 88.0f : xc;
-  const float tf = __fadd_rn(__fmul_rn(xc, 1.44269504088896341f), 12582912.0f);
-  const float n = __fsub_rn(tf, 12582912.0f);
-  float r = __fsub_rn(xc, __fmul_rn(n, 0.693359375f));
-  r = __fsub_rn(r, __fmul_rn(n, -2.12194440e-4f));
-  float p = 1.9875691500e-4f;
-  p = __fadd_rn(__fmul_rn(p, r), 1.3981999507e-3f);
-  p = __fadd_rn(__fmul_rn(p, r), 8.3334519073e-3f);
-  p = __fadd_rn(__fmul_rn(p, r), 4.1665795894e-2f);
-  p = __fadd_rn(__fmul_rn(p, r), 1.6666665459e-1f);
-  p = __fadd_rn(__fmul_rn(p, r), 5.0000001201e-1f);
-  p = __fadd_rn(__fadd_rn(__fmul_rn(p, __fmul_rn(r, r)), r), 1.0f);
-  const uint32_t su = ((__float_as_uint(tf) + 127u) << 23) & (0u - (uint32_t)(x >= -87.0f));
-  return __fmul_rn(p, __uint_as_float(su));
-}
+// fast_expf: cuda_fastexp.cuh
+__device__ __forceinline__ float fast_expf(float x) { return lcc_fast_expf(x); }
 
 // The stats block's arrays.
 struct Stats {
