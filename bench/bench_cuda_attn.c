@@ -14,6 +14,7 @@
 #include "core/timer.h"
 #include "ops/kernels.h"
 
+#ifdef LC_HAVE_CUDA // (without the CUDA backend main only says so)
 static int cmpd(const void *a, const void *b) {
   const double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -34,7 +35,10 @@ static lc_buf rnd16(lc_backend *be, size_t n, lc_rng *r) {
   return b;
 }
 
+#endif
+
 int main(int argc, char **argv) {
+  (void)argc, (void)argv;
 #ifndef LC_HAVE_CUDA
   printf("skipped: this build has no CUDA backend\n");
   return 77;
