@@ -2,6 +2,7 @@
 // (lc_free): reuse for the same size, release on a miss beyond the high-water mark (newest
 // first, keeping what fits), never beyond the cap, nothing
 // kept for small blocks or in sanitizer builds.
+#include <stdint.h>
 #include <string.h>
 
 #include "core/arena.h"
@@ -72,5 +73,30 @@ int main(void) {
   lc_free(&c, b3);
   lc_arena_trim(&c);
   lc_arena_trim(&a);
+  // Huge pages (arena.c): a transient block of >= 4 MiB (activations, scratch, comm,
+  // gathered) starts on a 2 MiB boundary (its header there, the payload 64 bytes on), is
+  // kept and reused like any block; a small one and the model states are plain allocations.
+  {
+    lc_arena h;
+    lc_arena_init(&h, 0);
+    const lc_mem_cat tcat[4] = {LC_MEM_ACT, LC_MEM_SCRATCH, LC_MEM_COMM, LC_MEM_GATHERED};
+    const size_t huge = (size_t)2 << 20;
+    for (int i = 0; i < 4; i++) {
+      char *p = lc_alloc(&h, tcat[i], 6 * MIB + 100, "transient");
+      CHECK(p && (uintptr_t)(p - 64) % huge == 0, "a 6 MiB %s block at %p: not on a 2 MiB boundary",
+            lc_mem_cat_name(tcat[i]), (void *)p);
+      memset(p, 3, 6 * MIB + 100); // all of it is usable
+      lc_free(&h, p);
+      char *q = lc_alloc(&h, tcat[i], 6 * MIB + 100, "again");
+      if (KEEPS) CHECK(q == p, "the kept huge block reused");
+      lc_free(&h, q);
+    }
+    char *small = lc_alloc(&h, LC_MEM_ACT, 3 * MIB, "3 MiB"), *st = lc_alloc(&h, LC_MEM_PARAMS, 6 * MIB, "params");
+    CHECK(small && st && (uintptr_t)small % 64 == 0 && (uintptr_t)st % 64 == 0, "plain blocks 64-byte aligned");
+    CHECK((uintptr_t)(small - 64) % huge != 0 || (uintptr_t)(st - 64) % huge != 0,
+          "a 3 MiB block and a model-state block both on 2 MiB boundaries: huge pages beyond the transient categories");
+    lc_free(&h, small), lc_free(&h, st);
+    lc_arena_trim(&h);
+  }
   return lc_test_finish("test_arena");
 }

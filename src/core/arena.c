@@ -49,7 +49,8 @@ void lc_arena_trim(lc_arena *a) {
 // (madvise mode): a 2 MiB page per fault instead of 4 KiB. The step allocates and frees
 // its per-layer backward buffers (tens of MiB) every layer, and each fresh block's pages
 // fault in as it is first written: bench-s at 2K took 117k faults (480 MB) a step. The
-// block starts on a 2 MiB boundary; what it rounds up to is never touched beyond its bytes.
+// block starts on a 2 MiB boundary and its whole 2 MiB pages are advised (the tail stays on
+// small pages).
 // Only the categories a step allocates and frees again (activations, scratch,
 // communication buffers, gathered units): the model states and checkpoint blocks are
 // allocated once, and huge pages there cost seconds at start-up (the kernel compacts
@@ -71,7 +72,9 @@ static void *huge_block(size_t bytes) {
   void *p = NULL;
   if (posix_memalign(&p, LC_HUGE_PAGE, bytes) != 0) return NULL;
 #ifdef MADV_HUGEPAGE
-  madvise(p, (bytes + LC_HUGE_PAGE - 1) / LC_HUGE_PAGE * LC_HUGE_PAGE, MADV_HUGEPAGE); // advice only: no error path
+  // the whole huge pages inside the block only (past its end lies someone else's memory);
+  // advice: nothing fails if the kernel ignores it
+  madvise(p, bytes / LC_HUGE_PAGE * LC_HUGE_PAGE, MADV_HUGEPAGE);
 #endif
   return p;
 }

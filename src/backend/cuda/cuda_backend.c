@@ -228,7 +228,7 @@ static lc_status operand(lc_backend *be, lc_buf x, size_t rows, size_t cols, int
   *p = at(t);
   return LC_OK;
 }
-static lc_status gemm(lc_backend *be, lcc_gemm_args *g, held_bufs *h) {
+static lc_status gemm(lc_backend *be, const lcc_gemm_args *g) {
   lc_buf ws;
   LC_TRY(scratch(be, LT_WS_BYTES, "cuBLASLt's workspace", &ws));
   const lc_status st = lcc_gemm(C(be)->lt, g, at(ws), LT_WS_BYTES, CS(be));
@@ -250,7 +250,7 @@ static lc_status cu_matmul_fwd(lc_backend *be, lc_buf out, lc_buf inp, lc_buf w,
     lcc_gemm_args g = {.m = N, .n = T, .k = K, .a = pw, .b = pi, .c = round_out ? at(o32) : at(out), .lda = (size_t)K,
                        .ldb = (size_t)K, .ldc = (size_t)N, .ta = 1, .tb = 0, .bf16 = bf16,
                        .c16 = out.dt == LC_DT_BF16 && !round_out, .beta = 0.0f};
-    st = gemm(be, &g, &h);
+    st = gemm(be, &g);
     if (st == LC_OK && round_out) ck(be, lcc_bf16_pack(at(out), at(o32), (size_t)T * N, CS(be)), "GEMM output rounding");
   }
   lc_buf_free(&o32);
@@ -268,7 +268,7 @@ static lc_status cu_matmul_bwd(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf do
     st = operand(be, w, (size_t)N, (size_t)K, bf16, &h, &pw);
     lcc_gemm_args g = {.m = K, .n = T, .k = N, .a = pw, .b = pd, .c = at(dinp), .lda = (size_t)K, .ldb = (size_t)N,
                        .ldc = (size_t)K, .ta = 0, .tb = 0, .bf16 = bf16, .c16 = 0, .beta = accumulate ? 1.0f : 0.0f};
-    if (st == LC_OK) st = gemm(be, &g, &h);
+    if (st == LC_OK) st = gemm(be, &g);
   } else if (st == LC_OK && dinp.be && !accumulate) {
     cu_zero(be, dinp); // dinp = dout W with N = 0
   }
@@ -277,7 +277,7 @@ static lc_status cu_matmul_bwd(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf do
     st = operand(be, inp, (size_t)T, (size_t)K, bf16, &h, &pi);
     lcc_gemm_args g = {.m = K, .n = N, .k = T, .a = pi, .b = pd, .c = at(dw), .lda = (size_t)K, .ldb = (size_t)N,
                        .ldc = (size_t)K, .ta = 0, .tb = 1, .bf16 = bf16, .c16 = 0, .beta = 1.0f};
-    if (st == LC_OK) st = gemm(be, &g, &h);
+    if (st == LC_OK) st = gemm(be, &g);
   }
   release(&h);
   return st;
