@@ -406,13 +406,20 @@ lc_status lc_be_rmsnorm_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_
   return LC_OK;
 }
 
+static lc_status matmul_fwd(lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int acc, int bf16, lc_buf scratch);
 lc_status lc_be_matmul_fwd(lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int bf16, lc_buf scratch) {
+  return matmul_fwd(out, inp, w, T, K, N, 0, bf16, scratch);
+}
+lc_status lc_be_matmul_fwd_acc(lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int bf16, lc_buf scratch) {
+  return matmul_fwd(out, inp, w, T, K, N, 1, bf16, scratch);
+}
+static lc_status matmul_fwd(lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int acc, int bf16, lc_buf scratch) {
   LC_TRY(need(same_be(out, inp) && same_be(out, w) && opt_be(scratch, out.be) && is_act(out) && is_act(inp) &&
                   is_act(w) && out.n >= (size_t)T * N && inp.n >= (size_t)T * K && w.n >= (size_t)N * K,
               "matmul_fwd"));
   {
     const double t0_ = op_clock(out.be);
-    const lc_status st_ = out.be->ops->matmul_fwd(out.be, out, inp, w, T, K, N, bf16, scratch);
+    const lc_status st_ = out.be->ops->matmul_fwd(out.be, out, inp, w, T, K, N, acc, bf16, scratch);
     op_account(out.be, LC_OPC_GEMM, 11, t0_);
     return st_;
   }

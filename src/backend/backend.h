@@ -118,8 +118,8 @@ typedef struct {
   // (= or +=) dout W, dw += dout^T inp (either empty: skipped). Operands fp32 or bf16;
   // bf16: the pass's bf16 GEMM. scratch: held by the caller (U8, lc_matmul_*_bytes), or
   // empty (the backend allocates it in its arena, category scratch)
-  lc_status (*matmul_fwd)(lc_backend *be, lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int bf16,
-                          lc_buf scratch);
+  lc_status (*matmul_fwd)(lc_backend *be, lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int accumulate,
+                          int bf16, lc_buf scratch); // accumulate: out += inp W^T
   lc_status (*matmul_bwd)(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, int T, int K,
                           int N, int accumulate, int bf16, lc_buf scratch);
   // ---- the loss tile (ops/ops.h lc_xent_*): acc is F64 [2] (loss sum, misses), targets
@@ -260,6 +260,8 @@ lc_status lc_be_adamw(lc_buf p, lc_buf g, lc_buf m, lc_buf v, const lc_adamw_arg
 lc_status lc_be_rmsnorm_fwd(lc_buf out, lc_buf rstd, lc_buf x, lc_buf w, int T, int C, float eps);
 lc_status lc_be_rmsnorm_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, lc_buf rstd, int T, int C, int set);
 lc_status lc_be_matmul_fwd(lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int bf16, lc_buf scratch);
+// out += inp W^T (a bf16 output: widened, added to, rounded again).
+lc_status lc_be_matmul_fwd_acc(lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int bf16, lc_buf scratch);
 lc_status lc_be_matmul_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, int T, int K, int N, int accumulate,
                            int bf16, lc_buf scratch);
 lc_status lc_be_xent_tile(lc_buf logits, lc_buf targets, int T, int V, float scale, lc_buf acc, int count_wrong);

@@ -1,5 +1,6 @@
 // longctx train: flags, the job around the trainer (resume, saves, evaluation, signals).
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "ops/kernels.h"
 #include "io/fsutil.h"
 #include "model/gguf_model.h"
+#include "model/peft.h"
 #include "model/hf.h"
 #include "model/memplan.h"
 #include "train/checkpoint.h"
@@ -36,7 +38,61 @@ typedef struct {
   long steps, warmup, seed;
   float lr, lr_min, wd, clip, mem_gib, peak_gflops;
   char ckpt_note[256];    // the settings table's word on the policy ("" when given)
+  int lora, lora_rslora;  // --lora R, --lora-rslora
+  float lora_alpha, lora_dropout;
+  const char *lora_targets, *lora_from, *base_dtype;
+  char base_model[1024];  // a LoRA checkpoint's base (adapter_config.json) when --resume has no --model
 } train_flags;
+
+// --lora R [--lora-alpha A --lora-targets LIST --lora-rslora] or an adapter's own settings
+// (--lora-from DIR, or a LoRA checkpoint resumed): the file's, with each flag given equal
+// to it. (This run's adapters go into cfg->lora, which the layout, the memory model and
+// the trainer read.)
+static lc_status lora_settings(lc_flag *flags, int nf, const train_flags *F, const char *ckpt_dir, lc_lora *l) {
+  const int r_seen = lc_args_find(flags, nf, "lora")->seen, a_seen = lc_args_find(flags, nf, "lora-alpha")->seen;
+  const int t_seen = lc_args_find(flags, nf, "lora-targets")->seen, rs_seen = lc_args_find(flags, nf, "lora-rslora")->seen;
+  memset(l, 0, sizeof *l);
+  if (lc_args_find(flags, nf, "lora-dropout")->seen && F->lora_dropout != 0.0f)
+    return lc_fail(LC_EINVAL, "--lora-dropout %g: dropout on the adapters' input is not implemented; train with 0",
+                   (double)F->lora_dropout);
+  if (F->base_dtype && strcmp(F->base_dtype, "fp32"))
+    return lc_fail(LC_EINVAL, "--base-dtype %s: the frozen base is held in fp32 (4 bytes per weight; no gradient or "
+                   "moments); bf16 and the GGUF file's own blocks are not implemented yet: give fp32 or leave it out",
+                   F->base_dtype);
+  char ap[1100];
+  const char *src = NULL;
+  if (ckpt_dir && lc_path_join(ap, sizeof ap, ckpt_dir, "adapter_config.json") == LC_OK && lc_is_file(ap)) src = ckpt_dir;
+  if (F->lora_from) {
+    if (src) return lc_fail(LC_EINVAL, "--lora-from with --resume of a LoRA checkpoint: the checkpoint has its adapters; "
+                            "leave --lora-from out");
+    src = F->lora_from;
+  }
+  lc_lora want = {.rank = F->lora, .alpha = a_seen ? F->lora_alpha : (float)F->lora, .targets = LC_LORA_ALL,
+                  .rslora = F->lora_rslora};
+  if (t_seen) LC_TRY(lc_lora_parse_targets(F->lora_targets, &want.targets));
+  if (r_seen && F->lora < 0) return lc_fail(LC_EINVAL, "--lora %d: give the adapters' rank (>= 1), or 0 for none", F->lora);
+  if (!src) {
+    if (!r_seen || F->lora == 0) {
+      if (a_seen || t_seen || rs_seen) return lc_fail(LC_EINVAL, "--lora-alpha/--lora-targets/--lora-rslora need --lora R");
+      return LC_OK;
+    }
+    if (!(want.alpha > 0) || !isfinite(want.alpha)) return lc_fail(LC_EINVAL, "--lora-alpha %g: give a positive scale numerator", (double)want.alpha);
+    *l = want;
+    return LC_OK;
+  }
+  lc_lora file;
+  LC_TRY(lc_peft_read_config(src, &file));
+  if (r_seen && F->lora == 0) return lc_fail(LC_EINVAL, "--lora 0 with the adapters of %s: leave --lora out", src);
+  // Each flag given must agree with the file (lc_peft_check names the first difference).
+  lc_lora chk = file;
+  if (r_seen) chk.rank = want.rank;
+  if (a_seen) chk.alpha = want.alpha;
+  if (t_seen) chk.targets = want.targets;
+  if (rs_seen) chk.rslora = want.rslora;
+  LC_TRY(lc_peft_check(src, &file, &chk));
+  *l = file;
+  return LC_OK;
+}
 
 // --resume: rank 0 finds the checkpoint and checks its files against their checksums
 // (falling back to the newest intact one in a --save directory); every rank gets its
@@ -63,6 +119,21 @@ static lc_status agree_kernel_level(lc_comm *w) {
 // Flags -> trainer options. Everything here is found identically on every rank.
 static lc_status auto_policy(lc_comm *w, lc_train_opts *o, size_t budget, int hc, int *fits);
 
+// base_model_name_or_path of DIR/adapter_config.json into out (LC_EFORMAT if absent or empty).
+static lc_status read_base_name(const char *dir, char *out, size_t cap) {
+  char p[1100], *txt = NULL;
+  size_t len = 0;
+  LC_TRY(lc_path_join(p, sizeof p, dir, "adapter_config.json"));
+  LC_TRY(lc_read_file(p, 1 << 20, &txt, &len));
+  cJSON *j = cJSON_ParseWithLength(txt, len);
+  free(txt);
+  const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "base_model_name_or_path");
+  const int ok = cJSON_IsString(b) && b->valuestring[0] && strlen(b->valuestring) < cap;
+  if (ok) strcpy(out, b->valuestring);
+  cJSON_Delete(j);
+  return ok ? LC_OK : lc_fail(LC_EFORMAT, "%s names no base model: resume with --model BASE", p);
+}
+
 static lc_status configure(lc_comm *w, lc_flag *flags, int nf, train_flags *F, lc_train_opts *o,
                            const char *ckpt_dir, lc_job_threads *jt, int *threads, int *model_dir) {
   int model_given = lc_args_find(flags, nf, "model")->seen;
@@ -70,6 +141,15 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, train_flags *F, l
   *model_dir = 0;
   if (F->resume && !model_given) {
     st = lc_hf_read_config(ckpt_dir, &o->cfg);
+    // A LoRA checkpoint holds the adapters, not the base: the base's weights come from
+    // where the first run had them (adapter_config.json's base_model_name_or_path).
+    char ap[1100];
+    lc_lora tmp;
+    if (st == LC_OK && lc_path_join(ap, sizeof ap, ckpt_dir, "adapter_config.json") == LC_OK && lc_is_file(ap) &&
+        lc_peft_read_config(ckpt_dir, &tmp) == LC_OK && read_base_name(ckpt_dir, F->base_model, sizeof F->base_model) == LC_OK) {
+      F->model = F->base_model;
+      *model_dir = lc_is_dir(F->model) || lc_gguf_is_model_path(F->model);
+    }
   } else {
     *model_dir = lc_is_dir(F->model) || lc_gguf_is_model_path(F->model); // weights to load
     st = lc_cli_model(F->model, &o->cfg);
@@ -118,7 +198,9 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, train_flags *F, l
     st = lc_fail(LC_EINVAL, "--rope-theta / --rope-scaling change the model's positions: a resumed run keeps the "
                  "checkpoint's (its config.json); leave them out with --resume");
   if (st == LC_OK) st = lc_cli_rope(&o->cfg, F->rope_theta, F->rope_scaling);
+  if (st == LC_OK) st = lora_settings(flags, nf, F, F->resume ? ckpt_dir : NULL, &o->cfg.lora);
   if (st != LC_OK) return st;
+  o->base_name = F->model;
   if (lc_args_find(flags, nf, "attn-window")->seen) o->cfg.sliding_window = F->attn_window;
   o->mopts.offload_dir = F->offload;
   o->mopts.vocab_slice = F->vocab_slice;
@@ -282,6 +364,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   st = lc_trainer_init(&tr, &o, w);
   // Reading files may fail on one rank only: every rank learns it (rank 0 reports).
   if (st == LC_OK && model_dir) st = lc_comm_agree(w, (lc_gguf_is_model_path(F.model) ? lc_gguf_load_weights : lc_hf_load_weights)(F.model, &tr.model));
+  if (st == LC_OK && F.lora_from) st = lc_comm_agree(w, lc_peft_load_weights(F.lora_from, &tr.model));
   if (st == LC_OK && F.resume) st = lc_comm_agree(w, lc_checkpoint_load(&tr, ckpt_dir));
   if (st == LC_OK && tr.step > o.steps)
     st = lc_fail(LC_EINVAL, "the checkpoint is at step %ld, beyond --steps %ld; raise --steps", tr.step, o.steps);
@@ -501,6 +584,13 @@ int lc_cmd_train(int argc, char **argv) {
       {"kernels", LC_ARG_STR, &F.kernels, LC_CLI_KERNELS_HELP, 0},
       {"device", LC_ARG_STR, &F.device, "where the model's states and step run: cpu (default), cuda or cuda:N (an NVIDIA GPU, builds with the CUDA backend; ranks may share one), or private (tests: buffers host code cannot reach)", 0},
 
+      {"lora", LC_ARG_INT, &F.lora, "LoRA: train rank-R adapters beside the target projections of a frozen base (its weights, embedding, LM head and norms get no gradients or AdamW moments); checkpoints hold PEFT's adapter_model.safetensors + adapter_config.json (default 0: train every weight)", 0},
+      {"lora-alpha", LC_ARG_FLOAT, &F.lora_alpha, "the adapters' scale is alpha / R (default R: a scale of 1)", 0},
+      {"lora-targets", LC_ARG_STR, &F.lora_targets, "the adapted projections, comma-separated: q,k,v,o,gate,up,down or all (default all)", 0},
+      {"lora-rslora", LC_ARG_BOOL, &F.lora_rslora, "rank-stabilised scale alpha / sqrt(R) (PEFT's use_rslora)", 0},
+      {"lora-from", LC_ARG_STR, &F.lora_from, "start from the PEFT LoRA adapter in this directory (its r, alpha and targets unless given, which must agree)", 0},
+      {"lora-dropout", LC_ARG_FLOAT, &F.lora_dropout, "dropout on the adapters' input: only 0 (not implemented otherwise)", 0},
+      {"base-dtype", LC_ARG_STR, &F.base_dtype, "how a LoRA run holds the frozen base: fp32 (the only one so far)", 0},
       {"save-dtype", LC_ARG_STR, &F.save_dtype, "fp32 | bf16: the dtype of a checkpoint's model.safetensors (bf16: half the size, rounded to nearest; the fp32 master weights then go into optimizer.safetensors so resuming is exact) (default fp32)", 0},
       {"keep", LC_ARG_INT, &F.keep, "checkpoints kept under --save (default 2)", 0},
       {"resume", LC_ARG_STR, &F.resume, "continue from a checkpoint (a --save directory or one checkpoint-N)", 0},

@@ -18,7 +18,7 @@
 
 // ZeRO: stage, groups and the predicted model-state bytes per rank (the memory model).
 static void print_zero(const lc_train_opts *o, const lc_trainer *t) {
-  const lc_pstore *ps = &t->model.ps;
+  const lc_pstore *ps = lc_model_trainable((lc_model *)&t->model);
   char b[5][32];
   lc_mem_estimate e;
   if (lc_memplan_predict(&o->cfg, &o->mopts, o->seq, o->hp, o->cp, o->window, 0, &e) != LC_OK) return;
@@ -53,6 +53,13 @@ void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int th
   char desc[400];
   printf("  %-14s %s (%s)\n", "model", c->name, lc_config_describe(c, desc, sizeof desc));
   printf("  %-14s %.3f M\n", "parameters", (double)lc_config_n_params(c) / 1e6);
+  if (c->lora.rank > 0) {
+    char tg[128];
+    printf("  %-14s r %d, alpha %g (scale %g%s) on %s: %.3f M adapter parameters train (AdamW, fp32); the base is "
+           "frozen in fp32 (its projections, embedding, LM head and norms: no gradients, no moments)\n",
+           "lora", c->lora.rank, (double)c->lora.alpha, (double)lc_lora_scale(&c->lora), c->lora.rslora ? ", rsLoRA" : "",
+           lc_lora_target_names(c->lora.targets, 0, tg, sizeof tg), (double)lc_config_n_lora_params(c) / 1e6);
+  }
   printf("  %-14s %s\n", "data", t->data.desc);
   char pk[300];
   lc_data_pack_desc(&t->data, pk, sizeof pk);

@@ -10,10 +10,11 @@
 #include "model/config.h"
 
 // The sizes a tensor's dimensions are made of.
-typedef enum { LC_SZ_1 = 0, LC_SZ_C, LC_SZ_F, LC_SZ_V, LC_SZ_D, LC_SZ_HQ, LC_SZ_HKV } lc_size;
-typedef enum { LC_INIT_NORMAL = 0, LC_INIT_ONES, LC_INIT_ZEROS } lc_init;
+typedef enum { LC_SZ_1 = 0, LC_SZ_C, LC_SZ_F, LC_SZ_V, LC_SZ_D, LC_SZ_HQ, LC_SZ_HKV, LC_SZ_R } lc_size;
+typedef enum { LC_INIT_NORMAL = 0, LC_INIT_ONES, LC_INIT_ZEROS, LC_INIT_KAIMING } lc_init; // KAIMING: PEFT's lora_A, U(+-1/sqrt(in))
 // When a tensor exists (a config field decides).
-typedef enum { LC_IF_ALWAYS = 0, LC_IF_QKV_BIAS, LC_IF_O_BIAS, LC_IF_QK_NORM, LC_IF_UNTIED } lc_cond;
+typedef enum { LC_IF_ALWAYS = 0, LC_IF_QKV_BIAS, LC_IF_O_BIAS, LC_IF_QK_NORM, LC_IF_UNTIED,
+               LC_IF_LORA_Q, LC_IF_LORA_K, LC_IF_LORA_V, LC_IF_LORA_O, LC_IF_LORA_GATE, LC_IF_LORA_UP, LC_IF_LORA_DOWN } lc_cond;
 // Where it sits: the embedding unit, every decoder layer, or the final unit.
 typedef enum { LC_PLACE_EMBED = 0, LC_PLACE_LAYER, LC_PLACE_FINAL } lc_place;
 
@@ -26,10 +27,12 @@ typedef struct {
   int decay;          // AdamW weight decay applies (matrices; not norms or biases)
   lc_cond cond;
   size_t slot;        // offsetof of its view in lc_layer_weights (layer) or lc_weights
+  int adapter;        // 1: a LoRA adapter's matrix (in the adapters' store, lc_config.adapter_set)
 } lc_tensor_kind;
 
 // Every kind, in flat-buffer order (embedding, one layer's, final).
 const lc_tensor_kind *lc_tensor_kinds(int *n);
+// Present in cfg's store: the kind's set is cfg's (model or adapters) and its condition holds.
 int lc_tensor_present(const lc_tensor_kind *k, const lc_config *cfg);
 long lc_size_of(lc_size s, const lc_config *cfg);
 

@@ -10,6 +10,17 @@
 // The model families longctx trains (model/arch.h holds each one's table).
 typedef enum { LC_ARCH_LLAMA = 0, LC_ARCH_MISTRAL, LC_ARCH_QWEN2, LC_ARCH_QWEN3, LC_ARCH_N } lc_arch_id;
 
+// Low-rank adapters on a frozen base (DESIGN.md, "Fine-tuning a frozen base"): each target
+// projection y = x W^T becomes y = x W^T + scale (x A^T) B^T, A [rank, in], B [out, rank].
+enum { LC_LORA_Q = 0, LC_LORA_K, LC_LORA_V, LC_LORA_O, LC_LORA_GATE, LC_LORA_UP, LC_LORA_DOWN, LC_LORA_N };
+#define LC_LORA_ALL ((1u << LC_LORA_N) - 1)
+typedef struct {
+  int rank;         // 0: no adapters (every weight trains)
+  float alpha;      // scale = alpha / rank (rslora: alpha / sqrt(rank))
+  unsigned targets; // bit LC_LORA_Q.. set: that projection has an adapter
+  int rslora;
+} lc_lora;
+
 typedef struct {
   char name[64];
   int dim;        // hidden_size
@@ -31,6 +42,9 @@ typedef struct {
   int o_bias;         // o_proj has a bias (attention_bias of Llama/Mistral/Qwen3)
   int qk_norm;        // RMSNorm over each head's q and k before RoPE (Qwen3)
   lc_rope_scaling rope; // RoPE scaling (type LC_ROPE_DEFAULT: none)
+  lc_lora lora;         // adapters of a LoRA run (rank 0: none)
+  int adapter_set;      // 1: this config describes the adapters' store (its tensors are the
+                        // lora_A/lora_B of lora.targets), 0: the model's own weights
 } lc_config;
 
 // Fills cfg from a preset name (tiny, demo, bench-s, or a configuration-only preset of a
@@ -60,6 +74,16 @@ const char *lc_config_describe(const lc_config *cfg, char *buf, size_t n);
 
 // Parameter count (elements).
 long long lc_config_n_params(const lc_config *cfg);
+// Parameters of the adapters cfg->lora describes (0 without).
+long long lc_config_n_lora_params(const lc_config *cfg);
+// The adapters' scale: alpha / rank, or alpha / sqrt(rank) with rslora.
+float lc_lora_scale(const lc_lora *l);
+// The config of the adapters' store (adapter_set 1).
+lc_config lc_config_adapters(const lc_config *cfg);
+// "q,k,v,o,gate,up,down" -> bits; an unknown name is an error naming the choices.
+lc_status lc_lora_parse_targets(const char *s, unsigned *targets);
+// The names of the targets in bits (PEFT's module names: q_proj, ...), comma-separated.
+const char *lc_lora_target_names(unsigned targets, int peft, char *buf, size_t cap);
 // Model FLOPs of a forward pass over `tokens` tokens whose attention sees `pairs` (query,
 // key) pairs in all: 2*tokens*(matmul weights) + 4*n_layers*n_heads*head_dim*pairs.
 double lc_config_fwd_flops_pairs(const lc_config *cfg, double tokens, double pairs);

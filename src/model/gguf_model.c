@@ -404,7 +404,7 @@ lc_status lc_gguf_load_weights(const char *path, lc_model *m) {
   }
   // Tensor by tensor into the store.
   float *stage = NULL;
-  if (st == LC_OK) st = lc_hf_stage(m, LC_PS_PARAMS, &stage);
+  if (st == LC_OK) st = lc_hf_stage(&m->ps, LC_PS_PARAMS, &stage);
   const size_t cap = lc_stage_floats(&m->ps.lay);
   for (int i = 0; i < nt && st == LC_OK; i++) {
     const lc_param_info *p = &m->table[i];

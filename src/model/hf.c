@@ -730,39 +730,39 @@ lc_status lc_hf_load_weights(const char *dir, lc_model *m) {
   }
   // Tensor by tensor into the store (lc_hf_read_state).
   float *stage = NULL;
-  if (st == LC_OK) st = lc_hf_stage(m, LC_PS_PARAMS, &stage);
-  for (int i = 0; i < nt && st == LC_OK; i++) st = lc_hf_read_state(m, LC_PS_PARAMS, i, &L.st[L.shard_of[i]], L.tens[i], stage);
+  if (st == LC_OK) st = lc_hf_stage(&m->ps, LC_PS_PARAMS, &stage);
+  for (int i = 0; i < nt && st == LC_OK; i++) st = lc_hf_read_state(&m->ps, LC_PS_PARAMS, i, &L.st[L.shard_of[i]], L.tens[i], stage);
   lc_free(m->ps.arena, stage);
   loader_free(&L);
   return st;
 }
 
-lc_status lc_hf_stage(lc_model *m, lc_ps_state which, float **stage) {
+lc_status lc_hf_stage(lc_pstore *ps, lc_ps_state which, float **stage) {
   *stage = NULL;
-  if (lc_pstore_tensor_ptr(&m->ps, which, 0)) return LC_OK; // whole tensors here: read in place
-  *stage = lc_alloc(m->ps.arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, lc_stage_floats(&m->ps.lay)), "tensor staging buffer");
+  if (lc_pstore_tensor_ptr(ps, which, 0)) return LC_OK; // whole tensors here: read in place
+  *stage = lc_alloc(ps->arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, lc_stage_floats(&ps->lay)), "tensor staging buffer");
   return *stage ? LC_OK : LC_ENOMEM;
 }
 
-lc_status lc_hf_read_state(lc_model *m, lc_ps_state which, int i, lc_st_file *f, const lc_st_tensor *x, float *stage) {
-  const size_t numel = m->table[i].numel;
-  if (!stage) return lc_st_read_f32(f, x, lc_pstore_tensor_ptr(&m->ps, which, i), numel);
+lc_status lc_hf_read_state(lc_pstore *ps, lc_ps_state which, int i, lc_st_file *f, const lc_st_tensor *x, float *stage) {
+  const size_t numel = ps->lay.table[i].numel;
   if (x->numel != numel)
     return lc_fail(LC_EINVAL, "%s: tensor '%s' has %zu elements, the model's %s has %zu", f->path, x->name, x->numel,
-                   m->table[i].name, numel);
-  const size_t cap = lc_stage_floats(&m->ps.lay);
+                   ps->lay.table[i].name, numel);
+  if (!stage) return lc_st_read_f32(f, x, lc_pstore_tensor_ptr(ps, which, i), numel);
+  const size_t cap = lc_stage_floats(&ps->lay);
   for (size_t a = 0; a < numel; a += cap) {
     const size_t n = numel - a < cap ? numel - a : cap;
     LC_TRY(lc_st_read_f32_part(f, x, a, stage, n));
-    lc_pstore_set_tensor_part(&m->ps, which, i, a, stage, n);
+    lc_pstore_set_tensor_part(ps, which, i, a, stage, n);
   }
   return LC_OK;
 }
 
-lc_status lc_hf_write_states(const char *path, lc_model *m, int n_states, const lc_ps_state *which,
+lc_status lc_hf_write_states(const char *path, lc_pstore *ps, int n_states, const lc_ps_state *which,
                              const char *const *prefix, lc_dtype dt, const char *const *meta_kv, int n_meta) {
-  lc_pstore *ps = &m->ps;
-  const int root = !ps->world || ps->world->rank == 0, nt = m->n_tensors, ne = nt * n_states;
+  const lc_param_info *table = ps->lay.table;
+  const int root = !ps->world || ps->world->rank == 0, nt = ps->lay.n_tensors, ne = nt * n_states;
   const size_t cap = lc_stage_floats(&ps->lay);
   lc_status st = LC_OK;
   lc_st_writer w;
@@ -782,11 +782,11 @@ lc_status lc_hf_write_states(const char *path, lc_model *m, int n_states, const 
     for (int i = 0; i < nt && st == LC_OK; i++)
       for (int k = 0; k < n_states; k++) {
         lc_st_entry *x = &e[i * n_states + k];
-        snprintf(names[i * n_states + k], sizeof names[0], "%s%s", prefix[k], m->table[i].name);
+        snprintf(names[i * n_states + k], sizeof names[0], "%s%s", prefix[k], table[i].name);
         x->name = names[i * n_states + k];
-        x->ndim = m->table[i].ndim;
-        x->shape[0] = m->table[i].shape[0];
-        x->shape[1] = m->table[i].shape[1];
+        x->ndim = table[i].ndim;
+        x->shape[0] = table[i].shape[0];
+        x->shape[1] = table[i].shape[1];
         x->dtype = dt;
       }
     if (st == LC_OK) st = lc_st_writer_begin(&w, path, e, ne, meta_kv, n_meta);
@@ -799,7 +799,7 @@ lc_status lc_hf_write_states(const char *path, lc_model *m, int n_states, const 
   for (int i = 0; i < nt && cs == LC_OK; i++)
     for (int k = 0; k < n_states && cs == LC_OK; k++) {
       const float *whole = lc_pstore_tensor_ptr(ps, which[k], i);
-      const size_t numel = m->table[i].numel;
+      const size_t numel = table[i].numel;
       for (size_t a = 0; a < numel && cs == LC_OK; a += whole ? numel : cap) {
         const size_t n = whole ? numel : numel - a < cap ? numel - a : cap;
         if (!whole) cs = lc_pstore_gather_tensor_part(ps, which[k], i, a, n, buf);
@@ -824,7 +824,7 @@ lc_status lc_hf_save(const char *dir, lc_model *m, lc_dtype dt) {
   static const char *const meta[] = {"format", "pt"};
   const lc_ps_state which[1] = {LC_PS_PARAMS};
   const char *const prefix[1] = {""};
-  lc_status ws = lc_hf_write_states(path, m, 1, which, prefix, dt, meta, 1); // collective: always
+  lc_status ws = lc_hf_write_states(path, &m->ps, 1, which, prefix, dt, meta, 1); // collective: always
   if (st == LC_OK) st = ws;
   if (st == LC_OK && root) st = lc_hf_write_config(dir, &m->cfg, dt);
   return st;

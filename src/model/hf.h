@@ -41,12 +41,12 @@ lc_status lc_hf_save(const char *dir, lc_model *m, lc_dtype dt);
 // Reading tensors into a model's store, whole or sharded: the staging buffer `which`
 // needs (NULL when this rank holds whole tensors of it; LC_MEM_SCRATCH, lc_stage_floats
 // floats otherwise), and tensor i of `which` from tensor x of file f through it.
-lc_status lc_hf_stage(lc_model *m, lc_ps_state which, float **stage);
-lc_status lc_hf_read_state(lc_model *m, lc_ps_state which, int i, lc_st_file *f, const lc_st_tensor *x, float *stage);
+lc_status lc_hf_stage(lc_pstore *ps, lc_ps_state which, float **stage);
+lc_status lc_hf_read_state(lc_pstore *ps, lc_ps_state which, int i, lc_st_file *f, const lc_st_tensor *x, float *stage);
 // The safetensors file at path of n_states states of every tensor (entry name = prefix[k] +
 // HF name, in table order, states interleaved), stored as dt, the same way (collective,
 // rank 0 writes).
-lc_status lc_hf_write_states(const char *path, lc_model *m, int n_states, const lc_ps_state *which,
+lc_status lc_hf_write_states(const char *path, lc_pstore *ps, int n_states, const lc_ps_state *which,
                              const char *const *prefix, lc_dtype dt, const char *const *meta_kv, int n_meta);
 
 // 1 if DIR/config.json exists (tells an HF model directory from a preset name).

@@ -74,6 +74,14 @@ static size_t proj_tmp_bytes(const lc_config *cfg, int T, int bf16) {
 
 static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
+// The adapter of target i's call at its GEMM's moment (0 when i has none).
+static size_t lora_fwd_b(const lc_config *cfg, int i, int bf16, lc_dtype y, lc_dtype x, int T, int K, int N) {
+  return cfg->lora.rank > 0 && (cfg->lora.targets >> i & 1u) ? lc_lora_fwd_bytes(cfg->lora.rank, bf16, y, x, T, K, N) : 0;
+}
+static size_t lora_bwd_b(const lc_config *cfg, int i, int bf16, lc_dtype dy, lc_dtype x, int T, int K, int N) {
+  return cfg->lora.rank > 0 && (cfg->lora.targets >> i & 1u) ? lc_lora_bwd_bytes(cfg->lora.rank, bf16, dy, x, T, K, N) : 0;
+}
+
 void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_layer_mem *m) {
   const int tiled = lc_tile_splits(mlp_tile, T), tile = tiled ? mlp_tile : T;
   const int C = cfg->dim, F = cfg->ffn, HQ = cfg->n_heads * cfg->head_dim, HKV = cfg->n_kv_heads * cfg->head_dim;
@@ -82,19 +90,32 @@ void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_
   // by the operands' dtypes) is on top of what is live when they run; the largest of each
   // phase counts. Backward's dout operand is dx rounded (act dtype) or, for q/k/v, dq/dk/dv;
   // the weights are the store's compute copy (act dtype: 2 bytes in a bf16 pass).
-  const size_t mlp_fwd_mm = max3(lc_matmul_fwd_bytes(bf16, dt, dt, dt, tile, C, F), lc_matmul_fwd_bytes(bf16, f32, dt, dt, tile, F, C), 0);
-  const size_t mlp_bwd_mm = max3(tiled ? lc_matmul_fwd_bytes(bf16, dt, dt, dt, tile, C, F) : 0,
-                                 lc_matmul_bwd_bytes(bf16, dt, dt, dt, tile, F, C), lc_matmul_bwd_bytes(bf16, dt, dt, dt, tile, C, F));
+  // LoRA: each adapter's call at its projection's GEMM (model/lora_op.h).
+  const size_t lg_f = max3(lora_fwd_b(cfg, LC_LORA_GATE, bf16, dt, dt, tile, C, F), lora_fwd_b(cfg, LC_LORA_UP, bf16, dt, dt, tile, C, F), 0);
+  const size_t ld_f = lora_fwd_b(cfg, LC_LORA_DOWN, bf16, f32, dt, tile, F, C);
+  const size_t lg_b = max3(lora_bwd_b(cfg, LC_LORA_GATE, bf16, dt, dt, tile, C, F), lora_bwd_b(cfg, LC_LORA_UP, bf16, dt, dt, tile, C, F), 0);
+  const size_t ld_b = lora_bwd_b(cfg, LC_LORA_DOWN, bf16, dt, dt, tile, F, C);
+  const size_t mlp_fwd_mm = max3(max3(lc_matmul_fwd_bytes(bf16, dt, dt, dt, tile, C, F), lc_matmul_fwd_bytes(bf16, f32, dt, dt, tile, F, C), 0),
+                                 lg_f, ld_f);
+  const size_t mlp_bwd_mm = max3(max3(tiled ? lc_matmul_fwd_bytes(bf16, dt, dt, dt, tile, C, F) : 0, tiled ? lg_f : 0, 0),
+                                 max3(lc_matmul_bwd_bytes(bf16, dt, dt, dt, tile, F, C), ld_b, 0),
+                                 max3(lc_matmul_bwd_bytes(bf16, dt, dt, dt, tile, C, F), lg_b, 0));
   m->mlp_fwd = (tiled ? mlp_fwd_bytes(cfg, tile, dt) : 0) + mlp_fwd_mm;
   m->mlp_bwd = mlp_grad_bytes(cfg, tile, bf16) + (tiled ? mlp_fwd_bytes(cfg, tile, dt) : 0) + mlp_bwd_mm;
   m->attn_bwd = attn_bwd_bytes(cfg, T, bf16);
+  const size_t lqkv_f = max3(lora_fwd_b(cfg, LC_LORA_Q, bf16, f32, dt, T, C, HQ), lora_fwd_b(cfg, LC_LORA_K, bf16, f32, dt, T, C, HKV),
+                             lora_fwd_b(cfg, LC_LORA_V, bf16, f32, dt, T, C, HKV));
   const size_t proj_mm = proj_tmp_bytes(cfg, T, bf16) + max3(lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, C, HQ),
-                                                                lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, C, HKV), 0);
-  m->attn_fwd_mm = max3(proj_mm, lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, HQ, C), 0);
+                                                                lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, C, HKV), lqkv_f);
+  m->attn_fwd_mm = max3(proj_mm, lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, HQ, C), lora_fwd_b(cfg, LC_LORA_O, bf16, f32, dt, T, HQ, C));
   const size_t datt32 = bf16 ? lc_bytes(f32, (size_t)T * HQ) : 0, dn1 = bf16 ? lc_bytes(f32, (size_t)T * C) : 0;
-  m->attn_bwd_mm = m->attn_bwd + max3(datt32 + lc_matmul_bwd_bytes(bf16, dt, dt, dt, T, HQ, C),
-                                      dn1 + lc_matmul_bwd_bytes(bf16, f32, dt, dt, T, C, HQ),
-                                      dn1 + lc_matmul_bwd_bytes(bf16, f32, dt, dt, T, C, HKV));
+  m->attn_bwd_mm = m->attn_bwd + max3(datt32 + max3(lc_matmul_bwd_bytes(bf16, dt, dt, dt, T, HQ, C),
+                                                    lora_bwd_b(cfg, LC_LORA_O, bf16, dt, dt, T, HQ, C), 0),
+                                      dn1 + max3(lc_matmul_bwd_bytes(bf16, f32, dt, dt, T, C, HQ),
+                                                 lora_bwd_b(cfg, LC_LORA_Q, bf16, f32, dt, T, C, HQ), 0),
+                                      dn1 + max3(lc_matmul_bwd_bytes(bf16, f32, dt, dt, T, C, HKV),
+                                                 lora_bwd_b(cfg, LC_LORA_K, bf16, f32, dt, T, C, HKV),
+                                                 lora_bwd_b(cfg, LC_LORA_V, bf16, f32, dt, T, C, HKV)));
 }
 
 #define PAD16(n) (((size_t)(n) + 15) & ~(size_t)15)
@@ -121,12 +142,13 @@ void lc_layer_qknorm_carve(lc_layer_acts *a, const lc_config *cfg, int T, lc_buf
 // One projection of n1 [T,C] into out [T,N] (+ bias); qk_norm: the raw projection is kept
 // in raw and out is its per-head RMSNorm (rows of D) with weight nw.
 static lc_status proj_fwd(const lc_layer_ctx *c, lc_buf out, lc_buf n1, lc_buf w, lc_buf b, lc_buf raw, lc_buf rstd,
-                          lc_buf nw, int N) {
+                          lc_buf nw, int N, lc_buf la, lc_buf lb) {
   const int T = c->T, C = c->cfg->dim, D = c->cfg->head_dim;
   const lc_buf y = lc_buf_ok(raw) ? raw : out;
   LC_TRY(lc_be_matmul_fwd(y, n1, w, T, C, N, c->bf16, NONE));
   poll(c);
   if (lc_buf_ok(b)) LC_TRY(lc_be_bias_fwd(y, b, T, N));
+  LC_TRY(lc_lora_fwd(&c->lora, y, n1, la, lb, T, C, N)); // (after the bias, as PEFT adds it to the base layer's output)
   if (lc_buf_ok(raw)) {
     if (c->bf16) LC_TRY(lc_be_bf16_round(y)); // what a bf16 projection output holds
     LC_TRY(lc_be_rmsnorm_fwd(out, rstd, y, nw, T * (N / D), D, c->cfg->norm_eps));
@@ -156,15 +178,16 @@ static lc_status qkv_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
     LC_TRY(lc_buf_alloc(c->be, LC_MEM_SCRATCH, LC_DT_U8, proj_tmp_bytes(cfg, T, 1), 0, "q/k/v projection (fp32)", &tmp));
   const struct {
     lc_buf dst, w, b, nw, raw, rstd;
-    int H;
-  } p[3] = {{a->q, w->wq, w->bq, w->q_norm, qn ? a->qp : NONE, a->rstdq, cfg->n_heads},
-            {a->k, w->wk, w->bk, w->k_norm, qn ? a->kp : NONE, a->rstdk, cfg->n_kv_heads},
-            {a->v, w->wv, w->bv, NONE, NONE, NONE, cfg->n_kv_heads}};
+    int H, lora;
+  } p[3] = {{a->q, w->wq, w->bq, w->q_norm, qn ? a->qp : NONE, a->rstdq, cfg->n_heads, LC_LORA_Q},
+            {a->k, w->wk, w->bk, w->k_norm, qn ? a->kp : NONE, a->rstdk, cfg->n_kv_heads, LC_LORA_K},
+            {a->v, w->wv, w->bv, NONE, NONE, NONE, cfg->n_kv_heads, LC_LORA_V}};
   lc_status st = LC_OK;
   for (int m = 0; m < 3 && st == LC_OK; m++) {
     const size_t n = (size_t)T * p[m].H * D;
     const lc_buf y = c->bf16 ? lc_buf_part(tmp, 0, n, LC_DT_F32) : p[m].dst;
-    st = proj_fwd(c, y, a->ln1, p[m].w, p[m].b, p[m].raw, p[m].rstd, p[m].nw, p[m].H * D);
+    st = proj_fwd(c, y, a->ln1, p[m].w, p[m].b, p[m].raw, p[m].rstd, p[m].nw, p[m].H * D, w->lora_a[p[m].lora],
+                  w->lora_b[p[m].lora]);
     if (st == LC_OK && m < 2) st = lc_be_rope(y, c->rope_cos, c->rope_sin, T, p[m].H, D, 0);
     if (st == LC_OK && c->bf16) st = lc_be_bf16_pack(p[m].dst, y); // rounds to nearest even
   }
@@ -180,8 +203,10 @@ static lc_status mlp_fwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, 
   const int C = c->cfg->dim, F = c->cfg->ffn;
   LC_TRY(lc_be_rmsnorm_fwd(b->n2, b->rstd, xm, w->ln2, n, C, c->cfg->norm_eps));
   LC_TRY(lc_be_matmul_fwd(b->gate, b->n2, w->wgate, n, C, F, c->bf16, NONE));
+  LC_TRY(lc_lora_fwd(&c->lora, b->gate, b->n2, w->lora_a[LC_LORA_GATE], w->lora_b[LC_LORA_GATE], n, C, F));
   poll(c);
   LC_TRY(lc_be_matmul_fwd(b->up, b->n2, w->wup, n, C, F, c->bf16, NONE));
+  LC_TRY(lc_lora_fwd(&c->lora, b->up, b->n2, w->lora_a[LC_LORA_UP], w->lora_b[LC_LORA_UP], n, C, F));
   poll(c);
   return lc_be_swiglu_fwd(b->h, b->gate, b->up);
 }
@@ -190,6 +215,7 @@ static lc_status mlp_fwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, 
 static lc_status mlp_down(const lc_layer_ctx *c, const lc_layer_weights *w, lc_buf h, lc_buf xm, lc_buf xo, int n) {
   const int C = c->cfg->dim, F = c->cfg->ffn;
   LC_TRY(lc_be_matmul_fwd(xo, h, w->wdown, n, F, C, c->bf16, NONE));
+  LC_TRY(lc_lora_fwd(&c->lora, xo, h, w->lora_a[LC_LORA_DOWN], w->lora_b[LC_LORA_DOWN], n, F, C));
   poll(c);
   LC_TRY(lc_be_add(xo, xm));
   return c->bf16 ? lc_be_bf16_round(xo) : LC_OK;
@@ -242,13 +268,19 @@ static lc_status mlp_bwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, 
     LC_TRY(lc_be_bf16_pack(dout, dx));
   }
   LC_TRY(lc_be_matmul_bwd(dh, g->wdown, dout, f->h, w->wdown, n, F, C, 0, c->bf16, NONE));
+  LC_TRY(lc_lora_bwd(&c->lora, dh, g->lora_a[LC_LORA_DOWN], g->lora_b[LC_LORA_DOWN], dout, f->h, w->lora_a[LC_LORA_DOWN],
+                     w->lora_b[LC_LORA_DOWN], n, F, C));
   poll(c);
   // h = silu(gate) * up (bf16: dg, du rounded as bf16 gradient tensors, 2 bytes)
   LC_TRY(lc_be_swiglu_bwd(dg, du, dh, f->gate, f->up));
   // gate = n2 @ Wg^T, up = n2 @ Wu^T
   LC_TRY(lc_be_matmul_bwd(dn2, g->wgate, dg, f->n2, w->wgate, n, C, F, 0, c->bf16, NONE));
+  LC_TRY(lc_lora_bwd(&c->lora, dn2, g->lora_a[LC_LORA_GATE], g->lora_b[LC_LORA_GATE], dg, f->n2, w->lora_a[LC_LORA_GATE],
+                     w->lora_b[LC_LORA_GATE], n, C, F));
   poll(c);
   LC_TRY(lc_be_matmul_bwd(dn2, g->wup, du, f->n2, w->wup, n, C, F, 1, c->bf16, NONE));
+  LC_TRY(lc_lora_bwd(&c->lora, dn2, g->lora_a[LC_LORA_UP], g->lora_b[LC_LORA_UP], du, f->n2, w->lora_a[LC_LORA_UP],
+                     w->lora_b[LC_LORA_UP], n, C, F));
   poll(c);
   // n2 = rmsnorm(x_mid): gradient added to dx (the residual path already carries dx_out)
   return lc_be_rmsnorm_bwd(dx, g->ln2, dn2, xm, w->ln2, f->rstd, n, C, 0);
@@ -294,6 +326,12 @@ static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
 }
 
 // ---------------------------------------------------------------- layer
+// The adapter of projection i (q, k or v of n1 [T,C] -> [T,N]) in backward.
+static lc_status lora_bwd_proj(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g, int i, lc_buf dn1,
+                               lc_buf dy, lc_buf n1, int N) {
+  return lc_lora_bwd(&c->lora, dn1, g->lora_a[i], g->lora_b[i], dy, n1, w->lora_a[i], w->lora_b[i], c->T, c->cfg->dim, N);
+}
+
 lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_acts *a, lc_buf x_in, lc_buf x_out,
                        int skip_attn) {
   const lc_config *cfg = c->cfg;
@@ -307,6 +345,7 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   LC_TRY(lc_be_matmul_fwd(a->x_mid, a->att, w->wo, T, HQ, C, c->bf16, NONE));
   poll(c);
   if (lc_buf_ok(w->bo)) LC_TRY(lc_be_bias_fwd(a->x_mid, w->bo, T, C));
+  LC_TRY(lc_lora_fwd(&c->lora, a->x_mid, a->att, w->lora_a[LC_LORA_O], w->lora_b[LC_LORA_O], T, HQ, C));
   LC_TRY(lc_be_add(a->x_mid, x_in));
   if (mlp_tiled(c)) return lc_buf_ok(x_out) ? mlp_fwd_tiled(c, w, a->x_mid, x_out) : LC_OK;
   const mlp_tile_bufs f = {.n2 = a->ln2, .rstd = a->rstd2, .gate = a->gate, .up = a->up, .h = a->h};
@@ -345,6 +384,9 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   const lc_buf dout = b16 ? lc_buf_view(dbuf, 0, TC) : dx;
   lc_status st = b16 ? lc_be_bf16_pack(dout, dx) : LC_OK;
   if (st == LC_OK) st = lc_be_matmul_bwd(datt, g->wo, dout, a->att, w->wo, T, HQ, C, 0, b16, NONE);
+  if (st == LC_OK)
+    st = lc_lora_bwd(&c->lora, datt, g->lora_a[LC_LORA_O], g->lora_b[LC_LORA_O], dout, a->att, w->lora_a[LC_LORA_O],
+                     w->lora_b[LC_LORA_O], T, HQ, C);
   lc_buf dat = datt;
   if (st == LC_OK) {
     poll(c);
@@ -363,14 +405,17 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   if (st == LC_OK && b16) st = lc_buf_alloc(c->be, LC_MEM_SCRATCH, LC_DT_F32, TC, 0, "n1 gradient (fp32)", &dn1);
   if (!b16) dn1 = lc_buf_view(dbuf, 0, TC);
   if (st == LC_OK) st = lc_be_matmul_bwd(dn1, g->wq, dq, a->ln1, w->wq, T, C, HQ, 0, b16, NONE);
+  if (st == LC_OK) st = lora_bwd_proj(c, w, g, LC_LORA_Q, dn1, dq, a->ln1, HQ);
   if (st == LC_OK) {
     poll(c);
     st = lc_be_matmul_bwd(dn1, g->wk, dk, a->ln1, w->wk, T, C, HKV, 1, b16, NONE);
   }
+  if (st == LC_OK) st = lora_bwd_proj(c, w, g, LC_LORA_K, dn1, dk, a->ln1, HKV);
   if (st == LC_OK) {
     poll(c);
     st = lc_be_matmul_bwd(dn1, g->wv, dv, a->ln1, w->wv, T, C, HKV, 1, b16, NONE);
   }
+  if (st == LC_OK) st = lora_bwd_proj(c, w, g, LC_LORA_V, dn1, dv, a->ln1, HKV);
   if (st == LC_OK) {
     poll(c);
     st = lc_be_rmsnorm_bwd(dx, g->ln1, dn1, x_in, w->ln1, a->rstd1, T, C, 0); // dx: -> dL/dx_in

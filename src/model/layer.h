@@ -15,6 +15,7 @@
 #include "core/arena.h"
 #include "model/config.h"
 #include "model/params.h"
+#include "model/lora_op.h"
 
 // Activations of one layer that backward reads, as the backend's buffers. Which ones are
 // kept per layer and which are recomputed depends on the checkpoint policy (model.c).
@@ -70,6 +71,9 @@ typedef struct {
   // The backend every op of the layer runs on, which holds the weights, the activations
   // and the scratch (category scratch, counted in its arena); the attention strategy gets it.
   struct lc_backend *be;
+  // LoRA (lora.R > 0): the adapters of the weights' lora_a/lora_b that are set run beside
+  // their projections (model/lora_op.h); the frozen weights' gradients are empty (skipped).
+  lc_lora_ctx lora;
 } lc_layer_ctx;
 
 // Forward. x_out may be empty (recompute for backward: stops after the MLP's saved parts).
@@ -101,6 +105,7 @@ typedef struct {
   // and those of backward on top of attn_bwd (attn_bwd_mm = attn_bwd + packing).
   size_t attn_fwd_mm, attn_bwd_mm;
 } lc_layer_mem;
+// With cfg->lora (rank > 0) the adapters' calls (lc_lora_*_bytes) count at their GEMMs' moments.
 void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_layer_mem *m);
 
 // Backward. dx[T,C] holds dL/dx_out on entry and dL/dx_in on return. Weight gradients are

@@ -48,8 +48,19 @@ static lc_status create(lc_model *m, const lc_config *cfg, int stage, int group,
   memset(m, 0, sizeof *m);
   LC_TRY(lc_config_validate(cfg));
   m->cfg = *cfg;
-  LC_TRY(be ? lc_pstore_create_on(&m->ps, cfg, stage, group, world, be)
-            : lc_pstore_create(&m->ps, cfg, stage, group, world, arena));
+  const int lora = cfg->lora.rank > 0, bst = lora ? lc_lora_base_stage(stage) : stage, bgr = bst ? group : 0;
+  if (lora) LC_TRY(lc_zero_check(stage, group, 0, world ? world->size : 1));
+  LC_TRY(be ? lc_pstore_create_on(&m->ps, cfg, bst, bgr, world, be) : lc_pstore_create(&m->ps, cfg, bst, bgr, world, arena));
+  if (lora) { // the frozen base has no gradient; the adapters share its backend
+    lc_pstore_drop_grads(&m->ps);
+    const lc_config acfg = lc_config_adapters(cfg);
+    const lc_status st = lc_pstore_create_on(&m->ad, &acfg, stage, group, world, m->ps.be);
+    if (st != LC_OK) {
+      lc_pstore_destroy(&m->ps);
+      return st;
+    }
+    m->lora = 1;
+  }
   shortcuts(m);
   return LC_OK;
 }
@@ -70,13 +81,17 @@ lc_status lc_model_create(lc_model *m, const lc_config *cfg, lc_arena *arena) {
 
 void lc_model_destroy(lc_model *m, lc_arena *arena) {
   (void)arena; // the store frees into the arena it was created with
+  if (m->lora) lc_pstore_destroy(&m->ad); // (before the base: it may own the backend)
   lc_pstore_destroy(&m->ps);
   memset(m, 0, sizeof *m);
 }
 
-lc_status lc_model_init_random(lc_model *m, uint64_t seed) { return lc_pstore_init_random(&m->ps, seed); }
+lc_status lc_model_init_random(lc_model *m, uint64_t seed) {
+  LC_TRY(lc_pstore_init_random(&m->ps, seed));
+  return m->lora ? lc_pstore_init_random(&m->ad, lc_lora_seed(seed)) : LC_OK;
+}
 
-void lc_model_zero_grads(lc_model *m) { lc_pstore_step_begin(&m->ps, 0); }
+void lc_model_zero_grads(lc_model *m) { lc_pstore_step_begin(lc_model_trainable(m), 0); }
 
 // ---- a layer's activations in groups (bytes, every piece 64-byte aligned):
 //   proj: ln1, x_mid, rstd1 (qk_norm: qp, kp, rstdq, rstdk)    qkv: q, k, v    att: the
@@ -382,6 +397,29 @@ lc_status lc_model_rope_table_buf(const lc_config *cfg, int rope_len, const int 
 }
 
 static void poll_store(void *ps) { lc_pstore_poll(ps); }
+static void poll_both(void *model) { // LoRA: the base's gathers and the adapters' reductions
+  lc_model *m = model;
+  lc_pstore_poll(&m->ps);
+  lc_pstore_poll(&m->ad);
+}
+
+// Layer l's weights as the layer reads them: the base's views, and with LoRA the adapters'
+// in lora_a/lora_b (in w). The gradients: the model's, or with LoRA the adapters' alone
+// (the base's fields empty: frozen, skipped).
+static const lc_layer_weights *layer_w(lc_model *m, int l, lc_layer_weights *w) {
+  if (!m->lora) return &m->ps.w.layer[l];
+  *w = m->ps.w.layer[l];
+  memcpy(w->lora_a, m->ad.w.layer[l].lora_a, sizeof w->lora_a);
+  memcpy(w->lora_b, m->ad.w.layer[l].lora_b, sizeof w->lora_b);
+  return w;
+}
+static lc_layer_weights *layer_g(lc_model *m, int l, lc_layer_weights *g) {
+  if (!m->lora) return &m->ps.g.layer[l];
+  memset(g, 0, sizeof *g);
+  memcpy(g->lora_a, m->ad.g.layer[l].lora_a, sizeof g->lora_a);
+  memcpy(g->lora_b, m->ad.g.layer[l].lora_b, sizeof g->lora_b);
+  return g;
+}
 
 // ---- vocabulary slices (o->vocab_slice): the embedding and the LM head R rows at a time,
 // so that no [vocab, C] matrix, gathered copy or gradient exists at once (pstore.h row ranges)
@@ -450,7 +488,7 @@ static lc_status embed_bwd_sliced(lc_pstore *ps, int tensor, int R, lc_buf token
 // lives in r[k % 2]; getting item k fetches item k + 1 (after the last: unit next_unit).
 typedef struct {
   lc_pstore *ps;
-  int tensor, R, ns, passes, next_unit;
+  int tensor, R, ns, passes, next_unit, frozen; // frozen (LoRA): no gradient of the head
   size_t V;
   lc_ps_rows r[2];
 } head_slicer;
@@ -470,7 +508,7 @@ static lc_status slicer_get(void *arg, int s, int pass, lc_buf *w, lc_buf *g) {
   LC_TRY(lc_pstore_rows_acquire(h->ps, cur));
   LC_TRY(slicer_fetch(h, k + 1));
   *w = cur->w;
-  if (pass == 1) {
+  if (pass == 1 && !h->frozen) {
     LC_TRY(lc_pstore_rows_grad_begin(h->ps, cur));
     *g = cur->g;
   }
@@ -491,12 +529,12 @@ static lc_status loss_sliced(lc_model *m, const lc_model_opts *o, lc_buf xL, con
                              float loss_scale, int bf16, lc_buf dx, double *loss_sum, long *n_wrong, int next_unit) {
   lc_pstore *ps = &m->ps;
   const lc_config *cfg = &m->cfg;
-  const int L = cfg->n_layers, F = lc_unit_final(L), tied = cfg->tie_embeddings, grads = lc_buf_ok(dx);
+  const int L = cfg->n_layers, F = lc_unit_final(L), tied = cfg->tie_embeddings, grads = lc_buf_ok(dx) && !m->lora;
   const int norm_t = unit_tensor(ps, F, offsetof(lc_weights, norm));
   const int head_t = tied ? unit_tensor(ps, LC_UNIT_EMBED, offsetof(lc_weights, embed))
                           : unit_tensor(ps, F, offsetof(lc_weights, head));
-  head_slicer h = {.ps = ps, .tensor = head_t, .R = o->vocab_slice, .passes = grads ? 2 : 1,
-                   .next_unit = next_unit, .V = (size_t)cfg->vocab};
+  head_slicer h = {.ps = ps, .tensor = head_t, .R = o->vocab_slice, .passes = lc_buf_ok(dx) ? 2 : 1,
+                   .next_unit = next_unit, .V = (size_t)cfg->vocab, .frozen = m->lora};
   h.ns = lc_head_n_slices(cfg->vocab, h.R);
   memset(h.r, 0, sizeof h.r);
   lc_ps_rows nr;
@@ -519,7 +557,7 @@ static lc_status loss_sliced(lc_model *m, const lc_model_opts *o, lc_buf xL, con
 static lc_status loss_whole(lc_model *m, const lc_model_opts *o, lc_buf xL, const int *targets, int T,
                             float loss_scale, int bf16, lc_buf dx, double *loss_sum, long *n_wrong) {
   lc_pstore *ps = &m->ps;
-  const int grads = lc_buf_ok(dx);
+  const int grads = lc_buf_ok(dx) && !m->lora; // (LoRA: the gradient reaches x_L only)
   const lc_loss_weights w = {.norm = ps->w.norm, .norm_g = grads ? ps->g.norm : (lc_buf){0}, .head = ps->w.head,
                              .head_g = grads ? ps->g.head : (lc_buf){0}};
   return lc_loss_fwd_bwd(&m->cfg, ps->be, &w, xL, targets, T, o->loss_tile, loss_scale, bf16, dx, loss_sum, n_wrong);
@@ -589,9 +627,18 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   lc_layer_ctx ctx = {.cfg = cfg, .attn = attn, .rope_cos = rcos, .rope_sin = rsin, .T = T,
                       .mlp_tile = mlp_untiled ? 0 : o->mlp_tile, .bf16 = bf16, .arena = arena,
                       .poll = poll_store, .poll_arg = ps, .be = be};
+  // LoRA: the adapters' store runs the layers' unit events beside the base's (its
+  // embedding and final units are empty); only it opens gradients.
+  lc_pstore *ad = m->lora ? &m->ad : NULL;
+  if (ad) {
+    ctx.lora = (lc_lora_ctx){.R = cfg->lora.rank, .s = lc_lora_scale(&cfg->lora), .bf16 = bf16, .be = be};
+    ctx.poll = poll_both;
+    ctx.poll_arg = m;
+    lc_pstore_set_compute(ad, bf16 ? LC_DT_BF16 : LC_DT_F32);
+  }
   lc_pstore_set_compute(ps, bf16 ? LC_DT_BF16 : LC_DT_F32);
-  attn->poll = poll_store;
-  attn->poll_arg = ps;
+  attn->poll = ctx.poll;
+  attn->poll_arg = ctx.poll_arg;
   // The pass is its schedule (schedule.h), run event by event: the store's units E
   // (embedding), layer l and F (final norm + untied head) acquired (ZeRO 3: gathered) right
   // before use with the next one's gather posted and released after; gradient buffers
@@ -612,25 +659,38 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
     goto done;
   }
   lc_schedule_build(cfg, o, want_grads, ev, n_ev);
-  lc_pstore_pass_begin(ps, want_grads);
+  lc_pstore_pass_begin(ps, want_grads && !ad);
+  if (ad) lc_pstore_pass_begin(ad, want_grads);
   lc_buf xin = none; // backward: the layer's input, widened from its checkpoint in bf16
+  lc_layer_weights lw, lg; // LoRA: a layer's base views with its adapters', and the adapters' gradients
   for (int i = 0; i < n_ev && st == LC_OK; i++) {
     const lc_event *e = &ev[i];
     const int l = e->layer;
+    const int layer_unit = e->unit != E && e->unit != F;
     if (e->by_op) continue;
     switch (e->kind) {
     case LC_EV_ACQUIRE: // held even when it fails part-way (gathered, then the next gather failed)
       held[e->unit] = 1;
       st = lc_pstore_acquire(ps, e->unit, e->next);
+      if (st == LC_OK && ad && layer_unit)
+        st = lc_pstore_acquire(ad, e->unit, e->next != E && e->next != F ? e->next : -1);
       break;
-    case LC_EV_PREFETCH: st = lc_pstore_prefetch(ps, e->unit); break;
+    case LC_EV_PREFETCH:
+      st = lc_pstore_prefetch(ps, e->unit);
+      if (st == LC_OK && ad && layer_unit) st = lc_pstore_prefetch(ad, e->unit);
+      break;
     case LC_EV_RELEASE:
       lc_pstore_release(ps, e->unit);
+      if (ad && layer_unit) lc_pstore_release(ad, e->unit);
       held[e->unit] = 0;
       break;
-    case LC_EV_GRAD_BEGIN: st = lc_pstore_grad_begin(ps, e->unit); break; // tied E at the end: already open
+    case LC_EV_GRAD_BEGIN: // tied E at the end: already open
+      if (!ad) st = lc_pstore_grad_begin(ps, e->unit);
+      else if (layer_unit) st = lc_pstore_grad_begin(ad, e->unit);
+      break;
     case LC_EV_GRAD_END:
-      st = sliced && (e->unit == E || e->unit == F) ? lc_pstore_rows_done(ps, e->unit) : lc_pstore_grad_end(ps, e->unit);
+      if (ad) st = layer_unit ? lc_pstore_grad_end(ad, e->unit) : LC_OK;
+      else st = sliced && (e->unit == E || e->unit == F) ? lc_pstore_rows_done(ps, e->unit) : lc_pstore_grad_end(ps, e->unit);
       break;
     case LC_EV_CKPT_PUT: st = lc_ckstore_put_end(cks, l); break;
     case LC_EV_CKPT_GET: // read ahead while the layer above computed; the next one's read started
@@ -661,9 +721,9 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
         if (st == LC_OK && l + 1 < L) carve_layer(&lcv, lbuf, &xs[l + 1], &acts[l + 1]);
         if (st == LC_OK && bf16) {
           st = lc_be_bf16_pack(xs[l], xin_fwd[l % 2]);
-          if (st == LC_OK) st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin_fwd[l % 2], xin_fwd[(l + 1) % 2], 0);
+          if (st == LC_OK) st = lc_layer_fwd(&ctx, layer_w(m, l, &lw), &acts[l], xin_fwd[l % 2], xin_fwd[(l + 1) % 2], 0);
         } else if (st == LC_OK) {
-          st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xs[l], l + 1 < L ? xs[l + 1] : xL, 0);
+          st = lc_layer_fwd(&ctx, layer_w(m, l, &lw), &acts[l], xs[l], l + 1 < L ? xs[l + 1] : xL, 0);
         }
         break;
       case LC_OP_LOSS: // the loss and its gradient w.r.t. x_L, head and final norm, in one pass
@@ -673,11 +733,11 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
         st = loss_sliced(m, o, xL, targets, T, loss_scale, bf16, dxg, loss_sum, n_wrong, bwd_first);
         break;
       case LC_OP_RECOMPUTE: // what the policy did not keep (selective: all but attention)
-        st = lc_layer_fwd(&ctx, &ps->w.layer[l], &acts[l], xin, none, o->ckpt == LC_CKPT_SELECTIVE);
+        st = lc_layer_fwd(&ctx, layer_w(m, l, &lw), &acts[l], xin, none, o->ckpt == LC_CKPT_SELECTIVE);
         break;
-      case LC_OP_LAYER_BWD: st = lc_layer_bwd(&ctx, &ps->w.layer[l], &ps->g.layer[l], &acts[l], xin, dx); break;
-      case LC_OP_EMBED_BWD: st = embed_bwd(ps, tok, T, dx); break;
-      case LC_OP_EMBED_BWD_SLICED: st = embed_bwd_sliced(ps, embed_t, o->vocab_slice, tok, T, C, dx); break;
+      case LC_OP_LAYER_BWD: st = lc_layer_bwd(&ctx, layer_w(m, l, &lw), layer_g(m, l, &lg), &acts[l], xin, dx); break;
+      case LC_OP_EMBED_BWD: st = ad ? LC_OK : embed_bwd(ps, tok, T, dx); break; // (LoRA: the embedding is frozen)
+      case LC_OP_EMBED_BWD_SLICED: st = ad ? LC_OK : embed_bwd_sliced(ps, embed_t, o->vocab_slice, tok, T, C, dx); break;
       default: break;
       }
       break;
@@ -685,10 +745,15 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
     }
   }
   for (int u = 0; held && st != LC_OK && u < L + 2; u++) // an error: drop what the pass holds
-    if (held[u]) lc_pstore_release(ps, u);
+    if (held[u]) {
+      lc_pstore_release(ps, u);
+      if (ad && u != E && u != F) lc_pstore_release(ad, u);
+    }
 done:
   if (st == LC_OK) st = lc_pstore_pass_end(ps);
+  if (st == LC_OK && m->lora) st = lc_pstore_pass_end(&m->ad);
   lc_pstore_set_compute(ps, compute0);
+  if (m->lora) lc_pstore_set_compute(&m->ad, compute0);
   attn->poll = NULL;
   attn->poll_arg = NULL;
   attn->lo_buf = (lc_buf){0};

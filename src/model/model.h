@@ -63,6 +63,11 @@ typedef struct {
   int n_tensors;
   size_t n_flat;        // floats of one full flat buffer (units padded)
   float *params, *grads; // this rank's storage: the full buffers for a local model
+  // LoRA (cfg.lora.rank > 0): ps holds the frozen base (no gradients, no moments; sharded
+  // only under ZeRO 3), ad the adapters (cfg with adapter_set), which train: every
+  // optimizer, reduction and checkpoint path takes lc_model_trainable.
+  int lora;
+  lc_pstore ad;
   int rope_len;         // the whole sequence's largest position + 1 for the next passes, for
                         // RoPE scalings that depend on the length (dynamic, longrope): set by
                         // a caller that holds part of a sequence; 0: each pass's positions decide
@@ -78,7 +83,16 @@ lc_status lc_model_create_zero(lc_model *m, const lc_config *cfg, int stage, int
 lc_status lc_model_create_on(lc_model *m, const lc_config *cfg, int stage, int group, lc_comm *world,
                              lc_backend *be);
 void lc_model_destroy(lc_model *m, lc_arena *arena);
+// The store whose parameters train: the adapters' with LoRA, else the model's.
+static inline lc_pstore *lc_model_trainable(lc_model *m) { return m->lora ? &m->ad : &m->ps; }
+// The base's ZeRO stage under a LoRA run of `stage`: sharded (and gathered per unit) only
+// at 3; at 1 and 2 there is nothing of it to shard (no gradients, no moments).
+static inline int lc_lora_base_stage(int stage) { return stage >= 3 ? 3 : 0; }
+// HF-style init of the weights from seed; with LoRA also the adapters (PEFT's: A
+// Kaiming-uniform, B zero) from a stream of their own (lc_lora_seed), so loading a base
+// over the weights leaves the adapters' initialisation the same.
 lc_status lc_model_init_random(lc_model *m, uint64_t seed);
+static inline uint64_t lc_lora_seed(uint64_t seed) { return seed ^ 0x4c6f5241ull; /* "LoRA" */ }
 // Zeroes the gradients (a local step; the trainer uses lc_pstore_step_begin).
 void lc_model_zero_grads(lc_model *m);
 

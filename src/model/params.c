@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 #include "model/arch.h"
 
@@ -14,7 +15,7 @@ static void add(lc_param_info *t, int *n, size_t *off, int unit, int layer, int 
   p->unit = unit;
   p->kind = ki;
   p->layer = layer;
-  if (layer >= 0) snprintf(p->name, sizeof p->name, "model.layers.%d.%s", layer, k->hf);
+  if (layer >= 0) snprintf(p->name, sizeof p->name, "%smodel.layers.%d.%s", k->adapter ? "base_model.model." : "", layer, k->hf);
   else snprintf(p->name, sizeof p->name, "%s", k->hf);
   p->ndim = k->cols == LC_SZ_1 ? 1 : 2;
   p->shape[0] = lc_size_of(k->rows, cfg);
@@ -96,7 +97,10 @@ void lc_weights_tie(lc_weights *w, const lc_config *cfg) {
 }
 
 void lc_param_init_part(float *dst, const lc_param_info *t, size_t n, lc_rng *rng) {
-  if (t->init != LC_INIT_NORMAL) {
+  if (t->init == LC_INIT_KAIMING) { // PEFT's lora_A: kaiming_uniform_(a = sqrt(5)), bound 1/sqrt(fan_in)
+    const float b = 1.0f / sqrtf((float)t->shape[1]);
+    lc_rng_fill_uniform(rng, dst, (long)n, -b, b);
+  } else if (t->init != LC_INIT_NORMAL) {
     for (size_t j = 0; j < n; j++) dst[j] = t->init == LC_INIT_ONES ? 1.0f : 0.0f;
   } else {
     lc_rng_fill_normal(rng, dst, (long)n, 0.02f);

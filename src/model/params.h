@@ -72,6 +72,9 @@ typedef struct {
   lc_buf wgate; // mlp.gate_proj.weight            [F, C]
   lc_buf wup;   // mlp.up_proj.weight              [F, C]
   lc_buf wdown; // mlp.down_proj.weight            [C, F]
+  // LoRA adapters of the targets (LC_LORA_Q..; empty when off), in the adapters' store:
+  // lora_a[i] [r, in], lora_b[i] [out, r] (PEFT's lora_A / lora_B of that projection).
+  lc_buf lora_a[LC_LORA_N], lora_b[LC_LORA_N];
 } lc_layer_weights;
 
 #define LC_MAX_LAYERS 1024

@@ -976,7 +976,8 @@ static double rows_bytes_sent(const lc_pstore *ps, int t, size_t rows, int gathe
 double lc_pstore_step_bytes(const lc_pstore *ps, int passes, lc_dtype compute) {
   const double f = (double)lc_dtype_size(LC_DT_F32), total = (double)ps->lay.total, Z = ps->Z, R = ps->R;
   const int W = ps->world ? ps->world->size : 1;
-  if (ps->stage == 0) return W > 1 ? 2.0 * (W - 1) / W * total * f : 0.0;
+  const int frozen = !lc_buf_ok(ps->grads_b); // a frozen base (LoRA): gathers only, nothing reduced
+  if (ps->stage == 0) return W > 1 && !frozen ? 2.0 * (W - 1) / W * total * f : 0.0;
   const lc_param_layout *L = &ps->lay;
   const int nl = ps->cfg.n_layers, Eu = LC_UNIT_EMBED, Fu = lc_unit_final(nl), tied = ps->cfg.tie_embeddings;
   // Vocabulary slices (stage >= 2): the embedding and final units move as row ranges.
@@ -985,8 +986,8 @@ double lc_pstore_step_bytes(const lc_pstore *ps, int passes, lc_dtype compute) {
   // One reduction of every unit: reduce-scatter in the group, all-reduce across groups.
   const double reduced = sliced ? total - (double)L->units[Eu].n - (double)L->units[Fu].n : total;
   double red = (Z - 1) * (reduced / Z) * f + (R > 1 ? 2.0 * (R - 1) / R * (reduced / Z) * f : 0.0);
-  double bytes = red * (ps->stage == 1 ? 1 : passes);
-  bytes += 2.0 * (Z - 1) / Z * sizeof(double); // the norm's sum of squares
+  double bytes = frozen ? 0.0 : red * (ps->stage == 1 ? 1 : passes);
+  if (!frozen) bytes += 2.0 * (Z - 1) / Z * sizeof(double); // the norm's sum of squares
   if (sliced) { // per pass: the embedding's rows (gathered for the lookup, and twice more as a
                 // tied head), the head's (gathered by both loss passes) and the final norm's
     const int g3 = ps->stage >= 3;
@@ -994,11 +995,11 @@ double lc_pstore_step_bytes(const lc_pstore *ps, int passes, lc_dtype compute) {
       const int u = L->table[t].unit;
       if (u != Eu && u != Fu) continue;
       const int head = u == Fu && L->table[t].ndim == 2, emb = u == Eu;
-      const int gathers = !g3 ? 0 : emb ? 1 + 2 * tied : head ? 2 : 1, reductions = emb && tied ? 2 : 1;
+      const int gathers = !g3 ? 0 : emb ? 1 + 2 * tied : head ? 2 : 1, reductions = frozen ? 0 : emb && tied ? 2 : 1;
       bytes += passes * rows_bytes_sent(ps, t, L->table[t].ndim == 2 ? ps->vocab_rows : 1, gathers, reductions, g);
     }
   }
-  if (ps->stage <= 2) return bytes + (Z - 1) * (total / Z) * f; // parameters all-gathered
+  if (ps->stage <= 2) return frozen ? bytes : bytes + (Z - 1) * (total / Z) * f; // parameters all-gathered
   // Stage 3: per pass, forward gathers every unit once (the embedding twice when tied:
   // the LM head at the loss), backward every layer again.
   double units = sliced ? reduced : (double)L->total + (tied ? (double)L->units[Eu].n : 0.0);

@@ -133,15 +133,28 @@ static void put_scratch(const lc_mm *mm, float *buf) {
   if (buf != no_scratch && buf != mm->scratch) lc_free(mm->arena, buf);
 }
 
-// out[T,N] = inp[T,K] @ W[N,K]^T
+// rows x cols bf16 values at src (rows lds apart) widened into dense dst: the current
+// values of a bf16 output that a product is added to.
+static void unpack_from(float *dst, const uint16_t *src, long lds, int rows, int cols) {
+  for (int r = 0; r < rows; r++) lc_bf16_unpack(dst + (size_t)r * cols, src + (size_t)r * lds, (size_t)cols);
+}
+
 lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp, lc_act w, int T, int K, int N) {
+  return lc_matmul_fwd_acc(mm, out, out_dt, inp, w, T, K, N, 0);
+}
+
+// out[T,N] (=|+=) inp[T,K] @ W[N,K]^T. Accumulating into a bf16 output: its values are
+// widened into the fp32 chunk the product is added to, then rounded again.
+lc_status lc_matmul_fwd_acc(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp, lc_act w, int T, int K, int N,
+                            int accumulate) {
+  const float beta = accumulate ? 1.0f : 0.0f;
   if (T <= 0 || N <= 0) return LC_OK;
   const int bf = mm ? mm->bf16 : 0;
   const mm_parts parts = fwd_parts(bf, out_dt, inp.dt, w.dt, T, K, N);
   // fp32 operands, fp32 output on sgemm. (Scratch of 0 bytes is not enough to tell: the
   // native bf16 GEMM on 2-byte operands with an fp32 output packs nothing either.)
   if (!use_bf16(bf, T, K, N, w.dt) && !is16(out_dt) && !is16(inp.dt) && !is16(w.dt)) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, inp.p, K, w.p, K, 0.0f, out, N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, inp.p, K, w.p, K, beta, out, N);
     return LC_OK;
   }
   lc_status st;
@@ -159,10 +172,11 @@ lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp,
       const int nn = N - n0 < LC_MM_CHUNK ? N - n0 : LC_MM_CHUNK;
       lc_bf16_unpack(w32, row16(w, n0, K), (size_t)nn * K);
       if (o32) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xa, K, w32, K, 0.0f, c32, nn);
+        if (accumulate) unpack_from(c32, out16 + n0, N, T, nn);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xa, K, w32, K, beta, c32, nn);
         pack_to(out16 + n0, N, c32, T, nn);
       } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xa, K, w32, K, 0.0f, out32 + n0, N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xa, K, w32, K, beta, out32 + n0, N);
       }
     }
   } else if (!use_bf16(bf, T, K, N, w.dt)) { // sgemm per chunk of rows
@@ -179,7 +193,8 @@ lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp,
       const float *xa = row32(inp, t0, K);
       if (x32) lc_bf16_unpack(x32, row16(inp, t0, K), (size_t)n * K), xa = x32;
       float *dst = o32 ? o32 : out32 + (size_t)t0 * N;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, N, K, 1.0f, xa, K, w32, K, 0.0f, dst, N);
+      if (o32 && accumulate) lc_bf16_unpack(o32, out16 + (size_t)t0 * N, (size_t)n * N);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, N, K, 1.0f, xa, K, w32, K, beta, dst, N);
       if (o32) lc_bf16_pack(out16 + (size_t)t0 * N, o32, (size_t)n * N);
     }
   } else if (T >= N) { // W whole, inp in chunks of rows
@@ -189,7 +204,8 @@ lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp,
     for (int t0 = 0; t0 < T; t0 += LC_MM_CHUNK) {
       const int n = T - t0 < LC_MM_CHUNK ? T - t0 : LC_MM_CHUNK;
       const uint16_t *xa = is16(inp.dt) ? row16(inp, t0, K) : (pack(x16, row32(inp, t0, K), K, n, K), x16);
-      gemm(0, 1, n, N, K, xa, K, wa, K, 0.0f, o32 ? o32 : out32 + (size_t)t0 * N, N);
+      if (o32 && accumulate) lc_bf16_unpack(o32, out16 + (size_t)t0 * N, (size_t)n * N);
+      gemm(0, 1, n, N, K, xa, K, wa, K, beta, o32 ? o32 : out32 + (size_t)t0 * N, N);
       if (o32) lc_bf16_pack(out16 + (size_t)t0 * N, o32, (size_t)n * N);
     }
   } else { // inp whole, W in chunks of rows (= column blocks of out)
@@ -200,10 +216,11 @@ lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp,
       const int nn = N - n0 < LC_MM_CHUNK ? N - n0 : LC_MM_CHUNK;
       const uint16_t *wa = is16(w.dt) ? row16(w, n0, K) : (pack(w16, row32(w, n0, K), K, nn, K), w16);
       if (o32) {
-        gemm(0, 1, T, nn, K, xa, K, wa, K, 0.0f, o32, nn);
+        if (accumulate) unpack_from(o32, out16 + n0, N, T, nn);
+        gemm(0, 1, T, nn, K, xa, K, wa, K, beta, o32, nn);
         pack_to(out16 + n0, N, o32, T, nn);
       } else {
-        gemm(0, 1, T, nn, K, xa, K, wa, K, 0.0f, out32 + n0, N);
+        gemm(0, 1, T, nn, K, xa, K, wa, K, beta, out32 + n0, N);
       }
     }
   }

@@ -39,6 +39,9 @@ static inline lc_act lc_act_of(const void *p, lc_dtype dt) { return (lc_act){p, 
 // LC_ENOMEM when the arena refuses the scratch.
 // W is an lc_act too: fp32, or the store's 2-byte compute copy of a decoder layer.
 lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp, lc_act w, int T, int K, int N);
+// The same adding the product to out (accumulate 1; the same scratch as lc_matmul_fwd).
+lc_status lc_matmul_fwd_acc(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp, lc_act w, int T, int K, int N,
+                            int accumulate);
 // dinp[T,K] = (accumulate ? dinp + : ) dout[T,N] @ W ; dw[N,K] += dout^T @ inp.
 // Either dinp or dw may be NULL to skip it.
 lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc_act inp, lc_act w, int T, int K,

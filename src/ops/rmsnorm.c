@@ -54,7 +54,7 @@ static void rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *
   // per-column summation order (t ascending) does not depend on the thread count.
   const int nblk = (C + LC_RMS_CBLK - 1) / LC_RMS_CBLK;
 #pragma omp parallel for schedule(static) if (par && nblk > 1)
-  for (int b = 0; b < nblk; b++) {
+  for (int b = 0; b < (dw ? nblk : 0); b++) { // dw NULL: a frozen weight, no gradient
     const int c0 = b * LC_RMS_CBLK;
     const int c1 = c0 + LC_RMS_CBLK < C ? c0 + LC_RMS_CBLK : C;
     for (int t = 0; t < T; t++) {

@@ -17,6 +17,7 @@
 #include "io/safetensors.h"
 #include "model/arch.h"
 #include "model/hf.h"
+#include "model/peft.h"
 
 #define PATHN 4096
 
@@ -45,7 +46,9 @@ static lc_status write_optimizer(lc_trainer *t, const char *dir) {
   const char *const prefix[3] = {"exp_avg.", "exp_avg_sq.", "master."};
   const int n = t->o.save_dtype == LC_DT_F32 ? 2 : 3;
   lc_status st = lc_path_join(path, sizeof path, dir, "optimizer.safetensors");
-  lc_status ws = lc_hf_write_states(path, &t->model, n, which, prefix, LC_DT_F32, meta, 1); // collective: always
+  // (LoRA: the adapters' states; their weights are saved in fp32, so no master copy)
+  const int nk = t->model.lora ? 2 : n;
+  lc_status ws = lc_hf_write_states(path, lc_model_trainable(&t->model), nk, which, prefix, LC_DT_F32, meta, 1); // collective: always
   return st == LC_OK ? ws : st;
 }
 
@@ -77,8 +80,8 @@ static lc_status write_state(const lc_trainer *t, const char *dir) {
   cJSON_AddNumberToObject(l, "hp", t->grid.hp);
   cJSON_AddNumberToObject(l, "ring_window", t->grid.window);
   cJSON_AddStringToObject(l, "placement", lc_placement_name(t->grid.placement));
-  cJSON_AddNumberToObject(l, "zero", t->model.ps.stage);
-  cJSON_AddNumberToObject(l, "zero_group", t->model.ps.Z);
+  cJSON_AddNumberToObject(l, "zero", lc_model_trainable((lc_model *)&t->model)->stage);
+  cJSON_AddNumberToObject(l, "zero_group", lc_model_trainable((lc_model *)&t->model)->Z);
   char *txt = cJSON_Print(j);
   cJSON_Delete(j);
   if (!txt) return lc_fail(LC_ENOMEM, "out of memory writing trainer_state.json");
@@ -131,21 +134,29 @@ static void prune(const char *dir, int keep) {
 static const char *const ckpt_files[] = {"config.json", "model.safetensors", "optimizer.safetensors",
                                          "trainer_state.json"};
 #define N_CKPT_FILES (int)(sizeof ckpt_files / sizeof ckpt_files[0])
+// A LoRA run's: the base's config (the weights stay where --model has them), the adapters
+// in PEFT's files, their AdamW states.
+static const char *const lora_files[] = {"config.json", "adapter_config.json", "adapter_model.safetensors",
+                                         "optimizer.safetensors", "trainer_state.json"};
+#define N_LORA_FILES (int)(sizeof lora_files / sizeof lora_files[0])
+static const char *const *const ckpt_files_of_full = ckpt_files;
 
 // Rank 0, after the files are written: checksums.json with each file's size and checksum
 // (read back from disk, so it describes what is really there).
-static lc_status write_checksums(const char *dir) {
+static lc_status write_checksums(const char *dir, int lora) {
   cJSON *j = cJSON_CreateObject(), *f = cJSON_AddObjectToObject(j, "files");
   cJSON_AddStringToObject(j, "algorithm", "longctx-hash64 (src/core/hash.c)");
   lc_status st = LC_OK;
-  for (int i = 0; i < N_CKPT_FILES && st == LC_OK; i++) {
+  const char *const *files = lora ? lora_files : ckpt_files_of_full;
+  const int nf = lora ? N_LORA_FILES : N_CKPT_FILES;
+  for (int i = 0; i < nf && st == LC_OK; i++) {
     char p[PATHN], hex[32];
     uint64_t h = 0, n = 0;
-    st = lc_path_join(p, sizeof p, dir, ckpt_files[i]);
+    st = lc_path_join(p, sizeof p, dir, files[i]);
     if (st == LC_OK) st = lc_file_hash(p, &h, &n);
     if (st != LC_OK) break;
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
-    cJSON *e = cJSON_AddObjectToObject(f, ckpt_files[i]);
+    cJSON *e = cJSON_AddObjectToObject(f, files[i]);
     cJSON_AddNumberToObject(e, "bytes", (double)n);
     cJSON_AddStringToObject(e, "hash", hex);
   }
@@ -173,25 +184,29 @@ lc_status lc_checkpoint_verify(const char *dir, int *verified) {
   lc_status st = cJSON_IsObject(f) ? LC_OK
                                    : lc_fail(LC_EFORMAT, "%s is damaged (not the JSON longctx writes); this "
                                              "checkpoint cannot be verified: resume from another", p);
-  for (int i = 0; i < N_CKPT_FILES && st == LC_OK; i++) {
-    const cJSON *e = cJSON_GetObjectItemCaseSensitive(f, ckpt_files[i]);
+  // A LoRA checkpoint's list (its checksums name the adapter's file), else a full one's.
+  const int lora = cJSON_GetObjectItemCaseSensitive(f, "adapter_model.safetensors") != NULL;
+  const char *const *files = lora ? lora_files : ckpt_files_of_full;
+  const int nf = lora ? N_LORA_FILES : N_CKPT_FILES;
+  for (int i = 0; i < nf && st == LC_OK; i++) {
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(f, files[i]);
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(e, "bytes"), *h = cJSON_GetObjectItemCaseSensitive(e, "hash");
     if (!cJSON_IsNumber(b) || !cJSON_IsString(h)) {
       st = lc_fail(LC_EFORMAT, "%s lacks the checksum of %s; the checkpoint is damaged: resume from another", p,
-                   ckpt_files[i]);
+                   files[i]);
       break;
     }
     char fp[PATHN], hex[32];
     uint64_t hv = 0, n = 0;
-    st = lc_path_join(fp, sizeof fp, dir, ckpt_files[i]);
+    st = lc_path_join(fp, sizeof fp, dir, files[i]);
     if (st == LC_OK && !lc_is_file(fp))
-      st = lc_fail(LC_EIO, "checkpoint %s is damaged: %s is missing; resume from another checkpoint", dir, ckpt_files[i]);
+      st = lc_fail(LC_EIO, "checkpoint %s is damaged: %s is missing; resume from another checkpoint", dir, files[i]);
     if (st == LC_OK) st = lc_file_hash(fp, &hv, &n);
     if (st != LC_OK) break;
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hv);
     if ((double)n != b->valuedouble || strcmp(hex, h->valuestring) != 0)
       st = lc_fail(LC_EFORMAT, "checkpoint %s is damaged: %s %s (%llu bytes, checksum %s; saved as %.0f bytes, %s); "
-                   "resume from another checkpoint", dir, ckpt_files[i],
+                   "resume from another checkpoint", dir, files[i],
                    (double)n != b->valuedouble ? "has another size" : "does not match its checksum",
                    (unsigned long long)n, hex, b->valuedouble, h->valuestring);
   }
@@ -253,6 +268,7 @@ static lc_status all_finite(lc_pstore *ps, int *finite) {
 }
 
 double lc_checkpoint_bytes(const lc_config *cfg, lc_dtype save_dtype) {
+  if (cfg->lora.rank > 0) return 12.0 * (double)lc_config_n_lora_params(cfg) + (1 << 20); // adapters, m, v in fp32
   return (save_dtype == LC_DT_F32 ? 12.0 : 14.0) * (double)lc_config_n_params(cfg) + (1 << 20);
 }
 
@@ -262,7 +278,7 @@ lc_status lc_checkpoint_save(lc_trainer *t, const char *dir, int keep) {
   snprintf(name, sizeof name, "checkpoint-%ld", t->step);
   // Never a checkpoint with NaN or Inf in it: the previous good one stays the latest.
   int finite = 1;
-  LC_TRY(agree(t, all_finite(&t->model.ps, &finite)));
+  LC_TRY(agree(t, all_finite(lc_model_trainable(&t->model), &finite)));
   double bad = !finite;
   LC_TRY(lc_allreduce_sum(t->world, &bad, 1, LC_DT_F64));
   if (bad > 0)
@@ -271,11 +287,17 @@ lc_status lc_checkpoint_save(lc_trainer *t, const char *dir, int keep) {
   lc_status st = root ? prepare_tmp(dir, name, tmp, sizeof tmp) : LC_OK;
   LC_TRY(agree(t, st));
   // Weights and moments reach rank 0 one tensor at a time (ZeRO shards from their owners).
-  st = lc_hf_save(tmp, &t->model, t->o.save_dtype);
+  if (t->model.lora) { // the adapters (PEFT's files) and the base's config
+    st = lc_peft_save_weights(tmp, &t->model);
+    if (st == LC_OK && root) st = lc_hf_write_config(tmp, &t->o.cfg, LC_DT_F32);
+    if (st == LC_OK && root) st = lc_peft_write_config(tmp, &t->o.cfg, t->o.base_name);
+  } else {
+    st = lc_hf_save(tmp, &t->model, t->o.save_dtype);
+  }
   lc_status so = write_optimizer(t, tmp);
   if (st == LC_OK) st = so;
   if (st == LC_OK && root) st = write_state(t, tmp);
-  if (st == LC_OK && root) st = write_checksums(tmp);
+  if (st == LC_OK && root) st = write_checksums(tmp, t->model.lora);
   st = agree(t, st);
   if (root) st = st == LC_OK ? publish(dir, name, tmp, keep) : (remove_flat_dir(tmp), st);
   return agree(t, st);
@@ -440,24 +462,25 @@ static lc_status read_optimizer(lc_trainer *t, const char *dir) {
   lc_st_file f;
   LC_TRY(lc_st_open(&f, p));
   lc_status st = LC_OK;
-  lc_model *m = &t->model;
+  lc_pstore *ps = lc_model_trainable(&t->model);
+  const lc_param_info *table = ps->lay.table;
   float *stage = NULL;
-  st = lc_hf_stage(m, LC_PS_EXP_AVG, &stage);
+  st = lc_hf_stage(ps, LC_PS_EXP_AVG, &stage);
   // master.*: the fp32 weights of a checkpoint whose model.safetensors was rounded (all or none).
   char first[160];
-  snprintf(first, sizeof first, "master.%s", m->table[0].name);
+  snprintf(first, sizeof first, "master.%s", table[0].name);
   const int n_states = lc_st_find(&f, first) ? 3 : 2;
   static const char *const prefix[3] = {"exp_avg", "exp_avg_sq", "master"};
   static const lc_ps_state which[3] = {LC_PS_EXP_AVG, LC_PS_EXP_AVG_SQ, LC_PS_PARAMS};
-  for (int i = 0; i < m->n_tensors && st == LC_OK; i++)
+  for (int i = 0; i < ps->lay.n_tensors && st == LC_OK; i++)
     for (int k = 0; k < n_states && st == LC_OK; k++) {
-      char name[160];
-      snprintf(name, sizeof name, "%s.%s", prefix[k], m->table[i].name);
+      char name[200];
+      snprintf(name, sizeof name, "%s.%s", prefix[k], table[i].name);
       const lc_st_tensor *x = lc_st_find(&f, name);
       if (!x) st = lc_fail(LC_EFORMAT, "%s lacks %s; the checkpoint is incomplete", p, name);
-      else st = lc_hf_read_state(m, which[k], i, &f, x, stage);
+      else st = lc_hf_read_state(ps, which[k], i, &f, x, stage);
     }
-  lc_free(m->ps.arena, stage);
+  lc_free(ps->arena, stage);
   const char *s = st == LC_OK ? lc_st_meta(&f, "adamw_step") : NULL;
   if (st == LC_OK && !s) st = lc_fail(LC_EFORMAT, "%s lacks the adamw_step metadata", p);
   if (st == LC_OK) t->opt.step = atol(s);
@@ -470,6 +493,20 @@ lc_status lc_checkpoint_load(lc_trainer *t, const char *dir) {
   LC_TRY(lc_hf_read_config(dir, &saved));
   LC_TRY(check_model(dir, &saved, &t->o.cfg));
   LC_TRY(read_state(t, dir));
-  LC_TRY(lc_hf_load_weights(dir, &t->model));
+  char p[PATHN];
+  LC_TRY(lc_path_join(p, sizeof p, dir, "adapter_config.json"));
+  const int lora_ck = lc_is_file(p);
+  if (lora_ck != t->model.lora)
+    return lc_fail(LC_EINVAL, "checkpoint %s %s LoRA adapters and this run %s: resume %s", dir, lora_ck ? "holds" : "has no",
+                   t->model.lora ? "trains adapters" : "trains every weight",
+                   lora_ck ? "with the checkpoint's --lora R" : "without --lora (or start a LoRA run from its weights: --model DIR)");
+  if (lora_ck) { // the base is --model's (loaded already); the adapters are the checkpoint's
+    lc_lora file;
+    LC_TRY(lc_peft_read_config(dir, &file));
+    LC_TRY(lc_peft_check(dir, &file, &t->o.cfg.lora));
+    LC_TRY(lc_peft_load_weights(dir, &t->model));
+  } else {
+    LC_TRY(lc_hf_load_weights(dir, &t->model));
+  }
   return read_optimizer(t, dir);
 }

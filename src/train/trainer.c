@@ -108,11 +108,14 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   if (st == LC_OK) st = lc_backend_open(o->device ? o->device : "cpu", &t->arena, &t->be);
   if (st == LC_OK)
     st = lc_model_create_on(&t->model, &o->cfg, o->mopts.zero, o->mopts.zero_group, world, t->be);
-  if (st == LC_OK) st = lc_pstore_add_optimizer(&t->model.ps);
+  lc_pstore *tp = st == LC_OK ? lc_model_trainable(&t->model) : NULL;
+  if (st == LC_OK) st = lc_pstore_add_optimizer(tp);
   if (st == LC_OK) st = lc_model_init_random(&t->model, o->seed);
-  t->opt.m = t->model.ps.m;
-  t->opt.v = t->model.ps.v;
-  t->opt.n = t->model.ps.n_opt;
+  if (tp) {
+    t->opt.m = tp->m;
+    t->opt.v = tp->v;
+    t->opt.n = tp->n_opt;
+  }
   size_t n = (size_t)t->local_batch * t->T;
   const int bounded = o->pack || t->window > 0;
   if (st != LC_OK) { // agree (below) before freeing: the frees of communicators are collective
@@ -218,17 +221,19 @@ static int test_nan_step(const char *list, long step) {
   return 0;
 }
 
+#define NCS 7
 lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   const lc_train_opts *o = &t->o;
   const int S = o->seq;
-  lc_pstore *ps = &t->model.ps;
+  lc_pstore *ps = lc_model_trainable(&t->model), *base = t->model.lora ? &t->model.ps : NULL;
   double t0 = lc_now();
   lc_arena_reset_peaks(&t->arena);
   if (t->be->arena != &t->arena) lc_arena_reset_peaks(t->be->arena);
-  // Communicators: attention (head, ring); model states (world, zero group, replicas).
-  lc_comm *cs[5] = {t->grid.head, t->grid.ctx, t->world, ps->zg, ps->rep};
-  double b0[5] = {0}, ws0[5] = {0}, k0 = t->distributed ? lc_attn_2d_compute_seconds(&t->attn) : 0;
-  for (int i = 0; i < 5; i++)
+  // Communicators: attention (head, ring); model states (world, zero group, replicas; with
+  // LoRA also the frozen base's, which ZeRO 3 gathers).
+  lc_comm *cs[NCS] = {t->grid.head, t->grid.ctx, t->world, ps->zg, ps->rep, base ? base->zg : NULL, base ? base->rep : NULL};
+  double b0[NCS] = {0}, ws0[NCS] = {0}, k0 = t->distributed ? lc_attn_2d_compute_seconds(&t->attn) : 0;
+  for (int i = 0; i < NCS; i++)
     if (cs[i]) b0[i] = cs[i]->bytes_sent, ws0[i] = cs[i]->wait_seconds;
   double op0[LC_OPC_N];
   lc_backend_op_seconds(t->be, op0);
@@ -257,7 +262,11 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
     LC_TRY(lc_allreduce_sum(t->world, sums, 2, LC_DT_F64));
   long counted = (long)sums[0];
   m->attn_pairs = sums[1];
-  m->flops = 3.0 * lc_config_fwd_flops_pairs(&o->cfg, (double)o->batch * S, m->attn_pairs);
+  // Model FLOPs: forward + backward = 3 x forward; LoRA: the frozen weights' gradients are
+  // not computed (2 x forward), plus the adapters' 6 FLOPs per parameter and token (their
+  // recomputed x A^T is not counted, as no recomputation is).
+  const double tok = (double)o->batch * S, fwd = lc_config_fwd_flops_pairs(&o->cfg, tok, m->attn_pairs);
+  m->flops = t->model.lora ? 2.0 * fwd + 6.0 * (double)lc_config_n_lora_params(&o->cfg) * tok : 3.0 * fwd;
   t->next_sample += (uint64_t)o->batch;
   float scale = counted > 0 ? 1.0f / (float)counted : 0.0f;
   // Test hook: LONGCTX_TEST_NAN_STEP=N[,N...] makes rank 0's gradient of those steps not
@@ -307,14 +316,15 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   for (int c = 0; c < LC_OPC_N; c++) m->op_s[c] -= op0[c];
   m->op_timed = t->be->synchronous;
   m->attn_bytes = cs[0]->bytes_sent - b0[0] + cs[1]->bytes_sent - b0[1];
-  for (int i = 2; i < 5; i++)
+  for (int i = 2; i < NCS; i++)
     if (cs[i]) m->grad_bytes += cs[i]->bytes_sent - b0[i];
   const int W = t->world->size;
   m->grad_bytes_formula = lc_pstore_step_bytes(ps, t->local_batch, o->mopts.precision) +
+                          (base ? lc_pstore_step_bytes(base, t->local_batch, o->mopts.precision) : 0.0) +
                           (W > 1 ? 3 * 2.0 * (W - 1) / W * sizeof(double) : 0.0); // counted, pairs, loss
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < NCS; i++)
     if (cs[i]) m->comm_wait_s += cs[i]->wait_seconds - ws0[i];
-  for (int i = 2; i < 5; i++)
+  for (int i = 2; i < NCS; i++)
     if (cs[i]) m->state_wait_s += cs[i]->wait_seconds - ws0[i];
   if (t->distributed) {
     m->attn_kernel_s = lc_attn_2d_compute_seconds(&t->attn) - k0;
@@ -341,7 +351,7 @@ lc_status lc_trainer_eval(lc_trainer *t, int n, double *loss, double *accuracy) 
   // group's passes involve only its own ranks and it stops at the end.
   for (int it = 0; it < (n + dp - 1) / dp && st == LC_OK; it++) {
     const int i = it * dp + t->grid.d, real = i < n;
-    if (!real && t->model.ps.stage < 3) break;
+    if (!real && lc_model_trainable(&t->model)->stage < 3) break;
     int counted_full = 0;
     st = lc_data_sample_eval(&t->data, o->seed, (uint64_t)(real ? i : 0), t->full_tok, t->full_tgt,
                              t->full_doc, o->seq, &counted_full);

@@ -18,6 +18,7 @@ typedef struct {
   lc_config cfg;
   lc_model_opts mopts;
   const char *data_spec;
+  const char *base_name;  // the --model a LoRA run adapts (adapter_config.json's base_model_name_or_path)
   int seq, batch;
   long steps, warmup;
   float lr, lr_min, wd, clip, beta1, beta2, eps;

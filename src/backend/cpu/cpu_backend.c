@@ -57,10 +57,10 @@ static void cpu_rmsnorm_bwd(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout,
 static lc_mm mm_of(lc_backend *be, int bf16, lc_buf scratch) {
   return (lc_mm){.bf16 = bf16, .arena = be->arena, .scratch = at(scratch), .scratch_bytes = lc_buf_bytes(scratch)};
 }
-static lc_status cpu_matmul_fwd(lc_backend *be, lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int bf16,
-                                lc_buf scratch) {
+static lc_status cpu_matmul_fwd(lc_backend *be, lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int acc,
+                                int bf16, lc_buf scratch) {
   const lc_mm mm = mm_of(be, bf16, scratch);
-  return lc_matmul_fwd(&mm, at(out), out.dt, lc_act_of(at(inp), inp.dt), lc_act_of(at(w), w.dt), T, K, N);
+  return lc_matmul_fwd_acc(&mm, at(out), out.dt, lc_act_of(at(inp), inp.dt), lc_act_of(at(w), w.dt), T, K, N, acc);
 }
 static lc_status cpu_matmul_bwd(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, int T, int K,
                                 int N, int accumulate, int bf16, lc_buf scratch) {

@@ -235,8 +235,8 @@ static lc_status gemm(lc_backend *be, const lcc_gemm_args *g) {
   lc_buf_free(&ws);
   return st;
 }
-static lc_status cu_matmul_fwd(lc_backend *be, lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int bf16,
-                               lc_buf scratch_in) {
+static lc_status cu_matmul_fwd(lc_backend *be, lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int acc,
+                               int bf16, lc_buf scratch_in) {
   if (T <= 0 || N <= 0) return LC_OK;
   held_bufs h = {.n = 0};
   const void *pw, *pi;
@@ -246,10 +246,12 @@ static lc_status cu_matmul_fwd(lc_backend *be, lc_buf out, lc_buf inp, lc_buf w,
   const int round_out = out.dt == LC_DT_BF16 && !bf16;
   lc_buf o32 = {0};
   if (st == LC_OK && round_out) st = scratch(be, (size_t)T * N * 4, "a GEMM's fp32 output", &o32);
+  if (st == LC_OK && round_out && acc) // accumulating: the product is added to the output's values
+    ck(be, lcc_bf16_unpack(at(o32), at(out), (size_t)T * N, CS(be)), "GEMM output widening");
   if (st == LC_OK) {
     lcc_gemm_args g = {.m = N, .n = T, .k = K, .a = pw, .b = pi, .c = round_out ? at(o32) : at(out), .lda = (size_t)K,
                        .ldb = (size_t)K, .ldc = (size_t)N, .ta = 1, .tb = 0, .bf16 = bf16,
-                       .c16 = out.dt == LC_DT_BF16 && !round_out, .beta = 0.0f};
+                       .c16 = out.dt == LC_DT_BF16 && !round_out, .beta = acc ? 1.0f : 0.0f};
     st = gemm(be, &g);
     if (st == LC_OK && round_out) ck(be, lcc_bf16_pack(at(out), at(o32), (size_t)T * N, CS(be)), "GEMM output rounding");
   }

@@ -147,10 +147,10 @@ static void priv_rmsnorm_bwd(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout
                              int T, int C, int set) {
   OP(CPU->rmsnorm_bwd(SH, R(p, dinp), R(p, dw), R(p, dout), R(p, inp), R(p, w), R(p, rstd), T, C, set));
 }
-static lc_status priv_matmul_fwd(lc_backend *be, lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int bf16,
-                                 lc_buf scratch) {
+static lc_status priv_matmul_fwd(lc_backend *be, lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int acc,
+                                 int bf16, lc_buf scratch) {
   lc_status st;
-  OP(st = CPU->matmul_fwd(SH, R(p, out), R(p, inp), R(p, w), T, K, N, bf16, R(p, scratch)));
+  OP(st = CPU->matmul_fwd(SH, R(p, out), R(p, inp), R(p, w), T, K, N, acc, bf16, R(p, scratch)));
   return st;
 }
 static lc_status priv_matmul_bwd(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, int T,

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Golden data for LoRA, produced by PEFT + transformers in float64.
+
+For three of the committed golden base models (tests/data/golden_untied: Llama with GQA;
+golden_qwen2: q/k/v biases; golden_qwen3: q/k norms, head_dim 24, tied) this script wraps
+the model in a PEFT LoRA (r 4, lora_alpha 8: scale 2; all seven projections; rsLoRA on
+the Qwen3 case: scale 8/sqrt(4) = 4), sets both A and B to random values (PEFT's own
+init has B = 0, which would leave A's gradient zero and hide half the backward), saves
+the adapter with PeftModel.save_pretrained (the files longctx reads and writes), and
+records, in float64, the loss of the base case's batch, the gradient of every adapter
+tensor and the logits. The base weights are the golden case's, frozen.
+
+Run once by hand from the repository root (the same venv as tools/make_golden.py, plus
+peft):
+    /tmp/gvenv/bin/pip install peft
+    /tmp/gvenv/bin/python tools/make_lora_golden.py
+    /tmp/gvenv/bin/python tools/make_lora_golden.py --check-merge MERGED_DIR CASE
+        (longctx merge's output against PEFT's merge_and_unload, float64)
+    /tmp/gvenv/bin/python tools/make_lora_golden.py --check-adapter ADAPTER_DIR CASE
+        (an adapter longctx saved loads in PEFT; prints the logits' distance to a
+         longctx-side logits file if given)
+
+Outputs, per case, in tests/data/lora/<case>/:
+  adapter_config.json, adapter_model.safetensors   -- PEFT's files (float32)
+  lora_golden.safetensors   -- float64 results stored as F32: loss [1], logits [S, V], grad.<PEFT tensor name>
+  lora_golden.json          -- versions, r, alpha, targets, the base directory, the loss
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+from safetensors.numpy import save_file, load_file
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CASES = [
+    # (name, base golden dir, seed, rslora)
+    ("llama", "tests/data/golden_untied", 11, False),
+    ("qwen2", "tests/data/golden_qwen2", 12, False),
+    ("qwen3", "tests/data/golden_qwen3", 13, True),
+]
+R, ALPHA = 4, 8
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+IGNORE = -100
+
+
+def load_base(base_dir):
+    from transformers import AutoModelForCausalLM
+    m = AutoModelForCausalLM.from_pretrained(os.path.join(REPO, base_dir), torch_dtype=torch.float64,
+                                             attn_implementation="eager")
+    m.eval()
+    return m
+
+
+def batch(base_dir):
+    g = load_file(os.path.join(REPO, base_dir, "golden.safetensors"))
+    ids = torch.tensor(g["input_ids"].astype(np.int64))
+    labels = torch.tensor(g["labels"].astype(np.int64))
+    return ids, labels
+
+
+def loss_of(model, ids, labels):
+    logits = model(input_ids=ids).logits
+    loss = torch.nn.functional.cross_entropy(logits[0, :-1], labels[0, 1:], ignore_index=IGNORE, reduction="mean")
+    return loss, logits[0]
+
+
+def bf16_worst(name, base_dir, adir, gold):
+    """PEFT's own bf16 distance: the worst adapter tensor's relative L2 between its gradient
+    under torch.autocast(bfloat16) and the float64 one (the scale of longctx's bf16 bounds:
+    random adapters this large make the adapters' gradients sensitive to rounding)."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+    m = AutoModelForCausalLM.from_pretrained(os.path.join(REPO, base_dir), torch_dtype=torch.float32,
+                                             attn_implementation="eager")
+    pm = PeftModel.from_pretrained(m, adir, is_trainable=True)
+    ids, labels = batch(base_dir)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = pm(input_ids=ids).logits
+    loss = torch.nn.functional.cross_entropy(logits[0, :-1].float(), labels[0, 1:], ignore_index=IGNORE)
+    loss.backward()
+    w = 0.0
+    for n, p in pm.named_parameters():
+        if p.grad is not None:
+            ref = torch.tensor(gold["grad." + n.replace(".default", "")], dtype=torch.float64)
+            w = max(w, ((p.grad.double() - ref).norm() / ref.norm()).item())
+    return w
+
+
+def generate(name, base_dir, seed, rslora):
+    from peft import LoraConfig, get_peft_model
+    out = os.path.join(REPO, "tests/data/lora", name)
+    os.makedirs(out, exist_ok=True)
+    base = load_base(base_dir)
+    cfg = LoraConfig(r=R, lora_alpha=ALPHA, target_modules=TARGETS, lora_dropout=0.0, bias="none",
+                     task_type="CAUSAL_LM", use_rslora=rslora)
+    pm = get_peft_model(base, cfg)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for n, p in pm.named_parameters():
+            if "lora_A" in n or "lora_B" in n:
+                p.copy_(0.3 * torch.randn(p.shape, generator=g, dtype=torch.float64))
+    # The adapter as PEFT saves it (float32 on disk, as a float32 model would save it);
+    # the golden numbers below use exactly those float32 values, widened.
+    with torch.no_grad():
+        for n, p in pm.named_parameters():
+            if "lora_" in n:
+                p.copy_(p.to(torch.float32).to(torch.float64))
+    sd = {}
+    from peft import get_peft_model_state_dict
+    for k, v in get_peft_model_state_dict(pm).items():
+        sd[k] = v.detach().to(torch.float32).numpy()
+    from safetensors.numpy import save_file as save_np
+    save_np(sd, os.path.join(out, "adapter_model.safetensors"), metadata={"format": "pt"})
+    pm.peft_config["default"].base_model_name_or_path = base_dir  # relative to the repository
+    pm.peft_config["default"].save_pretrained(out)
+    ids, labels = batch(base_dir)
+    pm.zero_grad(set_to_none=True)
+    loss, logits = loss_of(pm, ids, labels)
+    loss.backward()
+    # float64 results stored as F32 (the readers' type; fp32 rounding is far below the bounds)
+    gold = {"loss": np.array([loss.item()], dtype=np.float32), "logits": logits.detach().numpy().astype(np.float32)}
+    for n, p in pm.named_parameters():
+        if p.grad is not None:
+            assert "lora_" in n, n  # the base is frozen: only adapters have gradients
+            key = n.replace(".default", "")
+            gold["grad." + key] = p.grad.detach().numpy().astype(np.float32)
+    save_file(gold, os.path.join(out, "lora_golden.safetensors"))
+    bf16_w = bf16_worst(name, base_dir, out, gold)
+    import peft, transformers
+    meta = {"bf16_autocast_worst_rel_l2": bf16_w, "base": base_dir, "r": R, "lora_alpha": ALPHA, "use_rslora": rslora, "targets": TARGETS,
+            "loss": repr(loss.item()), "seed": seed,
+            "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__}}
+    with open(os.path.join(out, "lora_golden.json"), "w") as f:
+        json.dump(meta, f, indent=2)
+    print(name, "loss", loss.item(), "grads", sum(1 for k in gold if k.startswith("grad.")))
+
+
+def check_merge(merged_dir, name):
+    """longctx merge's output equals PEFT's merge_and_unload of the same adapter (float64)."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+    base_dir = dict((c[0], c[1]) for c in CASES)[name]
+    pm = PeftModel.from_pretrained(load_base(base_dir), os.path.join(REPO, "tests/data/lora", name))
+    ref = pm.merge_and_unload().state_dict()
+    got = AutoModelForCausalLM.from_pretrained(merged_dir, torch_dtype=torch.float64).state_dict()
+    worst = 0.0
+    for k, v in ref.items():
+        if k not in got:
+            if k == "lm_head.weight":
+                continue
+            sys.exit(f"merged model lacks {k}")
+        worst = max(worst, (got[k] - v).abs().max().item())
+    print("max |longctx merge - PEFT merge_and_unload| =", worst)
+    sys.exit(0 if worst <= 1e-5 else 1)
+
+
+def check_adapter(adapter_dir, name):
+    """An adapter longctx saved loads in PEFT unchanged; prints the loss of the case's batch."""
+    from peft import PeftModel
+    base_dir = dict((c[0], c[1]) for c in CASES)[name]
+    pm = PeftModel.from_pretrained(load_base(base_dir), adapter_dir)
+    ids, labels = batch(base_dir)
+    with torch.no_grad():
+        loss, logits = loss_of(pm, ids, labels)
+    np.save(os.path.join(adapter_dir, "peft_logits.npy"), logits.numpy())
+    print(f"loaded in PEFT: loss {loss.item():.17g}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 4 and sys.argv[1] == "--check-merge":
+        check_merge(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) >= 4 and sys.argv[1] == "--check-adapter":
+        check_adapter(sys.argv[2], sys.argv[3])
+    else:
+        for c in CASES:
+            generate(*c)
