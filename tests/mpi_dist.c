@@ -267,7 +267,11 @@ typedef struct {
   int steps;
   int family;   // FAM_*: the model family and its RoPE
   int head_chunk; // --head-chunk of the distributed run (0: all heads at once)
+  int lora;       // > 0: LoRA of that rank on every projection (alpha 2 x rank), base frozen
 } step_case;
+
+// test_zero's LoRA rank (its cases share one signature; 0: none).
+static int zero_lora;
 
 // The test model as another family (model/arch.h): Qwen2 (q/k/v biases, tied) with dynamic
 // NTK RoPE past a max_position_embeddings of 32 (the whole sequence's length sets the
@@ -318,6 +322,9 @@ static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch
   o.seed = 5;
   o.hp = hp, o.cp = cp, o.window = w, o.placement = pl;
   o.head_chunk = hp > 1 ? c->head_chunk : 0;
+  // LoRA: the adapters train (B starts at zero, so A's gradient is zero in the first step:
+  // the cases run at least 2 steps); alpha 2r, a scale of 2.
+  if (c->lora > 0) o.cfg.lora = (lc_lora){.rank = c->lora, .alpha = 2.0f * c->lora, .targets = LC_LORA_ALL};
   return o;
 }
 
@@ -341,6 +348,7 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
   lc_step_metrics m;
   for (int k = 0; k < c->steps; k++) CHECK(lc_trainer_step(&tr, &m) == LC_OK, "step: %s", lc_errmsg());
   char tag[160];
+  lc_pstore *tp = lc_model_trainable(&tr.model), *rp = lc_model_trainable(&ref.model);
   snprintf(tag, sizeof tag, "%s hp %d cp %d w %d dp %d %s kv %d%s%s head-chunk %d", what, L.hp, L.cp, L.w, dp,
            lc_placement_name(pl), c->kv_heads, c->mo.precision == LC_DT_BF16 ? " bf16" : "", family_name(c->family),
            tr.head_chunk);
@@ -379,28 +387,32 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
   // gradient entry by ~2^-8 of its size; updates are lr-sized).
   double worst = 0, worst_p = 0, worst_l2 = 0;
   const char *wn = "";
-  for (int i = 0; i < tr.model.n_tensors; i++) {
-    const lc_param_info *p = &tr.model.table[i];
-    double e1 = rel_err(tr.model.grads + p->offset, ref.model.grads + p->offset, p->numel);
+  for (int i = 0; i < tp->lay.n_tensors; i++) { // (LoRA: the adapters)
+    const lc_param_info *p = &tp->lay.table[i];
+    double e1 = rel_err(tp->grads + p->offset, rp->grads + p->offset, p->numel);
     // (Parameters relative to at least 0.02, the weights' init scale: biases start at 0
     // and are lr-sized after one update, so their own largest entry is no scale.)
-    double e2 = rel_err_floor(tr.model.params + p->offset, ref.model.params + p->offset, p->numel, 0.02);
+    double e2 = rel_err_floor(tp->params + p->offset, rp->params + p->offset, p->numel, 0.02);
     if (e1 > worst) worst = e1, wn = p->name;
     if (c->mo.precision == LC_DT_BF16) {
-      double l2 = rel_l2(tr.model.grads + p->offset, ref.model.grads + p->offset, p->numel);
+      double l2 = rel_l2(tp->grads + p->offset, rp->grads + p->offset, p->numel);
       if (l2 > worst_l2) worst_l2 = l2;
     }
     if (e2 > worst_p) worst_p = e2;
     CHECK(e1 <= tol(&c->mo, 1e-4, 1e-2), "%s: grad %s error %.3g", tag, p->name, e1);
     CHECK(e2 <= tol(&c->mo, 5e-5, 5e-4), "%s: updated %s error %.3g", tag, p->name, e2);
   }
-  // Every rank holds the same parameters, bit for bit (replicas never drift apart).
-  size_t nb = sizeof(float) * tr.model.n_flat;
+  // Every rank holds the same parameters, bit for bit (replicas never drift apart); with
+  // LoRA the frozen base equals the reference's bit for bit too.
+  size_t nb = sizeof(float) * tp->lay.total;
   float *p0 = malloc(nb);
-  memcpy(p0, tr.model.params, nb);
-  MPI_Bcast(p0, (int)tr.model.n_flat, MPI_FLOAT, 0, MPI_COMM_WORLD);
-  CHECK(!memcmp(p0, tr.model.params, nb), "%s: rank %d's parameters differ from rank 0's", tag, world->rank);
+  memcpy(p0, tp->params, nb);
+  MPI_Bcast(p0, (int)tp->lay.total, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  CHECK(!memcmp(p0, tp->params, nb), "%s: rank %d's parameters differ from rank 0's", tag, world->rank);
   free(p0);
+  if (c->lora)
+    CHECK(!memcmp(tr.model.ps.params, ref.model.ps.params, sizeof(float) * tr.model.ps.lay.total),
+          "%s: a frozen base weight changed", tag);
   double ww[3] = {worst, worst_p, worst_l2};
   MPI_Allreduce(MPI_IN_PLACE, ww, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   char hcs[32];
@@ -415,7 +427,7 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
 }
 
 static void test_step(layout L, lc_placement pl, int dp, lc_model_opts mo, const char *what) {
-  step_case c = {mo, 2, 0.0f, 1, FAM_LLAMA, 0};
+  step_case c = {mo, 2, 0.0f, 1, FAM_LLAMA, 0, 0};
   test_step_case(L, pl, dp, &c, what);
 }
 
@@ -424,7 +436,7 @@ static void test_step(layout L, lc_placement pl, int dp, lc_model_opts mo, const
 // arena peaks equal the memory model's (4 of 6 layers' checkpoints resident).
 static void test_offload(layout L, lc_placement pl, lc_model_opts mo, int family) {
   if (L.hp * L.cp != world->size) return;
-  step_case c = {mo, 2, 0.0f, 2, family, 0};
+  step_case c = {mo, 2, 0.0f, 2, family, 0, 0};
   lc_train_opts o = step_opts(L.hp, L.cp, L.w, pl, 1, &c);
   o.cfg.n_layers = 6;
   char dir[64];
@@ -490,7 +502,7 @@ static void write_pack_file(void) {
 // chunks and ranks and documents shorter than a chunk (checked).
 static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_model_opts mo, int pack, int family) {
   if (L.hp * L.cp != world->size) return;
-  step_case c = {mo, 2, 0.0f, 1, family, 0};
+  step_case c = {mo, 2, 0.0f, 1, family, 0, 0};
   lc_train_opts o = step_opts(L.hp, L.cp, L.w, pl, 1, &c);
   o.seq = 128;
   // Ring kernel calls of 8 query rows: chunks of 16-64 rows take several, each with its own
@@ -720,7 +732,7 @@ static void test_chunks(layout L, lc_placement pl, int Hq, int Hkv, int bf16, in
 // the formulas.
 static void test_chunk_steps(layout L, lc_placement pl, int kv_heads, lc_model_opts mo, int hc) {
   if (L.hp * L.cp != world->size || L.hp < 2) return;
-  step_case c0 = {mo, kv_heads, 0.0f, 2, FAM_LLAMA, 0}, c1 = c0;
+  step_case c0 = {mo, kv_heads, 0.0f, 2, FAM_LLAMA, 0, 0}, c1 = c0;
   c1.head_chunk = hc;
   lc_train_opts o0 = step_opts(L.hp, L.cp, L.w, pl, 1, &c0), o1 = step_opts(L.hp, L.cp, L.w, pl, 1, &c1);
   lc_trainer a, b;
@@ -794,7 +806,7 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
   if (L.hp * L.cp * dp != world->size) return;
   const int steps = 3, W = world->size;
   // odd: 1 the odd model; FAM_QWEN2 / FAM_QWEN3: that family.
-  step_case c = {mo, 2, 0.2f, steps, odd > 1 ? odd : FAM_LLAMA, 0};
+  step_case c = {mo, 2, zero_lora ? 0.05f : 0.2f, steps, odd > 1 ? odd : FAM_LLAMA, 0, zero_lora}; // (adapters' norms are smaller)
   lc_train_opts o0 = step_opts(L.hp, L.cp, L.w, pl, 2 * dp, &c);
   if (odd == 1) odd_model(&o0.cfg);
   lc_train_opts oz = o0;
@@ -805,9 +817,10 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
   CHECK(lc_trainer_init(&ref, &o0, world) == LC_OK, "zero 0 init: %s", lc_errmsg());
   CHECK(lc_trainer_init(&tr, &oz, world) == LC_OK, "zero %d init: %s", stage, lc_errmsg());
   char tag[200];
-  snprintf(tag, sizeof tag, "%s zero %d Z %d: dp %d hp %d cp %d w %d %s %s%s%s", what, stage, Z, dp, L.hp, L.cp, L.w,
+  snprintf(tag, sizeof tag, "%s zero %d Z %d: dp %d hp %d cp %d w %d %s %s%s%s%s", what, stage, Z, dp, L.hp, L.cp, L.w,
            lc_placement_name(pl), lc_ckpt_name(mo.ckpt), odd == 1 ? " odd model" : family_name(odd),
-           mo.precision == LC_DT_BF16 ? " bf16" : "");
+           mo.precision == LC_DT_BF16 ? " bf16" : "", zero_lora ? " lora" : "");
+  lc_pstore *tp = lc_model_trainable(&tr.model), *rp = lc_model_trainable(&ref.model);
   if (odd) CHECK(lc_config_n_params(&o0.cfg) % 4 != 0 || odd != 1, "odd model: %lld parameters", lc_config_n_params(&o0.cfg));
   double worst_l = 0, worst_n = 0;
   lc_step_metrics m0, m;
@@ -824,8 +837,8 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
   }
   CHECK(worst_l <= tol(&mo, 1e-5, 1e-4) && worst_n <= tol(&mo, 1e-5, 1e-3), "%s: loss error %.3g, grad norm error %.3g",
         tag, worst_l, worst_n);
-  // The clip (0.2) is below the norm, so the clipped update is compared too.
-  CHECK(m0.grad_norm > 0.2, "%s: norm %g not above the clip", tag, m0.grad_norm);
+  // The clip (0.2; LoRA 0.05) is below the norm, so the clipped update is compared too.
+  CHECK(m0.grad_norm > c.clip, "%s: norm %g not above the clip", tag, m0.grad_norm);
   // Memory: every category of this rank equals the memory model; stage 3 within the bound.
   lc_mem_estimate e;
   CHECK(lc_memplan_predict(&oz.cfg, &oz.mopts, oz.seq, L.hp, L.cp, L.w, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
@@ -835,8 +848,9 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
   CHECK(m.peak_bytes == e.total, "%s rank %d: total peak %zu, predicted %zu", tag, world->rank, m.peak_bytes, e.total);
   size_t states = m.peak[LC_MEM_PARAMS] + m.peak[LC_MEM_GRADS] + m.peak[LC_MEM_OPTIM] + m.peak[LC_MEM_GATHERED];
   if (stage == 3) {
-    double bound = 16.0 * lc_config_n_params(&oz.cfg) / Z + (double)m.peak[LC_MEM_GATHERED] +
-                   (double)(m.peak[LC_MEM_GRADS] - tr.model.ps.n_grads * 4) + 4.0 * e.padding / Z +
+    const double np = zero_lora ? 4.0 * lc_config_n_params(&oz.cfg) + 16.0 * lc_config_n_lora_params(&oz.cfg)
+                                : 16.0 * lc_config_n_params(&oz.cfg);
+    double bound = np / Z + (double)m.peak[LC_MEM_GATHERED] + (double)(m.peak[LC_MEM_GRADS] - tp->n_grads * 4) + 4.0 * e.padding / Z +
                    LC_PS_NORM_ACC_BYTES; // the optimizer's norm accumulator (one double on the backend)
     CHECK(states <= bound, "%s: model states %zu bytes > bound %.0f", tag, states, bound);
   }
@@ -852,15 +866,15 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
   // while a wrong update there is ~lr / 3 lr = 0.3 of it: bf16 bound 5e-3 on biases.
   double worst_p = 0, worst_b = 0;
   size_t big = 0;
-  for (int i = 0; i < tr.model.n_tensors; i++) big = tr.model.table[i].numel > big ? tr.model.table[i].numel : big;
+  for (int i = 0; i < tp->lay.n_tensors; i++) big = tp->lay.table[i].numel > big ? tp->lay.table[i].numel : big;
   float *buf = malloc(sizeof(float) * big);
-  for (int i = 0; i < tr.model.n_tensors; i++) {
-    const lc_param_info *p = &tr.model.table[i];
-    const float *src = lc_pstore_tensor_ptr(&tr.model.ps, LC_PS_PARAMS, i);
-    if (!src) CHECK(lc_pstore_gather_tensor(&tr.model.ps, LC_PS_PARAMS, i, rank0 ? buf : NULL) == LC_OK,
+  for (int i = 0; i < tp->lay.n_tensors; i++) {
+    const lc_param_info *p = &tp->lay.table[i];
+    const float *src = lc_pstore_tensor_ptr(tp, LC_PS_PARAMS, i);
+    if (!src) CHECK(lc_pstore_gather_tensor(tp, LC_PS_PARAMS, i, rank0 ? buf : NULL) == LC_OK,
                     "gather: %s", lc_errmsg());
     if (!rank0) continue;
-    const double e_ = rel_err(src ? src : buf, ref.model.params + ref.model.table[i].offset, p->numel);
+    const double e_ = rel_err(src ? src : buf, rp->params + rp->lay.table[i].offset, p->numel);
     const size_t ln = strlen(p->name);
     if (ln > 5 && !strcmp(p->name + ln - 5, ".bias")) worst_b = fmax(worst_b, e_);
     else worst_p = fmax(worst_p, e_);
@@ -869,10 +883,10 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
   CHECK(worst_p <= tol(&mo, 2e-5, 1e-3), "%s: parameters after %d steps differ by %.3g", tag, steps, worst_p);
   CHECK(worst_b <= tol(&mo, 2e-5, 5e-3), "%s: biases after %d steps differ by %.3g", tag, steps, worst_b);
   // Replicas: rank r holds exactly what rank r mod Z of group 0 holds.
-  uint64_t h = hash_bytes(tr.model.ps.params, sizeof(float) * tr.model.ps.n_params);
+  uint64_t h = hash_bytes(tp->params, sizeof(float) * tp->n_params);
   uint64_t *hs = malloc(sizeof(uint64_t) * (size_t)W);
   MPI_Allgather(&h, 1, MPI_UINT64_T, hs, 1, MPI_UINT64_T, MPI_COMM_WORLD);
-  CHECK(h == hs[world->rank % tr.model.ps.Z], "%s: rank %d's parameters differ from its replica's", tag, world->rank);
+  CHECK(h == hs[world->rank % tp->Z], "%s: rank %d's parameters differ from its replica's", tag, world->rank);
   free(hs);
   double ww[3] = {worst_l, worst_n, worst_p};
   MPI_Allreduce(MPI_IN_PLACE, ww, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -1126,7 +1140,7 @@ int main(int argc, char **argv) {
     test_step((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, world->size, plain, "dp-only");
     // Clipping below the norm, two updates: the clip scale comes from the global norm.
     // One kv head: replicated on the head ranks, its gradient summed back (hp > 1).
-    step_case clip = {sel, 2, 0.05f, 2, FAM_LLAMA, 0}, mqa = {plain, 1, 0.0f, 1, FAM_LLAMA, 0};
+    step_case clip = {sel, 2, 0.05f, 2, FAM_LLAMA, 0, 0}, mqa = {plain, 1, 0.0f, 1, FAM_LLAMA, 0, 0};
     for (int i = 0; i < nl; i++) {
       if (i % 3 == 0) test_step_case(lays[i], LC_PLACE_HEAD_FIRST, 1, &clip, "clip");
       if (lays[i].hp > 1) test_step_case(lays[i], LC_PLACE_CONTEXT_FIRST, 1, &mqa, "mqa");
@@ -1146,12 +1160,26 @@ int main(int argc, char **argv) {
     // The other families under every layout, both placements, each policy, fp32 and bf16:
     // their bias and norm gradients summed over the head and context ranks as any weight's.
     for (int i = 0; i < nl; i++) {
-      step_case q2 = {i % 2 ? plain : full, 2, 0.0f, 1, FAM_QWEN2, 0}, q3 = {i % 2 ? sel : plain, 2, 0.0f, 1, FAM_QWEN3, 0};
+      step_case q2 = {i % 2 ? plain : full, 2, 0.0f, 1, FAM_QWEN2, 0, 0}, q3 = {i % 2 ? sel : plain, 2, 0.0f, 1, FAM_QWEN3, 0, 0};
       test_step_case(lays[i], pls[i % 2], 1, &q2, "qwen2");
       test_step_case(lays[i], pls[(i + 1) % 2], 1, &q3, "qwen3");
-      step_case q3b = {i % 2 ? full16 : sel16, 2, 0.0f, 1, i % 2 ? FAM_QWEN2 : FAM_QWEN3, 0};
+      step_case q3b = {i % 2 ? full16 : sel16, 2, 0.0f, 1, i % 2 ? FAM_QWEN2 : FAM_QWEN3, 0, 0};
       test_step_case(lays[i], pls[i % 2], 1, &q3b, "fam-bf16");
     }
+    // LoRA (a frozen base, rank-4 adapters on all seven projections): every layout, both
+    // placements, each policy, the families, fp32 and bf16, data parallel; 2 steps, so the
+    // second one's A gradients (zero while B is) count. The base must stay bit for bit.
+    for (int i = 0; i < nl; i++) {
+      const lc_model_opts pol = i % 3 == 0 ? plain : i % 3 == 1 ? sel : full;
+      step_case la = {pol, 2, 0.0f, 2, i % 2 ? FAM_QWEN3 : FAM_LLAMA, 0, 4};
+      test_step_case(lays[i], pls[i % 2], 1, &la, "lora");
+      if (i % 2 == 0) {
+        step_case lb = {i % 4 ? sel16 : full16, 2, 0.0f, 2, FAM_QWEN2, 0, 4};
+        test_step_case(lays[i], pls[(i + 1) % 2], 1, &lb, "lora-bf16");
+      }
+    }
+    step_case ldp = {sel, 2, 0.0f, 2, FAM_LLAMA, 0, 4};
+    test_step_case((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, world->size, &ldp, "lora-dp");
     // ZeRO stages 1-3, over the whole world and in smaller groups (hybrid), under dp only,
     // cp only, hp only and 2D, with full and selective checkpointing and tiles.
     const int W = world->size;
@@ -1210,6 +1238,15 @@ int main(int argc, char **argv) {
       test_zero(only_cp, LC_PLACE_HEAD_FIRST, 1, 3, W, vf16, FAM_QWEN2, "vocab-tied-bf16");
       test_zero(W >= 4 ? two_d : only_hp, LC_PLACE_CONTEXT_FIRST, 1, 3, W / 2, vs, FAM_QWEN2, "vocab-tied-hybrid");
       test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, 2, W / 2, vf16, 1, "vocab-z2-hybrid");
+      // LoRA: the adapters' states sharded by the stage, the frozen base gathered under 3
+      // (by layer units and, with vocabulary slices, by rows), hybrid groups, bf16.
+      zero_lora = 4;
+      for (int stage = 1; stage <= 3; stage++)
+        test_zero(stage == 2 ? only_cp : only_dp, LC_PLACE_HEAD_FIRST, stage == 2 ? 1 : W, stage, stage == 3 ? W / 2 : W,
+                  stage == 1 ? full : sel, stage == 3 ? FAM_QWEN3 : 0, "lora");
+      test_zero(W >= 4 ? two_d : only_hp, LC_PLACE_CONTEXT_FIRST, 1, 3, W, full16, 0, "lora-bf16");
+      test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, 3, W, vs, FAM_QWEN2, "lora-vocab-tied");
+      zero_lora = 0;
     }
     if (world->size >= 4) test_step_case((layout){2, 1, 1}, LC_PLACE_HEAD_FIRST, world->size / 2, &clip, "dp-clip");
     // Head-chunked Ulysses: every chunk size against unchunked, on every layout with hp > 1,
@@ -1229,7 +1266,7 @@ int main(int argc, char **argv) {
       if (lays[i].hp < 2 || lays[i].hp > 4) continue;
       test_chunk_steps(lays[i], pls[i % 2], 8, i % 2 ? sel16 : sel, 8 / lays[i].hp / 2);
       test_chunk_steps(lays[i], pls[(i + 1) % 2], 2, i % 2 ? full : plain16, 1);
-      step_case hcs = {i % 2 ? full16 : sel_w, 4, 0.0f, 1, FAM_LLAMA, lays[i].hp == 2 ? 2 : 1};
+      step_case hcs = {i % 2 ? full16 : sel_w, 4, 0.0f, 1, FAM_LLAMA, lays[i].hp == 2 ? 2 : 1, 0};
       test_step_case(lays[i], pls[i % 2], 1, &hcs, "head-chunk");
     }
   }

@@ -65,14 +65,25 @@ lc_status lc_memplan_predict_hc(const lc_config *cfg, const lc_model_opts *o, lo
   const int stage = o->zero, Z = o->zero_group > 0 ? o->zero_group : hp * cp;
   LC_TRY(lc_zero_check(stage, 0, 0, 1));
   lc_ps_sizes zs;
-  LC_TRY(lc_pstore_sizes(cfg, stage, Z, &zs));
   out->zero = stage;
   out->zero_group = stage > 0 ? Z : 1;
-  out->padding = zs.padding;
-  out->peak[LC_MEM_PARAMS] = zs.params;
-  out->peak[LC_MEM_GRADS] = zs.grads;
-  out->peak[LC_MEM_OPTIM] = zs.optim;
-  out->persistent = zs.params + zs.grads + zs.optim;
+  if (cfg->lora.rank > 0) { // LoRA: the frozen base's weights alone, and the adapters' states
+    lc_ps_sizes za;
+    const lc_config acfg = lc_config_adapters(cfg);
+    LC_TRY(lc_pstore_sizes(cfg, lc_lora_base_stage(stage), Z, &zs));
+    LC_TRY(lc_pstore_sizes(&acfg, stage, Z, &za));
+    out->padding = zs.padding + za.padding;
+    out->peak[LC_MEM_PARAMS] = zs.params + za.params;
+    out->peak[LC_MEM_GRADS] = za.grads;
+    out->peak[LC_MEM_OPTIM] = za.optim;
+  } else {
+    LC_TRY(lc_pstore_sizes(cfg, stage, Z, &zs));
+    out->padding = zs.padding;
+    out->peak[LC_MEM_PARAMS] = zs.params;
+    out->peak[LC_MEM_GRADS] = zs.grads;
+    out->peak[LC_MEM_OPTIM] = zs.optim;
+  }
+  out->persistent = out->peak[LC_MEM_PARAMS] + out->peak[LC_MEM_GRADS] + out->peak[LC_MEM_OPTIM];
   out->model_states = out->persistent;
 
   // The attention strategy the trainer picks: local for one rank, else 2D.

@@ -180,23 +180,24 @@ static void occur(size_t *G, size_t *R, size_t *GR, int p, size_t g, size_t r) {
 // gradient and the previous one's reduction in flight; the embedding backward with each
 // slice's gradient and the previous reduction (layer 0's first).
 // lw: bytes of a decoder layer's gathered copy, lg: of its gradient.
-static void sliced_transients(const lc_config *cfg, const lc_model_opts *o, int stage, size_t lw, size_t lg,
+// frozen (LoRA): the slices' rows are gathered as the base's stage says, but have no gradient.
+static void sliced_transients(const lc_config *cfg, const lc_model_opts *o, int stage, size_t lw, size_t lg, int frozen,
                               size_t *G, size_t *R, size_t *GR) {
-  const int bf16 = o->precision == LC_DT_BF16, g3 = stage >= 3, r2 = stage >= 2;
+  const int bf16 = o->precision == LC_DT_BF16, g3 = stage >= 3, r2 = stage >= 2 && !frozen;
   const size_t C = (size_t)cfg->dim, V = (size_t)cfg->vocab, rows = (size_t)o->vocab_slice;
   const int ns = lc_head_n_slices(cfg->vocab, o->vocab_slice);
 #define SLICE_N(k) ((k) + 1 < ns ? rows * C : (V - (size_t)(ns - 1) * rows) * C)
 #define SLICE_W(k) lc_pstore_rows_bytes(stage, bf16, 1, SLICE_N(k))
-#define SLICE_G(k) lc_pstore_rows_grad_bytes(stage, SLICE_N(k))
+#define SLICE_G(k) (frozen ? 0 : lc_pstore_rows_grad_bytes(stage, SLICE_N(k)))
   for (int s = 0; s < ns; s++)
     occur(G, R, GR, LC_PHASE_EMBED_FWD, SLICE_W(s) + (g3 ? (s + 1 < ns ? SLICE_W(s + 1) : lw) : 0), 0);
-  const size_t nw = lc_pstore_rows_bytes(stage, bf16, 0, C), ng = lc_pstore_rows_grad_bytes(stage, C);
+  const size_t nw = lc_pstore_rows_bytes(stage, bf16, 0, C), ng = frozen ? 0 : lc_pstore_rows_grad_bytes(stage, C);
   for (int k = 0; k < 2 * ns; k++) {
     const int s = k % ns, pass = k / ns;
     const size_t next = g3 ? (k + 1 < 2 * ns ? SLICE_W((k + 1) % ns) : lw) : 0;
     occur(G, R, GR, LC_PHASE_LOSS, nw + SLICE_W(s) + next, ng + (pass ? SLICE_G(s) + (s > 0 ? SLICE_G(s - 1) : 0) : 0));
   }
-  for (int s = 0; s < ns; s++)
+  for (int s = 0; s < ns && !frozen; s++) // (frozen: no embedding backward)
     occur(G, R, GR, LC_PHASE_EMBED_BWD, 0, SLICE_G(s) + (s > 0 ? SLICE_G(s - 1) : r2 ? lg : 0));
 #undef SLICE_N
 #undef SLICE_W
@@ -206,15 +207,26 @@ static void sliced_transients(const lc_config *cfg, const lc_model_opts *o, int 
 lc_status lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z,
                               size_t *G, size_t *R, size_t *GR, int n_phases) {
   for (int p = 0; p < n_phases; p++) G[p] = R[p] = GR[p] = 0;
-  lc_ps_sizes z;
-  const int bf16 = o->precision == LC_DT_BF16;
-  if ((stage < 2 && !bf16) || n_phases < LC_PHASE_N || lc_pstore_sizes(cfg, stage, Z, &z) != LC_OK) return LC_OK;
+  lc_ps_sizes z, za;
+  memset(&za, 0, sizeof za);
+  const int bf16 = o->precision == LC_DT_BF16, lora = cfg->lora.rank > 0;
+  // LoRA: the frozen base (its own stage: 3 or 0, no gradients) and the adapters' store
+  // (the run's stage) acquire the same layer units at the same events; only the
+  // adapters open gradients, of the layer units alone.
+  const int bstage = lora ? lc_lora_base_stage(stage) : stage;
+  const lc_config acfg = lc_config_adapters(cfg);
+  if ((stage < 2 && !bf16) || n_phases < LC_PHASE_N || lc_pstore_sizes(cfg, bstage, Z, &z) != LC_OK) return LC_OK;
+  if (lora && lc_pstore_sizes(&acfg, stage, Z, &za) != LC_OK) return LC_OK;
   const int L = cfg->n_layers, g3 = stage >= 3, r2 = stage >= 2, NU = L + 2;
   // Stages 0-2 in bf16: the rounded copy of each unit in use (lc_pstore_acquire); stage 3
   // rounds its gathered copy in place and gathers the next unit ahead.
   const int cw = bf16 && !g3, sliced = lc_vocab_sliced(o, cfg->vocab);
   const lc_dtype cdt = bf16 ? LC_DT_BF16 : LC_DT_F32;
-  if (sliced) sliced_transients(cfg, o, stage, lc_ps_copy_bytes(&z, L, lc_unit_layer(0), cdt), z.unit_layer, G, R, GR);
+  // A unit's acquired copy (both stores' with LoRA: the adapters' has no embedding or final
+  // unit) and its gradient buffer (the adapters' with LoRA).
+#define COPY(u) (lc_ps_copy_bytes(&z, L, (u), cdt) + (lora ? lc_ps_copy_bytes(&za, L, (u), cdt) : 0))
+#define GRAD(u) (lora ? lc_ps_unit_bytes(&za, L, (u)) : lc_ps_unit_bytes(&z, L, (u)))
+  if (sliced) sliced_transients(cfg, o, bstage, COPY(lc_unit_layer(0)), GRAD(lc_unit_layer(0)), lora, G, R, GR);
   // Walk the pass's schedule with the store's rules: gathered[u] while u is acquired or its
   // gather posted; a gradient buffer from grad_begin until a later grad_begin retires its
   // reduction (every one but the newest in flight) or the pass ends. Sliced, the final
@@ -233,23 +245,23 @@ lc_status lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o,
     const lc_event *e = &ev[i];
     switch (e->kind) {
     case LC_EV_ACQUIRE:
-      if (g3 || cw) gath[e->unit] = lc_ps_copy_bytes(&z, L, e->unit, cdt);
-      if (g3 && e->next >= 0) gath[e->next] = lc_ps_copy_bytes(&z, L, e->next, cdt);
+      if (g3 || cw) gath[e->unit] = COPY(e->unit);
+      if (g3 && e->next >= 0) gath[e->next] = COPY(e->next);
       break;
     case LC_EV_PREFETCH:
-      if (g3) gath[e->unit] = lc_ps_copy_bytes(&z, L, e->unit, cdt);
+      if (g3) gath[e->unit] = COPY(e->unit);
       break;
     case LC_EV_RELEASE: gath[e->unit] = 0; break;
     case LC_EV_GRAD_BEGIN:
-      if (!r2) break;
+      if (!r2 || (lora && (e->unit == LC_UNIT_EMBED || e->unit == lc_unit_final(L)))) break;
       for (; nf > 1; nf--) {
         gbuf[fifo[0]] = 0;
         memmove(fifo, fifo + 1, sizeof(int) * (size_t)(nf - 1));
       }
-      gbuf[e->unit] = lc_ps_unit_bytes(&z, L, e->unit);
+      gbuf[e->unit] = GRAD(e->unit);
       break;
     case LC_EV_GRAD_END:
-      if (r2) fifo[nf++] = e->unit;
+      if (r2 && !(lora && (e->unit == LC_UNIT_EMBED || e->unit == lc_unit_final(L)))) fifo[nf++] = e->unit;
       break;
     case LC_EV_RUN: {
       size_t g = 0, r = 0;
@@ -270,7 +282,7 @@ lc_status lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o,
         break;
       case LC_OP_EMBED_BWD: occur(G, R, GR, LC_PHASE_EMBED_BWD, g, r); break;
       case LC_OP_LOSS_SLICED: // the final norm's gradient rows, handed on by its GRAD_END
-        if (r2) gbuf[lc_unit_final(L)] = lc_pstore_rows_grad_bytes(stage, (size_t)cfg->dim);
+        if (r2 && !lora) gbuf[lc_unit_final(L)] = lc_pstore_rows_grad_bytes(stage, (size_t)cfg->dim);
         break;
       default: break; // the sliced embedding's phases: sliced_transients
       }
@@ -280,6 +292,8 @@ lc_status lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o,
     }
   }
 out:
+#undef COPY
+#undef GRAD
   free(ev), free(gath), free(gbuf), free(fifo);
   return st;
 }
