@@ -27,3 +27,6 @@ set_tests_properties(cli_head_chunk PROPERTIES LABELS cli TIMEOUT 90 ENVIRONMENT
 # The time model through the program: calibrate, train's prediction, plan --auto/--longest/--hardware (~30 s).
 add_test(NAME cli_plan COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_plan.sh $<TARGET_FILE:longctx> ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_plan PROPERTIES LABELS cli TIMEOUT 180 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
+# LoRA through the program: PEFT files, resume (also on 2 ranks), --lora-from, merge, eval --adapter (~20 s).
+add_test(NAME cli_lora COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_lora.sh $<TARGET_FILE:longctx> ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_lora PROPERTIES LABELS cli TIMEOUT 120 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")

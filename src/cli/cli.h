@@ -26,8 +26,12 @@ const char *lc_fmt_bytes(char *buf, int n, double bytes);
 // weights from seed: *random_init 1), without gradient buffers, on `device` (NULL or "cpu":
 // host memory, *be NULL; another: *be, closed by the caller after the model;
 // cli/model_load.c).
-lc_status lc_cli_load_inference_model(const char *spec, uint64_t seed, const char *device, lc_model *m,
-                                      int *random_init, lc_arena *a, lc_backend **be);
+// adapter (NULL: none): a PEFT LoRA adapter directory merged into the weights
+// (lc_peft_merge) after loading, before the model moves to another device.
+lc_status lc_cli_load_inference_model(const char *spec, uint64_t seed, const char *device, const char *adapter,
+                                      lc_model *m, int *random_init, lc_arena *a, lc_backend **be);
+// longctx merge: a base model and a PEFT LoRA adapter into one HF model directory.
+int lc_cmd_merge(int argc, char **argv);
 // The tokenizer --model brings: tokenizer.json of an HF directory, a GGUF file's
 // vocabulary, or a tokenizer.json given itself. One line when there is none.
 typedef struct lc_tokenizer lc_tokenizer;

@@ -18,6 +18,7 @@
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
 typedef struct {
+  const char *adapter;
   const char *model, *data, *precision, *kernels, *log_json, *device;
   int seq, stride, threads;
   long max_tokens;
@@ -41,6 +42,7 @@ int lc_cmd_eval(int argc, char **argv) {
                   .stride = 0, .threads = 0, .max_tokens = 0, .mem_gib = 0};
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &F.model, "an HF model directory or GGUF file (a preset gives random weights)", 0},
+      {"adapter", LC_ARG_STR, &F.adapter, "a PEFT LoRA adapter directory (adapter_config.json + adapter_model.safetensors, e.g. a longctx train --lora checkpoint), merged into the model's weights", 0},
       {"data", LC_ARG_STR, &F.data, "a token file (tools/prepare_data.py, longctx prepare) or a text file (the model's tokenizer; bytes for vocab-256 models)", 0},
       {"seq", LC_ARG_INT, &F.seq, "tokens per window (required)", 0},
       {"stride", LC_ARG_INT, &F.stride, "tokens each window advances (default --seq: disjoint windows; smaller: every scored token has at least seq - stride tokens of context)", 0},
@@ -80,7 +82,7 @@ int lc_cmd_eval(int argc, char **argv) {
   lc_model m;
   int random_init = 0;
   lc_backend *be = NULL;
-  st = lc_cli_load_inference_model(F.model, 1, F.device, &m, &random_init, &a, &be);
+  st = lc_cli_load_inference_model(F.model, 1, F.device, F.adapter, &m, &random_init, &a, &be);
   lc_eval_data d;
   memset(&d, 0, sizeof d);
   if (st == LC_OK) st = lc_eval_data_load(&d, F.data, F.model, &m.cfg, F.max_tokens);

@@ -21,7 +21,7 @@
 #define LC_GEN_MAX_NEW (1 << 20)
 
 typedef struct {
-  const char *model, *prompt, *prompt_ids, *precision, *kernels, *device;
+  const char *model, *prompt, *prompt_ids, *precision, *kernels, *device, *adapter;
   int chat;
   int max_new, top_k, threads, seq;
   int max_new_given, seq_given;
@@ -164,7 +164,7 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_backend **be,
     return 2;
   }
   a->cap = F->mem_gib > 0 ? (size_t)(F->mem_gib * GIB) : lc_cli_default_mem_cap();
-  st = lc_cli_load_inference_model(F->model, (uint64_t)F->seed, F->device, m, &random_init, a, be);
+  st = lc_cli_load_inference_model(F->model, (uint64_t)F->seed, F->device, F->adapter, m, &random_init, a, be);
   if (st == LC_OK && prec == LC_DT_BF16) lc_model_bf16_inference(m);
   if (st == LC_OK && task) {
     long long limit = lc_config_max_positions(&m->cfg);
@@ -301,6 +301,7 @@ int lc_cmd_generate(int argc, char **argv) {
                  .seed = 1, .temperature = 0.0f, .mem_gib = 0.0f};
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &F.model, "Hugging Face model directory or GGUF file, or a preset with random weights: tiny, demo, bench-s (default tiny)", 0},
+      {"adapter", LC_ARG_STR, &F.adapter, "a PEFT LoRA adapter directory (e.g. a longctx train --lora checkpoint), merged into the model's weights before decoding", 0},
       {"prompt", LC_ARG_STR, &F.prompt, "prompt text, encoded with the model's tokenizer (tokenizer.json of an HF directory, or the GGUF file's; vocab-256 models without one: its bytes), the continuation printed as text as it comes; or task:passkey: a fresh sample of the built-in task, cut before the key, and a check of the answer", 0},
       {"prompt-ids", LC_ARG_STR, &F.prompt_ids, "the prompt as token ids separated by spaces or commas, e.g. '1,15043,3186' (continuation printed as ids)", 0},
       {"chat", LC_ARG_BOOL, &F.chat, "put --prompt in the model's chat template as a user message (ChatML or Llama 3 forms) and stop at the end of the assistant's turn", 0},

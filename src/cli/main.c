@@ -15,7 +15,8 @@ static void usage(FILE *f) {
           "  bench   measure throughput, FLOP rate and memory (longctx bench --help)\n"
           "  generate  continue a prompt with a model (longctx generate --help)\n"
           "  eval    loss and perplexity of a model on a long text or token file (longctx eval --help)\n"
-          "  prepare text or JSONL to a token file with the model's tokenizer (longctx prepare --help)\n");
+          "  prepare text or JSONL to a token file with the model's tokenizer (longctx prepare --help)\n"
+          "  merge   a base model and a LoRA adapter into one HF model directory (longctx merge --help)\n");
 }
 
 int main(int argc, char **argv) {
@@ -31,7 +32,8 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "generate")) return lc_cmd_generate(argc - 2, argv + 2);
   if (!strcmp(argv[1], "eval")) return lc_cmd_eval(argc - 2, argv + 2);
   if (!strcmp(argv[1], "prepare")) return lc_cmd_prepare(argc - 2, argv + 2);
-  fprintf(stderr, "longctx: error: unknown command '%s': use train, plan, calibrate, bench, generate, eval or prepare (longctx --help)\n",
+  if (!strcmp(argv[1], "merge")) return lc_cmd_merge(argc - 2, argv + 2);
+  fprintf(stderr, "longctx: error: unknown command '%s': use train, plan, calibrate, bench, generate, eval, prepare or merge (longctx --help)\n",
           argv[1]);
   return 2;
 }

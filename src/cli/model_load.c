@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "model/gguf_model.h"
 #include "model/hf.h"
+#include "model/peft.h"
 #include "tok/tokenizer.h"
 
 static int is_dir(const char *p) {
@@ -20,8 +21,8 @@ static int is_dir(const char *p) {
 // with GGUF) a GGUF model; otherwise a preset name. device NULL or "cpu": the store makes
 // its own CPU backend over `a` (*be NULL); another device: opened over `a` into *be, which
 // the caller closes after the model.
-lc_status lc_cli_load_inference_model(const char *spec, uint64_t seed, const char *device, lc_model *m,
-                                      int *random_init, lc_arena *a, lc_backend **be) {
+lc_status lc_cli_load_inference_model(const char *spec, uint64_t seed, const char *device, const char *adapter,
+                                      lc_model *m, int *random_init, lc_arena *a, lc_backend **be) {
   lc_config cfg;
   *be = NULL;
   const int gguf = !is_dir(spec) && lc_gguf_is_model_path(spec);
@@ -35,10 +36,14 @@ lc_status lc_cli_load_inference_model(const char *spec, uint64_t seed, const cha
   } else {
     LC_TRY((gguf ? lc_gguf_read_config : lc_hf_read_config)(spec, &cfg));
   }
+  if (adapter && device && strcmp(device, "cpu"))
+    return lc_fail(LC_EINVAL, "--adapter with --device %s: merge it on the CPU first (longctx merge --model %s --adapter %s "
+                   "--out DIR) and give --model DIR", device, spec, adapter);
   if (device && strcmp(device, "cpu")) LC_TRY(lc_backend_open(device, a, be));
   lc_status st = *be ? lc_model_create_on(m, &cfg, 0, 0, NULL, *be) : lc_model_create(m, &cfg, a);
   if (st == LC_OK && *random_init) st = lc_model_init_random(m, seed);
   else if (st == LC_OK) st = (gguf ? lc_gguf_load_weights : lc_hf_load_weights)(spec, m);
+  if (st == LC_OK && adapter) st = lc_peft_merge(adapter, m);
   if (st != LC_OK) {
     if (m->ps.be) lc_model_destroy(m, a);
     lc_backend_close(*be);

@@ -10,6 +10,7 @@
 #include "io/fsutil.h"
 #include "io/safetensors.h"
 #include "model/hf.h"
+#include "ops/ops.h"
 
 #define PEFT_PATH 1200
 
@@ -85,7 +86,7 @@ lc_status lc_peft_write_config(const char *dir, const lc_config *cfg, const char
   char p[PEFT_PATH];
   LC_TRY(lc_path_join(p, sizeof p, dir, "adapter_config.json"));
   cJSON *o = cJSON_CreateObject();
-  cJSON_AddNullToObject(o, "alpha_pattern");
+  cJSON_AddObjectToObject(o, "alpha_pattern"); // (PEFT reads both patterns as dicts: null fails)
   cJSON_AddStringToObject(o, "base_model_name_or_path", base ? base : "");
   cJSON_AddStringToObject(o, "bias", "none");
   cJSON_AddBoolToObject(o, "fan_in_fan_out", 0);
@@ -98,7 +99,7 @@ lc_status lc_peft_write_config(const char *dir, const lc_config *cfg, const char
   cJSON_AddNullToObject(o, "modules_to_save");
   cJSON_AddStringToObject(o, "peft_type", "LORA");
   cJSON_AddNumberToObject(o, "r", l->rank);
-  cJSON_AddNullToObject(o, "rank_pattern");
+  cJSON_AddObjectToObject(o, "rank_pattern");
   cJSON *t = cJSON_AddArrayToObject(o, "target_modules");
   char names[128];
   lc_lora_target_names(l->targets, 1, names, sizeof names);
@@ -108,9 +109,22 @@ lc_status lc_peft_write_config(const char *dir, const lc_config *cfg, const char
   cJSON_AddBoolToObject(o, "use_rslora", l->rslora);
   char *text = cJSON_Print(o);
   cJSON_Delete(o);
-  if (!text) return lc_fail(LC_ENOMEM, "out of memory writing %s", p);
-  const lc_status st = lc_write_file_atomic(p, text, strlen(text));
+  // cJSON indents with tabs; PEFT's files use two spaces and ": " (no string here holds a tab).
+  char *t2 = text ? malloc(2 * strlen(text) + 2) : NULL;
+  if (!t2) {
+    free(text);
+    return lc_fail(LC_ENOMEM, "out of memory writing %s", p);
+  }
+  size_t n = 0;
+  for (const char *q = text; *q; q++) {
+    if (*q == '\t' && q > text && q[-1] == ':') t2[n++] = ' ';
+    else if (*q == '\t') t2[n++] = ' ', t2[n++] = ' ';
+    else t2[n++] = *q;
+  }
+  t2[n++] = '\n';
   free(text);
+  const lc_status st = lc_write_file_atomic(p, t2, n);
+  free(t2);
   return st;
 }
 
@@ -187,4 +201,81 @@ lc_status lc_peft_check(const char *dir, const lc_lora *file, const lc_lora *run
     return lc_fail(LC_EINVAL, "%s has use_rslora %s, this run %s: %s --lora-rslora", dir, file->rslora ? "true" : "false",
                    run->rslora ? "has it" : "has not", file->rslora ? "give" : "leave out");
   return LC_OK;
+}
+
+lc_status lc_peft_merge(const char *dir, lc_model *m) {
+  if (m->lora) return lc_fail(LC_EINVAL, "internal: merging into a model that trains adapters");
+  lc_lora l;
+  LC_TRY(lc_peft_read_config(dir, &l));
+  char p[PEFT_PATH];
+  LC_TRY(lc_path_join(p, sizeof p, dir, "adapter_model.safetensors"));
+  if (!lc_is_file(p))
+    return lc_fail(LC_EIO, "%s: no adapter_model.safetensors (adapter_model.bin is not read: save with "
+                   "safe_serialization=True)", dir);
+  // The adapter's tensors as the model would hold them: its table for these settings.
+  lc_config acfg = lc_config_adapters(&m->cfg);
+  acfg.lora = l;
+  lc_param_info *at = NULL;
+  int na = 0;
+  size_t total = 0;
+  LC_TRY(lc_param_table(&acfg, &at, &na, &total));
+  lc_st_file f;
+  lc_status st = lc_st_open(&f, p);
+  if (st != LC_OK) {
+    free(at);
+    return st;
+  }
+  for (int i = 0; i < f.n && st == LC_OK; i++) {
+    int hit = 0;
+    for (int t = 0; t < na && !hit; t++) hit = !strcmp(f.tensors[i].name, at[t].name);
+    if (!hit)
+      st = lc_fail(LC_EINVAL, "%s: tensor %s is not a LoRA adapter of this model's projections (another base?)", p,
+                   f.tensors[i].name);
+  }
+  const float s = lc_lora_scale(&l);
+  const lc_mm mm = {.bf16 = 0, .arena = m->ps.arena};
+  for (int t = 0; t + 1 < na && st == LC_OK; t += 2) { // A then B of each adapted projection
+    const lc_param_info *A = &at[t], *B = &at[t + 1];
+    const lc_st_tensor *xa = lc_st_find(&f, A->name), *xb = lc_st_find(&f, B->name);
+    if (!xa || !xb) {
+      st = lc_fail(LC_EINVAL, "%s lacks %s: its adapter_config.json names targets the file does not hold", p,
+                   xa ? B->name : A->name);
+      break;
+    }
+    if (xa->numel != A->numel || xb->numel != B->numel || xa->shape[0] != A->shape[0] || xb->shape[0] != B->shape[0]) {
+      st = lc_fail(LC_EINVAL, "%s: %s is [%lld, %lld], this model's would be [%ld, %ld]: an adapter of another base", p,
+                   xa->numel != A->numel ? A->name : B->name, (xa->numel != A->numel ? xa : xb)->shape[0],
+                   (xa->numel != A->numel ? xa : xb)->shape[1], (xa->numel != A->numel ? A : B)->shape[0],
+                   (xa->numel != A->numel ? A : B)->shape[1]);
+      break;
+    }
+    // The base weight it adapts: the same name without "base_model.model." and ".lora_A".
+    char wname[160];
+    const char *q = A->name + strlen("base_model.model.");
+    const char *cut = strstr(q, ".lora_A.weight");
+    snprintf(wname, sizeof wname, "%.*s.weight", (int)(cut - q), q);
+    int wi = -1;
+    for (int k = 0; k < m->n_tensors && wi < 0; k++)
+      if (!strcmp(m->table[k].name, wname)) wi = k;
+    float *W = wi >= 0 ? lc_pstore_tensor_ptr(&m->ps, LC_PS_PARAMS, wi) : NULL;
+    if (!W) {
+      st = lc_fail(LC_EINVAL, wi < 0 ? "%s: the model has no %s to merge into" : "%s: %s is not in host memory "
+                   "(merge on the CPU: longctx merge)", p, wname);
+      break;
+    }
+    float *a = malloc(sizeof(float) * A->numel), *b = malloc(sizeof(float) * B->numel);
+    st = a && b ? LC_OK : lc_fail(LC_ENOMEM, "out of memory merging %s", wname);
+    if (st == LC_OK) st = lc_st_read_f32(&f, xa, a, A->numel);
+    if (st == LC_OK) st = lc_st_read_f32(&f, xb, b, B->numel);
+    if (st == LC_OK) {
+      for (size_t j = 0; j < B->numel; j++) b[j] *= s;
+      // W [out, in] += (s B) [out, r] A [r, in]
+      st = lc_matmul_bwd(&mm, W, NULL, lc_act_f32(b), lc_act_f32(b), lc_act_f32(a), (int)B->shape[0], (int)A->shape[1],
+                         (int)A->shape[0], 1);
+    }
+    free(a), free(b);
+  }
+  lc_st_close(&f);
+  free(at);
+  return st;
 }

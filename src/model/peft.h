@@ -28,3 +28,9 @@ lc_status lc_peft_load_weights(const char *dir, lc_model *m);
 lc_status lc_peft_check(const char *dir, const lc_lora *file, const lc_lora *run);
 
 #endif
+
+// Merges the PEFT LoRA adapter in DIR into a model without adapters (its weights in host
+// memory): W += scale B A for every adapted projection, in fp32 as PEFT's merge_and_unload
+// does. The adapter must match the model's shapes (one line naming the first that does
+// not). For inference (generate/eval --adapter) and `longctx merge`.
+lc_status lc_peft_merge(const char *dir, lc_model *m);

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# LoRA through the program: train --lora on an HF base saves PEFT's adapter files; a
+# resumed run (also under another layout, on 2 ranks) continues exactly as an
+# uninterrupted one; --lora-from starts from an adapter; merge writes an HF model whose
+# eval equals eval --adapter and whose base weights are untouched where no adapter is;
+# wrong flags and wrong adapters are one clear line each, nothing written.
+BIN="$1" SRC="$2"
+. "$(dirname "$0")/cli_lib.sh"
+BASE="$SRC/tests/data/golden_untied" GOLD="$SRC/tests/data/lora/llama"
+cd "$TMP" || exit 1
+common=(--model "$BASE" --lora 4 --lora-alpha 8 --seq 32 --lr 1e-2 --warmup 0 --log-every 100)
+
+# Uninterrupted 6 steps vs 3 + resumed 3 (one process), and resumed on 2 ranks (hp 2).
+"$BIN" train "${common[@]}" --steps 6 --save ck --save-every 3 --keep 3 --log-json full.jsonl >/dev/null 2>&1 || bad "full run"
+for f in adapter_config.json adapter_model.safetensors optimizer.safetensors trainer_state.json config.json checksums.json; do
+  [ -f ck/checkpoint-3/$f ] && ok || bad "checkpoint lacks $f"
+done
+[ ! -e ck/checkpoint-3/model.safetensors ] && ok || bad "a LoRA checkpoint holds the base's weights"
+grep -q '"r": 4' ck/checkpoint-3/adapter_config.json && grep -q '"peft_type": "LORA"' ck/checkpoint-3/adapter_config.json \
+  && ok || bad "adapter_config.json: $(cat ck/checkpoint-3/adapter_config.json)"
+"$BIN" train "${common[@]}" --steps 6 --resume ck/checkpoint-3 --log-json b.jsonl >/dev/null 2>&1 || bad "resume"
+# (without --model: the checkpoint names its base)
+"$BIN" train --steps 6 --resume ck/checkpoint-3 --log-json c.jsonl --seq 32 --lr 1e-2 --warmup 0 >/dev/null 2>"$TMP/e" || bad "resume without --model: $(cat "$TMP/e")"
+want=$(losses full.jsonl | tail -3)
+[ "$(losses b.jsonl)" == "$want" ] && ok || bad "resumed losses $(losses b.jsonl | tr '\n' ' ') != uninterrupted $(echo $want)"
+[ "$(losses c.jsonl)" == "$want" ] && ok || bad "resumed (base from the checkpoint) $(losses c.jsonl | tr '\n' ' ') != $(echo $want)"
+timeout 120 $MPI -np 2 "$BIN" train "${common[@]}" --steps 6 --hp 2 --zero 2 --resume ck/checkpoint-3 --log-json d.jsonl >/dev/null 2>&1 || bad "resume on 2 ranks"
+# another layout and ZeRO stage: fp32 rounding of a different summation order (the log
+# prints 9 significant digits): equal to 1e-5 relative
+paste <(losses d.jsonl) <(echo "$want") | awk '{d=$2-$4; if (d<0) d=-d; if (d > 1e-5*$4) exit 1}' && [ "$(losses d.jsonl | wc -l)" == 3 ] \
+  && ok || bad "2-rank resume $(losses d.jsonl | tr '\n' ' ') vs $(echo $want)"
+
+# --lora-from: PEFT's own adapter (r 4, alpha 8) as the start; flags that disagree fail.
+"$BIN" train --model "$BASE" --lora-from "$GOLD" --seq 32 --steps 1 --log-json g.jsonl >/dev/null 2>&1 || bad "--lora-from"
+"$BIN" train --model "$BASE" --lora 4 --lora-alpha 8 --seq 32 --steps 1 --log-json z.jsonl >/dev/null 2>&1
+[ "$(losses g.jsonl)" != "$(losses z.jsonl)" ] && ok || bad "--lora-from changed nothing"
+expect_error "has r 4, this run --lora 8" train --model "$BASE" --lora-from "$GOLD" --lora 8 --seq 32 --steps 1
+expect_error "lora_alpha 8, this run --lora-alpha 2" train --model "$BASE" --lora-from "$GOLD" --lora-alpha 2 --seq 32 --steps 1
+expect_error "another base" train --model "$SRC/tests/data/golden_qwen3" --lora-from "$GOLD" --seq 32 --steps 1
+expect_error "no adapter_config.json" train --model "$BASE" --lora-from "$TMP" --seq 32 --steps 1
+expect_error "'attn' is not a projection" train --model "$BASE" --lora 4 --lora-targets q,attn --steps 1
+expect_error "dropout on the adapters' input is not implemented" train --model "$BASE" --lora 4 --lora-dropout 0.1 --steps 1
+expect_error "need --lora R" train --model "$BASE" --lora-alpha 4 --steps 1
+expect_error "bf16 and the GGUF file's own blocks are not implemented" train --model "$BASE" --lora 4 --base-dtype bf16 --steps 1
+expect_error "has r 4, this run --lora 8" train --model "$BASE" --lora 8 --seq 32 --steps 6 --resume ck/checkpoint-3
+"$BIN" train --model "$BASE" --seq 32 --steps 1 --save full_ck >/dev/null 2>&1
+expect_error "has no LoRA adapters and this run trains adapters" train --model "$BASE" --lora 4 --seq 32 --steps 2 --resume full_ck
+
+# merge: eval of the merged model = eval with --adapter; without the adapter it differs.
+printf 'the quick brown fox jumps over the lazy dog, %.0s' $(seq 40) >text.txt
+"$BIN" merge --model "$BASE" --adapter ck/checkpoint-3 --out merged >/dev/null 2>&1 || bad "merge"
+[ -f merged/model.safetensors ] && [ -f merged/config.json ] && ok || bad "merge wrote $(ls merged)"
+ev() { "$BIN" eval --data text.txt --seq 32 "$@" 2>/dev/null | grep -o 'loss *[0-9.]* nats' | head -1; }
+a=$(ev --model merged) b=$(ev --model "$BASE" --adapter ck/checkpoint-3) c=$(ev --model "$BASE")
+[ -n "$a" ] && [ "$a" == "$b" ] && ok || bad "eval merged '$a' != eval --adapter '$b'"
+[ "$a" != "$c" ] && ok || bad "the adapter changed nothing ('$a' = base '$c')"
+expect_error "another base" merge --model "$SRC/tests/data/golden_qwen3" --adapter ck/checkpoint-3 --out m2
+[ ! -e m2 ] && ok || bad "a failed merge wrote m2"
+expect_error "merge needs --model BASE, --adapter DIR and --out DIR" merge --model "$BASE"
+finish cli_lora
