@@ -32,7 +32,8 @@ int lc_cmd_plan(int argc, char **argv) {
   const char *cp_layout = NULL, *offload = NULL;
   const char *head_chunk_s = "all";
   const char *machine = NULL, *hardware = NULL, *placement = "head-first";
-  int auto_ = 0, longest = 0, per_node = 0, top = 5;
+  int auto_ = 0, longest = 0, per_node = 0, top = 5, lora = 0;
+  const char *lora_targets = NULL;
   float budget_gib = 20.0f, gflops = 200.0f;
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &model, "a preset (tiny, demo, bench-s; shapes only: llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, qwen2.5-7b, qwen3-8b, qwen3-32b), an HF model directory or a GGUF file", 0},
@@ -66,6 +67,8 @@ int lc_cmd_plan(int argc, char **argv) {
       {"gpus-per-node", LC_ARG_INT, &per_node, "ranks per node (default: the --hardware file's devices per node, else all)", 0},
       {"auto", LC_ARG_BOOL, &auto_, "enumerate the layouts of --gpus ranks (hp x cp, placement, ZeRO stage and group, checkpoint policy, precision; flags you give stay fixed), drop those over the memory per rank, print the fastest as train command lines", 0},
       {"longest", LC_ARG_BOOL, &longest, "the longest --seq any layout of --gpus ranks fits, and the fastest layout that reaches it (no --seq needed)", 0},
+      {"lora", LC_ARG_INT, &lora, "as train: rank-R LoRA adapters on a frozen base (the base's weights alone, 4 bytes each; the adapters' 16 bytes per parameter; their scratch) (default 0)", 0},
+      {"lora-targets", LC_ARG_STR, &lora_targets, "as train: the adapted projections (default all: q,k,v,o,gate,up,down)", 0},
       {"top", LC_ARG_INT, &top, "layouts --auto prints (default 5)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
@@ -127,6 +130,17 @@ int lc_cmd_plan(int argc, char **argv) {
                    i == 0 ? "per layout: all heads, or the largest chunk that fits" : i == 1 ? "the plain ring: windows are priced alike"
                    : i == 2 ? "one sequence per data-parallel group" : "the step time comes from the rates");
   if (st == LC_OK && longest && seq_s) st = lc_fail(LC_EINVAL, "--longest searches the sequence length: leave out --seq");
+  if (st == LC_OK && lora < 0) st = lc_fail(LC_EINVAL, "--lora %d: give the adapters' rank (>= 1), or 0 for none", lora);
+  if (st == LC_OK && lora_targets && !lora) st = lc_fail(LC_EINVAL, "--lora-targets needs --lora R");
+  if (st == LC_OK && lora) {
+    cfg.lora = (lc_lora){.rank = lora, .alpha = (float)lora, .targets = LC_LORA_ALL};
+    if (lora_targets) st = lc_lora_parse_targets(lora_targets, &cfg.lora.targets);
+  }
+  // The time model prices every weight's gradient: LoRA's step (no base gradients, the
+  // adapters' GEMMs) is not in it yet, so the searches that rank layouts by time refuse.
+  if (st == LC_OK && lora && (auto_ || longest))
+    st = lc_fail(LC_EINVAL, "--lora with --auto/--longest: the time model does not price LoRA's step yet; give the "
+                 "layout (--hp/--cp/--zero) and read \"Largest S within ...\"");
   if (st == LC_OK && lc_args_find(flags, nf, "top")->seen && !auto_)
     st = lc_fail(LC_EINVAL, "--top sets how many layouts --auto prints: add --auto");
   lc_rates rates;
@@ -242,6 +256,12 @@ int lc_cmd_plan(int argc, char **argv) {
            "%d of %d layers in RAM\n", "offload", lc_fmt_bytes(b3, sizeof b3, (double)ck), (double)ck / (double)e.T,
            cfg.n_layers < LC_CKS_SLOTS ? cfg.n_layers : LC_CKS_SLOTS, cfg.n_layers);
   }
+  if (cfg.lora.rank > 0) {
+    char tg[128];
+    printf("  %-10s r %d on %s: the base frozen in fp32 (%.3f B weights, no gradients or moments), %.3f M adapter "
+           "parameters with fp32 gradients and AdamW m and v\n", "lora", cfg.lora.rank,
+           lc_lora_target_names(cfg.lora.targets, 0, tg, sizeof tg), np / 1e9, (double)lc_config_n_lora_params(&cfg) / 1e6);
+  }
   printf("\npredicted arena peak per rank, one training step (fp32 weights, gradients, AdamW m and v%s)\n",
          zero == 3 ? (o.precision == LC_DT_BF16 ? "; gathered = layers all-gathered in bf16 for use"
                                                 : "; gathered = layers all-gathered for use")
@@ -299,7 +319,10 @@ int lc_cmd_plan(int argc, char **argv) {
                          .head_chunk = hc, .context_first = pl == LC_PLACE_CONTEXT_FIRST,
                          .doc_len = pack ? doc_len : 0, .attn_window = attn_window};
     lc_time_estimate te;
-    if (lc_time_predict(&cfg, &o, &tl, &rates, &te) != LC_OK)
+    if (cfg.lora.rank > 0)
+      printf("\nPredicted step time: none: the time model does not price LoRA's step yet (no base gradients, the "
+             "adapters' GEMMs)\n");
+    else if (lc_time_predict(&cfg, &o, &tl, &rates, &te) != LC_OK)
       printf("\nPredicted step time: none: %s\n", lc_errmsg());
     else
       printf("\nPredicted step time (batch %d): %.4g s = compute %.4g s (recompute %.4g, attention kernels %.4g) + "
