@@ -2,7 +2,7 @@
 """One PyTorch training configuration per process: tokens/s and peak RSS of a training step.
 
     torch_step.py --model DIR_OR_FILE.gguf --seq S [--precision fp32|bf16] [--checkpointing]
-                  [--threads 2] [--steps 3] [--mem-limit-gib G] [--seed 0]
+                  [--threads 2] [--steps 3] [--mem-limit-gib G] [--seed 0] [--lora R]
     torch_step.py --convert FILE.gguf --out DIR     (GGUF -> HF directory, float32 safetensors)
     torch_step.py --gemm [--threads 2]              (torch.mm GFLOP/s, fp32 and bf16: the ceilings)
 
@@ -14,6 +14,9 @@ AdamW (lr 1e-5, betas 0.9/0.95, eps 1e-8, weight decay 0.1), zero_grad. bf16 is
 `torch.autocast("cpu", dtype=torch.bfloat16)` around forward and loss (fp32 master weights,
 as longctx). `--checkpointing` is transformers' gradient checkpointing (per decoder layer,
 non-reentrant torch.utils.checkpoint). One warm-up step, then --steps timed steps.
+`--lora R`: PEFT LoRA of rank R (lora_alpha R, dropout 0, bias none) on all seven linear
+projections of every layer (PEFT's get_peft_model; the base frozen), AdamW over the adapters
+alone (weight decay 0.1 on them, as longctx's matrices).
 
 Prints one JSON line: the settings, step_seconds (each timed step), tokens_per_s (median
 timed step), loss, peak_rss_bytes (getrusage ru_maxrss of this process: model load
@@ -92,6 +95,7 @@ def main():
     ap.add_argument("--convert", metavar="GGUF")
     ap.add_argument("--out")
     ap.add_argument("--gemm", action="store_true")
+    ap.add_argument("--lora", type=int, default=0, help="PEFT LoRA rank on all linear projections (0: full fine-tuning)")
     a = ap.parse_args()
 
     os.environ.setdefault("OMP_NUM_THREADS", str(a.threads))
@@ -125,12 +129,22 @@ def main():
     model.train()
     if a.checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if a.lora:
+        import peft
+        cfg = peft.LoraConfig(r=a.lora, lora_alpha=a.lora, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
+                              target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+        if a.checkpointing:
+            model.enable_input_require_grads()  # so checkpointed layers see a grad-requiring input
+        model = peft.get_peft_model(model, cfg)
+        res["lora"] = a.lora
+        res["peft"] = peft.__version__
+        res["trainable_params"] = sum(p.numel() for p in model.parameters() if p.requires_grad)
     res["load_seconds"] = time.time() - t_load
     res["params"] = sum(p.numel() for p in model.parameters())
     res["attn_implementation"] = model.config._attn_implementation
 
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and p.requires_grad]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2 and p.requires_grad]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=1e-5, betas=(0.9, 0.95), eps=1e-8)
     g = torch.Generator().manual_seed(a.seed)
@@ -150,7 +164,7 @@ def main():
         else:
             loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         return time.perf_counter() - t0, float(loss)

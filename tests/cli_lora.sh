@@ -57,4 +57,9 @@ a=$(ev --model merged) b=$(ev --model "$BASE" --adapter ck/checkpoint-3) c=$(ev 
 expect_error "another base" merge --model "$SRC/tests/data/golden_qwen3" --adapter ck/checkpoint-3 --out m2
 [ ! -e m2 ] && ok || bad "a failed merge wrote m2"
 expect_error "merge needs --model BASE, --adapter DIR and --out DIR" merge --model "$BASE"
+# plan: the frozen base and the adapters in the memory table; --auto's command lines keep --lora.
+"$BIN" plan --model "$BASE" --lora 4 --seq 64 >plan.txt 2>&1 && grep -q "lora .*r 4 on q,k,v,o,gate,up,down" plan.txt \
+  && grep -q "Predicted step time" plan.txt && ok || bad "plan --lora: $(head -c 600 plan.txt)"
+"$BIN" plan --model "$BASE" --lora 4 --seq 64 --gpus 2 --auto --top 1 >auto.txt 2>&1 && grep -q "longctx train .* --lora 4" auto.txt \
+  && ok || bad "plan --lora --auto: $(tail -c 600 auto.txt)"
 finish cli_lora

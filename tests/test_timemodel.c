@@ -75,6 +75,25 @@ int main(void) {
     const double fl = 2.0 * S * (cfg.n_layers * (3 * (attn + mlp) + attn + 2 * C * cfg.ffn) + 3 * head);
     CHECK(fabs(e.gemm_s - fl / 100e9) < 1e-9 * e.gemm_s && fabs(e.total_s - e.gemm_s) < 1e-6 * e.total_s,
           "GEMM term %.9g s, the FLOP formula %.9g s (step %.9g)", e.gemm_s, fl / 100e9, e.total_s);
+    // LoRA (rank 16 on q, v, gate, down): the base's backward products are dX alone (x2
+    // instead of x3, the head too), the adapters' products beside theirs: forward x A^T,
+    // u B^T; backward x A^T again, B's two and A's two (model/lora_op.h); and the optimizer
+    // sees the adapters alone.
+    lc_config lc = cfg;
+    const double R = 16;
+    lc.lora = (lc_lora){.rank = 16, .alpha = 16,
+                        .targets = (1u << LC_LORA_Q) | (1u << LC_LORA_V) | (1u << LC_LORA_GATE) | (1u << LC_LORA_DOWN)};
+    const lc_time_estimate el = predict(&lc, &un, S, 1, 1, 1, &g);
+    const double ad1 = (C * R + R * HQ) + (C * R + R * HKV) + (C * R + R * cfg.ffn) + (cfg.ffn * R + R * C);
+    const double adA = C * R * 3 + cfg.ffn * R; // the A products (recomputed in backward)
+    // per layer: forward 1x + recompute (attn + gate/up) + backward dX 1x; adapters: forward
+    // (2 per product) + backward 2 (x A^T again) + 4 + 4; the head forward + dX
+    const double fl_lora = 2.0 * S * (cfg.n_layers * (2 * (attn + mlp) + attn + 2 * C * cfg.ffn) + 2 * head) +
+                           2.0 * S * cfg.n_layers * (ad1 * 3 + adA) + /* recompute of q/v/gate's adapters */
+                           2.0 * S * cfg.n_layers * ((C * R + R * HQ) + (C * R + R * HKV) + (C * R + R * cfg.ffn));
+    CHECK(fabs(el.gemm_s - fl_lora / 100e9) < 1e-9 * el.gemm_s, "LoRA GEMM term %.9g s, the FLOP formula %.9g s",
+          el.gemm_s, fl_lora / 100e9);
+    CHECK(el.gemm_s < e.gemm_s, "LoRA's products %.4g s not below full fine-tuning's %.4g s", el.gemm_s, e.gemm_s);
   }
   flat_rates(&r2, 200e9, 100e9, 20e9, 0, 1e30);
   lc_time_estimate b = predict(&cfg, &o, S, 1, 1, 1, &r2);

@@ -136,11 +136,7 @@ int lc_cmd_plan(int argc, char **argv) {
     cfg.lora = (lc_lora){.rank = lora, .alpha = (float)lora, .targets = LC_LORA_ALL};
     if (lora_targets) st = lc_lora_parse_targets(lora_targets, &cfg.lora.targets);
   }
-  // The time model prices every weight's gradient: LoRA's step (no base gradients, the
-  // adapters' GEMMs) is not in it yet, so the searches that rank layouts by time refuse.
-  if (st == LC_OK && lora && (auto_ || longest))
-    st = lc_fail(LC_EINVAL, "--lora with --auto/--longest: the time model does not price LoRA's step yet; give the "
-                 "layout (--hp/--cp/--zero) and read \"Largest S within ...\"");
+
   if (st == LC_OK && lc_args_find(flags, nf, "top")->seen && !auto_)
     st = lc_fail(LC_EINVAL, "--top sets how many layouts --auto prints: add --auto");
   lc_rates rates;
@@ -185,6 +181,8 @@ int lc_cmd_plan(int argc, char **argv) {
     int k = snprintf(extra, sizeof extra, " --threads %d", used);
 #define ADD(...) (k += k < (int)sizeof extra ? snprintf(extra + k, sizeof extra - (size_t)k, __VA_ARGS__) : 0)
     if (vocab_slice) ADD(" --vocab-slice %d", vocab_slice);
+    if (lora) ADD(" --lora %d", lora);
+    if (lora_targets) ADD(" --lora-targets %s", lora_targets);
     if (offload) ADD(" --offload-checkpoints %s", offload);
     if (pack) ADD(" --pack");
     if (attn_window) ADD(" --attn-window %d", attn_window);
@@ -319,10 +317,7 @@ int lc_cmd_plan(int argc, char **argv) {
                          .head_chunk = hc, .context_first = pl == LC_PLACE_CONTEXT_FIRST,
                          .doc_len = pack ? doc_len : 0, .attn_window = attn_window};
     lc_time_estimate te;
-    if (cfg.lora.rank > 0)
-      printf("\nPredicted step time: none: the time model does not price LoRA's step yet (no base gradients, the "
-             "adapters' GEMMs)\n");
-    else if (lc_time_predict(&cfg, &o, &tl, &rates, &te) != LC_OK)
+    if (lc_time_predict(&cfg, &o, &tl, &rates, &te) != LC_OK)
       printf("\nPredicted step time: none: %s\n", lc_errmsg());
     else
       printf("\nPredicted step time (batch %d): %.4g s = compute %.4g s (recompute %.4g, attention kernels %.4g) + "

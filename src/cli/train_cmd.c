@@ -199,6 +199,9 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, train_flags *F, l
                  "checkpoint's (its config.json); leave them out with --resume");
   if (st == LC_OK) st = lc_cli_rope(&o->cfg, F->rope_theta, F->rope_scaling);
   if (st == LC_OK) st = lora_settings(flags, nf, F, F->resume ? ckpt_dir : NULL, &o->cfg.lora);
+  if (st == LC_OK && o->cfg.lora.rank > 0 && o->save_dtype != LC_DT_F32)
+    st = lc_fail(LC_EINVAL, "--save-dtype %s with LoRA: the adapters are saved in fp32 (they are small, and the "
+                 "base is not saved); leave --save-dtype out", F->save_dtype);
   if (st != LC_OK) return st;
   o->base_name = F->model;
   if (lc_args_find(flags, nf, "attn-window")->seen) o->cfg.sliding_window = F->attn_window;
@@ -578,7 +581,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"log-every", LC_ARG_INT, &F.log_every, "progress line every N steps when not on a terminal (on one, a status line is rewritten every step) (default 1)", 0},
       {"log-json", LC_ARG_STR, &F.log_json, "write one JSON object per step to this file", 0},
       {"machine", LC_ARG_STR, &F.machine, "rates for the predicted step time (longctx calibrate --out FILE; default: ~/.cache/longctx/machine.json when it exists, else built-in rates)", 0},
-      {"save", LC_ARG_STR, &F.save, "write checkpoints (HF model + optimizer + state) under this directory", 0},
+      {"save", LC_ARG_STR, &F.save, "write checkpoints (HF model + optimizer + state; with --lora PEFT's adapter files instead of the model) under this directory", 0},
       {"save-every", LC_ARG_INT, &F.save_every, "checkpoint every N steps (default: only at the end)", 0},
       {"precision", LC_ARG_STR, &F.precision, "fp32 | bf16: bf16 rounds GEMM operands, attention inputs and layer checkpoints to bf16 (checkpoints take half the memory); master weights, gradients, AdamW, norms, softmax and loss stay fp32 (default fp32; the settings table says what bf16 costs on this CPU)", 0},
       {"kernels", LC_ARG_STR, &F.kernels, LC_CLI_KERNELS_HELP, 0},

@@ -467,6 +467,10 @@ lc_status lc_hf_write_config(const char *dir, const lc_config *c, lc_dtype dt) {
   cJSON_AddBoolToObject(o, "use_cache", 1);
   cJSON_AddNullToObject(o, "bos_token_id");
   cJSON_AddNullToObject(o, "eos_token_id");
+  return lc_hf_write_json(path, o);
+}
+
+lc_status lc_hf_write_json(const char *path, cJSON *o) {
   char *text = cJSON_Print(o);
   cJSON_Delete(o);
   // cJSON indents with tabs; HF's files use two spaces and ": " (no string here holds a tab).
@@ -483,9 +487,7 @@ lc_status lc_hf_write_config(const char *dir, const lc_config *c, lc_dtype dt) {
   }
   free(text);
   t2[n++] = '\n';
-  t2[n] = 0;
-  n--; // written below with its newline: n + 1 bytes
-  lc_status st = lc_write_file_atomic(path, t2, n + 1);
+  lc_status st = lc_write_file_atomic(path, t2, n);
   free(t2);
   return st;
 }

@@ -25,6 +25,10 @@ lc_status lc_hf_parse_config(const char *json, size_t len, const char *label, lc
 // Writes an HF-loadable DIR/config.json (torch_dtype of the weights file: dt is LC_DT_F32
 // or LC_DT_BF16; bos/eos ids null) atomically.
 lc_status lc_hf_write_config(const char *dir, const lc_config *cfg, lc_dtype dt);
+// Writes the JSON object o (deleted here) to path atomically as HF's files are formatted
+// (two-space indents, ": ", a final newline).
+struct cJSON;
+lc_status lc_hf_write_json(const char *path, struct cJSON *o);
 
 // Loads DIR/model.safetensors, else the shards of DIR/model.safetensors.index.json, into a
 // model created from the same config. Every tensor of m->table must be present with exactly

@@ -107,25 +107,7 @@ lc_status lc_peft_write_config(const char *dir, const lc_config *cfg, const char
   cJSON_AddStringToObject(o, "task_type", "CAUSAL_LM");
   cJSON_AddBoolToObject(o, "use_dora", 0);
   cJSON_AddBoolToObject(o, "use_rslora", l->rslora);
-  char *text = cJSON_Print(o);
-  cJSON_Delete(o);
-  // cJSON indents with tabs; PEFT's files use two spaces and ": " (no string here holds a tab).
-  char *t2 = text ? malloc(2 * strlen(text) + 2) : NULL;
-  if (!t2) {
-    free(text);
-    return lc_fail(LC_ENOMEM, "out of memory writing %s", p);
-  }
-  size_t n = 0;
-  for (const char *q = text; *q; q++) {
-    if (*q == '\t' && q > text && q[-1] == ':') t2[n++] = ' ';
-    else if (*q == '\t') t2[n++] = ' ', t2[n++] = ' ';
-    else t2[n++] = *q;
-  }
-  t2[n++] = '\n';
-  free(text);
-  const lc_status st = lc_write_file_atomic(p, t2, n);
-  free(t2);
-  return st;
+  return lc_hf_write_json(p, o);
 }
 
 lc_status lc_peft_save_weights(const char *dir, lc_model *m) {

@@ -31,6 +31,8 @@ typedef struct {
                                    // sliced embedding forward, loss and embedding backward (slice-ahead: overlapped)
   double sl_comm_s, sl_exposed_s;  // accumulated by sliced(): all, the part waited for
   double gemm_s, ew_s, loss_ew_s;  // accumulated: every product, element-wise pass, the loss's softmax passes
+  int lora;                        // LoRA (cfg->lora): the base's backward products are dX alone, the
+                                   // adapters' run beside them, nothing of the embedding's backward
 } cost;
 
 // An element-wise pass of `flops` (counted into the estimate's element-wise term).
@@ -57,15 +59,29 @@ static double gemms(cost *k, double s) {
   return s;
 }
 
+// One projection (T x K -> N) of target i: the base's product (LoRA backward: dX alone, as
+// a forward product costs) and its adapter's (model/lora_op.h): forward x A^T and u B^T;
+// backward x A^T again, B's dW + dX, A's dW + dX.
+static double proj(const cost *k, int bwd, double T, int K, int N, int i) {
+  const lc_lora *l = &k->c->lora;
+  if (!k->lora) return lin(k, bwd, T, K, N);
+  double s = lin(k, 0, T, K, N);
+  if (l->targets >> i & 1u)
+    s += bwd ? lin(k, 0, T, K, l->rank) + lin(k, 1, T, l->rank, N) + lin(k, 1, T, K, l->rank)
+             : lin(k, 0, T, K, l->rank) + lin(k, 0, T, l->rank, N);
+  return s;
+}
 // GEMMs of the attention half (q, k, v, o) and the MLP half (gate, up[, down]).
 static double attn_gemms(cost *k, int bwd) {
   const lc_config *c = k->c;
-  const int HQ = c->n_heads * c->head_dim, HKV = c->n_kv_heads * c->head_dim;
-  return gemms(k, lin(k, bwd, k->T, c->dim, HQ) + 2 * lin(k, bwd, k->T, c->dim, HKV) + lin(k, bwd, k->T, HQ, c->dim));
+  const int HQ = c->n_heads * c->head_dim, HKV = c->n_kv_heads * c->head_dim, C = c->dim;
+  return gemms(k, proj(k, bwd, k->T, C, HQ, LC_LORA_Q) + proj(k, bwd, k->T, C, HKV, LC_LORA_K) +
+                      proj(k, bwd, k->T, C, HKV, LC_LORA_V) + proj(k, bwd, k->T, HQ, C, LC_LORA_O));
 }
 static double mlp_gemms(cost *k, int bwd, int with_down) {
   const lc_config *c = k->c;
-  return gemms(k, 2 * lin(k, bwd, k->T, c->dim, c->ffn) + (with_down ? lin(k, bwd, k->T, c->ffn, c->dim) : 0));
+  return gemms(k, proj(k, bwd, k->T, c->dim, c->ffn, LC_LORA_GATE) + proj(k, bwd, k->T, c->dim, c->ffn, LC_LORA_UP) +
+                      (with_down ? proj(k, bwd, k->T, c->ffn, c->dim, LC_LORA_DOWN) : 0));
 }
 
 // A layer's attention with its exchanges (attn_2d.c, ring.c). Ulysses: each stage's exchange
@@ -94,10 +110,10 @@ static double op_seconds(cost *k, lc_op op, double *recompute, double *attn_kern
   const double T = k->T, ewf = ew_layer_fwd(c) * T, V = c->vocab, C = c->dim;
   const lc_ckpt_policy pol = k->o->ckpt;
   switch (op) {
-  case LC_OP_EMBED_FWD:
-  case LC_OP_EMBED_BWD: return ew(k, 8.0 * T * C);
+  case LC_OP_EMBED_FWD: return ew(k, 8.0 * T * C);
+  case LC_OP_EMBED_BWD: return k->lora ? 0 : ew(k, 8.0 * T * C); // (LoRA: the embedding is frozen)
   case LC_OP_EMBED_FWD_SLICED: return sliced(k, ew(k, 8.0 * T * C), k->sl_comm[0]);
-  case LC_OP_EMBED_BWD_SLICED: return sliced(k, ew(k, 8.0 * T * C), k->sl_comm[2]);
+  case LC_OP_EMBED_BWD_SLICED: return k->lora ? 0 : sliced(k, ew(k, 8.0 * T * C), k->sl_comm[2]);
   case LC_OP_LAYER_FWD:
     *attn_kernel += k->attn_fwd_s;
     return attn_gemms(k, 0) + mlp_gemms(k, 0, 1) + attention(k, 0) + ew(k, ewf);
@@ -118,7 +134,8 @@ static double op_seconds(cost *k, lc_op op, double *recompute, double *attn_kern
     const double f = lin(k, 0, T, c->dim, c->vocab);
     const double soft = lc_rates_loss_s(k->r, 12.0 * T * V);
     k->loss_ew_s += soft;
-    const double s = gemms(k, f * (op == LC_OP_LOSS_SLICED ? 2 : 1) + lin(k, 1, T, c->dim, c->vocab)) + soft;
+    // (LoRA: the frozen head's backward is dx alone)
+    const double s = gemms(k, f * (op == LC_OP_LOSS_SLICED ? 2 : 1) + lin(k, !k->lora, T, c->dim, c->vocab)) + soft;
     return op == LC_OP_LOSS_SLICED ? sliced(k, s, k->sl_comm[1]) : s;
   }
   default: return 0;
@@ -145,7 +162,7 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   LC_TRY(lc_zero_check(stage, o->zero > 0 ? o->zero_group : 0, 0, world));
   const long S = l->seq, T = S / ((long)hp * cp);
   cost k = {.c = cfg, .o = o, .r = r, .bf16 = o->precision == LC_DT_BF16, .T = (int)T, .hp = hp, .cp = cp,
-            .hc_stages = 1, .tiled = lc_tile_splits(o->mlp_tile, (int)T)};
+            .hc_stages = 1, .tiled = lc_tile_splits(o->mlp_tile, (int)T), .lora = cfg->lora.rank > 0};
   const int D = cfg->head_dim, Hl = cfg->n_heads / hp;
   const double esz = k.bf16 ? 2 : 4;
   if (hp > 1 && l->head_chunk > 0) k.hc_stages = Hl / l->head_chunk;
@@ -207,20 +224,25 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
     k.hop_s[1] = k.hop_s[0] + k.tail_s;
   }
 
-  // Model states: unit sizes and the groups their collectives run in.
-  lc_ps_sizes zs;
-  LC_TRY(lc_pstore_sizes(cfg, stage, Z, &zs));
+  // Model states: unit sizes and the groups their collectives run in. LoRA: the frozen
+  // base (its stage: 3 or 0) is gathered and rounded as any, the adapters (za) are also
+  // reduced and updated; without LoRA za is the model's own.
+  lc_ps_sizes zs, za;
+  const lc_config acfg = lc_config_adapters(cfg);
+  LC_TRY(lc_pstore_sizes(cfg, k.lora ? lc_lora_base_stage(stage) : stage, Z, &zs));
+  if (k.lora) LC_TRY(lc_pstore_sizes(&acfg, stage, Z, &za));
+  else za = zs;
   const int inter_z = spans(Z, 1, dpn), inter_r = spans(R, Z, dpn), inter_w = spans(world, 1, dpn);
   const double gsz = k.bf16 ? 0.5 : 1.0; // stage 3 gathers bf16 weights in bf16
-  if (lc_vocab_sliced(o, cfg->vocab) && Z > 1 && stage >= 2) {
+  if (lc_vocab_sliced(o, cfg->vocab) && Z > 1 && stage >= 2) { // (LoRA: gathers, no reductions)
     // Rows of the embedding (E) and of the head (F; tied: E again): stage 3 gathers them
     // (forward lookup once, the loss's two passes), stages 2-3 reduce their gradients.
     const double e = (double)zs.unit_embed, f = cfg->tie_embeddings ? e : (double)zs.unit_final;
     const double ag_e = stage == 3 ? lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, e * gsz, inter_z) : 0;
     const double ag_f = stage == 3 ? lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, f * gsz, inter_z) : 0;
     k.sl_comm[0] = ag_e;
-    k.sl_comm[1] = 2 * ag_f + lc_rates_coll_s(r, LC_COLL_REDUCE_SCATTER, Z, f, inter_z);
-    k.sl_comm[2] = lc_rates_coll_s(r, LC_COLL_REDUCE_SCATTER, Z, e, inter_z);
+    k.sl_comm[1] = 2 * ag_f + (k.lora ? 0 : lc_rates_coll_s(r, LC_COLL_REDUCE_SCATTER, Z, f, inter_z));
+    k.sl_comm[2] = k.lora ? 0 : lc_rates_coll_s(r, LC_COLL_REDUCE_SCATTER, Z, e, inter_z);
   }
   const int NU = cfg->n_layers + 2;
   double *ready = calloc((size_t)NU, sizeof(double)), *done = calloc((size_t)NU + 2, sizeof(double));
@@ -233,7 +255,9 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   lc_schedule_build(cfg, o, 1, ev, n);
   const int passes = batch / dp;
   double t = 0, net = 0, comm = 0, compute = 0, recompute = 0, attn_kernel = 0;
-#define UNIT(u) ((double)lc_ps_unit_bytes(&zs, cfg->n_layers, (u)))
+  // A unit's weights as acquired (both stores' with LoRA) and its gradient (the adapters').
+#define UNIT(u) ((double)lc_ps_unit_bytes(&zs, cfg->n_layers, (u)) + (k.lora ? (double)lc_ps_unit_bytes(&za, cfg->n_layers, (u)) : 0))
+#define GUNIT(u) ((double)lc_ps_unit_bytes(&za, cfg->n_layers, (u)))
   for (int p = 0; p < passes; p++) {
     const int last = p == passes - 1, reduce = stage >= 2 || (last && world > 1);
     int nf = 0;
@@ -271,7 +295,8 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
         break;
       case LC_EV_GRAD_END: {
         if (!reduce) break;
-        const double b = UNIT(e->unit);
+        const double b = GUNIT(e->unit);
+        if (b <= 0) break; // (LoRA: the frozen embedding and final units)
         double d = stage == 0 ? lc_rates_coll_s(r, LC_COLL_ALLREDUCE, world, b, inter_w)
                               : lc_rates_coll_s(r, LC_COLL_REDUCE_SCATTER, Z, b, inter_z) +
                                     (R > 1 ? lc_rates_coll_s(r, LC_COLL_ALLREDUCE, R, b / Z, inter_r) : 0);
@@ -291,13 +316,14 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
     for (int i = 0; i < nf; i++) t = t > done[i] ? t : done[i]; // the pass ends with its reductions
   }
 #undef UNIT
+#undef GUNIT
   // After the passes: gradient norm and AdamW over this rank's shard (read p, g, m, v; write
   // p, m, v; the norm reads g), stages 1/2 all-gather the parameters, small all-reduces.
-  const double nopt = (double)(zs.optim - LC_PS_NORM_ACC_BYTES) / 8, ngrad = (double)zs.grads / 4;
+  const double nopt = (double)(za.optim - LC_PS_NORM_ACC_BYTES) / 8, ngrad = (double)za.grads / 4;
   const double opt = lc_rates_optim_s(r, 28 * nopt + 8 * ngrad);
   double after = 0;
   // (below stage 3 zs.params is the whole parameter set: the all-gather's output)
-  if ((stage == 1 || stage == 2) && Z > 1) after += lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, (double)zs.params, inter_z);
+  if ((stage == 1 || stage == 2) && Z > 1) after += lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, (double)za.params, inter_z);
   if (world > 1) after += 3 * lc_rates_coll_s(r, LC_COLL_ALLREDUCE, world, 8, inter_w);
   // (compute holds the attention's exposed exchanges: they sit inside the layers' time)
   const double pass_comm_wait = t - compute;
