@@ -41,7 +41,6 @@ expect_error "no adapter_config.json" train --model "$BASE" --lora-from "$TMP" -
 expect_error "'attn' is not a projection" train --model "$BASE" --lora 4 --lora-targets q,attn --steps 1
 expect_error "dropout on the adapters' input is not implemented" train --model "$BASE" --lora 4 --lora-dropout 0.1 --steps 1
 expect_error "need --lora R" train --model "$BASE" --lora-alpha 4 --steps 1
-expect_error "bf16 and the GGUF file's own blocks are not implemented" train --model "$BASE" --lora 4 --base-dtype bf16 --steps 1
 expect_error "has r 4, this run --lora 8" train --model "$BASE" --lora 8 --seq 32 --steps 6 --resume ck/checkpoint-3
 "$BIN" train --model "$BASE" --seq 32 --steps 1 --save full_ck >/dev/null 2>&1
 expect_error "has no LoRA adapters and this run trains adapters" train --model "$BASE" --lora 4 --seq 32 --steps 2 --resume full_ck
@@ -57,6 +56,16 @@ a=$(ev --model merged) b=$(ev --model "$BASE" --adapter ck/checkpoint-3) c=$(ev 
 expect_error "another base" merge --model "$SRC/tests/data/golden_qwen3" --adapter ck/checkpoint-3 --out m2
 [ ! -e m2 ] && ok || bad "a failed merge wrote m2"
 expect_error "merge needs --model BASE, --adapter DIR and --out DIR" merge --model "$BASE"
+# --base-dtype bf16: the base in 2 bytes gives the bf16 run's numbers bit for bit (the weights are
+# rounded to bf16 either way) with less memory; it needs --precision bf16.
+b16=(--model "$BASE" --lora 4 --seq 32 --steps 3 --precision bf16)
+"$BIN" train "${b16[@]}" --log-json b32.jsonl >b32.out 2>&1 && "$BIN" train "${b16[@]}" --base-dtype bf16 --log-json b16.jsonl >b16.out 2>&1 \
+  && [ -n "$(losses b16.jsonl)" ] && [ "$(losses b16.jsonl)" == "$(losses b32.jsonl)" ] && ok || bad "--base-dtype bf16 losses $(losses b16.jsonl | tr '\n' ' ') vs fp32 base $(losses b32.jsonl | tr '\n' ' ')"
+p32=$(grep -o 'params [0-9.]* KiB' b32.out | head -1) p16=$(grep -o 'params [0-9.]* KiB' b16.out | head -1)
+[ -n "$p16" ] && [ "$p16" != "$p32" ] && ok || bad "bf16 base memory '$p16' vs '$p32'"
+expect_error "add --precision bf16" train --model "$BASE" --lora 4 --base-dtype bf16 --steps 1
+expect_error "not implemented yet" train --model "$BASE" --lora 4 --base-dtype bf16 --precision bf16 --zero 3 --steps 1
+expect_error "QLoRA) are not implemented" train --model "$BASE" --lora 4 --base-dtype q4 --steps 1
 # plan: the frozen base and the adapters in the memory table; --auto's command lines keep --lora.
 "$BIN" plan --model "$BASE" --lora 4 --seq 64 >plan.txt 2>&1 && grep -q "lora .*r 4 on q,k,v,o,gate,up,down" plan.txt \
   && grep -q "Predicted step time" plan.txt && ok || bad "plan --lora: $(head -c 600 plan.txt)"

@@ -270,8 +270,9 @@ typedef struct {
   int lora;       // > 0: LoRA of that rank on every projection (alpha 2 x rank), base frozen
 } step_case;
 
-// test_zero's LoRA rank (its cases share one signature; 0: none).
-static int zero_lora;
+// test_zero's LoRA rank (its cases share one signature; 0: none), and whether LoRA cases
+// hold the frozen base in bf16 (--base-dtype bf16).
+static int zero_lora, lora_base16;
 
 // The test model as another family (model/arch.h): Qwen2 (q/k/v biases, tied) with dynamic
 // NTK RoPE past a max_position_embeddings of 32 (the whole sequence's length sets the
@@ -324,7 +325,8 @@ static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch
   o.head_chunk = hp > 1 ? c->head_chunk : 0;
   // LoRA: the adapters train (B starts at zero, so A's gradient is zero in the first step:
   // the cases run at least 2 steps); alpha 2r, a scale of 2.
-  if (c->lora > 0) o.cfg.lora = (lc_lora){.rank = c->lora, .alpha = 2.0f * c->lora, .targets = LC_LORA_ALL};
+  if (c->lora > 0)
+    o.cfg.lora = (lc_lora){.rank = c->lora, .alpha = 2.0f * c->lora, .targets = LC_LORA_ALL, .base_bf16 = lora_base16};
   return o;
 }
 
@@ -410,9 +412,14 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
   MPI_Bcast(p0, (int)tp->lay.total, MPI_FLOAT, 0, MPI_COMM_WORLD);
   CHECK(!memcmp(p0, tp->params, nb), "%s: rank %d's parameters differ from rank 0's", tag, world->rank);
   free(p0);
-  if (c->lora)
-    CHECK(!memcmp(tr.model.ps.params, ref.model.ps.params, sizeof(float) * tr.model.ps.lay.total),
+  if (c->lora) { // (read through the backend: a bf16 base has no fp32 host view)
+    const size_t bb = lc_buf_bytes(tr.model.ps.params_b);
+    char *x = malloc(bb), *y = malloc(bb);
+    CHECK(lc_buf_read(tr.model.ps.params_b, x, LC_SYNC_STATES) == LC_OK &&
+              lc_buf_read(ref.model.ps.params_b, y, LC_SYNC_STATES) == LC_OK && !memcmp(x, y, bb),
           "%s: a frozen base weight changed", tag);
+    free(x), free(y);
+  }
   double ww[3] = {worst, worst_p, worst_l2};
   MPI_Allreduce(MPI_IN_PLACE, ww, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   char hcs[32];
@@ -1180,6 +1187,13 @@ int main(int argc, char **argv) {
     }
     step_case ldp = {sel, 2, 0.0f, 2, FAM_LLAMA, 0, 4};
     test_step_case((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, world->size, &ldp, "lora-dp");
+    // The frozen base held in bf16 (2 bytes; bf16 passes): every layout against one process.
+    lora_base16 = 1;
+    for (int i = 0; i < nl; i += 2) {
+      step_case l16 = {i % 4 ? full16 : sel16, 2, 0.0f, 2, i % 4 ? FAM_QWEN3 : FAM_LLAMA, 0, 4};
+      test_step_case(lays[i], pls[i % 2], 1, &l16, "lora-base16");
+    }
+    lora_base16 = 0;
     // ZeRO stages 1-3, over the whole world and in smaller groups (hybrid), under dp only,
     // cp only, hp only and 2D, with full and selective checkpointing and tiles.
     const int W = world->size;
@@ -1246,6 +1260,10 @@ int main(int argc, char **argv) {
                   stage == 1 ? full : sel, stage == 3 ? FAM_QWEN3 : 0, "lora");
       test_zero(W >= 4 ? two_d : only_hp, LC_PLACE_CONTEXT_FIRST, 1, 3, W, full16, 0, "lora-bf16");
       test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, 3, W, vs, FAM_QWEN2, "lora-vocab-tied");
+      lora_base16 = 1; // the bf16 base under ZeRO 1 and 2 (the adapters' states sharded)
+      test_zero(only_cp, LC_PLACE_HEAD_FIRST, 1, 2, W, sel16, 0, "lora-base16");
+      test_zero(only_dp, LC_PLACE_CONTEXT_FIRST, W, 1, W / 2, full16, FAM_QWEN2, "lora-base16");
+      lora_base16 = 0;
       zero_lora = 0;
     }
     if (world->size >= 4) test_step_case((layout){2, 1, 1}, LC_PLACE_HEAD_FIRST, world->size / 2, &clip, "dp-clip");

@@ -447,6 +447,11 @@ static void test_lora(void) {
     lc_train_opts o = opts_for(&c, pols[k % 3], k < 3 ? 0 : 32, 16, SLOW_BUILD ? 128 : 256);
     o.mopts.precision = k % 2 ? LC_DT_BF16 : LC_DT_F32;
     check_step_opts(k % 2 ? "lora-bf16" : "lora", &c, o);
+    if (k % 2) { // the same with the base held in bf16: its weights 2 bytes, no compute copy of its matrices
+      c.lora.base_bf16 = 1;
+      o.cfg = c;
+      check_step_opts("lora-b16", &c, o);
+    }
   }
   // The model states: the base's weights alone (4 bytes per weight) beside the adapters'
   // 16 bytes per parameter (weights, gradients, m, v) and the norm's accumulator.

@@ -33,7 +33,7 @@ int lc_cmd_plan(int argc, char **argv) {
   const char *head_chunk_s = "all";
   const char *machine = NULL, *hardware = NULL, *placement = "head-first";
   int auto_ = 0, longest = 0, per_node = 0, top = 5, lora = 0;
-  const char *lora_targets = NULL;
+  const char *lora_targets = NULL, *base_dtype = NULL;
   float budget_gib = 20.0f, gflops = 200.0f;
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &model, "a preset (tiny, demo, bench-s; shapes only: llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, qwen2.5-7b, qwen3-8b, qwen3-32b), an HF model directory or a GGUF file", 0},
@@ -68,6 +68,7 @@ int lc_cmd_plan(int argc, char **argv) {
       {"auto", LC_ARG_BOOL, &auto_, "enumerate the layouts of --gpus ranks (hp x cp, placement, ZeRO stage and group, checkpoint policy, precision; flags you give stay fixed), drop those over the memory per rank, print the fastest as train command lines", 0},
       {"longest", LC_ARG_BOOL, &longest, "the longest --seq any layout of --gpus ranks fits, and the fastest layout that reaches it (no --seq needed)", 0},
       {"lora", LC_ARG_INT, &lora, "as train: rank-R LoRA adapters on a frozen base (the base's weights alone, 4 bytes each; the adapters' 16 bytes per parameter; their scratch) (default 0)", 0},
+      {"base-dtype", LC_ARG_STR, &base_dtype, "as train: fp32 | bf16, how a LoRA run holds its frozen base (bf16: with --precision bf16, --zero 0-2)", 0},
       {"lora-targets", LC_ARG_STR, &lora_targets, "as train: the adapted projections (default all: q,k,v,o,gate,up,down)", 0},
       {"top", LC_ARG_INT, &top, "layouts --auto prints (default 5)", 0},
   };
@@ -136,6 +137,15 @@ int lc_cmd_plan(int argc, char **argv) {
     cfg.lora = (lc_lora){.rank = lora, .alpha = (float)lora, .targets = LC_LORA_ALL};
     if (lora_targets) st = lc_lora_parse_targets(lora_targets, &cfg.lora.targets);
   }
+  if (st == LC_OK && base_dtype && (!lora || (strcmp(base_dtype, "fp32") && strcmp(base_dtype, "bf16"))))
+    st = lc_fail(LC_EINVAL, "--base-dtype %s: give fp32 or bf16, with --lora R", base_dtype);
+  if (st == LC_OK && base_dtype && !strcmp(base_dtype, "bf16")) {
+    cfg.lora.base_bf16 = 1;
+    if (o.precision != LC_DT_BF16 || zero == 3 || vocab_slice > 0 ||
+        ((auto_ || longest) && !lc_args_find(flags, nf, "zero")->seen))
+      st = lc_fail(LC_EINVAL, "--base-dtype bf16 needs --precision bf16 (and with --auto/--longest a --zero of 0-2), "
+                   "and is not implemented with --zero 3 or --vocab-slice yet");
+  }
 
   if (st == LC_OK && lc_args_find(flags, nf, "top")->seen && !auto_)
     st = lc_fail(LC_EINVAL, "--top sets how many layouts --auto prints: add --auto");
@@ -183,6 +193,7 @@ int lc_cmd_plan(int argc, char **argv) {
     if (vocab_slice) ADD(" --vocab-slice %d", vocab_slice);
     if (lora) ADD(" --lora %d", lora);
     if (lora_targets) ADD(" --lora-targets %s", lora_targets);
+    if (base_dtype) ADD(" --base-dtype %s", base_dtype);
     if (offload) ADD(" --offload-checkpoints %s", offload);
     if (pack) ADD(" --pack");
     if (attn_window) ADD(" --attn-window %d", attn_window);
@@ -256,9 +267,10 @@ int lc_cmd_plan(int argc, char **argv) {
   }
   if (cfg.lora.rank > 0) {
     char tg[128];
-    printf("  %-10s r %d on %s: the base frozen in fp32 (%.3f B weights, no gradients or moments), %.3f M adapter "
+    printf("  %-10s r %d on %s: the base frozen in %s (%.3f B weights, no gradients or moments), %.3f M adapter "
            "parameters with fp32 gradients and AdamW m and v\n", "lora", cfg.lora.rank,
-           lc_lora_target_names(cfg.lora.targets, 0, tg, sizeof tg), np / 1e9, (double)lc_config_n_lora_params(&cfg) / 1e6);
+           lc_lora_target_names(cfg.lora.targets, 0, tg, sizeof tg), cfg.lora.base_bf16 ? "bf16" : "fp32", np / 1e9,
+           (double)lc_config_n_lora_params(&cfg) / 1e6);
   }
   printf("\npredicted arena peak per rank, one training step (fp32 weights, gradients, AdamW m and v%s)\n",
          zero == 3 ? (o.precision == LC_DT_BF16 ? "; gathered = layers all-gathered in bf16 for use"

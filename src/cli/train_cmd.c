@@ -55,10 +55,9 @@ static lc_status lora_settings(lc_flag *flags, int nf, const train_flags *F, con
   if (lc_args_find(flags, nf, "lora-dropout")->seen && F->lora_dropout != 0.0f)
     return lc_fail(LC_EINVAL, "--lora-dropout %g: dropout on the adapters' input is not implemented; train with 0",
                    (double)F->lora_dropout);
-  if (F->base_dtype && strcmp(F->base_dtype, "fp32"))
-    return lc_fail(LC_EINVAL, "--base-dtype %s: the frozen base is held in fp32 (4 bytes per weight; no gradient or "
-                   "moments); bf16 and the GGUF file's own blocks are not implemented yet: give fp32 or leave it out",
-                   F->base_dtype);
+  if (F->base_dtype && strcmp(F->base_dtype, "fp32") && strcmp(F->base_dtype, "bf16"))
+    return lc_fail(LC_EINVAL, "--base-dtype %s: the frozen base is held in fp32 (4 bytes per weight) or bf16 (2; with "
+                   "--precision bf16); a GGUF file's own quantized blocks (QLoRA) are not implemented yet", F->base_dtype);
   char ap[1100];
   const char *src = NULL;
   if (ckpt_dir && lc_path_join(ap, sizeof ap, ckpt_dir, "adapter_config.json") == LC_OK && lc_is_file(ap)) src = ckpt_dir;
@@ -78,6 +77,7 @@ static lc_status lora_settings(lc_flag *flags, int nf, const train_flags *F, con
     }
     if (!(want.alpha > 0) || !isfinite(want.alpha)) return lc_fail(LC_EINVAL, "--lora-alpha %g: give a positive scale numerator", (double)want.alpha);
     *l = want;
+    l->base_bf16 = F->base_dtype && !strcmp(F->base_dtype, "bf16");
     return LC_OK;
   }
   lc_lora file;
@@ -91,6 +91,7 @@ static lc_status lora_settings(lc_flag *flags, int nf, const train_flags *F, con
   if (rs_seen) chk.rslora = want.rslora;
   LC_TRY(lc_peft_check(src, &file, &chk));
   *l = file;
+  l->base_bf16 = F->base_dtype && !strcmp(F->base_dtype, "bf16");
   return LC_OK;
 }
 
@@ -199,6 +200,15 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, train_flags *F, l
                  "checkpoint's (its config.json); leave them out with --resume");
   if (st == LC_OK) st = lc_cli_rope(&o->cfg, F->rope_theta, F->rope_scaling);
   if (st == LC_OK) st = lora_settings(flags, nf, F, F->resume ? ckpt_dir : NULL, &o->cfg.lora);
+  if (st == LC_OK && F->base_dtype && o->cfg.lora.rank == 0)
+    st = lc_fail(LC_EINVAL, "--base-dtype is how a LoRA run holds its frozen base: add --lora R");
+  if (st == LC_OK && o->cfg.lora.base_bf16 && o->mopts.precision != LC_DT_BF16)
+    st = lc_fail(LC_EINVAL, "--base-dtype bf16 computes in bf16: add --precision bf16 (or hold the base in fp32)");
+  if (st == LC_OK && o->cfg.lora.base_bf16 && F->zero == 3)
+    st = lc_fail(LC_EINVAL, "--base-dtype bf16 with --zero 3 is not implemented yet (the bf16 base is held whole on "
+                 "every rank): use --zero 0-2, or --base-dtype fp32 with --zero 3");
+  if (st == LC_OK && o->cfg.lora.base_bf16 && F->vocab_slice > 0)
+    st = lc_fail(LC_EINVAL, "--vocab-slice with --base-dtype bf16 is not implemented yet: leave one of them out");
   if (st == LC_OK && o->cfg.lora.rank > 0 && o->save_dtype != LC_DT_F32)
     st = lc_fail(LC_EINVAL, "--save-dtype %s with LoRA: the adapters are saved in fp32 (they are small, and the "
                  "base is not saved); leave --save-dtype out", F->save_dtype);
@@ -593,7 +603,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"lora-rslora", LC_ARG_BOOL, &F.lora_rslora, "rank-stabilised scale alpha / sqrt(R) (PEFT's use_rslora)", 0},
       {"lora-from", LC_ARG_STR, &F.lora_from, "start from the PEFT LoRA adapter in this directory (its r, alpha and targets unless given, which must agree)", 0},
       {"lora-dropout", LC_ARG_FLOAT, &F.lora_dropout, "dropout on the adapters' input: only 0 (not implemented otherwise)", 0},
-      {"base-dtype", LC_ARG_STR, &F.base_dtype, "how a LoRA run holds the frozen base: fp32 (the only one so far)", 0},
+      {"base-dtype", LC_ARG_STR, &F.base_dtype, "how a LoRA run holds the frozen base: fp32 (default; 4 bytes per weight) or bf16 (2 bytes; needs --precision bf16, where it gives the same numbers as fp32: the weights are rounded to bf16 either way)", 0},
       {"save-dtype", LC_ARG_STR, &F.save_dtype, "fp32 | bf16: the dtype of a checkpoint's model.safetensors (bf16: half the size, rounded to nearest; the fp32 master weights then go into optimizer.safetensors so resuming is exact) (default fp32)", 0},
       {"keep", LC_ARG_INT, &F.keep, "checkpoints kept under --save (default 2)", 0},
       {"resume", LC_ARG_STR, &F.resume, "continue from a checkpoint (a --save directory or one checkpoint-N)", 0},

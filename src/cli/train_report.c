@@ -56,9 +56,10 @@ void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int th
   if (c->lora.rank > 0) {
     char tg[128];
     printf("  %-14s r %d, alpha %g (scale %g%s) on %s: %.3f M adapter parameters train (AdamW, fp32); the base is "
-           "frozen in fp32 (its projections, embedding, LM head and norms: no gradients, no moments)\n",
+           "frozen in %s (its projections, embedding, LM head and norms: no gradients, no moments)\n",
            "lora", c->lora.rank, (double)c->lora.alpha, (double)lc_lora_scale(&c->lora), c->lora.rslora ? ", rsLoRA" : "",
-           lc_lora_target_names(c->lora.targets, 0, tg, sizeof tg), (double)lc_config_n_lora_params(c) / 1e6);
+           lc_lora_target_names(c->lora.targets, 0, tg, sizeof tg), (double)lc_config_n_lora_params(c) / 1e6,
+           c->lora.base_bf16 ? "bf16 (2 bytes per weight)" : "fp32 (4 bytes per weight)");
   }
   printf("  %-14s %s\n", "data", t->data.desc);
   char pk[300];

@@ -19,6 +19,7 @@ typedef struct {
   float alpha;      // scale = alpha / rank (rslora: alpha / sqrt(rank))
   unsigned targets; // bit LC_LORA_Q.. set: that projection has an adapter
   int rslora;
+  int base_bf16;    // the frozen base held in bf16 (2 bytes per weight; --base-dtype bf16)
 } lc_lora;
 
 typedef struct {

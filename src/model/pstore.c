@@ -151,6 +151,12 @@ lc_status lc_pstore_create_on(lc_pstore *ps, const lc_config *cfg, int stage, in
   return create(ps, cfg, stage, group, world, be, 0);
 }
 
+// What a store of cfg holds its parameters in: bf16 for a LoRA run's frozen base given
+// --base-dtype bf16, else fp32.
+static lc_dtype store_dtype(const lc_config *cfg) {
+  return cfg->lora.rank > 0 && cfg->lora.base_bf16 && !cfg->adapter_set ? LC_DT_BF16 : LC_DT_F32;
+}
+
 static lc_status create(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world, lc_backend *be,
                         int own) {
   memset(ps, 0, sizeof *ps);
@@ -181,6 +187,10 @@ static lc_status create(lc_pstore *ps, const lc_config *cfg, int stage, int grou
     ps->rrank = ps->rep->rank;
   }
   st = lc_param_layout_build(&ps->lay, cfg, ps->Z);
+  ps->store = store_dtype(cfg);
+  if (st == LC_OK && ps->store == LC_DT_BF16 && stage != 0)
+    st = lc_fail(LC_EINVAL, "a bf16 frozen base is held whole on every rank: --base-dtype bf16 with --zero 3 is not "
+                 "implemented yet (use --zero 0-2, or --base-dtype fp32 with --zero 3)");
   if (st != LC_OK) {
     lc_pstore_destroy(ps);
     return st;
@@ -196,17 +206,20 @@ static lc_status create(lc_pstore *ps, const lc_config *cfg, int stage, int grou
   if (!ps->u_ || !ps->red_ || !ps->w.layer || !ps->g.layer)
     st = lc_fail(LC_ENOMEM, "out of memory for the parameter store");
   if (st == LC_OK) st = build_segments(ps);
-  if (st == LC_OK) st = lc_buf_alloc(be, LC_MEM_PARAMS, LC_DT_F32, ps->n_params, 1, "parameters", &ps->params_b);
+  if (st == LC_OK)
+    st = lc_buf_alloc(be, LC_MEM_PARAMS, ps->store, ps->n_params, 1, ps->store == LC_DT_BF16 ? "frozen bf16 weights" : "parameters",
+                      &ps->params_b);
   if (st == LC_OK) st = lc_buf_alloc(be, LC_MEM_GRADS, LC_DT_F32, ps->n_grads, 1, "gradients", &ps->grads_b);
   if (st != LC_OK) {
     lc_pstore_destroy(ps);
     return st;
   }
-  ps->params = lc_buf_host(ps->params_b);
+  ps->params = ps->store == LC_DT_F32 ? lc_buf_host(ps->params_b) : NULL;
   ps->grads = lc_buf_host(ps->grads_b);
-  // Views that never move: full parameters (stages 0-2), full gradients (stages 0-1).
+  // Views that never move: full parameters (stages 0-2; a bf16 store's only while acquired),
+  // full gradients (stages 0-1).
   for (int u = 0; u < ps->lay.n_units; u++) {
-    if (!params_sharded(ps)) set_views(ps, &ps->w, u, unit_of(ps, ps->params_b, u));
+    if (!params_sharded(ps) && ps->store == LC_DT_F32) set_views(ps, &ps->w, u, unit_of(ps, ps->params_b, u));
     if (!grads_sharded(ps)) set_views(ps, &ps->g, u, unit_of(ps, ps->grads_b, u));
   }
   return LC_OK;
@@ -298,6 +311,15 @@ float *lc_pstore_tensor_ptr(lc_pstore *ps, lc_ps_state which, int t) {
 void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, const float *src, size_t n) {
   const lc_param_info *T = &ps->lay.table[t];
   const lc_buf buf = state_b(ps, which);
+  if (which == LC_PS_PARAMS && ps->store == LC_DT_BF16) { // rounded to nearest even, in pieces
+    uint16_t tmp[4096];
+    for (size_t a = 0; a < n; a += 4096) {
+      const size_t k = n - a < 4096 ? n - a : 4096;
+      lc_bf16_pack(tmp, src + a, k);
+      lc_buf_write(lc_buf_view(buf, T->offset + first + a, k), tmp, LC_SYNC_STATES);
+    }
+    return;
+  }
   if (!state_sharded(ps, which)) {
     lc_buf_write(lc_buf_view(buf, T->offset + first, n), src, LC_SYNC_STATES);
     return;
@@ -311,6 +333,16 @@ void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t f
 
 lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, size_t n, float *dst) {
   const lc_param_info *T = &ps->lay.table[t];
+  if (which == LC_PS_PARAMS && ps->store == LC_DT_BF16) { // widened, in pieces
+    uint16_t tmp[4096];
+    const int root = !ps->world || ps->world->rank == 0;
+    for (size_t a = 0; root && a < n; a += 4096) {
+      const size_t k = n - a < 4096 ? n - a : 4096;
+      LC_TRY(lc_buf_read(lc_buf_view(state_b(ps, which), T->offset + first + a, k), tmp, LC_SYNC_STATES));
+      lc_bf16_unpack(dst + a, tmp, k);
+    }
+    return LC_OK;
+  }
   const lc_buf buf = state_b(ps, which);
   const int root = !ps->world || ps->world->rank == 0;
   if (!state_sharded(ps, which))
@@ -387,8 +419,8 @@ static size_t vec_floats(const lc_param_layout *L, int u) {
     if (L->table[t].ndim == 1) k += (L->table[t].numel + 15) & ~(size_t)15;
   return k;
 }
-static size_t copy16_bytes(const lc_param_layout *L, int u) {
-  return lc_bytes(LC_DT_BF16, L->units[u].n) + lc_bytes(LC_DT_F32, vec_floats(L, u));
+static size_t copy16_bytes(const lc_param_layout *L, int u, int vectors_only) {
+  return (vectors_only ? 0 : lc_bytes(LC_DT_BF16, L->units[u].n)) + lc_bytes(LC_DT_F32, vec_floats(L, u));
 }
 // The views of unit u into its 2-byte copy `buf` (U8, copy16_bytes; empty: every view of
 // the unit cleared). widen: fill the vectors from the 2-byte values first.
@@ -419,7 +451,7 @@ static lc_status start_gather(lc_pstore *ps, int u) {
   if (lc_buf_ok(x->gath)) return LC_OK;
   const size_t n = ps->lay.units[u].n, sh = shard_floats(ps, u);
   x->g16 = ps->compute == LC_DT_BF16;
-  LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GATHERED, LC_DT_U8, x->g16 ? copy16_bytes(&ps->lay, u) : lc_bytes(LC_DT_F32, n), 0,
+  LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GATHERED, LC_DT_U8, x->g16 ? copy16_bytes(&ps->lay, u, 0) : lc_bytes(LC_DT_F32, n), 0,
                       x->g16 ? "gathered bf16 weights" : "gathered weights", &x->gath));
   const lc_buf mine = lc_buf_view(ps->params_b, shard_off(ps, u), sh);
   if (!x->g16) {
@@ -442,12 +474,37 @@ void lc_pstore_pass_begin(lc_pstore *ps, int want_grads) {
 
 void lc_pstore_set_compute(lc_pstore *ps, lc_dtype compute) { ps->compute = compute; }
 
+// A bf16 store's acquired unit: the matrices viewed where they lie, the vectors widened
+// into x->gath (vec_floats of them).
+static lc_status views_b16(lc_pstore *ps, int u) {
+  lc_ps_unit *x = &ps->u_[u];
+  const lc_param_unit *U = &ps->lay.units[u];
+  const size_t vb = copy16_bytes(&ps->lay, u, 1); // (0: matrices only, e.g. the embedding: nothing to hold)
+  if (vb) LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GATHERED, LC_DT_U8, vb, 0, "the frozen bf16 unit's vectors", &x->gath));
+  size_t vec = 0;
+  for (int t = U->t0; t < U->t1; t++) {
+    const lc_param_info *T = &ps->lay.table[t];
+    lc_buf *slot = lc_weights_slot(&ps->w, T);
+    const lc_buf h = lc_buf_view(ps->params_b, T->offset, T->numel);
+    if (T->ndim == 2) {
+      *slot = h;
+      continue;
+    }
+    *slot = lc_buf_part(x->gath, vec, T->numel, LC_DT_F32);
+    LC_TRY(lc_be_bf16_unpack(*slot, h));
+    vec += lc_bytes(LC_DT_F32, (T->numel + 15) & ~(size_t)15);
+  }
+  lc_weights_tie(&ps->w, &ps->cfg);
+  return LC_OK;
+}
+
 // Stages 0-2 in bf16: the unit's 2-byte compute copy (set_views16), the views point at it.
 static lc_status round_copy(lc_pstore *ps, int u) {
   lc_ps_unit *x = &ps->u_[u];
   if (lc_buf_ok(x->gath)) return LC_OK; // acquired twice (a tied head): the copy is there
+  if (ps->store == LC_DT_BF16) return views_b16(ps, u);
   const size_t n = ps->lay.units[u].n;
-  LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GATHERED, LC_DT_U8, copy16_bytes(&ps->lay, u), 0, "bf16 compute weights", &x->gath));
+  LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GATHERED, LC_DT_U8, copy16_bytes(&ps->lay, u, 0), 0, "bf16 compute weights", &x->gath));
   LC_TRY(lc_be_bf16_pack(lc_buf_part(x->gath, 0, n, LC_DT_BF16), unit_of(ps, ps->params_b, u)));
   return set_views16(ps, u, x->gath, 1);
 }
@@ -462,6 +519,8 @@ static void trace(lc_pstore *ps, char kind, int unit, int next) {
 lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next) {
   trace(ps, 'A', unit, next);
   const int bf16 = ps->compute == LC_DT_BF16;
+  if (ps->store == LC_DT_BF16 && !bf16)
+    return lc_fail(LC_EINVAL, "a bf16 frozen base computes in bf16: add --precision bf16 (or --base-dtype fp32)");
   if (!params_sharded(ps)) return bf16 ? round_copy(ps, unit) : LC_OK;
   lc_ps_unit *x = &ps->u_[unit];
   LC_TRY(start_gather(ps, unit));
@@ -483,7 +542,8 @@ void lc_pstore_release(lc_pstore *ps, int unit) {
   lc_ps_unit *x = &ps->u_[unit];
   if (!params_sharded(ps)) {
     if (!lc_buf_ok(x->gath)) return;
-    set_views(ps, &ps->w, unit, unit_of(ps, ps->params_b, unit)); // back to the fp32 views
+    // back to the fp32 views (a bf16 store: none until the next acquire)
+    set_views(ps, &ps->w, unit, ps->store == LC_DT_F32 ? unit_of(ps, ps->params_b, unit) : NONE);
     lc_buf_free(&x->gath);
     return;
   }
@@ -714,6 +774,8 @@ void lc_pstore_rows_init(const lc_pstore *ps, lc_ps_rows *r, int tensor, size_t 
 }
 
 lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t r0, size_t r1) {
+  if (ps->store == LC_DT_BF16)
+    return lc_fail(LC_EINVAL, "--vocab-slice with --base-dtype bf16 is not implemented yet: leave one of them out");
   lc_pstore_rows_init(ps, r, tensor, r0, r1);
   if (!params_sharded(ps)) return LC_OK;
   const int u = ps->lay.table[tensor].unit, h16 = rows16(ps, tensor);
@@ -941,13 +1003,16 @@ lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *o
   LC_TRY(lc_param_layout_build(&L, cfg, Z));
   const size_t full = lc_bytes(LC_DT_F32, L.total), shard = full / (size_t)Z;
   out->params = stage >= 3 ? shard : full;
+  const int b16 = store_dtype(cfg) == LC_DT_BF16; // a frozen bf16 base (stage 0)
+  if (b16) out->params = lc_bytes(LC_DT_BF16, L.total);
   out->grads = stage >= 2 ? shard : full;
   out->optim = 2 * (stage >= 1 ? shard : full) + LC_PS_NORM_ACC_BYTES;
   out->unit_embed = lc_bytes(LC_DT_F32, L.units[LC_UNIT_EMBED].n);
   out->unit_layer = cfg->n_layers > 0 ? lc_bytes(LC_DT_F32, L.units[lc_unit_layer(0)].n) : 0;
-  out->unit_layer16 = cfg->n_layers > 0 ? copy16_bytes(&L, lc_unit_layer(0)) : 0;
-  out->unit_embed16 = copy16_bytes(&L, LC_UNIT_EMBED);
-  out->unit_final16 = copy16_bytes(&L, lc_unit_final(cfg->n_layers));
+  // (a bf16 store's compute copy is its vectors alone: the matrices are views of it)
+  out->unit_layer16 = cfg->n_layers > 0 ? copy16_bytes(&L, lc_unit_layer(0), b16) : 0;
+  out->unit_embed16 = copy16_bytes(&L, LC_UNIT_EMBED, b16);
+  out->unit_final16 = copy16_bytes(&L, lc_unit_final(cfg->n_layers), b16);
   out->unit_final = lc_bytes(LC_DT_F32, L.units[lc_unit_final(cfg->n_layers)].n);
   size_t used = 0;
   for (int t = 0; t < L.n_tensors; t++) used += lc_bytes(LC_DT_F32, L.table[t].numel);

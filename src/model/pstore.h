@@ -108,6 +108,10 @@ typedef struct {
   lc_weights w, g;    // views: the current weights and gradient buffers of acquired units
   size_t vocab_rows;  // rows per vocabulary slice the passes use (0: whole units); set by the
                       // model's pass, read by lc_pstore_step_bytes
+  lc_dtype store;     // LC_DT_F32, or LC_DT_BF16: a frozen LoRA base held in 2 bytes (its config's
+                      // lora.base_bf16; stage 0, bf16 passes only, no gradients): params_b is BF16,
+                      // params NULL; an acquired unit's matrices are views of it, its vectors
+                      // widened into a small copy
   lc_dtype compute;   // LC_DT_F32, or LC_DT_BF16: an acquired unit's view holds its weights
                       // rounded to bf16 in 2 bytes (stage 3: gathered as bf16, half the
                       // bytes; otherwise a copy made at acquire, freed at release): the
