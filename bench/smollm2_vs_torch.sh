@@ -74,15 +74,7 @@ fi
 
 # ---- data: random token ids (2^17 of them, uint16, vocab 49152, no document index)
 TOK="$WORK/random.tok"
-python3 - "$TOK" <<'PY'
-import array, random, struct, sys
-n, V = 1 << 17, 49152
-r = random.Random(1234)
-a = array.array("H", (r.randrange(V) for _ in range(n)))
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<8sIIIIQ", b"LCTOKENS", 2, 2, V, 0, n))
-    f.write(a.tobytes())
-PY
+python3 "$ROOT/bench/random_tokens.py" "$TOK"
 
 # ---- one configuration: wait for quiet CPUs, run, watch its steps, record one JSON line.
 # `run_one.py wait` only waits for quiet CPUs.
