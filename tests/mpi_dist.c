@@ -1260,9 +1260,11 @@ int main(int argc, char **argv) {
                   stage == 1 ? full : sel, stage == 3 ? FAM_QWEN3 : 0, "lora");
       test_zero(W >= 4 ? two_d : only_hp, LC_PLACE_CONTEXT_FIRST, 1, 3, W, full16, 0, "lora-bf16");
       test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, 3, W, vs, FAM_QWEN2, "lora-vocab-tied");
-      lora_base16 = 1; // the bf16 base under ZeRO 1 and 2 (the adapters' states sharded)
+      lora_base16 = 1; // the bf16 base under ZeRO 1-2 (the adapters' states sharded) and 3 (the base too)
       test_zero(only_cp, LC_PLACE_HEAD_FIRST, 1, 2, W, sel16, 0, "lora-base16");
       test_zero(only_dp, LC_PLACE_CONTEXT_FIRST, W, 1, W / 2, full16, FAM_QWEN2, "lora-base16");
+      test_zero(W >= 4 ? two_d : only_hp, LC_PLACE_HEAD_FIRST, 1, 3, W, sel16, FAM_QWEN3, "lora-base16");
+      test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, 3, W / 2, full16, FAM_QWEN2, "lora-base16-hybrid");
       lora_base16 = 0;
       zero_lora = 0;
     }

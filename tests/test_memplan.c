@@ -451,6 +451,8 @@ static void test_lora(void) {
       c.lora.base_bf16 = 1;
       o.cfg = c;
       check_step_opts("lora-b16", &c, o);
+      o.mopts.zero = 3; // (one process: a group of one, the gathered copies and their buffers)
+      check_step_opts("lora-b16-z3", &c, o);
     }
   }
   // The model states: the base's weights alone (4 bytes per weight) beside the adapters'

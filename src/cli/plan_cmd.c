@@ -141,10 +141,8 @@ int lc_cmd_plan(int argc, char **argv) {
     st = lc_fail(LC_EINVAL, "--base-dtype %s: give fp32 or bf16, with --lora R", base_dtype);
   if (st == LC_OK && base_dtype && !strcmp(base_dtype, "bf16")) {
     cfg.lora.base_bf16 = 1;
-    if (o.precision != LC_DT_BF16 || zero == 3 || vocab_slice > 0 ||
-        ((auto_ || longest) && !lc_args_find(flags, nf, "zero")->seen))
-      st = lc_fail(LC_EINVAL, "--base-dtype bf16 needs --precision bf16 (and with --auto/--longest a --zero of 0-2), "
-                   "and is not implemented with --zero 3 or --vocab-slice yet");
+    if (o.precision != LC_DT_BF16 || vocab_slice > 0)
+      st = lc_fail(LC_EINVAL, "--base-dtype bf16 needs --precision bf16, and is not implemented with --vocab-slice yet");
   }
 
   if (st == LC_OK && lc_args_find(flags, nf, "top")->seen && !auto_)

@@ -204,9 +204,6 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, train_flags *F, l
     st = lc_fail(LC_EINVAL, "--base-dtype is how a LoRA run holds its frozen base: add --lora R");
   if (st == LC_OK && o->cfg.lora.base_bf16 && o->mopts.precision != LC_DT_BF16)
     st = lc_fail(LC_EINVAL, "--base-dtype bf16 computes in bf16: add --precision bf16 (or hold the base in fp32)");
-  if (st == LC_OK && o->cfg.lora.base_bf16 && F->zero == 3)
-    st = lc_fail(LC_EINVAL, "--base-dtype bf16 with --zero 3 is not implemented yet (the bf16 base is held whole on "
-                 "every rank): use --zero 0-2, or --base-dtype fp32 with --zero 3");
   if (st == LC_OK && o->cfg.lora.base_bf16 && F->vocab_slice > 0)
     st = lc_fail(LC_EINVAL, "--vocab-slice with --base-dtype bf16 is not implemented yet: leave one of them out");
   if (st == LC_OK && o->cfg.lora.rank > 0 && o->save_dtype != LC_DT_F32)
@@ -603,7 +600,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"lora-rslora", LC_ARG_BOOL, &F.lora_rslora, "rank-stabilised scale alpha / sqrt(R) (PEFT's use_rslora)", 0},
       {"lora-from", LC_ARG_STR, &F.lora_from, "start from the PEFT LoRA adapter in this directory (its r, alpha and targets unless given, which must agree)", 0},
       {"lora-dropout", LC_ARG_FLOAT, &F.lora_dropout, "dropout on the adapters' input: only 0 (not implemented otherwise)", 0},
-      {"base-dtype", LC_ARG_STR, &F.base_dtype, "how a LoRA run holds the frozen base: fp32 (default; 4 bytes per weight) or bf16 (2 bytes; needs --precision bf16, where it gives the same numbers as fp32: the weights are rounded to bf16 either way)", 0},
+      {"base-dtype", LC_ARG_STR, &F.base_dtype, "how a LoRA run holds the frozen base: fp32 (default; 4 bytes per weight) or bf16 (2 bytes, sharded under --zero 3; needs --precision bf16, where it gives the same numbers as fp32: the weights are rounded to bf16 either way)", 0},
       {"save-dtype", LC_ARG_STR, &F.save_dtype, "fp32 | bf16: the dtype of a checkpoint's model.safetensors (bf16: half the size, rounded to nearest; the fp32 master weights then go into optimizer.safetensors so resuming is exact) (default fp32)", 0},
       {"keep", LC_ARG_INT, &F.keep, "checkpoints kept under --save (default 2)", 0},
       {"resume", LC_ARG_STR, &F.resume, "continue from a checkpoint (a --save directory or one checkpoint-N)", 0},

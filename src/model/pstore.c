@@ -188,9 +188,8 @@ static lc_status create(lc_pstore *ps, const lc_config *cfg, int stage, int grou
   }
   st = lc_param_layout_build(&ps->lay, cfg, ps->Z);
   ps->store = store_dtype(cfg);
-  if (st == LC_OK && ps->store == LC_DT_BF16 && stage != 0)
-    st = lc_fail(LC_EINVAL, "a bf16 frozen base is held whole on every rank: --base-dtype bf16 with --zero 3 is not "
-                 "implemented yet (use --zero 0-2, or --base-dtype fp32 with --zero 3)");
+  if (st == LC_OK && ps->store == LC_DT_BF16 && stage != 0 && stage != 3)
+    st = lc_fail(LC_EINVAL, "internal: a frozen bf16 base is held whole (stage 0) or sharded (stage 3)");
   if (st != LC_OK) {
     lc_pstore_destroy(ps);
     return st;
@@ -312,11 +311,17 @@ void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t f
   const lc_param_info *T = &ps->lay.table[t];
   const lc_buf buf = state_b(ps, which);
   if (which == LC_PS_PARAMS && ps->store == LC_DT_BF16) { // rounded to nearest even, in pieces
+    // (stage 3: only the elements of this rank's shard, at their shard offsets)
+    size_t lo = T->offset + first, hi = lo + n, dst = lo;
+    if (params_sharded(ps)) {
+      piece(ps, t, first, n, ps->zrank, &lo, &hi);
+      dst = shard_off(ps, T->unit) + (lo - owned_lo(ps, T->unit));
+    }
     uint16_t tmp[4096];
-    for (size_t a = 0; a < n; a += 4096) {
-      const size_t k = n - a < 4096 ? n - a : 4096;
-      lc_bf16_pack(tmp, src + a, k);
-      lc_buf_write(lc_buf_view(buf, T->offset + first + a, k), tmp, LC_SYNC_STATES);
+    for (size_t a = lo; a < hi; a += 4096) {
+      const size_t k = hi - a < 4096 ? hi - a : 4096;
+      lc_bf16_pack(tmp, src + (a - T->offset - first), k);
+      lc_buf_write(lc_buf_view(buf, dst + (a - lo), k), tmp, LC_SYNC_STATES);
     }
     return;
   }
@@ -333,7 +338,8 @@ void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t f
 
 lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, size_t n, float *dst) {
   const lc_param_info *T = &ps->lay.table[t];
-  if (which == LC_PS_PARAMS && ps->store == LC_DT_BF16) { // widened, in pieces
+  if (which == LC_PS_PARAMS && ps->store == LC_DT_BF16) { // widened, in pieces (whole stores only)
+    if (params_sharded(ps)) return lc_fail(LC_EINVAL, "internal: reading a sharded bf16 base back is not implemented");
     uint16_t tmp[4096];
     const int root = !ps->world || ps->world->rank == 0;
     for (size_t a = 0; root && a < n; a += 4096) {
@@ -461,7 +467,9 @@ static lc_status start_gather(lc_pstore *ps, int u) {
   }
   // bf16 compute: the bf16 weights are what is gathered (half the bytes), straight into the
   // unit's 2-byte compute copy; each rank rounds its shard into its slot.
-  LC_TRY(lc_be_bf16_pack(lc_buf_part(x->gath, lc_bytes(LC_DT_BF16, (size_t)ps->zrank * sh), sh, LC_DT_BF16), mine));
+  const lc_buf slot = lc_buf_part(x->gath, lc_bytes(LC_DT_BF16, (size_t)ps->zrank * sh), sh, LC_DT_BF16);
+  if (ps->store == LC_DT_BF16) LC_TRY(lc_be_copy(slot, mine, LC_STREAM_COMPUTE)); // (a bf16 store's shard is its bf16 values)
+  else LC_TRY(lc_be_bf16_pack(slot, mine));
   LC_TRY(lc_buf_hview_open(lc_buf_part(x->gath, 0, n, LC_DT_BF16), 1, "a ZeRO-3 gather (staged)", &x->hgath));
   return lc_iallgather(ps->zg, NULL, x->hgath.host, sh, LC_DT_BF16, &x->greq);
 }
@@ -1003,16 +1011,18 @@ lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *o
   LC_TRY(lc_param_layout_build(&L, cfg, Z));
   const size_t full = lc_bytes(LC_DT_F32, L.total), shard = full / (size_t)Z;
   out->params = stage >= 3 ? shard : full;
-  const int b16 = store_dtype(cfg) == LC_DT_BF16; // a frozen bf16 base (stage 0)
-  if (b16) out->params = lc_bytes(LC_DT_BF16, L.total);
+  const int b16 = store_dtype(cfg) == LC_DT_BF16; // a frozen bf16 base: 2 bytes, whole or sharded
+  if (b16) out->params = lc_bytes(LC_DT_BF16, L.total) / (stage >= 3 ? (size_t)Z : 1);
   out->grads = stage >= 2 ? shard : full;
   out->optim = 2 * (stage >= 1 ? shard : full) + LC_PS_NORM_ACC_BYTES;
   out->unit_embed = lc_bytes(LC_DT_F32, L.units[LC_UNIT_EMBED].n);
   out->unit_layer = cfg->n_layers > 0 ? lc_bytes(LC_DT_F32, L.units[lc_unit_layer(0)].n) : 0;
-  // (a bf16 store's compute copy is its vectors alone: the matrices are views of it)
-  out->unit_layer16 = cfg->n_layers > 0 ? copy16_bytes(&L, lc_unit_layer(0), b16) : 0;
-  out->unit_embed16 = copy16_bytes(&L, LC_UNIT_EMBED, b16);
-  out->unit_final16 = copy16_bytes(&L, lc_unit_final(cfg->n_layers), b16);
+  // (a whole bf16 store's compute copy is its vectors alone: the matrices are views of it;
+  // sharded, the gathered copy is the whole unit as for any store)
+  const int vo = b16 && stage < 3;
+  out->unit_layer16 = cfg->n_layers > 0 ? copy16_bytes(&L, lc_unit_layer(0), vo) : 0;
+  out->unit_embed16 = copy16_bytes(&L, LC_UNIT_EMBED, vo);
+  out->unit_final16 = copy16_bytes(&L, lc_unit_final(cfg->n_layers), vo);
   out->unit_final = lc_bytes(LC_DT_F32, L.units[lc_unit_final(cfg->n_layers)].n);
   size_t used = 0;
   for (int t = 0; t < L.n_tensors; t++) used += lc_bytes(LC_DT_F32, L.table[t].numel);
