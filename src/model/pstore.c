@@ -336,23 +336,26 @@ void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t f
                  src + (a - T->offset - first), LC_SYNC_STATES);
 }
 
+// A state's range v into fp32 host memory: read as it is, or (a bf16 store's weights)
+// read in pieces and widened.
+static lc_status read_f32(const lc_pstore *ps, lc_ps_state which, lc_buf v, float *dst) {
+  if (which != LC_PS_PARAMS || ps->store != LC_DT_BF16) return lc_buf_read(v, dst, LC_SYNC_STATES);
+  uint16_t tmp[4096];
+  for (size_t a = 0; a < v.n; a += 4096) {
+    const size_t k = v.n - a < 4096 ? v.n - a : 4096;
+    LC_TRY(lc_buf_read(lc_buf_view(v, a, k), tmp, LC_SYNC_STATES));
+    lc_bf16_unpack(dst + a, tmp, k);
+  }
+  return LC_OK;
+}
+
 lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, size_t n, float *dst) {
   const lc_param_info *T = &ps->lay.table[t];
-  if (which == LC_PS_PARAMS && ps->store == LC_DT_BF16) { // widened, in pieces (whole stores only)
-    if (params_sharded(ps)) return lc_fail(LC_EINVAL, "internal: reading a sharded bf16 base back is not implemented");
-    uint16_t tmp[4096];
-    const int root = !ps->world || ps->world->rank == 0;
-    for (size_t a = 0; root && a < n; a += 4096) {
-      const size_t k = n - a < 4096 ? n - a : 4096;
-      LC_TRY(lc_buf_read(lc_buf_view(state_b(ps, which), T->offset + first + a, k), tmp, LC_SYNC_STATES));
-      lc_bf16_unpack(dst + a, tmp, k);
-    }
-    return LC_OK;
-  }
+  const int b16 = which == LC_PS_PARAMS && ps->store == LC_DT_BF16; // (its pieces are staged and widened)
   const lc_buf buf = state_b(ps, which);
   const int root = !ps->world || ps->world->rank == 0;
   if (!state_sharded(ps, which))
-    return root ? lc_buf_read(lc_buf_view(buf, T->offset + first, n), dst, LC_SYNC_STATES) : LC_OK;
+    return root ? read_f32(ps, which, lc_buf_view(buf, T->offset + first, n), dst) : LC_OK;
   if (ps->rrank != 0) return LC_OK; // only zero group 0 (world ranks 0..Z-1) holds what rank 0 writes
   const size_t mine = shard_off(ps, T->unit), x0 = T->offset + first;
   if (!root) { // this rank's piece, read into host memory (comm) and sent
@@ -360,11 +363,11 @@ lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, 
     piece(ps, t, first, n, ps->zrank, &a, &b);
     if (b == a) return LC_OK;
     const lc_buf v = lc_buf_view(buf, mine + (a - owned_lo(ps, T->unit)), b - a);
-    float *h = lc_buf_host(v), *staged = NULL;
-    if (!h && !(h = staged = lc_alloc(ps->arena, LC_MEM_COMM, lc_buf_bytes(v), "a tensor piece on its way to rank 0")))
+    float *h = b16 ? NULL : lc_buf_host(v), *staged = NULL;
+    if (!h && !(h = staged = lc_alloc(ps->arena, LC_MEM_COMM, lc_bytes(LC_DT_F32, v.n), "a tensor piece on its way to rank 0")))
       return LC_ENOMEM;
     lc_req r = {{0}, 0};
-    lc_status st = staged ? lc_buf_read(v, staged, LC_SYNC_STATES) : LC_OK;
+    lc_status st = staged ? read_f32(ps, which, v, staged) : LC_OK;
     if (st == LC_OK) st = lc_isend(ps->zg, h, b - a, LC_DT_F32, 0, TAG_TENSOR, &r);
     if (st == LC_OK) st = lc_wait(ps->zg, &r);
     lc_free(ps->arena, staged);
@@ -376,7 +379,7 @@ lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, 
     piece(ps, t, first, n, r, &a, &b);
     if (b == a) continue;
     if (r == 0) {
-      st = lc_buf_read(lc_buf_view(buf, mine + (a - owned_lo(ps, T->unit)), b - a), dst + (a - x0), LC_SYNC_STATES);
+      st = read_f32(ps, which, lc_buf_view(buf, mine + (a - owned_lo(ps, T->unit)), b - a), dst + (a - x0));
       continue;
     }
     lc_req q = {{0}, 0};
