@@ -4,7 +4,7 @@
 
 static const struct {
   const char *name;
-  size_t size;
+  size_t size, block, block_bytes; // (block 0: one element of `size` bytes)
 } info[LC_DT_COUNT] = {
     [LC_DT_F32] = {"F32", 4},         [LC_DT_BF16] = {"BF16", 2},       [LC_DT_F16] = {"F16", 2},
     [LC_DT_F64] = {"F64", 8},         [LC_DT_I32] = {"I32", 4},         [LC_DT_I64] = {"I64", 8},
@@ -12,14 +12,21 @@ static const struct {
     [LC_DT_I16] = {"I16", 2},         [LC_DT_U16] = {"U16", 2},         [LC_DT_I8] = {"I8", 1},
     [LC_DT_BOOL] = {"BOOL", 1},       [LC_DT_F8_E4M3] = {"F8_E4M3", 1}, [LC_DT_F8_E5M2] = {"F8_E5M2", 1},
     [LC_DT_F8_E8M0] = {"F8_E8M0", 1}, [LC_DT_C64] = {"C64", 8},
+    // ggml's block layouts (ggml-common.h)
+    [LC_DT_Q8_0] = {"Q8_0", 1, 32, 34},   [LC_DT_Q4_0] = {"Q4_0", 1, 32, 18},   [LC_DT_Q4_1] = {"Q4_1", 1, 32, 20},
+    [LC_DT_Q5_0] = {"Q5_0", 1, 32, 22},   [LC_DT_Q5_1] = {"Q5_1", 1, 32, 24},   [LC_DT_Q4_K] = {"Q4_K", 1, 256, 144},
+    [LC_DT_Q5_K] = {"Q5_K", 1, 256, 176}, [LC_DT_Q6_K] = {"Q6_K", 1, 256, 210},
 };
+
+size_t lc_dtype_block(lc_dtype t) { return lc_dtype_is_quant(t) ? info[t].block : 1; }
+size_t lc_dtype_block_bytes(lc_dtype t) { return lc_dtype_is_quant(t) ? info[t].block_bytes : lc_dtype_size(t); }
 
 size_t lc_dtype_size(lc_dtype t) { return (int)t >= 0 && t < LC_DT_COUNT ? info[t].size : 0; }
 
 const char *lc_dtype_name(lc_dtype t) { return (int)t >= 0 && t < LC_DT_COUNT ? info[t].name : "?"; }
 
 int lc_dtype_from_name(const char *name, lc_dtype *t) {
-  for (int i = 0; i < LC_DT_COUNT && name; i++)
+  for (int i = 0; i < LC_DT_QFIRST && name; i++)
     if (!strcmp(name, info[i].name)) {
       *t = (lc_dtype)i;
       return 1;

@@ -28,16 +28,40 @@ typedef enum {
   LC_DT_F8_E5M2,
   LC_DT_F8_E8M0,
   LC_DT_C64,
+  // ggml's quantized blocks (a GGUF file's own storage; ops/dequant.h): a frozen LoRA base
+  // held as the file holds it (QLoRA) and read by the GEMMs a tile at a time. n elements
+  // are n / block blocks of block_bytes each (n a multiple of the block).
+  LC_DT_Q8_0,
+  LC_DT_Q4_0,
+  LC_DT_Q4_1,
+  LC_DT_Q5_0,
+  LC_DT_Q5_1,
+  LC_DT_Q4_K,
+  LC_DT_Q5_K,
+  LC_DT_Q6_K,
   LC_DT_COUNT
 } lc_dtype;
+#define LC_DT_QFIRST LC_DT_Q8_0
 
-// Bytes per element (0 for an invalid value).
+// Bytes per element (0 for an invalid value; 1 for a block type, whose views are placed
+// by byte offsets: lc_buf_part).
 size_t lc_dtype_size(lc_dtype t);
-// Bytes of n elements of type t: what every size function counts with.
-static inline size_t lc_bytes(lc_dtype t, size_t n) { return lc_dtype_size(t) * n; }
-// Name as safetensors writes it: "F32", "BF16", "F16", ... ("?" if invalid).
+// 1 for ggml's block types (LC_DT_Q8_0 ..).
+static inline int lc_dtype_is_quant(lc_dtype t) { return t >= LC_DT_QFIRST && t < LC_DT_COUNT; }
+// Elements per block and bytes per block of a block type (1 and the element size otherwise).
+size_t lc_dtype_block(lc_dtype t);
+size_t lc_dtype_block_bytes(lc_dtype t);
+// Bytes of n elements of type t: what every size function counts with (a block type: whole
+// blocks, n rounded up to one).
+static inline size_t lc_bytes(lc_dtype t, size_t n) {
+  return lc_dtype_is_quant(t) ? (n + lc_dtype_block(t) - 1) / lc_dtype_block(t) * lc_dtype_block_bytes(t)
+                              : lc_dtype_size(t) * n;
+}
+// Name as safetensors writes it: "F32", "BF16", "F16", ... (the block types as ggml names
+// them: "Q4_K"; "?" if invalid).
 const char *lc_dtype_name(lc_dtype t);
-// The dtype a safetensors name stands for; 0 (and *t untouched) if it names none.
+// The dtype a safetensors name stands for; 0 (and *t untouched) if it names none (never a
+// block type: safetensors has none).
 int lc_dtype_from_name(const char *name, lc_dtype *t);
 // Float types longctx converts to and from float (F32, BF16, F16).
 int lc_dtype_is_float(lc_dtype t);

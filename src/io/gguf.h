@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/dtype.h"
 #include "core/status.h"
 
 #define LC_GGUF_MAX_DIMS 4    // ggml's GGML_MAX_DIMS
@@ -113,6 +114,9 @@ const char *lc_gguf_readable_names(void);
 // cover it are decoded). LC_EINVAL if the range is outside the tensor, LC_EFORMAT for a
 // type that does not dequantize.
 lc_status lc_gguf_read_f32(lc_gguf_file *f, const lc_gguf_tensor *t, size_t first, size_t n, float *dst);
+// The dtype of a ggml type (F32, F16, BF16 and the block types longctx reads; LC_DT_COUNT
+// for any other).
+lc_dtype lc_gguf_type_dtype(int type);
 // Decodes n_blocks whole blocks of a readable type from src into dst (block size each).
 void lc_gguf_dequant_blocks(int type, const unsigned char *src, size_t n_blocks, float *dst);
 
