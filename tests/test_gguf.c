@@ -19,6 +19,7 @@
 
 #include "attn/attn.h"
 #include "core/arena.h"
+#include "core/hash.h"
 #include "comm/comm.h"
 #include "io/fsutil.h"
 #include "io/gguf.h"
@@ -26,6 +27,7 @@
 #include "model/gguf_model.h"
 #include "model/hf.h"
 #include "model/model.h"
+#include "ops/kernels.h"
 #include "testmodel.h"
 #include "testutil.h"
 
@@ -193,6 +195,24 @@ static double model_loss(lc_model *m, int grads) {
   return loss / counted;
 }
 
+// model_loss in a chosen precision (the same batch).
+static double model_loss_p(lc_model *m, int grads, lc_dtype precision) {
+  enum { T = 41 };
+  int tok[T], tgt[T], pos[T], counted = 0;
+  lc_rng r;
+  lc_rng_seed(&r, 99);
+  lc_t_make_batch(&r, tok, tgt, pos, T, m->cfg.vocab);
+  for (int t = 0; t < T; t++) counted += tgt[t] >= 0;
+  lc_attn attn;
+  lc_attn_local_init(&attn, m->cfg.n_heads, m->cfg.n_kv_heads, m->cfg.head_dim);
+  lc_model_opts o = {.ckpt = LC_CKPT_SELECTIVE, .precision = precision};
+  double loss = 0;
+  if (grads) lc_model_zero_grads(m);
+  lc_status st = lc_model_fwd_bwd(m, &o, &attn, tok, tgt, pos, T, 1.0f / counted, grads, &loss, &arena);
+  CHECK(st == LC_OK, "fwd_bwd: %s", lc_errmsg());
+  return loss / counted;
+}
+
 static int same_config(const lc_config *a, const lc_config *b, char *why, size_t cap) {
 #define F(x)                                    \
   if (a->x != b->x) {                           \
@@ -313,6 +333,82 @@ static void test_llama_q8(void) {
          lf, lq - lf, 100 * fabs(lq - lf) / lf, dot, dot_bound);
   lc_model_destroy(&a, &arena);
   lc_model_destroy(&b, &arena);
+}
+
+// QLoRA: the same adapters on llama_q8_0.gguf's base held in its own blocks (Q8_0
+// projections; ffn_down, the converter's F16 fallback, dense) and on the same file
+// dequantized to fp32 by the reader. Read back, every tensor is the reader's (the q/k rows
+// permuted as whole block rows); the loss and the adapters' gradients agree to the GEMMs'
+// rounding; the base has no gradient buffer and its bytes do not change.
+static void test_qlora(void) {
+  char gq[1024];
+  data_path(gq, sizeof gq, "llama_q8_0.gguf");
+  for (int bf = 0; bf < 2; bf++) {
+    lc_config c;
+    CHECK(lc_gguf_read_config(gq, &c) == LC_OK, "config: %s", lc_errmsg());
+    c.lora = (lc_lora){.rank = 4, .alpha = 8, .targets = LC_LORA_ALL, .base_bf16 = bf};
+    lc_config cq = c;
+    CHECK(lc_gguf_base_blocks(gq, &cq) == LC_OK, "blocks: %s", lc_errmsg());
+    CHECK(cq.base_q[0][LC_LORA_Q] == LC_DT_Q8_0 && cq.base_q[1][LC_LORA_UP] == LC_DT_Q8_0 && cq.base_q[1][LC_LORA_O] == LC_DT_Q8_0 &&
+              cq.base_q[0][LC_LORA_DOWN] == 0 && lc_config_base_quant(&cq) && !lc_config_base_quant(&c),
+          "the file's Q8_0 projections held in blocks, its F16 ffn_down dense");
+    lc_model a, b;
+    if (lc_model_create(&a, &c, &arena) != LC_OK) {
+      CHECK(0, "create: %s", lc_errmsg());
+      return;
+    }
+    CHECK(lc_model_create(&b, &cq, &arena) == LC_OK, "create (blocks): %s", lc_errmsg());
+    CHECK(b.ps.store == LC_DT_U8 && !lc_buf_ok(b.ps.grads_b) && !lc_buf_ok(a.ps.grads_b), "a frozen base: no gradient buffer");
+    CHECK(lc_model_init_random(&a, 5) == LC_OK && lc_model_init_random(&b, 5) == LC_OK, "init: %s", lc_errmsg());
+    CHECK(lc_gguf_load_weights(gq, &a) == LC_OK && lc_gguf_load_weights(gq, &b) == LC_OK, "load: %s", lc_errmsg());
+    // Read back: blocks dequantized (bf16: the dense store holds them rounded), dense equal.
+    size_t maxn = 0;
+    for (int i = 0; i < a.n_tensors; i++) maxn = a.table[i].numel > maxn ? a.table[i].numel : maxn;
+    float *x = malloc(sizeof(float) * maxn), *y = malloc(sizeof(float) * maxn);
+    int nq = 0;
+    for (int i = 0; i < a.n_tensors; i++) {
+      const size_t n = a.table[i].numel;
+      const int q = lc_dtype_is_quant(lc_pstore_held_dtype(&b.ps, i));
+      nq += q;
+      CHECK(lc_pstore_gather_tensor(&a.ps, LC_PS_PARAMS, i, x) == LC_OK && lc_pstore_gather_tensor(&b.ps, LC_PS_PARAMS, i, y) == LC_OK,
+            "read back: %s", lc_errmsg());
+      if (q && bf) lc_bf16_round(y, n);
+      CHECK(!memcmp(x, y, sizeof(float) * n), "%s (%s) read back differs from the reader's dequantization", a.table[i].name,
+            lc_dtype_name(lc_pstore_held_dtype(&b.ps, i)));
+    }
+    CHECK(nq == 6 * a.cfg.n_layers, "%d tensors held in blocks", nq);
+    // The same random adapters in both.
+    lc_rng r;
+    lc_rng_seed(&r, 7);
+    for (int t = 0; t < a.ad.lay.n_tensors; t++) {
+      const size_t n = a.ad.lay.table[t].numel;
+      for (size_t j = 0; j < n; j++) x[j] = 0.1f * lc_rng_normal(&r);
+      lc_pstore_set_tensor_part(&a.ad, LC_PS_PARAMS, t, 0, x, n);
+      lc_pstore_set_tensor_part(&b.ad, LC_PS_PARAMS, t, 0, x, n);
+    }
+    const lc_dtype prec = bf ? LC_DT_BF16 : LC_DT_F32;
+    const uint64_t before = lc_hash64_of(lc_buf_host(b.ps.params_b), lc_buf_bytes(b.ps.params_b));
+    const double la = model_loss_p(&a, 1, prec), lb = model_loss_p(&b, 1, prec);
+    // Tolerance: both compute on the same operand values (the dequantized weights; in bf16
+    // the same bf16 roundings of them), only in other GEMM blockings (tiles of 1024 weight
+    // rows, chunks of 1024 tokens): fp32 sums that differ by a few ulps per dot product,
+    // 1e-6 relative after 2 layers; bf16 passes round activations to 8 bits, where a flip of
+    // one rounding moves a value by 2^-8: 1e-3 of the loss and 2% of the gradient's scale.
+    const double tl = bf ? 1e-3 : 1e-5, tg = bf ? 2e-2 : 1e-4;
+    double gmax = 0, gerr = 0;
+    for (size_t j = 0; j < a.ad.n_grads; j++) {
+      gmax = fmax(gmax, fabs(a.ad.grads[j]));
+      gerr = fmax(gerr, fabs((double)a.ad.grads[j] - b.ad.grads[j]));
+    }
+    CHECK(isfinite(la) && fabs(la - lb) <= tl * fabs(la), "%s pass: loss %.9f in blocks, %.9f dequantized", bf ? "bf16" : "fp32", lb, la);
+    CHECK(gmax > 0 && gerr <= tg * gmax, "%s pass: adapter gradients differ by %.3e of max %.3e", bf ? "bf16" : "fp32", gerr, gmax);
+    CHECK(lc_hash64_of(lc_buf_host(b.ps.params_b), lc_buf_bytes(b.ps.params_b)) == before, "the frozen blocks changed");
+    printf("llama_q8_0.gguf QLoRA, %s pass: %d tensors in Q8_0 read back as the reader's; loss %.9f vs dequantized %.9f, "
+           "adapter gradients within %.2e of max %.2e\n", bf ? "bf16" : "fp32", nq, lb, la, gerr, gmax);
+    free(x), free(y);
+    lc_model_destroy(&a, &arena);
+    lc_model_destroy(&b, &arena);
+  }
 }
 
 static void test_rope_freqs(void) {
@@ -610,6 +706,7 @@ int main(void) {
   test_types();
   check_same_as_hf("golden_untied", "llama_f32.gguf", "Golden-Untied-llama.cpp-style");
   test_llama_q8();
+  test_qlora();
   check_same_as_hf("gguf/qwen2_hf", "qwen2_f16.gguf", "Qwen2-Tiny-test");
   check_same_as_hf("gguf/qwen3_hf", "qwen3_bf16.gguf", "qwen3-tiny-test");
   test_rope_freqs();

@@ -379,6 +379,8 @@ lc_status lc_be_adamw(lc_buf p, lc_buf g, lc_buf m, lc_buf v, const lc_adamw_arg
 static int opt_be(lc_buf x, lc_backend *be) { return !x.be || x.be == be; }
 static int is_f32(lc_buf x) { return x.dt == LC_DT_F32; }
 static int is_act(lc_buf x) { return x.dt == LC_DT_F32 || x.dt == LC_DT_BF16; }
+// A GEMM's weight: an activation dtype, or a frozen base's quantized blocks (no gradient).
+static int is_wt(lc_buf x) { return is_act(x) || lc_dtype_is_quant(x.dt); }
 
 lc_status lc_be_rmsnorm_fwd(lc_buf out, lc_buf rstd, lc_buf x, lc_buf w, int T, int C, float eps) {
   LC_TRY(need(same_be(out, rstd) && same_be(out, x) && same_be(out, w) && is_act(out) && is_f32(rstd) && is_f32(x) &&
@@ -415,7 +417,7 @@ lc_status lc_be_matmul_fwd_acc(lc_buf out, lc_buf inp, lc_buf w, int T, int K, i
 }
 static lc_status matmul_fwd(lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int acc, int bf16, lc_buf scratch) {
   LC_TRY(need(same_be(out, inp) && same_be(out, w) && opt_be(scratch, out.be) && is_act(out) && is_act(inp) &&
-                  is_act(w) && out.n >= (size_t)T * N && inp.n >= (size_t)T * K && w.n >= (size_t)N * K,
+                  is_wt(w) && out.n >= (size_t)T * N && inp.n >= (size_t)T * K && w.n >= (size_t)N * K,
               "matmul_fwd"));
   {
     const double t0_ = op_clock(out.be);
@@ -430,7 +432,7 @@ lc_status lc_be_matmul_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_b
   lc_backend *be = dout.be;
   LC_TRY(need(be && opt_be(dinp, be) && opt_be(dw, be) && same_be(dout, inp) && same_be(dout, w) &&
                   opt_be(scratch, be) && (!dinp.be || is_f32(dinp)) && (!dw.be || is_f32(dw)) && is_act(dout) &&
-                  is_act(inp) && is_act(w),
+                  is_act(inp) && is_wt(w) && !(dw.be && lc_dtype_is_quant(w.dt)),
               "matmul_bwd"));
   {
     const double t0_ = op_clock(be);

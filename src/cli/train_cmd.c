@@ -55,9 +55,9 @@ static lc_status lora_settings(lc_flag *flags, int nf, const train_flags *F, con
   if (lc_args_find(flags, nf, "lora-dropout")->seen && F->lora_dropout != 0.0f)
     return lc_fail(LC_EINVAL, "--lora-dropout %g: dropout on the adapters' input is not implemented; train with 0",
                    (double)F->lora_dropout);
-  if (F->base_dtype && strcmp(F->base_dtype, "fp32") && strcmp(F->base_dtype, "bf16"))
-    return lc_fail(LC_EINVAL, "--base-dtype %s: the frozen base is held in fp32 (4 bytes per weight) or bf16 (2; with "
-                   "--precision bf16); a GGUF file's own quantized blocks (QLoRA) are not implemented yet", F->base_dtype);
+  if (F->base_dtype && strcmp(F->base_dtype, "fp32") && strcmp(F->base_dtype, "bf16") && strcmp(F->base_dtype, "gguf"))
+    return lc_fail(LC_EINVAL, "--base-dtype %s: the frozen base is held in fp32 (4 bytes per weight), bf16 (2; with "
+                   "--precision bf16) or gguf (a GGUF file's own quantized blocks: QLoRA)", F->base_dtype);
   char ap[1100];
   const char *src = NULL;
   if (ckpt_dir && lc_path_join(ap, sizeof ap, ckpt_dir, "adapter_config.json") == LC_OK && lc_is_file(ap)) src = ckpt_dir;
@@ -93,6 +93,27 @@ static lc_status lora_settings(lc_flag *flags, int nf, const train_flags *F, con
   *l = file;
   l->base_bf16 = F->base_dtype && !strcmp(F->base_dtype, "bf16");
   return LC_OK;
+}
+
+// QLoRA: a LoRA run on a GGUF file holds the base in the file's own blocks (--base-dtype
+// gguf, the default there where it is implemented: ZeRO 0-2, no vocabulary slices), its
+// other weights in the pass's precision.
+static lc_status base_blocks(const train_flags *F, lc_train_opts *o, int model_dir) {
+  memset(o->cfg.base_q, 0, sizeof o->cfg.base_q);
+  const int gguf = model_dir && F->model && !lc_is_dir(F->model) && lc_gguf_is_model_path(F->model);
+  const int given = F->base_dtype && !strcmp(F->base_dtype, "gguf");
+  if (o->cfg.lora.rank <= 0 || (F->base_dtype && !given) || (!given && !gguf)) return LC_OK;
+  if (!gguf)
+    return lc_fail(LC_EINVAL, "--base-dtype gguf holds the frozen base in a GGUF file's own blocks: give --model FILE.gguf "
+                   "(or --base-dtype bf16/fp32 for %s)", F->model ? F->model : "this model");
+  if (F->zero >= 3 || F->vocab_slice > 0) {
+    if (!given) return LC_OK; // the default falls back to fp32, which runs with both
+    return lc_fail(LC_EINVAL, "--base-dtype gguf with %s is not implemented yet (the blocks are held whole on each rank, "
+                   "and read whole): use --base-dtype bf16, or leave %s out",
+                   F->zero >= 3 ? "--zero 3" : "--vocab-slice", F->zero >= 3 ? "--zero 3" : "--vocab-slice");
+  }
+  o->cfg.lora.base_bf16 = o->mopts.precision == LC_DT_BF16; // the other weights: the pass's precision
+  return lc_gguf_base_blocks(F->model, &o->cfg);
 }
 
 // --resume: rank 0 finds the checkpoint and checks its files against their checksums
@@ -202,6 +223,7 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, train_flags *F, l
   if (st == LC_OK) st = lora_settings(flags, nf, F, F->resume ? ckpt_dir : NULL, &o->cfg.lora);
   if (st == LC_OK && F->base_dtype && o->cfg.lora.rank == 0)
     st = lc_fail(LC_EINVAL, "--base-dtype is how a LoRA run holds its frozen base: add --lora R");
+  if (st == LC_OK) st = base_blocks(F, o, *model_dir);
   if (st == LC_OK && o->cfg.lora.base_bf16 && o->mopts.precision != LC_DT_BF16)
     st = lc_fail(LC_EINVAL, "--base-dtype bf16 computes in bf16: add --precision bf16 (or hold the base in fp32)");
   if (st == LC_OK && o->cfg.lora.base_bf16 && F->vocab_slice > 0)
@@ -600,7 +622,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"lora-rslora", LC_ARG_BOOL, &F.lora_rslora, "rank-stabilised scale alpha / sqrt(R) (PEFT's use_rslora)", 0},
       {"lora-from", LC_ARG_STR, &F.lora_from, "start from the PEFT LoRA adapter in this directory (its r, alpha and targets unless given, which must agree)", 0},
       {"lora-dropout", LC_ARG_FLOAT, &F.lora_dropout, "dropout on the adapters' input: only 0 (not implemented otherwise)", 0},
-      {"base-dtype", LC_ARG_STR, &F.base_dtype, "how a LoRA run holds the frozen base: fp32 (default; 4 bytes per weight) or bf16 (2 bytes, sharded under --zero 3; needs --precision bf16, where it gives the same numbers as fp32: the weights are rounded to bf16 either way)", 0},
+      {"base-dtype", LC_ARG_STR, &F.base_dtype, "how a LoRA run holds the frozen base: fp32 (4 bytes per weight; the default for an HF directory), bf16 (2 bytes, sharded under --zero 3; needs --precision bf16, where it gives the same numbers as fp32: the weights are rounded to bf16 either way) or gguf (QLoRA, the default for a .gguf --model: each projection in the file's own quantized blocks, Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K, dequantized a tile at a time in the GEMMs; its other weights in the pass's precision; --zero 0-2, no --vocab-slice)", 0},
       {"save-dtype", LC_ARG_STR, &F.save_dtype, "fp32 | bf16: the dtype of a checkpoint's model.safetensors (bf16: half the size, rounded to nearest; the fp32 master weights then go into optimizer.safetensors so resuming is exact) (default fp32)", 0},
       {"keep", LC_ARG_INT, &F.keep, "checkpoints kept under --save (default 2)", 0},
       {"resume", LC_ARG_STR, &F.resume, "continue from a checkpoint (a --save directory or one checkpoint-N)", 0},

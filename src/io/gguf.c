@@ -664,6 +664,14 @@ lc_status lc_gguf_arr_str(lc_gguf_file *f, const lc_gguf_kv *kv, uint64_t i, cha
 
 static float h2f(const unsigned char *b) { return lc_f16_to_f32(le16(b)); }
 
+lc_status lc_gguf_read_raw(lc_gguf_file *f, const lc_gguf_tensor *t, uint64_t byte_off, size_t nbytes, void *dst) {
+  if (byte_off > t->nbytes || nbytes > t->nbytes - byte_off)
+    return lc_fail(LC_EINVAL, "%s: bytes [%llu, %llu) of tensor '%.80s' asked for; it has %llu", f->path,
+                   (unsigned long long)byte_off, (unsigned long long)(byte_off + nbytes), t->name,
+                   (unsigned long long)t->nbytes);
+  return src_read(f, f->data_off + t->offset + byte_off, dst, nbytes);
+}
+
 lc_dtype lc_gguf_type_dtype(int type) {
   switch (type) {
   case LC_GGML_F32: return LC_DT_F32;

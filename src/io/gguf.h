@@ -114,6 +114,9 @@ const char *lc_gguf_readable_names(void);
 // cover it are decoded). LC_EINVAL if the range is outside the tensor, LC_EFORMAT for a
 // type that does not dequantize.
 lc_status lc_gguf_read_f32(lc_gguf_file *f, const lc_gguf_tensor *t, size_t first, size_t n, float *dst);
+// nbytes of tensor t's data as the file holds it (its blocks), from byte byte_off of the
+// tensor. LC_EINVAL for a range outside it.
+lc_status lc_gguf_read_raw(lc_gguf_file *f, const lc_gguf_tensor *t, uint64_t byte_off, size_t nbytes, void *dst);
 // The dtype of a ggml type (F32, F16, BF16 and the block types longctx reads; LC_DT_COUNT
 // for any other).
 lc_dtype lc_gguf_type_dtype(int type);

@@ -4,8 +4,11 @@
 
 #include <stddef.h>
 
+#include "core/dtype.h"
 #include "core/status.h"
 #include "ops/rope.h"
+
+#define LC_MAX_LAYERS 1024
 
 // The model families longctx trains (model/arch.h holds each one's table).
 typedef enum { LC_ARCH_LLAMA = 0, LC_ARCH_MISTRAL, LC_ARCH_QWEN2, LC_ARCH_QWEN3, LC_ARCH_N } lc_arch_id;
@@ -46,7 +49,15 @@ typedef struct {
   lc_lora lora;         // adapters of a LoRA run (rank 0: none)
   int adapter_set;      // 1: this config describes the adapters' store (its tensors are the
                         // lora_A/lora_B of lora.targets), 0: the model's own weights
+  // A LoRA run's frozen base held in a GGUF file's own blocks (QLoRA; --base-dtype gguf):
+  // the lc_dtype (LC_DT_Q8_0 ..) each layer's projection LC_LORA_Q.. is kept in, 0 for one
+  // held dense (pstore.h). Set from the file (lc_gguf_base_blocks); all 0 otherwise.
+  unsigned char base_q[LC_MAX_LAYERS][LC_LORA_N];
 } lc_config;
+
+// 1 if cfg's base holds some projection in quantized blocks (cfg->base_q; a LoRA run's
+// frozen base only).
+int lc_config_base_quant(const lc_config *cfg);
 
 // Fills cfg from a preset name (tiny, demo, bench-s, or a configuration-only preset of a
 // real model for plan, which set config_only: llama-3-8b, llama-3-70b, llama-3.1-8b/70b with

@@ -335,6 +335,53 @@ static lc_status read_hf_range(lc_gguf_file *f, const lc_gguf_tensor *t, const l
   return LC_OK;
 }
 
+// Tensor t's rows (parameter p, held in blocks of dtype d) copied as the file holds them
+// into the store, with the permutation undone on whole rows (a row is whole blocks).
+static lc_status copy_blocks(lc_gguf_file *f, const lc_gguf_tensor *t, const lc_param_info *p, int heads, lc_pstore *ps,
+                             int i, lc_dtype d) {
+  const size_t rows = (size_t)p->shape[0], rb = lc_bytes(d, (size_t)p->shape[1]);
+  const size_t D = heads ? rows / (size_t)heads : 1, half = D / 2;
+  const size_t per = rb < ((size_t)1 << 20) ? ((size_t)1 << 20) / rb : 1; // rows per read (about 1 MiB)
+  unsigned char *buf = lc_alloc(ps->arena, LC_MEM_SCRATCH, per * rb, "GGUF blocks on their way to the store");
+  if (!buf) return LC_ENOMEM;
+  lc_status st = LC_OK;
+  for (size_t r0 = 0; r0 < rows && st == LC_OK; r0 += per) {
+    const size_t k = rows - r0 < per ? rows - r0 : per;
+    if (!heads) {
+      st = lc_gguf_read_raw(f, t, r0 * rb, k * rb, buf);
+    } else {
+      for (size_t r = r0; r < r0 + k && st == LC_OK; r++) { // HF row r is GGUF row src (read_hf_range)
+        const size_t h = r / D, w = r % D, src = h * D + (w < half ? 2 * w : 2 * (w - half) + 1);
+        st = lc_gguf_read_raw(f, t, src * rb, rb, buf + (r - r0) * rb);
+      }
+    }
+    if (st == LC_OK) st = lc_pstore_set_tensor_raw(ps, i, r0 * rb, buf, k * rb);
+  }
+  lc_free(ps->arena, buf);
+  return st;
+}
+
+lc_status lc_gguf_base_blocks(const char *path, lc_config *cfg) {
+  memset(cfg->base_q, 0, sizeof cfg->base_q);
+  lc_gguf_file f;
+  LC_TRY(lc_gguf_open(&f, path));
+  lc_param_layout L;
+  lc_status st = lc_param_layout_build(&L, cfg, 1);
+  for (int i = 0; i < L.n_tensors && st == LC_OK; i++) {
+    const lc_param_info *p = &L.table[i];
+    const int j = lc_param_proj(p);
+    char name[LC_GGUF_MAX_NAME];
+    gguf_name(p, name, sizeof name);
+    const lc_gguf_tensor *t = j >= 0 ? lc_gguf_find(&f, name) : NULL;
+    const lc_dtype d = t ? lc_gguf_type_dtype(t->type) : LC_DT_COUNT;
+    // (a missing tensor is reported by the load; an odd row length stays dense)
+    if (lc_dtype_is_quant(d) && t->ne[0] % lc_dtype_block(d) == 0) cfg->base_q[p->layer][j] = (unsigned char)d;
+  }
+  if (st == LC_OK) lc_param_layout_free(&L);
+  lc_gguf_close(&f);
+  return st;
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 static int ends_with(const char *s, const char *suf) {
@@ -409,6 +456,14 @@ lc_status lc_gguf_load_weights(const char *path, lc_model *m) {
   for (int i = 0; i < nt && st == LC_OK; i++) {
     const lc_param_info *p = &m->table[i];
     const int heads = permuted_heads(c, p);
+    const lc_dtype held = lc_pstore_held_dtype(&m->ps, i);
+    if (lc_dtype_is_quant(held)) { // a frozen base in the file's own blocks
+      st = lc_gguf_type_dtype(src[i]->type) == held
+               ? copy_blocks(&f, src[i], p, heads, &m->ps, i, held)
+               : lc_fail(LC_EINVAL, "%s: tensor '%s' is %s, but the store holds it as %s: read the blocks from the same "
+                         "file (lc_gguf_base_blocks)", path, names[i], lc_gguf_type_name(src[i]->type), lc_dtype_name(held));
+      continue;
+    }
     if (!stage) {
       st = read_hf_range(&f, src[i], p, heads, 0, p->numel, lc_pstore_tensor_ptr(&m->ps, LC_PS_PARAMS, i));
       continue;

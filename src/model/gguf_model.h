@@ -33,6 +33,13 @@ lc_status lc_gguf_read_config(const char *path, lc_config *cfg);
 // their q/k biases). A missing tensor or one the model does not have is an error;
 // rope_freqs.weight (read by lc_gguf_read_config) is skipped. On error the weights may be
 // partly overwritten.
+// A tensor the store holds in blocks (a frozen base: lc_gguf_base_blocks) is copied as the
+// file holds it, rows permuted the same way.
 lc_status lc_gguf_load_weights(const char *path, lc_model *m);
+
+// QLoRA: cfg->base_q from the file (cfg read from it, lora set): each layer projection stored
+// in one of the block types longctx computes with (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
+// Q6_K) is held in them; F32/F16/BF16 ones stay dense (0).
+lc_status lc_gguf_base_blocks(const char *path, lc_config *cfg);
 
 #endif

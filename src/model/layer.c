@@ -82,6 +82,29 @@ static size_t lora_bwd_b(const lc_config *cfg, int i, int bf16, lc_dtype dy, lc_
   return cfg->lora.rank > 0 && (cfg->lora.targets >> i & 1u) ? lc_lora_bwd_bytes(cfg->lora.rank, bf16, dy, x, T, K, N) : 0;
 }
 
+// The weights of projection j across the layers: bit 0 some held dense (the pass's act
+// dtype: the store's compute copy), bit 1 some in quantized blocks (cfg->base_q, QLoRA).
+static int proj_held(const lc_config *cfg, int j) {
+  if (!lc_config_base_quant(cfg)) return 1;
+  int k = 0;
+  for (int l = 0; l < cfg->n_layers && l < LC_MAX_LAYERS; l++) k |= cfg->base_q[l][j] ? 2 : 1;
+  return k;
+}
+// Projection j's GEMM scratch, the largest over the ways its weights are held (a quantized
+// W's is the same for every block type: a tile dequantized to fp32, ops/matmul.c).
+static size_t mm_fwd(const lc_config *cfg, int j, int bf16, lc_dtype o, lc_dtype x, lc_dtype dt, int T, int K, int N) {
+  const int k = proj_held(cfg, j);
+  const size_t a = k & 1 ? lc_matmul_fwd_bytes(bf16, o, x, dt, T, K, N) : 0;
+  const size_t b = k & 2 ? lc_matmul_fwd_bytes(bf16, o, x, LC_DT_Q8_0, T, K, N) : 0;
+  return a > b ? a : b;
+}
+static size_t mm_bwd(const lc_config *cfg, int j, int bf16, lc_dtype d, lc_dtype x, lc_dtype dt, int T, int K, int N) {
+  const int k = proj_held(cfg, j);
+  const size_t a = k & 1 ? lc_matmul_bwd_bytes(bf16, d, x, dt, T, K, N) : 0;
+  const size_t b = k & 2 ? lc_matmul_bwd_bytes(bf16, d, x, LC_DT_Q8_0, T, K, N) : 0;
+  return a > b ? a : b;
+}
+
 void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_layer_mem *m) {
   const int tiled = lc_tile_splits(mlp_tile, T), tile = tiled ? mlp_tile : T;
   const int C = cfg->dim, F = cfg->ffn, HQ = cfg->n_heads * cfg->head_dim, HKV = cfg->n_kv_heads * cfg->head_dim;
@@ -95,25 +118,25 @@ void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_
   const size_t ld_f = lora_fwd_b(cfg, LC_LORA_DOWN, bf16, f32, dt, tile, F, C);
   const size_t lg_b = max3(lora_bwd_b(cfg, LC_LORA_GATE, bf16, dt, dt, tile, C, F), lora_bwd_b(cfg, LC_LORA_UP, bf16, dt, dt, tile, C, F), 0);
   const size_t ld_b = lora_bwd_b(cfg, LC_LORA_DOWN, bf16, dt, dt, tile, F, C);
-  const size_t mlp_fwd_mm = max3(max3(lc_matmul_fwd_bytes(bf16, dt, dt, dt, tile, C, F), lc_matmul_fwd_bytes(bf16, f32, dt, dt, tile, F, C), 0),
+  const size_t mlp_fwd_mm = max3(max3(max3(mm_fwd(cfg, LC_LORA_GATE, bf16, dt, dt, dt, tile, C, F), mm_fwd(cfg, LC_LORA_UP, bf16, dt, dt, dt, tile, C, F), 0), mm_fwd(cfg, LC_LORA_DOWN, bf16, f32, dt, dt, tile, F, C), 0),
                                  lg_f, ld_f);
-  const size_t mlp_bwd_mm = max3(max3(tiled ? lc_matmul_fwd_bytes(bf16, dt, dt, dt, tile, C, F) : 0, tiled ? lg_f : 0, 0),
-                                 max3(lc_matmul_bwd_bytes(bf16, dt, dt, dt, tile, F, C), ld_b, 0),
-                                 max3(lc_matmul_bwd_bytes(bf16, dt, dt, dt, tile, C, F), lg_b, 0));
+  const size_t mlp_bwd_mm = max3(max3(tiled ? max3(mm_fwd(cfg, LC_LORA_GATE, bf16, dt, dt, dt, tile, C, F), mm_fwd(cfg, LC_LORA_UP, bf16, dt, dt, dt, tile, C, F), 0) : 0, tiled ? lg_f : 0, 0),
+                                 max3(mm_bwd(cfg, LC_LORA_DOWN, bf16, dt, dt, dt, tile, F, C), ld_b, 0),
+                                 max3(max3(mm_bwd(cfg, LC_LORA_GATE, bf16, dt, dt, dt, tile, C, F), mm_bwd(cfg, LC_LORA_UP, bf16, dt, dt, dt, tile, C, F), 0), lg_b, 0));
   m->mlp_fwd = (tiled ? mlp_fwd_bytes(cfg, tile, dt) : 0) + mlp_fwd_mm;
   m->mlp_bwd = mlp_grad_bytes(cfg, tile, bf16) + (tiled ? mlp_fwd_bytes(cfg, tile, dt) : 0) + mlp_bwd_mm;
   m->attn_bwd = attn_bwd_bytes(cfg, T, bf16);
   const size_t lqkv_f = max3(lora_fwd_b(cfg, LC_LORA_Q, bf16, f32, dt, T, C, HQ), lora_fwd_b(cfg, LC_LORA_K, bf16, f32, dt, T, C, HKV),
                              lora_fwd_b(cfg, LC_LORA_V, bf16, f32, dt, T, C, HKV));
-  const size_t proj_mm = proj_tmp_bytes(cfg, T, bf16) + max3(lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, C, HQ),
-                                                                lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, C, HKV), lqkv_f);
-  m->attn_fwd_mm = max3(proj_mm, lc_matmul_fwd_bytes(bf16, f32, dt, dt, T, HQ, C), lora_fwd_b(cfg, LC_LORA_O, bf16, f32, dt, T, HQ, C));
+  const size_t proj_mm = proj_tmp_bytes(cfg, T, bf16) + max3(mm_fwd(cfg, LC_LORA_Q, bf16, f32, dt, dt, T, C, HQ),
+                                                                max3(mm_fwd(cfg, LC_LORA_K, bf16, f32, dt, dt, T, C, HKV), mm_fwd(cfg, LC_LORA_V, bf16, f32, dt, dt, T, C, HKV), 0), lqkv_f);
+  m->attn_fwd_mm = max3(proj_mm, mm_fwd(cfg, LC_LORA_O, bf16, f32, dt, dt, T, HQ, C), lora_fwd_b(cfg, LC_LORA_O, bf16, f32, dt, T, HQ, C));
   const size_t datt32 = bf16 ? lc_bytes(f32, (size_t)T * HQ) : 0, dn1 = bf16 ? lc_bytes(f32, (size_t)T * C) : 0;
-  m->attn_bwd_mm = m->attn_bwd + max3(datt32 + max3(lc_matmul_bwd_bytes(bf16, dt, dt, dt, T, HQ, C),
+  m->attn_bwd_mm = m->attn_bwd + max3(datt32 + max3(mm_bwd(cfg, LC_LORA_O, bf16, dt, dt, dt, T, HQ, C),
                                                     lora_bwd_b(cfg, LC_LORA_O, bf16, dt, dt, T, HQ, C), 0),
-                                      dn1 + max3(lc_matmul_bwd_bytes(bf16, f32, dt, dt, T, C, HQ),
+                                      dn1 + max3(mm_bwd(cfg, LC_LORA_Q, bf16, f32, dt, dt, T, C, HQ),
                                                  lora_bwd_b(cfg, LC_LORA_Q, bf16, f32, dt, T, C, HQ), 0),
-                                      dn1 + max3(lc_matmul_bwd_bytes(bf16, f32, dt, dt, T, C, HKV),
+                                      dn1 + max3(max3(mm_bwd(cfg, LC_LORA_K, bf16, f32, dt, dt, T, C, HKV), mm_bwd(cfg, LC_LORA_V, bf16, f32, dt, dt, T, C, HKV), 0),
                                                  lora_bwd_b(cfg, LC_LORA_K, bf16, f32, dt, T, C, HKV),
                                                  lora_bwd_b(cfg, LC_LORA_V, bf16, f32, dt, T, C, HKV)));
 }

@@ -118,3 +118,14 @@ size_t lc_stage_floats(const lc_param_layout *L) {
   const size_t cap = test > 0 ? (size_t)test : LC_STAGE_FLOATS;
   return L->max_numel < cap ? L->max_numel : cap;
 }
+
+int lc_param_proj(const lc_param_info *p) {
+  static const size_t slots[LC_LORA_N] = {
+      offsetof(lc_layer_weights, wq),    offsetof(lc_layer_weights, wk), offsetof(lc_layer_weights, wv),
+      offsetof(lc_layer_weights, wo),    offsetof(lc_layer_weights, wgate), offsetof(lc_layer_weights, wup),
+      offsetof(lc_layer_weights, wdown)};
+  if (p->layer < 0 || p->ndim != 2) return -1;
+  for (int i = 0; i < LC_LORA_N; i++)
+    if (p->slot == slots[i]) return i;
+  return -1;
+}

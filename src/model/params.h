@@ -77,7 +77,9 @@ typedef struct {
   lc_buf lora_a[LC_LORA_N], lora_b[LC_LORA_N];
 } lc_layer_weights;
 
-#define LC_MAX_LAYERS 1024
+// Which projection (LC_LORA_Q .. LC_LORA_DOWN) a decoder layer's tensor is, -1 for any
+// other (norms, biases, the embedding, the head).
+int lc_param_proj(const lc_param_info *p);
 
 typedef struct {
   lc_buf embed; // model.embed_tokens.weight [V, C]

@@ -11,6 +11,7 @@
 #include "core/runstate.h"
 #include "ops/ops.h"
 #include "ops/kernels.h"
+#include "ops/dequant.h"
 
 #define TAG_TENSOR 301
 
@@ -151,10 +152,47 @@ lc_status lc_pstore_create_on(lc_pstore *ps, const lc_config *cfg, int stage, in
   return create(ps, cfg, stage, group, world, be, 0);
 }
 
-// What a store of cfg holds its parameters in: bf16 for a LoRA run's frozen base given
-// --base-dtype bf16, else fp32.
+// What a store of cfg holds its parameters in: tensor by tensor (U8) for a LoRA run's
+// frozen base in GGUF blocks, bf16 for one given --base-dtype bf16, else fp32.
 static lc_dtype store_dtype(const lc_config *cfg) {
+  if (lc_config_base_quant(cfg)) return LC_DT_U8;
   return cfg->lora.rank > 0 && cfg->lora.base_bf16 && !cfg->adapter_set ? LC_DT_BF16 : LC_DT_F32;
+}
+
+// ---- a frozen base in GGUF blocks (store U8): each tensor at its own 64-byte-aligned byte
+// offset, in the dtype mixed_dt gives it.
+#define MIXED_ALIGN 64
+static lc_dtype mixed_dt(const lc_config *cfg, const lc_param_info *p) {
+  const int j = lc_param_proj(p);
+  if (j >= 0 && p->layer < LC_MAX_LAYERS && cfg->base_q[p->layer][j]) return (lc_dtype)cfg->base_q[p->layer][j];
+  return p->ndim == 2 && cfg->lora.base_bf16 ? LC_DT_BF16 : LC_DT_F32;
+}
+// Total bytes; off and dt (when not NULL) get each tensor's offset and dtype. A quantized
+// tensor's rows must be whole blocks (LC_EINVAL otherwise).
+static lc_status mixed_layout(const lc_config *cfg, const lc_param_layout *L, size_t *off, lc_dtype *dt, size_t *total) {
+  size_t at = 0;
+  for (int t = 0; t < L->n_tensors; t++) {
+    const lc_param_info *p = &L->table[t];
+    const lc_dtype d = mixed_dt(cfg, p);
+    if (lc_dtype_is_quant(d) && (size_t)p->shape[1] % lc_dtype_block(d))
+      return lc_fail(LC_EINVAL, "%s: rows of %ld values are not whole %s blocks of %zu", p->name, p->shape[1],
+                     lc_dtype_name(d), lc_dtype_block(d));
+    if (off) off[t] = at, dt[t] = d;
+    at += (lc_bytes(d, p->numel) + MIXED_ALIGN - 1) & ~(size_t)(MIXED_ALIGN - 1);
+  }
+  *total = at;
+  return LC_OK;
+}
+// Tensor t's elements [first, first + n) of a dense held dtype, as a view of params_b.
+static lc_buf mixed_view(const lc_pstore *ps, int t, size_t first, size_t n) {
+  return lc_buf_part(ps->params_b, ps->hoff_[t] + lc_bytes(ps->hdt_[t], first), n, ps->hdt_[t]);
+}
+// Every view of the store, once: the matrices and vectors where they lie.
+static void mixed_views(lc_pstore *ps) {
+  for (int t = 0; t < ps->lay.n_tensors; t++)
+    *lc_weights_slot(&ps->w, &ps->lay.table[t]) =
+        lc_buf_part(ps->params_b, ps->hoff_[t], ps->lay.table[t].numel, ps->hdt_[t]);
+  lc_weights_tie(&ps->w, &ps->cfg);
 }
 
 static lc_status create(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world, lc_backend *be,
@@ -190,13 +228,26 @@ static lc_status create(lc_pstore *ps, const lc_config *cfg, int stage, int grou
   ps->store = store_dtype(cfg);
   if (st == LC_OK && ps->store == LC_DT_BF16 && stage != 0 && stage != 3)
     st = lc_fail(LC_EINVAL, "internal: a frozen bf16 base is held whole (stage 0) or sharded (stage 3)");
+  if (st == LC_OK && ps->store == LC_DT_U8 && stage != 0)
+    st = lc_fail(LC_EINVAL, "a frozen base in GGUF blocks is held whole on each rank (--zero 0, 1 or 2): ZeRO 3 does not "
+                 "shard it yet; use --base-dtype bf16 with --zero 3");
+  size_t mixed_total = 0;
+  if (st == LC_OK && ps->store == LC_DT_U8) {
+    ps->hoff_ = calloc((size_t)ps->lay.n_tensors + 1, sizeof *ps->hoff_);
+    ps->hdt_ = calloc((size_t)ps->lay.n_tensors + 1, sizeof *ps->hdt_);
+    st = ps->hoff_ && ps->hdt_ ? mixed_layout(cfg, &ps->lay, ps->hoff_, ps->hdt_, &mixed_total)
+                               : lc_fail(LC_ENOMEM, "out of memory for the parameter store");
+  }
   if (st != LC_OK) {
     lc_pstore_destroy(ps);
     return st;
   }
   const size_t full = ps->lay.total, shard = full / (size_t)ps->Z;
-  ps->n_params = params_sharded(ps) ? shard : full;
-  ps->n_grads = grads_sharded(ps) ? shard : full;
+  ps->n_params = ps->store == LC_DT_U8 ? mixed_total : params_sharded(ps) ? shard : full; // (U8: bytes)
+  // A frozen base has no gradient: none is allocated (not even for the moment before the
+  // model drops it: 4 bytes per weight at start-up).
+  const int frozen = cfg->lora.rank > 0 && !cfg->adapter_set;
+  ps->n_grads = frozen ? 0 : grads_sharded(ps) ? shard : full;
   ps->n_opt = optim_sharded(ps) ? shard : full;
   ps->u_ = calloc((size_t)ps->lay.n_units, sizeof *ps->u_);
   ps->red_ = calloc((size_t)ps->lay.n_units + 4, sizeof *ps->red_); // at most 3 in flight
@@ -206,9 +257,11 @@ static lc_status create(lc_pstore *ps, const lc_config *cfg, int stage, int grou
     st = lc_fail(LC_ENOMEM, "out of memory for the parameter store");
   if (st == LC_OK) st = build_segments(ps);
   if (st == LC_OK)
-    st = lc_buf_alloc(be, LC_MEM_PARAMS, ps->store, ps->n_params, 1, ps->store == LC_DT_BF16 ? "frozen bf16 weights" : "parameters",
+    st = lc_buf_alloc(be, LC_MEM_PARAMS, ps->store, ps->n_params, 1,
+                      ps->store == LC_DT_BF16 ? "frozen bf16 weights"
+                      : ps->store == LC_DT_U8 ? "frozen weights in GGUF blocks" : "parameters",
                       &ps->params_b);
-  if (st == LC_OK) st = lc_buf_alloc(be, LC_MEM_GRADS, LC_DT_F32, ps->n_grads, 1, "gradients", &ps->grads_b);
+  if (st == LC_OK && !frozen) st = lc_buf_alloc(be, LC_MEM_GRADS, LC_DT_F32, ps->n_grads, 1, "gradients", &ps->grads_b);
   if (st != LC_OK) {
     lc_pstore_destroy(ps);
     return st;
@@ -219,8 +272,9 @@ static lc_status create(lc_pstore *ps, const lc_config *cfg, int stage, int grou
   // full gradients (stages 0-1).
   for (int u = 0; u < ps->lay.n_units; u++) {
     if (!params_sharded(ps) && ps->store == LC_DT_F32) set_views(ps, &ps->w, u, unit_of(ps, ps->params_b, u));
-    if (!grads_sharded(ps)) set_views(ps, &ps->g, u, unit_of(ps, ps->grads_b, u));
+    if (!grads_sharded(ps) && !frozen) set_views(ps, &ps->g, u, unit_of(ps, ps->grads_b, u));
   }
+  if (ps->store == LC_DT_U8) mixed_views(ps);
   return LC_OK;
 }
 
@@ -268,6 +322,8 @@ void lc_pstore_destroy(lc_pstore *ps) {
   lc_buf_free(&ps->params_b);
   if (ps->be_owned_) lc_backend_close(ps->be);
   free(ps->seg);
+  free(ps->hoff_);
+  free(ps->hdt_);
   free(ps->w.layer);
   free(ps->g.layer);
   free(ps->red_);
@@ -307,9 +363,72 @@ float *lc_pstore_tensor_ptr(lc_pstore *ps, lc_ps_state which, int t) {
 }
 
 // States move in and out of the backend's buffers through named writes and reads.
+lc_dtype lc_pstore_held_dtype(const lc_pstore *ps, int t) { return ps->store == LC_DT_U8 ? ps->hdt_[t] : ps->store; }
+
+lc_status lc_pstore_set_tensor_raw(lc_pstore *ps, int t, size_t byte_off, const void *src, size_t nbytes) {
+  const lc_dtype d = lc_pstore_held_dtype(ps, t);
+  const size_t have = lc_bytes(d, ps->lay.table[t].numel);
+  if (!lc_dtype_is_quant(d) || byte_off > have || nbytes > have - byte_off)
+    return lc_fail(LC_EINVAL, "internal: bytes [%zu, %zu) of %s set raw (held %s, %zu bytes)", byte_off,
+                   byte_off + nbytes, ps->lay.table[t].name, lc_dtype_name(d), have);
+  return lc_buf_write(lc_buf_part(ps->params_b, ps->hoff_[t] + byte_off, nbytes, LC_DT_U8), src, LC_SYNC_STATES);
+}
+
+// A U8 store's dense tensor t: elements [first, first + n) from src, rounded where it is
+// held in BF16 or (base_bf16) its vectors are bf16 values in F32. A tensor held in blocks
+// is set raw (lc_pstore_set_tensor_raw): nothing here writes it.
+static void mixed_set(lc_pstore *ps, int t, size_t first, const float *src, size_t n) {
+  const lc_dtype d = ps->hdt_[t];
+  if (lc_dtype_is_quant(d)) return;
+  const int round = d == LC_DT_F32 && ps->cfg.lora.base_bf16;
+  if (d == LC_DT_F32 && !round) {
+    lc_buf_write(mixed_view(ps, t, first, n), src, LC_SYNC_STATES);
+    return;
+  }
+  union { uint16_t h[4096]; float f[4096]; } tmp;
+  for (size_t a = 0; a < n; a += 4096) {
+    const size_t k = n - a < 4096 ? n - a : 4096;
+    if (round) lc_bf16_round_copy(tmp.f, src + a, k);
+    else lc_bf16_pack(tmp.h, src + a, k);
+    lc_buf_write(mixed_view(ps, t, first + a, k), tmp.h, LC_SYNC_STATES);
+  }
+}
+
+// Elements [first, first + n) of a U8 store's tensor t into fp32 dst: read, widened or
+// dequantized (the blocks that cover the range, a few at a time).
+static lc_status mixed_read(const lc_pstore *ps, int t, size_t first, size_t n, float *dst) {
+  const lc_dtype d = ps->hdt_[t];
+  if (d == LC_DT_F32) return lc_buf_read(mixed_view(ps, t, first, n), dst, LC_SYNC_STATES);
+  if (d == LC_DT_BF16) {
+    uint16_t tmp[4096];
+    for (size_t a = 0; a < n; a += 4096) {
+      const size_t k = n - a < 4096 ? n - a : 4096;
+      LC_TRY(lc_buf_read(mixed_view(ps, t, first + a, k), tmp, LC_SYNC_STATES));
+      lc_bf16_unpack(dst + a, tmp, k);
+    }
+    return LC_OK;
+  }
+  enum { NB = 16 }; // blocks per read
+  const size_t bs = lc_dtype_block(d), bb = lc_dtype_block_bytes(d);
+  unsigned char raw[NB * 256]; // (every block type's block is under 256 bytes)
+  float val[NB * 256];
+  for (size_t b = first / bs, b1 = n ? (first + n - 1) / bs + 1 : 0; b < b1; b += NB) {
+    const size_t k = b1 - b < NB ? b1 - b : NB;
+    LC_TRY(lc_buf_read(lc_buf_part(ps->params_b, ps->hoff_[t] + b * bb, k * bb, LC_DT_U8), raw, LC_SYNC_STATES));
+    lc_dequant(d, raw, k * bs, val);
+    const size_t e0 = b * bs, lo = e0 > first ? e0 : first, hi = e0 + k * bs < first + n ? e0 + k * bs : first + n;
+    memcpy(dst + (lo - first), val + (lo - e0), sizeof(float) * (hi - lo));
+  }
+  return LC_OK;
+}
+
 void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, const float *src, size_t n) {
   const lc_param_info *T = &ps->lay.table[t];
   const lc_buf buf = state_b(ps, which);
+  if (which == LC_PS_PARAMS && ps->store == LC_DT_U8) {
+    mixed_set(ps, t, first, src, n);
+    return;
+  }
   if (which == LC_PS_PARAMS && ps->store == LC_DT_BF16) { // rounded to nearest even, in pieces
     // (stage 3: only the elements of this rank's shard, at their shard offsets)
     size_t lo = T->offset + first, hi = lo + n, dst = lo;
@@ -354,6 +473,7 @@ lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, 
   const int b16 = which == LC_PS_PARAMS && ps->store == LC_DT_BF16; // (its pieces are staged and widened)
   const lc_buf buf = state_b(ps, which);
   const int root = !ps->world || ps->world->rank == 0;
+  if (which == LC_PS_PARAMS && ps->store == LC_DT_U8) return root ? mixed_read(ps, t, first, n, dst) : LC_OK;
   if (!state_sharded(ps, which))
     return root ? read_f32(ps, which, lc_buf_view(buf, T->offset + first, n), dst) : LC_OK;
   if (ps->rrank != 0) return LC_OK; // only zero group 0 (world ranks 0..Z-1) holds what rank 0 writes
@@ -394,6 +514,8 @@ lc_status lc_pstore_gather_tensor(lc_pstore *ps, lc_ps_state which, int t, float
 }
 
 lc_status lc_pstore_init_random(lc_pstore *ps, uint64_t seed) {
+  if (ps->store == LC_DT_U8)
+    return lc_fail(LC_EINVAL, "a frozen base in GGUF blocks comes from its file: it has no random initialisation");
   lc_rng r;
   lc_rng_seed(&r, seed);
   if (ps->params && !params_sharded(ps)) { // in place
@@ -532,6 +654,10 @@ lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next) {
   const int bf16 = ps->compute == LC_DT_BF16;
   if (ps->store == LC_DT_BF16 && !bf16)
     return lc_fail(LC_EINVAL, "a bf16 frozen base computes in bf16: add --precision bf16 (or --base-dtype fp32)");
+  if (ps->store == LC_DT_U8) // every view fixed at create: nothing to copy
+    return !bf16 == !ps->cfg.lora.base_bf16 ? LC_OK
+           : lc_fail(LC_EINVAL, "internal: a frozen base in GGUF blocks held for %s passes, acquired in a %s pass",
+                     ps->cfg.lora.base_bf16 ? "bf16" : "fp32", bf16 ? "bf16" : "fp32");
   if (!params_sharded(ps)) return bf16 ? round_copy(ps, unit) : LC_OK;
   lc_ps_unit *x = &ps->u_[unit];
   LC_TRY(start_gather(ps, unit));
@@ -785,8 +911,9 @@ void lc_pstore_rows_init(const lc_pstore *ps, lc_ps_rows *r, int tensor, size_t 
 }
 
 lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t r0, size_t r1) {
-  if (ps->store == LC_DT_BF16)
-    return lc_fail(LC_EINVAL, "--vocab-slice with --base-dtype bf16 is not implemented yet: leave one of them out");
+  if (ps->store == LC_DT_BF16 || ps->store == LC_DT_U8)
+    return lc_fail(LC_EINVAL, "--vocab-slice with --base-dtype %s is not implemented yet: leave one of them out",
+                   ps->store == LC_DT_BF16 ? "bf16" : "gguf");
   lc_pstore_rows_init(ps, r, tensor, r0, r1);
   if (!params_sharded(ps)) return LC_OK;
   const int u = ps->lay.table[tensor].unit, h16 = rows16(ps, tensor);
@@ -1016,6 +1143,15 @@ lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *o
   out->params = stage >= 3 ? shard : full;
   const int b16 = store_dtype(cfg) == LC_DT_BF16; // a frozen bf16 base: 2 bytes, whole or sharded
   if (b16) out->params = lc_bytes(LC_DT_BF16, L.total) / (stage >= 3 ? (size_t)Z : 1);
+  const int mixed = store_dtype(cfg) == LC_DT_U8; // GGUF blocks: each tensor in its stored bytes, whole
+  lc_status st = mixed && stage != 0
+                     ? lc_fail(LC_EINVAL, "a frozen base in GGUF blocks is held whole on each rank: ZeRO 3 does not shard it yet")
+                 : mixed ? mixed_layout(cfg, &L, NULL, NULL, &out->params)
+                         : LC_OK;
+  if (st != LC_OK) {
+    lc_param_layout_free(&L);
+    return st;
+  }
   out->grads = stage >= 2 ? shard : full;
   out->optim = 2 * (stage >= 1 ? shard : full) + LC_PS_NORM_ACC_BYTES;
   out->unit_embed = lc_bytes(LC_DT_F32, L.units[LC_UNIT_EMBED].n);
@@ -1026,6 +1162,7 @@ lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *o
   out->unit_layer16 = cfg->n_layers > 0 ? copy16_bytes(&L, lc_unit_layer(0), vo) : 0;
   out->unit_embed16 = copy16_bytes(&L, LC_UNIT_EMBED, vo);
   out->unit_final16 = copy16_bytes(&L, lc_unit_final(cfg->n_layers), vo);
+  if (mixed) out->unit_layer16 = out->unit_embed16 = out->unit_final16 = 0; // (views where the weights lie)
   out->unit_final = lc_bytes(LC_DT_F32, L.units[lc_unit_final(cfg->n_layers)].n);
   size_t used = 0;
   for (int t = 0; t < L.n_tensors; t++) used += lc_bytes(LC_DT_F32, L.table[t].numel);

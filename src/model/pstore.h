@@ -112,6 +112,11 @@ typedef struct {
                       // lora.base_bf16; stage 0, bf16 passes only, no gradients): params_b is BF16,
                       // params NULL; an acquired unit's matrices are views of it, its vectors
                       // widened into a small copy
+                      // or LC_DT_U8: a frozen base in a GGUF file's blocks (QLoRA; cfg.base_q, stage 0,
+                      // no gradients): params_b holds each tensor at its own byte offset in its own
+                      // dtype (lc_pstore_held_dtype: the quantized projections as blocks, the other
+                      // matrices BF16 with lora.base_bf16 else F32, the vectors F32, rounded to bf16
+                      // values with base_bf16); params NULL; the views are fixed at create
   lc_dtype compute;   // LC_DT_F32, or LC_DT_BF16: an acquired unit's view holds its weights
                       // rounded to bf16 in 2 bytes (stage 3: gathered as bf16, half the
                       // bytes; otherwise a copy made at acquire, freed at release): the
@@ -122,6 +127,8 @@ typedef struct {
   int n_red_, want_grads_, last_, passes_, step_passes_, be_owned_;
   lc_ps_rows *rows_[4]; // row ranges whose gather may be in flight (polled)
   lc_ps_trace *trace;   // tests: NULL, or where the unit calls are recorded
+  size_t *hoff_;        // a U8 store: each tensor's byte offset in params_b
+  lc_dtype *hdt_;       // and its dtype
 } lc_pstore;
 
 // The one check of a ZeRO request, for the trainer, the planner and the store: stage in
@@ -219,6 +226,12 @@ float *lc_pstore_tensor_ptr(lc_pstore *ps, lc_ps_state which, int t);
 // Sets this rank's part of elements [first, first + n) of tensor t of `which` from src,
 // which holds those n elements of the full tensor (every rank calls it).
 void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, const float *src, size_t n);
+// The dtype tensor t's parameters are held in (a U8 store's per tensor; else ps->store).
+lc_dtype lc_pstore_held_dtype(const lc_pstore *ps, int t);
+// A U8 store's quantized tensor t: nbytes of its blocks from byte byte_off of the tensor
+// (rows of blocks as the file holds them) set from src. LC_EINVAL for a tensor not held in
+// blocks, or a range outside it. (Dense tensors are set with lc_pstore_set_tensor_part.)
+lc_status lc_pstore_set_tensor_raw(lc_pstore *ps, int t, size_t byte_off, const void *src, size_t nbytes);
 // Collective over the world: world rank 0 receives tensor t of `which` in full into dst
 // (other ranks pass NULL). Only zero group 0 sends; memory: one tensor on rank 0.
 lc_status lc_pstore_gather_tensor(lc_pstore *ps, lc_ps_state which, int t, float *dst);

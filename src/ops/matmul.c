@@ -20,12 +20,21 @@
 //    whole (a layer's matrices), or, with more weight rows than input rows (an LM head
 //    against a loss tile), in chunks of LC_MM_CHUNK weight rows against the whole input; a
 //    bf16 output rounded from an fp32 chunk; the sums over chunks in order.
+//  - W in ggml's blocks (a QLoRA frozen base, core/dtype.h's LC_DT_Q8_0 ..): tiles of
+//    LC_MM_CHUNK of W's rows dequantized into fp32 scratch (ops/dequant.h), rounded to bf16
+//    values in a bf16 pass (its operands are bf16 values, on every CPU), and packed to
+//    2 bytes for the native bf16 GEMM (at any row count); each tile against the activation
+//    in chunks of LC_MM_CHUNK rows, operands and a bf16 output handled per chunk as above,
+//    so the scratch is bounded by the chunks, never T x K or N x K. Forward only, and
+//    dinp: a frozen base has no weight gradient (dw must be NULL).
 // Every path's scratch is lc_matmul_*_bytes (arena, LC_MEM_SCRATCH), which the memory
 // model uses; the buffer's fp32 part comes first (4-byte alignment), its 2-byte part after.
 #include "ops/ops.h"
 
 #include <cblas.h>
+#include <string.h>
 
+#include "ops/dequant.h"
 #include "ops/kernels.h"
 
 #define LC_MM_CHUNK 1024
@@ -34,9 +43,12 @@
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
 // A weight already in 2 bytes is read in place at any row count: for sgemm it would be
-// widened whole (N x K x 4 bytes of scratch and a pass over W, for a few rows).
+// widened whole (N x K x 4 bytes of scratch and a pass over W, for a few rows). A weight in
+// blocks is dequantized tile by tile on either path, so it too takes the native GEMM at
+// any row count.
 static int use_bf16(int bf16, int T, int K, int N, lc_dtype wdt) {
-  return bf16 && (T >= LC_MM_MIN_ROWS || wdt == LC_DT_BF16) && K > 0 && N > 0 && lc_kern()->gemm_bf16;
+  return bf16 && (T >= LC_MM_MIN_ROWS || wdt == LC_DT_BF16 || lc_dtype_is_quant(wdt)) && K > 0 && N > 0 &&
+         lc_kern()->gemm_bf16;
 }
 
 static int is16(lc_dtype t) { return t == LC_DT_BF16; }
@@ -52,7 +64,11 @@ static mm_parts fwd_parts(int bf16, lc_dtype odt, lc_dtype idt, lc_dtype wdt, in
   mm_parts p = {0, 0};
   if (T <= 0 || N <= 0) return p;
   const size_t t = (size_t)T, n = (size_t)N, k = (size_t)K, R = min_sz(LC_MM_CHUNK, t), Rn = min_sz(LC_MM_CHUNK, n);
-  if (use_bf16(bf16, T, K, N, wdt)) {
+  const int nat = use_bf16(bf16, T, K, N, wdt);
+  if (lc_dtype_is_quant(wdt)) { // a tile of W's rows (+ its 2-byte copy), a chunk of inp's rows, out's chunk
+    p.f32 = Rn * k + (!nat && is16(idt) ? R * k : 0) + (is16(odt) ? R * Rn : 0);
+    p.h16 = nat ? Rn * k + (is16(idt) ? 0 : R * k) : 0;
+  } else if (nat) {
     if (T >= N) { // W whole (fp32 slots only) + a chunk of rows (fp32 slots only); a bf16 output's fp32 chunk
       p.h16 = (is16(wdt) ? 0 : n * k) + (is16(idt) ? 0 : R * k);
       p.f32 = is16(odt) ? R * n : 0;
@@ -72,7 +88,11 @@ static mm_parts bwd_parts(int bf16, lc_dtype ddt, lc_dtype idt, lc_dtype wdt, in
   mm_parts p = {0, 0};
   if (T <= 0 || K <= 0) return p;
   const size_t t = (size_t)T, n = (size_t)N, k = (size_t)K, R = min_sz(LC_MM_CHUNK, t), Rn = min_sz(LC_MM_CHUNK, n);
-  if (use_bf16(bf16, T, K, N, wdt)) {
+  const int nat = use_bf16(bf16, T, K, N, wdt);
+  if (lc_dtype_is_quant(wdt)) { // a tile of W's rows (+ its 2-byte copy), dout's matching columns of a chunk of rows
+    p.f32 = Rn * k + (!nat && is16(ddt) ? R * Rn : 0);
+    p.h16 = nat ? Rn * k + (is16(ddt) ? 0 : R * Rn) : 0;
+  } else if (nat) {
     if (T >= N) // W whole + rows of dout and inp (fp32 slots only)
       p.h16 = (is16(wdt) ? 0 : n * k) + (is16(ddt) ? 0 : R * n) + (is16(idt) ? 0 : R * k);
     else // inp whole, columns of dout + rows of W (fp32 slots only)
@@ -122,7 +142,7 @@ static float *get_scratch(const lc_mm *mm, mm_parts parts, lc_status *st) {
   if (!bytes) return no_scratch;
   if (mm && mm->scratch && mm->scratch_bytes >= bytes) return mm->scratch;
   if (!mm || !mm->arena) {
-    *st = lc_fail(LC_EINVAL, "internal: a GEMM on bf16 operands needs an arena");
+    *st = lc_fail(LC_EINVAL, "internal: a GEMM on bf16 or quantized operands needs an arena");
     return NULL;
   }
   float *buf = lc_alloc(mm->arena, LC_MEM_SCRATCH, bytes, "GEMM operands");
@@ -139,6 +159,90 @@ static void unpack_from(float *dst, const uint16_t *src, long lds, int rows, int
   for (int r = 0; r < rows; r++) lc_bf16_unpack(dst + (size_t)r * cols, src + (size_t)r * lds, (size_t)cols);
 }
 
+// Tile w32 [nn, K] of W's rows n0.. (a block type) dequantized; in a bf16 pass rounded to
+// bf16 values, or (native GEMM) packed into w16.
+static void q_tile(float *w32, uint16_t *w16, int bf, lc_act w, int n0, int nn, int K) {
+  const size_t rb = lc_bytes(w.dt, (size_t)K);
+  lc_dequant_rows(w.dt, (const unsigned char *)w.p + (size_t)n0 * rb, (size_t)nn, (size_t)K, w32);
+  if (w16) lc_bf16_pack(w16, w32, (size_t)nn * K);
+  else if (bf) lc_bf16_round(w32, (size_t)nn * K);
+}
+
+// out (=|+=) inp @ W^T for W in blocks: per tile of W's rows, per chunk of inp's rows.
+static lc_status q_fwd(const lc_mm *mm, mm_parts parts, void *out, lc_dtype out_dt, lc_act inp, lc_act w, int T,
+                       int K, int N, float beta) {
+  const int bf = mm ? mm->bf16 : 0, nat = use_bf16(bf, T, K, N, w.dt);
+  const size_t k = (size_t)K, R = min_sz(LC_MM_CHUNK, (size_t)T), Rn = min_sz(LC_MM_CHUNK, (size_t)N);
+  lc_status st;
+  float *buf = get_scratch(mm, parts, &st);
+  if (!buf) return st;
+  float *w32 = buf, *x32 = !nat && is16(inp.dt) ? buf + Rn * k : NULL;
+  float *o32 = is16(out_dt) ? buf + Rn * k + (x32 ? R * k : 0) : NULL;
+  uint16_t *w16 = nat ? (uint16_t *)(buf + parts.f32) : NULL, *x16 = nat && !is16(inp.dt) ? w16 + Rn * k : NULL;
+  uint16_t *out16 = out;
+  float *out32 = out;
+  for (int n0 = 0; n0 < N; n0 += LC_MM_CHUNK) {
+    const int nn = N - n0 < LC_MM_CHUNK ? N - n0 : LC_MM_CHUNK;
+    q_tile(w32, w16, bf, w, n0, nn, K);
+    for (int t0 = 0; t0 < T; t0 += LC_MM_CHUNK) {
+      const int n = T - t0 < LC_MM_CHUNK ? T - t0 : LC_MM_CHUNK;
+      const size_t at = (size_t)t0 * N + n0; // out's block
+      float *dst = o32 ? o32 : out32 + at;
+      const long ldc = o32 ? nn : N;
+      if (o32 && beta != 0.0f) unpack_from(o32, out16 + at, N, n, nn);
+      if (nat) {
+        const uint16_t *xa = is16(inp.dt) ? row16(inp, t0, K) : (pack(x16, row32(inp, t0, K), K, n, K), x16);
+        lc_kern()->gemm_bf16(0, 1, n, nn, K, xa, K, w16, K, beta, dst, ldc);
+      } else {
+        const float *xa = row32(inp, t0, K);
+        if (x32) lc_bf16_unpack(x32, row16(inp, t0, K), (size_t)n * K), xa = x32;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, nn, K, 1.0f, xa, K, w32, K, beta, dst, ldc);
+      }
+      if (o32) pack_to(out16 + at, N, o32, n, nn);
+    }
+  }
+  put_scratch(mm, buf);
+  return LC_OK;
+}
+
+// dinp (=|+=) dout @ W for W in blocks: per tile of W's rows (the sum over tiles in order),
+// per chunk of dout's rows (their columns of that tile).
+static lc_status q_bwd(const lc_mm *mm, mm_parts parts, float *dinp, lc_act dout, lc_act w, int T, int K, int N,
+                       int accumulate) {
+  if (N <= 0) { // an empty product
+    if (!accumulate) memset(dinp, 0, sizeof(float) * (size_t)T * K);
+    return LC_OK;
+  }
+  const int bf = mm ? mm->bf16 : 0, nat = use_bf16(bf, T, K, N, w.dt);
+  const size_t k = (size_t)K, Rn = min_sz(LC_MM_CHUNK, (size_t)N);
+  lc_status st;
+  float *buf = get_scratch(mm, parts, &st);
+  if (!buf) return st;
+  float *w32 = buf, *d32 = !nat && is16(dout.dt) ? buf + Rn * k : NULL;
+  uint16_t *w16 = nat ? (uint16_t *)(buf + parts.f32) : NULL, *d16 = nat && !is16(dout.dt) ? w16 + Rn * k : NULL;
+  for (int n0 = 0; n0 < N; n0 += LC_MM_CHUNK) {
+    const int nn = N - n0 < LC_MM_CHUNK ? N - n0 : LC_MM_CHUNK;
+    const float beta = n0 == 0 && !accumulate ? 0.0f : 1.0f;
+    q_tile(w32, w16, bf, w, n0, nn, K);
+    for (int t0 = 0; t0 < T; t0 += LC_MM_CHUNK) {
+      const int n = T - t0 < LC_MM_CHUNK ? T - t0 : LC_MM_CHUNK;
+      long ldd = N;
+      if (nat) {
+        const uint16_t *da = row16(dout, t0, N) + n0;
+        if (d16) pack(d16, row32(dout, t0, N) + n0, N, n, nn), da = d16, ldd = nn;
+        lc_kern()->gemm_bf16(0, 0, n, K, nn, da, ldd, w16, K, beta, dinp + (size_t)t0 * K, K);
+      } else {
+        const float *da = row32(dout, t0, N) + n0;
+        if (d32) unpack_from(d32, row16(dout, t0, N) + n0, N, n, nn), da = d32, ldd = nn;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, K, nn, 1.0f, da, ldd, w32, K, beta,
+                    dinp + (size_t)t0 * K, K);
+      }
+    }
+  }
+  put_scratch(mm, buf);
+  return LC_OK;
+}
+
 lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp, lc_act w, int T, int K, int N) {
   return lc_matmul_fwd_acc(mm, out, out_dt, inp, w, T, K, N, 0);
 }
@@ -151,6 +255,7 @@ lc_status lc_matmul_fwd_acc(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act 
   if (T <= 0 || N <= 0) return LC_OK;
   const int bf = mm ? mm->bf16 : 0;
   const mm_parts parts = fwd_parts(bf, out_dt, inp.dt, w.dt, T, K, N);
+  if (lc_dtype_is_quant(w.dt)) return q_fwd(mm, parts, out, out_dt, inp, w, T, K, N, beta);
   // fp32 operands, fp32 output on sgemm. (Scratch of 0 bytes is not enough to tell: the
   // native bf16 GEMM on 2-byte operands with an fp32 output packs nothing either.)
   if (!use_bf16(bf, T, K, N, w.dt) && !is16(out_dt) && !is16(inp.dt) && !is16(w.dt)) {
@@ -231,9 +336,12 @@ lc_status lc_matmul_fwd_acc(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act 
 // dinp[T,K] (=|+=) dout[T,N] @ W[N,K] ; dw[N,K] += dout^T[N,T] @ inp[T,K]
 lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc_act inp, lc_act w, int T, int K,
                         int N, int accumulate) {
+  if (lc_dtype_is_quant(w.dt) && dw)
+    return lc_fail(LC_EINVAL, "internal: a weight gradient for a quantized (frozen) weight");
   if (T <= 0 || K <= 0) return LC_OK;
   const int bf = mm ? mm->bf16 : 0;
   const mm_parts parts = bwd_parts(bf, dout.dt, inp.dt, w.dt, T, K, N);
+  if (lc_dtype_is_quant(w.dt)) return dinp ? q_bwd(mm, parts, dinp, dout, w, T, K, N, accumulate) : LC_OK;
   if (!use_bf16(bf, T, K, N, w.dt) && !is16(dout.dt) && !is16(inp.dt) && !is16(w.dt)) { // sgemm on fp32 operands
     if (dinp) {
       // With N == 0 the product is empty: beta 0 still clears dinp (BLAS scales C by beta).

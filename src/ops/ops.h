@@ -37,13 +37,15 @@ static inline lc_act lc_act_of(const void *p, lc_dtype dt) { return (lc_act){p, 
 // out[T,N] = inp[T,K] @ W[N,K]^T; out holds fp32, or bf16 (rounded to nearest even) when
 // out_dt is LC_DT_BF16. Operands in bf16 need mm's arena (scratch) on every path.
 // LC_ENOMEM when the arena refuses the scratch.
-// W is an lc_act too: fp32, or the store's 2-byte compute copy of a decoder layer.
+// W is an lc_act too: fp32, the store's 2-byte compute copy of a decoder layer, or ggml's
+// blocks (a quantized frozen base: dequantized tile by tile into scratch, so mm needs an
+// arena or scratch on every path; K a multiple of the block).
 lc_status lc_matmul_fwd(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp, lc_act w, int T, int K, int N);
 // The same adding the product to out (accumulate 1; the same scratch as lc_matmul_fwd).
 lc_status lc_matmul_fwd_acc(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act inp, lc_act w, int T, int K, int N,
                             int accumulate);
 // dinp[T,K] = (accumulate ? dinp + : ) dout[T,N] @ W ; dw[N,K] += dout^T @ inp.
-// Either dinp or dw may be NULL to skip it.
+// Either dinp or dw may be NULL to skip it; dw must be NULL for a W in blocks (LC_EINVAL).
 lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc_act inp, lc_act w, int T, int K,
                         int N, int accumulate);
 // Arena bytes (scratch) one call allocates (0: sgemm on fp32 operands, nothing allocated),

@@ -238,6 +238,9 @@ static lc_status gemm(lc_backend *be, const lcc_gemm_args *g) {
 static lc_status cu_matmul_fwd(lc_backend *be, lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int acc,
                                int bf16, lc_buf scratch_in) {
   if (T <= 0 || N <= 0) return LC_OK;
+  if (lc_dtype_is_quant(w.dt))
+    return lc_fail(LC_EINVAL, "a frozen base in %s blocks (--base-dtype gguf) runs on the CPU backend only: use "
+                   "--base-dtype bf16 on a GPU", lc_dtype_name(w.dt));
   held_bufs h = {.n = 0};
   const void *pw, *pi;
   lc_status st = operand(be, w, (size_t)N, (size_t)K, bf16, &h, &pw);
@@ -262,6 +265,9 @@ static lc_status cu_matmul_fwd(lc_backend *be, lc_buf out, lc_buf inp, lc_buf w,
 static lc_status cu_matmul_bwd(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, int T, int K,
                                int N, int accumulate, int bf16, lc_buf scratch_in) {
   if (T <= 0 || K <= 0) return LC_OK;
+  if (lc_dtype_is_quant(w.dt))
+    return lc_fail(LC_EINVAL, "a frozen base in %s blocks (--base-dtype gguf) runs on the CPU backend only: use "
+                   "--base-dtype bf16 on a GPU", lc_dtype_name(w.dt));
   held_bufs h = {.n = 0};
   const void *pd;
   lc_status st = operand(be, dout, (size_t)T, (size_t)N, bf16, &h, &pd);
