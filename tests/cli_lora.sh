@@ -3,7 +3,8 @@
 # resumed run (also under another layout, on 2 ranks) continues exactly as an
 # uninterrupted one; --lora-from starts from an adapter; merge writes an HF model whose
 # eval equals eval --adapter and whose base weights are untouched where no adapter is;
-# wrong flags and wrong adapters are one clear line each, nothing written.
+# wrong flags and wrong adapters are one clear line each, nothing written. QLoRA on a GGUF
+# file's own blocks equals the dequantized base.
 BIN="$1" SRC="$2"
 . "$(dirname "$0")/cli_lib.sh"
 BASE="$SRC/tests/data/golden_untied" GOLD="$SRC/tests/data/lora/llama"
@@ -65,7 +66,39 @@ p32=$(grep -o 'params [0-9.]* KiB' b32.out | head -1) p16=$(grep -o 'params [0-9
 [ -n "$p16" ] && [ "$p16" != "$p32" ] && ok || bad "bf16 base memory '$p16' vs '$p32'"
 expect_error "add --precision bf16" train --model "$BASE" --lora 4 --base-dtype bf16 --steps 1
 expect_error "not implemented yet" train --model "$BASE" --lora 4 --base-dtype bf16 --precision bf16 --vocab-slice 64 --steps 1
-expect_error "QLoRA) are not implemented" train --model "$BASE" --lora 4 --base-dtype q4 --steps 1
+expect_error "or gguf (a GGUF file's own quantized blocks" train --model "$BASE" --lora 4 --base-dtype q4 --steps 1
+# QLoRA: a .gguf --model with --lora holds its projections in the file's blocks by default
+# (llama_q8_0.gguf: Q8_0; ffn_down, the converter's F16 fallback, dense). The losses equal
+# --base-dtype fp32's (the same dequantized values; fp32 rounding of other GEMM blockings,
+# 1e-5 relative) in less memory; a checkpoint resumes exactly (the base from the file it
+# names); 2 ranks (cp 2, ZeRO 2) equal one to 1e-5; bf16 passes equal the bf16 base's to
+# bf16 rounding of the activations (2e-3).
+GQ="$SRC/tests/data/gguf/llama_q8_0.gguf"
+q=(--model "$GQ" --lora 4 --lora-alpha 8 --seq 32 --steps 4 --lr 1e-2 --warmup 0 --log-every 100)
+close() { [ "$(losses "$1" | wc -l)" == "$(losses "$2" | wc -l)" ] && [ -n "$(losses "$1")" ] &&
+  paste <(losses "$1") <(losses "$2") | awk -v t="$3" '{d=$2-$4; if (d<0) d=-d; if (d > t*$4) exit 1}'; }
+"$BIN" train "${q[@]}" --save qck --save-every 2 --log-json qd.jsonl >qd.out 2>&1 && grep -q "Q8_0 blocks for 12 projections" qd.out \
+  && ok || bad "QLoRA default on a GGUF: $(grep -E 'lora|error' qd.out | head -3)"
+"$BIN" train "${q[@]}" --base-dtype fp32 --log-json qf.jsonl >qf.out 2>&1 || bad "--base-dtype fp32 on a GGUF"
+close qd.jsonl qf.jsonl 1e-5 && ok || bad "QLoRA losses $(losses qd.jsonl | tr '\n' ' ') vs dequantized $(losses qf.jsonl | tr '\n' ' ')"
+pq=$(grep -o 'params [0-9.]* KiB' qd.out | head -1) pf=$(grep -o 'params [0-9.]* KiB' qf.out | head -1)
+[ -n "$pq" ] && [ "${pq//[^0-9]/}" -lt "${pf//[^0-9]/}" ] && ok || bad "QLoRA base memory '$pq' vs fp32 '$pf'"
+"$BIN" train --steps 4 --resume qck/checkpoint-2 --seq 32 --lr 1e-2 --warmup 0 --log-json qr.jsonl >qr.out 2>&1 \
+  && grep -q "Q8_0 blocks" qr.out && [ "$(losses qr.jsonl)" == "$(losses qd.jsonl | tail -2)" ] && ok \
+  || bad "QLoRA resume $(losses qr.jsonl | tr '\n' ' ') vs $(losses qd.jsonl | tail -2 | tr '\n' ' ')"
+timeout 120 $MPI -np 2 "$BIN" train "${q[@]}" --cp 2 --zero 2 --log-json q2.jsonl >/dev/null 2>&1 && close q2.jsonl qd.jsonl 1e-5 \
+  && ok || bad "QLoRA on 2 ranks $(losses q2.jsonl | tr '\n' ' ') vs $(losses qd.jsonl | tr '\n' ' ')"
+"$BIN" train "${q[@]}" --precision bf16 --log-json qb.jsonl >/dev/null 2>&1 && "$BIN" train "${q[@]}" --precision bf16 \
+  --base-dtype bf16 --log-json qb16.jsonl >/dev/null 2>&1 && close qb.jsonl qb16.jsonl 2e-3 && ok \
+  || bad "QLoRA bf16 $(losses qb.jsonl | tr '\n' ' ') vs bf16 base $(losses qb16.jsonl | tr '\n' ' ')"
+expect_error "give --model FILE.gguf" train --model "$BASE" --lora 4 --base-dtype gguf --steps 1
+expect_error "with --zero 3 is not implemented yet" train --model "$GQ" --lora 4 --base-dtype gguf --zero 3 --steps 1
+expect_error "with --vocab-slice is not implemented yet" train --model "$GQ" --lora 4 --base-dtype gguf --vocab-slice 64 --steps 1
+"$BIN" plan --model "$GQ" --lora 4 --base-dtype gguf --seq 64 >qplan.txt 2>&1 && grep -q "Q8_0 blocks for 12 projections" qplan.txt \
+  && ok || bad "plan --base-dtype gguf: $(head -c 600 qplan.txt)"
+"$BIN" plan --model "$BASE" --lora 4 --base-dtype q4_0 --seq 64 >qplan2.txt 2>&1 && grep -q "Q4_0 blocks for 12 projections" qplan2.txt \
+  && ok || bad "plan --base-dtype q4_0: $(head -c 600 qplan2.txt)"
+expect_error "one block type for every projection" plan --model "$BASE" --lora 4 --base-dtype q3_k --seq 64
 # plan: the frozen base and the adapters in the memory table; --auto's command lines keep --lora.
 "$BIN" plan --model "$BASE" --lora 4 --seq 64 >plan.txt 2>&1 && grep -q "lora .*r 4 on q,k,v,o,gate,up,down" plan.txt \
   && grep -q "Predicted step time" plan.txt && ok || bad "plan --lora: $(head -c 600 plan.txt)"

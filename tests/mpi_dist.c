@@ -273,6 +273,34 @@ typedef struct {
 // test_zero's LoRA rank (its cases share one signature; 0: none), and whether LoRA cases
 // hold the frozen base in bf16 (--base-dtype bf16).
 static int zero_lora, lora_base16;
+// QLoRA cases: the base's projections in blocks (layer 0 Q8_0, layer 1 Q4_1; those whose
+// rows are not whole 32-blocks dense), filled by fill_blocks (the trainer leaves a base in
+// blocks to its file).
+static int lora_qbase;
+
+// Random valid blocks for every tensor the base holds in blocks, the same on every rank and
+// in the reference: random quants, f16 scales of ~2^-12 (Q8_0: |w| <= 0.06) and 2^-9 with a
+// minimum near -2^-6 (Q4_1: w in about [-0.03, 0.015]).
+static void fill_blocks(lc_model *m) {
+  for (int t = 0; t < m->ps.lay.n_tensors; t++) {
+    const lc_dtype d = lc_pstore_held_dtype(&m->ps, t);
+    if (!lc_dtype_is_quant(d)) continue;
+    const size_t n = lc_bytes(d, m->ps.lay.table[t].numel), bb = lc_dtype_block_bytes(d);
+    unsigned char *b = malloc(n);
+    lc_rng r;
+    lc_rng_seed(&r, 1000 + (uint64_t)t);
+    for (size_t j = 0; j < n; j++) b[j] = (unsigned char)(lc_rng_uniform(&r) * 256);
+    for (size_t k = 0; k < n; k += bb) {
+      const unsigned mant = (unsigned)(lc_rng_uniform(&r) * 1024) & 0x3ff;
+      const uint16_t dd = (uint16_t)((d == LC_DT_Q8_0 ? 3u << 10 : 6u << 10) | mant | (d == LC_DT_Q8_0 && (b[k + 2] & 1) ? 0x8000u : 0));
+      const uint16_t mm = (uint16_t)(0x8000u | 9u << 10 | mant); // about -7.5 d: centred
+      memcpy(b + k, &dd, 2);
+      if (d == LC_DT_Q4_1) memcpy(b + k + 2, &mm, 2);
+    }
+    CHECK(lc_pstore_set_tensor_raw(&m->ps, t, 0, b, n) == LC_OK, "blocks: %s", lc_errmsg());
+    free(b);
+  }
+}
 
 // The test model as another family (model/arch.h): Qwen2 (q/k/v biases, tied) with dynamic
 // NTK RoPE past a max_position_embeddings of 32 (the whole sequence's length sets the
@@ -327,6 +355,14 @@ static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch
   // the cases run at least 2 steps); alpha 2r, a scale of 2.
   if (c->lora > 0)
     o.cfg.lora = (lc_lora){.rank = c->lora, .alpha = 2.0f * c->lora, .targets = LC_LORA_ALL, .base_bf16 = lora_base16};
+  if (c->lora > 0 && lora_qbase) {
+    o.cfg.lora.base_bf16 = c->mo.precision == LC_DT_BF16; // (the other weights in the pass's precision)
+    for (int l = 0; l < o.cfg.n_layers; l++)
+      for (int p = 0; p < LC_LORA_N; p++) {
+        const int cols = p == LC_LORA_O ? o.cfg.n_heads * o.cfg.head_dim : p == LC_LORA_DOWN ? o.cfg.ffn : o.cfg.dim;
+        if (cols % 32 == 0) o.cfg.base_q[l][p] = l % 2 ? LC_DT_Q4_1 : LC_DT_Q8_0;
+      }
+  }
   return o;
 }
 
@@ -342,11 +378,13 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
   lc_train_opts ro = step_opts(1, 1, 1, pl, batch, c);
   lc_trainer ref;
   CHECK(lc_trainer_init(&ref, &ro, self) == LC_OK, "reference init: %s", lc_errmsg());
+  if (lora_qbase) fill_blocks(&ref.model);
   lc_step_metrics rm;
   for (int k = 0; k < c->steps; k++) CHECK(lc_trainer_step(&ref, &rm) == LC_OK, "reference step: %s", lc_errmsg());
   lc_train_opts o = step_opts(L.hp, L.cp, L.w, pl, batch, c);
   lc_trainer tr;
   CHECK(lc_trainer_init(&tr, &o, world) == LC_OK, "init: %s", lc_errmsg());
+  if (lora_qbase) fill_blocks(&tr.model);
   lc_step_metrics m;
   for (int k = 0; k < c->steps; k++) CHECK(lc_trainer_step(&tr, &m) == LC_OK, "step: %s", lc_errmsg());
   char tag[160];
@@ -823,6 +861,7 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
   lc_trainer ref, tr;
   CHECK(lc_trainer_init(&ref, &o0, world) == LC_OK, "zero 0 init: %s", lc_errmsg());
   CHECK(lc_trainer_init(&tr, &oz, world) == LC_OK, "zero %d init: %s", stage, lc_errmsg());
+  if (lora_qbase) fill_blocks(&ref.model), fill_blocks(&tr.model);
   char tag[200];
   snprintf(tag, sizeof tag, "%s zero %d Z %d: dp %d hp %d cp %d w %d %s %s%s%s%s", what, stage, Z, dp, L.hp, L.cp, L.w,
            lc_placement_name(pl), lc_ckpt_name(mo.ckpt), odd == 1 ? " odd model" : family_name(odd),
@@ -1211,6 +1250,15 @@ int main(int argc, char **argv) {
       test_step_case(lays[i], pls[i % 2], 1, &l16, "lora-base16");
     }
     lora_base16 = 0;
+    // The frozen base in GGUF blocks (QLoRA): every other layout, fp32 and bf16 passes, and
+    // data parallel, against one process.
+    lora_qbase = 1;
+    for (int i = 1; i < nl; i += 2) {
+      step_case lq = {i % 4 == 1 ? sel : full16, 2, 0.0f, 2, i % 4 == 1 ? FAM_LLAMA : FAM_QWEN3, 0, 4};
+      test_step_case(lays[i], pls[i % 2], 1, &lq, "qlora");
+    }
+    test_step_case((layout){1, 1, 1}, LC_PLACE_CONTEXT_FIRST, world->size, &ldp, "qlora-dp");
+    lora_qbase = 0;
     // ZeRO stages 1-3, over the whole world and in smaller groups (hybrid), under dp only,
     // cp only, hp only and 2D, with full and selective checkpointing and tiles.
     const int W = world->size;
@@ -1283,6 +1331,10 @@ int main(int argc, char **argv) {
       test_zero(W >= 4 ? two_d : only_hp, LC_PLACE_HEAD_FIRST, 1, 3, W, sel16, FAM_QWEN3, "lora-base16");
       test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, 3, W / 2, full16, FAM_QWEN2, "lora-base16-hybrid");
       lora_base16 = 0;
+      lora_qbase = 1; // the base in blocks (whole on every rank) under the adapters' ZeRO 1 and 2
+      test_zero(only_cp, LC_PLACE_CONTEXT_FIRST, 1, 2, W, sel, 0, "qlora");
+      test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, 1, W / 2, full16, FAM_QWEN2, "qlora-bf16");
+      lora_qbase = 0;
       zero_lora = 0;
     }
     if (world->size >= 4) test_step_case((layout){2, 1, 1}, LC_PLACE_HEAD_FIRST, world->size / 2, &clip, "dp-clip");

@@ -40,6 +40,15 @@ lc_status lc_cli_load_tokenizer(const char *spec, lc_tokenizer **t);
 size_t lc_cli_default_mem_cap(void);
 // Resolves --model: a preset name, a Hugging Face model directory or a GGUF file.
 lc_status lc_cli_model(const char *spec, lc_config *cfg);
+// How a LoRA run's frozen base is held, for the settings table and plan: its dtype, or
+// (QLoRA) the block types of its projections, the other weights' dtype, the store's bytes.
+const char *lc_cli_base_desc(const lc_config *cfg, char *buf, size_t cap);
+// --base-dtype gguf (model: a .gguf file; its own blocks) or a block type name (q4_k: every
+// projection whose rows are whole blocks): cfg->base_q and lora.base_bf16 (the other weights
+// in the pass's precision). One line for an unknown name, a model that is not GGUF for
+// gguf, ZeRO 3 or vocabulary slices (not implemented with blocks).
+lc_status lc_cli_base_blocks(const char *base_dtype, const char *model, int precision_bf16, int zero, int vocab_slice,
+                             lc_config *cfg);
 // Parses comma-separated sequence lengths with an optional K (1024) or M (1024^2) suffix,
 // e.g. "1024,4K" or "1M", each in [1, limit], into out[0..max). Returns how many, or -1
 // if s is empty or malformed, a value is out of range, or there are more than max.

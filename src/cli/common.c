@@ -4,12 +4,14 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "io/fsutil.h"
 #include "model/gguf_model.h"
 #include "model/hf.h"
+#include "model/pstore.h"
 #include "ops/kernels.h"
 
 void lc_cli_error(const char *msg) { fprintf(stderr, "longctx: error: %s\n", msg); }
@@ -112,5 +114,60 @@ lc_status lc_cli_rates(const char *machine, const char *hardware, int ranks, int
   char def[4096];
   if (lc_is_file(lc_rates_default_path(def, sizeof def))) return lc_rates_load_machine(def, ranks, threads, r);
   lc_rates_default(r, threads);
+  return LC_OK;
+}
+
+// How the frozen base is held: its dtype, or (QLoRA) the block types of its projections
+// with their counts, the other weights' dtype and the store's bytes.
+const char *lc_cli_base_desc(const lc_config *c, char *buf, size_t cap) {
+  const char *dense = c->lora.base_bf16 ? "bf16 (2 bytes per weight)" : "fp32 (4 bytes per weight)";
+  if (!lc_config_base_quant(c)) return snprintf(buf, cap, "%s", dense), buf;
+  int count[LC_DT_COUNT] = {0}, n_dense = 0;
+  for (int l = 0; l < c->n_layers; l++)
+    for (int p = 0; p < LC_LORA_N; p++) {
+      if (c->base_q[l][p]) count[c->base_q[l][p]]++;
+      else n_dense++;
+    }
+  size_t k = 0;
+  for (int t = LC_DT_QFIRST; t < LC_DT_COUNT && k < cap; t++)
+    if (count[t]) k += (size_t)snprintf(buf + k, cap - k, "%s%s blocks for %d", k ? ", " : "", lc_dtype_name((lc_dtype)t), count[t]);
+  lc_ps_sizes z;
+  char b[32];
+  const int ok = lc_pstore_sizes(c, 0, 1, &z) == LC_OK;
+  if (k < cap)
+    snprintf(buf + k, cap - k, " projections, the other weights in %s%s%s", dense, ok ? "; in all " : "",
+             ok ? lc_fmt_bytes(b, sizeof b, (double)z.params) : "");
+  return buf;
+}
+
+lc_status lc_cli_base_blocks(const char *base_dtype, const char *model, int precision_bf16, int zero, int vocab_slice,
+                             lc_config *cfg) {
+  memset(cfg->base_q, 0, sizeof cfg->base_q);
+  const int gguf = !strcmp(base_dtype, "gguf");
+  lc_dtype q = LC_DT_COUNT;
+  for (int t = LC_DT_QFIRST; t < LC_DT_COUNT && !gguf; t++)
+    if (!strcasecmp(base_dtype, lc_dtype_name((lc_dtype)t))) q = (lc_dtype)t;
+  if (!gguf && q == LC_DT_COUNT)
+    return lc_fail(LC_EINVAL, "--base-dtype %s: give fp32, bf16, gguf (a .gguf --model's own blocks) or one block type for "
+                   "every projection (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)", base_dtype);
+  if (zero >= 3 || vocab_slice > 0)
+    return lc_fail(LC_EINVAL, "--base-dtype %s with %s is not implemented yet (the blocks are held whole on each rank, and "
+                   "read whole): use --base-dtype bf16, or leave %s out", base_dtype, zero >= 3 ? "--zero 3" : "--vocab-slice",
+                   zero >= 3 ? "--zero 3" : "--vocab-slice");
+  cfg->lora.base_bf16 = precision_bf16; // the other weights: the pass's precision
+  if (gguf) {
+    if (lc_is_dir(model) || !lc_gguf_is_model_path(model))
+      return lc_fail(LC_EINVAL, "--base-dtype gguf holds the frozen base in a GGUF file's own blocks: give --model FILE.gguf "
+                     "(or a block type such as --base-dtype q4_k for %s)", model);
+    return lc_gguf_base_blocks(model, cfg);
+  }
+  // Uniform: every projection whose rows are whole blocks (llama.cpp's converters keep the
+  // others in F16; here dense in the pass's precision).
+  const int HQ = cfg->n_heads * cfg->head_dim;
+  for (int l = 0; l < cfg->n_layers && l < LC_MAX_LAYERS; l++)
+    for (int p = 0; p < LC_LORA_N; p++) {
+      const int cols = p == LC_LORA_O ? HQ : p == LC_LORA_DOWN ? cfg->ffn : cfg->dim;
+      if ((size_t)cols % lc_dtype_block(q) == 0) cfg->base_q[l][p] = (unsigned char)q;
+    }
   return LC_OK;
 }

@@ -68,7 +68,7 @@ int lc_cmd_plan(int argc, char **argv) {
       {"auto", LC_ARG_BOOL, &auto_, "enumerate the layouts of --gpus ranks (hp x cp, placement, ZeRO stage and group, checkpoint policy, precision; flags you give stay fixed), drop those over the memory per rank, print the fastest as train command lines", 0},
       {"longest", LC_ARG_BOOL, &longest, "the longest --seq any layout of --gpus ranks fits, and the fastest layout that reaches it (no --seq needed)", 0},
       {"lora", LC_ARG_INT, &lora, "as train: rank-R LoRA adapters on a frozen base (the base's weights alone, 4 bytes each; the adapters' 16 bytes per parameter; their scratch) (default 0)", 0},
-      {"base-dtype", LC_ARG_STR, &base_dtype, "as train: fp32 | bf16, how a LoRA run holds its frozen base (bf16: with --precision bf16, --zero 0-2)", 0},
+      {"base-dtype", LC_ARG_STR, &base_dtype, "as train: fp32 | bf16 | gguf (a .gguf --model's own blocks) | a block type for every projection whose rows are whole blocks (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k: QLoRA; the other weights in the pass's precision; --zero 0-2)", 0},
       {"lora-targets", LC_ARG_STR, &lora_targets, "as train: the adapted projections (default all: q,k,v,o,gate,up,down)", 0},
       {"top", LC_ARG_INT, &top, "layouts --auto prints (default 5)", 0},
   };
@@ -137,8 +137,9 @@ int lc_cmd_plan(int argc, char **argv) {
     cfg.lora = (lc_lora){.rank = lora, .alpha = (float)lora, .targets = LC_LORA_ALL};
     if (lora_targets) st = lc_lora_parse_targets(lora_targets, &cfg.lora.targets);
   }
-  if (st == LC_OK && base_dtype && (!lora || (strcmp(base_dtype, "fp32") && strcmp(base_dtype, "bf16"))))
-    st = lc_fail(LC_EINVAL, "--base-dtype %s: give fp32 or bf16, with --lora R", base_dtype);
+  if (st == LC_OK && base_dtype && !lora) st = lc_fail(LC_EINVAL, "--base-dtype %s is how a LoRA run holds its frozen base: add --lora R", base_dtype);
+  if (st == LC_OK && base_dtype && strcmp(base_dtype, "fp32") && strcmp(base_dtype, "bf16"))
+    st = lc_cli_base_blocks(base_dtype, model, o.precision == LC_DT_BF16, zero, vocab_slice, &cfg);
   if (st == LC_OK && base_dtype && !strcmp(base_dtype, "bf16")) {
     cfg.lora.base_bf16 = 1;
     if (o.precision != LC_DT_BF16 || vocab_slice > 0)
@@ -265,9 +266,10 @@ int lc_cmd_plan(int argc, char **argv) {
   }
   if (cfg.lora.rank > 0) {
     char tg[128];
-    printf("  %-10s r %d on %s: the base frozen in %s (%.3f B weights, no gradients or moments), %.3f M adapter "
+    char bd[400];
+    printf("  %-10s r %d on %s: the base frozen in %s: %.3f B weights, no gradients or moments; %.3f M adapter "
            "parameters with fp32 gradients and AdamW m and v\n", "lora", cfg.lora.rank,
-           lc_lora_target_names(cfg.lora.targets, 0, tg, sizeof tg), cfg.lora.base_bf16 ? "bf16" : "fp32", np / 1e9,
+           lc_lora_target_names(cfg.lora.targets, 0, tg, sizeof tg), lc_cli_base_desc(&cfg, bd, sizeof bd), np / 1e9,
            (double)lc_config_n_lora_params(&cfg) / 1e6);
   }
   printf("\npredicted arena peak per rank, one training step (fp32 weights, gradients, AdamW m and v%s)\n",

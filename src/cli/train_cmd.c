@@ -103,17 +103,9 @@ static lc_status base_blocks(const train_flags *F, lc_train_opts *o, int model_d
   const int gguf = model_dir && F->model && !lc_is_dir(F->model) && lc_gguf_is_model_path(F->model);
   const int given = F->base_dtype && !strcmp(F->base_dtype, "gguf");
   if (o->cfg.lora.rank <= 0 || (F->base_dtype && !given) || (!given && !gguf)) return LC_OK;
-  if (!gguf)
-    return lc_fail(LC_EINVAL, "--base-dtype gguf holds the frozen base in a GGUF file's own blocks: give --model FILE.gguf "
-                   "(or --base-dtype bf16/fp32 for %s)", F->model ? F->model : "this model");
-  if (F->zero >= 3 || F->vocab_slice > 0) {
-    if (!given) return LC_OK; // the default falls back to fp32, which runs with both
-    return lc_fail(LC_EINVAL, "--base-dtype gguf with %s is not implemented yet (the blocks are held whole on each rank, "
-                   "and read whole): use --base-dtype bf16, or leave %s out",
-                   F->zero >= 3 ? "--zero 3" : "--vocab-slice", F->zero >= 3 ? "--zero 3" : "--vocab-slice");
-  }
-  o->cfg.lora.base_bf16 = o->mopts.precision == LC_DT_BF16; // the other weights: the pass's precision
-  return lc_gguf_base_blocks(F->model, &o->cfg);
+  if (!given && (F->zero >= 3 || F->vocab_slice > 0)) return LC_OK; // the default falls back to fp32, which runs with both
+  return lc_cli_base_blocks("gguf", F->model ? F->model : "", o->mopts.precision == LC_DT_BF16, F->zero, F->vocab_slice,
+                            &o->cfg);
 }
 
 // --resume: rank 0 finds the checkpoint and checks its files against their checksums

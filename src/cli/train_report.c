@@ -45,29 +45,6 @@ static void print_rank_sets(const lc_grid *g, int d, int heads_inner) {
   }
 }
 
-// How the frozen base is held: its dtype, or (QLoRA) the block types of its projections
-// with their counts, the other weights' dtype and the store's bytes.
-static const char *base_desc(const lc_config *c, char *buf, size_t cap) {
-  const char *dense = c->lora.base_bf16 ? "bf16 (2 bytes per weight)" : "fp32 (4 bytes per weight)";
-  if (!lc_config_base_quant(c)) return snprintf(buf, cap, "%s", dense), buf;
-  int count[LC_DT_COUNT] = {0}, n_dense = 0;
-  for (int l = 0; l < c->n_layers; l++)
-    for (int p = 0; p < LC_LORA_N; p++) {
-      if (c->base_q[l][p]) count[c->base_q[l][p]]++;
-      else n_dense++;
-    }
-  size_t k = (size_t)snprintf(buf, cap, "the GGUF file's blocks (");
-  for (int t = LC_DT_QFIRST; t < LC_DT_COUNT && k < cap; t++)
-    if (count[t]) k += (size_t)snprintf(buf + k, cap - k, "%s%s x %d", k > 25 ? ", " : "", lc_dtype_name((lc_dtype)t), count[t]);
-  lc_ps_sizes z;
-  char b[32];
-  const int ok = lc_pstore_sizes(c, 0, 1, &z) == LC_OK;
-  if (k < cap)
-    snprintf(buf + k, cap - k, " projections%s; the other weights in %s%s%s%s)", n_dense ? ", the others dense" : "", dense,
-             ok ? "; " : "", ok ? lc_fmt_bytes(b, sizeof b, (double)z.params) : "", ok ? " in all" : "");
-  return buf;
-}
-
 void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int threads, const char *ckpt_src,
                              int mlp_auto, int loss_auto, const char *extra) {
   const lc_config *c = &o->cfg;
@@ -79,10 +56,10 @@ void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int th
   if (c->lora.rank > 0) {
     char tg[128], bd[400];
     printf("  %-14s r %d, alpha %g (scale %g%s) on %s: %.3f M adapter parameters train (AdamW, fp32); the base is "
-           "frozen in %s (its projections, embedding, LM head and norms: no gradients, no moments)\n",
+           "frozen in %s; its projections, embedding, LM head and norms get no gradients, no moments\n",
            "lora", c->lora.rank, (double)c->lora.alpha, (double)lc_lora_scale(&c->lora), c->lora.rslora ? ", rsLoRA" : "",
            lc_lora_target_names(c->lora.targets, 0, tg, sizeof tg), (double)lc_config_n_lora_params(c) / 1e6,
-           base_desc(c, bd, sizeof bd));
+           lc_cli_base_desc(c, bd, sizeof bd));
   }
   printf("  %-14s %s\n", "data", t->data.desc);
   char pk[300];

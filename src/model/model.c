@@ -87,8 +87,7 @@ void lc_model_destroy(lc_model *m, lc_arena *arena) {
 }
 
 lc_status lc_model_init_random(lc_model *m, uint64_t seed) {
-  // (a base in GGUF blocks has no random values: its file's weights are loaded over it)
-  if (m->ps.store != LC_DT_U8) LC_TRY(lc_pstore_init_random(&m->ps, seed));
+  LC_TRY(lc_pstore_init_random(&m->ps, seed)); // (a base's blocks stay as they are: pstore.h)
   return m->lora ? lc_pstore_init_random(&m->ad, lc_lora_seed(seed)) : LC_OK;
 }
 

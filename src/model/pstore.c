@@ -514,8 +514,6 @@ lc_status lc_pstore_gather_tensor(lc_pstore *ps, lc_ps_state which, int t, float
 }
 
 lc_status lc_pstore_init_random(lc_pstore *ps, uint64_t seed) {
-  if (ps->store == LC_DT_U8)
-    return lc_fail(LC_EINVAL, "a frozen base in GGUF blocks comes from its file: it has no random initialisation");
   lc_rng r;
   lc_rng_seed(&r, seed);
   if (ps->params && !params_sharded(ps)) { // in place
@@ -523,7 +521,9 @@ lc_status lc_pstore_init_random(lc_pstore *ps, uint64_t seed) {
       lc_param_init_tensor(ps->params + ps->lay.table[t].offset, &ps->lay.table[t], &r);
     return LC_OK;
   }
-  // Sharded: every rank runs the whole stream piece by piece and keeps its part.
+  // Sharded (or a U8 store, whose tensors in blocks keep their bytes: blocks come from a
+  // file, lc_pstore_set_tensor_raw): every rank runs the whole stream piece by piece and
+  // keeps its part.
   const size_t cap = lc_stage_floats(&ps->lay);
   float *tmp = lc_alloc(ps->arena, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, cap), "initialisation staging buffer");
   if (!tmp) return LC_ENOMEM;

@@ -152,7 +152,8 @@ lc_status lc_pstore_add_optimizer(lc_pstore *ps);
 void lc_pstore_drop_grads(lc_pstore *ps);
 void lc_pstore_destroy(lc_pstore *ps);
 // HF-style random init (lc_param_init_tensor in table order): the same values for every
-// stage, group and world size.
+// stage, group and world size. A U8 store's tensors held in blocks keep their bytes (they come from a file:
+// lc_pstore_set_tensor_raw).
 lc_status lc_pstore_init_random(lc_pstore *ps, uint64_t seed);
 
 // ---- one forward/backward pass (the model calls these; see model.c for the order)
