@@ -274,7 +274,7 @@ typedef struct {
 // hold the frozen base in bf16 (--base-dtype bf16).
 static int zero_lora, lora_base16;
 // QLoRA cases: the base's projections in blocks (layer 0 Q8_0, layer 1 Q4_1; those whose
-// rows are not whole 32-blocks dense), filled by fill_blocks (the trainer leaves a base in
+// rows are not whole 32-blocks dense), the embedding Q8_0, an untied head Q4_1, filled by fill_blocks (the trainer leaves a base in
 // blocks to its file).
 static int lora_qbase;
 
@@ -362,6 +362,7 @@ static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch
         const int cols = p == LC_LORA_O ? o.cfg.n_heads * o.cfg.head_dim : p == LC_LORA_DOWN ? o.cfg.ffn : o.cfg.dim;
         if (cols % 32 == 0) o.cfg.base_q[l][p] = l % 2 ? LC_DT_Q4_1 : LC_DT_Q8_0;
       }
+    o.cfg.base_q_embed = LC_DT_Q8_0, o.cfg.base_q_head = LC_DT_Q4_1; // (a tied head is the embedding)
   }
   return o;
 }

@@ -336,7 +336,7 @@ static void test_llama_q8(void) {
 }
 
 // QLoRA: the same adapters on llama_q8_0.gguf's base held in its own blocks (Q8_0
-// projections; ffn_down, the converter's F16 fallback, dense) and on the same file
+// projections, embedding and LM head; ffn_down, the converter's F16 fallback, dense) and on the same file
 // dequantized to fp32 by the reader. Read back, every tensor is the reader's (the q/k rows
 // permuted as whole block rows); the loss and the adapters' gradients agree to the GEMMs'
 // rounding; the base has no gradient buffer and its bytes do not change.
@@ -350,7 +350,8 @@ static void test_qlora(void) {
     lc_config cq = c;
     CHECK(lc_gguf_base_blocks(gq, &cq) == LC_OK, "blocks: %s", lc_errmsg());
     CHECK(cq.base_q[0][LC_LORA_Q] == LC_DT_Q8_0 && cq.base_q[1][LC_LORA_UP] == LC_DT_Q8_0 && cq.base_q[1][LC_LORA_O] == LC_DT_Q8_0 &&
-              cq.base_q[0][LC_LORA_DOWN] == 0 && lc_config_base_quant(&cq) && !lc_config_base_quant(&c),
+              cq.base_q[0][LC_LORA_DOWN] == 0 && cq.base_q_embed == LC_DT_Q8_0 && cq.base_q_head == LC_DT_Q8_0 &&
+              lc_config_base_quant(&cq) && !lc_config_base_quant(&c),
           "the file's Q8_0 projections held in blocks, its F16 ffn_down dense");
     lc_model a, b;
     if (lc_model_create(&a, &c, &arena) != LC_OK) {
@@ -376,7 +377,7 @@ static void test_qlora(void) {
       CHECK(!memcmp(x, y, sizeof(float) * n), "%s (%s) read back differs from the reader's dequantization", a.table[i].name,
             lc_dtype_name(lc_pstore_held_dtype(&b.ps, i)));
     }
-    CHECK(nq == 6 * a.cfg.n_layers, "%d tensors held in blocks", nq);
+    CHECK(nq == 6 * a.cfg.n_layers + 2, "%d tensors held in blocks (6 projections per layer, the embedding, the head)", nq);
     // The same random adapters in both.
     lc_rng r;
     lc_rng_seed(&r, 7);

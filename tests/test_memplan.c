@@ -456,7 +456,8 @@ static void test_lora(void) {
     }
   }
   // QLoRA: the base's projections in blocks where their rows are whole 32-blocks (Q8_0; layer
-  // 1's gate and up Q4_0), down_proj (rows of 176) dense: the store in its stored bytes and
+  // 1's gate and up Q4_0; in bf16 also the embedding and head), down_proj (rows of 176)
+  // dense: the store in its stored bytes and
   // each GEMM's dequantized tile, fp32 and bf16 passes (no compute copy: every view is fixed).
   for (int k = 0; k < 2; k++) {
     lc_config c = cfg;
@@ -466,6 +467,7 @@ static void test_lora(void) {
         const int cols = p == LC_LORA_O ? c.n_heads * c.head_dim : p == LC_LORA_DOWN ? c.ffn : c.dim;
         if (cols % 32 == 0) c.base_q[l][p] = l == 1 && (p == LC_LORA_GATE || p == LC_LORA_UP) ? LC_DT_Q4_0 : LC_DT_Q8_0;
       }
+    if (k) c.base_q_embed = LC_DT_Q8_0, c.base_q_head = LC_DT_Q4_1; // (and the head's GEMMs on blocks in the loss)
     lc_train_opts o = opts_for(&c, k ? LC_CKPT_FULL : LC_CKPT_SELECTIVE, k ? 32 : 0, 16, SLOW_BUILD ? 128 : 256);
     o.mopts.precision = k ? LC_DT_BF16 : LC_DT_F32;
     check_step_opts(k ? "qlora-bf16" : "qlora", &c, o);

@@ -566,8 +566,8 @@ lc_status lc_be_bias_bwd(lc_buf db, lc_buf dy, int T, int N) {
 }
 
 lc_status lc_be_embedding_fwd(lc_buf out, lc_buf tokens, lc_buf wte, int T, int C, int r0) {
-  LC_TRY(need(same_be(out, tokens) && same_be(out, wte) && is_f32(out) && tokens.dt == LC_DT_I32 && is_act(wte) &&
-                  fits(out, (size_t)T * C) && fits(tokens, (size_t)T) && C > 0 && wte.n % (size_t)C == 0,
+  LC_TRY(need(same_be(out, tokens) && same_be(out, wte) && is_f32(out) && tokens.dt == LC_DT_I32 &&
+                  (is_act(wte) || (lc_dtype_is_quant(wte.dt) && out.be->host_memory)) && fits(out, (size_t)T * C) && fits(tokens, (size_t)T) && C > 0 && wte.n % (size_t)C == 0,
               "embedding_fwd"));
   if (T > 0) {
     const double t0_ = op_clock(out.be);

@@ -131,11 +131,15 @@ const char *lc_cli_base_desc(const lc_config *c, char *buf, size_t cap) {
   size_t k = 0;
   for (int t = LC_DT_QFIRST; t < LC_DT_COUNT && k < cap; t++)
     if (count[t]) k += (size_t)snprintf(buf + k, cap - k, "%s%s blocks for %d", k ? ", " : "", lc_dtype_name((lc_dtype)t), count[t]);
+  if (k < cap) k += (size_t)snprintf(buf + k, cap - k, " projections");
+  const int eq = c->base_q_embed, hq = c->tie_embeddings ? 0 : c->base_q_head;
+  if (eq && k < cap) k += (size_t)snprintf(buf + k, cap - k, ", the embedding%s in %s", c->tie_embeddings ? " (tied head)" : "", lc_dtype_name((lc_dtype)eq));
+  if (hq && k < cap) k += (size_t)snprintf(buf + k, cap - k, ", the LM head in %s", lc_dtype_name((lc_dtype)hq));
   lc_ps_sizes z;
   char b[32];
   const int ok = lc_pstore_sizes(c, 0, 1, &z) == LC_OK;
   if (k < cap)
-    snprintf(buf + k, cap - k, " projections, the other weights in %s%s%s", dense, ok ? "; in all " : "",
+    snprintf(buf + k, cap - k, ", the other weights in %s%s%s", dense, ok ? "; in all " : "",
              ok ? lc_fmt_bytes(b, sizeof b, (double)z.params) : "");
   return buf;
 }
@@ -143,6 +147,7 @@ const char *lc_cli_base_desc(const lc_config *c, char *buf, size_t cap) {
 lc_status lc_cli_base_blocks(const char *base_dtype, const char *model, int precision_bf16, int zero, int vocab_slice,
                              lc_config *cfg) {
   memset(cfg->base_q, 0, sizeof cfg->base_q);
+  cfg->base_q_embed = cfg->base_q_head = 0;
   const int gguf = !strcmp(base_dtype, "gguf");
   lc_dtype q = LC_DT_COUNT;
   for (int t = LC_DT_QFIRST; t < LC_DT_COUNT && !gguf; t++)
@@ -169,5 +174,6 @@ lc_status lc_cli_base_blocks(const char *base_dtype, const char *model, int prec
       const int cols = p == LC_LORA_O ? HQ : p == LC_LORA_DOWN ? cfg->ffn : cfg->dim;
       if ((size_t)cols % lc_dtype_block(q) == 0) cfg->base_q[l][p] = (unsigned char)q;
     }
+  if ((size_t)cfg->dim % lc_dtype_block(q) == 0) cfg->base_q_embed = cfg->base_q_head = (unsigned char)q; // (as llama-quantize does)
   return LC_OK;
 }

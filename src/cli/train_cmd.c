@@ -103,7 +103,11 @@ static lc_status base_blocks(const train_flags *F, lc_train_opts *o, int model_d
   const int gguf = model_dir && F->model && !lc_is_dir(F->model) && lc_gguf_is_model_path(F->model);
   const int given = F->base_dtype && !strcmp(F->base_dtype, "gguf");
   if (o->cfg.lora.rank <= 0 || (F->base_dtype && !given) || (!given && !gguf)) return LC_OK;
-  if (!given && (F->zero >= 3 || F->vocab_slice > 0)) return LC_OK; // the default falls back to fp32, which runs with both
+  const int cpu = !F->device || !strcmp(F->device, "cpu");
+  if (!given && (F->zero >= 3 || F->vocab_slice > 0 || !cpu)) return LC_OK; // the default falls back to fp32, which runs there
+  if (!cpu)
+    return lc_fail(LC_EINVAL, "--base-dtype gguf with --device %s: the GEMMs on a GGUF file's blocks run on the CPU backend "
+                   "only; use --base-dtype bf16 on a GPU", F->device);
   return lc_cli_base_blocks("gguf", F->model ? F->model : "", o->mopts.precision == LC_DT_BF16, F->zero, F->vocab_slice,
                             &o->cfg);
 }

@@ -53,6 +53,7 @@ typedef struct {
   // the lc_dtype (LC_DT_Q8_0 ..) each layer's projection LC_LORA_Q.. is kept in, 0 for one
   // held dense (pstore.h). Set from the file (lc_gguf_base_blocks); all 0 otherwise.
   unsigned char base_q[LC_MAX_LAYERS][LC_LORA_N];
+  unsigned char base_q_embed, base_q_head; // the same for the embedding and the (untied) LM head
 } lc_config;
 
 // 1 if cfg's base holds some projection in quantized blocks (cfg->base_q; a LoRA run's

@@ -39,7 +39,8 @@ lc_status lc_gguf_load_weights(const char *path, lc_model *m);
 
 // QLoRA: cfg->base_q from the file (cfg read from it, lora set): each layer projection stored
 // in one of the block types longctx computes with (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K,
-// Q6_K) is held in them; F32/F16/BF16 ones stay dense (0).
+// Q6_K) is held in them, and so are the embedding and the untied LM head (base_q_embed,
+// base_q_head); F32/F16/BF16 ones stay dense (0).
 lc_status lc_gguf_base_blocks(const char *path, lc_config *cfg);
 
 #endif

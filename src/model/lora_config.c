@@ -63,6 +63,7 @@ const char *lc_lora_target_names(unsigned targets, int peft, char *buf, size_t c
 
 int lc_config_base_quant(const lc_config *cfg) {
   if (cfg->lora.rank <= 0 || cfg->adapter_set) return 0;
+  if (cfg->base_q_embed || (cfg->base_q_head && !cfg->tie_embeddings)) return 1;
   for (int l = 0; l < cfg->n_layers && l < LC_MAX_LAYERS; l++)
     for (int p = 0; p < LC_LORA_N; p++)
       if (cfg->base_q[l][p]) return 1;

@@ -18,10 +18,9 @@ static size_t tile_bytes(const lc_config *cfg, int tile) {
 #define ACC_BYTES (2 * sizeof(double))
 static size_t io_bytes(int T) { return ACC_BYTES + lc_bytes(LC_DT_I32, (size_t)T); }
 
-// The head GEMMs' scratch for tiles of `tile` rows (the head: the store's 2-byte compute copy
-// in a bf16 pass, lc_weights.head16, else fp32), held for the whole call with the tile.
-static size_t gemm_bytes(const lc_config *cfg, int tile, int bf16, int w16) {
-  const lc_dtype wdt = w16 ? LC_DT_BF16 : LC_DT_F32;
+// The head GEMMs' scratch for tiles of `tile` rows (the head wdt: the store's 2-byte compute
+// copy in a bf16 pass, a frozen base's blocks, else fp32), held for the whole call with the tile.
+static size_t gemm_bytes(const lc_config *cfg, int tile, int bf16, lc_dtype wdt) {
   size_t f = lc_matmul_fwd_bytes(bf16, LC_DT_F32, LC_DT_F32, wdt, tile, cfg->dim, cfg->vocab),
          b = lc_matmul_bwd_bytes(bf16, LC_DT_F32, LC_DT_F32, wdt, tile, cfg->dim, cfg->vocab);
   return f > b ? f : b;
@@ -29,7 +28,10 @@ static size_t gemm_bytes(const lc_config *cfg, int tile, int bf16, int w16) {
 
 size_t lc_loss_scratch_bytes(const lc_config *cfg, int T, int tile, int bf16) {
   tile = eff_tile(T, tile);
-  return io_bytes(T) + tile_bytes(cfg, tile) + gemm_bytes(cfg, tile, bf16, bf16);
+  // (the head as the store holds it for the pass: lc_param_base_q's blocks, or 2 bytes in bf16)
+  const int q = cfg->tie_embeddings ? cfg->base_q_embed : cfg->base_q_head;
+  const lc_dtype wdt = q && lc_config_base_quant(cfg) ? (lc_dtype)q : bf16 ? LC_DT_BF16 : LC_DT_F32;
+  return io_bytes(T) + tile_bytes(cfg, tile) + gemm_bytes(cfg, tile, bf16, wdt);
 }
 
 static int tile_counted(const int *targets, int t0, int m) {
@@ -62,7 +64,7 @@ lc_status lc_loss_fwd_bwd(const lc_config *cfg, lc_backend *be, const lc_loss_we
   // Scratch: the accumulators and targets; per tile: normed [tile,C], dnormed [tile,C],
   // logits [tile,V], rstd [tile]; then the head GEMMs' (held for the call: the bytes do not
   // depend on which rows have labels).
-  const size_t tb = tile_bytes(cfg, tile), gb = gemm_bytes(cfg, tile, bf16, w->head.dt == LC_DT_BF16);
+  const size_t tb = tile_bytes(cfg, tile), gb = gemm_bytes(cfg, tile, bf16, w->head.dt);
   lc_buf buf;
   LC_TRY(lc_buf_alloc(be, LC_MEM_SCRATCH, LC_DT_U8, io_bytes(T) + tb + gb, 0, tile == T ? "logits" : "loss tile", &buf));
   size_t o = 0;

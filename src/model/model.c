@@ -473,8 +473,13 @@ static lc_status embed_fwd_sliced(lc_pstore *ps, int tensor, int R, lc_buf token
 }
 
 // The whole table's lookup and scatter-add (the acquired unit's views).
+// A frozen base's table in blocks (QLoRA) gives dequantized rows: a bf16 pass rounds them, as
+// its 2-byte copy of any other table would hold them.
 static lc_status embed_fwd(lc_pstore *ps, lc_buf tokens, int T, lc_buf out) {
-  return lc_be_embedding_fwd(out, tokens, ps->w.embed, T, ps->cfg.dim, 0);
+  LC_TRY(lc_be_embedding_fwd(out, tokens, ps->w.embed, T, ps->cfg.dim, 0));
+  return lc_dtype_is_quant(ps->w.embed.dt) && ps->compute == LC_DT_BF16
+             ? lc_be_bf16_round(lc_buf_view(out, 0, (size_t)T * ps->cfg.dim))
+             : LC_OK;
 }
 static lc_status embed_bwd(lc_pstore *ps, lc_buf tokens, int T, lc_buf dx) {
   return lc_be_embedding_bwd(ps->g.embed, dx, tokens, T, ps->cfg.dim, 0);

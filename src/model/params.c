@@ -129,3 +129,11 @@ int lc_param_proj(const lc_param_info *p) {
     if (p->slot == slots[i]) return i;
   return -1;
 }
+
+int lc_param_base_q(const lc_config *cfg, const lc_param_info *p) {
+  if (!lc_config_base_quant(cfg) || p->ndim != 2) return 0;
+  const int j = lc_param_proj(p);
+  if (j >= 0) return p->layer < LC_MAX_LAYERS ? cfg->base_q[p->layer][j] : 0;
+  if (p->layer >= 0) return 0;
+  return p->slot == offsetof(lc_weights, embed) ? cfg->base_q_embed : p->slot == offsetof(lc_weights, head) ? cfg->base_q_head : 0;
+}

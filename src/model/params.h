@@ -80,6 +80,9 @@ typedef struct {
 // Which projection (LC_LORA_Q .. LC_LORA_DOWN) a decoder layer's tensor is, -1 for any
 // other (norms, biases, the embedding, the head).
 int lc_param_proj(const lc_param_info *p);
+// The block type a LoRA run's frozen base holds tensor p in (cfg->base_q, base_q_embed,
+// base_q_head), 0 for one held dense.
+int lc_param_base_q(const lc_config *cfg, const lc_param_info *p);
 
 typedef struct {
   lc_buf embed; // model.embed_tokens.weight [V, C]

@@ -163,8 +163,8 @@ static lc_dtype store_dtype(const lc_config *cfg) {
 // offset, in the dtype mixed_dt gives it.
 #define MIXED_ALIGN 64
 static lc_dtype mixed_dt(const lc_config *cfg, const lc_param_info *p) {
-  const int j = lc_param_proj(p);
-  if (j >= 0 && p->layer < LC_MAX_LAYERS && cfg->base_q[p->layer][j]) return (lc_dtype)cfg->base_q[p->layer][j];
+  const int q = lc_param_base_q(cfg, p);
+  if (q) return (lc_dtype)q;
   return p->ndim == 2 && cfg->lora.base_bf16 ? LC_DT_BF16 : LC_DT_F32;
 }
 // Total bytes; off and dt (when not NULL) get each tensor's offset and dtype. A quantized

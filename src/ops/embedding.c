@@ -1,6 +1,7 @@
 // Token embedding: a row gather forward, a row scatter-add backward.
 #include "ops/ops.h"
 #include "ops/kernels.h"
+#include "ops/dequant.h"
 
 #include <limits.h>
 #include <string.h>
@@ -22,7 +23,10 @@ void lc_embedding_fwd_rows(float *out, const int *tokens, const void *wte, lc_dt
   for (int t = 0; t < T; t++) {
     if (tokens[t] < r0 || tokens[t] >= r1) continue;
     const size_t row = (size_t)(tokens[t] - r0) * C;
-    if (dt == LC_DT_BF16) unpack(out + (size_t)t * C, (const uint16_t *)wte + row, (size_t)C);
+    if (lc_dtype_is_quant(dt)) // a frozen base's rows in blocks (QLoRA): whole blocks per row
+      lc_dequant(dt, (const unsigned char *)wte + (size_t)(tokens[t] - r0) * lc_bytes(dt, (size_t)C), (size_t)C,
+                 out + (size_t)t * C);
+    else if (dt == LC_DT_BF16) unpack(out + (size_t)t * C, (const uint16_t *)wte + row, (size_t)C);
     else memcpy(out + (size_t)t * C, (const float *)wte + row, sizeof(float) * (size_t)C);
   }
 }
