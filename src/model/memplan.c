@@ -17,10 +17,18 @@
 
 int lc_memplan_auto_mlp_tile(long seq) { return seq > 1024 ? 1024 : 0; }
 
-int lc_memplan_auto_loss_tile(long seq, int vocab) {
-  int t = (int)((32u << 20) / (4u * (unsigned)vocab));
+static int auto_loss_tile(long seq, int vocab, unsigned budget) {
+  int t = (int)(budget / (4u * (unsigned)vocab));
   t = t < 16 ? 16 : t & ~15;
   return t >= seq ? 0 : t;
+}
+int lc_memplan_auto_loss_tile(long seq, int vocab) { return auto_loss_tile(seq, vocab, 32u << 20); }
+
+int lc_memplan_auto_loss_tile_for(const lc_config *cfg, long seq, int rows) {
+  // A head in a frozen base's blocks is dequantized once per tile: 4x the logits (128 MiB)
+  // amortise it (SmolLM2 at 4K: 672 rows instead of 160, 6% faster a step, 0.1 GiB more).
+  const int q = cfg->tie_embeddings ? cfg->base_q_embed : cfg->base_q_head;
+  return auto_loss_tile(seq, rows, q && lc_config_base_quant(cfg) ? 128u << 20 : 32u << 20);
 }
 
 static int default_threads(void) {

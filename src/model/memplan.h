@@ -95,5 +95,8 @@ lc_status lc_memplan_auto_ckpt(const lc_config *cfg, const lc_model_opts *o, lon
 // (a multiple of 16, at least 16), untiled when that covers S.
 int lc_memplan_auto_mlp_tile(long seq);
 int lc_memplan_auto_loss_tile(long seq, int vocab);
+// The same for cfg's head against `rows` vocabulary rows (the vocabulary, or a slice's): a
+// head held in a frozen base's blocks gets 4x the logits' bytes.
+int lc_memplan_auto_loss_tile_for(const lc_config *cfg, long seq, int rows);
 
 #endif

@@ -62,7 +62,7 @@ static void options(const lc_model_opts *base, const cand *c, long S, const lc_c
   o->zero_group = c->zero ? c->Z : 0;
   o->mlp_tile = so->mlp_tile >= 0 ? so->mlp_tile : lc_memplan_auto_mlp_tile(S);
   o->loss_tile = so->loss_tile >= 0 ? so->loss_tile
-                                    : lc_memplan_auto_loss_tile(S, lc_vocab_sliced(base, cfg->vocab) ? base->vocab_slice : cfg->vocab);
+                                    : lc_memplan_auto_loss_tile_for(cfg, S, lc_vocab_sliced(base, cfg->vocab) ? base->vocab_slice : cfg->vocab);
 }
 
 // Memory and time of candidate c at S; 0 when it does not fit or is invalid at S.
