@@ -854,7 +854,11 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
   // odd: 1 the odd model; FAM_QWEN2 / FAM_QWEN3: that family.
   step_case c = {mo, 2, zero_lora ? 0.05f : 0.2f, steps, odd > 1 ? odd : FAM_LLAMA, 0, zero_lora}; // (adapters' norms are smaller)
   lc_train_opts o0 = step_opts(L.hp, L.cp, L.w, pl, 2 * dp, &c);
-  if (odd == 1) odd_model(&o0.cfg);
+  if (odd == 1) { // (its preset keeps the case's adapters)
+    const lc_lora keep = o0.cfg.lora;
+    odd_model(&o0.cfg);
+    o0.cfg.lora = keep;
+  }
   lc_train_opts oz = o0;
   oz.mopts.zero = stage;
   oz.mopts.zero_group = Z;
@@ -1331,6 +1335,9 @@ int main(int argc, char **argv) {
       test_zero(only_dp, LC_PLACE_CONTEXT_FIRST, W, 1, W / 2, full16, FAM_QWEN2, "lora-base16");
       test_zero(W >= 4 ? two_d : only_hp, LC_PLACE_HEAD_FIRST, 1, 3, W, sel16, FAM_QWEN3, "lora-base16");
       test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, 3, W / 2, full16, FAM_QWEN2, "lora-base16-hybrid");
+      // with vocabulary slices: the bf16 rows gathered as they are (3), or viewed where they lie (2: the base whole)
+      test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, 3, W / 2, vf16, FAM_QWEN2, "lora-base16-vocab");
+      test_zero(only_cp, LC_PLACE_CONTEXT_FIRST, 1, 2, W, vf16, 1, "lora-base16-vocab");
       lora_base16 = 0;
       lora_qbase = 1; // the base in blocks (whole on every rank) under the adapters' ZeRO 1 and 2
       test_zero(only_cp, LC_PLACE_CONTEXT_FIRST, 1, 2, W, sel, 0, "qlora");

@@ -505,8 +505,8 @@ static void test_store_copy(int tied) {
     CHECK(lc_pstore_rows_fetch(ps, &r, t, r0, r1) == LC_OK && lc_pstore_rows_acquire(ps, &r) == LC_OK, "rows of %s: %s",
           T->name, lc_errmsg());
     const size_t n = (r1 - r0) * len, got = arena.cur[LC_MEM_GATHERED] - g0;
-    CHECK(got == lc_pstore_rows_bytes(0, 1, T->ndim == 2, n), "rows of %s: %zu bytes, model %zu", T->name, got,
-          lc_pstore_rows_bytes(0, 1, T->ndim == 2, n));
+    CHECK(got == lc_pstore_rows_bytes(0, 1, 0, T->ndim == 2, n), "rows of %s: %zu bytes, model %zu", T->name, got,
+          lc_pstore_rows_bytes(0, 1, 0, T->ndim == 2, n));
     const float *master = ps->params + T->offset + r0 * len;
     long bad = 0;
     const uint16_t *w16 = r.w.dt == LC_DT_BF16 ? lc_buf_host(r.w) : NULL;

@@ -453,6 +453,10 @@ static void test_lora(void) {
       check_step_opts("lora-b16", &c, o);
       o.mopts.zero = 3; // (one process: a group of one, the gathered copies and their buffers)
       check_step_opts("lora-b16-z3", &c, o);
+      o.mopts.vocab_slice = 100; // vocabulary slices: the bf16 rows gathered (stage 3) or viewed (stage 0)
+      check_step_opts("lora-b16-z3-vocab", &c, o);
+      o.mopts.zero = 0;
+      check_step_opts("lora-b16-vocab", &c, o);
     }
   }
   // QLoRA: the base's projections in blocks where their rows are whole 32-blocks (Q8_0; layer

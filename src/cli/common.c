@@ -117,17 +117,13 @@ lc_status lc_cli_rates(const char *machine, const char *hardware, int ranks, int
   return LC_OK;
 }
 
-// How the frozen base is held: its dtype, or (QLoRA) the block types of its projections
-// with their counts, the other weights' dtype and the store's bytes.
 const char *lc_cli_base_desc(const lc_config *c, char *buf, size_t cap) {
   const char *dense = c->lora.base_bf16 ? "bf16 (2 bytes per weight)" : "fp32 (4 bytes per weight)";
   if (!lc_config_base_quant(c)) return snprintf(buf, cap, "%s", dense), buf;
-  int count[LC_DT_COUNT] = {0}, n_dense = 0;
-  for (int l = 0; l < c->n_layers; l++)
-    for (int p = 0; p < LC_LORA_N; p++) {
+  int count[LC_DT_COUNT] = {0};
+  for (int l = 0; l < c->n_layers && l < LC_MAX_LAYERS; l++)
+    for (int p = 0; p < LC_LORA_N; p++)
       if (c->base_q[l][p]) count[c->base_q[l][p]]++;
-      else n_dense++;
-    }
   size_t k = 0;
   for (int t = LC_DT_QFIRST; t < LC_DT_COUNT && k < cap; t++)
     if (count[t]) k += (size_t)snprintf(buf + k, cap - k, "%s%s blocks for %d", k ? ", " : "", lc_dtype_name((lc_dtype)t), count[t]);

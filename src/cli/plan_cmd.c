@@ -142,8 +142,7 @@ int lc_cmd_plan(int argc, char **argv) {
     st = lc_cli_base_blocks(base_dtype, model, o.precision == LC_DT_BF16, zero, vocab_slice, &cfg);
   if (st == LC_OK && base_dtype && !strcmp(base_dtype, "bf16")) {
     cfg.lora.base_bf16 = 1;
-    if (o.precision != LC_DT_BF16 || vocab_slice > 0)
-      st = lc_fail(LC_EINVAL, "--base-dtype bf16 needs --precision bf16, and is not implemented with --vocab-slice yet");
+    if (o.precision != LC_DT_BF16) st = lc_fail(LC_EINVAL, "--base-dtype bf16 needs --precision bf16");
   }
 
   if (st == LC_OK && lc_args_find(flags, nf, "top")->seen && !auto_)

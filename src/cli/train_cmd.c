@@ -100,6 +100,7 @@ static lc_status lora_settings(lc_flag *flags, int nf, const train_flags *F, con
 // other weights in the pass's precision.
 static lc_status base_blocks(const train_flags *F, lc_train_opts *o, int model_dir) {
   memset(o->cfg.base_q, 0, sizeof o->cfg.base_q);
+  o->cfg.base_q_embed = o->cfg.base_q_head = 0;
   const int gguf = model_dir && F->model && !lc_is_dir(F->model) && lc_gguf_is_model_path(F->model);
   const int given = F->base_dtype && !strcmp(F->base_dtype, "gguf");
   if (o->cfg.lora.rank <= 0 || (F->base_dtype && !given) || (!given && !gguf)) return LC_OK;
@@ -222,8 +223,6 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, train_flags *F, l
   if (st == LC_OK) st = base_blocks(F, o, *model_dir);
   if (st == LC_OK && o->cfg.lora.base_bf16 && o->mopts.precision != LC_DT_BF16)
     st = lc_fail(LC_EINVAL, "--base-dtype bf16 computes in bf16: add --precision bf16 (or hold the base in fp32)");
-  if (st == LC_OK && o->cfg.lora.base_bf16 && F->vocab_slice > 0)
-    st = lc_fail(LC_EINVAL, "--vocab-slice with --base-dtype bf16 is not implemented yet: leave one of them out");
   if (st == LC_OK && o->cfg.lora.rank > 0 && o->save_dtype != LC_DT_F32)
     st = lc_fail(LC_EINVAL, "--save-dtype %s with LoRA: the adapters are saved in fp32 (they are small, and the "
                  "base is not saved); leave --save-dtype out", F->save_dtype);

@@ -187,11 +187,12 @@ static void sliced_transients(const lc_config *cfg, const lc_model_opts *o, int 
   const size_t C = (size_t)cfg->dim, V = (size_t)cfg->vocab, rows = (size_t)o->vocab_slice;
   const int ns = lc_head_n_slices(cfg->vocab, o->vocab_slice);
 #define SLICE_N(k) ((k) + 1 < ns ? rows * C : (V - (size_t)(ns - 1) * rows) * C)
-#define SLICE_W(k) lc_pstore_rows_bytes(stage, bf16, 1, SLICE_N(k))
+  const int b16 = frozen && cfg->lora.base_bf16 && !lc_config_base_quant(cfg); // a bf16 base store (rows: views below stage 3)
+#define SLICE_W(k) lc_pstore_rows_bytes(stage, bf16, b16, 1, SLICE_N(k))
 #define SLICE_G(k) (frozen ? 0 : lc_pstore_rows_grad_bytes(stage, SLICE_N(k)))
   for (int s = 0; s < ns; s++)
     occur(G, R, GR, LC_PHASE_EMBED_FWD, SLICE_W(s) + (g3 ? (s + 1 < ns ? SLICE_W(s + 1) : lw) : 0), 0);
-  const size_t nw = lc_pstore_rows_bytes(stage, bf16, 0, C), ng = frozen ? 0 : lc_pstore_rows_grad_bytes(stage, C);
+  const size_t nw = lc_pstore_rows_bytes(stage, bf16, b16, 0, C), ng = frozen ? 0 : lc_pstore_rows_grad_bytes(stage, C);
   for (int k = 0; k < 2 * ns; k++) {
     const int s = k % ns, pass = k / ns;
     const size_t next = g3 ? (k + 1 < 2 * ns ? SLICE_W((k + 1) % ns) : lw) : 0;

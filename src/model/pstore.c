@@ -362,7 +362,6 @@ float *lc_pstore_tensor_ptr(lc_pstore *ps, lc_ps_state which, int t) {
   return state_sharded(ps, which) || !buf ? NULL : buf + ps->lay.table[t].offset;
 }
 
-// States move in and out of the backend's buffers through named writes and reads.
 lc_dtype lc_pstore_held_dtype(const lc_pstore *ps, int t) { return ps->store == LC_DT_U8 ? ps->hdt_[t] : ps->store; }
 
 lc_status lc_pstore_set_tensor_raw(lc_pstore *ps, int t, size_t byte_off, const void *src, size_t nbytes) {
@@ -422,6 +421,7 @@ static lc_status mixed_read(const lc_pstore *ps, int t, size_t first, size_t n, 
   return LC_OK;
 }
 
+// States move in and out of the backend's buffers through named writes and reads.
 void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, const float *src, size_t n) {
   const lc_param_info *T = &ps->lay.table[t];
   const lc_buf buf = state_b(ps, which);
@@ -888,15 +888,16 @@ static void rows_track(lc_pstore *ps, lc_ps_rows *r, int on) {
     }
 }
 
-size_t lc_pstore_rows_bytes(int stage, int bf16, int matrix, size_t n) {
-  if (bf16 && matrix) return lc_bytes(LC_DT_BF16, n);            // 2 bytes, gathered or packed
+size_t lc_pstore_rows_bytes(int stage, int bf16, int held16, int matrix, size_t n) {
+  if (bf16 && matrix) return held16 && stage < 3 ? 0 : lc_bytes(LC_DT_BF16, n); // 2 bytes, gathered or packed (a bf16 store's: views)
   if (stage >= 3) return lc_bytes(LC_DT_F32, n + (n & 1));       // even: bf16 widened in place
   return bf16 ? lc_bytes(LC_DT_F32, n) : 0;
 }
 // Whether a tensor's rows are used in 2 bytes: a matrix in a bf16 pass (lc_ps_rows).
 static int rows16(const lc_pstore *ps, int tensor) { return ps->compute == LC_DT_BF16 && ps->lay.table[tensor].ndim == 2; }
 static size_t rows_bytes(const lc_pstore *ps, const lc_ps_rows *r) {
-  return lc_pstore_rows_bytes(ps->stage, ps->compute == LC_DT_BF16, ps->lay.table[r->tensor].ndim == 2, r->n);
+  return lc_pstore_rows_bytes(ps->stage, ps->compute == LC_DT_BF16, ps->store == LC_DT_BF16, ps->lay.table[r->tensor].ndim == 2,
+                              r->n);
 }
 size_t lc_pstore_rows_grad_bytes(int stage, size_t n) { return stage >= 2 ? lc_bytes(LC_DT_F32, n) : 0; }
 
@@ -911,9 +912,10 @@ void lc_pstore_rows_init(const lc_pstore *ps, lc_ps_rows *r, int tensor, size_t 
 }
 
 lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t r0, size_t r1) {
-  if (ps->store == LC_DT_BF16 || ps->store == LC_DT_U8)
-    return lc_fail(LC_EINVAL, "--vocab-slice with --base-dtype %s is not implemented yet: leave one of them out",
-                   ps->store == LC_DT_BF16 ? "bf16" : "gguf");
+  if (ps->store == LC_DT_U8)
+    return lc_fail(LC_EINVAL, "--vocab-slice with --base-dtype gguf is not implemented yet: leave one of them out");
+  if (ps->store == LC_DT_BF16 && ps->compute != LC_DT_BF16)
+    return lc_fail(LC_EINVAL, "a bf16 frozen base computes in bf16: add --precision bf16 (or --base-dtype fp32)");
   lc_pstore_rows_init(ps, r, tensor, r0, r1);
   if (!params_sharded(ps)) return LC_OK;
   const int u = ps->lay.table[tensor].unit, h16 = rows16(ps, tensor);
@@ -936,8 +938,9 @@ lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t 
   } else { // bf16 values travel (half the bytes): a matrix's stay in 2 bytes, a vector's are widened in place at acquire
     const size_t h0 = h16 ? 0 : nb; // where the 2-byte values start (a vector: the upper half, widened downwards)
     if (!h16 && nb > r->n) st = lc_be_zero(lc_buf_part(r->buf, lc_bytes(LC_DT_BF16, h0 + r->n), 1, LC_DT_BF16));
-    if (st == LC_OK && mine)
-      st = lc_be_bf16_pack(lc_buf_part(r->buf, lc_bytes(LC_DT_BF16, h0 + at), mine, LC_DT_BF16), src);
+    const lc_buf slot = mine ? lc_buf_part(r->buf, lc_bytes(LC_DT_BF16, h0 + at), mine, LC_DT_BF16) : NONE;
+    if (st == LC_OK && mine) // (a bf16 store's shard is its bf16 values)
+      st = ps->store == LC_DT_BF16 ? lc_be_copy(slot, src, LC_STREAM_COMPUTE) : lc_be_bf16_pack(slot, src);
     if (st == LC_OK) st = lc_buf_hview_open(r->buf, 1, "a vocabulary slice's gather (staged)", &r->hv);
     if (st == LC_OK)
       st = lc_iallgatherv(ps->zg, (uint16_t *)r->hv.host + h0, r->cnt, r->cnt + ps->Z, LC_DT_BF16, &r->req);
@@ -960,7 +963,7 @@ lc_status lc_pstore_rows_acquire(lc_pstore *ps, lc_ps_rows *r) {
     return LC_OK;
   }
   const lc_buf src = lc_buf_view(ps->params_b, r->x0, r->n);
-  if (ps->compute != LC_DT_BF16) {
+  if (ps->compute != LC_DT_BF16 || (ps->store == LC_DT_BF16 && h16)) { // (a bf16 store's matrix rows: where they lie)
     r->w = src;
     return LC_OK;
   }
@@ -969,6 +972,8 @@ lc_status lc_pstore_rows_acquire(lc_pstore *ps, lc_ps_rows *r) {
     const lc_buf w = lc_buf_part(r->buf, 0, r->n, dt);
     if (h16) {
       LC_TRY(lc_be_bf16_pack(w, src));
+    } else if (ps->store == LC_DT_BF16) { // a bf16 store's vector: widened
+      LC_TRY(lc_be_bf16_unpack(w, src));
     } else { // a vector: its values rounded, in fp32
       LC_TRY(lc_be_copy(w, src, LC_STREAM_COMPUTE));
       LC_TRY(lc_be_bf16_round(w));

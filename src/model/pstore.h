@@ -201,7 +201,9 @@ lc_status lc_pstore_prefetch(lc_pstore *ps, int unit);
 // Arena bytes of one acquired range of n values of a matrix (matrix = 1) or a vector
 // (gathered or rounded copy: 0 when it is a view) and of its temporary gradient, for the
 // memory model.
-size_t lc_pstore_rows_bytes(int stage, int bf16, int matrix, size_t n);
+// held16: the store holds its parameters in bf16 (a frozen base, lora.base_bf16), whose
+// matrix rows are used where they lie below stage 3.
+size_t lc_pstore_rows_bytes(int stage, int bf16, int held16, int matrix, size_t n);
 size_t lc_pstore_rows_grad_bytes(int stage, size_t n);
 
 // ---- the step around the passes
