@@ -178,7 +178,9 @@ static float f16_round(float x) {
   return (float)copysign(nearbyint(fabs((double)x) / q) * q, (double)x);
 }
 
-static double model_loss(lc_model *m, int grads) {
+// The mean loss of one fixed random batch (and, with grads, the gradients), in a given
+// precision and checkpoint policy.
+static double model_loss_p(lc_model *m, int grads, lc_dtype precision, lc_ckpt_policy ckpt) {
   enum { T = 41 };
   int tok[T], tgt[T], pos[T], counted = 0;
   lc_rng r;
@@ -187,7 +189,7 @@ static double model_loss(lc_model *m, int grads) {
   for (int t = 0; t < T; t++) counted += tgt[t] >= 0;
   lc_attn attn;
   lc_attn_local_init(&attn, m->cfg.n_heads, m->cfg.n_kv_heads, m->cfg.head_dim);
-  lc_model_opts o = {.ckpt = LC_CKPT_NONE, .precision = LC_DT_F32};
+  lc_model_opts o = {.ckpt = ckpt, .precision = precision};
   double loss = 0;
   if (grads) lc_model_zero_grads(m);
   lc_status st = lc_model_fwd_bwd(m, &o, &attn, tok, tgt, pos, T, 1.0f / counted, grads, &loss, &arena);
@@ -195,23 +197,7 @@ static double model_loss(lc_model *m, int grads) {
   return loss / counted;
 }
 
-// model_loss in a chosen precision (the same batch).
-static double model_loss_p(lc_model *m, int grads, lc_dtype precision) {
-  enum { T = 41 };
-  int tok[T], tgt[T], pos[T], counted = 0;
-  lc_rng r;
-  lc_rng_seed(&r, 99);
-  lc_t_make_batch(&r, tok, tgt, pos, T, m->cfg.vocab);
-  for (int t = 0; t < T; t++) counted += tgt[t] >= 0;
-  lc_attn attn;
-  lc_attn_local_init(&attn, m->cfg.n_heads, m->cfg.n_kv_heads, m->cfg.head_dim);
-  lc_model_opts o = {.ckpt = LC_CKPT_SELECTIVE, .precision = precision};
-  double loss = 0;
-  if (grads) lc_model_zero_grads(m);
-  lc_status st = lc_model_fwd_bwd(m, &o, &attn, tok, tgt, pos, T, 1.0f / counted, grads, &loss, &arena);
-  CHECK(st == LC_OK, "fwd_bwd: %s", lc_errmsg());
-  return loss / counted;
-}
+static double model_loss(lc_model *m, int grads) { return model_loss_p(m, grads, LC_DT_F32, LC_CKPT_NONE); }
 
 static int same_config(const lc_config *a, const lc_config *b, char *why, size_t cap) {
 #define F(x)                                    \
@@ -389,7 +375,7 @@ static void test_qlora(void) {
     }
     const lc_dtype prec = bf ? LC_DT_BF16 : LC_DT_F32;
     const uint64_t before = lc_hash64_of(lc_buf_host(b.ps.params_b), lc_buf_bytes(b.ps.params_b));
-    const double la = model_loss_p(&a, 1, prec), lb = model_loss_p(&b, 1, prec);
+    const double la = model_loss_p(&a, 1, prec, LC_CKPT_SELECTIVE), lb = model_loss_p(&b, 1, prec, LC_CKPT_SELECTIVE);
     // Tolerance: both compute on the same operand values (the dequantized weights; in bf16
     // the same bf16 roundings of them), only in other GEMM blockings (tiles of 1024 weight
     // rows, chunks of 1024 tokens): fp32 sums that differ by a few ulps per dot product,
