@@ -27,6 +27,7 @@
 #include "model/gguf_model.h"
 #include "model/hf.h"
 #include "model/model.h"
+#include "ops/dequant.h"
 #include "ops/kernels.h"
 #include "testmodel.h"
 #include "testutil.h"
@@ -398,6 +399,75 @@ static void test_qlora(void) {
   }
 }
 
+// A base whose blocks differ by layer and projection (five block types, the embedding and
+// the untied head too, ffn_down's rows of 176 dense): each tensor is held in the type its
+// layer and projection were given (named independently here, from the tensor's HF name), at
+// its own offset: blocks set raw into one tensor read back as their dequantization, and the
+// tensors around it keep theirs.
+static void test_held_blocks(void) {
+  static const char *proj[LC_LORA_N] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  static const lc_dtype types[5] = {LC_DT_Q8_0, LC_DT_Q4_0, LC_DT_Q4_1, LC_DT_Q5_0, LC_DT_Q5_1};
+  lc_config c;
+  lc_config_preset(&c, "tiny");
+  c.tie_embeddings = 0;
+  c.lora = (lc_lora){.rank = 4, .alpha = 4, .targets = LC_LORA_ALL};
+  for (int l = 0; l < c.n_layers; l++)
+    for (int p = 0; p < LC_LORA_N; p++)
+      if (p != LC_LORA_DOWN) c.base_q[l][p] = (unsigned char)types[(3 * l + p) % 5];
+  c.base_q_embed = LC_DT_Q5_1, c.base_q_head = LC_DT_Q4_1;
+  lc_model m;
+  if (lc_model_create(&m, &c, &arena) != LC_OK) {
+    CHECK(0, "create: %s", lc_errmsg());
+    return;
+  }
+  CHECK(lc_model_init_random(&m, 3) == LC_OK, "init: %s", lc_errmsg());
+  int nq = 0, target = -1;
+  for (int i = 0; i < m.n_tensors; i++) {
+    const lc_param_info *p = &m.table[i];
+    lc_dtype want = LC_DT_F32; // dense (an fp32 pass)
+    if (!strcmp(p->name, "model.embed_tokens.weight")) want = LC_DT_Q5_1;
+    else if (!strcmp(p->name, "lm_head.weight")) want = LC_DT_Q4_1;
+    for (int j = 0; j < LC_LORA_N; j++)
+      if (p->layer >= 0 && strstr(p->name, proj[j]) && j != LC_LORA_DOWN) want = types[(3 * p->layer + j) % 5];
+    const lc_dtype got = lc_pstore_held_dtype(&m.ps, i);
+    CHECK(got == want, "%s held as %s, given %s", p->name, lc_dtype_name(got), lc_dtype_name(want));
+    nq += lc_dtype_is_quant(got);
+    if (p->layer == 1 && strstr(p->name, "up_proj")) target = i;
+  }
+  CHECK(nq == 6 * c.n_layers + 2 && target >= 0, "%d tensors in blocks", nq);
+  if (target < 0) goto out;
+  // Random valid Q-blocks into layer 1's up_proj; its neighbours' values before and after.
+  const lc_param_info *T = &m.table[target];
+  const lc_dtype d = lc_pstore_held_dtype(&m.ps, target);
+  const size_t nb = lc_bytes(d, T->numel);
+  unsigned char *raw = malloc(nb);
+  float *want = malloc(sizeof(float) * T->numel), *got = malloc(sizeof(float) * T->numel);
+  float *nb0 = malloc(sizeof(float) * m.table[target - 1].numel), *nb1 = malloc(sizeof(float) * m.table[target - 1].numel);
+  lc_rng r;
+  lc_rng_seed(&r, 11);
+  for (size_t j = 0; j < nb; j++) raw[j] = (unsigned char)(lc_rng_uniform(&r) * 256);
+  for (size_t k = 0; k < nb; k += lc_dtype_block_bytes(d)) raw[k] = 0x00, raw[k + 1] = 0x20; // f16 scale 2^-7 (and Q4_1's m: any finite)
+  if (d == LC_DT_Q4_1 || d == LC_DT_Q5_1)
+    for (size_t k = 0; k < nb; k += lc_dtype_block_bytes(d)) raw[k + 2] = 0x00, raw[k + 3] = 0xa0; // m = -2^-7
+  lc_dequant(d, raw, T->numel, want);
+  CHECK(lc_pstore_gather_tensor(&m.ps, LC_PS_PARAMS, target - 1, nb0) == LC_OK, "read: %s", lc_errmsg());
+  CHECK(lc_pstore_set_tensor_raw(&m.ps, target, 0, raw, nb) == LC_OK, "set raw: %s", lc_errmsg());
+  CHECK(lc_pstore_set_tensor_raw(&m.ps, target, 1, raw, nb) != LC_OK, "a range past the tensor's blocks is refused");
+  CHECK(lc_pstore_gather_tensor(&m.ps, LC_PS_PARAMS, target, got) == LC_OK &&
+            lc_pstore_gather_tensor(&m.ps, LC_PS_PARAMS, target - 1, nb1) == LC_OK, "read: %s", lc_errmsg());
+  CHECK(!memcmp(got, want, sizeof(float) * T->numel), "%s (%s) read back differs from its blocks' dequantization", T->name,
+        lc_dtype_name(d));
+  CHECK(!memcmp(nb0, nb1, sizeof(float) * m.table[target - 1].numel), "writing %s changed %s", T->name, m.table[target - 1].name);
+  // A part of the tensor from inside a block (the covering blocks decoded, the range kept).
+  CHECK(lc_pstore_gather_tensor_part(&m.ps, LC_PS_PARAMS, target, 45, 100, got) == LC_OK && !memcmp(got, want + 45, 400),
+        "elements [45, 145) of %s", T->name);
+  printf("held blocks: %d tensors each in its layer's and projection's type (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), %s's set raw "
+         "reads back as its dequantization\n", nq, T->name);
+  free(raw), free(want), free(got), free(nb0), free(nb1);
+out:
+  lc_model_destroy(&m, &arena);
+}
+
 static void test_rope_freqs(void) {
   char p[1024];
   lc_config c;
@@ -694,6 +764,7 @@ int main(void) {
   check_same_as_hf("golden_untied", "llama_f32.gguf", "Golden-Untied-llama.cpp-style");
   test_llama_q8();
   test_qlora();
+  test_held_blocks();
   check_same_as_hf("gguf/qwen2_hf", "qwen2_f16.gguf", "Qwen2-Tiny-test");
   check_same_as_hf("gguf/qwen3_hf", "qwen3_bf16.gguf", "qwen3-tiny-test");
   test_rope_freqs();

@@ -162,14 +162,12 @@ lc_status lc_cli_base_blocks(const char *base_dtype, const char *model, int prec
                      "(or a block type such as --base-dtype q4_k for %s)", model);
     return lc_gguf_base_blocks(model, cfg);
   }
-  // Uniform: every projection whose rows are whole blocks (llama.cpp's converters keep the
-  // others in F16; here dense in the pass's precision).
-  const int HQ = cfg->n_heads * cfg->head_dim;
-  for (int l = 0; l < cfg->n_layers && l < LC_MAX_LAYERS; l++)
-    for (int p = 0; p < LC_LORA_N; p++) {
-      const int cols = p == LC_LORA_O ? HQ : p == LC_LORA_DOWN ? cfg->ffn : cfg->dim;
-      if ((size_t)cols % lc_dtype_block(q) == 0) cfg->base_q[l][p] = (unsigned char)q;
-    }
-  if ((size_t)cfg->dim % lc_dtype_block(q) == 0) cfg->base_q_embed = cfg->base_q_head = (unsigned char)q; // (as llama-quantize does)
+  // Uniform: every projection, the embedding and the head (as llama-quantize does) whose rows
+  // are whole blocks (llama.cpp's converters keep the others in F16; here dense in the pass's
+  // precision).
+  lc_param_layout L;
+  LC_TRY(lc_param_layout_build(&L, cfg, 1));
+  for (int i = 0; i < L.n_tensors; i++) lc_param_set_base_q(cfg, &L.table[i], q);
+  lc_param_layout_free(&L);
   return LC_OK;
 }

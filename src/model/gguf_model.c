@@ -370,17 +370,12 @@ lc_status lc_gguf_base_blocks(const char *path, lc_config *cfg) {
   lc_status st = lc_param_layout_build(&L, cfg, 1);
   for (int i = 0; i < L.n_tensors && st == LC_OK; i++) {
     const lc_param_info *p = &L.table[i];
-    const int j = lc_param_proj(p);
-    const int emb = p->layer < 0 && p->slot == offsetof(lc_weights, embed), head = p->layer < 0 && p->slot == offsetof(lc_weights, head);
     char name[LC_GGUF_MAX_NAME];
     gguf_name(p, name, sizeof name);
-    const lc_gguf_tensor *t = j >= 0 || emb || head ? lc_gguf_find(&f, name) : NULL;
+    const lc_gguf_tensor *t = lc_gguf_find(&f, name);
     const lc_dtype d = t ? lc_gguf_type_dtype(t->type) : LC_DT_COUNT;
-    // (a missing tensor is reported by the load; an odd row length stays dense)
-    if (!lc_dtype_is_quant(d) || t->ne[0] % lc_dtype_block(d)) continue;
-    if (j >= 0) cfg->base_q[p->layer][j] = (unsigned char)d;
-    else if (emb) cfg->base_q_embed = (unsigned char)d;
-    else cfg->base_q_head = (unsigned char)d;
+    // (a missing tensor is reported by the load; a vector or an odd row length stays dense)
+    if (lc_dtype_is_quant(d)) lc_param_set_base_q(cfg, p, d);
   }
   if (st == LC_OK) lc_param_layout_free(&L);
   lc_gguf_close(&f);

@@ -130,10 +130,25 @@ int lc_param_proj(const lc_param_info *p) {
   return -1;
 }
 
-int lc_param_base_q(const lc_config *cfg, const lc_param_info *p) {
-  if (!lc_config_base_quant(cfg) || p->ndim != 2) return 0;
+// Where cfg keeps tensor p's block type (base_q[layer][proj], base_q_embed, base_q_head);
+// NULL for a tensor that is always dense (norms, biases, adapters).
+static unsigned char *base_q_slot(lc_config *cfg, const lc_param_info *p) {
+  if (p->ndim != 2) return NULL;
   const int j = lc_param_proj(p);
-  if (j >= 0) return p->layer < LC_MAX_LAYERS ? cfg->base_q[p->layer][j] : 0;
-  if (p->layer >= 0) return 0;
-  return p->slot == offsetof(lc_weights, embed) ? cfg->base_q_embed : p->slot == offsetof(lc_weights, head) ? cfg->base_q_head : 0;
+  if (j >= 0) return p->layer < LC_MAX_LAYERS ? &cfg->base_q[p->layer][j] : NULL;
+  if (p->layer >= 0) return NULL;
+  return p->slot == offsetof(lc_weights, embed) ? &cfg->base_q_embed : p->slot == offsetof(lc_weights, head) ? &cfg->base_q_head : NULL;
+}
+
+int lc_param_base_q(const lc_config *cfg, const lc_param_info *p) {
+  if (!lc_config_base_quant(cfg)) return 0;
+  const unsigned char *q = base_q_slot((lc_config *)cfg, p);
+  return q ? *q : 0;
+}
+
+int lc_param_set_base_q(lc_config *cfg, const lc_param_info *p, int q) {
+  unsigned char *s = base_q_slot(cfg, p);
+  if (!s || (q && (size_t)p->shape[1] % lc_dtype_block((lc_dtype)q))) return 0;
+  *s = (unsigned char)q;
+  return 1;
 }

@@ -83,6 +83,9 @@ int lc_param_proj(const lc_param_info *p);
 // The block type a LoRA run's frozen base holds tensor p in (cfg->base_q, base_q_embed,
 // base_q_head), 0 for one held dense.
 int lc_param_base_q(const lc_config *cfg, const lc_param_info *p);
+// Sets it to block type q (0: dense); 0 (and nothing set) for a tensor always dense or whose
+// rows are not whole blocks of q.
+int lc_param_set_base_q(lc_config *cfg, const lc_param_info *p, int q);
 
 typedef struct {
   lc_buf embed; // model.embed_tokens.weight [V, C]

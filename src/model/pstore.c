@@ -373,23 +373,45 @@ lc_status lc_pstore_set_tensor_raw(lc_pstore *ps, int t, size_t byte_off, const 
   return lc_buf_write(lc_buf_part(ps->params_b, ps->hoff_[t] + byte_off, nbytes, LC_DT_U8), src, LC_SYNC_STATES);
 }
 
+// A 2-byte view's values widened into dst, and dst's rounded into it: in pieces, through
+// named reads and writes.
+static lc_status read_widen(lc_buf v16, float *dst) {
+  uint16_t tmp[4096];
+  for (size_t a = 0; a < v16.n; a += 4096) {
+    const size_t k = v16.n - a < 4096 ? v16.n - a : 4096;
+    LC_TRY(lc_buf_read(lc_buf_view(v16, a, k), tmp, LC_SYNC_STATES));
+    lc_bf16_unpack(dst + a, tmp, k);
+  }
+  return LC_OK;
+}
+static void write_narrow(lc_buf v16, const float *src) { // rounded to nearest even
+  uint16_t tmp[4096];
+  for (size_t a = 0; a < v16.n; a += 4096) {
+    const size_t k = v16.n - a < 4096 ? v16.n - a : 4096;
+    lc_bf16_pack(tmp, src + a, k);
+    lc_buf_write(lc_buf_view(v16, a, k), tmp, LC_SYNC_STATES);
+  }
+}
+
 // A U8 store's dense tensor t: elements [first, first + n) from src, rounded where it is
 // held in BF16 or (base_bf16) its vectors are bf16 values in F32. A tensor held in blocks
 // is set raw (lc_pstore_set_tensor_raw): nothing here writes it.
 static void mixed_set(lc_pstore *ps, int t, size_t first, const float *src, size_t n) {
   const lc_dtype d = ps->hdt_[t];
   if (lc_dtype_is_quant(d)) return;
-  const int round = d == LC_DT_F32 && ps->cfg.lora.base_bf16;
-  if (d == LC_DT_F32 && !round) {
+  if (d == LC_DT_BF16) {
+    write_narrow(mixed_view(ps, t, first, n), src);
+    return;
+  }
+  if (!ps->cfg.lora.base_bf16) {
     lc_buf_write(mixed_view(ps, t, first, n), src, LC_SYNC_STATES);
     return;
   }
-  union { uint16_t h[4096]; float f[4096]; } tmp;
+  float tmp[4096]; // a vector for bf16 passes: its values rounded, in fp32
   for (size_t a = 0; a < n; a += 4096) {
     const size_t k = n - a < 4096 ? n - a : 4096;
-    if (round) lc_bf16_round_copy(tmp.f, src + a, k);
-    else lc_bf16_pack(tmp.h, src + a, k);
-    lc_buf_write(mixed_view(ps, t, first + a, k), tmp.h, LC_SYNC_STATES);
+    lc_bf16_round_copy(tmp, src + a, k);
+    lc_buf_write(mixed_view(ps, t, first + a, k), tmp, LC_SYNC_STATES);
   }
 }
 
@@ -398,15 +420,7 @@ static void mixed_set(lc_pstore *ps, int t, size_t first, const float *src, size
 static lc_status mixed_read(const lc_pstore *ps, int t, size_t first, size_t n, float *dst) {
   const lc_dtype d = ps->hdt_[t];
   if (d == LC_DT_F32) return lc_buf_read(mixed_view(ps, t, first, n), dst, LC_SYNC_STATES);
-  if (d == LC_DT_BF16) {
-    uint16_t tmp[4096];
-    for (size_t a = 0; a < n; a += 4096) {
-      const size_t k = n - a < 4096 ? n - a : 4096;
-      LC_TRY(lc_buf_read(mixed_view(ps, t, first + a, k), tmp, LC_SYNC_STATES));
-      lc_bf16_unpack(dst + a, tmp, k);
-    }
-    return LC_OK;
-  }
+  if (d == LC_DT_BF16) return read_widen(mixed_view(ps, t, first, n), dst);
   enum { NB = 16 }; // blocks per read
   const size_t bs = lc_dtype_block(d), bb = lc_dtype_block_bytes(d);
   unsigned char raw[NB * 256]; // (every block type's block is under 256 bytes)
@@ -436,12 +450,7 @@ void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t f
       piece(ps, t, first, n, ps->zrank, &lo, &hi);
       dst = shard_off(ps, T->unit) + (lo - owned_lo(ps, T->unit));
     }
-    uint16_t tmp[4096];
-    for (size_t a = lo; a < hi; a += 4096) {
-      const size_t k = hi - a < 4096 ? hi - a : 4096;
-      lc_bf16_pack(tmp, src + (a - T->offset - first), k);
-      lc_buf_write(lc_buf_view(buf, dst + (a - lo), k), tmp, LC_SYNC_STATES);
-    }
+    if (hi > lo) write_narrow(lc_buf_view(buf, dst, hi - lo), src + (lo - T->offset - first));
     return;
   }
   if (!state_sharded(ps, which)) {
@@ -458,14 +467,7 @@ void lc_pstore_set_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t f
 // A state's range v into fp32 host memory: read as it is, or (a bf16 store's weights)
 // read in pieces and widened.
 static lc_status read_f32(const lc_pstore *ps, lc_ps_state which, lc_buf v, float *dst) {
-  if (which != LC_PS_PARAMS || ps->store != LC_DT_BF16) return lc_buf_read(v, dst, LC_SYNC_STATES);
-  uint16_t tmp[4096];
-  for (size_t a = 0; a < v.n; a += 4096) {
-    const size_t k = v.n - a < 4096 ? v.n - a : 4096;
-    LC_TRY(lc_buf_read(lc_buf_view(v, a, k), tmp, LC_SYNC_STATES));
-    lc_bf16_unpack(dst + a, tmp, k);
-  }
-  return LC_OK;
+  return which != LC_PS_PARAMS || ps->store != LC_DT_BF16 ? lc_buf_read(v, dst, LC_SYNC_STATES) : read_widen(v, dst);
 }
 
 lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, size_t first, size_t n, float *dst) {

@@ -72,16 +72,22 @@ static void scale_min_k4(int j, const unsigned char *q, int *d, int *m) {
   }
 }
 
+// The scales and minimums of sub-blocks is and is + 1 (Q4_K, Q5_K: two per 64 values).
+static void sub_pair(int is, const unsigned char *sc, float d, float min, float *d1, float *m1, float *d2, float *m2) {
+  int s, m;
+  scale_min_k4(is, sc, &s, &m);
+  *d1 = d * (float)s, *m1 = min * (float)m;
+  scale_min_k4(is + 1, sc, &s, &m);
+  *d2 = d * (float)s, *m2 = min * (float)m;
+}
+
 // Q4_K: d, dmin (f16), scales[12], qs[128]: 8 sub-blocks of 32.
 static void dq_q4_k(const unsigned char *x, float *y) {
   const float d = h2f(x), min = h2f(x + 2);
   const unsigned char *sc = x + 4, *q = x + 16;
   for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
-    int s, m;
-    scale_min_k4(is, sc, &s, &m);
-    const float d1 = d * (float)s, m1 = min * (float)m;
-    scale_min_k4(is + 1, sc, &s, &m);
-    const float d2 = d * (float)s, m2 = min * (float)m;
+    float d1, m1, d2, m2;
+    sub_pair(is, sc, d, min, &d1, &m1, &d2, &m2);
     for (int l = 0; l < 32; l++) {
       const float a = d1 * (float)(q[l] & 0x0f);
       *y++ = a - m1;
@@ -99,11 +105,8 @@ static void dq_q5_k(const unsigned char *x, float *y) {
   const unsigned char *sc = x + 4, *qh = x + 16, *ql = x + 48;
   unsigned u1 = 1, u2 = 2;
   for (int j = 0, is = 0; j < 256; j += 64, is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
-    int s, m;
-    scale_min_k4(is, sc, &s, &m);
-    const float d1 = d * (float)s, m1 = min * (float)m;
-    scale_min_k4(is + 1, sc, &s, &m);
-    const float d2 = d * (float)s, m2 = min * (float)m;
+    float d1, m1, d2, m2;
+    sub_pair(is, sc, d, min, &d1, &m1, &d2, &m2);
     for (int l = 0; l < 32; l++) {
       const float a = d1 * (float)((ql[l] & 0x0f) + (qh[l] & u1 ? 16 : 0));
       *y++ = a - m1;
