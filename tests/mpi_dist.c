@@ -370,8 +370,14 @@ static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch
 // The same step under a layout and on one process: loss, grad norm, every gradient, the
 // updated parameters, arena peaks equal to the memory model, identical replicas, and
 // the attention bytes of the formulas.
+// MPI_DIST_ONLY=TAG runs only the step and ZeRO cases of that tag (debugging one case).
+static int skipped_case(const char *what) {
+  const char *only = getenv("MPI_DIST_ONLY");
+  return only && *only && strcmp(only, what) != 0;
+}
+
 static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c, const char *what) {
-  if (L.hp * L.cp * dp != world->size) return;
+  if (L.hp * L.cp * dp != world->size || skipped_case(what)) return;
   int batch = 2 * dp;
   // Reference: one process, same batch.
   lc_comm *self;
@@ -425,7 +431,12 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
   // 1.14e-5 for Qwen3's v_proj bias at 8 ranks on AVX2, ~1e-7 elsewhere); a wrong clip
   // scale or a skipped update moves them by ~lr = 1e-3 of entries ~0.02..1 (>= 1e-3
   // relative). bf16: gradients 1e-2 and parameters 5e-4 (a flipped rounding moves a
-  // gradient entry by ~2^-8 of its size; updates are lr-sized).
+  // gradient entry by ~2^-8 of its size; updates are lr-sized). LoRA's adapters in bf16:
+  // 2.5e-2 (their gradients at step 2 go through B after a single lr-sized update and two
+  // more rounding points, u and du; observed up to 1.07e-2, relative L2 8e-3, for a Qwen3
+  // k_proj lora_B over a bf16 GGUF-block base at cp 2 on Zen 3's AVX2, where these
+  // gradients' whole distance from an fp32 pass is 1.3e-2; a missing or misplaced
+  // contribution is O(1)).
   double worst = 0, worst_p = 0, worst_l2 = 0;
   const char *wn = "";
   for (int i = 0; i < tp->lay.n_tensors; i++) { // (LoRA: the adapters)
@@ -440,7 +451,7 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
       if (l2 > worst_l2) worst_l2 = l2;
     }
     if (e2 > worst_p) worst_p = e2;
-    CHECK(e1 <= tol(&c->mo, 1e-4, 1e-2), "%s: grad %s error %.3g", tag, p->name, e1);
+    CHECK(e1 <= tol(&c->mo, 1e-4, c->lora ? 2.5e-2 : 1e-2), "%s: grad %s error %.3g", tag, p->name, e1);
     CHECK(e2 <= tol(&c->mo, 5e-5, 5e-4), "%s: updated %s error %.3g", tag, p->name, e2);
   }
   // Every rank holds the same parameters, bit for bit (replicas never drift apart); with
@@ -849,7 +860,7 @@ static void odd_model(lc_config *c) {
 // formulas; stage 3's model states within 16 x params / Z + gathered + padding.
 static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_model_opts mo, int odd,
                       const char *what) {
-  if (L.hp * L.cp * dp != world->size) return;
+  if (L.hp * L.cp * dp != world->size || skipped_case(what)) return;
   const int steps = 3, W = world->size;
   // odd: 1 the odd model; FAM_QWEN2 / FAM_QWEN3: that family.
   step_case c = {mo, 2, zero_lora ? 0.05f : 0.2f, steps, odd > 1 ? odd : FAM_LLAMA, 0, zero_lora}; // (adapters' norms are smaller)
@@ -914,8 +925,11 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
   // entry is ~0.02..0.1 (>= 1e-2 relative). Biases start at zero, so after 3 steps their
   // largest entry is only ~3 lr: the same carried rounding is a larger share of it
   // (observed up to 1.7e-3 with native bf16 kernels, qwen2 under ZeRO 3 over 8 ranks),
-  // while a wrong update there is ~lr / 3 lr = 0.3 of it: bf16 bound 5e-3 on biases.
+  // while a wrong update there is ~lr / 3 lr = 0.3 of it: bf16 bound 5e-3 on biases. LoRA's
+  // B starts at zero too (PEFT's init) and gets the same bound (observed 1.09e-3 for a
+  // q_proj lora_B, Qwen2 bf16 base under ZeRO 3 over 8 ranks on Zen 3's AVX2).
   double worst_p = 0, worst_b = 0;
+  const char *wpn = "", *wbn = "";
   size_t big = 0;
   for (int i = 0; i < tp->lay.n_tensors; i++) big = tp->lay.table[i].numel > big ? tp->lay.table[i].numel : big;
   float *buf = malloc(sizeof(float) * big);
@@ -927,8 +941,12 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
     if (!rank0) continue;
     const double e_ = rel_err(src ? src : buf, rp->params + rp->lay.table[i].offset, p->numel);
     const size_t ln = strlen(p->name);
-    if (ln > 5 && !strcmp(p->name + ln - 5, ".bias")) worst_b = fmax(worst_b, e_);
-    else worst_p = fmax(worst_p, e_);
+    // (zero-started: biases and LoRA's B, PEFT's zero init)
+    if ((ln > 5 && !strcmp(p->name + ln - 5, ".bias")) || (ln > 13 && !strcmp(p->name + ln - 13, "lora_B.weight"))) {
+      if (e_ > worst_b) worst_b = e_, wbn = p->name;
+    } else if (e_ > worst_p) {
+      worst_p = e_, wpn = p->name;
+    }
   }
   free(buf);
   // LoRA: the frozen base, read back tensor by tensor (under ZeRO 3 from its shards, a bf16
@@ -948,8 +966,8 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
     CHECK(same, "%s: the frozen base read back differs from the reference's", tag);
     free(x), free(y);
   }
-  CHECK(worst_p <= tol(&mo, 2e-5, 1e-3), "%s: parameters after %d steps differ by %.3g", tag, steps, worst_p);
-  CHECK(worst_b <= tol(&mo, 2e-5, 5e-3), "%s: biases after %d steps differ by %.3g", tag, steps, worst_b);
+  CHECK(worst_p <= tol(&mo, 2e-5, 1e-3), "%s: parameters after %d steps differ by %.3g (%s)", tag, steps, worst_p, wpn);
+  CHECK(worst_b <= tol(&mo, 2e-5, 5e-3), "%s: biases and LoRA B after %d steps differ by %.3g (%s)", tag, steps, worst_b, wbn);
   // Replicas: rank r holds exactly what rank r mod Z of group 0 holds.
   uint64_t h = hash_bytes(tp->params, sizeof(float) * tp->n_params);
   uint64_t *hs = malloc(sizeof(uint64_t) * (size_t)W);
