@@ -36,6 +36,7 @@ static void abort_on_fail(const char *file, int line) {
 #include "layoutcount.h"
 #include "model/arch.h"
 #include "model/memplan.h"
+#include "ops/dropout.h"
 #include "train/trainer.h"
 #include "testutil.h"
 #include "ops/kernels.h"
@@ -273,6 +274,9 @@ typedef struct {
 // test_zero's LoRA rank (its cases share one signature; 0: none), and whether LoRA cases
 // hold the frozen base in bf16 (--base-dtype bf16).
 static int zero_lora, lora_base16;
+// LoRA cases' dropout on the adapters' input (0: none): the mask follows each token's place
+// in its sequence, so every layout must still equal one process.
+static float lora_drop;
 // QLoRA cases: the base's projections in blocks (layer 0 Q8_0, layer 1 Q4_1; those whose
 // rows are not whole 32-blocks dense), the embedding Q8_0, an untied head Q4_1, filled by fill_blocks (the trainer leaves a base in
 // blocks to its file).
@@ -354,7 +358,8 @@ static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch
   // LoRA: the adapters train (B starts at zero, so A's gradient is zero in the first step:
   // the cases run at least 2 steps); alpha 2r, a scale of 2.
   if (c->lora > 0)
-    o.cfg.lora = (lc_lora){.rank = c->lora, .alpha = 2.0f * c->lora, .targets = LC_LORA_ALL, .base_bf16 = lora_base16};
+    o.cfg.lora = (lc_lora){.rank = c->lora, .alpha = 2.0f * c->lora, .targets = LC_LORA_ALL, .base_bf16 = lora_base16,
+                           .dropout = lora_drop};
   if (c->lora > 0 && lora_qbase) {
     o.cfg.lora.base_bf16 = c->mo.precision == LC_DT_BF16; // (the other weights in the pass's precision)
     for (int l = 0; l < o.cfg.n_layers; l++)
@@ -559,7 +564,9 @@ static void write_pack_file(void) {
 // chunks and ranks and documents shorter than a chunk (checked).
 static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_model_opts mo, int pack, int family) {
   if (L.hp * L.cp != world->size) return;
-  step_case c = {mo, 2, 0.0f, 1, family, 0, 0};
+  // With lora_drop: rank-4 adapters with dropout, whose mask follows each token's place in
+  // the packed sequence (the documents alone are given those places).
+  step_case c = {mo, 2, 0.0f, 1, family, 0, lora_drop > 0 ? 4 : 0};
   lc_train_opts o = step_opts(L.hp, L.cp, L.w, pl, 1, &c);
   o.seq = 128;
   // Ring kernel calls of 8 query rows: chunks of 16-64 rows take several, each with its own
@@ -596,13 +603,15 @@ static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_mo
   lc_attn at;
   lc_attn_local_init(&at, o.cfg.n_heads, o.cfg.n_kv_heads, o.cfg.head_dim);
   const int S = o.seq;
-  int pos[128], lo[128], crossing = 0, short_doc = 0, docs = 0;
+  int pos[128], lo[128], rows[128], crossing = 0, short_doc = 0, docs = 0;
+  ref.drop_key = lc_dropout_pass_key(o.seed, 1, tr.sample[0]);
+  ref.drop_rows = lora_drop > 0 ? rows : NULL;
   double loss = 0;
   const lc_seq_layout *lay = &tr.lay[0];
   for (int a = 0; a < S;) {
     int b = a + 1;
     while (b < S && tr.full_doc[b] == a) b++;
-    for (int t = 0; t < b - a; t++) pos[t] = t, lo[t] = W > 0 && t - W + 1 > 0 ? t - W + 1 : 0;
+    for (int t = 0; t < b - a; t++) pos[t] = t, lo[t] = W > 0 && t - W + 1 > 0 ? t - W + 1 : 0, rows[t] = a + t;
     at.lo = W > 0 ? lo : NULL;
     CHECK(lc_model_fwd_bwd(&ref, &o.mopts, &at, tr.full_tok + a, tr.full_tgt + a, pos, b - a,
                            1.0f / (float)m.counted, 1, &loss, &ar) == LC_OK, "reference document: %s", lc_errmsg());
@@ -625,8 +634,9 @@ static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_mo
     a = b;
   }
   char tag[160];
-  snprintf(tag, sizeof tag, "%s hp %d cp %d w %d %s %s window %d %s%s", pack ? "packed" : "one document", L.hp, L.cp,
-           L.w, lc_placement_name(pl), lc_cp_layout_name(cl), W, lc_ckpt_name(mo.ckpt), family_name(family));
+  snprintf(tag, sizeof tag, "%s hp %d cp %d w %d %s %s window %d %s%s%s", pack ? "packed" : "one document", L.hp, L.cp,
+           L.w, lc_placement_name(pl), lc_cp_layout_name(cl), W, lc_ckpt_name(mo.ckpt), family_name(family),
+           lora_drop > 0 ? " lora-dropout" : "");
   // The work per context rank the step reports (cp_work_imbalance: max / mean) and its
   // visible pairs (attn_pairs, the FLOPs' count) against tiles and pairs counted here from
   // the documents and the window; a balanced layout keeps max <= mean + (1 - 1/cp) x its
@@ -650,9 +660,10 @@ static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_mo
   double el = fabs(loss / m.counted - m.loss) / fabs(loss / m.counted);
   CHECK(el <= 1e-5, "%s: loss %.9g, documents alone %.9g", tag, m.loss, loss / m.counted);
   double worst = 0;
-  for (int i = 0; i < ref.n_tensors; i++) {
-    const lc_param_info *p = &ref.table[i];
-    double e = rel_err(tr.model.grads + p->offset, ref.grads + p->offset, p->numel);
+  const lc_pstore *tg = lc_model_trainable(&tr.model), *rg = lc_model_trainable(&ref);
+  for (int i = 0; i < rg->lay.n_tensors; i++) {
+    const lc_param_info *p = &rg->lay.table[i];
+    double e = rel_err(tg->grads + p->offset, rg->grads + p->offset, p->numel);
     worst = fmax(worst, e);
     CHECK(e <= 1e-4, "%s: grad %s error %.3g", tag, p->name, e);
   }
@@ -1266,6 +1277,16 @@ int main(int argc, char **argv) {
     }
     step_case ldp = {sel, 2, 0.0f, 2, FAM_LLAMA, 0, 4};
     test_step_case((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, world->size, &ldp, "lora-dp");
+    // LoRA dropout (p 0.25): every layout, both placements, each policy and MLP tiles, fp32
+    // and bf16, data parallel: the same mask on every layout, so the same numbers.
+    lora_drop = 0.25f;
+    for (int i = 0; i < nl; i++) {
+      const lc_model_opts pol = i % 3 == 0 ? plain : i % 3 == 1 ? sel : full16;
+      step_case ld = {pol, 2, 0.0f, 2, i % 2 ? FAM_QWEN3 : FAM_QWEN2, 0, 4};
+      test_step_case(lays[i], pls[(i + 1) % 2], 1, &ld, "lora-dropout");
+    }
+    test_step_case((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, world->size, &ldp, "lora-dropout-dp");
+    lora_drop = 0;
     // The frozen base held in bf16 (2 bytes; bf16 passes): every layout against one process.
     lora_base16 = 1;
     for (int i = 0; i < nl; i += 2) {
@@ -1298,6 +1319,13 @@ int main(int argc, char **argv) {
       test_packed(lays[i], LC_PLACE_HEAD_FIRST, LC_CP_ZIGZAG, 24, i % 2 ? sel : full, 1, FAM_LLAMA);
       // Dynamic RoPE (Qwen2) over packed documents: the longest one sets it on every rank.
       if (i % 3 == 0) test_packed(lays[i], pls[i % 2], LC_CP_BALANCED, 0, i % 2 ? full : sel, 1, FAM_QWEN2);
+      // LoRA dropout over packed documents, balanced chunks and a window: the documents
+      // alone, given their tokens' places in the packed sequence, drop the same values.
+      if (i % 2 == 0) {
+        lora_drop = 0.25f;
+        test_packed(lays[i], pls[(i / 2) % 2], LC_CP_BALANCED, i % 4 ? 24 : 0, i % 4 ? full : sel, 1, FAM_LLAMA);
+        lora_drop = 0;
+      }
     }
     test_packed((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, LC_CP_ZIGZAG, 0, plain, 1, FAM_LLAMA);
     test_packed((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, LC_CP_ZIGZAG, 0, sel, 1, FAM_QWEN2);
@@ -1348,6 +1376,9 @@ int main(int argc, char **argv) {
                   stage == 1 ? full : sel, stage == 3 ? FAM_QWEN3 : 0, "lora");
       test_zero(W >= 4 ? two_d : only_hp, LC_PLACE_CONTEXT_FIRST, 1, 3, W, full16, 0, "lora-bf16");
       test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, 3, W, vs, FAM_QWEN2, "lora-vocab-tied");
+      lora_drop = 0.25f;
+      test_zero(W >= 4 ? two_d : only_cp, LC_PLACE_HEAD_FIRST, 1, 3, W / 2, sel, FAM_QWEN3, "lora-dropout");
+      lora_drop = 0;
       lora_base16 = 1; // the bf16 base under ZeRO 1-2 (the adapters' states sharded) and 3 (the base too)
       test_zero(only_cp, LC_PLACE_HEAD_FIRST, 1, 2, W, sel16, 0, "lora-base16");
       test_zero(only_dp, LC_PLACE_CONTEXT_FIRST, W, 1, W / 2, full16, FAM_QWEN2, "lora-base16");

@@ -116,7 +116,8 @@ static const struct {
     E(add2d),
     E(fill),
     E(attn_merge),
-    E(attn_delta)};
+    E(attn_delta),
+    E(dropout)};
 #undef E
 
 lc_status lc_backend_ops_check(const lc_backend_ops *ops, const char *name) {
@@ -254,8 +255,8 @@ static void op_account(lc_backend *be, lc_op_class c, int op, double t0) {
 }
 
 // The timed entries, in the order op_account numbers them.
-static const char *const op_names[] = {"copy", "zero", "bf16_pack", "bf16_unpack", "bf16_round", "add", "scale", "sumsq_acc", "adamw", "rmsnorm_fwd", "rmsnorm_bwd", "matmul_fwd", "matmul_bwd", "xent_tile", "xent_stats_init", "xent_slice_merge", "xent_slice_total", "xent_slice_dlogits", "rope", "swiglu_fwd", "swiglu_bwd", "bias_fwd", "bias_bwd", "embedding_fwd", "embedding_bwd", "flash_fwd", "flash_kv_pack", "copy2d", "add2d", "fill", "flash_bwd", "attn_merge", "attn_delta"};
-static const lc_op_class op_classes[] = {LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_OPTIM, LC_OPC_OPTIM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_GEMM, LC_OPC_GEMM, LC_OPC_LOSS, LC_OPC_LOSS, LC_OPC_LOSS, LC_OPC_LOSS, LC_OPC_LOSS, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ATTN, LC_OPC_ATTN, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ATTN, LC_OPC_ATTN, LC_OPC_ATTN};
+static const char *const op_names[] = {"copy", "zero", "bf16_pack", "bf16_unpack", "bf16_round", "add", "scale", "sumsq_acc", "adamw", "rmsnorm_fwd", "rmsnorm_bwd", "matmul_fwd", "matmul_bwd", "xent_tile", "xent_stats_init", "xent_slice_merge", "xent_slice_total", "xent_slice_dlogits", "rope", "swiglu_fwd", "swiglu_bwd", "bias_fwd", "bias_bwd", "embedding_fwd", "embedding_bwd", "flash_fwd", "flash_kv_pack", "copy2d", "add2d", "fill", "flash_bwd", "attn_merge", "attn_delta", "dropout"};
+static const lc_op_class op_classes[] = {LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_OPTIM, LC_OPC_OPTIM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_GEMM, LC_OPC_GEMM, LC_OPC_LOSS, LC_OPC_LOSS, LC_OPC_LOSS, LC_OPC_LOSS, LC_OPC_LOSS, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ATTN, LC_OPC_ATTN, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ATTN, LC_OPC_ATTN, LC_OPC_ATTN, LC_OPC_ELEM};
 _Static_assert(sizeof op_names / sizeof op_names[0] <= LC_BE_NOPS, "LC_BE_NOPS too small");
 
 int lc_backend_op_count(void) { return (int)(sizeof op_names / sizeof op_names[0]); }
@@ -711,6 +712,19 @@ lc_status lc_be_attn_delta(lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq
     const double t0_ = op_clock(delta.be);
     delta.be->ops->attn_delta(delta.be, delta, dout, out, Tq, Hq, D);
     op_account(delta.be, LC_OPC_ATTN, 32, t0_);
+  }
+  return LC_OK;
+}
+
+lc_status lc_be_dropout(lc_buf dst, lc_buf src, int rows, int cols, lc_buf gidx, uint64_t key, uint32_t thr, int accumulate) {
+  const size_t n = (size_t)(rows > 0 ? rows : 0) * (size_t)(cols > 0 ? cols : 0);
+  LC_TRY(need(same_be(dst, src) && same_be(dst, gidx) && is_act(dst) && src.dt == dst.dt && (!accumulate || is_f32(dst)) &&
+                  dst.n == n && src.n == n && gidx.dt == LC_DT_I32 && gidx.n >= (size_t)(rows > 0 ? rows : 0),
+              "dropout"));
+  if (n) {
+    const double t0_ = op_clock(dst.be);
+    dst.be->ops->dropout(dst.be, dst, src, rows, cols, gidx, key, thr, accumulate);
+    op_account(dst.be, LC_OPC_ELEM, 33, t0_);
   }
   return LC_OK;
 }

@@ -167,6 +167,11 @@ typedef struct {
   void (*fill)(lc_backend *be, lc_buf x, float v); // x[i] = v (F32)
   void (*attn_merge)(lc_backend *be, lc_buf out_a, lc_buf lse_a, lc_buf out_b, lc_buf lse_b, int Tq, int Hq, int D);
   void (*attn_delta)(lc_backend *be, lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq, int D);
+  // ---- LoRA dropout (ops/dropout.h): dst [rows, cols] (= or, accumulate, +=) src where
+  // element (gidx[r], j) is kept under key and thr; dst/src both F32 or both BF16
+  // (accumulate: F32), gidx I32 [rows]
+  void (*dropout)(lc_backend *be, lc_buf dst, lc_buf src, int rows, int cols, lc_buf gidx, uint64_t key, uint32_t thr,
+                  int accumulate);
   void (*destroy)(lc_backend *be);
 } lc_backend_ops;
 
@@ -293,6 +298,7 @@ lc_status lc_be_add2d(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size
 lc_status lc_be_fill(lc_buf x, float v);
 lc_status lc_be_attn_merge(lc_buf out_a, lc_buf lse_a, lc_buf out_b, lc_buf lse_b, int Tq, int Hq, int D);
 lc_status lc_be_attn_delta(lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq, int D);
+lc_status lc_be_dropout(lc_buf dst, lc_buf src, int rows, int cols, lc_buf gidx, uint64_t key, uint32_t thr, int accumulate);
 static inline void lc_be_record(lc_backend *be, lc_stream s, lc_be_event *ev) { be->ops->record(be, s, ev); }
 static inline void lc_be_wait_event(lc_backend *be, lc_stream s, lc_be_event ev) { be->ops->wait_event(be, s, ev); }
 static inline lc_status lc_be_sync(lc_backend *be, lc_stream s) { return be->ops->sync(be, s); }

@@ -52,8 +52,9 @@ static lc_status lora_settings(lc_flag *flags, int nf, const train_flags *F, con
   const int r_seen = lc_args_find(flags, nf, "lora")->seen, a_seen = lc_args_find(flags, nf, "lora-alpha")->seen;
   const int t_seen = lc_args_find(flags, nf, "lora-targets")->seen, rs_seen = lc_args_find(flags, nf, "lora-rslora")->seen;
   memset(l, 0, sizeof *l);
-  if (lc_args_find(flags, nf, "lora-dropout")->seen && F->lora_dropout != 0.0f)
-    return lc_fail(LC_EINVAL, "--lora-dropout %g: dropout on the adapters' input is not implemented; train with 0",
+  const int d_seen = lc_args_find(flags, nf, "lora-dropout")->seen;
+  if (d_seen && !(F->lora_dropout >= 0.0f && F->lora_dropout < 1.0f))
+    return lc_fail(LC_EINVAL, "--lora-dropout %g: give the probability of dropping an input of the adapters, in [0, 1)",
                    (double)F->lora_dropout);
   if (F->base_dtype && strcmp(F->base_dtype, "fp32") && strcmp(F->base_dtype, "bf16") && strcmp(F->base_dtype, "gguf"))
     return lc_fail(LC_EINVAL, "--base-dtype %s: the frozen base is held in fp32 (4 bytes per weight), bf16 (2; with "
@@ -72,12 +73,14 @@ static lc_status lora_settings(lc_flag *flags, int nf, const train_flags *F, con
   if (r_seen && F->lora < 0) return lc_fail(LC_EINVAL, "--lora %d: give the adapters' rank (>= 1), or 0 for none", F->lora);
   if (!src) {
     if (!r_seen || F->lora == 0) {
-      if (a_seen || t_seen || rs_seen) return lc_fail(LC_EINVAL, "--lora-alpha/--lora-targets/--lora-rslora need --lora R");
+      if (a_seen || t_seen || rs_seen || d_seen)
+        return lc_fail(LC_EINVAL, "--lora-alpha/--lora-targets/--lora-rslora/--lora-dropout need --lora R");
       return LC_OK;
     }
     if (!(want.alpha > 0) || !isfinite(want.alpha)) return lc_fail(LC_EINVAL, "--lora-alpha %g: give a positive scale numerator", (double)want.alpha);
     *l = want;
     l->base_bf16 = F->base_dtype && !strcmp(F->base_dtype, "bf16");
+    l->dropout = d_seen ? F->lora_dropout : 0.0f;
     return LC_OK;
   }
   lc_lora file;
@@ -92,6 +95,7 @@ static lc_status lora_settings(lc_flag *flags, int nf, const train_flags *F, con
   LC_TRY(lc_peft_check(src, &file, &chk));
   *l = file;
   l->base_bf16 = F->base_dtype && !strcmp(F->base_dtype, "bf16");
+  if (d_seen) l->dropout = F->lora_dropout; // (else the file's: a resumed run drops what it dropped)
   return LC_OK;
 }
 
@@ -616,7 +620,8 @@ int lc_cmd_train(int argc, char **argv) {
       {"lora-targets", LC_ARG_STR, &F.lora_targets, "the adapted projections, comma-separated: q,k,v,o,gate,up,down or all (default all)", 0},
       {"lora-rslora", LC_ARG_BOOL, &F.lora_rslora, "rank-stabilised scale alpha / sqrt(R) (PEFT's use_rslora)", 0},
       {"lora-from", LC_ARG_STR, &F.lora_from, "start from the PEFT LoRA adapter in this directory (its r, alpha and targets unless given, which must agree)", 0},
-      {"lora-dropout", LC_ARG_FLOAT, &F.lora_dropout, "dropout on the adapters' input: only 0 (not implemented otherwise)", 0},
+      {"lora-dropout", LC_ARG_FLOAT, &F.lora_dropout, "dropout on the adapters' input in [0, 1) (PEFT's lora_dropout; "
+                                                       "default 0, or the adapter's with --lora-from/--resume)", 0},
       {"base-dtype", LC_ARG_STR, &F.base_dtype, "how a LoRA run holds the frozen base: fp32 (4 bytes per weight; the default for an HF directory), bf16 (2 bytes, sharded under --zero 3; needs --precision bf16, where it gives the same numbers as fp32: the weights are rounded to bf16 either way) or gguf (QLoRA, the default for a .gguf --model: each projection in the file's own quantized blocks, Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q4_K/Q5_K/Q6_K, dequantized a tile at a time in the GEMMs; its other weights in the pass's precision; --zero 0-2, no --vocab-slice)", 0},
       {"save-dtype", LC_ARG_STR, &F.save_dtype, "fp32 | bf16: the dtype of a checkpoint's model.safetensors (bf16: half the size, rounded to nearest; the fp32 master weights then go into optimizer.safetensors so resuming is exact) (default fp32)", 0},
       {"keep", LC_ARG_INT, &F.keep, "checkpoints kept under --save (default 2)", 0},

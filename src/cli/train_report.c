@@ -60,6 +60,10 @@ void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int th
            "lora", c->lora.rank, (double)c->lora.alpha, (double)lc_lora_scale(&c->lora), c->lora.rslora ? ", rsLoRA" : "",
            lc_lora_target_names(c->lora.targets, 0, tg, sizeof tg), (double)lc_config_n_lora_params(c) / 1e6,
            lc_cli_base_desc(c, bd, sizeof bd));
+    if (c->lora.dropout > 0)
+      printf("  %-14s %g on the adapters' input in training steps (PEFT's lora_dropout: kept values x 1/(1-p)); the mask "
+             "follows --seed, the step and each token's place in its sequence, so every layout drops the same values; "
+             "evaluation and generation use none\n", "lora dropout", (double)c->lora.dropout);
   }
   printf("  %-14s %s\n", "data", t->data.desc);
   char pk[300];

@@ -76,10 +76,14 @@ static size_t max3(size_t a, size_t b, size_t c) { return a > b ? (a > c ? a : c
 
 // The adapter of target i's call at its GEMM's moment (0 when i has none).
 static size_t lora_fwd_b(const lc_config *cfg, int i, int bf16, lc_dtype y, lc_dtype x, int T, int K, int N) {
-  return cfg->lora.rank > 0 && (cfg->lora.targets >> i & 1u) ? lc_lora_fwd_bytes(cfg->lora.rank, bf16, y, x, T, K, N) : 0;
+  return cfg->lora.rank > 0 && (cfg->lora.targets >> i & 1u)
+             ? lc_lora_fwd_bytes(cfg->lora.rank, bf16, cfg->lora.dropout > 0, y, x, T, K, N)
+             : 0;
 }
 static size_t lora_bwd_b(const lc_config *cfg, int i, int bf16, lc_dtype dy, lc_dtype x, int T, int K, int N) {
-  return cfg->lora.rank > 0 && (cfg->lora.targets >> i & 1u) ? lc_lora_bwd_bytes(cfg->lora.rank, bf16, dy, x, T, K, N) : 0;
+  return cfg->lora.rank > 0 && (cfg->lora.targets >> i & 1u)
+             ? lc_lora_bwd_bytes(cfg->lora.rank, bf16, cfg->lora.dropout > 0, dy, x, T, K, N)
+             : 0;
 }
 
 // The weights of projection j across the layers: bit 0 some held dense (the pass's act
@@ -165,13 +169,13 @@ void lc_layer_qknorm_carve(lc_layer_acts *a, const lc_config *cfg, int T, lc_buf
 // One projection of n1 [T,C] into out [T,N] (+ bias); qk_norm: the raw projection is kept
 // in raw and out is its per-head RMSNorm (rows of D) with weight nw.
 static lc_status proj_fwd(const lc_layer_ctx *c, lc_buf out, lc_buf n1, lc_buf w, lc_buf b, lc_buf raw, lc_buf rstd,
-                          lc_buf nw, int N, lc_buf la, lc_buf lb) {
+                          lc_buf nw, int N, int proj, lc_buf la, lc_buf lb) {
   const int T = c->T, C = c->cfg->dim, D = c->cfg->head_dim;
   const lc_buf y = lc_buf_ok(raw) ? raw : out;
   LC_TRY(lc_be_matmul_fwd(y, n1, w, T, C, N, c->bf16, NONE));
   poll(c);
   if (lc_buf_ok(b)) LC_TRY(lc_be_bias_fwd(y, b, T, N));
-  LC_TRY(lc_lora_fwd(&c->lora, y, n1, la, lb, T, C, N)); // (after the bias, as PEFT adds it to the base layer's output)
+  LC_TRY(lc_lora_fwd(&c->lora, proj, 0, y, n1, la, lb, T, C, N)); // (after the bias, as PEFT adds it to the base layer's output)
   if (lc_buf_ok(raw)) {
     if (c->bf16) LC_TRY(lc_be_bf16_round(y)); // what a bf16 projection output holds
     LC_TRY(lc_be_rmsnorm_fwd(out, rstd, y, nw, T * (N / D), D, c->cfg->norm_eps));
@@ -209,7 +213,7 @@ static lc_status qkv_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
   for (int m = 0; m < 3 && st == LC_OK; m++) {
     const size_t n = (size_t)T * p[m].H * D;
     const lc_buf y = c->bf16 ? lc_buf_part(tmp, 0, n, LC_DT_F32) : p[m].dst;
-    st = proj_fwd(c, y, a->ln1, p[m].w, p[m].b, p[m].raw, p[m].rstd, p[m].nw, p[m].H * D, w->lora_a[p[m].lora],
+    st = proj_fwd(c, y, a->ln1, p[m].w, p[m].b, p[m].raw, p[m].rstd, p[m].nw, p[m].H * D, p[m].lora, w->lora_a[p[m].lora],
                   w->lora_b[p[m].lora]);
     if (st == LC_OK && m < 2) st = lc_be_rope(y, c->rope_cos, c->rope_sin, T, p[m].H, D, 0);
     if (st == LC_OK && c->bf16) st = lc_be_bf16_pack(p[m].dst, y); // rounds to nearest even
@@ -222,23 +226,24 @@ static lc_status qkv_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
 // n rows of x_mid -> n2 = rmsnorm2, gate, up, h = silu(gate) * up (the parts backward
 // reads; all but rstd in the act dtype).
 static lc_status mlp_fwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, lc_buf xm, const mlp_tile_bufs *b,
-                              int n) {
+                              int t0, int n) {
   const int C = c->cfg->dim, F = c->cfg->ffn;
   LC_TRY(lc_be_rmsnorm_fwd(b->n2, b->rstd, xm, w->ln2, n, C, c->cfg->norm_eps));
   LC_TRY(lc_be_matmul_fwd(b->gate, b->n2, w->wgate, n, C, F, c->bf16, NONE));
-  LC_TRY(lc_lora_fwd(&c->lora, b->gate, b->n2, w->lora_a[LC_LORA_GATE], w->lora_b[LC_LORA_GATE], n, C, F));
+  LC_TRY(lc_lora_fwd(&c->lora, LC_LORA_GATE, t0, b->gate, b->n2, w->lora_a[LC_LORA_GATE], w->lora_b[LC_LORA_GATE], n, C, F));
   poll(c);
   LC_TRY(lc_be_matmul_fwd(b->up, b->n2, w->wup, n, C, F, c->bf16, NONE));
-  LC_TRY(lc_lora_fwd(&c->lora, b->up, b->n2, w->lora_a[LC_LORA_UP], w->lora_b[LC_LORA_UP], n, C, F));
+  LC_TRY(lc_lora_fwd(&c->lora, LC_LORA_UP, t0, b->up, b->n2, w->lora_a[LC_LORA_UP], w->lora_b[LC_LORA_UP], n, C, F));
   poll(c);
   return lc_be_swiglu_fwd(b->h, b->gate, b->up);
 }
 
 // x_out rows = x_mid rows + h @ Wdown^T (bf16: the sum rounded as a bf16 tensor holds it).
-static lc_status mlp_down(const lc_layer_ctx *c, const lc_layer_weights *w, lc_buf h, lc_buf xm, lc_buf xo, int n) {
+static lc_status mlp_down(const lc_layer_ctx *c, const lc_layer_weights *w, lc_buf h, lc_buf xm, lc_buf xo, int t0,
+                          int n) {
   const int C = c->cfg->dim, F = c->cfg->ffn;
   LC_TRY(lc_be_matmul_fwd(xo, h, w->wdown, n, F, C, c->bf16, NONE));
-  LC_TRY(lc_lora_fwd(&c->lora, xo, h, w->lora_a[LC_LORA_DOWN], w->lora_b[LC_LORA_DOWN], n, F, C));
+  LC_TRY(lc_lora_fwd(&c->lora, LC_LORA_DOWN, t0, xo, h, w->lora_a[LC_LORA_DOWN], w->lora_b[LC_LORA_DOWN], n, F, C));
   poll(c);
   LC_TRY(lc_be_add(xo, xm));
   return c->bf16 ? lc_be_bf16_round(xo) : LC_OK;
@@ -263,8 +268,8 @@ static lc_status mlp_fwd_tiled(const lc_layer_ctx *c, const lc_layer_weights *w,
     const int n = c->T - t0 < tile ? c->T - t0 : tile;
     const lc_buf xm = rows(x_mid, t0, n, (size_t)C);
     const mlp_tile_bufs r = tile_rows(&b, c->cfg, n);
-    st = mlp_fwd_rows(c, w, xm, &r, n);
-    if (st == LC_OK) st = mlp_down(c, w, r.h, xm, rows(x_out, t0, n, (size_t)C), n);
+    st = mlp_fwd_rows(c, w, xm, &r, t0, n);
+    if (st == LC_OK) st = mlp_down(c, w, r.h, xm, rows(x_out, t0, n, (size_t)C), t0, n);
   }
   lc_buf_free(&k.blk);
   return st;
@@ -278,7 +283,7 @@ typedef struct {
 // Backward of n rows: dx (dL/dx_out rows) becomes dL/dx_mid rows. f's n2/rstd/gate/up/h
 // either come from forward (untiled) or are recomputed here into scratch (tiled).
 static lc_status mlp_bwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g, lc_buf xm,
-                              const mlp_tile_bufs *f, lc_buf dx, int n, const mlp_grad_bufs *gb) {
+                              const mlp_tile_bufs *f, lc_buf dx, int t0, int n, const mlp_grad_bufs *gb) {
   const int C = c->cfg->dim, F = c->cfg->ffn;
   const size_t nC = (size_t)n * C, nF = (size_t)n * F;
   const lc_buf dh = lc_buf_view(gb->dh, 0, nF), dn2 = lc_buf_view(gb->dn2, 0, nC), dg = lc_buf_view(gb->dg, 0, nF),
@@ -291,18 +296,18 @@ static lc_status mlp_bwd_rows(const lc_layer_ctx *c, const lc_layer_weights *w, 
     LC_TRY(lc_be_bf16_pack(dout, dx));
   }
   LC_TRY(lc_be_matmul_bwd(dh, g->wdown, dout, f->h, w->wdown, n, F, C, 0, c->bf16, NONE));
-  LC_TRY(lc_lora_bwd(&c->lora, dh, g->lora_a[LC_LORA_DOWN], g->lora_b[LC_LORA_DOWN], dout, f->h, w->lora_a[LC_LORA_DOWN],
+  LC_TRY(lc_lora_bwd(&c->lora, LC_LORA_DOWN, t0, dh, g->lora_a[LC_LORA_DOWN], g->lora_b[LC_LORA_DOWN], dout, f->h, w->lora_a[LC_LORA_DOWN],
                      w->lora_b[LC_LORA_DOWN], n, F, C));
   poll(c);
   // h = silu(gate) * up (bf16: dg, du rounded as bf16 gradient tensors, 2 bytes)
   LC_TRY(lc_be_swiglu_bwd(dg, du, dh, f->gate, f->up));
   // gate = n2 @ Wg^T, up = n2 @ Wu^T
   LC_TRY(lc_be_matmul_bwd(dn2, g->wgate, dg, f->n2, w->wgate, n, C, F, 0, c->bf16, NONE));
-  LC_TRY(lc_lora_bwd(&c->lora, dn2, g->lora_a[LC_LORA_GATE], g->lora_b[LC_LORA_GATE], dg, f->n2, w->lora_a[LC_LORA_GATE],
+  LC_TRY(lc_lora_bwd(&c->lora, LC_LORA_GATE, t0, dn2, g->lora_a[LC_LORA_GATE], g->lora_b[LC_LORA_GATE], dg, f->n2, w->lora_a[LC_LORA_GATE],
                      w->lora_b[LC_LORA_GATE], n, C, F));
   poll(c);
   LC_TRY(lc_be_matmul_bwd(dn2, g->wup, du, f->n2, w->wup, n, C, F, 1, c->bf16, NONE));
-  LC_TRY(lc_lora_bwd(&c->lora, dn2, g->lora_a[LC_LORA_UP], g->lora_b[LC_LORA_UP], du, f->n2, w->lora_a[LC_LORA_UP],
+  LC_TRY(lc_lora_bwd(&c->lora, LC_LORA_UP, t0, dn2, g->lora_a[LC_LORA_UP], g->lora_b[LC_LORA_UP], du, f->n2, w->lora_a[LC_LORA_UP],
                      w->lora_b[LC_LORA_UP], n, C, F));
   poll(c);
   // n2 = rmsnorm(x_mid): gradient added to dx (the residual path already carries dx_out)
@@ -332,15 +337,15 @@ static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
   b.dxr = c->bf16 ? lc_buf_cut(&kg, (size_t)tile * C, LC_DT_BF16) : NONE;
   if (!tiled) {
     const mlp_tile_bufs f = {.n2 = a->ln2, .rstd = a->rstd2, .gate = a->gate, .up = a->up, .h = a->h};
-    st = mlp_bwd_rows(c, w, g, a->x_mid, &f, dx, T, &b);
+    st = mlp_bwd_rows(c, w, g, a->x_mid, &f, dx, 0, T, &b);
   } else {
     const mlp_tile_bufs r = mlp_fwd_carve(c->cfg, tile, dt, &kr);
     for (int t0 = 0; t0 < T && st == LC_OK; t0 += tile) {
       const int n = T - t0 < tile ? T - t0 : tile;
       const lc_buf xm = rows(a->x_mid, t0, n, (size_t)C);
       const mlp_tile_bufs f = tile_rows(&r, c->cfg, n);
-      st = mlp_fwd_rows(c, w, xm, &f, n);
-      if (st == LC_OK) st = mlp_bwd_rows(c, w, g, xm, &f, rows(dx, t0, n, (size_t)C), n, &b);
+      st = mlp_fwd_rows(c, w, xm, &f, t0, n);
+      if (st == LC_OK) st = mlp_bwd_rows(c, w, g, xm, &f, rows(dx, t0, n, (size_t)C), t0, n, &b);
     }
   }
   lc_buf_free(&kr.blk);
@@ -352,7 +357,8 @@ static lc_status mlp_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_la
 // The adapter of projection i (q, k or v of n1 [T,C] -> [T,N]) in backward.
 static lc_status lora_bwd_proj(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g, int i, lc_buf dn1,
                                lc_buf dy, lc_buf n1, int N) {
-  return lc_lora_bwd(&c->lora, dn1, g->lora_a[i], g->lora_b[i], dy, n1, w->lora_a[i], w->lora_b[i], c->T, c->cfg->dim, N);
+  return lc_lora_bwd(&c->lora, i, 0, dn1, g->lora_a[i], g->lora_b[i], dy, n1, w->lora_a[i], w->lora_b[i], c->T,
+                     c->cfg->dim, N);
 }
 
 lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_acts *a, lc_buf x_in, lc_buf x_out,
@@ -368,12 +374,12 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   LC_TRY(lc_be_matmul_fwd(a->x_mid, a->att, w->wo, T, HQ, C, c->bf16, NONE));
   poll(c);
   if (lc_buf_ok(w->bo)) LC_TRY(lc_be_bias_fwd(a->x_mid, w->bo, T, C));
-  LC_TRY(lc_lora_fwd(&c->lora, a->x_mid, a->att, w->lora_a[LC_LORA_O], w->lora_b[LC_LORA_O], T, HQ, C));
+  LC_TRY(lc_lora_fwd(&c->lora, LC_LORA_O, 0, a->x_mid, a->att, w->lora_a[LC_LORA_O], w->lora_b[LC_LORA_O], T, HQ, C));
   LC_TRY(lc_be_add(a->x_mid, x_in));
   if (mlp_tiled(c)) return lc_buf_ok(x_out) ? mlp_fwd_tiled(c, w, a->x_mid, x_out) : LC_OK;
   const mlp_tile_bufs f = {.n2 = a->ln2, .rstd = a->rstd2, .gate = a->gate, .up = a->up, .h = a->h};
-  LC_TRY(mlp_fwd_rows(c, w, a->x_mid, &f, T));
-  return lc_buf_ok(x_out) ? mlp_down(c, w, a->h, a->x_mid, x_out, T) : LC_OK;
+  LC_TRY(mlp_fwd_rows(c, w, a->x_mid, &f, 0, T));
+  return lc_buf_ok(x_out) ? mlp_down(c, w, a->h, a->x_mid, x_out, 0, T) : LC_OK;
 }
 
 lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_layer_weights *g, const lc_layer_acts *a,
@@ -408,7 +414,7 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   lc_status st = b16 ? lc_be_bf16_pack(dout, dx) : LC_OK;
   if (st == LC_OK) st = lc_be_matmul_bwd(datt, g->wo, dout, a->att, w->wo, T, HQ, C, 0, b16, NONE);
   if (st == LC_OK)
-    st = lc_lora_bwd(&c->lora, datt, g->lora_a[LC_LORA_O], g->lora_b[LC_LORA_O], dout, a->att, w->lora_a[LC_LORA_O],
+    st = lc_lora_bwd(&c->lora, LC_LORA_O, 0, datt, g->lora_a[LC_LORA_O], g->lora_b[LC_LORA_O], dout, a->att, w->lora_a[LC_LORA_O],
                      w->lora_b[LC_LORA_O], T, HQ, C);
   lc_buf dat = datt;
   if (st == LC_OK) {

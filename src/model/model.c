@@ -10,6 +10,7 @@
 #include "model/layer.h"
 #include "model/loss.h"
 #include "model/schedule.h"
+#include "ops/dropout.h"
 #include "ops/ops.h"
 #include "ops/rope.h"
 #include "ops/kernels.h"
@@ -611,8 +612,9 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   lc_status st = LC_OK;
   // Layer checkpoints: in RAM, or offloaded with only the layers in flight resident.
   lc_ckstore *cks = NULL;
-  lc_buf act = {0}, tok = {0}, lo = {0};
-  int tok_owned = 0, lo_owned = 0;
+  lc_buf act = {0}, tok = {0}, lo = {0}, drows = {0};
+  int tok_owned = 0, lo_owned = 0, drows_owned = 0;
+  int *ident = NULL; // dropout's rows when the caller gave none: 0..T-1
   st = lc_ckstore_open(&cks, L, per_layer, o->offload_dir, be);
   if (st == LC_OK) st = lc_buf_alloc(be, LC_MEM_ACT, LC_DT_U8, shared, 0, "layer activations", &act);
   lc_layer_acts *acts = calloc((size_t)L, sizeof *acts);
@@ -629,6 +631,18 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   if (st == LC_OK && attn->lo && !be->host_memory)
     st = stage_in(be, attn->lo, (size_t)(attn->lo_len > 0 ? attn->lo_len : T), LC_DT_I32, "the attention's key bounds",
                   &lo, &lo_owned);
+  // LoRA dropout in a training pass: the rows' indices in their sequence, for the mask.
+  const int dropping = want_grads && m->lora && cfg->lora.dropout > 0;
+  if (st == LC_OK && dropping) {
+    const int *rows_h = m->drop_rows;
+    if (!rows_h) {
+      ident = malloc(sizeof(int) * (size_t)(T > 0 ? T : 1));
+      if (!ident) st = lc_fail(LC_ENOMEM, "out of memory for dropout's row indices");
+      for (int t = 0; ident && t < T; t++) ident[t] = t;
+      rows_h = ident;
+    }
+    if (st == LC_OK) st = stage_in(be, rows_h, (size_t)T, LC_DT_I32, "dropout's row indices", &drows, &drows_owned);
+  }
   if (st != LC_OK) goto done;
   attn->lo_buf = lo;
   lc_buf_carver ak = {act, 0};
@@ -652,6 +666,12 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   lc_pstore *ad = m->lora ? &m->ad : NULL;
   if (ad) {
     ctx.lora = (lc_lora_ctx){.R = cfg->lora.rank, .s = lc_lora_scale(&cfg->lora), .bf16 = bf16, .be = be};
+    if (dropping) {
+      ctx.lora.drop_thr = lc_dropout_thr(cfg->lora.dropout);
+      ctx.lora.drop_p = cfg->lora.dropout;
+      ctx.lora.drop_key = m->drop_key;
+      ctx.lora.drop_rows = drows;
+    }
     ctx.poll = poll_both;
     ctx.poll_arg = m;
     lc_pstore_set_compute(ad, bf16 ? LC_DT_BF16 : LC_DT_F32);
@@ -688,6 +708,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
     const int l = e->layer;
     const int layer_unit = e->unit != E && e->unit != F;
     if (e->by_op) continue;
+    ctx.lora.layer = l; // (dropout's mask of this layer's adapters)
     switch (e->kind) {
     case LC_EV_ACQUIRE: // held even when it fails part-way (gathered, then the next gather failed)
       held[e->unit] = 1;
@@ -782,6 +803,8 @@ done:
   free(xs);
   free(acts);
   if (lo_owned) lc_buf_free(&lo);
+  if (drows_owned) lc_buf_free(&drows);
+  free(ident);
   if (tok_owned) lc_buf_free(&tok);
   lc_buf_free(&act);
   const lc_status cs = cks ? lc_ckstore_close(cks) : LC_OK;

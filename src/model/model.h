@@ -68,6 +68,11 @@ typedef struct {
   // optimizer, reduction and checkpoint path takes lc_model_trainable.
   int lora;
   lc_pstore ad;
+  // LoRA dropout (cfg.lora.dropout > 0; training passes only, ops/dropout.h): the next
+  // pass's key (lc_dropout_pass_key) and each of its rows' index in the whole sequence
+  // (T ints, the caller's; NULL: the rows are the sequence, 0..T-1). Set by the caller per pass.
+  uint64_t drop_key;
+  const int *drop_rows;
   int rope_len;         // the whole sequence's largest position + 1 for the next passes, for
                         // RoPE scalings that depend on the length (dynamic, longrope): set by
                         // a caller that holds part of a sequence; 0: each pass's positions decide

@@ -43,9 +43,10 @@ lc_status lc_peft_read_config(const char *dir, lc_lora *l) {
     st = lc_fail(LC_EFORMAT, "%s: lora_alpha must be a number", p);
   else if (cJSON_IsString(get(j, "bias")) && strcmp(get(j, "bias")->valuestring, "none"))
     st = lc_fail(LC_EINVAL, "%s: bias \"%s\": longctx trains no biases with LoRA (bias \"none\")", p, get(j, "bias")->valuestring);
-  else if (!falsy(get(j, "lora_dropout")))
-    st = lc_fail(LC_EINVAL, "%s: lora_dropout %g: longctx trains adapters without dropout (set it to 0)", p,
-                 get(j, "lora_dropout")->valuedouble);
+  else if (get(j, "lora_dropout") && !cJSON_IsNull(get(j, "lora_dropout")) &&
+           !(cJSON_IsNumber(get(j, "lora_dropout")) && get(j, "lora_dropout")->valuedouble >= 0 &&
+             get(j, "lora_dropout")->valuedouble < 1))
+    st = lc_fail(LC_EFORMAT, "%s: lora_dropout must be a number in [0, 1)", p);
   else if (!falsy(get(j, "use_dora")))
     st = lc_fail(LC_EINVAL, "%s: use_dora: DoRA adapters are not supported; use plain LoRA", p);
   else if (!falsy(get(j, "fan_in_fan_out")))
@@ -59,6 +60,7 @@ lc_status lc_peft_read_config(const char *dir, lc_lora *l) {
     l->rank = (int)r->valuedouble;
     l->alpha = (float)a->valuedouble;
     l->rslora = cJSON_IsTrue(get(j, "use_rslora"));
+    l->dropout = cJSON_IsNumber(get(j, "lora_dropout")) ? (float)get(j, "lora_dropout")->valuedouble : 0.0f;
     if (cJSON_IsString(tm)) {
       st = !strcmp(tm->valuestring, "all-linear") ? (l->targets = LC_LORA_ALL, LC_OK)
                                                    : lc_lora_parse_targets(tm->valuestring, &l->targets);
@@ -95,7 +97,7 @@ lc_status lc_peft_write_config(const char *dir, const lc_config *cfg, const char
   cJSON_AddNullToObject(o, "layers_to_transform");
   if (l->alpha == floorf(l->alpha) && fabsf(l->alpha) < 1e9f) cJSON_AddNumberToObject(o, "lora_alpha", (double)(long)l->alpha);
   else cJSON_AddNumberToObject(o, "lora_alpha", l->alpha);
-  cJSON_AddNumberToObject(o, "lora_dropout", 0.0);
+  cJSON_AddNumberToObject(o, "lora_dropout", (double)l->dropout);
   cJSON_AddNullToObject(o, "modules_to_save");
   cJSON_AddStringToObject(o, "peft_type", "LORA");
   cJSON_AddNumberToObject(o, "r", l->rank);

@@ -9,10 +9,10 @@
 #include "model/config.h"
 #include "model/model.h"
 
-// Reads DIR/adapter_config.json into *l (rank, alpha, targets, rslora). What longctx
-// cannot run is an error naming the field: another peft_type, bias other than "none",
-// dropout (longctx trains without), DoRA, per-layer patterns, fan_in_fan_out, target
-// modules outside q/k/v/o/gate/up/down.
+// Reads DIR/adapter_config.json into *l (rank, alpha, targets, rslora, dropout). What
+// longctx cannot run is an error naming the field: another peft_type, bias other than
+// "none", DoRA, per-layer patterns, fan_in_fan_out, target modules outside
+// q/k/v/o/gate/up/down.
 lc_status lc_peft_read_config(const char *dir, lc_lora *l);
 // Writes DIR/adapter_config.json (rank 0's job; atomic) for cfg->lora; base names the base model.
 lc_status lc_peft_write_config(const char *dir, const lc_config *cfg, const char *base);

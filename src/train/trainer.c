@@ -10,6 +10,7 @@
 #include "core/timer.h"
 #include "model/ckstore.h"
 #include "model/memplan.h"
+#include "ops/dropout.h"
 
 void lc_train_opts_init(lc_train_opts *o) {
   memset(o, 0, sizeof *o);
@@ -131,7 +132,10 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   t->lo = bounded ? malloc(sizeof(int) * (size_t)t->local_batch * (size_t)o->seq) : NULL;
   t->lay = calloc((size_t)t->local_batch, sizeof *t->lay);
   t->rope_len = calloc((size_t)t->local_batch, sizeof *t->rope_len);
-  if (!t->tokens || !t->targets || !t->pos || !t->full_tok || !t->full_tgt || !t->full_doc || !t->lay || !t->rope_len ||
+  t->sample = calloc((size_t)t->local_batch, sizeof *t->sample);
+  const int dropping = o->cfg.lora.rank > 0 && o->cfg.lora.dropout > 0;
+  t->drop_rows = dropping ? malloc(sizeof(int) * (size_t)(t->T > 0 ? t->T : 1)) : NULL;
+  if (!t->sample || (dropping && !t->drop_rows) || !t->tokens || !t->targets || !t->pos || !t->full_tok || !t->full_tgt || !t->full_doc || !t->lay || !t->rope_len ||
       (bounded && !t->lo))
     st = lc_fail(LC_ENOMEM, "out of memory for the token buffers (--batch x --seq too large)");
   for (int b = 0; b < t->local_batch && st == LC_OK; b++)
@@ -146,6 +150,10 @@ void lc_trainer_free(lc_trainer *t) {
   free(t->lay);
   free(t->rope_len);
   t->rope_len = NULL;
+  free(t->sample);
+  free(t->drop_rows);
+  t->sample = NULL;
+  t->drop_rows = NULL;
   free(t->lo);
   free(t->full_doc);
   free(t->pos);
@@ -183,6 +191,14 @@ static void attend_sequence(lc_trainer *t, int b) {
   t->attn.lo = t->lo ? t->lo + (size_t)b * t->o.seq : NULL;
   t->attn.lo_len = t->o.seq;
   t->model.rope_len = t->rope_len[b];
+  // LoRA dropout: the mask follows the sample, the step and each row's place in the whole
+  // sequence, so every layout drops the same elements (ops/dropout.h).
+  if (t->drop_rows) {
+    for (int i = 0; i < t->T; i++)
+      t->drop_rows[i] = t->distributed ? (int)lc_seq_layout_global(&t->lay[b], t->grid.c, t->grid.h, i) : i;
+    t->model.drop_rows = t->drop_rows;
+    t->model.drop_key = lc_dropout_pass_key((uint64_t)t->o.seed, t->step + 1, t->sample[b]);
+  }
 }
 
 // This rank's tokens of the batch: its data-parallel group's sequences, its slice of each.
@@ -194,7 +210,8 @@ static long load_batch(lc_trainer *t, double *pairs, double *work) {
   for (int c = 0; c < o->cp; c++) work[c] = 0;
   double *w = malloc(sizeof(double) * (size_t)o->cp);
   for (int b = 0; b < t->local_batch; b++) {
-    uint64_t idx = t->next_sample + (uint64_t)t->grid.d * t->local_batch + (uint64_t)b;
+    const uint64_t idx = t->next_sample + (uint64_t)t->grid.d * t->local_batch + (uint64_t)b;
+    t->sample[b] = idx;
     if (lc_data_sample_docs(&t->data, o->seed, idx, t->full_tok, t->full_tgt, t->full_doc, o->seq) < 0) {
       free(w);
       return -1;

@@ -90,6 +90,8 @@ typedef struct {
   lc_seq_layout *lay;          // [local_batch] each sequence's layout over the context ranks
   int *rope_len;               // [local_batch] each sequence's longest document (largest RoPE
                                // position + 1), which length-dependent RoPE scalings read
+  uint64_t *sample;            // [local_batch] each sequence's index in the stream of samples
+  int *drop_rows;              // [T] LoRA dropout: this rank's rows' indices in their sequence
   int window;                  // attention window (cfg.sliding_window, 0 = none)
   int head_chunk;              // query heads per Ulysses stage in use (0: all at once)
 } lc_trainer;

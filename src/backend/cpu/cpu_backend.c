@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/dropout.h"
 #include "ops/ops.h"
 
 // The address of a buffer's first element; NULL for the empty buffer (a skipped operand).
@@ -156,6 +157,11 @@ static void cpu_fill(lc_backend *be, lc_buf x, float v) {
   for (size_t i = 0; i < x.n; i++) p[i] = v;
 }
 
+static void cpu_dropout(lc_backend *be, lc_buf dst, lc_buf src, int rows, int cols, lc_buf gidx, uint64_t key,
+                        uint32_t thr, int accumulate) {
+  lc_dropout_mask(at(dst), at(src), dst.dt, rows, cols, at(gidx), key, thr, accumulate);
+}
+
 static void cpu_destroy_heap(lc_backend *be) { free(be); }
 
 #define CPU_OPS(destroy_fn)                                                                                         \
@@ -169,7 +175,7 @@ static void cpu_destroy_heap(lc_backend *be) { free(be); }
    .swiglu_bwd = cpu_swiglu_bwd, .bias_fwd = cpu_bias_fwd, .bias_bwd = cpu_bias_bwd,                              \
    .embedding_fwd = cpu_embedding_fwd, .embedding_bwd = cpu_embedding_bwd, .flash_fwd = cpu_flash_fwd,           \
    .flash_bwd = cpu_flash_bwd, .flash_kv_bytes = cpu_kv_bytes, .flash_kv_pack = cpu_kv_pack, .copy2d = cpu_copy2d, .add2d = cpu_add2d, .fill = cpu_fill,       \
-   .attn_merge = cpu_attn_merge, .attn_delta = cpu_attn_delta, .destroy = destroy_fn}
+   .attn_merge = cpu_attn_merge, .attn_delta = cpu_attn_delta, .dropout = cpu_dropout, .destroy = destroy_fn}
 static const lc_backend_ops cpu_ops_held = CPU_OPS(NULL); // storage the caller holds
 static const lc_backend_ops cpu_ops_heap = CPU_OPS(cpu_destroy_heap);
 

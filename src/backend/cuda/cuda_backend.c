@@ -391,6 +391,12 @@ static void cu_attn_delta(lc_backend *be, lc_buf delta, lc_buf dout, lc_buf out,
   ck(be, lcc_attn_delta(at(delta), at(dout), at(out), dout.dt == LC_DT_BF16, Tq, Hq, D, CS(be)), "attn_delta");
 }
 
+static void cu_dropout(lc_backend *be, lc_buf dst, lc_buf src, int rows, int cols, lc_buf gidx, uint64_t key,
+                       uint32_t thr, int accumulate) {
+  ck(be, lcc_dropout(at(dst), at(src), dst.dt == LC_DT_BF16, rows, cols, at(gidx), key, thr, accumulate, CS(be)),
+     "dropout");
+}
+
 static void cu_destroy(lc_backend *be) {
   cuda_be *c = C(be);
   cudaSetDevice(c->dev);
@@ -417,7 +423,7 @@ static const lc_backend_ops cuda_ops = {
     .bias_bwd = cu_bias_bwd, .embedding_fwd = cu_embedding_fwd, .embedding_bwd = cu_embedding_bwd,
     .flash_fwd = cu_flash_fwd, .flash_bwd = cu_flash_bwd, .flash_kv_bytes = cu_kv_bytes, .flash_kv_pack = cu_kv_pack,
     .copy2d = cu_copy2d, .add2d = cu_add2d, .fill = cu_fill, .attn_merge = cu_attn_merge, .attn_delta = cu_attn_delta,
-    .destroy = cu_destroy};
+    .dropout = cu_dropout, .destroy = cu_destroy};
 
 lc_status lc_backend_cuda_open(const char *spec, lc_arena *host, lc_backend **out) {
   *out = NULL;

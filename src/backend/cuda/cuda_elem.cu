@@ -17,6 +17,7 @@
 // row chunks into `parts`, then in chunk order onto dw: higher precision, different bits.
 #include "backend/cuda/cuda_kern.h"
 #include "backend/cuda/cuda_fastexp.cuh"
+#include "ops/dropout_hash.h"
 
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -583,6 +584,40 @@ int lcc_scale(float *x, size_t n, float s, cudaStream_t st) {
 int lcc_fill(float *x, size_t n, float v, cudaStream_t st) {
   if (n == 0) return 0;
   k_fill<<<flat_blocks(n), kThreads, 0, st>>>(x, n, v);
+  return last_error();
+}
+
+// LoRA dropout's mask (lc_dropout_mask): a kept element copied (or added), a dropped one 0.
+__global__ void k_dropout(float *dst, const float *src, size_t rows, size_t cols, const int *gidx, uint64_t key,
+                          uint32_t thr, int acc) {
+  for (size_t r = (size_t)blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += (size_t)gridDim.y * blockDim.y)
+    for (size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += (size_t)gridDim.x * blockDim.x) {
+      const int keep = lc_dropout_bits(key, (uint32_t)gidx[r], (uint32_t)c) >= thr;
+      const size_t i = r * cols + c;
+      if (acc) {
+        if (keep) dst[i] = __fadd_rn(dst[i], src[i]);
+      } else {
+        dst[i] = keep ? src[i] : 0.0f;
+      }
+    }
+}
+__global__ void k_dropout16(uint16_t *dst, const uint16_t *src, size_t rows, size_t cols, const int *gidx,
+                            uint64_t key, uint32_t thr) {
+  for (size_t r = (size_t)blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += (size_t)gridDim.y * blockDim.y)
+    for (size_t c = (size_t)blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += (size_t)gridDim.x * blockDim.x) {
+      const size_t i = r * cols + c;
+      dst[i] = lc_dropout_bits(key, (uint32_t)gidx[r], (uint32_t)c) >= thr ? src[i] : (uint16_t)0;
+    }
+}
+
+int lcc_dropout(void *dst, const void *src, int bf16, int rows, int cols, const int *gidx, uint64_t key, uint32_t thr,
+                int accumulate, cudaStream_t st) {
+  if (rows <= 0 || cols <= 0) return 0;
+  const Grid2d g = grid2d((size_t)rows, (size_t)cols);
+  if (bf16)
+    k_dropout16<<<g.grid, g.block, 0, st>>>((uint16_t *)dst, (const uint16_t *)src, rows, cols, gidx, key, thr);
+  else
+    k_dropout<<<g.grid, g.block, 0, st>>>((float *)dst, (const float *)src, rows, cols, gidx, key, thr, accumulate);
   return last_error();
 }
 

@@ -222,6 +222,10 @@ static void priv_attn_merge(lc_backend *be, lc_buf oa, lc_buf la, lc_buf ob, lc_
 static void priv_attn_delta(lc_backend *be, lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq, int D) {
   OP(CPU->attn_delta(SH, R(p, delta), R(p, dout), R(p, out), Tq, Hq, D));
 }
+static void priv_dropout(lc_backend *be, lc_buf dst, lc_buf src, int rows, int cols, lc_buf gidx, uint64_t key,
+                         uint32_t thr, int accumulate) {
+  OP(CPU->dropout(SH, R(p, dst), R(p, src), rows, cols, R(p, gidx), key, thr, accumulate));
+}
 
 static void priv_destroy(lc_backend *be) {
   priv *p = P(be);
@@ -243,7 +247,7 @@ static const lc_backend_ops priv_ops = {
     .swiglu_fwd = priv_swiglu_fwd, .swiglu_bwd = priv_swiglu_bwd, .bias_fwd = priv_bias_fwd, .bias_bwd = priv_bias_bwd,
     .embedding_fwd = priv_embedding_fwd, .embedding_bwd = priv_embedding_bwd, .flash_fwd = priv_flash_fwd,
     .flash_bwd = priv_flash_bwd, .flash_kv_bytes = priv_kv_bytes, .flash_kv_pack = priv_kv_pack, .copy2d = priv_copy2d, .add2d = priv_add2d, .fill = priv_fill,
-    .attn_merge = priv_attn_merge, .attn_delta = priv_attn_delta, .destroy = priv_destroy};
+    .attn_merge = priv_attn_merge, .attn_delta = priv_attn_delta, .dropout = priv_dropout, .destroy = priv_destroy};
 
 lc_status lc_backend_private_open(lc_arena *host, lc_backend **out) {
   *out = NULL;
