@@ -40,8 +40,23 @@ expect_error "lora_alpha 8, this run --lora-alpha 2" train --model "$BASE" --lor
 expect_error "another base" train --model "$SRC/tests/data/golden_qwen3" --lora-from "$GOLD" --seq 32 --steps 1
 expect_error "no adapter_config.json" train --model "$BASE" --lora-from "$TMP" --seq 32 --steps 1
 expect_error "'attn' is not a projection" train --model "$BASE" --lora 4 --lora-targets q,attn --steps 1
-expect_error "dropout on the adapters' input is not implemented" train --model "$BASE" --lora 4 --lora-dropout 0.1 --steps 1
+expect_error "of the adapters, in" train --model "$BASE" --lora 4 --lora-dropout 1 --steps 1
 expect_error "need --lora R" train --model "$BASE" --lora-alpha 4 --steps 1
+expect_error "need --lora R" train --model "$BASE" --lora-dropout 0.1 --steps 1
+# --lora-dropout: the losses change, adapter_config.json carries it, a resumed checkpoint
+# keeps it (no flag) and continues exactly, 2 ranks (cp 2) drop the same values (1e-5),
+# evaluation and the saved adapter's merge are unaffected by it.
+drop=(--model "$BASE" --lora 4 --lora-alpha 8 --lora-dropout 0.2 --seq 32 --lr 1e-2 --warmup 0 --log-every 100)
+"$BIN" train "${drop[@]}" --steps 6 --save dck --save-every 3 --log-json dfull.jsonl >dfull.out 2>&1 || bad "dropout run: $(tail -2 dfull.out)"
+grep -q "lora dropout   0.2" dfull.out && grep -q '"lora_dropout": 0.2' dck/checkpoint-3/adapter_config.json && ok \
+  || bad "dropout in the settings or adapter_config.json: $(grep lora_dropout dck/checkpoint-3/adapter_config.json)"
+[ "$(losses dfull.jsonl | tail -5)" != "$(losses full.jsonl | tail -5)" ] && ok || bad "--lora-dropout changed nothing"
+"$BIN" train --steps 6 --resume dck/checkpoint-3 --seq 32 --lr 1e-2 --warmup 0 --log-json dres.jsonl >/dev/null 2>&1 \
+  && [ "$(losses dres.jsonl)" == "$(losses dfull.jsonl | tail -3)" ] && ok \
+  || bad "dropout resume $(losses dres.jsonl | tr '\n' ' ') vs $(losses dfull.jsonl | tail -3 | tr '\n' ' ')"
+timeout 120 $MPI -np 2 "$BIN" train "${drop[@]}" --steps 6 --cp 2 --log-json d2.jsonl >/dev/null 2>&1 \
+  && paste <(losses d2.jsonl) <(losses dfull.jsonl) | awk '{d=$2-$4; if (d<0) d=-d; if (d > 1e-5*$4) exit 1}' \
+  && [ "$(losses d2.jsonl | wc -l)" == 6 ] && ok || bad "dropout on 2 ranks $(losses d2.jsonl | tr '\n' ' ') vs $(losses dfull.jsonl | tr '\n' ' ')"
 expect_error "has r 4, this run --lora 8" train --model "$BASE" --lora 8 --seq 32 --steps 6 --resume ck/checkpoint-3
 "$BIN" train --model "$BASE" --seq 32 --steps 1 --save full_ck >/dev/null 2>&1
 expect_error "has no LoRA adapters and this run trains adapters" train --model "$BASE" --lora 4 --seq 32 --steps 2 --resume full_ck

@@ -15,6 +15,7 @@
 #include "model/arch.h"
 #include "model/generate.h"
 #include "model/loss.h"
+#include "ops/dropout.h"
 #include "ops/ops.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -143,6 +144,41 @@ static void test_ops(const char *dev) {
     int badf = 0;
     for (int i = 0; i < N; i++) badf += !(isinf(got[i]) && got[i] < 0);
     CHECK(badf == 0, "%s fill: %d values are not -inf", dev, badf);
+  }
+
+  // LoRA dropout's mask (ops/dropout.h) on rows whose tokens are given out of order: set
+  // (fp32, bf16) and accumulate (fp32), against a loop over lc_dropout_bits
+  {
+    enum { DR = 17, DC = 61 }; // DR x DC <= N
+    int gi[DR];
+    for (int i = 0; i < DR; i++) gi[i] = (i * 7 + 3) % 40;
+    const uint64_t key = lc_dropout_key(lc_dropout_pass_key(9, 3, 4), 2, LC_LORA_UP);
+    const uint32_t thr = lc_dropout_thr(0.3f);
+    padded pg = make(be, LC_DT_I32, gi, DR);
+    for (int op = 0; op < 3; op++) { // set fp32, accumulate fp32, set bf16
+      const lc_dtype dt = op == 2 ? LC_DT_BF16 : LC_DT_F32;
+      uint16_t s16[DR * DC], d16[DR * DC];
+      k->bf16_pack(s16, x, DR * DC), k->bf16_pack(d16, y, DR * DC);
+      padded ps = make(be, dt, op == 2 ? (void *)s16 : x, DR * DC), pd = make(be, dt, op == 2 ? (void *)d16 : y, DR * DC);
+      CHECK(lc_be_dropout(pd.mid, ps.mid, DR, DC, pg.mid, key, thr, op == 1) == LC_OK, "%s dropout %d: %s", dev, op,
+            lc_errmsg());
+      read_mid(&pd, op == 2 ? (void *)d16 : got, "dropout");
+      read_mid(&ps, op == 2 ? (void *)s16 : want, "dropout input");
+      long badd = 0, kept = 0;
+      for (int rr = 0; rr < DR; rr++)
+        for (int j = 0; j < DC; j++) {
+          const int i = rr * DC + j, keep = lc_dropout_bits(key, (uint32_t)gi[rr], (uint32_t)j) >= thr;
+          kept += keep;
+          if (op == 2) badd += d16[i] != (keep ? lc_f32_to_bf16(x[i]) : 0);
+          else badd += got[i] != (op == 1 ? (keep ? y[i] + x[i] : y[i]) : keep ? x[i] : 0.0f);
+        }
+      CHECK(badd == 0 && kept > 0 && kept < DR * DC, "%s dropout %d: %ld elements differ from the loop (%ld kept)", dev,
+            op, badd, kept);
+    }
+    read_mid(&pg, want, "dropout rows");
+    CHECK(lc_be_dropout(lc_buf_view(px.mid, 0, 10), lc_buf_view(px.mid, 0, 10), 3, 4, lc_buf_view(px.mid, 0, 3), key, thr,
+                        0) == LC_EINVAL,
+          "%s dropout with a wrong shape or an fp32 row index must be refused", dev);
   }
 
   // casts: pack / unpack / round

@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "comm/comm.h"
 #include "model/arch.h"
+#include "ops/dropout.h"
 #include "ops/ops.h"
 #include "train/trainer.h"
 #include "testutil.h"
@@ -169,6 +170,26 @@ static void test_flat(void) {
       fr(&ps), fr(&pd);
     }
     free(s), free(t), free(s16), free(t16);
+  }
+  // LoRA dropout's mask: the same hash, so the same bits (set fp32, accumulate fp32, set bf16)
+  {
+    const int rows = 301, cols = 257;
+    int *gi = malloc(sizeof(int) * rows);
+    for (int i = 0; i < rows; i++) gi[i] = (i * 13 + 5) % 4096;
+    const uint64_t key = lc_dropout_key(lc_dropout_pass_key(3, 7, 11), 5, LC_LORA_DOWN);
+    const uint32_t thr = lc_dropout_thr(0.1f);
+    pair pg = mk(LC_DT_I32, gi, (size_t)rows);
+    for (int op = 0; op < 3; op++) {
+      const lc_dtype dt = op == 2 ? LC_DT_BF16 : LC_DT_F32;
+      pair ps = mk(dt, op == 2 ? (void *)x16 : x, (size_t)rows * cols), pd = mk(dt, op == 2 ? (void *)x16 : y, (size_t)rows * cols);
+      for (int d = 0; d < 2; d++)
+        CHECK(lc_be_dropout(pd.mid[d], ps.mid[d], rows, cols, pg.mid[d], key, thr, op == 1) == LC_OK, "dropout: %s",
+              lc_errmsg());
+      cmp(&pd, op == 0 ? "dropout fp32" : op == 1 ? "dropout accumulate" : "dropout bf16", 0);
+      fr(&ps), fr(&pd);
+    }
+    fr(&pg);
+    free(gi);
   }
   // AdamW: the same per-element arithmetic
   {

@@ -15,7 +15,9 @@
 #include "io/safetensors.h"
 #include "model/hf.h"
 #include "model/model.h"
+#include "model/lora_op.h"
 #include "model/peft.h"
+#include "ops/dropout.h"
 #include "testutil.h"
 
 static float *read_tensor(lc_st_file *f, const char *name, size_t n) {
@@ -192,6 +194,144 @@ static void golden_case(const lora_case *c) {
   CHECK(ar.cur_total == 0, "%s: arena not empty after destroy (%zu bytes)", c->name, ar.cur_total);
 }
 
+// Dropout (p 0.25) against PEFT with its nn.Dropout replaced by the same mask
+// (tools/make_lora_golden.py --dropout: ops/dropout.h's hash re-implemented in numpy, pass key
+// 0x0123456789ABCDEF, tokens 0..S-1): the loss and every adapter gradient in float64, which
+// checks PEFT's placement (before lora_A) and scaling (1/(1-p)). Bounds as golden_case's fp32
+// ones (1e-5 loss, 5e-5 of a tensor's largest gradient entry): dropping after A, scaling by
+// p or not at all, or a mask differing between forward and backward are O(1). Plain and with
+// selective checkpointing, MLP tiles and dropout chunks of 5 rows (a call takes several, the
+// last one short). An evaluation pass drops nothing: the golden loss without dropout.
+static void dropout_case(const lora_case *c) {
+  lc_arena ar;
+  lc_arena_init(&ar, 0);
+  lc_config cfg;
+  lc_model m;
+  char adir[1024], path[1200], gpath[1200], ppath[1200];
+  if (!open_case(c, &ar, &m, &cfg, adir, sizeof adir)) return;
+  snprintf(path, sizeof path, "%s/lora_golden_dropout.safetensors", adir);
+  snprintf(ppath, sizeof ppath, "%s/lora_golden.safetensors", adir);
+  snprintf(gpath, sizeof gpath, "%s/%s/golden.safetensors", LC_SOURCE_DIR, c->base);
+  lc_st_file g, b, plain;
+  CHECK(lc_st_open(&g, path) == LC_OK && lc_st_open(&b, gpath) == LC_OK && lc_st_open(&plain, ppath) == LC_OK, "%s: %s",
+        path, lc_errmsg());
+  const int S = 37;
+  float *ids = read_tensor(&b, "input_ids", S), *labels = read_tensor(&b, "labels", S), *loss = read_tensor(&g, "loss", 1),
+        *loss0 = read_tensor(&plain, "loss", 1);
+  int tok[37], tgt[37], pos[37], counted = 0;
+  for (int t = 0; t < S; t++) {
+    tok[t] = (int)ids[t];
+    tgt[t] = t + 1 < S ? (int)labels[t + 1] : -100;
+    counted += tgt[t] >= 0;
+    pos[t] = t;
+  }
+  CHECK(fabs(loss[0] - loss0[0]) > 1e-3 * fabs(loss0[0]), "%s: dropout's golden loss %.6f is the plain one", c->name, loss[0]);
+  m.cfg.lora.dropout = 0.25f;
+  m.drop_key = 0x0123456789ABCDEFull;
+  m.drop_rows = NULL; // the rows are the sequence
+  lc_attn attn;
+  lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
+  const lc_param_layout *L = &m.ad.lay;
+  const lc_model_opts opts[2] = {{LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0},
+                                 {LC_CKPT_SELECTIVE, 8, 5, 0, 0, 0, LC_DT_F32, NULL, 0}};
+  for (int k = 0; k < 2; k++) {
+    lc_lora_test_set_drop_rows(k ? 5 : 0);
+    lc_model_zero_grads(&m);
+    double ls = 0;
+    CHECK(lc_model_fwd_bwd(&m, &opts[k], &attn, tok, tgt, pos, S, 1.0f / counted, 1, &ls, &ar) == LC_OK, "fwd_bwd: %s",
+          lc_errmsg());
+    const double mine = ls / counted;
+    CHECK(fabs(mine - loss[0]) <= 1e-5 * fabs(loss[0]), "%s dropout loss %.9f vs PEFT %.9f", c->name, mine, loss[0]);
+    double worst = 0;
+    for (int i = 0; i < L->n_tensors; i++) {
+      const lc_param_info *p = &L->table[i];
+      char gname[200];
+      snprintf(gname, sizeof gname, "grad.%s", p->name);
+      float *ref = read_tensor(&g, gname, p->numel);
+      if (!ref) continue;
+      double e = 0, mx = 0;
+      for (size_t j = 0; j < p->numel; j++) {
+        e = fmax(e, fabs(m.ad.grads[p->offset + j] - ref[j]));
+        mx = fmax(mx, fabs(ref[j]));
+      }
+      CHECK(mx > 0 && e <= 5e-5 * mx, "%s dropout %s: max diff %.3g of max %.3g", c->name, p->name, e, mx);
+      worst = fmax(worst, e / mx);
+      free(ref);
+    }
+    printf("%s dropout 0.25 (%s): loss %.9f (PEFT with the same mask %.9f), worst adapter gradient error %.2e of max\n",
+           c->name, k ? "selective+tiles, 5-row dropout chunks" : "plain", mine, loss[0], worst);
+  }
+  lc_lora_test_set_drop_rows(0);
+  double le = 0;
+  long wrong = 0;
+  CHECK(lc_model_eval(&m, &opts[0], &attn, tok, tgt, pos, S, &le, &wrong, &ar) == LC_OK, "eval: %s", lc_errmsg());
+  CHECK(fabs(le / counted - loss0[0]) <= 1e-5 * fabs(loss0[0]), "%s: evaluation with dropout set: loss %.9f, PEFT without "
+        "dropout %.9f", c->name, le / counted, loss0[0]);
+  free(ids), free(labels), free(loss), free(loss0);
+  lc_st_close(&g), lc_st_close(&b), lc_st_close(&plain);
+  lc_model_destroy(&m, &ar);
+}
+
+// The mask itself (ops/dropout.h): the kept fraction is 1 - p (within 6 binomial standard
+// deviations over 2^20 elements), a row's mask depends on its token's index alone (rows
+// given in another order get their tokens' masks), other keys (layer, projection, step)
+// give independent masks (agreement p^2 + (1-p)^2 within 6 sigma), accumulate adds the kept
+// values only, bf16 values are copied or zeroed bit for bit.
+static void mask_stats(void) {
+  const int R = 1024, C = 1024;
+  const size_t n = (size_t)R * C;
+  float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n), *z = malloc(sizeof(float) * n);
+  int *gi = malloc(sizeof(int) * R), *perm = malloc(sizeof(int) * R);
+  for (size_t i = 0; i < n; i++) x[i] = 1.0f + (float)(i % 7);
+  for (int r = 0; r < R; r++) gi[r] = r, perm[r] = (r * 389 + 17) % R; // (389 odd: a permutation of 1024)
+  const float ps[2] = {0.1f, 0.5f};
+  for (int k = 0; k < 2; k++) {
+    const uint32_t thr = lc_dropout_thr(ps[k]);
+    const uint64_t key = lc_dropout_key(lc_dropout_pass_key(5, 1, 0), 1, LC_LORA_V);
+    lc_dropout_mask(y, x, LC_DT_F32, R, C, gi, key, thr, 0);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+      kept += y[i] != 0;
+      if (y[i] != 0 && y[i] != x[i]) {
+        CHECK(0, "a kept value changed");
+        break;
+      }
+    }
+    const double q = 1.0 - ps[k], sd = sqrt(n * q * (1 - q));
+    CHECK(fabs((double)kept - n * q) <= 6 * sd, "p %g: kept %zu of %zu (expected %.0f +- %.0f)", (double)ps[k], kept, n,
+          n * q, sd);
+    lc_dropout_mask(z, x, LC_DT_F32, R, C, perm, key, thr, 0);
+    int same = 1;
+    for (int r = 0; r < R && same; r++)
+      for (int j = 0; j < C && same; j++) same = (z[(size_t)r * C + j] != 0) == (y[(size_t)perm[r] * C + j] != 0);
+    CHECK(same, "p %g: a row's mask depends on more than its token's index", (double)ps[k]);
+    const uint64_t others[3] = {lc_dropout_key(lc_dropout_pass_key(5, 1, 0), 0, LC_LORA_V),
+                                lc_dropout_key(lc_dropout_pass_key(5, 1, 0), 1, LC_LORA_K),
+                                lc_dropout_key(lc_dropout_pass_key(5, 2, 0), 1, LC_LORA_V)};
+    for (int o = 0; o < 3; o++) {
+      lc_dropout_mask(z, x, LC_DT_F32, R, C, gi, others[o], thr, 0);
+      size_t agree = 0;
+      for (size_t i = 0; i < n; i++) agree += (y[i] != 0) == (z[i] != 0);
+      const double pa = q * q + (1 - q) * (1 - q), sa = sqrt(n * pa * (1 - pa));
+      CHECK(fabs((double)agree - n * pa) <= 6 * sa, "p %g key %d: masks agree on %zu (independent: %.0f +- %.0f)",
+            (double)ps[k], o, agree, n * pa, sa);
+    }
+    for (size_t i = 0; i < n; i++) z[i] = 0.5f;
+    lc_dropout_mask(z, x, LC_DT_F32, R, C, gi, key, thr, 1);
+    int acc_ok = 1;
+    for (size_t i = 0; i < n && acc_ok; i++) acc_ok = z[i] == (y[i] != 0 ? 0.5f + x[i] : 0.5f);
+    CHECK(acc_ok, "p %g: accumulate adds something other than the kept values", (double)ps[k]);
+    uint16_t *h = malloc(2 * n), *h2 = malloc(2 * n);
+    for (size_t i = 0; i < n; i++) h[i] = (uint16_t)(0x3f80 + i % 100);
+    lc_dropout_mask(h2, h, LC_DT_BF16, R, C, gi, key, thr, 0);
+    int b_ok = 1;
+    for (size_t i = 0; i < n && b_ok; i++) b_ok = h2[i] == (y[i] != 0 ? h[i] : 0);
+    CHECK(b_ok, "p %g: the bf16 mask differs from the fp32 one", (double)ps[k]);
+    free(h), free(h2);
+  }
+  free(x), free(y), free(z), free(gi), free(perm);
+}
+
 // Wrong adapters: one line naming the mismatch each.
 static void bad_adapters(void) {
   const lora_case c = {"llama", "tests/data/golden_untied"};
@@ -238,6 +378,8 @@ int main(void) {
                              {"qwen2", "tests/data/golden_qwen2"},
                              {"qwen3", "tests/data/golden_qwen3"}};
   for (int i = 0; i < 3; i++) golden_case(&cases[i]);
+  for (int i = 0; i < 3; i++) dropout_case(&cases[i]);
+  mask_stats();
   bad_adapters();
   return lc_test_finish("test_lora");
 }

@@ -15,6 +15,7 @@
 //  5. configuration-only presets are refused by the trainer with a clear message.
 #include <string.h>
 
+#include "model/lora_op.h"
 #include "model/memplan.h"
 #include "train/trainer.h"
 #include "testutil.h"
@@ -459,6 +460,17 @@ static void test_lora(void) {
       check_step_opts("lora-b16-vocab", &c, o);
     }
   }
+  // Dropout: a chunk of x o m (x's dtype) at each adapter's call, and in backward also the
+  // chunk of (du A) in fp32; whole calls, and calls of 3 chunks (the last one short).
+  for (int k = 0; k < 4; k++) {
+    lc_config c = cfg;
+    c.lora = (lc_lora){.rank = 8, .alpha = 16, .targets = tg[k % 2], .dropout = 0.1f};
+    lc_train_opts o = opts_for(&c, pols[k % 3], k < 2 ? 0 : 32, 16, SLOW_BUILD ? 128 : 256);
+    o.mopts.precision = k % 2 ? LC_DT_BF16 : LC_DT_F32;
+    lc_lora_test_set_drop_rows(k >= 2 ? 100 : 0);
+    check_step_opts(k >= 2 ? "lora-dropout-chunks" : "lora-dropout", &c, o);
+  }
+  lc_lora_test_set_drop_rows(0);
   // QLoRA: the base's projections in blocks where their rows are whole 32-blocks (Q8_0; layer
   // 1's gate and up Q4_0; in bf16 also the embedding and head), down_proj (rows of 176)
   // dense: the store in its stored bytes and

@@ -14,6 +14,7 @@ Run once by hand from the repository root (the same venv as tools/make_golden.py
 peft):
     /tmp/gvenv/bin/pip install peft
     /tmp/gvenv/bin/python tools/make_lora_golden.py
+    /tmp/gvenv/bin/python tools/make_lora_golden.py --dropout   (only lora_golden_dropout.safetensors)
     /tmp/gvenv/bin/python tools/make_lora_golden.py --check ADAPTER_DIR BASE_DIR MERGED_DIR
         (an adapter longctx train saved loads in PEFT, and longctx merge's output equals
          PEFT's merge_and_unload of it: weights and logits, float64)
@@ -22,6 +23,8 @@ Outputs, per case, in tests/data/lora/<case>/:
   adapter_config.json, adapter_model.safetensors   -- PEFT's files (float32)
   lora_golden.safetensors   -- float64 results stored as F32: loss [1], logits [S, V], grad.<PEFT tensor name>
   lora_golden.json          -- versions, r, alpha, targets, the base directory, the loss
+  lora_golden_dropout.safetensors -- loss [1] and grad.<name> with lora_dropout 0.25 under longctx's
+                               deterministic mask (pass key 0x0123456789ABCDEF, tokens 0..S-1)
 """
 import json
 import os
@@ -135,6 +138,71 @@ def generate(name, base_dir, seed, rslora):
     print(name, "loss", loss.item(), "grads", sum(1 for k in gold if k.startswith("grad.")))
 
 
+# LoRA dropout (longctx --lora-dropout): PEFT's nn.Dropout on each adapter's input,
+# replaced by longctx's deterministic mask (src/ops/dropout.h, re-implemented here from its
+# description) so both sides drop the same elements; PEFT's own scaling 1/(1-p) and
+# placement (before lora_A) are what is tested. One pass key for the whole pass.
+DROP_P = 0.25
+DROP_KEY = 0x0123456789ABCDEF
+PROJ = {"q_proj": 0, "k_proj": 1, "v_proj": 2, "o_proj": 3, "gate_proj": 4, "up_proj": 5, "down_proj": 6}
+U64 = np.uint64
+
+
+def mix64(x):
+    x = x ^ (x >> U64(30))
+    x = x * U64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> U64(27))
+    x = x * U64(0x94D049BB133111EB)
+    return x ^ (x >> U64(31))
+
+
+def drop_mask(layer, proj, rows, cols):
+    """keep[g, j] for tokens g < rows and features j < cols (ops/dropout.h)."""
+    one = np.array([(layer << 8 | proj)], dtype=U64)
+    key = mix64(np.array([DROP_KEY], dtype=U64) ^ mix64(one + U64(0x2545F4914F6CDD1D)))[0]
+    g = np.arange(rows, dtype=U64)[:, None]
+    j = np.arange(cols, dtype=U64)[None, :]
+    bits = mix64(U64(key) ^ mix64(((g << U64(32)) | j) + U64(0x9E3779B97F4A7C15))) >> U64(40)
+    thr = int(float(np.float32(DROP_P)) * 16777216.0 + 0.5)
+    return bits >= U64(thr)
+
+
+class MaskDropout(torch.nn.Module):
+    def __init__(self, layer, proj):
+        super().__init__()
+        self.layer, self.proj = layer, proj
+
+    def forward(self, x):  # x [1, S, K]
+        keep = torch.tensor(drop_mask(self.layer, self.proj, x.shape[-2], x.shape[-1]))
+        return x * keep.to(x.dtype) / (1.0 - DROP_P)
+
+
+def generate_dropout(name, base_dir):
+    """lora_golden_dropout.safetensors: the loss and every adapter gradient of the committed
+    adapter with dropout p = DROP_P under the mask above (float64)."""
+    from peft import PeftModel
+    out = os.path.join(REPO, "tests/data/lora", name)
+    pm = PeftModel.from_pretrained(load_base(base_dir), out, is_trainable=True)
+    pm = pm.double()
+    n = 0
+    for mname, mod in pm.named_modules():
+        if hasattr(mod, "lora_dropout") and "default" in mod.lora_dropout:
+            parts = mname.split(".")
+            layer = int(parts[parts.index("layers") + 1])
+            mod.lora_dropout["default"] = MaskDropout(layer, PROJ[parts[-1]])
+            n += 1
+    pm.train()
+    ids, labels = batch(base_dir)
+    loss, _ = loss_of(pm, ids, labels)
+    loss.backward()
+    gold = {"loss": np.array([loss.item()], dtype=np.float32)}
+    for pn, p in pm.named_parameters():
+        if p.grad is not None:
+            gold["grad." + pn.replace(".default", "")] = p.grad.detach().numpy().astype(np.float32)
+    save_file(gold, os.path.join(out, "lora_golden_dropout.safetensors"))
+    print(name, "dropout", DROP_P, "modules", n, "loss", loss.item())
+
+
 def check(adapter_dir, base_dir, merged_dir):
     """An adapter longctx saved loads in PEFT unchanged (PeftModel.from_pretrained), and
     longctx merge's output equals PEFT's merge_and_unload of it; the logits of PEFT's model
@@ -159,6 +227,10 @@ def check(adapter_dir, base_dir, merged_dir):
 if __name__ == "__main__":
     if len(sys.argv) >= 5 and sys.argv[1] == "--check":
         check(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif len(sys.argv) >= 2 and sys.argv[1] == "--dropout":
+        for c in CASES:
+            generate_dropout(c[0], c[1])
     else:
         for c in CASES:
             generate(*c)
+            generate_dropout(c[0], c[1])

@@ -34,6 +34,7 @@ int lc_cmd_plan(int argc, char **argv) {
   const char *machine = NULL, *hardware = NULL, *placement = "head-first";
   int auto_ = 0, longest = 0, per_node = 0, top = 5, lora = 0;
   const char *lora_targets = NULL, *base_dtype = NULL;
+  float lora_dropout = 0;
   float budget_gib = 20.0f, gflops = 200.0f;
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &model, "a preset (tiny, demo, bench-s; shapes only: llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, qwen2.5-7b, qwen3-8b, qwen3-32b), an HF model directory or a GGUF file", 0},
@@ -70,6 +71,7 @@ int lc_cmd_plan(int argc, char **argv) {
       {"lora", LC_ARG_INT, &lora, "as train: rank-R LoRA adapters on a frozen base (the base's weights alone, 4 bytes each; the adapters' 16 bytes per parameter; their scratch) (default 0)", 0},
       {"base-dtype", LC_ARG_STR, &base_dtype, "as train: fp32 | bf16 | gguf (a .gguf --model's own blocks) | a block type for every projection whose rows are whole blocks (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k: QLoRA; the other weights in the pass's precision; --zero 0-2)", 0},
       {"lora-targets", LC_ARG_STR, &lora_targets, "as train: the adapted projections (default all: q,k,v,o,gate,up,down)", 0},
+      {"lora-dropout", LC_ARG_FLOAT, &lora_dropout, "as train: dropout on the adapters' input (its masked copies' scratch and passes)", 0},
       {"top", LC_ARG_INT, &top, "layouts --auto prints (default 5)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
@@ -133,8 +135,13 @@ int lc_cmd_plan(int argc, char **argv) {
   if (st == LC_OK && longest && seq_s) st = lc_fail(LC_EINVAL, "--longest searches the sequence length: leave out --seq");
   if (st == LC_OK && lora < 0) st = lc_fail(LC_EINVAL, "--lora %d: give the adapters' rank (>= 1), or 0 for none", lora);
   if (st == LC_OK && lora_targets && !lora) st = lc_fail(LC_EINVAL, "--lora-targets needs --lora R");
+  if (st == LC_OK && lora_dropout != 0 && !lora) st = lc_fail(LC_EINVAL, "--lora-dropout needs --lora R");
+  if (st == LC_OK && !(lora_dropout >= 0 && lora_dropout < 1))
+    st = lc_fail(LC_EINVAL, "--lora-dropout %g: give the probability of dropping an input of the adapters, in [0, 1)",
+                 (double)lora_dropout);
   if (st == LC_OK && lora) {
     cfg.lora = (lc_lora){.rank = lora, .alpha = (float)lora, .targets = LC_LORA_ALL};
+    cfg.lora.dropout = lora_dropout;
     if (lora_targets) st = lc_lora_parse_targets(lora_targets, &cfg.lora.targets);
   }
   if (st == LC_OK && base_dtype && !lora) st = lc_fail(LC_EINVAL, "--base-dtype %s is how a LoRA run holds its frozen base: add --lora R", base_dtype);
@@ -191,6 +198,7 @@ int lc_cmd_plan(int argc, char **argv) {
     if (vocab_slice) ADD(" --vocab-slice %d", vocab_slice);
     if (lora) ADD(" --lora %d", lora);
     if (lora_targets) ADD(" --lora-targets %s", lora_targets);
+    if (lora_dropout > 0) ADD(" --lora-dropout %g", (double)lora_dropout);
     // (a block type planned for every projection: train takes a GGUF file of that type)
     if (base_dtype) ADD(" --base-dtype %s", strcmp(base_dtype, "fp32") && strcmp(base_dtype, "bf16") ? "gguf" : base_dtype);
     if (offload) ADD(" --offload-checkpoints %s", offload);

@@ -26,7 +26,9 @@ static pair cut_pair(lc_buf_carver *k, int R, int bf16, int T) {
 }
 
 static size_t mx(size_t a, size_t b) { return a > b ? a : b; }
-static int drop_rows(int T) { return T < LC_LORA_DROP_ROWS ? T : LC_LORA_DROP_ROWS; }
+static int drop_chunk = LC_LORA_DROP_ROWS;
+void lc_lora_test_set_drop_rows(int n) { drop_chunk = n > 0 ? n : LC_LORA_DROP_ROWS; }
+static int drop_rows(int T) { return T < drop_chunk ? T : drop_chunk; }
 
 size_t lc_lora_fwd_bytes(int R, int bf16, int drop, lc_dtype y_dt, lc_dtype x_dt, int T, int K, int N) {
   if (R <= 0) return 0;

@@ -22,6 +22,9 @@
 struct lc_backend;
 
 #define LC_LORA_DROP_ROWS 1024
+// Test-only: dropout's chunk of rows (0 restores LC_LORA_DROP_ROWS), so short test
+// sequences take several chunks.
+void lc_lora_test_set_drop_rows(int n);
 
 typedef struct {
   int R;      // rank

@@ -71,6 +71,23 @@ static double proj(const cost *k, int bwd, double T, int K, int N, int i) {
              : lin(k, 0, T, K, l->rank) + lin(k, 0, T, l->rank, N);
   return s;
 }
+// LoRA dropout's element-wise passes (model/lora_op.c) over the inputs of the adapted
+// projections among `which` (bits LC_LORA_Q..): forward (and each recompute) masks x into a
+// copy (read x, write x o m); backward masks it again, writes du A (fp32) and adds its kept
+// part into dx (read and write).
+static double drop_ew(cost *k, int bwd, unsigned which) {
+  const lc_config *c = k->c;
+  if (!k->lora || !(c->lora.dropout > 0)) return 0;
+  const double HQ = (double)c->n_heads * c->head_dim, xb = k->bf16 ? 2 : 4;
+  const double in[LC_LORA_N] = {c->dim, c->dim, c->dim, HQ, c->dim, c->dim, c->ffn};
+  double K = 0;
+  for (int i = 0; i < LC_LORA_N; i++)
+    if (which >> i & c->lora.targets & 1u) K += in[i];
+  return ew(k, k->T * K * (bwd ? 2 * xb + 12 : 2 * xb));
+}
+#define ATTN_T ((1u << LC_LORA_Q) | (1u << LC_LORA_K) | (1u << LC_LORA_V) | (1u << LC_LORA_O))
+#define GATE_UP ((1u << LC_LORA_GATE) | (1u << LC_LORA_UP))
+
 // GEMMs of the attention half (q, k, v, o) and the MLP half (gate, up[, down]).
 static double attn_gemms(cost *k, int bwd) {
   const lc_config *c = k->c;
@@ -116,18 +133,19 @@ static double op_seconds(cost *k, lc_op op, double *recompute, double *attn_kern
   case LC_OP_EMBED_BWD_SLICED: return k->lora ? 0 : sliced(k, ew(k, 8.0 * T * C), k->sl_comm[2]);
   case LC_OP_LAYER_FWD:
     *attn_kernel += k->attn_fwd_s;
-    return attn_gemms(k, 0) + mlp_gemms(k, 0, 1) + attention(k, 0) + ew(k, ewf);
+    return attn_gemms(k, 0) + mlp_gemms(k, 0, 1) + attention(k, 0) + ew(k, ewf) + drop_ew(k, 0, LC_LORA_ALL);
   case LC_OP_RECOMPUTE: { // lc_layer_fwd without the output: q/k/v/o, untiled gate/up; full: attention too
-    double s = attn_gemms(k, 0) + (k->tiled ? 0 : mlp_gemms(k, 0, 0)) + ew(k, ewf);
+    double s = attn_gemms(k, 0) + (k->tiled ? 0 : mlp_gemms(k, 0, 0)) + ew(k, ewf) +
+               drop_ew(k, 0, ATTN_T | (k->tiled ? 0 : GATE_UP));
     if (pol == LC_CKPT_FULL) s += attention(k, 0), *attn_kernel += k->attn_fwd_s;
     *recompute += s;
     return s;
   }
   case LC_OP_LAYER_BWD: {
-    const double rec = k->tiled ? mlp_gemms(k, 0, 0) : 0; // tiled MLP recomputes gate/up per tile
+    const double rec = k->tiled ? mlp_gemms(k, 0, 0) + drop_ew(k, 0, GATE_UP) : 0; // tiled MLP recomputes gate/up per tile
     *recompute += rec;
     *attn_kernel += k->attn_bwd_s;
-    return attn_gemms(k, 1) + mlp_gemms(k, 1, 1) + rec + attention(k, 1) + ew(k, 2 * ewf);
+    return attn_gemms(k, 1) + mlp_gemms(k, 1, 1) + rec + attention(k, 1) + ew(k, 2 * ewf) + drop_ew(k, 1, LC_LORA_ALL);
   }
   case LC_OP_LOSS:
   case LC_OP_LOSS_SLICED: { // head forward + both backward products + softmax passes; slices: the logits twice
