@@ -110,8 +110,12 @@ timeout 120 $MPI -np 2 "$BIN" train "${q[@]}" --cp 2 --zero 2 --log-json q2.json
   --base-dtype bf16 --log-json qb16.jsonl >/dev/null 2>&1 && close qb.jsonl qb16.jsonl 2e-3 && ok \
   || bad "QLoRA bf16 $(losses qb.jsonl | tr '\n' ' ') vs bf16 base $(losses qb16.jsonl | tr '\n' ' ')"
 expect_error "give --model FILE.gguf" train --model "$BASE" --lora 4 --base-dtype gguf --steps 1
-expect_error "with --zero 3 is not implemented yet" train --model "$GQ" --lora 4 --base-dtype gguf --zero 3 --steps 1
-expect_error "with --vocab-slice is not implemented yet" train --model "$GQ" --lora 4 --base-dtype gguf --vocab-slice 64 --steps 1
+# ZeRO 3 shards the blocks (gathered per layer as held) and vocabulary slices take the
+# embedding's and head's rows in blocks: 2 ranks (cp 2, ZeRO 3, slices of 64 rows) equal
+# one process to 1e-5, the settings naming the blocks.
+timeout 120 $MPI -np 2 "$BIN" train "${q[@]}" --cp 2 --zero 3 --vocab-slice 64 --log-json q3.jsonl >q3.out 2>&1 \
+  && grep -q "Q8_0 blocks for 12 projections" q3.out && close q3.jsonl qd.jsonl 1e-5 \
+  && ok || bad "QLoRA under ZeRO 3 with vocabulary slices $(losses q3.jsonl | tr '\n' ' ') vs $(losses qd.jsonl | tr '\n' ' '): $(grep error q3.out | head -2)"
 "$BIN" plan --model "$GQ" --lora 4 --base-dtype gguf --seq 64 >qplan.txt 2>&1 && grep -q "Q8_0 blocks for 12 projections" qplan.txt \
   && ok || bad "plan --base-dtype gguf: $(head -c 600 qplan.txt)"
 "$BIN" plan --model "$BASE" --lora 4 --base-dtype q4_0 --seq 64 >qplan2.txt 2>&1 && grep -q "Q4_0 blocks for 12 projections" qplan2.txt \

@@ -1391,6 +1391,13 @@ int main(int argc, char **argv) {
       lora_qbase = 1; // the base in blocks (whole on every rank) under the adapters' ZeRO 1 and 2
       test_zero(only_cp, LC_PLACE_CONTEXT_FIRST, 1, 2, W, sel, 0, "qlora");
       test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, 1, W / 2, full16, FAM_QWEN2, "qlora-bf16");
+      // ZeRO 3: the blocks sharded (a unit's bytes Z ways) and gathered as held; vocabulary
+      // slices: the rows viewed where they lie (stages 1-2) or gathered as held (3)
+      test_zero(W >= 4 ? two_d : only_hp, LC_PLACE_HEAD_FIRST, 1, 3, W, sel, FAM_QWEN3, "qlora-z3");
+      test_zero(only_dp, LC_PLACE_CONTEXT_FIRST, W, 3, W / 2, full16, FAM_QWEN2, "qlora-z3-bf16");
+      test_zero(only_cp, LC_PLACE_HEAD_FIRST, 1, 3, W, vs, 0, "qlora-z3-vocab");
+      test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, 3, W / 2, vf16, FAM_QWEN2, "qlora-z3-vocab");
+      test_zero(only_cp, LC_PLACE_CONTEXT_FIRST, 1, 2, W, vf16, 1, "qlora-vocab");
       lora_qbase = 0;
       zero_lora = 0;
     }

@@ -487,6 +487,23 @@ static void test_lora(void) {
     lc_train_opts o = opts_for(&c, k ? LC_CKPT_FULL : LC_CKPT_SELECTIVE, k ? 32 : 0, 16, SLOW_BUILD ? 128 : 256);
     o.mopts.precision = k ? LC_DT_BF16 : LC_DT_F32;
     check_step_opts(k ? "qlora-bf16" : "qlora", &c, o);
+    // vocabulary slices: the embedding's and head's rows viewed where they lie (stage 0) or
+    // gathered as held (stage 3: one process, a group of one: the units' bytes gathered too)
+    o.mopts.vocab_slice = 100;
+    check_step_opts(k ? "qlora-bf16-vocab" : "qlora-vocab", &c, o);
+    o.mopts.zero = 3;
+    check_step_opts(k ? "qlora-bf16-z3-vocab" : "qlora-z3-vocab", &c, o);
+    o.mopts.vocab_slice = 0;
+    check_step_opts(k ? "qlora-bf16-z3" : "qlora-z3", &c, o);
+    // a vocabulary of 4096 in slices of 1500 rows (the last one shorter): the gathered rows of
+    // the head (a slice and the next) outweigh a decoder layer's units
+    lc_config cv = c;
+    cv.vocab = 4096;
+    lc_train_opts ov = opts_for(&cv, LC_CKPT_FULL, 0, 16, SLOW_BUILD ? 128 : 256);
+    ov.mopts.precision = o.mopts.precision;
+    ov.mopts.vocab_slice = 1500;
+    ov.mopts.zero = 3;
+    check_step_opts(k ? "qlora-bf16-z3-v4096" : "qlora-z3-v4096", &cv, ov);
   }
   // The model states: the base's weights alone (4 bytes per weight) beside the adapters'
   // 16 bytes per parameter (weights, gradients, m, v) and the norm's accumulator.

@@ -45,9 +45,9 @@ lc_status lc_cli_model(const char *spec, lc_config *cfg);
 const char *lc_cli_base_desc(const lc_config *cfg, char *buf, size_t cap);
 // --base-dtype gguf (model: a .gguf file; its own blocks) or a block type name (q4_k: every
 // projection whose rows are whole blocks): cfg->base_q and lora.base_bf16 (the other weights
-// in the pass's precision). One line for an unknown name, a model that is not GGUF for
-// gguf, ZeRO 3 or vocabulary slices (not implemented with blocks).
-lc_status lc_cli_base_blocks(const char *base_dtype, const char *model, int precision_bf16, int zero, int vocab_slice,
+// in the pass's precision). One line for an unknown name or a model that is not GGUF for
+// gguf. (Any ZeRO stage and vocabulary slices: the store shards and slices the blocks.)
+lc_status lc_cli_base_blocks(const char *base_dtype, const char *model, int precision_bf16,
                              lc_config *cfg);
 // Parses comma-separated sequence lengths with an optional K (1024) or M (1024^2) suffix,
 // e.g. "1024,4K" or "1M", each in [1, limit], into out[0..max). Returns how many, or -1

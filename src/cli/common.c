@@ -140,7 +140,7 @@ const char *lc_cli_base_desc(const lc_config *c, char *buf, size_t cap) {
   return buf;
 }
 
-lc_status lc_cli_base_blocks(const char *base_dtype, const char *model, int precision_bf16, int zero, int vocab_slice,
+lc_status lc_cli_base_blocks(const char *base_dtype, const char *model, int precision_bf16,
                              lc_config *cfg) {
   memset(cfg->base_q, 0, sizeof cfg->base_q);
   cfg->base_q_embed = cfg->base_q_head = 0;
@@ -151,10 +151,6 @@ lc_status lc_cli_base_blocks(const char *base_dtype, const char *model, int prec
   if (!gguf && q == LC_DT_COUNT)
     return lc_fail(LC_EINVAL, "--base-dtype %s: give fp32, bf16, gguf (a .gguf --model's own blocks) or one block type for "
                    "every projection (q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)", base_dtype);
-  if (zero >= 3 || vocab_slice > 0)
-    return lc_fail(LC_EINVAL, "--base-dtype %s with %s is not implemented yet (the blocks are held whole on each rank, and "
-                   "read whole): use --base-dtype bf16, or leave %s out", base_dtype, zero >= 3 ? "--zero 3" : "--vocab-slice",
-                   zero >= 3 ? "--zero 3" : "--vocab-slice");
   cfg->lora.base_bf16 = precision_bf16; // the other weights: the pass's precision
   if (gguf) {
     if (lc_is_dir(model) || !lc_gguf_is_model_path(model))

@@ -146,7 +146,7 @@ int lc_cmd_plan(int argc, char **argv) {
   }
   if (st == LC_OK && base_dtype && !lora) st = lc_fail(LC_EINVAL, "--base-dtype %s is how a LoRA run holds its frozen base: add --lora R", base_dtype);
   if (st == LC_OK && base_dtype && strcmp(base_dtype, "fp32") && strcmp(base_dtype, "bf16"))
-    st = lc_cli_base_blocks(base_dtype, model, o.precision == LC_DT_BF16, zero, vocab_slice, &cfg);
+    st = lc_cli_base_blocks(base_dtype, model, o.precision == LC_DT_BF16, &cfg);
   if (st == LC_OK && base_dtype && !strcmp(base_dtype, "bf16")) {
     cfg.lora.base_bf16 = 1;
     if (o.precision != LC_DT_BF16) st = lc_fail(LC_EINVAL, "--base-dtype bf16 needs --precision bf16");

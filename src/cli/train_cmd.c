@@ -100,8 +100,7 @@ static lc_status lora_settings(lc_flag *flags, int nf, const train_flags *F, con
 }
 
 // QLoRA: a LoRA run on a GGUF file holds the base in the file's own blocks (--base-dtype
-// gguf, the default there where it is implemented: ZeRO 0-2, no vocabulary slices), its
-// other weights in the pass's precision.
+// gguf, the default there on the CPU backend), its other weights in the pass's precision.
 static lc_status base_blocks(const train_flags *F, lc_train_opts *o, int model_dir) {
   memset(o->cfg.base_q, 0, sizeof o->cfg.base_q);
   o->cfg.base_q_embed = o->cfg.base_q_head = 0;
@@ -109,11 +108,11 @@ static lc_status base_blocks(const train_flags *F, lc_train_opts *o, int model_d
   const int given = F->base_dtype && !strcmp(F->base_dtype, "gguf");
   if (o->cfg.lora.rank <= 0 || (F->base_dtype && !given) || (!given && !gguf)) return LC_OK;
   const int cpu = !F->device || !strcmp(F->device, "cpu");
-  if (!given && (F->zero >= 3 || F->vocab_slice > 0 || !cpu)) return LC_OK; // the default falls back to fp32, which runs there
+  if (!given && !cpu) return LC_OK; // the default falls back to fp32, which runs there
   if (!cpu)
     return lc_fail(LC_EINVAL, "--base-dtype gguf with --device %s: the GEMMs on a GGUF file's blocks run on the CPU backend "
                    "only; use --base-dtype bf16 on a GPU", F->device);
-  return lc_cli_base_blocks("gguf", F->model ? F->model : "", o->mopts.precision == LC_DT_BF16, F->zero, F->vocab_slice,
+  return lc_cli_base_blocks("gguf", F->model ? F->model : "", o->mopts.precision == LC_DT_BF16,
                             &o->cfg);
 }
 

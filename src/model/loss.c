@@ -107,7 +107,9 @@ static size_t stats_bytes(int T) { return io_bytes(T) + lc_xent_stats_bytes(T); 
 size_t lc_loss_sliced_scratch_bytes(const lc_config *cfg, int T, int tile, int rows, int bf16) {
   tile = eff_tile(T, tile);
   if (rows > cfg->vocab) rows = cfg->vocab;
-  const lc_dtype wdt = bf16 ? LC_DT_BF16 : LC_DT_F32; // a slice's rows (lc_ps_rows.w16)
+  // a slice's rows (lc_ps_rows.w): 2 bytes in bf16, or a frozen base's blocks
+  const int q = cfg->tie_embeddings ? cfg->base_q_embed : cfg->base_q_head;
+  const lc_dtype wdt = q && lc_config_base_quant(cfg) ? (lc_dtype)q : bf16 ? LC_DT_BF16 : LC_DT_F32;
   size_t f = lc_matmul_fwd_bytes(bf16, LC_DT_F32, LC_DT_F32, wdt, tile, cfg->dim, rows),
          b = lc_matmul_bwd_bytes(bf16, LC_DT_F32, LC_DT_F32, wdt, tile, cfg->dim, rows);
   return lc_bytes(LC_DT_F32, sliced_tile_floats(cfg, tile, rows)) + stats_bytes(T) + (f > b ? f : b);

@@ -180,24 +180,31 @@ static void occur(size_t *G, size_t *R, size_t *GR, int p, size_t g, size_t r) {
 // with the next fetched (after the last: layer L-1) and, in the gradient pass, the slice's
 // gradient and the previous one's reduction in flight; the embedding backward with each
 // slice's gradient and the previous reduction (layer 0's first).
-// lw: bytes of a decoder layer's gathered copy, lg: of its gradient.
+// lw0, lwL: bytes of decoder layer 0's and layer L-1's gathered copies (the units gathered
+// after the embedding's and the loss's last slices), lg: of a layer's gradient.
 // frozen (LoRA): the slices' rows are gathered as the base's stage says, but have no gradient.
-static void sliced_transients(const lc_config *cfg, const lc_model_opts *o, int stage, size_t lw, size_t lg, int frozen,
-                              size_t *G, size_t *R, size_t *GR) {
+static void sliced_transients(const lc_config *cfg, const lc_model_opts *o, int stage, size_t lw0, size_t lwL, size_t lg,
+                              int frozen, size_t *G, size_t *R, size_t *GR) {
   const int bf16 = o->precision == LC_DT_BF16, g3 = stage >= 3, r2 = stage >= 2 && !frozen;
   const size_t C = (size_t)cfg->dim, V = (size_t)cfg->vocab, rows = (size_t)o->vocab_slice;
   const int ns = lc_head_n_slices(cfg->vocab, o->vocab_slice);
 #define SLICE_N(k) ((k) + 1 < ns ? rows * C : (V - (size_t)(ns - 1) * rows) * C)
   const int b16 = frozen && cfg->lora.base_bf16 && !lc_config_base_quant(cfg); // a bf16 base store (rows: views below stage 3)
-#define SLICE_W(k) lc_pstore_rows_bytes(stage, bf16, b16, 1, SLICE_N(k))
+  // A base in GGUF blocks (a U8 store): the embedding's and the head's rows as they are held.
+  const int q = frozen && lc_config_base_quant(cfg);
+  const lc_dtype dense = bf16 && cfg->lora.base_bf16 ? LC_DT_BF16 : LC_DT_F32;
+  const lc_dtype qe = cfg->base_q_embed ? (lc_dtype)cfg->base_q_embed : dense,
+                 qh = cfg->tie_embeddings ? qe : cfg->base_q_head ? (lc_dtype)cfg->base_q_head : dense;
+#define SLICE_W(k, qdt) (q ? lc_pstore_rows_bytes_q(stage, (qdt), SLICE_N(k)) : lc_pstore_rows_bytes(stage, bf16, b16, 1, SLICE_N(k)))
 #define SLICE_G(k) (frozen ? 0 : lc_pstore_rows_grad_bytes(stage, SLICE_N(k)))
   for (int s = 0; s < ns; s++)
-    occur(G, R, GR, LC_PHASE_EMBED_FWD, SLICE_W(s) + (g3 ? (s + 1 < ns ? SLICE_W(s + 1) : lw) : 0), 0);
-  const size_t nw = lc_pstore_rows_bytes(stage, bf16, b16, 0, C), ng = frozen ? 0 : lc_pstore_rows_grad_bytes(stage, C);
+    occur(G, R, GR, LC_PHASE_EMBED_FWD, SLICE_W(s, qe) + (g3 ? (s + 1 < ns ? SLICE_W(s + 1, qe) : lw0) : 0), 0);
+  const size_t nw = q ? lc_pstore_rows_bytes_q(stage, LC_DT_F32, C) : lc_pstore_rows_bytes(stage, bf16, b16, 0, C),
+               ng = frozen ? 0 : lc_pstore_rows_grad_bytes(stage, C);
   for (int k = 0; k < 2 * ns; k++) {
     const int s = k % ns, pass = k / ns;
-    const size_t next = g3 ? (k + 1 < 2 * ns ? SLICE_W((k + 1) % ns) : lw) : 0;
-    occur(G, R, GR, LC_PHASE_LOSS, nw + SLICE_W(s) + next, ng + (pass ? SLICE_G(s) + (s > 0 ? SLICE_G(s - 1) : 0) : 0));
+    const size_t next = g3 ? (k + 1 < 2 * ns ? SLICE_W((k + 1) % ns, qh) : lwL) : 0;
+    occur(G, R, GR, LC_PHASE_LOSS, nw + SLICE_W(s, qh) + next, ng + (pass ? SLICE_G(s) + (s > 0 ? SLICE_G(s - 1) : 0) : 0));
   }
   for (int s = 0; s < ns && !frozen; s++) // (frozen: no embedding backward)
     occur(G, R, GR, LC_PHASE_EMBED_BWD, 0, SLICE_G(s) + (s > 0 ? SLICE_G(s - 1) : r2 ? lg : 0));
@@ -228,7 +235,9 @@ lc_status lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o,
   // unit) and its gradient buffer (the adapters' with LoRA).
 #define COPY(u) (lc_ps_copy_bytes(&z, L, (u), cdt) + (lora ? lc_ps_copy_bytes(&za, L, (u), cdt) : 0))
 #define GRAD(u) (lora ? lc_ps_unit_bytes(&za, L, (u)) : lc_ps_unit_bytes(&z, L, (u)))
-  if (sliced) sliced_transients(cfg, o, bstage, COPY(lc_unit_layer(0)), GRAD(lc_unit_layer(0)), lora, G, R, GR);
+  if (sliced)
+    sliced_transients(cfg, o, bstage, COPY(lc_unit_layer(0)), COPY(lc_unit_layer(L - 1)), GRAD(lc_unit_layer(0)), lora, G,
+                      R, GR);
   // Walk the pass's schedule with the store's rules: gathered[u] while u is acquired or its
   // gather posted; a gradient buffer from grad_begin until a later grad_begin retires its
   // reduction (every one but the newest in flight) or the pass ends. Sliced, the final
@@ -471,6 +480,9 @@ static lc_status embed_fwd_sliced(lc_pstore *ps, int tensor, int R, lc_buf token
   }
   lc_pstore_rows_release(ps, &r[0]); // error paths: a fetch never acquired
   lc_pstore_rows_release(ps, &r[1]);
+  // A table in blocks gives dequantized rows: a bf16 pass rounds them (as embed_fwd does).
+  if (st == LC_OK && lc_dtype_is_quant(lc_pstore_held_dtype(ps, tensor)) && ps->compute == LC_DT_BF16)
+    st = lc_be_bf16_round(lc_buf_view(out, 0, (size_t)T * C));
   return st;
 }
 

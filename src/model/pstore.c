@@ -167,31 +167,65 @@ static lc_dtype mixed_dt(const lc_config *cfg, const lc_param_info *p) {
   if (q) return (lc_dtype)q;
   return p->ndim == 2 && cfg->lora.base_bf16 ? LC_DT_BF16 : LC_DT_F32;
 }
-// Total bytes; off and dt (when not NULL) get each tensor's offset and dtype. A quantized
-// tensor's rows must be whole blocks (LC_EINVAL otherwise).
-static lc_status mixed_layout(const lc_config *cfg, const lc_param_layout *L, size_t *off, lc_dtype *dt, size_t *total) {
+// Total bytes; off and dt (when not NULL) get each tensor's offset and dtype, uoff (when
+// not NULL) each unit's start (n_units + 1 entries). Each unit ends padded to a multiple of
+// 64 Z bytes, so that its Z shards are whole 64-byte pieces (Z = 1: the tensors' own
+// alignment, nothing more). A quantized tensor's rows must be whole blocks (LC_EINVAL).
+static lc_status mixed_layout(const lc_config *cfg, const lc_param_layout *L, int Z, size_t *off, lc_dtype *dt,
+                              size_t *uoff, size_t *total) {
   size_t at = 0;
-  for (int t = 0; t < L->n_tensors; t++) {
-    const lc_param_info *p = &L->table[t];
-    const lc_dtype d = mixed_dt(cfg, p);
-    if (lc_dtype_is_quant(d) && (size_t)p->shape[1] % lc_dtype_block(d))
-      return lc_fail(LC_EINVAL, "%s: rows of %ld values are not whole %s blocks of %zu", p->name, p->shape[1],
-                     lc_dtype_name(d), lc_dtype_block(d));
-    if (off) off[t] = at, dt[t] = d;
-    at += (lc_bytes(d, p->numel) + MIXED_ALIGN - 1) & ~(size_t)(MIXED_ALIGN - 1);
+  const size_t q = (size_t)MIXED_ALIGN * (size_t)(Z > 1 ? Z : 1);
+  for (int u = 0; u < L->n_units; u++) {
+    if (uoff) uoff[u] = at;
+    for (int t = L->units[u].t0; t < L->units[u].t1; t++) {
+      const lc_param_info *p = &L->table[t];
+      const lc_dtype d = mixed_dt(cfg, p);
+      if (lc_dtype_is_quant(d) && (size_t)p->shape[1] % lc_dtype_block(d))
+        return lc_fail(LC_EINVAL, "%s: rows of %ld values are not whole %s blocks of %zu", p->name, p->shape[1],
+                       lc_dtype_name(d), lc_dtype_block(d));
+      if (off) off[t] = at, dt[t] = d;
+      at += (lc_bytes(d, p->numel) + MIXED_ALIGN - 1) & ~(size_t)(MIXED_ALIGN - 1);
+    }
+    at = (at + q - 1) / q * q;
   }
+  if (uoff) uoff[L->n_units] = at;
   *total = at;
   return LC_OK;
 }
-// Tensor t's elements [first, first + n) of a dense held dtype, as a view of params_b.
-static lc_buf mixed_view(const lc_pstore *ps, int t, size_t first, size_t n) {
-  return lc_buf_part(ps->params_b, ps->hoff_[t] + lc_bytes(ps->hdt_[t], first), n, ps->hdt_[t]);
+
+// ---- a U8 store under stage 3: rank i of the zero group holds bytes [uoff[u] + i s,
+// + s) of unit u (s = the unit's bytes / Z), at byte uoff[u] / Z of params_b.
+static size_t q_shard(const lc_pstore *ps, int u) { return (ps->uoff_[u + 1] - ps->uoff_[u]) / (size_t)ps->Z; }
+// The full-layout bytes [x0, x1) of unit u that zero-group rank r holds: [*a, *b) (*a == *b: none).
+static void q_piece(const lc_pstore *ps, int u, size_t x0, size_t x1, int r, size_t *a, size_t *b) {
+  const size_t lo = ps->uoff_[u] + (size_t)r * q_shard(ps, u), hi = lo + q_shard(ps, u);
+  *a = x0 > lo ? x0 : lo;
+  *b = x1 < hi ? x1 : hi;
+  if (*b < *a) *b = *a;
 }
-// Every view of the store, once: the matrices and vectors where they lie.
+// This rank's part of the full-layout bytes [x0, x1) of unit u (stage 0: all of them).
+static void q_mine(const lc_pstore *ps, int u, size_t x0, size_t x1, size_t *a, size_t *b) {
+  if (ps->stage < 3) *a = x0, *b = x1;
+  else q_piece(ps, u, x0, x1, ps->zrank, a, b);
+}
+// Where full-layout byte x of this rank's part of unit u lies in params_b.
+static size_t q_local(const lc_pstore *ps, int u, size_t x) {
+  return ps->stage < 3 ? x : ps->uoff_[u] / (size_t)ps->Z + (x - ps->uoff_[u] - (size_t)ps->zrank * q_shard(ps, u));
+}
+// Every view of a whole (stage 0) store, once: the matrices and vectors where they lie.
 static void mixed_views(lc_pstore *ps) {
   for (int t = 0; t < ps->lay.n_tensors; t++)
     *lc_weights_slot(&ps->w, &ps->lay.table[t]) =
         lc_buf_part(ps->params_b, ps->hoff_[t], ps->lay.table[t].numel, ps->hdt_[t]);
+  lc_weights_tie(&ps->w, &ps->cfg);
+}
+// The views of unit u's tensors where they lie in its gathered copy `gath` (stage 3; the
+// empty buffer clears them).
+static void q_views(lc_pstore *ps, int u, lc_buf gath) {
+  const lc_param_unit *U = &ps->lay.units[u];
+  for (int t = U->t0; t < U->t1; t++)
+    *lc_weights_slot(&ps->w, &ps->lay.table[t]) =
+        lc_buf_ok(gath) ? lc_buf_part(gath, ps->hoff_[t] - ps->uoff_[u], ps->lay.table[t].numel, ps->hdt_[t]) : NONE;
   lc_weights_tie(&ps->w, &ps->cfg);
 }
 
@@ -228,22 +262,23 @@ static lc_status create(lc_pstore *ps, const lc_config *cfg, int stage, int grou
   ps->store = store_dtype(cfg);
   if (st == LC_OK && ps->store == LC_DT_BF16 && stage != 0 && stage != 3)
     st = lc_fail(LC_EINVAL, "internal: a frozen bf16 base is held whole (stage 0) or sharded (stage 3)");
-  if (st == LC_OK && ps->store == LC_DT_U8 && stage != 0)
-    st = lc_fail(LC_EINVAL, "a frozen base in GGUF blocks is held whole on each rank (--zero 0, 1 or 2): ZeRO 3 does not "
-                 "shard it yet; use --base-dtype bf16 with --zero 3");
+  if (st == LC_OK && ps->store == LC_DT_U8 && stage != 0 && stage != 3)
+    st = lc_fail(LC_EINVAL, "internal: a frozen base in GGUF blocks is held whole (stage 0) or sharded (stage 3)");
   size_t mixed_total = 0;
   if (st == LC_OK && ps->store == LC_DT_U8) {
     ps->hoff_ = calloc((size_t)ps->lay.n_tensors + 1, sizeof *ps->hoff_);
     ps->hdt_ = calloc((size_t)ps->lay.n_tensors + 1, sizeof *ps->hdt_);
-    st = ps->hoff_ && ps->hdt_ ? mixed_layout(cfg, &ps->lay, ps->hoff_, ps->hdt_, &mixed_total)
-                               : lc_fail(LC_ENOMEM, "out of memory for the parameter store");
+    ps->uoff_ = calloc((size_t)ps->lay.n_units + 1, sizeof *ps->uoff_);
+    st = ps->hoff_ && ps->hdt_ && ps->uoff_ ? mixed_layout(cfg, &ps->lay, ps->Z, ps->hoff_, ps->hdt_, ps->uoff_, &mixed_total)
+                                            : lc_fail(LC_ENOMEM, "out of memory for the parameter store");
   }
   if (st != LC_OK) {
     lc_pstore_destroy(ps);
     return st;
   }
   const size_t full = ps->lay.total, shard = full / (size_t)ps->Z;
-  ps->n_params = ps->store == LC_DT_U8 ? mixed_total : params_sharded(ps) ? shard : full; // (U8: bytes)
+  ps->n_params = ps->store == LC_DT_U8 ? mixed_total / (params_sharded(ps) ? (size_t)ps->Z : 1) // (U8: bytes)
+                 : params_sharded(ps) ? shard : full;
   // A frozen base has no gradient: none is allocated (not even for the moment before the
   // model drops it: 4 bytes per weight at start-up).
   const int frozen = cfg->lora.rank > 0 && !cfg->adapter_set;
@@ -274,7 +309,7 @@ static lc_status create(lc_pstore *ps, const lc_config *cfg, int stage, int grou
     if (!params_sharded(ps) && ps->store == LC_DT_F32) set_views(ps, &ps->w, u, unit_of(ps, ps->params_b, u));
     if (!grads_sharded(ps) && !frozen) set_views(ps, &ps->g, u, unit_of(ps, ps->grads_b, u));
   }
-  if (ps->store == LC_DT_U8) mixed_views(ps);
+  if (ps->store == LC_DT_U8 && !params_sharded(ps)) mixed_views(ps);
   return LC_OK;
 }
 
@@ -324,6 +359,7 @@ void lc_pstore_destroy(lc_pstore *ps) {
   free(ps->seg);
   free(ps->hoff_);
   free(ps->hdt_);
+  free(ps->uoff_);
   free(ps->w.layer);
   free(ps->g.layer);
   free(ps->red_);
@@ -370,7 +406,13 @@ lc_status lc_pstore_set_tensor_raw(lc_pstore *ps, int t, size_t byte_off, const 
   if (!lc_dtype_is_quant(d) || byte_off > have || nbytes > have - byte_off)
     return lc_fail(LC_EINVAL, "internal: bytes [%zu, %zu) of %s set raw (held %s, %zu bytes)", byte_off,
                    byte_off + nbytes, ps->lay.table[t].name, lc_dtype_name(d), have);
-  return lc_buf_write(lc_buf_part(ps->params_b, ps->hoff_[t] + byte_off, nbytes, LC_DT_U8), src, LC_SYNC_STATES);
+  const int u = ps->lay.table[t].unit;
+  const size_t x0 = ps->hoff_[t] + byte_off;
+  size_t a, b; // (stage 3: this rank's part)
+  q_mine(ps, u, x0, x0 + nbytes, &a, &b);
+  return b > a ? lc_buf_write(lc_buf_part(ps->params_b, q_local(ps, u, a), b - a, LC_DT_U8), (const char *)src + (a - x0),
+                              LC_SYNC_STATES)
+               : LC_OK;
 }
 
 // A 2-byte view's values widened into dst, and dst's rounded into it: in pieces, through
@@ -399,40 +441,112 @@ static void write_narrow(lc_buf v16, const float *src) { // rounded to nearest e
 static void mixed_set(lc_pstore *ps, int t, size_t first, const float *src, size_t n) {
   const lc_dtype d = ps->hdt_[t];
   if (lc_dtype_is_quant(d)) return;
+  const int u = ps->lay.table[t].unit;
+  const size_t es = lc_dtype_size(d), x0 = ps->hoff_[t] + first * es;
+  size_t a, b; // (stage 3: this rank's part; shards and tensors start on 64 bytes: whole elements)
+  q_mine(ps, u, x0, x0 + n * es, &a, &b);
+  if (b <= a) return;
+  src += (a - x0) / es;
+  n = (b - a) / es;
+  const lc_buf v = lc_buf_part(ps->params_b, q_local(ps, u, a), n, d);
   if (d == LC_DT_BF16) {
-    write_narrow(mixed_view(ps, t, first, n), src);
+    write_narrow(v, src);
     return;
   }
   if (!ps->cfg.lora.base_bf16) {
-    lc_buf_write(mixed_view(ps, t, first, n), src, LC_SYNC_STATES);
+    lc_buf_write(v, src, LC_SYNC_STATES);
     return;
   }
   float tmp[4096]; // a vector for bf16 passes: its values rounded, in fp32
-  for (size_t a = 0; a < n; a += 4096) {
-    const size_t k = n - a < 4096 ? n - a : 4096;
-    lc_bf16_round_copy(tmp, src + a, k);
-    lc_buf_write(mixed_view(ps, t, first + a, k), tmp, LC_SYNC_STATES);
+  for (size_t i = 0; i < n; i += 4096) {
+    const size_t k = n - i < 4096 ? n - i : 4096;
+    lc_bf16_round_copy(tmp, src + i, k);
+    lc_buf_write(lc_buf_view(v, i, k), tmp, LC_SYNC_STATES);
   }
 }
 
-// Elements [first, first + n) of a U8 store's tensor t into fp32 dst: read, widened or
-// dequantized (the blocks that cover the range, a few at a time).
-static lc_status mixed_read(const lc_pstore *ps, int t, size_t first, size_t n, float *dst) {
-  const lc_dtype d = ps->hdt_[t];
-  if (d == LC_DT_F32) return lc_buf_read(mixed_view(ps, t, first, n), dst, LC_SYNC_STATES);
-  if (d == LC_DT_BF16) return read_widen(mixed_view(ps, t, first, n), dst);
-  enum { NB = 16 }; // blocks per read
-  const size_t bs = lc_dtype_block(d), bb = lc_dtype_block_bytes(d);
-  unsigned char raw[NB * 256]; // (every block type's block is under 256 bytes)
-  float val[NB * 256];
-  for (size_t b = first / bs, b1 = n ? (first + n - 1) / bs + 1 : 0; b < b1; b += NB) {
-    const size_t k = b1 - b < NB ? b1 - b : NB;
-    LC_TRY(lc_buf_read(lc_buf_part(ps->params_b, ps->hoff_[t] + b * bb, k * bb, LC_DT_U8), raw, LC_SYNC_STATES));
-    lc_dequant(d, raw, k * bs, val);
-    const size_t e0 = b * bs, lo = e0 > first ? e0 : first, hi = e0 + k * bs < first + n ? e0 + k * bs : first + n;
-    memcpy(dst + (lo - first), val + (lo - e0), sizeof(float) * (hi - lo));
+// Elements [e0, e0 + n) of a tensor held in d, decoded from raw (its bytes from the start of
+// e0's block, or element) into fp32 dst.
+static void q_decode(lc_dtype d, const unsigned char *raw, size_t e0, size_t n, float *dst) {
+  if (d == LC_DT_F32) {
+    memcpy(dst, raw, sizeof(float) * n);
+  } else if (d == LC_DT_BF16) {
+    lc_bf16_unpack(dst, (const uint16_t *)raw, n);
+  } else {
+    enum { NB = 16 }; // blocks at a time (every block type's block is under 256 values)
+    const size_t bs = lc_dtype_block(d), bb = lc_dtype_block_bytes(d), b0 = e0 / bs;
+    float val[NB * 256];
+    for (size_t b = b0, b1 = n ? (e0 + n - 1) / bs + 1 : b0; b < b1; b += NB) {
+      const size_t k = b1 - b < NB ? b1 - b : NB;
+      lc_dequant(d, raw + (b - b0) * bb, k * bs, val);
+      const size_t s0 = b * bs, lo = s0 > e0 ? s0 : e0, hi = s0 + k * bs < e0 + n ? s0 + k * bs : e0 + n;
+      memcpy(dst + (lo - e0), val + (lo - s0), sizeof(float) * (hi - lo));
+    }
   }
-  return LC_OK;
+}
+// The tensor-relative bytes [*b0, *b1) that hold elements [e0, e1) of a tensor held in d
+// (whole blocks).
+static void q_bytes(lc_dtype d, size_t e0, size_t e1, size_t *b0, size_t *b1) {
+  if (!lc_dtype_is_quant(d)) {
+    *b0 = e0 * lc_dtype_size(d), *b1 = e1 * lc_dtype_size(d);
+    return;
+  }
+  const size_t bs = lc_dtype_block(d), bb = lc_dtype_block_bytes(d);
+  *b0 = e0 / bs * bb;
+  *b1 = e1 > e0 ? ((e1 - 1) / bs + 1) * bb : *b0;
+}
+
+// Elements [first, first + n) of a U8 store's tensor t into fp32 dst on world rank 0:
+// read (stage 3: each piece from the zero-group-0 rank that holds it), widened or
+// dequantized, in pieces of at most Q_CHUNK bytes (whole blocks). Collective like
+// lc_pstore_gather_tensor_part.
+#define Q_CHUNK ((size_t)1 << 22)
+static lc_status mixed_gather(lc_pstore *ps, int t, size_t first, size_t n, float *dst) {
+  const int root = !ps->world || ps->world->rank == 0, sharded = params_sharded(ps);
+  if (sharded ? ps->rrank != 0 : !root) return LC_OK;
+  const lc_dtype d = ps->hdt_[t];
+  const int u = ps->lay.table[t].unit;
+  // Elements per piece: whole blocks (or elements) within Q_CHUNK bytes.
+  const size_t per = lc_dtype_is_quant(d) ? Q_CHUNK / lc_dtype_block_bytes(d) * lc_dtype_block(d) : Q_CHUNK / lc_dtype_size(d);
+  unsigned char *raw = lc_alloc(ps->arena, LC_MEM_COMM, Q_CHUNK + 256, "a frozen tensor's piece on its way to rank 0");
+  if (!raw) return LC_ENOMEM;
+  lc_status st = LC_OK;
+  const size_t bs = lc_dtype_is_quant(d) ? lc_dtype_block(d) : 1;
+  for (size_t e = first / bs * bs; e < first + n && st == LC_OK; e += per) {
+    const size_t e1 = e + per < first + n ? e + per : first + n;
+    size_t b0, b1;
+    q_bytes(d, e, e1, &b0, &b1);
+    const size_t x0 = ps->hoff_[t] + b0, x1 = ps->hoff_[t] + b1;
+    for (int r = 0; r < (sharded ? ps->Z : 1) && st == LC_OK; r++) {
+      size_t a, b;
+      if (sharded) q_piece(ps, u, x0, x1, r, &a, &b);
+      else a = x0, b = x1;
+      if (b == a || (!root && r != ps->zrank)) continue;
+      if (r == ps->zrank) { // this rank's bytes: read them (root: into place; else: send them)
+        st = lc_buf_read(lc_buf_part(ps->params_b, q_local(ps, u, a), b - a, LC_DT_U8), raw + (a - x0), LC_SYNC_STATES);
+        lc_req q = {{0}, 0};
+        if (st == LC_OK && !root) st = lc_isend(ps->zg, raw + (a - x0), b - a, LC_DT_U8, 0, TAG_TENSOR, &q);
+        if (st == LC_OK && !root) st = lc_wait(ps->zg, &q);
+      } else {
+        lc_req q = {{0}, 0};
+        st = lc_irecv(ps->zg, raw + (a - x0), b - a, LC_DT_U8, r, TAG_TENSOR, &q);
+        if (st == LC_OK) st = lc_wait(ps->zg, &q);
+      }
+    }
+    if (st == LC_OK && root) { // the requested elements of this piece
+      const size_t lo = e > first ? e : first;
+      float *tmp = dst + (lo - first);
+      if (lo == e) {
+        q_decode(d, raw, e, e1 - e, tmp);
+      } else { // the first piece starts inside a block: decode from the block's start
+        float *v = malloc(sizeof(float) * (e1 - e));
+        if (!v) st = lc_fail(LC_ENOMEM, "out of memory reading a frozen tensor");
+        else q_decode(d, raw, e, e1 - e, v), memcpy(tmp, v + (lo - e), sizeof(float) * (e1 - lo)), free(v);
+      }
+    }
+  }
+  lc_free(ps->arena, raw);
+  return st;
 }
 
 // States move in and out of the backend's buffers through named writes and reads.
@@ -475,7 +589,7 @@ lc_status lc_pstore_gather_tensor_part(lc_pstore *ps, lc_ps_state which, int t, 
   const int b16 = which == LC_PS_PARAMS && ps->store == LC_DT_BF16; // (its pieces are staged and widened)
   const lc_buf buf = state_b(ps, which);
   const int root = !ps->world || ps->world->rank == 0;
-  if (which == LC_PS_PARAMS && ps->store == LC_DT_U8) return root ? mixed_read(ps, t, first, n, dst) : LC_OK;
+  if (which == LC_PS_PARAMS && ps->store == LC_DT_U8) return mixed_gather(ps, t, first, n, dst);
   if (!state_sharded(ps, which))
     return root ? read_f32(ps, which, lc_buf_view(buf, T->offset + first, n), dst) : LC_OK;
   if (ps->rrank != 0) return LC_OK; // only zero group 0 (world ranks 0..Z-1) holds what rank 0 writes
@@ -582,6 +696,15 @@ static lc_status set_views16(lc_pstore *ps, int u, lc_buf buf, int widen) {
 static lc_status start_gather(lc_pstore *ps, int u) {
   lc_ps_unit *x = &ps->u_[u];
   if (lc_buf_ok(x->gath)) return LC_OK;
+  if (ps->store == LC_DT_U8) { // blocks and dense tensors as they are held: the unit's bytes
+    const size_t ub = ps->uoff_[u + 1] - ps->uoff_[u], qs = q_shard(ps, u);
+    x->g16 = 0;
+    LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GATHERED, LC_DT_U8, ub, 0, "gathered frozen weights (GGUF blocks)", &x->gath));
+    LC_TRY(lc_be_copy(lc_buf_part(x->gath, (size_t)ps->zrank * qs, qs, LC_DT_U8),
+                      lc_buf_part(ps->params_b, ps->uoff_[u] / (size_t)ps->Z, qs, LC_DT_U8), LC_STREAM_COMPUTE));
+    LC_TRY(lc_buf_hview_open(x->gath, 1, "a ZeRO-3 gather (staged)", &x->hgath));
+    return lc_iallgather(ps->zg, NULL, x->hgath.host, qs, LC_DT_U8, &x->greq);
+  }
   const size_t n = ps->lay.units[u].n, sh = shard_floats(ps, u);
   x->g16 = ps->compute == LC_DT_BF16;
   LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GATHERED, LC_DT_U8, x->g16 ? copy16_bytes(&ps->lay, u, 0) : lc_bytes(LC_DT_F32, n), 0,
@@ -656,17 +779,19 @@ lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next) {
   const int bf16 = ps->compute == LC_DT_BF16;
   if (ps->store == LC_DT_BF16 && !bf16)
     return lc_fail(LC_EINVAL, "a bf16 frozen base computes in bf16: add --precision bf16 (or --base-dtype fp32)");
-  if (ps->store == LC_DT_U8) // every view fixed at create: nothing to copy
-    return !bf16 == !ps->cfg.lora.base_bf16 ? LC_OK
-           : lc_fail(LC_EINVAL, "internal: a frozen base in GGUF blocks held for %s passes, acquired in a %s pass",
-                     ps->cfg.lora.base_bf16 ? "bf16" : "fp32", bf16 ? "bf16" : "fp32");
+  if (ps->store == LC_DT_U8 && !bf16 != !ps->cfg.lora.base_bf16)
+    return lc_fail(LC_EINVAL, "internal: a frozen base in GGUF blocks held for %s passes, acquired in a %s pass",
+                   ps->cfg.lora.base_bf16 ? "bf16" : "fp32", bf16 ? "bf16" : "fp32");
+  if (ps->store == LC_DT_U8 && !params_sharded(ps)) return LC_OK; // every view fixed at create: nothing to copy
   if (!params_sharded(ps)) return bf16 ? round_copy(ps, unit) : LC_OK;
   lc_ps_unit *x = &ps->u_[unit];
   LC_TRY(start_gather(ps, unit));
   LC_TRY(lc_wait(ps->zg, &x->greq));
   LC_TRY(lc_buf_hview_close(&x->hsend, 0));
   LC_TRY(lc_buf_hview_close(&x->hgath, 1)); // (staged: the gathered weights onto the device)
-  if (x->g16) {
+  if (ps->store == LC_DT_U8) {
+    q_views(ps, unit, x->gath);
+  } else if (x->g16) {
     LC_TRY(set_views16(ps, unit, x->gath, !x->rounded)); // the vectors widened once per gather
     x->rounded = 1;
   } else {
@@ -913,9 +1038,44 @@ void lc_pstore_rows_init(const lc_pstore *ps, lc_ps_rows *r, int tensor, size_t 
   r->n = (r1 - r0) * len;
 }
 
+size_t lc_pstore_rows_bytes_q(int stage, lc_dtype held, size_t n) { return stage >= 3 ? lc_bytes(held, n) : 0; }
+
+// A U8 store's rows [r0, r1) of tensor: stage 0 views them where they lie (at acquire);
+// stage 3 gathers their bytes as held (blocks included) from the ranks whose shards they
+// overlap.
+static lc_status q_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t r0, size_t r1) {
+  lc_pstore_rows_init(ps, r, tensor, r0, r1);
+  if (!params_sharded(ps)) return LC_OK;
+  const lc_dtype d = ps->hdt_[tensor];
+  const int u = ps->lay.table[tensor].unit;
+  const size_t len = lc_pstore_row_len(ps, tensor), x0 = ps->hoff_[tensor] + lc_bytes(d, r0 * len),
+               x1 = ps->hoff_[tensor] + lc_bytes(d, r1 * len);
+  LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GATHERED, LC_DT_U8, lc_pstore_rows_bytes_q(ps->stage, d, r->n), 0,
+                      "gathered vocabulary rows (GGUF blocks)", &r->buf));
+  r->cnt = malloc(sizeof(int) * 2 * (size_t)ps->Z);
+  if (!r->cnt) {
+    lc_buf_free(&r->buf);
+    return lc_fail(LC_ENOMEM, "out of memory for a vocabulary slice's counts");
+  }
+  for (int i = 0; i < ps->Z; i++) {
+    size_t a, b;
+    q_piece(ps, u, x0, x1, i, &a, &b);
+    r->cnt[i] = (int)(b - a);
+    r->cnt[ps->Z + i] = b > a ? (int)(a - x0) : 0;
+  }
+  size_t a, b;
+  q_piece(ps, u, x0, x1, ps->zrank, &a, &b);
+  lc_status st = b > a ? lc_be_copy(lc_buf_part(r->buf, a - x0, b - a, LC_DT_U8),
+                                    lc_buf_part(ps->params_b, q_local(ps, u, a), b - a, LC_DT_U8), LC_STREAM_COMPUTE)
+                       : LC_OK;
+  if (st == LC_OK) st = lc_buf_hview_open(r->buf, 1, "a vocabulary slice's gather (staged)", &r->hv);
+  if (st == LC_OK) st = lc_iallgatherv(ps->zg, r->hv.host, r->cnt, r->cnt + ps->Z, LC_DT_U8, &r->req);
+  if (st == LC_OK) rows_track(ps, r, 1);
+  return st;
+}
+
 lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t r0, size_t r1) {
-  if (ps->store == LC_DT_U8)
-    return lc_fail(LC_EINVAL, "--vocab-slice with --base-dtype gguf is not implemented yet: leave one of them out");
+  if (ps->store == LC_DT_U8) return q_rows_fetch(ps, r, tensor, r0, r1);
   if (ps->store == LC_DT_BF16 && ps->compute != LC_DT_BF16)
     return lc_fail(LC_EINVAL, "a bf16 frozen base computes in bf16: add --precision bf16 (or --base-dtype fp32)");
   lc_pstore_rows_init(ps, r, tensor, r0, r1);
@@ -953,6 +1113,17 @@ lc_status lc_pstore_rows_fetch(lc_pstore *ps, lc_ps_rows *r, int tensor, size_t 
 
 lc_status lc_pstore_rows_acquire(lc_pstore *ps, lc_ps_rows *r) {
   r->acquired = 1;
+  if (ps->store == LC_DT_U8) { // the rows as held: where they lie, or their gathered bytes
+    const lc_dtype d = ps->hdt_[r->tensor];
+    if (!params_sharded(ps)) {
+      r->w = lc_buf_part(ps->params_b, ps->hoff_[r->tensor] + lc_bytes(d, r->r0 * lc_pstore_row_len(ps, r->tensor)), r->n, d);
+      return LC_OK;
+    }
+    LC_TRY(lc_wait(ps->zg, &r->req));
+    LC_TRY(lc_buf_hview_close(&r->hv, 1)); // (staged: the gathered rows onto the device)
+    r->w = lc_buf_part(r->buf, 0, r->n, d);
+    return LC_OK;
+  }
   const int h16 = rows16(ps, r->tensor);
   const lc_dtype dt = h16 ? LC_DT_BF16 : LC_DT_F32;
   r->w = NONE;
@@ -1150,11 +1321,19 @@ lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *o
   out->params = stage >= 3 ? shard : full;
   const int b16 = store_dtype(cfg) == LC_DT_BF16; // a frozen bf16 base: 2 bytes, whole or sharded
   if (b16) out->params = lc_bytes(LC_DT_BF16, L.total) / (stage >= 3 ? (size_t)Z : 1);
-  const int mixed = store_dtype(cfg) == LC_DT_U8; // GGUF blocks: each tensor in its stored bytes, whole
-  lc_status st = mixed && stage != 0
-                     ? lc_fail(LC_EINVAL, "a frozen base in GGUF blocks is held whole on each rank: ZeRO 3 does not shard it yet")
-                 : mixed ? mixed_layout(cfg, &L, NULL, NULL, &out->params)
-                         : LC_OK;
+  // GGUF blocks: each tensor in its stored bytes, whole (stage 0) or each unit Z ways (3)
+  const int mixed = store_dtype(cfg) == LC_DT_U8;
+  lc_status st = mixed && stage != 0 && stage != 3
+                     ? lc_fail(LC_EINVAL, "internal: a frozen base in GGUF blocks is held whole (stage 0) or sharded (stage 3)")
+                     : LC_OK;
+  size_t *uoff = mixed ? calloc((size_t)L.n_units + 1, sizeof *uoff) : NULL;
+  if (st == LC_OK && mixed && !uoff) st = lc_fail(LC_ENOMEM, "out of memory for the memory model");
+  if (st == LC_OK && mixed) st = mixed_layout(cfg, &L, stage >= 3 ? Z : 1, NULL, NULL, uoff, &out->params);
+  if (st == LC_OK && mixed && stage >= 3) {
+    out->params /= (size_t)Z;
+    for (int u = 0; u < L.n_units && u < LC_MAX_LAYERS + 2; u++) out->unit_q[u] = uoff[u + 1] - uoff[u];
+  }
+  free(uoff);
   if (st != LC_OK) {
     lc_param_layout_free(&L);
     return st;
@@ -1195,6 +1374,20 @@ static double rows_bytes_sent(const lc_pstore *ps, int t, size_t rows, int gathe
   return b;
 }
 
+// The same for a U8 store (stage 3, frozen): the rows' bytes as held, gathered only.
+static double rows_bytes_sent_q(const lc_pstore *ps, int t, size_t rows, int gathers) {
+  const size_t len = lc_pstore_row_len(ps, t), V = lc_pstore_n_rows(ps, t);
+  const lc_dtype d = ps->hdt_[t];
+  double b = 0;
+  for (size_t a = 0; a < V; a += rows) {
+    const size_t x0 = ps->hoff_[t] + lc_bytes(d, a * len), x1 = ps->hoff_[t] + lc_bytes(d, (a + rows < V ? a + rows : V) * len);
+    size_t lo, hi;
+    q_piece(ps, ps->lay.table[t].unit, x0, x1, ps->zrank, &lo, &hi);
+    b += gathers * (ps->Z - 1.0) * (double)(hi - lo);
+  }
+  return b;
+}
+
 double lc_pstore_step_bytes(const lc_pstore *ps, int passes, lc_dtype compute) {
   const double f = (double)lc_dtype_size(LC_DT_F32), total = (double)ps->lay.total, Z = ps->Z, R = ps->R;
   const int W = ps->world ? ps->world->size : 1;
@@ -1218,12 +1411,23 @@ double lc_pstore_step_bytes(const lc_pstore *ps, int passes, lc_dtype compute) {
       if (u != Eu && u != Fu) continue;
       const int head = u == Fu && L->table[t].ndim == 2, emb = u == Eu;
       const int gathers = !g3 ? 0 : emb ? 1 + 2 * tied : head ? 2 : 1, reductions = frozen ? 0 : emb && tied ? 2 : 1;
-      bytes += passes * rows_bytes_sent(ps, t, L->table[t].ndim == 2 ? ps->vocab_rows : 1, gathers, reductions, g);
+      const size_t rows = L->table[t].ndim == 2 ? ps->vocab_rows : 1;
+      bytes += passes * (ps->store == LC_DT_U8 ? rows_bytes_sent_q(ps, t, rows, gathers)
+                                               : rows_bytes_sent(ps, t, rows, gathers, reductions, g));
     }
   }
   if (ps->stage <= 2) return frozen ? bytes : bytes + (Z - 1) * (total / Z) * f; // parameters all-gathered
   // Stage 3: per pass, forward gathers every unit once (the embedding twice when tied:
-  // the LM head at the loss), backward every layer again.
+  // the LM head at the loss), backward every layer again. A U8 store's units move as the
+  // bytes they are held in.
+  if (ps->store == LC_DT_U8) {
+#define UB(u) ((double)(ps->uoff_[(u) + 1] - ps->uoff_[(u)]))
+    double ub = sliced ? (double)ps->uoff_[L->n_units] - UB(Eu) - UB(Fu)
+                       : (double)ps->uoff_[L->n_units] + (tied ? UB(Eu) : 0.0);
+    for (int l = 0; l < nl; l++) ub += UB(lc_unit_layer(l));
+#undef UB
+    return bytes + passes * (Z - 1) * (ub / Z);
+  }
   double units = sliced ? reduced : (double)L->total + (tied ? (double)L->units[Eu].n : 0.0);
   for (int l = 0; l < nl; l++) units += (double)L->units[lc_unit_layer(l)].n;
   return bytes + passes * (Z - 1) * (units / Z) * g;

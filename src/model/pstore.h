@@ -112,11 +112,14 @@ typedef struct {
                       // lora.base_bf16; stage 0, bf16 passes only, no gradients): params_b is BF16,
                       // params NULL; an acquired unit's matrices are views of it, its vectors
                       // widened into a small copy
-                      // or LC_DT_U8: a frozen base in a GGUF file's blocks (QLoRA; cfg.base_q, stage 0,
-                      // no gradients): params_b holds each tensor at its own byte offset in its own
-                      // dtype (lc_pstore_held_dtype: the quantized projections as blocks, the other
-                      // matrices BF16 with lora.base_bf16 else F32, the vectors F32, rounded to bf16
-                      // values with base_bf16); params NULL; the views are fixed at create
+                      // or LC_DT_U8: a frozen base in a GGUF file's blocks (QLoRA; cfg.base_q, stage 0
+                      // or 3, no gradients): the full layout holds each tensor at its own byte offset
+                      // in its own dtype (lc_pstore_held_dtype: the quantized projections as blocks,
+                      // the other matrices BF16 with lora.base_bf16 else F32, the vectors F32, rounded
+                      // to bf16 values with base_bf16), each unit padded to 64 Z bytes; params NULL.
+                      // Stage 0: params_b is that layout, the views fixed at create. Stage 3: params_b
+                      // holds this rank's 1/Z of each unit's bytes; a unit is gathered byte for byte
+                      // and viewed where its tensors lie in the gathered copy
   lc_dtype compute;   // LC_DT_F32, or LC_DT_BF16: an acquired unit's view holds its weights
                       // rounded to bf16 in 2 bytes (stage 3: gathered as bf16, half the
                       // bytes; otherwise a copy made at acquire, freed at release): the
@@ -127,8 +130,9 @@ typedef struct {
   int n_red_, want_grads_, last_, passes_, step_passes_, be_owned_;
   lc_ps_rows *rows_[4]; // row ranges whose gather may be in flight (polled)
   lc_ps_trace *trace;   // tests: NULL, or where the unit calls are recorded
-  size_t *hoff_;        // a U8 store: each tensor's byte offset in params_b
+  size_t *hoff_;        // a U8 store: each tensor's byte offset in the full layout
   lc_dtype *hdt_;       // and its dtype
+  size_t *uoff_;        // and each unit's (n_units + 1: the last is the layout's size)
 } lc_pstore;
 
 // The one check of a ZeRO request, for the trainer, the planner and the store: stage in
@@ -204,6 +208,9 @@ lc_status lc_pstore_prefetch(lc_pstore *ps, int unit);
 // held16: the store holds its parameters in bf16 (a frozen base, lora.base_bf16), whose
 // matrix rows are used where they lie below stage 3.
 size_t lc_pstore_rows_bytes(int stage, int bf16, int held16, int matrix, size_t n);
+// The same for a frozen base in GGUF blocks (a U8 store): rows held in `held` (blocks, BF16
+// or F32) are views below stage 3 and gathered as held under it.
+size_t lc_pstore_rows_bytes_q(int stage, lc_dtype held, size_t n);
 size_t lc_pstore_rows_grad_bytes(int stage, size_t n);
 
 // ---- the step around the passes
@@ -255,16 +262,20 @@ typedef struct {
   // fp32: pstore.c, copy16)
   size_t unit_embed16, unit_layer16, unit_final16;
   size_t padding;              // bytes of padding in one full fp32 flat buffer
+  // A frozen base in GGUF blocks under stage 3 (a U8 store): each unit's gathered bytes, its
+  // tensors in their stored dtypes (layers differ by their block types); 0 otherwise.
+  size_t unit_q[LC_MAX_LAYERS + 2];
 } lc_ps_sizes;
 lc_status lc_pstore_sizes(const lc_config *cfg, int stage, int Z, lc_ps_sizes *out);
 // Bytes of one full copy of parameter unit u of a model with n_layers layers.
 static inline size_t lc_ps_unit_bytes(const lc_ps_sizes *z, int n_layers, int u) {
+  if (z->unit_q[u]) return z->unit_q[u];
   return u == LC_UNIT_EMBED ? z->unit_embed : u == lc_unit_final(n_layers) ? z->unit_final : z->unit_layer;
 }
 // Bytes of unit u's compute copy (acquired weights: gathered under stage 3, or the rounded
 // copy of a bf16 pass) in a pass computing in `compute`.
 static inline size_t lc_ps_copy_bytes(const lc_ps_sizes *z, int n_layers, int u, lc_dtype compute) {
-  if (compute != LC_DT_BF16) return lc_ps_unit_bytes(z, n_layers, u);
+  if (compute != LC_DT_BF16 || z->unit_q[u]) return lc_ps_unit_bytes(z, n_layers, u); // (blocks: as stored)
   return u == LC_UNIT_EMBED ? z->unit_embed16 : u == lc_unit_final(n_layers) ? z->unit_final16 : z->unit_layer16;
 }
 // Bytes this rank sends for model states in one training step of `passes` forward/backward

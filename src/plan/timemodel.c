@@ -276,6 +276,10 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   // A unit's weights as acquired (both stores' with LoRA) and its gradient (the adapters').
 #define UNIT(u) ((double)lc_ps_unit_bytes(&zs, cfg->n_layers, (u)) + (k.lora ? (double)lc_ps_unit_bytes(&za, cfg->n_layers, (u)) : 0))
 #define GUNIT(u) ((double)lc_ps_unit_bytes(&za, cfg->n_layers, (u)))
+  // The bytes a stage-3 gather of unit u moves: gsz of the fp32 unit, a base in GGUF blocks
+  // as it is held.
+#define GATH(u) (zs.unit_q[(u)] ? (double)zs.unit_q[(u)] + (k.lora ? (double)lc_ps_unit_bytes(&za, cfg->n_layers, (u)) * gsz : 0) \
+                                : UNIT(u) * gsz)
   for (int p = 0; p < passes; p++) {
     const int last = p == passes - 1, reduce = stage >= 2 || (last && world > 1);
     int nf = 0;
@@ -288,14 +292,14 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
         const int u = e->unit;
         if (stage == 3 && Z > 1) {
           if (e->kind == LC_EV_ACQUIRE && ready[u] < 0) { // not gathered ahead: now, blocking
-            const double d = lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, UNIT(u) * gsz, inter_z);
+            const double d = lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, GATH(u), inter_z);
             t = (t > net ? t : net) + d, net = t, comm += d;
           } else if (e->kind == LC_EV_ACQUIRE) {
             t = t > ready[u] ? t : ready[u];
           }
           const int g = e->kind == LC_EV_PREFETCH ? u : e->next;
           if (g >= 0) {
-            const double d = lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, UNIT(g) * gsz, inter_z);
+            const double d = lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, GATH(g), inter_z);
             net = (t > net ? t : net) + d, ready[g] = net, comm += d;
           }
           if (e->kind == LC_EV_ACQUIRE) ready[u] = -1;
@@ -335,6 +339,7 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   }
 #undef UNIT
 #undef GUNIT
+#undef GATH
   // After the passes: gradient norm and AdamW over this rank's shard (read p, g, m, v; write
   // p, m, v; the norm reads g), stages 1/2 all-gather the parameters, small all-reduces.
   const double nopt = (double)(za.optim - LC_PS_NORM_ACC_BYTES) / 8, ngrad = (double)za.grads / 4;
