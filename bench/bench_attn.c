@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
   lc_arena_init(&arena, 0);
   for (int ti = 0; ti < nT; ti++) {
     const int T = Ts[ti];
-    lc_attn_shape s = {T, T, Hq, Hkv, D, 0, 0, 1, (float)(1.0 / sqrt((double)D))};
+    lc_attn_shape s = {.Tq = T, .Tk = T, .Hq = Hq, .Hkv = Hkv, .D = D, .causal = 1, .scale = (float)(1.0 / sqrt((double)D))};
     long nq = (long)T * Hq * D, nk = (long)T * Hkv * D;
     float *q = randn(&rng, nq), *k = randn(&rng, nk), *v = randn(&rng, nk), *dout = randn(&rng, nq);
     float *out = malloc(sizeof(float) * (size_t)nq), *lse = malloc(sizeof(float) * (size_t)Hq * T);

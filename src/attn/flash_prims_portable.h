@@ -27,10 +27,14 @@ static inline __attribute__((always_inline)) vf ldv(const float *p) {
   return x;
 }
 static inline __attribute__((always_inline)) void stv(float *p, vf x) { memcpy(p, &x, sizeof x); }
+// (a constructor of equal elements: GCC emits one broadcast; an element-by-element loop
+// became a chain of inserts, 9 instructions per broadcast in the micro-kernel's inner loop)
 static inline __attribute__((always_inline)) vf splatv(float a) {
-  vf x;
-  for (int i = 0; i < VW; i++) x[i] = a;
-  return x;
+#if VW == 8
+  return (vf){a, a, a, a, a, a, a, a};
+#else
+  return (vf){a, a, a, a};
+#endif
 }
 // m ? a : b per lane (m from a vector comparison: all ones or zero)
 static inline __attribute__((always_inline)) vf selv(vi m, vf a, vf b) {
