@@ -96,26 +96,46 @@ LC_AI void mk_rows(const int NC, const int RM, const int mode, int M, int K, con
 }
 #undef MK_CASE
 
+// A product whose B and C rows are 64 columns wide. Where the primitives' registers hold
+// RM4 rows of 64 columns (AVX-512: 6 rows, 24 accumulators) one pass; where they hold one
+// (LC_FLASH_COLS16: AVX2's 16 registers, where a 64-column row takes 8 accumulators fed by
+// 8 loads of B and a broadcast per 8 FMAs, bound by the load ports) four passes of 16
+// columns with RM1 rows (12 accumulators; B's 2 vectors loaded once per k for all rows:
+// 8 loads per 12 FMAs). Every element's sum over k is the same sequence of FMAs either
+// way: the same bits.
+#ifdef LC_FLASH_COLS16
+#define MK64(mode, M, K, A, sar, sak, B, ldb, C, ldc, alpha)                                                        \
+  do {                                                                                                            \
+    for (int c_ = 0; c_ < 64; c_ += 16)                                                                           \
+      mk_rows(1, RM1, mode, M, K, A, sar, sak, (B) + c_, ldb, (C) + c_, ldc, (alpha) ? (alpha) + c_ : NULL);     \
+  } while (0)
+#else
+#define MK64(mode, M, K, A, sar, sak, B, ldb, C, ldc, alpha) mk_rows(4, RM4, mode, M, K, A, sar, sak, B, ldb, C, ldc, alpha)
+#endif
+
 // Tile products used by the kernels (all with 64-wide B/C rows unless stated).
 // St[M][64] = A[M rows, lda apart][K] * Bt[K][64]   (A = K or V rows, natural layout)
 __attribute__((unused)) static void tile_abt(int M, int K, const float *A, long lda, const float *Bt, float *C) {
-  mk_rows(4, RM4, 0, M, K, A, lda, 1, Bt, BQ, C, BQ, NULL);
+  const float *none = NULL;
+  MK64(0, M, K, A, lda, 1, Bt, BQ, C, BQ, none);
 }
 // Ct[M][64] = alpha * Ct + A^T * P, A element (r, k) at A[k*lda + r]   (Ot += V^T Pt)
 __attribute__((unused)) static void tile_atb_scale(int M, int K, const float *A, long lda, const float *P, float *C,
                            const float *alpha) {
-  mk_rows(4, RM4, 2, M, K, A, 1, lda, P, BQ, C, BQ, alpha);
+  MK64(2, M, K, A, 1, lda, P, BQ, C, BQ, alpha);
 }
 // Ct[M][64] += A^T * P   (dQt += K^T dSt)
 __attribute__((unused)) static void tile_atb_acc(int M, int K, const float *A, long lda, const float *P, float *C) {
-  mk_rows(4, RM4, 1, M, K, A, 1, lda, P, BQ, C, BQ, NULL);
+  const float *none = NULL;
+  MK64(1, M, K, A, 1, lda, P, BQ, C, BQ, none);
 }
 // C[M][N] += P[M][K] (rows 64 apart) * B[K][N] (rows ldb apart), N = Dp multiple of 16.
 // (dV += Pt dO, dK += dSt Q)
 __attribute__((unused)) static void tile_ab_acc(int M, int K, const float *P, const float *B, long ldb, float *C, long ldc,
                         int N) {
   int c0 = 0;
-  for (; c0 + 64 <= N; c0 += 64) mk_rows(4, RM4, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL);
+  const float *none = NULL;
+  for (; c0 + 64 <= N; c0 += 64) MK64(1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, none);
   switch ((N - c0) / 16) {
     case 1: mk_rows(1, RM1, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL); break;
     case 2: mk_rows(2, RM2, 1, M, K, P, BQ, 1, B + c0, ldb, C + c0, ldc, NULL); break;

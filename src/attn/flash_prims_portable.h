@@ -92,6 +92,11 @@ LC_AI void mk(const int R, const int NC, const int mode, int K, const float *res
 #define RM2 3
 #define RM3 2
 #define RM4 1
+// With 8-float vectors (AVX2's 16 registers) a 64-column row fills 8 of them: flash_body.h
+// runs 64-column products as four 16-column passes of RM1 rows (MK64).
+#if VW == 8
+#define LC_FLASH_COLS16 1
+#endif
 
 // Online-softmax update for one tile (forward). m, l: running max / sum per query
 // (base 2); alpha: the factor the accumulator must be rescaled by. St becomes Pt.
