@@ -84,6 +84,39 @@ HOME="$TMP/home" XDG_CACHE_HOME= "$BIN" train --model tiny --seq 64 --steps 1 >"
 HOME="$TMP/home" XDG_CACHE_HOME= "$BIN" calibrate --out "$TMP/m2.json" >/dev/null 2>&1
 HOME="$TMP/home" XDG_CACHE_HOME= "$BIN" train --model tiny --seq 64 --steps 1 >"$TMP/out" 2>&1 && grep -q "rates: calibrated $TMP/m2.json" "$TMP/out" && ok || bad "the last machine file written is not the default: $(grep 'time model' "$TMP/out")"
 
+# --calibrate-from-run (issue 36): after step 2 the rates are corrected by the run's measured
+# terms and written into the machine file (a copy here), the steps after are predicted with
+# them, and plan says which rates came from the run. Without a machine file it starts from
+# the built-in rates and writes the default one: train then predicts.
+cp "$TMP/m.json" "$TMP/cr.json"
+"$BIN" train --model demo --data task:copy --seq 512 --steps 4 --threads 2 --machine "$TMP/cr.json" --calibrate-from-run 2 --log-json "$TMP/cr.jsonl" >"$TMP/out" 2>&1 \
+  && grep -q "^time model: rates corrected by steps 2-2 of this run (gemm x[0-9.]*, attention x[0-9.]*.*) -> $TMP/cr.json; the following steps are predicted with them$" "$TMP/out" \
+  && grep -q "mean of 2 steps after the first" "$TMP/out" && ok || bad "--calibrate-from-run: $(grep -i 'time model' "$TMP/out")"
+python3 - "$TMP/cr.json" "$TMP/cr.jsonl" <<'PY' && ok || bad "--calibrate-from-run's machine file or log"
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = [x for x in d["profiles"] if x["ranks"] == 1 and x["threads"] == 2][0]
+assert "gemm" in p["from_run"] and "attention" in p["from_run"], p.get("from_run")
+assert "family" in p["cpu"], p["cpu"]
+r = [json.loads(l) for l in open(sys.argv[2])]
+# the GEMM term of step 3 is predicted with the corrected rate: within 25% of step 2's measured
+# GEMM seconds (the same work; before the correction the calibrated rate may be off by more)
+g2, g3 = r[1]["measured_terms_s"]["gemm"], r[2]["predicted_terms_s"]["gemm"]
+assert abs(g3 / g2 - 1) < 0.25, (g2, g3)
+PY
+"$BIN" plan --model demo --seq 512 --threads 2 --machine "$TMP/cr.json" >"$TMP/out" 2>&1 && grep -q "^Rates by class: gemm, attention.*: corrected by a training run (--calibrate-from-run); the rest from calibrate.$" "$TMP/out" \
+  && ok || bad "plan on a run-corrected profile: $(grep -i 'rates' "$TMP/out")"
+mkdir -p "$TMP/home3"
+HOME="$TMP/home3" XDG_CACHE_HOME= "$BIN" train --model tiny --seq 256 --steps 3 --threads 2 --calibrate-from-run 2 >"$TMP/out" 2>&1 \
+  && grep -qF -- "-> $TMP/home3/.cache/longctx/machine.json" "$TMP/out" && grep -q "^time model: predicted [0-9.e-]* s per step, measured" "$TMP/out" \
+  && [ -f "$TMP/home3/.cache/longctx/machine.json" ] && ok || bad "--calibrate-from-run without a machine file: $(grep -i 'time model' "$TMP/out")"
+expect_error "--calibrate-from-run 1: give the steps after which to correct the rates, from 2" train --model tiny --seq 64 --steps 2 --machine "$TMP/cr.json" --calibrate-from-run 1
+expect_error "to the 2 steps this run takes" train --model tiny --seq 64 --steps 2 --machine "$TMP/cr.json" --calibrate-from-run 3
+# A profile from another CPU loads with a warning naming it.
+sed 's/"cpu":[[:space:]]*"[^"]*"/"cpu": "Imaginary CPU 9000 (family 1 model 2, L2 3 KiB)"/g' "$TMP/m.json" >"$TMP/other.json"
+"$BIN" plan --model demo --seq 512 --threads 2 --machine "$TMP/other.json" >"$TMP/out" 2>&1 && grep -q "^Warning: rates measured on another CPU, Imaginary CPU 9000" "$TMP/out" \
+  && ok || bad "another CPU's profile: $(grep -i 'warning' "$TMP/out")"
+
 # plan: the step time, then --auto and --longest.
 "$BIN" plan --model bench-s --seq 16K --cp 2 --threads 1 --machine "$TMP/m.json" >"$TMP/out" 2>&1 && grep -q "^Predicted step time (batch 1): [0-9.e+-]* s = compute" "$TMP/out" && ok || bad "plan step time: $(grep -i predicted "$TMP/out")"
 "$BIN" plan --auto --model bench-s --seq 16K --gpus 2 --threads 1 --mem-per-rank 10 --machine "$TMP/m.json" >"$TMP/auto" 2>&1 && ok || bad "plan --auto exited $?: $(tail -3 "$TMP/auto")"

@@ -23,6 +23,7 @@
 #include "plan/layout_search.h"
 #include "plan/rates.h"
 #include "plan/timemodel.h"
+#include "core/cpu.h"
 #include "testutil.h"
 
 static void flat_rates(lc_rates *r, double gemm, double flash, double ew, double lat, double bw) {
@@ -44,6 +45,85 @@ static lc_time_estimate predict(const lc_config *c, const lc_model_opts *o, long
   lc_status st = lc_time_predict(c, o, &l, r, &e);
   CHECK(st == LC_OK, "predict: %s", lc_errmsg());
   return e;
+}
+
+// 7. Rates by shape and length (issue 36), on a synthetic profile: the attention kernel's time
+// at the measured key lengths is flops / (rate x factor) exactly, monotone in between and
+// clamped outside; the GEMMs' row factors likewise; the factors, the classes a run corrected
+// and the CPU survive a machine file; a profile from another CPU, or for other threads or
+// ranks, loads with a warning naming the difference (and one from this CPU and pair, none);
+// scaling a class by f divides its predicted term by f and leaves the others.
+static void rates_by_shape(const char *path) {
+  lc_rates r;
+  lc_rates_default(&r, 2);
+  const double lf[LC_RATE_NLEN] = {1.0, 0.9, 0.7, 0.5}, rf[LC_RATE_NROWS] = {0.4, 0.7, 1.0, 1.1, 1.05};
+  const double keys[LC_RATE_NLEN] = {1024, 4096, 16384, 65536}, rows[LC_RATE_NROWS] = {64, 256, 1024, 4096, 16384};
+  for (int b = 0; b < 2; b++)
+    for (int d = 0; d < 2; d++) {
+      for (int i = 0; i < LC_RATE_NLEN; i++) r.flash_len[b][d][i] = lf[i];
+      for (int i = 0; i < LC_RATE_NROWS; i++) r.gemm_rows[b][d][i] = rf[i];
+    }
+  const double fl = 1e12, f64 = r.flash[0][0][1];
+  for (int i = 0; i < LC_RATE_NLEN; i++) {
+    const double s = lc_rates_flash_s(&r, 0, 0, 64, keys[i], fl), want = fl / (f64 * lf[i]);
+    CHECK(fabs(s - want) <= 1e-12 * want, "attention at %.0f keys: %.9g s, want %.9g", keys[i], s, want);
+  }
+  double prev = 0;
+  for (double k = 512; k <= 131072; k *= 1.19) { // monotone: fewer keys never cost more
+    const double s = lc_rates_flash_s(&r, 0, 0, 64, k, fl);
+    CHECK(s >= prev * (1 - 1e-12), "attention time falls from %.6g to %.6g s at %.0f keys", prev, s, k);
+    prev = s;
+  }
+  CHECK(lc_rates_flash_s(&r, 0, 0, 64, 100, fl) == lc_rates_flash_s(&r, 0, 0, 64, 1024, fl) &&
+            lc_rates_flash_s(&r, 0, 0, 64, 1 << 20, fl) == lc_rates_flash_s(&r, 0, 0, 64, 65536, fl),
+        "attention length factors are not clamped at the grid's ends");
+  for (int i = 0; i < LC_RATE_NROWS; i++) {
+    const double s = lc_rates_gemm_s(&r, 0, 0, rows[i], 1024, 1024), want = 2.0 * rows[i] * 1024 * 1024 / (r.gemm[0][0][2][2] * rf[i]);
+    CHECK(fabs(s - want) <= 1e-12 * want, "GEMM of %.0f rows: %.9g s, want %.9g", rows[i], s, want);
+  }
+  // the file: factors, from_run and the CPU round trip; warnings
+  lc_cpu_info cpu;
+  lc_cpu_detect(&cpu);
+  lc_cpu_describe(&cpu, r.cpu, sizeof r.cpu);
+  r.ranks = 1, r.threads = 2;
+  lc_rates_scale(&r, LC_RATE_ATTN, 0.8);
+  CHECK(r.from_run == 1u << LC_RATE_ATTN && fabs(r.flash[0][0][1] - 0.8 * f64) < 1e-3 * f64, "scale: from_run %x", r.from_run);
+  unlink(path);
+  CHECK(lc_rates_save_machine(path, &r) == LC_OK, "save: %s", lc_errmsg());
+  lc_rates g;
+  CHECK(lc_rates_load_machine(path, 1, 2, &g) == LC_OK, "load: %s", lc_errmsg());
+  int same = g.from_run == r.from_run && !strcmp(g.cpu, r.cpu) && !g.warning[0];
+  for (int b = 0; b < 2; b++)
+    for (int d = 0; d < 2; d++) {
+      for (int i = 0; i < LC_RATE_NLEN; i++) same &= fabs(g.flash_len[b][d][i] - lf[i]) < 1e-4;
+      for (int i = 0; i < LC_RATE_NROWS; i++) same &= fabs(g.gemm_rows[b][d][i] - rf[i]) < 1e-4;
+    }
+  CHECK(same, "factors, from_run or cpu lost in the file (cpu '%s', warning '%s')", g.cpu, g.warning);
+  char pv[256];
+  CHECK(strstr(lc_rates_provenance(&g, pv, sizeof pv), "attention: corrected by a training run") != NULL, "provenance: %s", pv);
+  CHECK(lc_rates_load_machine(path, 1, 4, &g) == LC_OK && strstr(g.warning, "2 threads per rank, scaled to 4"),
+        "other threads: warning '%s'", g.warning);
+  CHECK(lc_rates_load_machine(path, 2, 2, &g) == LC_OK && strstr(g.warning, "1 rank, this run has 2"),
+        "other ranks: warning '%s'", g.warning);
+  snprintf(r.cpu, sizeof r.cpu, "Imaginary CPU 9000 (family 1 model 2, L2 3 KiB)");
+  CHECK(lc_rates_save_machine(path, &r) == LC_OK && lc_rates_load_machine(path, 1, 2, &g) == LC_OK &&
+            strstr(g.warning, "another CPU, Imaginary CPU 9000") && strstr(g.warning, cpu.model),
+        "another CPU: warning '%s'", g.warning);
+  unlink(path);
+  // a class scaled by f: its predicted term divided by f, the others unchanged
+  lc_config c;
+  lc_config_preset(&c, "bench-s");
+  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
+  lc_time_layout l = {.seq = 4096, .batch = 1, .world = 1, .hp = 1, .cp = 1};
+  lc_rates a;
+  lc_rates_default(&a, 2);
+  lc_time_estimate e0, e1;
+  CHECK(lc_time_predict(&c, &o, &l, &a, &e0) == LC_OK, "predict: %s", lc_errmsg());
+  lc_rates_scale(&a, LC_RATE_GEMM, 2.0);
+  CHECK(lc_time_predict(&c, &o, &l, &a, &e1) == LC_OK, "predict: %s", lc_errmsg());
+  CHECK(fabs(e1.gemm_s - e0.gemm_s / 2) <= 1e-9 * e0.gemm_s && e1.attn_kernel_s == e0.attn_kernel_s &&
+            e1.elementwise_s == e0.elementwise_s && e1.optim_s == e0.optim_s,
+        "GEMMs x2: gemm %.6g -> %.6g, attention %.6g -> %.6g", e0.gemm_s, e1.gemm_s, e0.attn_kernel_s, e1.attn_kernel_s);
 }
 
 int main(void) {
@@ -240,11 +320,13 @@ int main(void) {
   lc_rates_default(&r, 2);
   r.ranks = 2, r.threads = 1, r.gemm[1][0][2][3] = 123.45e9, r.coll[LC_COLL_ALLTOALL] = (lc_link){3.5e-6, 2.25e9};
   r.optim_bw = 16.25e9, r.loss_bw = 21.5e9;
-  CHECK(lc_rates_save_machine(path, &r, "test cpu") == LC_OK, "save: %s", lc_errmsg());
+  snprintf(r.cpu, sizeof r.cpu, "test cpu");
+  CHECK(lc_rates_save_machine(path, &r) == LC_OK, "save: %s", lc_errmsg());
   lc_rates one;
   lc_rates_default(&one, 2);
   one.threads = 2;
-  CHECK(lc_rates_save_machine(path, &one, "test cpu") == LC_OK, "save 2: %s", lc_errmsg());
+  snprintf(one.cpu, sizeof one.cpu, "test cpu");
+  CHECK(lc_rates_save_machine(path, &one) == LC_OK, "save 2: %s", lc_errmsg());
   CHECK(lc_rates_load_machine(path, 2, 1, &r2) == LC_OK, "load: %s", lc_errmsg());
   CHECK(r2.ranks == 2 && r2.threads == 1 && fabs(r2.gemm[1][0][2][3] - 123.45e9) < 1e7 &&
             fabs(r2.coll[LC_COLL_ALLTOALL].lat_s - 3.5e-6) < 1e-8 && fabs(r2.coll[LC_COLL_ALLTOALL].bw - 2.25e9) < 1e7,
@@ -284,5 +366,6 @@ int main(void) {
   CHECK(lc_rates_load_machine("/nonexistent/m.json", 1, 1, &r2) == LC_EIO && strstr(lc_errmsg(), "calibrate"),
         "missing file: %s", lc_errmsg());
   unlink(path);
+  rates_by_shape(path);
   return lc_test_finish("test_timemodel");
 }

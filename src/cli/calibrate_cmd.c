@@ -63,7 +63,8 @@ static int run(int argc, char **argv) {
   if (st == LC_OK) st = lc_calibrate(w, used, &r, progress);
   lc_cpu_info cpu;
   lc_cpu_detect(&cpu);
-  if (st == LC_OK && w->rank == 0) st = lc_rates_save_machine(out, &r, cpu.model);
+  lc_cpu_describe(&cpu, r.cpu, sizeof r.cpu);
+  if (st == LC_OK && w->rank == 0) st = lc_rates_save_machine(out, &r);
   if (st == LC_OK && w->rank == 0) lc_rates_note_last(out); // plan and train read it by default
   st = lc_comm_agree(w, st);
   if (st != LC_OK) {
@@ -78,6 +79,10 @@ static int run(int argc, char **argv) {
            "forward fp32 %.0f, bf16 %.0f GFLOP/s; element-wise %.1f GB/s, optimizer %.1f GB/s, loss %.1f GB/s\n",
            r.gemm[0][0][2][2] / 1e9, r.gemm[1][0][2][2] / 1e9, r.flash[0][0][1] / 1e9, r.flash[1][0][1] / 1e9, r.ew_bw / 1e9,
            r.optim_bw / 1e9, r.loss_bw / 1e9);
+    printf("  GEMM fp32 forward at 64 / 256 / 4096 / 16384 rows: %.2f / %.2f / %.2f / %.2f x its rate at 1024; attention "
+           "fp32 forward with 4K / 16K / 64K keys: %.2f / %.2f / %.2f x its rate with 1K\n", r.gemm_rows[0][0][0],
+           r.gemm_rows[0][0][1], r.gemm_rows[0][0][3], r.gemm_rows[0][0][4], r.flash_len[0][0][1], r.flash_len[0][0][2],
+           r.flash_len[0][0][3]);
     if (w->size > 1)
       printf("  network: all-to-all %.1f us + %.2f GB/s, all-gather %.1f us + %.2f GB/s, point-to-point %.1f us + %.2f GB/s\n",
              r.coll[LC_COLL_ALLTOALL].lat_s * 1e6, r.coll[LC_COLL_ALLTOALL].bw / 1e9, r.coll[LC_COLL_ALLGATHER].lat_s * 1e6,

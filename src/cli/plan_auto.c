@@ -63,7 +63,9 @@ int lc_plan_auto(const lc_config *cfg, const lc_model_opts *base, long S, const 
   printf("longctx plan%s%s: %s, %d rank%s (%d per node), %.2f GiB per rank, %d threads per rank\n", auto_ ? " --auto" : "",
          longest ? " --longest" : "", cfg->name, so->world, so->world > 1 ? "s" : "",
          r->devices_per_node > 0 ? r->devices_per_node : so->world, mem_gib, so->threads);
-  printf("  rates: %s\n", r->source);
+  char pv[256];
+  printf("  rates: %s; %s\n", r->source, lc_rates_provenance(r, pv, sizeof pv));
+  if (r->warning[0]) printf("  warning: %s\n", r->warning);
   if (longest) {
     lc_layout_choice b;
     const long L = lc_layout_longest(cfg, base, so, r, &b);

@@ -344,6 +344,9 @@ int lc_cmd_plan(int argc, char **argv) {
              "exposed communication %.4g s (of %.4g) + optimizer %.4g s; one layer %.4g s forward, %.4g s backward; "
              "%.4g tokens/s. Rates: %s.\n", batch, te.total_s, te.compute_s, te.recompute_s, te.attn_kernel_s,
              te.exposed_comm_s, te.comm_s, te.optim_s, te.layer_fwd_s, te.layer_bwd_s, te.tokens_per_s, rates.source);
+    char pv[256];
+    printf("Rates by class: %s.\n", lc_rates_provenance(&rates, pv, sizeof pv));
+    if (rates.warning[0]) printf("Warning: %s\n", rates.warning);
   }
   // Largest S: the same tiles (auto tiles: their value for long sequences).
   lc_model_opts ob = o;

@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "cli/train_job.h"
 #include "cli/train_report.h"
+#include "core/cpu.h"
 #include "core/runstate.h"
 #include "core/timer.h"
 #include "ops/kernels.h"
@@ -34,6 +35,7 @@ typedef struct {
   int save_every, keep;
   int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window, eval_every, eval_samples, log_every;
   int zero, zero_group, pack, attn_window, skip_nonfinite, vocab_slice, profile;
+  int calib_run;          // --calibrate-from-run N: after N steps, this run's measured rates into the machine file
   float timeout;
   long steps, warmup, seed;
   float lr, lr_min, wd, clip, mem_gib, peak_gflops;
@@ -140,6 +142,69 @@ static lc_status agree_kernel_level(lc_comm *w) {
 
 // Flags -> trainer options. Everything here is found identically on every rank.
 static lc_status auto_policy(lc_comm *w, lc_train_opts *o, size_t budget, int hc, int *fits);
+
+// --calibrate-from-run: each class of rates (GEMMs, attention, loss, element-wise, optimizer)
+// scaled by predicted / measured seconds per step over the steps after the first (the
+// slowest rank's measurement), the profile stamped with this CPU and written into the
+// machine file (rank 0) for this run's ranks x threads; the rates of classes that took
+// under 0.5% of a step, and the communicator's links, stay as they were.
+static lc_status calibrate_from_run(lc_comm *w, const lc_train_opts *o, const lc_trainer *t, lc_rates *r,
+                                    const lc_step_terms *meas, int n, const char *machine, int after) {
+  if (n < 1)
+    return lc_fail(LC_EINVAL, "--calibrate-from-run %d: no step after the first was timed; give 2 or more (and a "
+                   "device whose ops are timed: the CPU)", after);
+  double m[LC_RATE_NCLASS];
+  static const int term_of[LC_RATE_NCLASS] = {[LC_RATE_GEMM] = LC_TERM_GEMM, [LC_RATE_ATTN] = LC_TERM_ATTN,
+                                               [LC_RATE_LOSS] = LC_TERM_LOSS, [LC_RATE_EW] = LC_TERM_ELEM,
+                                               [LC_RATE_OPTIM] = LC_TERM_OPTIM};
+  for (int c = 0; c < LC_RATE_NCLASS; c++) m[c] = meas->s[term_of[c]] / n;
+  double *all = malloc(sizeof(double) * LC_RATE_NCLASS * (size_t)w->size); // every rank's: the slowest counts
+  if (!all) return lc_fail(LC_ENOMEM, "out of memory for --calibrate-from-run");
+  lc_status gs = lc_allgather(w, m, all, LC_RATE_NCLASS, LC_DT_F64);
+  for (int q = 0; gs == LC_OK && q < w->size; q++)
+    for (int c = 0; c < LC_RATE_NCLASS; c++) m[c] = all[q * LC_RATE_NCLASS + c] > m[c] ? all[q * LC_RATE_NCLASS + c] : m[c];
+  free(all);
+  LC_TRY(gs);
+  lc_time_estimate e;
+  lc_step_terms p;
+  if (lc_train_predict(o, t, r, &e, 0) <= 0) return lc_fail(LC_EINVAL, "--calibrate-from-run: the time model has no "
+                                                            "prediction for this run to correct: %s", lc_errmsg());
+  lc_terms_predicted(&e, &p);
+  double step = 0;
+  for (int c = 0; c < LC_RATE_NCLASS; c++) step += m[c];
+  char line[512];
+  size_t k = 0;
+  for (int c = 0; c < LC_RATE_NCLASS; c++) {
+    const double pc = p.s[term_of[c]];
+    if (!(m[c] > 0.005 * step) || !(pc > 0)) continue;
+    lc_rates_scale(r, c, pc / m[c]);
+    k += (size_t)snprintf(line + k, k < sizeof line ? sizeof line - k : 0, "%s%s x%.3f", k ? ", " : "",
+                          lc_rate_class_name(c), pc / m[c]);
+  }
+  lc_cpu_info cpu;
+  lc_cpu_detect(&cpu);
+  lc_cpu_describe(&cpu, r->cpu, sizeof r->cpu);
+  r->warning[0] = 0;
+  r->builtin = 0;
+  char def[4096];
+  const char *path = machine ? machine : lc_rates_cache_path(def, sizeof def);
+  snprintf(r->source, sizeof r->source, "calibrated %s (%s; profile %d rank%s x %d thread%s; corrected by this run)",
+           path, r->cpu, r->ranks, r->ranks > 1 ? "s" : "", r->threads, r->threads > 1 ? "s" : "");
+  lc_status st = LC_OK;
+  if (w->rank == 0) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    if (!machine && slash && dir[0]) st = lc_mkdir_p(dir);
+    if (st == LC_OK) st = lc_rates_save_machine(path, r);
+    if (st == LC_OK && !machine) lc_rates_note_last(path);
+    if (st == LC_OK)
+      printf("time model: rates corrected by steps 2-%d of this run (%s) -> %s; the following steps are predicted with "
+             "them\n", n + 1, k ? line : "nothing to correct", path);
+  }
+  return lc_comm_agree(w, st);
+}
 
 // base_model_name_or_path of DIR/adapter_config.json into out (LC_EFORMAT if absent or empty).
 static lc_status read_base_name(const char *dir, char *out, size_t cap) {
@@ -398,6 +463,9 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   if (st == LC_OK && F.resume) st = lc_comm_agree(w, lc_checkpoint_load(&tr, ckpt_dir));
   if (st == LC_OK && tr.step > o.steps)
     st = lc_fail(LC_EINVAL, "the checkpoint is at step %ld, beyond --steps %ld; raise --steps", tr.step, o.steps);
+  if (st == LC_OK && (F.calib_run < 0 || F.calib_run == 1 || F.calib_run > o.steps - tr.step))
+    st = lc_fail(LC_EINVAL, "--calibrate-from-run %d: give the steps after which to correct the rates, from 2 (the first "
+                 "step warms up) to the %ld steps this run takes; 0: off", F.calib_run, o.steps - tr.step);
   if (st == LC_OK && F.eval_every > 0 && (tr.data.kind == LC_DATA_BYTES || tr.data.kind == LC_DATA_TOKENS))
     st = lc_fail(LC_EINVAL, "--eval-every needs held-out data: use task:passkey or task:copy");
   // Before the first step: the save directory takes a checkpoint (rank 0 writes them).
@@ -442,9 +510,12 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   lc_step_metrics m;
   long saved_at = -1;
   const long first_step = tr.step;
-  const int predict = rank == 0 && !rates.builtin; // (uncalibrated: no number, train_report.c)
+  int predict = rank == 0 && !rates.builtin; // (uncalibrated: no number, train_report.c)
   lc_time_estimate est0, est;
-  const double pred0 = predict ? lc_train_predict(&o, &tr, &rates, &est0, 0) : 0;
+  double pred0 = predict ? lc_train_predict(&o, &tr, &rates, &est0, 0) : 0;
+  lc_step_terms calib_m; // --calibrate-from-run: the measured terms of the steps after the first
+  memset(&calib_m, 0, sizeof calib_m);
+  int calib_n = 0;
   double meas_sum = 0, pred_sum = 0;
   int n_timed = 0;
   lc_step_terms tsum_m, tsum_p, tm, tp; // per-term sums over the timed steps
@@ -469,6 +540,22 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
       if (lc_terms_measured(&m, &tm)) {
         terms_timed = 1;
         for (int i = 0; i < LC_TERM_N; i++) tsum_m.s[i] += tm.s[i], tsum_p.s[i] += tp.s[i];
+        if (F.calib_run > 0)
+          for (int i = 0; i < LC_TERM_N; i++) calib_m.s[i] += tm.s[i];
+        calib_n += F.calib_run > 0;
+      }
+    }
+    // --calibrate-from-run N: after step N, the rates corrected by what this run measured;
+    // the steps after are predicted with them (and the summary covers those steps alone).
+    if (st == LC_OK && F.calib_run > 0 && s + 1 == first_step + F.calib_run) {
+      st = calibrate_from_run(w, &o, &tr, &rates, &calib_m, calib_n, F.machine, F.calib_run);
+      if (st != LC_OK) tr.failed_everywhere = 1; // (agreed: every rank ends alike)
+      if (st == LC_OK) {
+        predict = rank == 0;
+        pred0 = predict ? lc_train_predict(&o, &tr, &rates, &est0, 0) : 0;
+        meas_sum = pred_sum = 0, n_timed = 0;
+        memset(&tsum_m, 0, sizeof tsum_m), memset(&tsum_p, 0, sizeof tsum_p);
+        terms_timed = 0;
       }
     }
     if (st != LC_OK && !tr.failed_everywhere) return fail_everywhere(w, LC_EXIT_ERROR);
@@ -590,6 +677,9 @@ int lc_cmd_train(int argc, char **argv) {
       {"ring-window", LC_ARG_INT, &F.window, "inner ring size of the double ring, divides cp (default cp)", 0},
       {"head-chunk", LC_ARG_STR, &F.head_chunk, LC_CLI_HEAD_CHUNK_HELP, 0},
       {"placement", LC_ARG_STR, &F.placement, "head-first | context-first (default head-first)", 0},
+      {"calibrate-from-run", LC_ARG_INT, &F.calib_run, "after N steps (N >= 2: the first warms up) correct the time model's "
+       "rates by this run's measured terms (GEMMs, attention, loss, element-wise, optimizer), write them into the machine "
+       "file (--machine, or the default one calibrate writes) and predict the following steps with them; 0: off", 0},
       {"profile", LC_ARG_BOOL, &F.profile, "at the end, the backend's ops one by one: calls, seconds and share of the step per step (mean of the steps after the first; ops timed where the device runs them synchronously, the CPU)", 0},
       {"pack", LC_ARG_BOOL, &F.pack, "fill each sequence with whole documents (a token file with a document index, or task:copy): each token sees only its own document, positions restart per document", 0},
       {"rope-theta", LC_ARG_STR, &F.rope_theta, LC_CLI_ROPE_THETA_HELP, 0},

@@ -303,8 +303,10 @@ void lc_train_print_prediction(const lc_train_opts *o, const lc_trainer *t, cons
   }
   lc_time_estimate e;
   if (lc_train_predict(o, t, r, &e, 0) <= 0) return;
+  char pv[256];
   printf("  %-14s predicted %.3g s per step%s: compute %.3g s (recompute %.3g, attention kernels %.3g), exposed "
-         "communication %.3g s of %.3g, optimizer %.3g s; rates: %s\n", "time model", e.total_s,
+         "communication %.3g s of %.3g, optimizer %.3g s; rates: %s; %s\n", "time model", e.total_s,
          o->pack ? " (documents: each step's own in the log)" : "", e.compute_s, e.recompute_s, e.attn_kernel_s,
-         e.exposed_comm_s, e.comm_s, e.optim_s, r->source);
+         e.exposed_comm_s, e.comm_s, e.optim_s, r->source, lc_rates_provenance(r, pv, sizeof pv));
+  if (r->warning[0]) printf("  %-14s warning: %s\n", "", r->warning);
 }

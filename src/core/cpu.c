@@ -1,6 +1,7 @@
 #include "core/cpu.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -31,15 +32,36 @@ void lc_cpu_detect(lc_cpu_info *c) {
   }
 #endif
   snprintf(c->model, sizeof c->model, "?");
-  FILE *f = fopen("/proc/cpuinfo", "r");
+  FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index2/size", "r");
+  if (f) {
+    int kib = 0;
+    char unit = 0;
+    if (fscanf(f, "%d%c", &kib, &unit) >= 1) c->l2_kib = unit == 'M' ? kib * 1024 : kib;
+    fclose(f);
+  }
+  f = fopen("/proc/cpuinfo", "r");
   if (!f) return;
   char line[256];
-  while (fgets(line, sizeof line, f)) {
+  int got = 0;
+  while (got != 7 && fgets(line, sizeof line, f)) { // the first processor's three fields
     const char *p = strchr(line, ':');
-    if (strncmp(line, "model name", 10) || !p) continue;
+    if (!p) continue;
     p += 1 + (p[1] == ' ');
-    snprintf(c->model, sizeof c->model, "%.*s", (int)strcspn(p, "\n"), p);
-    break;
+    if (!strncmp(line, "model name", 10) && !(got & 1)) {
+      snprintf(c->model, sizeof c->model, "%.*s", (int)strcspn(p, "\n"), p);
+      got |= 1;
+    } else if (!strncmp(line, "cpu family", 10) && !(got & 2)) {
+      c->family = atoi(p);
+      got |= 2;
+    } else if (!strncmp(line, "model", 5) && (line[5] == '\t' || line[5] == ' ') && !(got & 4)) {
+      c->model_id = atoi(p);
+      got |= 4;
+    }
   }
   fclose(f);
+}
+
+const char *lc_cpu_describe(const lc_cpu_info *c, char *buf, size_t n) {
+  snprintf(buf, n, "%s (family %d model %d, L2 %d KiB)", c->model, c->family, c->model_id, c->l2_kib);
+  return buf;
 }

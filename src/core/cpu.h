@@ -10,8 +10,12 @@ typedef struct {
   // also needs avx512f.
   int avx2, avx512f, avx512_bf16, amx_bf16;
   char model[80]; // "model name" of /proc/cpuinfo ("?" when unknown)
+  int family, model_id; // "cpu family" and "model" of /proc/cpuinfo (0: unknown)
+  int l2_kib;           // L2 cache per core in KiB (sysfs cache index 2; 0: unknown)
 } lc_cpu_info;
 
 void lc_cpu_detect(lc_cpu_info *c);
+// "AMD EPYC (family 25 model 1, L2 512 KiB)": the identity a time-model profile records.
+const char *lc_cpu_describe(const lc_cpu_info *c, char *buf, size_t n);
 
 #endif

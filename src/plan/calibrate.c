@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "attn/flash.h"
 #include "backend/backend.h"
 #include "core/arena.h"
 #include "core/rng.h"
@@ -44,6 +45,101 @@ static int cmp_double(const void *a, const void *b) {
 
 static void say(void (*progress)(const char *, double), lc_comm *w, const char *what, double frac) {
   if (progress && w->rank == 0) progress(what, frac);
+}
+
+// A GEMM's rate by row count (issue 36: the step runs 160-row loss tiles, 1024-token MLP tiles
+// and whole 16K sequences): K = N = 512 (a quarter of the work of 1024: the factor, not the
+// rate, is what is kept), forward and backward, rows 64 .. 16384, each over the rate at 1024
+// rows measured in the same sweep.
+static lc_status row_factors(lc_comm *world, lc_arena *arena, lc_rng *g, lc_rates *out) {
+  static const int rows[LC_RATE_NROWS] = {64, 256, 1024, 4096, 16384};
+  const int K = 512, N = 512, TM = rows[LC_RATE_NROWS - 1];
+  float *x = malloc(sizeof(float) * (size_t)TM * K), *y = malloc(sizeof(float) * (size_t)TM * N),
+        *o = malloc(sizeof(float) * (size_t)TM * K), *w = malloc(sizeof(float) * (size_t)K * N),
+        *dw = calloc((size_t)K * N, sizeof(float));
+  uint16_t *x16 = malloc(2 * (size_t)TM * K), *y16 = malloc(2 * (size_t)TM * N), *w16 = malloc(2 * (size_t)K * N);
+  lc_status st = lc_comm_agree(world, x && y && o && w && dw && x16 && y16 && w16 ? LC_OK
+                                      : lc_fail(LC_ENOMEM, "out of memory for calibration"));
+  if (st == LC_OK) {
+    fill(g, x, (size_t)TM * K), fill(g, y, (size_t)TM * N), fill(g, w, (size_t)K * N);
+    lc_bf16_pack(x16, x, (size_t)TM * K), lc_bf16_pack(y16, y, (size_t)TM * N), lc_bf16_pack(w16, w, (size_t)K * N);
+  }
+  for (int b = 0; b < 2 && st == LC_OK; b++) {
+    lc_mm mm = {.bf16 = b, .arena = arena};
+    const lc_act xa = b ? lc_act_of(x16, LC_DT_BF16) : lc_act_f32(x), ya = b ? lc_act_of(y16, LC_DT_BF16) : lc_act_f32(y);
+    const lc_act wa = b ? lc_act_of(w16, LC_DT_BF16) : lc_act_f32(w);
+    double rf[LC_RATE_NROWS], rb[LC_RATE_NROWS];
+    for (int i = 0; i < LC_RATE_NROWS && st == LC_OK; i++) {
+      const int T = rows[i];
+      const int reps = T <= 1024 ? 7 : 3;
+      double tf = 1, tb = 1;
+      lc_barrier(world);
+      lc_status gs = LC_OK;
+      MEDIAN_OF(reps, gs = lc_matmul_fwd(&mm, o, LC_DT_F32, xa, wa, T, K, N), tf);
+      if (gs == LC_OK) MEDIAN_OF(reps, gs = lc_matmul_bwd(&mm, o, dw, ya, xa, wa, T, K, N, 0), tb);
+      st = lc_comm_agree(world, gs);
+      rf[i] = 2.0 * T * K * N / tf, rb[i] = 4.0 * T * K * N / tb;
+    }
+    for (int i = 0; i < LC_RATE_NROWS && st == LC_OK; i++)
+      out->gemm_rows[b][0][i] = rf[i] / rf[2], out->gemm_rows[b][1][i] = rb[i] / rb[2];
+  }
+  free(x), free(y), free(o), free(w), free(dw), free(x16), free(y16), free(w16);
+  return st;
+}
+
+// The attention kernel's rate by key length (issue 36: K and V of 16K keys leave the caches
+// the 1K calibration fits in): a block of 128 queries at the end of 1K .. 64K keys (causal,
+// 4 query and 2 kv heads of 64), forward and backward, each over its rate at 1K. The FLOPs
+// are the visible pairs of the block (the time model counts the same).
+static lc_status length_factors(lc_comm *world, lc_arena *arena, lc_rng *g, lc_rates *out) {
+  static const int lens[LC_RATE_NLEN] = {1024, 4096, 16384, 65536};
+  const int TQ = 128, HQ = 4, HKV = 2, D = 64, TK = lens[LC_RATE_NLEN - 1];
+  const size_t nq = (size_t)TQ * HQ * D, nk = (size_t)TK * HKV * D;
+  float *q = malloc(4 * nq), *o = malloc(4 * nq), *dout = malloc(4 * nq), *dq = malloc(4 * nq), *k = malloc(4 * nk),
+        *v = malloc(4 * nk), *dk = malloc(4 * nk), *dv = malloc(4 * nk), *lse = malloc(4 * (size_t)TQ * HQ),
+        *delta = malloc(4 * (size_t)TQ * HQ);
+  uint16_t *q16 = malloc(2 * nq), *o16 = malloc(2 * nq), *do16 = malloc(2 * nq), *k16 = malloc(2 * nk), *v16 = malloc(2 * nk);
+  lc_status st = lc_comm_agree(world, q && o && dout && dq && k && v && dk && dv && lse && delta && q16 && o16 && do16 &&
+                                              k16 && v16
+                                          ? LC_OK
+                                          : lc_fail(LC_ENOMEM, "out of memory for calibration"));
+  if (st == LC_OK) {
+    fill(g, q, nq), fill(g, dout, nq), fill(g, k, nk), fill(g, v, nk);
+    lc_bf16_pack(q16, q, nq), lc_bf16_pack(do16, dout, nq), lc_bf16_pack(k16, k, nk), lc_bf16_pack(v16, v, nk);
+  }
+  for (int b = 0; b < 2 && st == LC_OK; b++) {
+    double rf[LC_RATE_NLEN], rb[LC_RATE_NLEN];
+    for (int i = 0; i < LC_RATE_NLEN && st == LC_OK; i++) {
+      const int L = lens[i];
+      // k/v of L keys: the arrays' first L rows ([T, Hkv, D]: rows are contiguous)
+      const lc_attn_shape sh = {.Tq = TQ, .Tk = L, .Hq = HQ, .Hkv = HKV, .D = D, .q_start = L - TQ, .k_start = 0,
+                                .causal = 1, .scale = 0.125f, .bf16 = b, .q16 = b, .kv16 = b, .out16 = b};
+      const double fl = 4.0 * D * HQ * ((double)TQ * (L - TQ) + TQ * (TQ + 1) / 2.0);
+      double tf = 1, tb = 1;
+      lc_barrier(world);
+      lc_status ks = LC_OK;
+      MEDIAN_OF(5, ks = lc_flash_fwd(b ? (void *)o16 : o, lse, b ? (const void *)q16 : q, b ? (const void *)k16 : k,
+                                     b ? (const void *)v16 : v, &sh, arena),
+                tf);
+      lc_attn_shape sb = sh;
+      sb.out16 = 0;
+      if (ks == LC_OK) {
+        if (b) lc_bf16_unpack(o, o16, nq);
+        lc_attn_delta(delta, dout, o, TQ, HQ, D);
+        memset(dq, 0, 4 * nq), memset(dk, 0, 4 * nk), memset(dv, 0, 4 * nk);
+        MEDIAN_OF(5, ks = lc_flash_bwd(dq, dk, dv, b ? (const void *)do16 : dout, b ? (const void *)q16 : q,
+                                       b ? (const void *)k16 : k, b ? (const void *)v16 : v, lse, delta, &sb, arena),
+                  tb);
+      }
+      st = lc_comm_agree(world, ks);
+      rf[i] = fl / tf, rb[i] = 2.5 * fl / tb;
+    }
+    for (int i = 0; i < LC_RATE_NLEN && st == LC_OK; i++)
+      out->flash_len[b][0][i] = rf[i] / rf[0], out->flash_len[b][1][i] = rb[i] / rb[0];
+  }
+  free(q), free(o), free(dout), free(dq), free(k), free(v), free(dk), free(dv), free(lse), free(delta);
+  free(q16), free(o16), free(do16), free(k16), free(v16);
+  return st;
 }
 
 lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progress)(const char *what, double frac)) {
@@ -138,6 +234,14 @@ lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progre
       out->flash[b][0][h] = fl / tf;
       out->flash[b][1][h] = 2.5 * fl / tb;
     }
+  if (st == LC_OK) {
+    say(progress, world, "GEMMs by row count", 0.66);
+    st = row_factors(world, &arena, &g, out);
+  }
+  if (st == LC_OK) {
+    say(progress, world, "attention by key length", 0.7);
+    st = length_factors(world, &arena, &g, out);
+  }
   // Element-wise, optimizer and loss rates on the step's own kernels (the CPU backend over
   // the host arrays), at sizes that leave the cache, each as the bytes the time model counts
   // for that work over the seconds it took:

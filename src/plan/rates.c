@@ -8,10 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cpu.h"
 #include "io/fsutil.h"
 
 static const int dims[LC_RATE_NDIM] = {64, 256, 1024, 4096};
 static const int hds[LC_RATE_NHD] = {32, 64, 128};
+static const int rows_grid[LC_RATE_NROWS] = {64, 256, 1024, 4096, 16384};
+static const int lens[LC_RATE_NLEN] = {1024, 4096, 16384, 65536};
+static const char *class_names[LC_RATE_NCLASS] = {"gemm", "attention", "loss", "elementwise", "optimizer"};
+
+const char *lc_rate_class_name(int c) { return (unsigned)c < LC_RATE_NCLASS ? class_names[c] : "?"; }
 static const char *coll_names[LC_COLL_N] = {"p2p", "alltoall", "allgather", "reduce_scatter", "allreduce"};
 
 const char *lc_coll_name(lc_coll c) { return (unsigned)c < LC_COLL_N ? coll_names[c] : "?"; }
@@ -66,16 +72,61 @@ double lc_rates_gemm_s(const lc_rates *r, int bf16, int bwd, double T, int K, in
   const double inv = (1 - wk) * (1 - wn) / g[ik][in] + wk * (1 - wn) / g[ik + 1][in] + (1 - wk) * wn / g[ik][in + 1] +
                      wk * wn / g[ik + 1][in + 1];
   double flops = (bwd ? 4.0 : 2.0) * T * K * N;
-  // fewer tokens than calibrated: the same per-call cost spread over fewer rows
+  // Other row counts than calibrated: the measured row factors (time per FLOP interpolated
+  // in log2 rows); without them (older profiles, defaults) the same per-call cost spread
+  // over fewer rows.
+  const double *rf = r->gemm_rows[bf16 ? 1 : 0][bwd ? 1 : 0];
+  if (rf[0] > 0) {
+    int it;
+    double wt;
+    grid_pos(rows_grid, LC_RATE_NROWS, T, &it, &wt);
+    return flops * inv * ((1 - wt) / rf[it] + wt / rf[it + 1]);
+  }
   return flops * inv * (T < LC_RATE_GEMM_T && r->small_t_exp > 0 ? pow(LC_RATE_GEMM_T / T, r->small_t_exp) : 1.0);
 }
 
-double lc_rates_flash_s(const lc_rates *r, int bf16, int bwd, int D, double flops) {
+double lc_rates_flash_s(const lc_rates *r, int bf16, int bwd, int D, double keys, double flops) {
   int i;
   double w;
   grid_pos(hds, LC_RATE_NHD, D, &i, &w);
   const double *f = r->flash[bf16 ? 1 : 0][bwd ? 1 : 0];
-  return flops * ((1 - w) / f[i] + w / f[i + 1]);
+  double s = flops * ((1 - w) / f[i] + w / f[i + 1]);
+  const double *lf = r->flash_len[bf16 ? 1 : 0][bwd ? 1 : 0];
+  if (lf[0] > 0) { // the length factor at `keys` (time per FLOP interpolated in log2 keys)
+    int il;
+    double wl;
+    grid_pos(lens, LC_RATE_NLEN, keys > 0 ? keys : lens[0], &il, &wl);
+    s *= (1 - wl) / lf[il] + wl / lf[il + 1];
+  }
+  return s;
+}
+
+void lc_rates_scale(lc_rates *r, int c, double f) {
+  if (!(f > 0) || !isfinite(f) || (unsigned)c >= LC_RATE_NCLASS) return;
+  for (int b = 0; b < 2; b++)
+    for (int d = 0; d < 2; d++) {
+      if (c == LC_RATE_GEMM)
+        for (int k = 0; k < LC_RATE_NDIM; k++)
+          for (int n = 0; n < LC_RATE_NDIM; n++) r->gemm[b][d][k][n] *= f;
+      if (c == LC_RATE_ATTN)
+        for (int h = 0; h < LC_RATE_NHD; h++) r->flash[b][d][h] *= f;
+    }
+  if (c == LC_RATE_LOSS) r->loss_bw = (r->loss_bw > 0 ? r->loss_bw : r->ew_bw) * f;
+  if (c == LC_RATE_EW) r->ew_bw *= f;
+  if (c == LC_RATE_OPTIM) r->optim_bw = (r->optim_bw > 0 ? r->optim_bw : r->ew_bw) * f;
+  r->from_run |= 1u << c;
+}
+
+const char *lc_rates_provenance(const lc_rates *r, char *buf, size_t n) {
+  size_t k = 0;
+  buf[0] = 0;
+  for (int c = 0; c < LC_RATE_NCLASS && k < n; c++)
+    if (r->from_run >> c & 1u) k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? ", " : "", class_names[c]);
+  if (!r->from_run) snprintf(buf, n, "every rate from %s", r->builtin ? "the built-in defaults" : "calibrate");
+  else if (k < n)
+    snprintf(buf + k, n - k, ": corrected by a training run (--calibrate-from-run); the rest from %s",
+             r->builtin ? "the built-in defaults" : "calibrate");
+  return buf;
 }
 
 double lc_rates_ew_s(const lc_rates *r, double bytes) { return bytes / r->ew_bw; }
@@ -165,7 +216,57 @@ static cJSON *profile_json(const lc_rates *r) {
     cJSON_AddNumberToObject(l, "bandwidth_gbs", round(r->coll[k].bw / 1e7) / 100);
   }
   if (r->disk_bw > 0) cJSON_AddNumberToObject(p, "disk_gbs", round(r->disk_bw / 1e7) / 100);
+  if (r->gemm_rows[0][0][0] > 0) { // rate at that many rows / rate at LC_RATE_GEMM_T
+    cJSON *g2 = cJSON_AddObjectToObject(p, "gemm_row_factor");
+    cJSON *rg = cJSON_AddArrayToObject(g2, "rows");
+    for (int i = 0; i < LC_RATE_NROWS; i++) cJSON_AddItemToArray(rg, cJSON_CreateNumber(rows_grid[i]));
+    for (int b = 0; b < 2; b++)
+      for (int d = 0; d < 2; d++) {
+        char key[16];
+        snprintf(key, sizeof key, "%s_%s", pn[b], dn[d]);
+        cJSON *m = cJSON_AddArrayToObject(g2, key);
+        for (int i = 0; i < LC_RATE_NROWS; i++) cJSON_AddItemToArray(m, cJSON_CreateNumber(round(r->gemm_rows[b][d][i] * 1e4) / 1e4));
+      }
+  }
+  if (r->flash_len[0][0][0] > 0) { // rate with that many keys / rate with 1K
+    cJSON *f2 = cJSON_AddObjectToObject(p, "attention_length_factor");
+    cJSON *kg = cJSON_AddArrayToObject(f2, "keys");
+    for (int i = 0; i < LC_RATE_NLEN; i++) cJSON_AddItemToArray(kg, cJSON_CreateNumber(lens[i]));
+    for (int b = 0; b < 2; b++)
+      for (int d = 0; d < 2; d++) {
+        char key[16];
+        snprintf(key, sizeof key, "%s_%s", pn[b], dn[d]);
+        cJSON *m = cJSON_AddArrayToObject(f2, key);
+        for (int i = 0; i < LC_RATE_NLEN; i++) cJSON_AddItemToArray(m, cJSON_CreateNumber(round(r->flash_len[b][d][i] * 1e4) / 1e4));
+      }
+  }
+  if (r->from_run) {
+    cJSON *fr = cJSON_AddArrayToObject(p, "from_run");
+    for (int c = 0; c < LC_RATE_NCLASS; c++)
+      if (r->from_run >> c & 1u) cJSON_AddItemToArray(fr, cJSON_CreateString(class_names[c]));
+  }
+  if (r->cpu[0]) cJSON_AddStringToObject(p, "cpu", r->cpu);
   return p;
+}
+
+// A factor table (gemm_row_factor, attention_length_factor) into f[2][2][n]: absent is fine
+// (zeros: not measured); present, it must hold n positive numbers per key.
+static int factors_read(const cJSON *o, int n, double *f) {
+  if (!o) return 1;
+  const char *pn[2] = {"fp32", "bf16"}, *dn[2] = {"fwd", "bwd"};
+  for (int b = 0; b < 2; b++)
+    for (int d = 0; d < 2; d++) {
+      char key[16];
+      snprintf(key, sizeof key, "%s_%s", pn[b], dn[d]);
+      const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, key);
+      if (cJSON_GetArraySize(m) != n) return 0;
+      for (int i = 0; i < n; i++) {
+        const cJSON *v = cJSON_GetArrayItem(m, i);
+        if (!cJSON_IsNumber(v) || !(v->valuedouble > 0)) return 0;
+        f[(b * 2 + d) * n + i] = v->valuedouble;
+      }
+    }
+  return 1;
 }
 
 static double num(const cJSON *o, const char *k, int *ok) {
@@ -215,6 +316,16 @@ static int profile_read(const cJSON *p, lc_rates *r) {
   r->small_t_exp = 0.15;
   int dok = 1;
   r->disk_bw = num(p, "disk_gbs", &dok) * 1e9;
+  if (!factors_read(cJSON_GetObjectItemCaseSensitive(p, "gemm_row_factor"), LC_RATE_NROWS, &r->gemm_rows[0][0][0]) ||
+      !factors_read(cJSON_GetObjectItemCaseSensitive(p, "attention_length_factor"), LC_RATE_NLEN, &r->flash_len[0][0][0]))
+    return 0;
+  const cJSON *fr = cJSON_GetObjectItemCaseSensitive(p, "from_run"), *e;
+  cJSON_ArrayForEach(e, fr) {
+    for (int c = 0; c < LC_RATE_NCLASS; c++)
+      if (cJSON_IsString(e) && !strcmp(e->valuestring, class_names[c])) r->from_run |= 1u << c;
+  }
+  const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(p, "cpu");
+  if (cJSON_IsString(cpu)) snprintf(r->cpu, sizeof r->cpu, "%s", cpu->valuestring);
   return ok && r->ew_bw > 0 && r->ranks > 0 && r->threads > 0;
 }
 
@@ -247,8 +358,23 @@ lc_status lc_rates_load_machine(const char *path, int ranks, int threads, lc_rat
   memset(r, 0, sizeof *r);
   profile_read(cJSON_GetArrayItem(ps, best), r);
   const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(j, "cpu");
+  if (!r->cpu[0] && cJSON_IsString(cpu)) snprintf(r->cpu, sizeof r->cpu, "%s", cpu->valuestring); // (older files: the name alone)
+  // The CPU it was measured on against this one: the same name, and where the profile has
+  // them, the same family, model and L2.
+  lc_cpu_info here;
+  lc_cpu_detect(&here);
+  char hd[160];
+  lc_cpu_describe(&here, hd, sizeof hd);
+  const size_t nl = strlen(here.model);
+  const int full = strstr(r->cpu, "(family ") != NULL;
+  if (r->cpu[0] && (full ? strcmp(r->cpu, hd) != 0 : strncmp(r->cpu, here.model, nl) != 0 || (r->cpu[nl] && r->cpu[nl] != ' ')))
+    snprintf(r->warning, sizeof r->warning, "rates measured on another CPU, %s; this one is %s: run `longctx calibrate` here",
+             r->cpu, hd);
   char note[192] = "";
   if (bestd >= 1e6 && threads > 0) { // other threads per rank: compute rates scaled by the thread ratio
+    if (!r->warning[0])
+      snprintf(r->warning, sizeof r->warning, "rates measured with %d thread%s per rank, scaled to %d: run `longctx "
+               "calibrate --threads %d` for this run's", r->threads, r->threads > 1 ? "s" : "", threads, threads);
     const double sc = (double)threads / r->threads;
     for (int b = 0; b < 2; b++)
       for (int d = 0; d < 2; d++) {
@@ -261,17 +387,20 @@ lc_status lc_rates_load_machine(const char *path, int ranks, int threads, lc_rat
              threads > 1 ? "s" : "");
   } else if (bestd > 0) {
     snprintf(note, sizeof note, ", the nearest rank count");
+    if (!r->warning[0])
+      snprintf(r->warning, sizeof r->warning, "rates measured with %d rank%s, this run has %d: run `mpirun -np %d longctx "
+               "calibrate` for this run's", r->ranks, r->ranks > 1 ? "s" : "", ranks, ranks);
   }
   if (!r->optim_bw || !r->loss_bw) // an older profile
     snprintf(note + strlen(note), sizeof note - strlen(note), "; no optimizer/loss rates: calibrate again");
-  snprintf(r->source, sizeof r->source, "calibrated %s (%s; profile %d rank%s x %d thread%s%s)", path,
-           cJSON_IsString(cpu) ? cpu->valuestring : "?", r->ranks, r->ranks > 1 ? "s" : "", r->threads,
-           r->threads > 1 ? "s" : "", note);
+  snprintf(r->source, sizeof r->source, "calibrated %s (%s; profile %d rank%s x %d thread%s%s%s)", path,
+           r->cpu[0] ? r->cpu : "?", r->ranks, r->ranks > 1 ? "s" : "", r->threads, r->threads > 1 ? "s" : "", note,
+           r->from_run ? "; some rates corrected by a run" : "");
   cJSON_Delete(j);
   return LC_OK;
 }
 
-lc_status lc_rates_save_machine(const char *path, const lc_rates *r, const char *cpu_name) {
+lc_status lc_rates_save_machine(const char *path, const lc_rates *r) {
   char *txt = NULL;
   size_t len = 0;
   cJSON *j = NULL;
@@ -282,8 +411,8 @@ lc_status lc_rates_save_machine(const char *path, const lc_rates *r, const char 
     j = cJSON_CreateObject();
     cJSON_AddArrayToObject(j, "profiles");
   }
-  cJSON_DeleteItemFromObjectCaseSensitive(j, "cpu");
-  cJSON_AddStringToObject(j, "cpu", cpu_name);
+  cJSON_DeleteItemFromObjectCaseSensitive(j, "cpu"); // (the last profile's; each profile names its own)
+  cJSON_AddStringToObject(j, "cpu", r->cpu);
   cJSON *ps = cJSON_GetObjectItemCaseSensitive(j, "profiles");
   for (int i = cJSON_GetArraySize(ps) - 1; i >= 0; i--) {
     const cJSON *p = cJSON_GetArrayItem(ps, i);

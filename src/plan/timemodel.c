@@ -215,8 +215,13 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   }
   free(lo);
   const double attn_flops = 4.0 * D * work_max * Hl;
-  k.attn_fwd_s = lc_rates_flash_s(r, k.bf16, 0, D, attn_flops);
-  k.attn_bwd_s = lc_rates_flash_s(r, k.bf16, 1, D, 2.5 * attn_flops);
+  // The keys one kernel call streams (the rates' length factors): the context rank's block
+  // (the whole sequence on one rank), at most a document or a window.
+  double keys = (double)S / cp;
+  if (l->doc_len > 0 && l->doc_len < keys) keys = l->doc_len;
+  if (l->attn_window > 0 && l->attn_window < keys) keys = l->attn_window;
+  k.attn_fwd_s = lc_rates_flash_s(r, k.bf16, 0, D, keys, attn_flops);
+  k.attn_bwd_s = lc_rates_flash_s(r, k.bf16, 1, D, keys, 2.5 * attn_flops);
 
   // Exchanges per layer. Ulysses: q, k, v and out (backward: dout; dq, dk, dv in fp32) with
   // kv heads replicated to every rank when hp > Hkv. Ring: cp - 1 hops of this rank's k/v
