@@ -26,7 +26,7 @@ mkdir -p "$OUT"
 builds=(new)
 [ -n "$BASE" ] && builds=(base new)
 bin() { if [ "$1" = base ]; then echo "$BASE"; else echo "$NEW"; fi; }
-ceiling() { "$1" bench --kernels-only 1 --threads "$THREADS" 2>/dev/null | sed -n 's/.*reference = best, \([0-9.]*\)).*/\1/p' | head -1; }
+ceiling() { "$1" bench --kernels-only 1 --threads "$THREADS" 2>/dev/null | sed -n 's/.*reference = best, \([0-9.]*\).*/\1/p' | head -1; }
 lscpu | grep -m1 "Model name" | tee "$OUT/cpu.txt"
 echo "| build | model | S | step s | tokens/s | GFLOP/s | sgemm GFLOP/s | fraction |" | tee "$OUT/table.md"
 echo "|---|---|---|---|---|---|---|---|" | tee -a "$OUT/table.md"

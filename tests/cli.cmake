@@ -30,3 +30,7 @@ set_tests_properties(cli_plan PROPERTIES LABELS cli TIMEOUT 180 ENVIRONMENT "OMP
 # LoRA through the program: PEFT files, resume (also on 2 ranks), --lora-from, merge, eval --adapter (~20 s).
 add_test(NAME cli_lora COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_lora.sh $<TARGET_FILE:longctx> ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_lora PROPERTIES LABELS cli TIMEOUT 120 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
+# --offload-optimizer on the private device: the same bits as without on 1, 2 and 4 ranks,
+# the device's peak, resume, plan, bad combinations on every rank (~40 s).
+add_test(NAME cli_offload COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_offload.sh $<TARGET_FILE:longctx>)
+set_tests_properties(cli_offload PROPERTIES LABELS cli TIMEOUT 180 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")

@@ -92,6 +92,15 @@ cp "$TMP/m.json" "$TMP/cr.json"
 "$BIN" train --model demo --data task:copy --seq 512 --steps 4 --threads 2 --machine "$TMP/cr.json" --calibrate-from-run 2 --log-json "$TMP/cr.jsonl" >"$TMP/out" 2>&1 \
   && grep -q "^time model: rates corrected by steps 2-2 of this run (gemm x[0-9.]*, attention x[0-9.]*.*) -> $TMP/cr.json; the following steps are predicted with them$" "$TMP/out" \
   && grep -q "mean of 2 steps after the first" "$TMP/out" && ok || bad "--calibrate-from-run: $(grep -i 'time model' "$TMP/out")"
+grep -q "^fp32 GEMMs: OpenBLAS and oneDNN timed on the [0-9]* shapes of this run's first step: oneDNN faster on [0-9]*; later runs with $TMP/cr.json use the faster for each" "$TMP/out" \
+  && ok || bad "--calibrate-from-run's GEMM line: $(grep -i 'gemm' "$TMP/out")"
+# a later run names the choices the file holds (oneDNN where it measured > 2% faster)
+want=$(python3 -c "
+import json; d = json.load(open('$TMP/cr.json')); p = [x for x in d['profiles'] if x['ranks'] == 1 and x['threads'] == 2][0]
+g = p['gemm_shapes']; print(sum(x['onednn_gflops'] > 1.02 * x['openblas_gflops'] for x in g), len(g))")
+"$BIN" train --model demo --data task:copy --seq 512 --steps 1 --threads 2 --machine "$TMP/cr.json" >"$TMP/out" 2>&1 \
+  && grep -q "fp32 GEMMs     oneDNN on ${want% *} of the ${want#* } shapes the machine file measured" "$TMP/out" && ok \
+  || bad "a run with measured GEMM shapes ($want): $(grep -i 'gemm' "$TMP/out")"
 python3 - "$TMP/cr.json" "$TMP/cr.jsonl" <<'PY' && ok || bad "--calibrate-from-run's machine file or log"
 import json, sys
 d = json.load(open(sys.argv[1]))

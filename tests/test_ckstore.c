@@ -163,7 +163,7 @@ static void test_model_offload(void) {
   for (int b = 0; b < 2; b++)
     for (int p = 0; p < 3; p++)
       for (int slow = 0; slow < 2; slow++) {
-        lc_model_opts o = {pols[p], p == 1 ? 40 : 0, 32, 0, 0, 0, b ? LC_DT_BF16 : LC_DT_F32, NULL, 0};
+        lc_model_opts o = {pols[p], p == 1 ? 40 : 0, 32, 0, 0, 0, b ? LC_DT_BF16 : LC_DT_F32, NULL, 0, 0};
         size_t pk0[LC_MEM_NCAT], pk1[LC_MEM_NCAT], t0, t1;
         const double l0 = pass(&m, &o, tok, tgt, pos, T, g0, &ar, pk0, &t0);
         o.offload_dir = root;

@@ -162,7 +162,7 @@ static void test_prediction(void) {
   for (int p = 0; p < 3; p++)
     for (int t = 0; t < 2; t++)
       for (int s = 0; s < 2; s++) {
-        lc_model_opts o = {pols[p], t ? 48 : 0, t ? 32 : 0, 0, 0, 0, LC_DT_F32, NULL, 0};
+        lc_model_opts o = {pols[p], t ? 48 : 0, t ? 32 : 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
         lc_mem_estimate e;
         size_t peak[LC_MEM_NCAT], total;
         CHECK(lc_memplan_predict(&bs, &o, bseqs[s], 1, 1, 1, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
@@ -173,7 +173,7 @@ static void test_prediction(void) {
   // of their own: ops/matmul.c), at the larger length, tiled and untiled
   for (int p = 0; p < 3; p++)
     for (int t = 0; t < 2; t++) {
-      lc_model_opts o = {pols[p], t ? 48 : 0, t ? 32 : 0, 0, 0, 0, LC_DT_BF16, NULL, 0};
+      lc_model_opts o = {pols[p], t ? 48 : 0, t ? 32 : 0, 0, 0, 0, LC_DT_BF16, NULL, 0, 0};
       lc_mem_estimate e;
       size_t peak[LC_MEM_NCAT], total;
       CHECK(lc_memplan_predict(&bs, &o, bseqs[1], 1, 1, 1, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
@@ -222,12 +222,12 @@ static void test_quarter(void) {
   CHECK(lc_model_create(&m, &c, &ar) == LC_OK, "create: %s", lc_errmsg());
   const size_t persistent = 2 * sizeof(float) * m.n_flat;
   size_t peak[LC_MEM_NCAT], total;
-  lc_model_opts plain = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
+  lc_model_opts plain = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
   if (!pass_peaks(&m, &ar, &plain, S, peak, &total)) return;
   const double ref = (double)(total - persistent) / S;
   const lc_ckpt_policy pols[] = {LC_CKPT_FULL, LC_CKPT_SELECTIVE};
   for (int p = 0; p < 2; p++) {
-    lc_model_opts o = {pols[p], 256, 128, 0, 0, 0, LC_DT_F32, NULL, 0};
+    lc_model_opts o = {pols[p], 256, 128, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
     if (!pass_peaks(&m, &ar, &o, S, peak, &total)) break;
     double a = (double)(total - persistent) / S;
     CHECK(a <= 0.25 * ref, "%s + tiles at S %d: %.0f activation bytes/token vs plain %.0f (ratio %.3f > 1/4)",
@@ -245,7 +245,7 @@ static void test_quarter(void) {
   CHECK(lc_memplan_predict(&bs, &plain, SP, 1, 1, 1, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
   double pref = (double)(e.total - e.persistent) / SP;
   for (int p = 0; p < 2; p++) {
-    lc_model_opts to = {pols[p], lc_memplan_auto_mlp_tile(SP), lc_memplan_auto_loss_tile(SP, bs.vocab), 0, 0, 0, LC_DT_F32, NULL, 0};
+    lc_model_opts to = {pols[p], lc_memplan_auto_mlp_tile(SP), lc_memplan_auto_loss_tile(SP, bs.vocab), 0, 0, 0, LC_DT_F32, NULL, 0, 0};
     CHECK(lc_memplan_predict(&bs, &to, SP, 1, 1, 1, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
     double a = (double)(e.total - e.persistent) / SP;
     CHECK(a <= 0.25 * pref, "bench-s predicted %s: %.0f vs %.0f bytes/token", lc_ckpt_name(pols[p]), a, pref);
@@ -257,7 +257,7 @@ static void test_quarter(void) {
 static void test_max_seq(void) {
   lc_config c;
   lc_config_preset(&c, "tiny");
-  const lc_model_opts os[] = {{LC_CKPT_SELECTIVE, 64, 32, 0, 0, 0, LC_DT_F32, NULL, 0}, {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0}, {LC_CKPT_FULL, 1024, 0, 0, 0, 0, LC_DT_F32, NULL, 0}};
+  const lc_model_opts os[] = {{LC_CKPT_SELECTIVE, 64, 32, 0, 0, 0, LC_DT_F32, NULL, 0, 0}, {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0}, {LC_CKPT_FULL, 1024, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0}};
   const int lay[][3] = {{1, 1, 1}, {2, 2, 1}, {1, 4, 2}}; // hp, cp, window
   for (int i = 0; i < 3; i++)
     for (int l = 0; l < 3; l++) {
@@ -278,7 +278,7 @@ static void test_max_seq(void) {
             lc_ckpt_name(os[i].ckpt), os[i].mlp_tile, hp, cp, S, best);
     }
   // A budget below the parameters: nothing fits.
-  lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
+  lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
   CHECK(lc_memplan_max_seq(&c, &o, 1, 1, 1, 2, 1000) == 0, "a 1000-byte budget fits a sequence");
 }
 
@@ -287,7 +287,7 @@ static void test_distributed_shape(void) {
   // backward. The total must be the larger phase sum, below the sum of category peaks.
   lc_config c;
   lc_config_preset(&c, "bench-s");
-  lc_model_opts o = {LC_CKPT_SELECTIVE, 1024, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
+  lc_model_opts o = {LC_CKPT_SELECTIVE, 1024, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
   lc_mem_estimate e;
   CHECK(lc_memplan_predict(&c, &o, 16384, 2, 2, 2, 2, &e) == LC_OK, "predict: %s", lc_errmsg());
   size_t sum = 0;
@@ -510,14 +510,45 @@ static void test_lora(void) {
   lc_config c = cfg;
   c.lora = (lc_lora){.rank = 8, .alpha = 8, .targets = LC_LORA_ALL};
   lc_mem_estimate e;
-  lc_model_opts mo = {LC_CKPT_FULL, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
+  lc_model_opts mo = {LC_CKPT_FULL, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
   CHECK(lc_memplan_predict(&c, &mo, 256, 1, 1, 1, 0, &e) == LC_OK, "predict: %s", lc_errmsg());
   const double base = 4.0 * lc_config_n_params(&c), ad = 16.0 * lc_config_n_lora_params(&c);
   CHECK(fabs((double)e.model_states - base - ad - LC_PS_NORM_ACC_BYTES) <= (double)e.padding * 4 + 64 * 64,
         "lora model states %zu, expected %.0f + %.0f", e.model_states, base, ad);
 }
 
+// --offload-optimizer on the private device (its memory apart from the host's): the
+// device's peaks per category and in total exactly as predicted (no params, grads or AdamW
+// moments there: the units in use), the host's model states as predicted.
+static void test_offload(void) {
+  lc_config cfg;
+  lc_config_preset(&cfg, "tiny");
+  const lc_ckpt_policy pols[3] = {LC_CKPT_NONE, LC_CKPT_SELECTIVE, LC_CKPT_FULL};
+  for (int k = 0; k < 8; k++) {
+    lc_train_opts o = opts_for(&cfg, pols[k % 3], k % 2 ? 32 : 0, 16, 128);
+    o.device = "private";
+    o.mopts.offload_optimizer = 1;
+    o.mopts.zero = k % 4;
+    o.mopts.precision = k >= 4 ? LC_DT_BF16 : LC_DT_F32;
+    lc_mem_estimate e;
+    lc_status st = lc_memplan_predict(&cfg, &o.mopts, o.seq, 1, 1, 1, 0, &e);
+    CHECK(st == LC_OK && e.offload, "offload predict: %s", lc_errmsg());
+    CHECK(e.peak[LC_MEM_PARAMS] == 0 && e.peak[LC_MEM_OPTIM] == 0 && e.peak[LC_MEM_GATHERED] > 0,
+          "offload: the device holds no model states");
+    lc_step_metrics m;
+    if (st != LC_OK || !measure(&o, &m)) continue;
+    char label[32];
+    snprintf(label, sizeof label, "off-z%d%s", o.mopts.zero, k >= 4 ? "-b16" : "");
+    compare(label, lc_ckpt_name(o.mopts.ckpt), o.mopts.mlp_tile, o.mopts.loss_tile, o.seq, m.peak, m.peak_bytes, &e, 1);
+    CHECK(m.host_peak_bytes >= e.model_states && m.host_peak_bytes <= e.host_bytes,
+          "%s: host peak %zu, predicted states %zu .. %zu", label, (size_t)m.host_peak_bytes, e.model_states, e.host_bytes);
+    printf("%-12s host peak %zu, predicted model states %zu, with transients %zu\n", label, (size_t)m.host_peak_bytes,
+           e.model_states, e.host_bytes);
+  }
+}
+
 int main(void) {
+  test_offload();
   test_lora();
   test_prediction();
   test_quarter();

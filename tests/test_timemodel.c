@@ -86,6 +86,9 @@ static void rates_by_shape(const char *path) {
   lc_cpu_detect(&cpu);
   lc_cpu_describe(&cpu, r.cpu, sizeof r.cpu);
   r.ranks = 1, r.threads = 2;
+  r.gemm_shapes.n = 2; // (the fp32 GEMM libraries' rates by shape, ops/sgemm.h)
+  r.gemm_shapes.s[0] = (lc_sgemm_shape){0, 1, 2048, 576, 576, {180.5, 186.25}, 0};
+  r.gemm_shapes.s[1] = (lc_sgemm_shape){1, 0, 49152, 576, 160, {136.5, 167.5}, 0};
   lc_rates_scale(&r, LC_RATE_ATTN, 0.8);
   CHECK(r.from_run == 1u << LC_RATE_ATTN && fabs(r.flash[0][0][1] - 0.8 * f64) < 1e-3 * f64, "scale: from_run %x", r.from_run);
   unlink(path);
@@ -98,7 +101,11 @@ static void rates_by_shape(const char *path) {
       for (int i = 0; i < LC_RATE_NLEN; i++) same &= fabs(g.flash_len[b][d][i] - lf[i]) < 1e-4;
       for (int i = 0; i < LC_RATE_NROWS; i++) same &= fabs(g.gemm_rows[b][d][i] - rf[i]) < 1e-4;
     }
-  CHECK(same, "factors, from_run or cpu lost in the file (cpu '%s', warning '%s')", g.cpu, g.warning);
+  same &= g.gemm_shapes.n == 2 && g.gemm_shapes.s[1].ta == 1 && g.gemm_shapes.s[1].tb == 0 && g.gemm_shapes.s[1].M == 49152 &&
+          g.gemm_shapes.s[1].K == 160 && fabs(g.gemm_shapes.s[0].gflops[1] - 186.25) < 0.06 &&
+          fabs(g.gemm_shapes.s[1].gflops[0] - 136.5) < 0.06;
+  CHECK(same, "factors, GEMM shapes, from_run or cpu lost in the file (cpu '%s', warning '%s', %d shapes)", g.cpu, g.warning,
+        g.gemm_shapes.n);
   char pv[256];
   CHECK(strstr(lc_rates_provenance(&g, pv, sizeof pv), "attention: corrected by a training run") != NULL, "provenance: %s", pv);
   CHECK(lc_rates_load_machine(path, 1, 4, &g) == LC_OK && strstr(g.warning, "2 threads per rank, scaled to 4"),
@@ -113,7 +120,7 @@ static void rates_by_shape(const char *path) {
   // a class scaled by f: its predicted term divided by f, the others unchanged
   lc_config c;
   lc_config_preset(&c, "bench-s");
-  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
+  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
   lc_time_layout l = {.seq = 4096, .batch = 1, .world = 1, .hp = 1, .cp = 1};
   lc_rates a;
   lc_rates_default(&a, 2);
@@ -130,7 +137,7 @@ int main(void) {
   lc_config cfg;
   lc_config_preset(&cfg, "demo");
   const long S = 4096;
-  lc_model_opts o = {LC_CKPT_SELECTIVE, 1024, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
+  lc_model_opts o = {LC_CKPT_SELECTIVE, 1024, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
   lc_rates r, r2;
   // 1. sum rule and scaling
   flat_rates(&r, 100e9, 50e9, 10e9, 0, 1e30);
@@ -278,7 +285,7 @@ int main(void) {
   lc_rates_default(&r, 2);
   lc_config tiny;
   lc_config_preset(&tiny, "tiny");
-  lc_model_opts base = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
+  lc_model_opts base = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
   for (int W = 1; W <= 8; W *= 2) {
     lc_search_opts so = {.world = W, .per_node = W > 2 ? 2 : 0, .threads = 1, .mem_cap = (size_t)1 << 40, .hp = -1,
                          .cp = -1, .zero = -1, .zero_group = -1, .ckpt = -1, .bf16 = -1, .context_first = -1};

@@ -215,7 +215,7 @@ void *lc_buf_host_or_fail(lc_buf b, const char *what) {
 
 // ---- named reads and writes
 const char *lc_sync_name(lc_sync_kind k) {
-  static const char *names[LC_SYNC_N] = {"loss", "grad_norm", "token", "input", "states", "stage", "test"};
+  static const char *names[LC_SYNC_N] = {"loss", "grad_norm", "token", "input", "states", "stage", "offload", "test"};
   return k >= 0 && k < LC_SYNC_N ? names[k] : "?";
 }
 

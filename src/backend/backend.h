@@ -64,6 +64,7 @@ typedef enum {
   LC_SYNC_INPUT,      // a pass's inputs the host made (the targets the loss reads)
   LC_SYNC_STATES,     // model states in or out: initialisation, loading, saving, resuming
   LC_SYNC_STAGE,      // staging for a communicator that cannot read the device's memory
+  LC_SYNC_OFFLOAD,    // --offload-optimizer: a unit's weights up, its gradient down
   LC_SYNC_TEST,       // tests
   LC_SYNC_N
 } lc_sync_kind;

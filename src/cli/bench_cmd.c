@@ -13,10 +13,13 @@
 #include "core/dtype.h"
 #include "core/timer.h"
 #include "ops/kernels.h"
+#include "ops/sgemm.h"
+#include "plan/rates.h"
 #include "train/trainer.h"
 
-// Best-of-n GFLOP/s of C[M,N] = A[M,K] B[K,N]^T (the layout of our linear layers).
-static double sgemm_gflops(int M, int N, int K, int reps) {
+// Best-of-n GFLOP/s of C[M,N] = A[M,K] B[K,N]^T (the layout of our linear layers), through
+// one fp32 GEMM library (ops/sgemm.h).
+static double sgemm_gflops(int lib, int M, int N, int K, int reps) {
   float *a = malloc(sizeof(float) * (size_t)M * K), *b = malloc(sizeof(float) * (size_t)N * K),
         *c = malloc(sizeof(float) * (size_t)M * N);
   lc_rng r;
@@ -26,7 +29,7 @@ static double sgemm_gflops(int M, int N, int K, int reps) {
   double best = 1e30;
   for (int i = 0; i < reps + 1; i++) {
     double t0 = lc_now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
+    lc_sgemm_with(lib, 0, 1, M, N, K, a, K, b, K, 0.0f, c, N);
     double dt = lc_now() - t0;
     if (i > 0 && dt < best) best = dt; // first call warms up threads and caches
   }
@@ -121,6 +124,7 @@ static lc_status attn_gflops(int T, int Hq, int Hkv, int D, int bf16, double *fw
 int lc_cmd_bench(int argc, char **argv) {
   const char *model = "bench-s", *seqs = "1024,4096,16384", *ckpt = "none", *prec = "fp32", *kernels = "auto";
   int threads = 0, steps = 2, mlp_tile = 0, loss_tile = 0, skip_model = 0;
+  const char *machine = NULL;
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &model, "preset (default bench-s)", 0},
       {"seq", LC_ARG_STR, &seqs, "comma-separated sequence lengths, K = 1024 (default 1024,4096,16384)", 0},
@@ -132,6 +136,8 @@ int lc_cmd_bench(int argc, char **argv) {
       {"mlp-tile", LC_ARG_INT, &mlp_tile, "tokens per MLP tile, 0 = untiled (default 0)", 0},
       {"loss-tile", LC_ARG_INT, &loss_tile, "tokens per loss tile, 0 = untiled (default 0)", 0},
       {"kernels-only", LC_ARG_INT, &skip_model, "1 = only sgemm and attention kernel (default 0)", 0},
+      {"machine", LC_ARG_STR, &machine, "the machine file whose fp32 GEMM library choices by shape the steps use "
+       "(default: the last one calibrate wrote; none: OpenBLAS)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
   if (lc_args_wants_help(argc, argv)) {
@@ -148,6 +154,9 @@ int lc_cmd_bench(int argc, char **argv) {
   if (st == LC_OK) st = lc_dtype_parse_user(prec, "--precision", &o.mopts.precision);
   if (st == LC_OK) st = lc_cli_kernels(kernels);
   if (st == LC_OK) st = lc_cli_threads(threads, &used);
+  lc_rates rates; // (its fp32 GEMM library choice: the steps run what train runs)
+  if (st == LC_OK) st = lc_cli_rates(machine, NULL, 1, used, &rates);
+  if (st == LC_OK) lc_sgemm_set_choice(&rates.gemm_shapes);
   if (st == LC_OK && (nS = lc_cli_lengths(seqs, 1L << 26, S, 16)) <= 0)
     st = lc_fail(LC_EINVAL, "--seq '%s': give positive lengths separated by commas, e.g. 1024,4K", seqs);
   if (st == LC_OK && steps < 1) st = lc_fail(LC_EINVAL, "--steps %d: use at least 1", steps);
@@ -163,11 +172,17 @@ int lc_cmd_bench(int argc, char **argv) {
          c->name, used, ckpt, mlp_tile, loss_tile, openblas_get_corename());
   printf("CPU %s (AVX2 %d, AVX-512F %d, AVX512_BF16 %d, AMX-BF16 %d); precision %s\n", cpu.model, cpu.avx2,
          cpu.avx512f, cpu.avx512_bf16, cpu.amx_bf16, lc_cli_precision_desc(o.mopts.precision, &cpu, pd, sizeof pd));
-  double g1 = sgemm_gflops(2048, 2048, 2048, 3);
-  double g2 = sgemm_gflops(4096, c->ffn, c->dim, 3);
+  // The ceiling: the fastest fp32 GEMM either library runs (2048^3, and the model's widest layer).
+  double g1 = 0, g2 = 0;
+  for (int lib = 0; lib < 2; lib++) {
+    const double a = sgemm_gflops(lib, 2048, 2048, 2048, 3), b = sgemm_gflops(lib, 4096, c->ffn, c->dim, 3);
+    printf("%s: 2048^3 %.1f GFLOP/s; 4096x%dx%d %.1f GFLOP/s\n", lib ? "oneDNN fp32" : "sgemm (OpenBLAS)", a, c->ffn, c->dim, b);
+    g1 = fmax(g1, a), g2 = fmax(g2, b);
+  }
   double gemm = fmax(g1, g2);
-  printf("sgemm: 2048^3 %.1f GFLOP/s; 4096x%dx%d %.1f GFLOP/s (reference = best, %.1f)\n", g1,
-         c->ffn, c->dim, g2, gemm);
+  char gd[256];
+  printf("fp32 GEMM ceiling (reference = best, %.1f GFLOP/s); the steps' fp32 products: %s\n", gemm,
+         lc_sgemm_describe(gd, sizeof gd));
   double b1 = bf16_gemm_gflops(2048, 2048, 2048, 3), b2 = bf16_gemm_gflops(4096, c->ffn, c->dim, 3);
   if (b1 > 0)
     printf("bf16 GEMM (oneDNN, kernels %s): 2048^3 %.1f GFLOP/s; 4096x%dx%d %.1f GFLOP/s (%.2fx sgemm)\n",

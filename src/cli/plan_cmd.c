@@ -28,7 +28,7 @@ static double doc_pairs(long n, long W) {
 int lc_cmd_plan(int argc, char **argv) {
   const char *model = NULL, *seq_s = NULL, *ckpt = "selective", *prec = "fp32", *kernels = "auto";
   int batch = 1, hp = 1, cp = 1, window = 0, mlp_tile = -1, loss_tile = -1, threads = 0;
-  int ranks = 0, zero = 0, zero_group = 0, pack = 0, attn_window = 0, doc_len = 0, vocab_slice = 0;
+  int ranks = 0, zero = 0, zero_group = 0, pack = 0, attn_window = 0, doc_len = 0, vocab_slice = 0, offload_optim = 0;
   const char *cp_layout = NULL, *offload = NULL;
   const char *head_chunk_s = "all";
   const char *machine = NULL, *hardware = NULL, *placement = "head-first";
@@ -54,6 +54,7 @@ int lc_cmd_plan(int argc, char **argv) {
       {"checkpoint", LC_ARG_STR, &ckpt, "none | full | selective (default selective)", 0},
       {"offload-checkpoints", LC_ARG_STR, &offload, "as train: layer checkpoints on disk (DIR is not touched here): 4 layers in RAM, the disk traffic printed", 0},
       {"vocab-slice", LC_ARG_INT, &vocab_slice, "as train: the embedding and LM head a slice of N vocabulary rows at a time (default 0: whole)", 0},
+      {"offload-optimizer", LC_ARG_BOOL, &offload_optim, "as train: the model states (fp32 weights, gradients, AdamW m and v) in host memory; the device holds each unit's compute copy and gradient while in use (its peak below; the host's bytes printed apart; the host-device copies and the host's AdamW are not in the predicted step time)", 0},
       {"precision", LC_ARG_STR, &prec, "fp32 | bf16, as train (default fp32)", 0},
       {"kernels", LC_ARG_STR, &kernels, "as train: the bf16 attention kernel's workspace depends on it (default auto)", 0},
       {"mlp-tile", LC_ARG_INT, &mlp_tile, "tokens per MLP tile, 0 = untiled (default: as train, auto)", 0},
@@ -80,7 +81,7 @@ int lc_cmd_plan(int argc, char **argv) {
     return 0;
   }
   lc_config cfg;
-  lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0};
+  lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
   long S = 0;
   int used = 0;
   lc_status st = lc_args_parse(argc, argv, flags, nf);
@@ -172,6 +173,7 @@ int lc_cmd_plan(int argc, char **argv) {
   o.cp_layout = cl;
   o.offload_dir = offload;
   o.vocab_slice = vocab_slice;
+  o.offload_optimizer = offload_optim;
   const int mlp_auto = mlp_tile < 0, loss_auto = loss_tile < 0, sliced = lc_vocab_sliced(&o, cfg.vocab);
   o.mlp_tile = mlp_auto ? lc_memplan_auto_mlp_tile(S) : mlp_tile;
   o.loss_tile = loss_auto ? lc_memplan_auto_loss_tile_for(&cfg, S, sliced ? vocab_slice : cfg.vocab) : loss_tile;
@@ -196,6 +198,7 @@ int lc_cmd_plan(int argc, char **argv) {
     int k = snprintf(extra, sizeof extra, " --threads %d", used);
 #define ADD(...) (k += k < (int)sizeof extra ? snprintf(extra + k, sizeof extra - (size_t)k, __VA_ARGS__) : 0)
     if (vocab_slice) ADD(" --vocab-slice %d", vocab_slice);
+    if (offload_optim) ADD(" --offload-optimizer");
     if (lora) ADD(" --lora %d", lora);
     if (lora_targets) ADD(" --lora-targets %s", lora_targets);
     if (lora_dropout > 0) ADD(" --lora-dropout %g", (double)lora_dropout);
@@ -280,7 +283,8 @@ int lc_cmd_plan(int argc, char **argv) {
            lc_lora_target_names(cfg.lora.targets, 0, tg, sizeof tg), lc_cli_base_desc(&cfg, bd, sizeof bd), np / 1e9,
            (double)lc_config_n_lora_params(&cfg) / 1e6);
   }
-  printf("\npredicted arena peak per rank, one training step (fp32 weights, gradients, AdamW m and v%s)\n",
+  printf("\npredicted %s peak per rank, one training step (%s%s)\n", e.offload ? "device" : "arena",
+         e.offload ? "the model states in host memory: below" : "fp32 weights, gradients, AdamW m and v",
          zero == 3 ? (o.precision == LC_DT_BF16 ? "; gathered = layers all-gathered in bf16 for use"
                                                 : "; gathered = layers all-gathered for use")
                    : (o.precision == LC_DT_BF16 ? "; gathered = the bf16 copy of the layers in use" : ""));
@@ -293,10 +297,17 @@ int lc_cmd_plan(int argc, char **argv) {
   }
   snprintf(b2, sizeof b2, "%.0f", (double)(e.total - e.persistent) / (double)e.T);
   printf("| total peak | %s | %s (all but params, grads, optimizer) |\n", lc_fmt_bytes(b, sizeof b, (double)e.total), b2);
-  printf("\nModel states per rank: %s held for the whole step (params + grads + AdamW), %s at their peak with "
-         "temporary units; %s per parameter.\n", lc_fmt_bytes(b, sizeof b, (double)e.model_states),
-         lc_fmt_bytes(b2, sizeof b2, (double)e.model_states_peak), (snprintf(b3, sizeof b3, "%.2f bytes",
-         (double)e.model_states / np), b3));
+  if (e.offload)
+    printf("\nModel states per rank in host memory (--offload-optimizer): %s held for the whole step (params + grads + "
+           "AdamW), %s with the host's temporary units and a gradient's landing buffer; %.2f bytes per parameter. The "
+           "device above holds each unit's compute copy and gradient while in use: %s at their peak.\n",
+           lc_fmt_bytes(b, sizeof b, (double)e.model_states), lc_fmt_bytes(b2, sizeof b2, (double)e.host_bytes),
+           (double)e.model_states / np, lc_fmt_bytes(b3, sizeof b3, (double)e.model_states_peak));
+  else
+    printf("\nModel states per rank: %s held for the whole step (params + grads + AdamW), %s at their peak with "
+           "temporary units; %s per parameter.\n", lc_fmt_bytes(b, sizeof b, (double)e.model_states),
+           lc_fmt_bytes(b2, sizeof b2, (double)e.model_states_peak), (snprintf(b3, sizeof b3, "%.2f bytes",
+           (double)e.model_states / np), b3));
   size_t sum = 0;
   for (int c = 0; c < LC_MEM_NCAT; c++) sum += e.peak[c];
   printf("\nThe total peaks during the %s", lc_mem_phase_name(e.total_phase));

@@ -16,6 +16,7 @@
 #include "core/runstate.h"
 #include "core/timer.h"
 #include "ops/kernels.h"
+#include "ops/sgemm.h"
 #include "io/fsutil.h"
 #include "model/gguf_model.h"
 #include "model/peft.h"
@@ -34,7 +35,7 @@ typedef struct {
   const char *machine;    // --machine FILE: the time model's rates
   int save_every, keep;
   int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window, eval_every, eval_samples, log_every;
-  int zero, zero_group, pack, attn_window, skip_nonfinite, vocab_slice, profile;
+  int zero, zero_group, pack, attn_window, skip_nonfinite, vocab_slice, profile, offload_optimizer;
   int calib_run;          // --calibrate-from-run N: after N steps, this run's measured rates into the machine file
   float timeout;
   long steps, warmup, seed;
@@ -181,6 +182,25 @@ static lc_status calibrate_from_run(lc_comm *w, const lc_train_opts *o, const lc
     k += (size_t)snprintf(line + k, k < sizeof line ? sizeof line - k : 0, "%s%s x%.3f", k ? ", " : "",
                           lc_rate_class_name(c), pc / m[c]);
   }
+  // The fp32 GEMM libraries on the shapes the first step ran (every rank times its own, as
+  // loaded as the run is; rank 0's go into the file), for later runs: this one keeps its
+  // library so that its numbers do not depend on a timing.
+  lc_sgemm_table shapes;
+  lc_sgemm_recorded(&shapes);
+  int n_one = 0;
+  LC_TRY(lc_comm_agree(w, lc_sgemm_measure(&shapes, 3)));
+  for (int i = 0; i < shapes.n; i++) {
+    const lc_sgemm_shape *x = &shapes.s[i];
+    n_one += x->gflops[LC_SGEMM_ONEDNN] > 1.02 * x->gflops[LC_SGEMM_OPENBLAS];
+    int j = 0;
+    for (; j < r->gemm_shapes.n; j++) {
+      const lc_sgemm_shape *y = &r->gemm_shapes.s[j];
+      if (y->ta == x->ta && y->tb == x->tb && y->M == x->M && y->N == x->N && y->K == x->K) break;
+    }
+    if (j < LC_SGEMM_SHAPES) r->gemm_shapes.s[j] = *x; // (replaces an earlier measure of the same shape)
+    if (j == r->gemm_shapes.n && j < LC_SGEMM_SHAPES) r->gemm_shapes.n++;
+  }
+  const double gain = lc_sgemm_gain(&shapes);
   lc_cpu_info cpu;
   lc_cpu_detect(&cpu);
   lc_cpu_describe(&cpu, r->cpu, sizeof r->cpu);
@@ -197,11 +217,20 @@ static lc_status calibrate_from_run(lc_comm *w, const lc_train_opts *o, const lc
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0;
     if (!machine && slash && dir[0]) st = lc_mkdir_p(dir);
-    if (st == LC_OK) st = lc_rates_save_machine(path, r);
+    // Later runs with this file take the faster library per shape: the GEMM rates saved for
+    // them by the gain this run's calls would have had (this run keeps OpenBLAS: its own
+    // predictions keep the rates it measured).
+    lc_rates sv = *r;
+    if (gain < 1 && (r->from_run >> LC_RATE_GEMM & 1u)) lc_rates_scale(&sv, LC_RATE_GEMM, 1 / gain);
+    if (st == LC_OK) st = lc_rates_save_machine(path, &sv);
     if (st == LC_OK && !machine) lc_rates_note_last(path);
     if (st == LC_OK)
       printf("time model: rates corrected by steps 2-%d of this run (%s) -> %s; the following steps are predicted with "
              "them\n", n + 1, k ? line : "nothing to correct", path);
+    if (st == LC_OK)
+      printf("fp32 GEMMs: OpenBLAS and oneDNN timed on the %d shapes of this run's first step: oneDNN faster on %d; later "
+             "runs with %s use the faster for each (%.1f%% less GEMM time, priced in the saved rates)\n", shapes.n, n_one,
+             path, 100 * (1 - gain));
   }
   return lc_comm_agree(w, st);
 }
@@ -277,6 +306,14 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, train_flags *F, l
   if (st == LC_OK && F->vocab_slice < 0)
     st = lc_fail(LC_EINVAL, "--vocab-slice %d: give vocabulary rows per slice (>= 1), or 0 for whole matrices",
                  F->vocab_slice);
+  if (st == LC_OK && F->offload_optimizer && (!F->device || !strcmp(F->device, "cpu")))
+    st = lc_fail(LC_EINVAL, "--offload-optimizer moves the model states from a GPU into host memory; with --device cpu they "
+                 "are in host memory already: drop --offload-optimizer (or add --device cuda)");
+  if (st == LC_OK && F->offload_optimizer && F->vocab_slice > 0)
+    st = lc_fail(LC_EINVAL, "--offload-optimizer with --vocab-slice is not supported: drop one of them");
+  if (st == LC_OK && F->offload_optimizer && F->lora > 0)
+    st = lc_fail(LC_EINVAL, "--offload-optimizer with --lora: the adapters' states are small, keep them on the device: "
+                 "drop --offload-optimizer");
   if (st == LC_OK && lc_args_find(flags, nf, "attn-window")->seen && F->attn_window < 1)
     st = lc_fail(LC_EINVAL, "--attn-window %d: give the number of most recent tokens each token sees (>= 1)",
                  F->attn_window);
@@ -299,6 +336,7 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, train_flags *F, l
   if (lc_args_find(flags, nf, "attn-window")->seen) o->cfg.sliding_window = F->attn_window;
   o->mopts.offload_dir = F->offload;
   o->mopts.vocab_slice = F->vocab_slice;
+  o->mopts.offload_optimizer = F->offload_optimizer;
   const int mlp_auto = F->mlp_tile < 0, loss_auto = F->loss_tile < 0;
   o->mopts.mlp_tile = mlp_auto ? lc_memplan_auto_mlp_tile(F->seq) : F->mlp_tile;
   // The loss tile's logits are [tile, vocab], or [tile, slice] with vocabulary slices.
@@ -473,6 +511,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
     st = lc_comm_agree(w, rank == 0 ? lc_job_check_save_dir(F.save, lc_checkpoint_bytes(&o.cfg, o.save_dtype)) : LC_OK);
   lc_rates rates; // the time model's, for the predicted step time beside the measured one
   if (st == LC_OK) st = lc_comm_agree(w, lc_cli_rates(F.machine, NULL, w->size, threads, &rates));
+  if (st == LC_OK) lc_sgemm_set_choice(&rates.gemm_shapes); // (every rank reads the same file: the same choices)
   if (st != LC_OK) {
     // Layout and input errors are found identically on every rank; rank 0 reports.
     if (rank == 0) lc_cli_error(lc_errmsg());
@@ -527,7 +566,9 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
   uint64_t *calls0 = calloc((size_t)nops, sizeof(uint64_t)), *calls1 = calloc((size_t)nops, sizeof(uint64_t));
   if (!prof0 || !prof1 || !calls0 || !calls1) F.profile = 0;
   for (long s = tr.step; s < o.steps; s++) {
+    lc_sgemm_record(F.calib_run > 0 && s == first_step); // (--calibrate-from-run: the shapes of the first step)
     st = lc_trainer_step(&tr, &m);
+    lc_sgemm_record(0);
     // (the prediction depends on the step only through its sample's attention bounds)
     if (st == LC_OK && predict) {
       est = est0;
@@ -690,6 +731,7 @@ int lc_cmd_train(int argc, char **argv) {
       {"zero-group", LC_ARG_INT, &F.zero_group, "ranks per zero group (consecutive; divides the world): each group holds one copy of the states split this many ways, groups are replicas (default: the whole world)", 0},
       {"checkpoint", LC_ARG_STR, &F.ckpt, "auto | none | selective | full: what each layer keeps for backward (none: everything, no recompute; selective: attention's output and state; full: its input only). auto (default): the fastest whose predicted peak fits --mem-limit, else this node's memory over its ranks", 0},
       {"offload-checkpoints", LC_ARG_STR, &F.offload, "keep layer checkpoints in this directory instead of RAM: written by a thread after each layer's forward, read back ahead of its backward, removed after use; RAM then holds 4 layers' checkpoints (default: RAM)", 0},
+      {"offload-optimizer", LC_ARG_BOOL, &F.offload_optimizer, "keep the model states (fp32 master weights, gradients, AdamW moments) in host memory and run AdamW on the CPU cores; the device holds each unit's compute weights while it is used and its gradient until backward is done with it (a device other than the CPU: --device cuda, or private in tests; not with --lora or --vocab-slice)", 0},
       {"vocab-slice", LC_ARG_INT, &F.vocab_slice, "vocabulary rows per slice: the embedding and the LM head are used (under ZeRO 3 gathered) and their gradients reduced a slice of rows at a time, the loss merging its log-sum-exp across slices, so no rank holds a whole [vocab, dim] matrix or gradient; costs one more LM-head GEMM (default 0: whole)", 0},
       {"mlp-tile", LC_ARG_INT, &F.mlp_tile, "tokens per MLP tile, 0 = untiled (default auto: untiled when the predicted peak fits the memory --checkpoint auto uses, else 1024-token tiles above S = 1024)", 0},
       {"loss-tile", LC_ARG_INT, &F.loss_tile, "tokens per logits+loss tile, 0 = untiled (default: auto)", 0},

@@ -15,6 +15,7 @@
 #include "core/timer.h"
 #include "model/loss.h"
 #include "model/memplan.h"
+#include "ops/sgemm.h"
 
 // ZeRO: stage, groups and the predicted model-state bytes per rank (the memory model).
 static void print_zero(const lc_train_opts *o, const lc_trainer *t) {
@@ -26,6 +27,14 @@ static void print_zero(const lc_train_opts *o, const lc_trainer *t) {
   if (ps->stage > 0)
     printf(", %d group%s of %d consecutive ranks, each a full copy split %d ways%s", ps->R, ps->R > 1 ? "s" : "",
            ps->Z, ps->Z, ps->R > 1 ? "; gradients also summed across the groups" : "");
+  if (e.offload) {
+    printf("\n  %-14s in host memory (--offload-optimizer): %s per rank (params, grads, AdamW), %s with the host's "
+           "temporary units; AdamW on the CPU cores; on %s each unit's compute copy and gradient while in use: gathered %s, "
+           "grads %s; predicted\n", "model states", lc_fmt_bytes(b[0], 32, (double)e.model_states),
+           lc_fmt_bytes(b[1], 32, (double)e.host_bytes), t->be->name, lc_fmt_bytes(b[2], 32, (double)e.peak[LC_MEM_GATHERED]),
+           lc_fmt_bytes(b[3], 32, (double)e.peak[LC_MEM_GRADS]));
+    return;
+  }
   printf("\n  %-14s params %s, grads %s, AdamW %s, gathered %s; per rank, predicted (%s padding in the flat buffer)\n",
          "model states", lc_fmt_bytes(b[0], 32, (double)e.peak[LC_MEM_PARAMS]),
          lc_fmt_bytes(b[1], 32, (double)e.peak[LC_MEM_GRADS]), lc_fmt_bytes(b[2], 32, (double)e.peak[LC_MEM_OPTIM]),
@@ -80,6 +89,8 @@ void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int th
   char dv[200];
   printf("  %-14s %s\n", "device", lc_backend_describe(t->be, dv, sizeof dv));
   printf("  %-14s %s\n", "precision", lc_cli_precision_desc(o->mopts.precision, &cpu, pd, sizeof pd));
+  char gd[256];
+  printf("  %-14s %s\n", "fp32 GEMMs", lc_sgemm_describe(gd, sizeof gd));
   printf("  %-14s checkpoint %s%s, mlp-tile %s, loss-tile %s\n", "memory",
          lc_ckpt_name(o->mopts.ckpt), ckpt_src,
          o->mopts.mlp_tile ? (snprintf(b, sizeof b, "%d%s", o->mopts.mlp_tile, mlp_auto ? " (auto)" : ""), b)

@@ -116,7 +116,7 @@ static lc_buf first_rows(lc_buf b, int ch, int nn) {
 static lc_buf dec_layers(const lc_model *m, lc_kv_cache *c, const dec_bufs *b, int ch, int p0, int nn, int rope_len,
                          lc_arena *a, lc_status *st) {
   const lc_config *cfg = &m->cfg;
-  lc_backend *be = m->ps.be;
+  lc_backend *be = lc_pstore_device(&m->ps);
   const int W = cfg->sliding_window;
   // positions and bounds on the host (the bounds written for the strategy)
   int *pos = lc_alloc(a, LC_MEM_SCRATCH, sizeof(int) * 2 * (size_t)nn, "decoding positions"), *lo = pos ? pos + nn : NULL;
@@ -155,7 +155,7 @@ static lc_buf dec_layers(const lc_model *m, lc_kv_cache *c, const dec_bufs *b, i
 // backend's memory is the host's, else computed into a device buffer and read (named: the
 // host samples the next token from them).
 static lc_status head_logits(const lc_model *m, lc_buf ln, int nn, float *logits) {
-  lc_backend *be = m->ps.be;
+  lc_backend *be = lc_pstore_device(&m->ps);
   const int C = m->cfg.dim, V = m->cfg.vocab, bf16 = m->ps.compute == LC_DT_BF16;
   const size_t n = (size_t)nn * V;
   lc_buf out = {0};
@@ -185,7 +185,7 @@ lc_status lc_decode(const lc_model *m, lc_kv_cache *c, const int *tokens, int n,
                               "cache holds %d: create a longer cache (fewer new tokens or a "
                               "shorter prompt)",
                    n, n == 1 ? "" : "s", c->len, c->len + n, c->max_len);
-  lc_backend *be = m->ps.be;
+  lc_backend *be = lc_pstore_device(&m->ps);
   const int bf16 = m->ps.compute == LC_DT_BF16;
   const int ch = n < LC_DECODE_CHUNK ? n : LC_DECODE_CHUNK;
   const size_t nf = dec_floats(cfg, ch, (lc_buf){0}, LC_DT_F32, NULL);

@@ -120,6 +120,24 @@ lc_status lc_memplan_predict_hc(const lc_config *cfg, const lc_model_opts *o, lo
   // buffers (stage >= 2), in the order the pass acquires them (lc_model_zero_transients).
   size_t zg[LC_PHASE_N], zr[LC_PHASE_N], zb[LC_PHASE_N];
   LC_TRY(lc_model_zero_transients(cfg, o, stage, Z, zg, zr, zb, LC_PHASE_N));
+  if (o->offload_optimizer) { // those transients are the host's; the device holds units in use
+    if (cfg->lora.rank > 0 || lc_vocab_sliced(o, cfg->vocab))
+      return lc_fail(LC_EINVAL, "--offload-optimizer with --lora or --vocab-slice is not supported: drop one of them");
+    size_t hg = 0, hr = 0, land = 0;
+    for (int p = 0; p < LC_PHASE_N; p++) hg = zg[p] > hg ? zg[p] : hg, hr = zr[p] > hr ? zr[p] : hr;
+    for (int u = 0; u < cfg->n_layers + 2; u++) {
+      const size_t b = lc_ps_unit_bytes(&zs, cfg->n_layers, u);
+      land = b > land ? b : land;
+    }
+    out->offload = 1;
+    out->host_bytes = out->persistent + hg + hr + land;
+    // A device's memory is not the host's: the pass's token ids are copied onto it (int32
+    // [T]; with --pack or a window also the keys' bounds, 4 bytes a token: not counted here)
+    out->peak[LC_MEM_ACT] += lc_bytes(LC_DT_I32, (size_t)T);
+    out->peak[LC_MEM_PARAMS] = out->peak[LC_MEM_GRADS] = out->peak[LC_MEM_OPTIM] = 0;
+    out->persistent = 0;
+    LC_TRY(lc_model_offload_transients(cfg, o, stage, Z, zg, zr, zb, LC_PHASE_N));
+  }
 
   size_t best = 0, grad_tmp = 0;
   // bf16: the attention half's GEMMs pack operands while no communication buffer is live

@@ -52,6 +52,12 @@ typedef struct {
   size_t padding;           // bytes of padding in one full fp32 flat buffer (units split evenly)
   size_t attn_saved_per_layer; // attention state kept per layer (lse; Ulysses-layout q/k/v/out)
   int head_chunk;           // query heads per Ulysses stage (n_heads / hp: unchunked)
+  // --offload-optimizer (o->offload_optimizer): peak[] and total are the device's (no
+  // params, grads or AdamW moments there: each unit's compute copy and gradient while in
+  // use); host_bytes the host's model states with their transients (the stage's gathered or
+  // rounded copies and temporary gradients, one unit's landing buffer), per rank. 0 otherwise.
+  int offload;
+  size_t host_bytes;
 } lc_mem_estimate;
 
 // Prediction for one step at sequence length seq on each of the hp*cp ranks of a sequence

@@ -309,6 +309,61 @@ out:
   return st;
 }
 
+lc_status lc_model_offload_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z, size_t *G,
+                                      size_t *R, size_t *GR, int n_phases) {
+  for (int p = 0; p < n_phases; p++) G[p] = R[p] = GR[p] = 0;
+  lc_ps_sizes z;
+  if (n_phases < LC_PHASE_N) return LC_OK;
+  LC_TRY(lc_pstore_sizes(cfg, stage, Z, &z));
+  const int L = cfg->n_layers, NU = L + 2;
+  const lc_dtype cdt = o->precision == LC_DT_BF16 ? LC_DT_BF16 : LC_DT_F32;
+  const int n = lc_schedule_build(cfg, o, 1, NULL, 0);
+  lc_event *ev = malloc(sizeof *ev * (size_t)n);
+  size_t *dw = calloc((size_t)NU, sizeof *dw), *dg = calloc((size_t)NU, sizeof *dg);
+  lc_status st = LC_OK;
+  if (!ev || !dw || !dg) {
+    st = lc_fail(LC_ENOMEM, "out of memory for the memory model's walk over %d events", n);
+    goto out;
+  }
+  lc_schedule_build(cfg, o, 1, ev, n);
+  for (int i = 0; i < n; i++) {
+    const lc_event *e = &ev[i];
+    const int u = e->unit;
+    switch (e->kind) {
+    case LC_EV_ACQUIRE: dw[u] = lc_ps_copy_bytes(&z, L, u, cdt); break;
+    case LC_EV_RELEASE: dw[u] = 0; break;
+    case LC_EV_GRAD_BEGIN: dg[u] = lc_ps_unit_bytes(&z, L, u); break;
+    case LC_EV_GRAD_END: dg[u] = 0; break;
+    case LC_EV_RUN: {
+      size_t g = 0, r = 0;
+      for (int k = 0; k < NU; k++) g += dw[k], r += dg[k];
+      switch (e->op) {
+      case LC_OP_EMBED_FWD: occur(G, R, GR, LC_PHASE_EMBED_FWD, g, r); break;
+      case LC_OP_LAYER_FWD:
+        occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
+        occur(G, R, GR, LC_PHASE_MLP_FWD, g, r);
+        break;
+      case LC_OP_LOSS: occur(G, R, GR, LC_PHASE_LOSS, g, r); break;
+      case LC_OP_RECOMPUTE:
+        if (o->ckpt == LC_CKPT_FULL) occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
+        break;
+      case LC_OP_LAYER_BWD:
+        occur(G, R, GR, LC_PHASE_MLP_BWD, g, r);
+        occur(G, R, GR, LC_PHASE_ATTN_BWD, g, r);
+        break;
+      case LC_OP_EMBED_BWD: occur(G, R, GR, LC_PHASE_EMBED_BWD, g, r); break;
+      default: break;
+      }
+      break;
+    }
+    default: break;
+    }
+  }
+out:
+  free(ev), free(dw), free(dg);
+  return st;
+}
+
 // Where each layer's checkpoint block holds what the policy keeps: the layer input (as
 // stored), then the kept groups; the rest of the layer's activations are views of the
 // shared working storage.
@@ -577,7 +632,7 @@ static lc_status loss_sliced(lc_model *m, const lc_model_opts *o, lc_buf xL, con
   if (st == LC_OK) st = slicer_fetch(&h, 0);
   const lc_head_slices hs = {.rows = h.R, .get = slicer_get, .put = slicer_put, .arg = &h};
   if (st == LC_OK)
-    st = lc_loss_fwd_bwd_sliced(cfg, ps->be, nr.w, grads ? nr.g : (lc_buf){0}, &hs, xL, targets, T, o->loss_tile,
+    st = lc_loss_fwd_bwd_sliced(cfg, lc_pstore_device(ps), nr.w, grads ? nr.g : (lc_buf){0}, &hs, xL, targets, T, o->loss_tile,
                                 loss_scale, bf16, dx, loss_sum, n_wrong);
   lc_pstore_rows_release(ps, &h.r[0]);
   lc_pstore_rows_release(ps, &h.r[1]);
@@ -593,7 +648,7 @@ static lc_status loss_whole(lc_model *m, const lc_model_opts *o, lc_buf xL, cons
   const int grads = lc_buf_ok(dx) && !m->lora; // (LoRA: the gradient reaches x_L only)
   const lc_loss_weights w = {.norm = ps->w.norm, .norm_g = grads ? ps->g.norm : (lc_buf){0}, .head = ps->w.head,
                              .head_g = grads ? ps->g.head : (lc_buf){0}};
-  return lc_loss_fwd_bwd(&m->cfg, ps->be, &w, xL, targets, T, o->loss_tile, loss_scale, bf16, dx, loss_sum, n_wrong);
+  return lc_loss_fwd_bwd(&m->cfg, lc_pstore_device(ps), &w, xL, targets, T, o->loss_tile, loss_scale, bf16, dx, loss_sum, n_wrong);
 }
 
 static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
@@ -601,7 +656,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
                             int want_grads, double *loss_sum, long *n_wrong, lc_arena *arena) {
   const lc_config *cfg = &m->cfg;
   lc_pstore *ps = &m->ps;
-  lc_backend *be = ps->be; // every buffer of the pass is its: weights, activations, checkpoints
+  lc_backend *be = lc_pstore_device(ps); // every buffer of the pass is its: weights, activations, checkpoints
   // The store computes in the pass's precision until the pass ends (then as before: a
   // model prepared for bf16 inference keeps its setting).
   const lc_dtype compute0 = ps->compute;

@@ -31,6 +31,8 @@ typedef struct {
                            // NULL: kept in RAM
   int vocab_slice; // vocabulary rows per slice of the embedding and LM head (model/loss.h:
                    // lc_head_slices); 0 or >= vocab: whole matrices
+  int offload_optimizer; // the model states in host memory, AdamW on the CPU cores, the passes
+                         // on the device (lc_pstore_offload)
 } lc_model_opts;
 
 // Whether a pass takes the vocabulary matrices a slice at a time.
@@ -115,6 +117,11 @@ lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, c
 // weights (stage 3) and temporary gradient buffers (stage >= 2) alive in each phase of
 // lc_mem_phase, and of the two together: a walk over the pass's schedule (schedule.h).
 // LC_ENOMEM (with a message) if the walk's small buffers cannot be allocated.
+// --offload-optimizer's device side (pstore.h, lc_pstore_offload): each acquired unit's
+// compute copy from acquire to release, each unit's gradient from grad_begin to grad_end
+// (a tied embedding's from the loss to the end), the same walk; G, R, GR as above.
+lc_status lc_model_offload_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z, size_t *G,
+                                      size_t *R, size_t *GR, int n_phases);
 lc_status lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z,
                               size_t *gathered, size_t *grads, size_t *both, int n_phases);
 

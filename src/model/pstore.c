@@ -28,6 +28,8 @@ struct lc_ps_unit {
   int g16;      // stage 3: the gather moves bf16 into a 2-byte compute copy
   lc_buf gbuf;  // stage >= 2: temporary full gradient [u.n]
   int gopen;    // between grad_begin and grad_end
+  lc_buf dw, dg; // the optimizer offloaded (ps->dev): the weights' device copy while acquired,
+                 // the gradient's device buffer [u.n] from grad_begin to grad_end
 };
 
 // A gradient reduction in flight: phase 0 the group collective (all-reduce for stage 0,
@@ -349,7 +351,11 @@ void lc_pstore_destroy(lc_pstore *ps) {
     }
   }
   if (ps->u_)
-    for (int u = 0; u < ps->lay.n_units; u++) lc_buf_free(&ps->u_[u].gbuf);
+    for (int u = 0; u < ps->lay.n_units; u++) {
+      lc_buf_free(&ps->u_[u].gbuf);
+      lc_buf_free(&ps->u_[u].dw);
+      lc_buf_free(&ps->u_[u].dg);
+    }
   lc_buf_free(&ps->norm_acc_b);
   lc_buf_free(&ps->v_b);
   lc_buf_free(&ps->m_b);
@@ -767,6 +773,59 @@ static lc_status round_copy(lc_pstore *ps, int u) {
   return set_views16(ps, u, x->gath, 1);
 }
 
+// ---------------------------------------------------------------- the optimizer offloaded
+lc_status lc_pstore_offload(lc_pstore *ps, lc_backend *dev) {
+  if (!dev || dev == ps->be || dev->host_memory)
+    return lc_fail(LC_EINVAL, "--offload-optimizer moves the optimizer states from a GPU into host memory; on %s they are "
+                   "in host memory already: drop --offload-optimizer", dev ? dev->name : "cpu");
+  if (ps->store != LC_DT_F32 || ps->cfg.lora.rank > 0)
+    return lc_fail(LC_EINVAL, "--offload-optimizer with a frozen base (--lora): the adapters' states are small, keep "
+                   "them on the device: drop --offload-optimizer");
+  if (!ps->be->host_memory) return lc_fail(LC_EINVAL, "internal: an offloaded store's states must be in host memory");
+  ps->dev = dev;
+  return LC_OK;
+}
+
+// Unit u's compute copy up into one device buffer of the same bytes (the memory model's
+// lc_ps_copy_bytes): the fp32 parameters' range (stage 3: the gathered copy), or the bf16
+// copy acquire_here made (its matrices in 2 bytes, its vectors widened); the views then
+// point at the device's.
+static lc_status offload_up(lc_pstore *ps, int u) {
+  if (ps->vocab_rows) return lc_fail(LC_EINVAL, "--offload-optimizer with --vocab-slice is not supported: drop one of them");
+  lc_ps_unit *x = &ps->u_[u];
+  const lc_param_unit *U = &ps->lay.units[u];
+  // Acquired again without a release (a tied head): still the device's views, nothing to
+  // do; views the host side set again (a stage-3 gather) are copied up again.
+  if (lc_buf_ok(x->dw) && lc_weights_slot(&ps->w, &ps->lay.table[U->t0])->be == ps->dev) return LC_OK;
+  lc_buf_free(&x->dw);
+  const int b16 = ps->compute == LC_DT_BF16;
+  const lc_buf src = b16 ? x->gath : params_sharded(ps) ? lc_buf_part(x->gath, 0, U->n, LC_DT_F32) : unit_of(ps, ps->params_b, u);
+  const void *h = lc_buf_host_or_fail(src, "an offloaded unit's weights");
+  if (!h) return LC_EINVAL;
+  LC_TRY(lc_buf_alloc(ps->dev, LC_MEM_GATHERED, src.dt, src.n, 0, "a unit's weights on the device (--offload-optimizer)",
+                      &x->dw));
+  LC_TRY(lc_buf_write(x->dw, h, LC_SYNC_OFFLOAD));
+  if (b16) return set_views16(ps, u, x->dw, 0);
+  set_views(ps, &ps->w, u, x->dw);
+  return LC_OK;
+}
+
+// Unit u's device gradient down, added into the host gradient (the full buffer's range for
+// stages 0/1, the temporary one for stages >= 2), and freed; the views back to the host's.
+static lc_status offload_down(lc_pstore *ps, int u) {
+  lc_ps_unit *x = &ps->u_[u];
+  if (!lc_buf_ok(x->dg)) return LC_OK;
+  const lc_buf host = grads_sharded(ps) ? x->gbuf : unit_of(ps, ps->grads_b, u);
+  lc_buf tmp;
+  LC_TRY(lc_buf_alloc(ps->be, LC_MEM_COMM, LC_DT_F32, x->dg.n, 0, "an offloaded gradient's landing buffer", &tmp));
+  lc_status st = lc_buf_read(x->dg, lc_buf_host(tmp), LC_SYNC_OFFLOAD);
+  if (st == LC_OK) st = lc_be_add(host, tmp);
+  lc_buf_free(&tmp);
+  lc_buf_free(&x->dg);
+  set_views(ps, &ps->g, u, host);
+  return st;
+}
+
 static void trace(lc_pstore *ps, char kind, int unit, int next) {
   lc_ps_trace *t = ps->trace;
   if (!t) return;
@@ -774,8 +833,17 @@ static void trace(lc_pstore *ps, char kind, int unit, int next) {
   t->n++;
 }
 
+static lc_status acquire_here(lc_pstore *ps, int unit, int next);
+static lc_status offload_up(lc_pstore *ps, int u);
+
 lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next) {
   trace(ps, 'A', unit, next);
+  LC_TRY(acquire_here(ps, unit, next));
+  return ps->dev ? offload_up(ps, unit) : LC_OK;
+}
+
+// The unit's views on the store's backend (the host's, when the optimizer is offloaded).
+static lc_status acquire_here(lc_pstore *ps, int unit, int next) {
   const int bf16 = ps->compute == LC_DT_BF16;
   if (ps->store == LC_DT_BF16 && !bf16)
     return lc_fail(LC_EINVAL, "a bf16 frozen base computes in bf16: add --precision bf16 (or --base-dtype fp32)");
@@ -804,6 +872,10 @@ lc_status lc_pstore_acquire(lc_pstore *ps, int unit, int next) {
 void lc_pstore_release(lc_pstore *ps, int unit) {
   trace(ps, 'R', unit, -1);
   lc_ps_unit *x = &ps->u_[unit];
+  if (ps->dev) { // the device copy goes; the views back to the host's (below, or the full parameters)
+    lc_buf_free(&x->dw);
+    if (!params_sharded(ps)) set_views(ps, &ps->w, unit, unit_of(ps, ps->params_b, unit));
+  }
   if (!params_sharded(ps)) {
     if (!lc_buf_ok(x->gath)) return;
     // back to the fp32 views (a bf16 store: none until the next acquire)
@@ -931,6 +1003,11 @@ lc_status lc_pstore_grad_begin(lc_pstore *ps, int unit) {
     LC_TRY(lc_buf_alloc(ps->be, LC_MEM_GRADS, LC_DT_F32, ps->lay.units[unit].n, 1, "unit gradient buffer", &x->gbuf));
     set_views(ps, &ps->g, unit, x->gbuf);
   }
+  if (ps->dev && !lc_buf_ok(x->dg)) { // (a tied embedding's is opened early: kept, not zeroed again)
+    LC_TRY(lc_buf_alloc(ps->dev, LC_MEM_GRADS, LC_DT_F32, ps->lay.units[unit].n, 1,
+                        "a unit's gradient on the device (--offload-optimizer)", &x->dg));
+    set_views(ps, &ps->g, unit, x->dg);
+  }
   x->gopen = 1;
   return LC_OK;
 }
@@ -941,6 +1018,7 @@ lc_status lc_pstore_grad_end(lc_pstore *ps, int unit) {
   lc_ps_unit *x = &ps->u_[unit];
   x->gopen = 0;
   const lc_param_unit *U = &ps->lay.units[unit];
+  if (ps->dev) LC_TRY(offload_down(ps, unit));
   if (ps->stage <= 1 && !ps->last_) return LC_OK; // stages 0/1 accumulate, reduce once per step
   if (ps->stage == 0 && (!ps->world || ps->world->size == 1)) return LC_OK;
   lc_ps_red *r = &ps->red_[ps->n_red_];

@@ -96,6 +96,8 @@ typedef struct {
   lc_comm *zg, *rep; // owned: the zero group and the replica group (NULL for stage 0)
   lc_arena *arena;   // host memory (the backend's: be->host)
   lc_backend *be;    // where the states live (owned: lc_pstore_create makes a CPU backend)
+  lc_backend *dev;   // the optimizer offloaded (lc_pstore_offload): the device the passes run
+                     // on, the states on be (host memory); NULL: the passes run on be
   // This rank's storage (full or shard, by stage) as the backend's buffers; m_b, v_b and
   // norm_acc_b (one double: the gradient's sum of squares) once an optimizer is added.
   lc_buf params_b, grads_b, m_b, v_b, norm_acc_b;
@@ -150,6 +152,19 @@ lc_status lc_pstore_create(lc_pstore *ps, const lc_config *cfg, int stage, int g
 // LC_SYNC_STAGE reads before a collective is posted and writes once it has completed).
 lc_status lc_pstore_create_on(lc_pstore *ps, const lc_config *cfg, int stage, int group, lc_comm *world,
                               lc_backend *be);
+// The optimizer offloaded (--offload-optimizer): the store's states stay on its backend (a
+// CPU backend: host memory, AdamW on the CPU cores) and the passes run on `dev`. An
+// acquired unit's weights (as the stage makes them on the host: the parameters, the bf16
+// rounded copy, the ZeRO-3 gathered copy) go up into one device buffer per unit and are
+// freed at release; a unit's gradient is a zeroed device buffer from grad_begin to
+// grad_end, then comes down and is added into the host gradient the stage reduces. One
+// pass per step gives the same bits as without; several add each pass's sum into the
+// earlier ones (a different order of the same additions). The transfers are named reads
+// and writes (LC_SYNC_OFFLOAD), blocking. Not with vocabulary slices or a frozen base
+// (LC_EINVAL).
+lc_status lc_pstore_offload(lc_pstore *ps, lc_backend *dev);
+// The backend the passes run on (dev, else be).
+static inline lc_backend *lc_pstore_device(const lc_pstore *ps) { return ps->dev ? ps->dev : ps->be; }
 // AdamW moments m and v (zero), for training.
 lc_status lc_pstore_add_optimizer(lc_pstore *ps);
 // Inference: the gradient buffers go (their memory back to the arena).

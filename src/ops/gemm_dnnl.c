@@ -24,6 +24,7 @@ typedef struct {
   int ta, tb, M, N, K;
   long lda, ldb, ldc;
   int beta;
+  int f32; // fp32 operands (lc_gemm_dnnl_f32), else bf16
 } key_t_;
 
 typedef struct {
@@ -70,8 +71,9 @@ static int create(entry *e, const key_t_ *k) {
   dnnl_dims_t ss = {k->ta ? 1 : k->lda, k->ta ? k->lda : 1};
   dnnl_dims_t ws = {k->tb ? 1 : k->ldb, k->tb ? k->ldb : 1};
   dnnl_dims_t ds = {k->ldc, 1};
-  if (!ok(dnnl_memory_desc_init_by_strides(&smd, 2, sd, dnnl_bf16, ss), "src desc") ||
-      !ok(dnnl_memory_desc_init_by_strides(&wmd, 2, wd, dnnl_bf16, ws), "weights desc") ||
+  const dnnl_data_type_t in = k->f32 ? dnnl_f32 : dnnl_bf16;
+  if (!ok(dnnl_memory_desc_init_by_strides(&smd, 2, sd, in, ss), "src desc") ||
+      !ok(dnnl_memory_desc_init_by_strides(&wmd, 2, wd, in, ws), "weights desc") ||
       !ok(dnnl_memory_desc_init_by_strides(&dmd, 2, dd, dnnl_f32, ds), "dst desc"))
     return 0;
   dnnl_matmul_desc_t md;
@@ -150,8 +152,8 @@ static int init(void) {
   return 1;
 }
 
-void lc_gemm_dnnl_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, long lda,
-                       const uint16_t *B, long ldb, float beta, float *C, long ldc) {
+static void run(int f32, int ta, int tb, int M, int N, int K, const void *A, long lda, const void *B, long ldb,
+                float beta, float *C, long ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) { // empty product: C = beta C
     if (beta == 0.0f)
@@ -162,11 +164,12 @@ void lc_gemm_dnnl_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, l
   memset(&k, 0, sizeof k); // padding bytes take part in the memcmp
   k.ta = !!ta, k.tb = !!tb, k.M = M, k.N = N, k.K = K, k.lda = lda, k.ldb = ldb, k.ldc = ldc;
   k.beta = beta != 0.0f;
+  k.f32 = f32;
   pthread_mutex_lock(&mu);
   entry *e = init() ? lookup(&k) : NULL;
   if (!e) {
     pthread_mutex_unlock(&mu);
-    fprintf(stderr, "longctx: oneDNN bf16 matmul %dx%dx%d (ta %d tb %d) unavailable\n", M, N, K, ta, tb);
+    fprintf(stderr, "longctx: oneDNN %s matmul %dx%dx%d (ta %d tb %d) unavailable\n", f32 ? "fp32" : "bf16", M, N, K, ta, tb);
     abort();
   }
   e->used = ++stamp;
@@ -182,6 +185,16 @@ void lc_gemm_dnnl_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, l
     abort();
   }
   pthread_mutex_unlock(&mu);
+}
+
+void lc_gemm_dnnl_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, long lda, const uint16_t *B, long ldb,
+                       float beta, float *C, long ldc) {
+  run(0, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+void lc_gemm_dnnl_f32(int ta, int tb, int M, int N, int K, const float *A, long lda, const float *B, long ldb, float beta,
+                      float *C, long ldc) {
+  run(1, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
 
 size_t lc_gemm_dnnl_scratch_bytes(void) {

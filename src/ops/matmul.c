@@ -1,6 +1,8 @@
 // Linear layer: W in the HF layout [N, K]. Two paths, chosen per call (lc_mm):
-//  - fp32: CBLAS sgemm (OpenBLAS, OpenMP flavour). OpenBLAS threads each call itself (and
-//    runs single-threaded inside an OpenMP parallel region), so nothing here opens one.
+//  - fp32: lc_sgemm (ops/sgemm.h): OpenBLAS's sgemm (OpenMP flavour), or oneDNN's fp32
+//    matmul where calibrate measured it faster for the shape. Both thread each call
+//    themselves (and run single-threaded inside an OpenMP parallel region), so nothing here
+//    opens one.
 //  - bf16 (a bf16 pass, and the kernel table has gemm_bf16: oneDNN on AVX512_BF16/AMX):
 //    the table's GEMM multiplies 2-byte operands with fp32 accumulation. Activations
 //    stored as bf16 (lc_act of LC_DT_BF16: the layer's norms, gate/up/h, rounded
@@ -31,11 +33,11 @@
 // model uses; the buffer's fp32 part comes first (4-byte alignment), its 2-byte part after.
 #include "ops/ops.h"
 
-#include <cblas.h>
 #include <string.h>
 
 #include "ops/dequant.h"
 #include "ops/kernels.h"
+#include "ops/sgemm.h"
 
 #define LC_MM_CHUNK 1024
 #define LC_MM_MIN_ROWS 16
@@ -196,7 +198,7 @@ static lc_status q_fwd(const lc_mm *mm, mm_parts parts, void *out, lc_dtype out_
       } else {
         const float *xa = row32(inp, t0, K);
         if (x32) lc_bf16_unpack(x32, row16(inp, t0, K), (size_t)n * K), xa = x32;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, nn, K, 1.0f, xa, K, w32, K, beta, dst, ldc);
+        lc_sgemm(0, 1, n, nn, K, xa, K, w32, K, beta, dst, ldc);
       }
       if (o32) pack_to(out16 + at, N, o32, n, nn);
     }
@@ -234,8 +236,7 @@ static lc_status q_bwd(const lc_mm *mm, mm_parts parts, float *dinp, lc_act dout
       } else {
         const float *da = row32(dout, t0, N) + n0;
         if (d32) unpack_from(d32, row16(dout, t0, N) + n0, N, n, nn), da = d32, ldd = nn;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, K, nn, 1.0f, da, ldd, w32, K, beta,
-                    dinp + (size_t)t0 * K, K);
+        lc_sgemm(0, 0, n, K, nn, da, ldd, w32, K, beta, dinp + (size_t)t0 * K, K);
       }
     }
   }
@@ -259,7 +260,7 @@ lc_status lc_matmul_fwd_acc(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act 
   // fp32 operands, fp32 output on sgemm. (Scratch of 0 bytes is not enough to tell: the
   // native bf16 GEMM on 2-byte operands with an fp32 output packs nothing either.)
   if (!use_bf16(bf, T, K, N, w.dt) && !is16(out_dt) && !is16(inp.dt) && !is16(w.dt)) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, inp.p, K, w.p, K, beta, out, N);
+    lc_sgemm(0, 1, T, N, K, inp.p, K, w.p, K, beta, out, N);
     return LC_OK;
   }
   lc_status st;
@@ -278,10 +279,10 @@ lc_status lc_matmul_fwd_acc(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act 
       lc_bf16_unpack(w32, row16(w, n0, K), (size_t)nn * K);
       if (o32) {
         if (accumulate) unpack_from(c32, out16 + n0, N, T, nn);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xa, K, w32, K, beta, c32, nn);
+        lc_sgemm(0, 1, T, nn, K, xa, K, w32, K, beta, c32, nn);
         pack_to(out16 + n0, N, c32, T, nn);
       } else {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, nn, K, 1.0f, xa, K, w32, K, beta, out32 + n0, N);
+        lc_sgemm(0, 1, T, nn, K, xa, K, w32, K, beta, out32 + n0, N);
       }
     }
   } else if (!use_bf16(bf, T, K, N, w.dt)) { // sgemm per chunk of rows
@@ -299,7 +300,7 @@ lc_status lc_matmul_fwd_acc(const lc_mm *mm, void *out, lc_dtype out_dt, lc_act 
       if (x32) lc_bf16_unpack(x32, row16(inp, t0, K), (size_t)n * K), xa = x32;
       float *dst = o32 ? o32 : out32 + (size_t)t0 * N;
       if (o32 && accumulate) lc_bf16_unpack(o32, out16 + (size_t)t0 * N, (size_t)n * N);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, N, K, 1.0f, xa, K, w32, K, beta, dst, N);
+      lc_sgemm(0, 1, n, N, K, xa, K, w32, K, beta, dst, N);
       if (o32) lc_bf16_pack(out16 + (size_t)t0 * N, o32, (size_t)n * N);
     }
   } else if (T >= N) { // W whole, inp in chunks of rows
@@ -345,12 +346,10 @@ lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc
   if (!use_bf16(bf, T, K, N, w.dt) && !is16(dout.dt) && !is16(inp.dt) && !is16(w.dt)) { // sgemm on fp32 operands
     if (dinp) {
       // With N == 0 the product is empty: beta 0 still clears dinp (BLAS scales C by beta).
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, K, N, 1.0f, dout.p, N, w.p, K,
-                  accumulate ? 1.0f : 0.0f, dinp, K);
+      lc_sgemm(0, 0, T, K, N, dout.p, N, w.p, K, accumulate ? 1.0f : 0.0f, dinp, K);
     }
     if (dw && N > 0) {
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, T, 1.0f, dout.p, N, inp.p, K, 1.0f,
-                  dw, K);
+      lc_sgemm(1, 0, N, K, T, dout.p, N, inp.p, K, 1.0f, dw, K);
     }
     return LC_OK;
   }
@@ -373,10 +372,9 @@ lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc
       }
       if (dinp) {
         lc_bf16_unpack(w32, row16(w, n0, K), (size_t)nn * K);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, K, nn, 1.0f, da, ldd, w32, K,
-                    n0 == 0 && !accumulate ? 0.0f : 1.0f, dinp, K);
+        lc_sgemm(0, 0, T, K, nn, da, ldd, w32, K, n0 == 0 && !accumulate ? 0.0f : 1.0f, dinp, K);
       }
-      if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nn, K, T, 1.0f, da, ldd, xa, K, 1.0f, dw + (size_t)n0 * K, K);
+      if (dw) lc_sgemm(1, 0, nn, K, T, da, ldd, xa, K, 1.0f, dw + (size_t)n0 * K, K);
     }
   } else if (!use_bf16(bf, T, K, N, w.dt)) { // sgemm per chunk of rows: dinp's rows, dw's share
     const size_t R = min_sz(LC_MM_CHUNK, (size_t)T);
@@ -392,12 +390,11 @@ lc_status lc_matmul_bwd(const lc_mm *mm, float *dinp, float *dw, lc_act dout, lc
       const float *da = row32(dout, t0, N);
       if (d32) lc_bf16_unpack(d32, row16(dout, t0, N), (size_t)n * N), da = d32;
       if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, K, N, 1.0f, da, N, w32, K, accumulate ? 1.0f : 0.0f,
-                    dinp + (size_t)t0 * K, K);
+        lc_sgemm(0, 0, n, K, N, da, N, w32, K, accumulate ? 1.0f : 0.0f, dinp + (size_t)t0 * K, K);
       if (dw && N > 0) {
         const float *xa = row32(inp, t0, K);
         if (x32) lc_bf16_unpack(x32, row16(inp, t0, K), (size_t)n * K), xa = x32;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, n, 1.0f, da, N, xa, K, 1.0f, dw, K);
+        lc_sgemm(1, 0, N, K, n, da, N, xa, K, 1.0f, dw, K);
       }
     }
   } else if (T >= N) { // W whole; per chunk of rows: dout rows -> dinp rows, and their share of dw

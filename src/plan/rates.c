@@ -240,6 +240,20 @@ static cJSON *profile_json(const lc_rates *r) {
         for (int i = 0; i < LC_RATE_NLEN; i++) cJSON_AddItemToArray(m, cJSON_CreateNumber(round(r->flash_len[b][d][i] * 1e4) / 1e4));
       }
   }
+  if (r->gemm_shapes.n > 0) { // each measured shape: ta, tb, M, N, K and both libraries' GFLOP/s
+    cJSON *gs = cJSON_AddArrayToObject(p, "gemm_shapes");
+    for (int i = 0; i < r->gemm_shapes.n; i++) {
+      const lc_sgemm_shape *x = &r->gemm_shapes.s[i];
+      cJSON *e = cJSON_CreateObject();
+      cJSON_AddStringToObject(e, "op", x->ta ? (x->tb ? "tt" : "tn") : (x->tb ? "nt" : "nn"));
+      cJSON_AddNumberToObject(e, "m", x->M);
+      cJSON_AddNumberToObject(e, "n", x->N);
+      cJSON_AddNumberToObject(e, "k", x->K);
+      cJSON_AddNumberToObject(e, "openblas_gflops", round(x->gflops[LC_SGEMM_OPENBLAS] * 10) / 10);
+      cJSON_AddNumberToObject(e, "onednn_gflops", round(x->gflops[LC_SGEMM_ONEDNN] * 10) / 10);
+      cJSON_AddItemToArray(gs, e);
+    }
+  }
   if (r->from_run) {
     cJSON *fr = cJSON_AddArrayToObject(p, "from_run");
     for (int c = 0; c < LC_RATE_NCLASS; c++)
@@ -319,6 +333,18 @@ static int profile_read(const cJSON *p, lc_rates *r) {
   if (!factors_read(cJSON_GetObjectItemCaseSensitive(p, "gemm_row_factor"), LC_RATE_NROWS, &r->gemm_rows[0][0][0]) ||
       !factors_read(cJSON_GetObjectItemCaseSensitive(p, "attention_length_factor"), LC_RATE_NLEN, &r->flash_len[0][0][0]))
     return 0;
+  const cJSON *gs = cJSON_GetObjectItemCaseSensitive(p, "gemm_shapes"), *x;
+  cJSON_ArrayForEach(x, gs) { // (absent: none measured)
+    if (r->gemm_shapes.n >= LC_SGEMM_SHAPES) break;
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(x, "op");
+    int sok = cJSON_IsString(op) && strlen(op->valuestring) == 2;
+    lc_sgemm_shape *y = &r->gemm_shapes.s[r->gemm_shapes.n];
+    if (sok) y->ta = op->valuestring[0] == 't', y->tb = op->valuestring[1] == 't';
+    y->M = (int)num(x, "m", &sok), y->N = (int)num(x, "n", &sok), y->K = (int)num(x, "k", &sok);
+    y->gflops[LC_SGEMM_OPENBLAS] = num(x, "openblas_gflops", &sok), y->gflops[LC_SGEMM_ONEDNN] = num(x, "onednn_gflops", &sok);
+    if (!sok || y->M < 1 || y->N < 1 || y->K < 1) return 0;
+    r->gemm_shapes.n++;
+  }
   const cJSON *fr = cJSON_GetObjectItemCaseSensitive(p, "from_run"), *e;
   cJSON_ArrayForEach(e, fr) {
     for (int c = 0; c < LC_RATE_NCLASS; c++)

@@ -107,8 +107,13 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   }
   st = lc_comm_agree(world, st);
   if (st == LC_OK) st = lc_backend_open(o->device ? o->device : "cpu", &t->arena, &t->be);
+  if (st == LC_OK && o->mopts.offload_optimizer) { // the states on the host, the passes on the device
+    lc_backend_cpu_init(&t->hbe, &t->arena);
+    t->hbe_open = 1;
+  }
   if (st == LC_OK)
-    st = lc_model_create_on(&t->model, &o->cfg, o->mopts.zero, o->mopts.zero_group, world, t->be);
+    st = lc_model_create_on(&t->model, &o->cfg, o->mopts.zero, o->mopts.zero_group, world, t->hbe_open ? &t->hbe : t->be);
+  if (st == LC_OK && t->hbe_open) st = lc_pstore_offload(&t->model.ps, t->be);
   lc_pstore *tp = st == LC_OK ? lc_model_trainable(&t->model) : NULL;
   if (st == LC_OK) st = lc_pstore_add_optimizer(tp);
   if (st == LC_OK) st = lc_model_init_random(&t->model, o->seed);
@@ -163,6 +168,8 @@ void lc_trainer_free(lc_trainer *t) {
   free(t->full_tok);
   memset(&t->opt, 0, sizeof t->opt); // its moments belong to the store
   lc_model_destroy(&t->model, &t->arena);
+  if (t->hbe_open) lc_backend_close(&t->hbe);
+  t->hbe_open = 0;
   lc_backend_close(t->be);
   t->be = NULL;
   if (t->distributed) lc_attn_2d_free(&t->attn);
@@ -239,6 +246,16 @@ static int test_nan_step(const char *list, long step) {
 }
 
 #define NCS 7
+// The ops' seconds by class so far: the device's, and with --offload-optimizer the host
+// backend's (AdamW and the gradient norm on the CPU cores).
+static void op_seconds(const lc_trainer *t, double out[LC_OPC_N]) {
+  lc_backend_op_seconds(t->be, out);
+  if (!t->hbe_open) return;
+  double h[LC_OPC_N];
+  lc_backend_op_seconds(&t->hbe, h);
+  for (int c = 0; c < LC_OPC_N; c++) out[c] += h[c];
+}
+
 lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   const lc_train_opts *o = &t->o;
   const int S = o->seq;
@@ -253,7 +270,7 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   for (int i = 0; i < NCS; i++)
     if (cs[i]) b0[i] = cs[i]->bytes_sent, ws0[i] = cs[i]->wait_seconds;
   double op0[LC_OPC_N];
-  lc_backend_op_seconds(t->be, op0);
+  op_seconds(t, op0);
   memset(m, 0, sizeof *m);
   lc_run_set_step(t->step + 1);
   // Draw the whole batch first: the loss is divided by the batch's counted tokens (all ranks).
@@ -329,7 +346,7 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   m->tokens = (long)o->batch * S;
   m->counted = counted;
   m->seconds = lc_now() - t0;
-  lc_backend_op_seconds(t->be, m->op_s);
+  op_seconds(t, m->op_s);
   for (int c = 0; c < LC_OPC_N; c++) m->op_s[c] -= op0[c];
   m->op_timed = t->be->synchronous;
   m->attn_bytes = cs[0]->bytes_sent - b0[0] + cs[1]->bytes_sent - b0[1];

@@ -70,7 +70,10 @@ typedef struct {
 typedef struct {
   lc_train_opts o;
   lc_arena arena;
-  lc_backend *be;  // the device the model's states live on (over `arena`)
+  lc_backend *be;  // the device the model's states live on (over `arena`); with
+                   // --offload-optimizer the device the passes run on
+  lc_backend hbe;  // --offload-optimizer: the states' host backend (over `arena`)
+  int hbe_open;
   lc_model model;  // its store (model.ps) holds the parameters, gradients and AdamW moments
   lc_adamw opt;    // AdamW's step count; m and v point into the store
   lc_data data;
