@@ -20,7 +20,11 @@
 #  4. compute-sanitizer memcheck and racecheck on one tiny step (where the runtime allows);
 #  5. the attention kernels alone at 8K, 32K, 128K beside PyTorch's SDPA flash;
 #  6. training throughput: SmolLM2-135M- and Llama-3.2-1B-shaped models (random weights,
-#     made here by bench/torch_gpu_step.py) at 32K, longctx beside PyTorch + transformers.
+#     made here by bench/torch_gpu_step.py) at 32K, longctx beside PyTorch + transformers;
+#  7. --offload-optimizer: the same bits as without, the device's peak without model states;
+#  8. 2 and 4 ranks on the one GPU against one rank (cp, hp, 2D, double ring, ZeRO 1-3,
+#     packing with a window, head chunks, vocabulary slices, bf16);
+#  9. a stalled rank (SIGSTOP) ends the job within --timeout.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUNDLE="${1:-gpu-bundle.tar.xz}"
@@ -53,7 +57,8 @@ for mode in fast ref; do
 done
 
 # 3: the program end to end, per-step losses on the GPU vs the CPU
-losses() { grep -o '"loss":[-0-9.e]*' "$1" | cut -d: -f2; }
+# (a step record's loss: the measured terms also hold a "loss" key, a time)
+losses() { grep -o '"step":[0-9]*,"loss":[-0-9.e+]*' "$1" | sed 's/.*"loss"://'; }
 for cfg in "tiny fp32" "tiny bf16" "demo fp32" "demo bf16"; do
   set -- $cfg
   m=$1 p=$2 name="train $1 $2, 20 steps"
@@ -119,6 +124,53 @@ bench() { # name, args...: one longctx run on the GPU, its last step line
   row "bench $name" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$(grep -E '^step' "$LOGS/bench-$name.txt" | tail -1 | tr -s ' ')"
 }
 bench demo-8k-bf16 --model demo --data task:copy --seq 8192 --steps 4 --precision bf16 --checkpoint auto
+
+# 7: --offload-optimizer on the GPU: the same losses and gradient norms, bit for bit, as the
+# run without it (one pass per step: the same sums, the same AdamW arithmetic on the host);
+# the device's peak holds no params, grads or AdamW moments.
+lg() { python3 -c "import json,sys; [print(repr(r['loss']), repr(r['grad_norm'])) for r in map(json.loads, open(sys.argv[1])) if 'step_seconds' in r]" "$1"; }
+for cfg in "tiny fp32 0" "demo bf16 3" "demo fp32 2"; do
+  set -- $cfg
+  args=(train --model "$1" --data task:copy --seq 512 --steps 5 --precision "$2" --zero "$3" --device cuda --threads 8)
+  timeout 300 "$LC" "${args[@]}" --log-json "$LOGS/off-$1-$2-a.jsonl" >"$LOGS/off-$1-$2-a.txt" 2>&1; r1=$?
+  timeout 300 "$LC" "${args[@]}" --offload-optimizer --log-json "$LOGS/off-$1-$2-b.jsonl" >"$LOGS/off-$1-$2-b.txt" 2>&1; r2=$?
+  same=$(cmp -s <(lg "$LOGS/off-$1-$2-a.jsonl") <(lg "$LOGS/off-$1-$2-b.jsonl") && echo identical || echo DIFFER)
+  peaks="$(grep -h 'peak memory on' "$LOGS/off-$1-$2-a.txt" | grep -o 'peak memory on [^:]*' ) -> $(grep -h 'peak memory on' "$LOGS/off-$1-$2-b.txt" | grep -o 'peak memory on [^:]*: params [^,]*, grads [^,]*, optimizer [^,]*')"
+  ok=$([ $r1 -eq 0 ] && [ $r2 -eq 0 ] && [ "$same" = identical ] && grep -q 'params 0.0 KiB, grads [^,]*, optimizer 0.0 KiB' "$LOGS/off-$1-$2-b.txt" && echo ok || echo FAIL)
+  row "offload-optimizer $1 $2 zero $3" "$ok" "rc $r1/$r2, losses and norms $same; $peaks"
+done
+
+# 8: several ranks on the one GPU (each its own context and streams; MPI through host
+# staging) against one rank on it: the losses of every layout within the bounds of the CPU's
+# layouts (fp32 1e-5 relative per step, bf16 2e-2).
+one=(--model demo --data task:copy --seq 512 --batch 2 --steps 4 --device cuda:0 --threads 2)
+timeout 300 "$LC" train "${one[@]}" --log-json "$LOGS/ranks-1.jsonl" >"$LOGS/ranks-1.txt" 2>&1
+timeout 300 "$LC" train "${one[@]}" --precision bf16 --log-json "$LOGS/ranks-1-bf16.jsonl" >"$LOGS/ranks-1-bf16.txt" 2>&1
+for lay in "2:--cp 2" "2:--hp 2" "2:--zero 3" "2:--zero 2" "4:--hp 2 --cp 2 --zero 3" "4:--cp 4 --ring-window 2" \
+           "2:--cp 2 --pack --attn-window 128" "2:--hp 2 --head-chunk 2" "2:--cp 2 --vocab-slice 64 --zero 3" "2:--cp 2 --zero 1 --precision bf16"; do
+  np=${lay%%:*} flags=${lay#*:}
+  ref="$LOGS/ranks-1.jsonl" bound=1e-5
+  case "$flags" in *bf16*) ref="$LOGS/ranks-1-bf16.jsonl" bound=2e-2 ;; esac
+  case "$flags" in *pack*) # packed documents: its own one-rank reference
+    timeout 300 "$LC" train "${one[@]}" --pack --attn-window 128 --log-json "$LOGS/ranks-1-pack.jsonl" >/dev/null 2>&1
+    ref="$LOGS/ranks-1-pack.jsonl" ;; esac
+  tag=$(echo "$np $flags" | tr -c 'a-z0-9' '_')
+  timeout 300 mpirun -np "$np" --oversubscribe "$LC" train "${one[@]}" $flags --log-json "$LOGS/ranks-$tag.jsonl" >"$LOGS/ranks-$tag.txt" 2>&1
+  rc=$?
+  worst=$(paste <(losses "$ref") <(losses "$LOGS/ranks-$tag.jsonl") |
+    awk '{d=$1-$2; if (d<0) d=-d; r=d/($1<0?-$1:$1); if (r>w) w=r} END {printf "%.3g", (NR==4) ? w : 99}')
+  ok=$(awk -v w="$worst" -v b="$bound" -v rc=$rc 'BEGIN {print (rc == 0 && w <= b) ? "ok" : "FAIL"}')
+  row "$np ranks on one GPU: $flags" "$ok" "rc $rc, worst relative loss difference $worst (bound $bound)"
+done
+
+# 9: a stalled rank (SIGSTOP at step 3, the test hook) ends the job within --timeout on GPUs too
+t0=$(date +%s.%N)
+LONGCTX_TEST_STOP=1:3:forward timeout 120 mpirun -np 2 --oversubscribe "$LC" train --model demo --data task:copy --seq 512 \
+  --steps 50 --cp 2 --device cuda:0 --threads 2 --timeout 10 >"$LOGS/stall.txt" 2>&1
+rc=$?
+el=$(echo "$(date +%s.%N) - $t0" | bc)
+row "stalled rank on the GPU (--timeout 10)" "$([ $rc -eq 3 ] && echo "$el < 60" | bc | grep -q 1 && echo ok || echo FAIL)" \
+  "rc $rc after ${el%.*} s: $(grep -m1 'stopped responding' "$LOGS/stall.txt")"
 
 printf '\n%-44s %-6s %s\n' "check" "result" "detail"
 printf '%s\n' "${ROWS[@]}"

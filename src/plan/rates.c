@@ -419,9 +419,10 @@ lc_status lc_rates_load_machine(const char *path, int ranks, int threads, lc_rat
   }
   if (!r->optim_bw || !r->loss_bw) // an older profile
     snprintf(note + strlen(note), sizeof note - strlen(note), "; no optimizer/loss rates: calibrate again");
-  snprintf(r->source, sizeof r->source, "calibrated %s (%s; profile %d rank%s x %d thread%s%s%s)", path,
-           r->cpu[0] ? r->cpu : "?", r->ranks, r->ranks > 1 ? "s" : "", r->threads, r->threads > 1 ? "s" : "", note,
-           r->from_run ? "; some rates corrected by a run" : "");
+  if (snprintf(r->source, sizeof r->source, "calibrated %s (%s; profile %d rank%s x %d thread%s%s%s)", path,
+               r->cpu[0] ? r->cpu : "?", r->ranks, r->ranks > 1 ? "s" : "", r->threads, r->threads > 1 ? "s" : "", note,
+               r->from_run ? "; some rates corrected by a run" : "") >= (int)sizeof r->source)
+    memcpy(r->source + sizeof r->source - 4, "...", 4); // a long path: the line cut, not the run
   cJSON_Delete(j);
   return LC_OK;
 }
