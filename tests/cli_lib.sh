@@ -4,6 +4,10 @@ MPI="mpirun --allow-run-as-root --oversubscribe"
 export OMP_NUM_THREADS=1
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+# An empty home of its own: calibrate notes the last machine file it wrote under
+# ~/.cache/longctx, which a test must not leave in the user's cache (nor read from it).
+mkdir -p "$TMP/.lib-home"
+export HOME="$TMP/.lib-home" XDG_CACHE_HOME=
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }

@@ -20,6 +20,8 @@
 
 #include "attn/seqlayout.h"
 #include "model/memplan.h"
+#include "model/schedule.h"
+#include "model/pstore.h"
 #include "plan/layout_search.h"
 #include "plan/rates.h"
 #include "plan/timemodel.h"
@@ -133,7 +135,51 @@ static void rates_by_shape(const char *path) {
         "GEMMs x2: gemm %.6g -> %.6g, attention %.6g -> %.6g", e0.gemm_s, e1.gemm_s, e0.attn_kernel_s, e1.attn_kernel_s);
 }
 
+// 8. --offload-optimizer (issue 34): the step grows by exactly the copies and adds the walk
+// prices here (each acquire's compute copy up, each unit's gradient down over the host link
+// and added on the host, 3 x 4 bytes a value) and the optimizer moves to the host's rate;
+// the other terms do not change. Without a host link a copy is a memcpy at the
+// element-wise rate (read + write).
+static void offload_terms(void) {
+  lc_config c;
+  lc_config_preset(&c, "demo");
+  for (int b = 0; b < 2; b++) {
+    lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, b ? 3 : 0, 0, 0, b ? LC_DT_BF16 : LC_DT_F32, NULL, 0, 0};
+    lc_rates r;
+    flat_rates(&r, 100e9, 50e9, 10e9, 0, 1e30);
+    r.optim_bw = 20e9;
+    r.host_link_bw = 25e9;
+    r.host_optim_bw = 5e9;
+    const lc_time_estimate e0 = predict(&c, &o, 2048, 1, 1, 1, &r);
+    o.offload_optimizer = 1;
+    const lc_time_estimate e1 = predict(&c, &o, 2048, 1, 1, 1, &r);
+    lc_ps_sizes z;
+    CHECK(lc_pstore_sizes(&c, o.zero, 1, &z) == LC_OK, "sizes");
+    const int n = lc_schedule_build(&c, &o, 1, NULL, 0);
+    lc_event *ev = malloc(sizeof *ev * (size_t)n);
+    lc_schedule_build(&c, &o, 1, ev, n);
+    double up = 0, down = 0;
+    for (int i = 0; i < n; i++) {
+      if (ev[i].kind == LC_EV_ACQUIRE) up += (double)lc_ps_copy_bytes(&z, c.n_layers, ev[i].unit, o.precision);
+      if (ev[i].kind == LC_EV_GRAD_END) down += (double)lc_ps_unit_bytes(&z, c.n_layers, ev[i].unit);
+    }
+    free(ev);
+    const double want = up / 25e9 + down / 25e9 + 3 * down / 5e9;
+    CHECK(fabs(e1.offload_s - want) <= 1e-9 * want && e0.offload_s == 0, "offload %s: %.9g s, want %.9g", b ? "bf16 z3" : "fp32",
+          e1.offload_s, want);
+    CHECK(fabs(e1.optim_s - e0.optim_s * 20e9 / 5e9) <= 1e-9 * e1.optim_s, "host AdamW %.6g vs %.6g", e1.optim_s, e0.optim_s);
+    CHECK(fabs((e1.total_s - e0.total_s) - (e1.offload_s + e1.optim_s - e0.optim_s)) <= 1e-9 * e1.total_s &&
+              e1.compute_s == e0.compute_s && fabs(e1.exposed_comm_s - e0.exposed_comm_s) <= 1e-12 * e1.total_s,
+          "offload: total %.9g -> %.9g, compute %.9g -> %.9g, exposed %.9g -> %.9g, off %.9g, opt %.9g -> %.9g", e0.total_s, e1.total_s, e0.compute_s, e1.compute_s, e0.exposed_comm_s, e1.exposed_comm_s, e1.offload_s, e0.optim_s, e1.optim_s);
+    r.host_link_bw = 0; // a copy in host memory: 2 x bytes at the element-wise rate
+    const lc_time_estimate e2 = predict(&c, &o, 2048, 1, 1, 1, &r);
+    const double want2 = 2 * (up + down) / 10e9 + 3 * down / 5e9;
+    CHECK(fabs(e2.offload_s - want2) <= 1e-9 * want2, "offload without a link: %.9g s, want %.9g", e2.offload_s, want2);
+  }
+}
+
 int main(void) {
+  offload_terms();
   lc_config cfg;
   lc_config_preset(&cfg, "demo");
   const long S = 4096;

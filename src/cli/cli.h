@@ -43,6 +43,10 @@ lc_status lc_cli_model(const char *spec, lc_config *cfg);
 // How a LoRA run's frozen base is held, for the settings table and plan: its dtype, or
 // (QLoRA) the block types of its projections, the other weights' dtype, the store's bytes.
 const char *lc_cli_base_desc(const lc_config *cfg, char *buf, size_t cap);
+// --offload-optimizer's share of a predicted step (plan, train): the copies and the host's
+// gradient adds, and the host's AdamW, with the link they were priced at; indent before it.
+struct lc_rates;
+void lc_cli_offload_line(const struct lc_rates *r, double offload_s, double optim_s, const char *indent);
 // --base-dtype gguf (model: a .gguf file; its own blocks) or a block type name (q4_k: every
 // projection whose rows are whole blocks): cfg->base_q and lora.base_bf16 (the other weights
 // in the pass's precision). One line for an unknown name or a model that is not GGUF for

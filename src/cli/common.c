@@ -13,6 +13,7 @@
 #include "model/hf.h"
 #include "model/pstore.h"
 #include "ops/kernels.h"
+#include "plan/rates.h"
 
 void lc_cli_error(const char *msg) { fprintf(stderr, "longctx: error: %s\n", msg); }
 
@@ -166,4 +167,12 @@ lc_status lc_cli_base_blocks(const char *base_dtype, const char *model, int prec
   for (int i = 0; i < L.n_tensors; i++) lc_param_set_base_q(cfg, &L.table[i], q);
   lc_param_layout_free(&L);
   return LC_OK;
+}
+
+void lc_cli_offload_line(const lc_rates *r, double offload_s, double optim_s, const char *indent) {
+  char link[96];
+  if (r->host_link_bw > 0) snprintf(link, sizeof link, "the host link at %.3g GB/s each way", r->host_link_bw / 1e9);
+  else snprintf(link, sizeof link, "copies in host memory at the element-wise rate (no host link in the rates)");
+  printf("%s--offload-optimizer: %.4g s of it the units' copies up, their gradients down and added on the host "
+         "(blocking), %.4g s the host's AdamW; %s\n", indent, offload_s, optim_s, link);
 }

@@ -54,7 +54,7 @@ int lc_cmd_plan(int argc, char **argv) {
       {"checkpoint", LC_ARG_STR, &ckpt, "none | full | selective (default selective)", 0},
       {"offload-checkpoints", LC_ARG_STR, &offload, "as train: layer checkpoints on disk (DIR is not touched here): 4 layers in RAM, the disk traffic printed", 0},
       {"vocab-slice", LC_ARG_INT, &vocab_slice, "as train: the embedding and LM head a slice of N vocabulary rows at a time (default 0: whole)", 0},
-      {"offload-optimizer", LC_ARG_BOOL, &offload_optim, "as train: the model states (fp32 weights, gradients, AdamW m and v) in host memory; the device holds each unit's compute copy and gradient while in use (its peak below; the host's bytes printed apart; the host-device copies and the host's AdamW are not in the predicted step time)", 0},
+      {"offload-optimizer", LC_ARG_BOOL, &offload_optim, "as train: the model states (fp32 weights, gradients, AdamW m and v) in host memory; the device holds each unit's compute copy and gradient while in use (its peak below; the host's bytes printed apart; the predicted step adds the blocking copies over the --hardware file's host link, a memcpy on a CPU, and AdamW at the host's memory bandwidth)", 0},
       {"precision", LC_ARG_STR, &prec, "fp32 | bf16, as train (default fp32)", 0},
       {"kernels", LC_ARG_STR, &kernels, "as train: the bf16 attention kernel's workspace depends on it (default auto)", 0},
       {"mlp-tile", LC_ARG_INT, &mlp_tile, "tokens per MLP tile, 0 = untiled (default: as train, auto)", 0},
@@ -355,6 +355,7 @@ int lc_cmd_plan(int argc, char **argv) {
              "exposed communication %.4g s (of %.4g) + optimizer %.4g s; one layer %.4g s forward, %.4g s backward; "
              "%.4g tokens/s. Rates: %s.\n", batch, te.total_s, te.compute_s, te.recompute_s, te.attn_kernel_s,
              te.exposed_comm_s, te.comm_s, te.optim_s, te.layer_fwd_s, te.layer_bwd_s, te.tokens_per_s, rates.source);
+    if (o.offload_optimizer) lc_cli_offload_line(&rates, te.offload_s, te.optim_s, "");
     char pv[256];
     printf("Rates by class: %s.\n", lc_rates_provenance(&rates, pv, sizeof pv));
     if (rates.warning[0]) printf("Warning: %s\n", rates.warning);

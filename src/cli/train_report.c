@@ -319,5 +319,6 @@ void lc_train_print_prediction(const lc_train_opts *o, const lc_trainer *t, cons
          "communication %.3g s of %.3g, optimizer %.3g s; rates: %s; %s\n", "time model", e.total_s,
          o->pack ? " (documents: each step's own in the log)" : "", e.compute_s, e.recompute_s, e.attn_kernel_s,
          e.exposed_comm_s, e.comm_s, e.optim_s, r->source, lc_rates_provenance(r, pv, sizeof pv));
+  if (o->mopts.offload_optimizer) lc_cli_offload_line(r, e.offload_s, e.optim_s, "                 ");
   if (r->warning[0]) printf("  %-14s warning: %s\n", "", r->warning);
 }

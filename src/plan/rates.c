@@ -132,6 +132,13 @@ const char *lc_rates_provenance(const lc_rates *r, char *buf, size_t n) {
 double lc_rates_ew_s(const lc_rates *r, double bytes) { return bytes / r->ew_bw; }
 double lc_rates_optim_s(const lc_rates *r, double bytes) { return bytes / (r->optim_bw > 0 ? r->optim_bw : r->ew_bw); }
 double lc_rates_loss_s(const lc_rates *r, double bytes) { return bytes / (r->loss_bw > 0 ? r->loss_bw : r->ew_bw); }
+// (no link: a memcpy, read + write at the element-wise rate)
+double lc_rates_host_copy_s(const lc_rates *r, double bytes) {
+  return r->host_link_bw > 0 ? bytes / r->host_link_bw : lc_rates_ew_s(r, 2 * bytes);
+}
+double lc_rates_host_optim_s(const lc_rates *r, double bytes) {
+  return r->host_optim_bw > 0 ? bytes / r->host_optim_bw : lc_rates_optim_s(r, bytes);
+}
 
 double lc_rates_coll_s(const lc_rates *r, lc_coll c, int g, double bytes, int inter) {
   if (g <= 1 && c != LC_COLL_P2P) return 0;
@@ -495,6 +502,11 @@ lc_status lc_rates_load_hardware(const char *path, lc_rates *r) {
   r->devices_per_node = (int)hw_num(j, "devices_per_node", path, &st);
   r->mem_bytes = hw_num(j, "memory_per_device_gib", path, &st) * 1073741824.0;
   r->disk_bw = hw_num(j, "disk_bandwidth_gbs", path, &st) * 1e9 / r->devices_per_node;
+  // Optional (--offload-optimizer): the host link per device, and the host's memory
+  // bandwidth per node, shared by the node's devices for their AdamW steps.
+  const cJSON *hl = cJSON_GetObjectItemCaseSensitive(j, "host_link"), *hm = cJSON_GetObjectItemCaseSensitive(j, "host_memory_bandwidth_gbs");
+  if (hl) r->host_link_bw = hw_num(hl, "bandwidth_gbs", path, &st) * 1e9;
+  if (hm) r->host_optim_bw = hw_num(j, "host_memory_bandwidth_gbs", path, &st) * 1e9 / r->devices_per_node;
   cJSON_Delete(j);
   return st;
 }

@@ -31,7 +31,7 @@ typedef struct {
   double lat_s, bw; // seconds per step, bytes/s
 } lc_link;
 
-typedef struct {
+typedef struct lc_rates {
   char source[320];     // where the numbers come from, for the settings table
   int builtin;          // the built-in defaults (another CPU's): train predicts nothing from them
   int ranks, threads;   // the profile's process grid (calibrated) or 0
@@ -44,6 +44,10 @@ typedef struct {
   lc_link coll[LC_COLL_N]; // within a node
   lc_link inter;        // between nodes (one link per rank); bw 0: one node only
   double disk_bw;       // checkpoint offload bytes/s each way (0: unknown)
+  double host_link_bw;  // --offload-optimizer: bytes/s each way between the host and the device
+                        // (0: the device is host memory too, a copy at the element-wise rate)
+  double host_optim_bw; // --offload-optimizer: the host's AdamW, bytes/s as optim_bw counts them
+                        // (0: optim_bw, the same memory)
   double mem_bytes;     // memory per rank of a hardware description (0: not given)
   double small_t_exp;   // without row factors: GEMMs of T < LC_RATE_GEMM_T tokens cost (LC_RATE_GEMM_T / T)^this
                         // more per FLOP (CPU defaults and older profiles: 0.15; hardware descriptions: 0)
@@ -92,6 +96,10 @@ double lc_rates_flash_s(const lc_rates *r, int bf16, int bwd, int D, double keys
 double lc_rates_ew_s(const lc_rates *r, double bytes);
 double lc_rates_optim_s(const lc_rates *r, double bytes);
 double lc_rates_loss_s(const lc_rates *r, double bytes);
+// --offload-optimizer: `bytes` copied between the host and the device one way; the host's
+// AdamW and gradient norm over `bytes` as lc_rates_optim_s counts them.
+double lc_rates_host_copy_s(const lc_rates *r, double bytes);
+double lc_rates_host_optim_s(const lc_rates *r, double bytes);
 double lc_rates_coll_s(const lc_rates *r, lc_coll c, int g, double bytes, int inter);
 
 const char *lc_coll_name(lc_coll c);

@@ -277,7 +277,8 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   }
   lc_schedule_build(cfg, o, 1, ev, n);
   const int passes = batch / dp;
-  double t = 0, net = 0, comm = 0, compute = 0, recompute = 0, attn_kernel = 0;
+  double t = 0, net = 0, comm = 0, compute = 0, recompute = 0, attn_kernel = 0, offl = 0;
+  const int off = o->offload_optimizer;
   // A unit's weights as acquired (both stores' with LoRA) and its gradient (the adapters').
 #define UNIT(u) ((double)lc_ps_unit_bytes(&zs, cfg->n_layers, (u)) + (k.lora ? (double)lc_ps_unit_bytes(&za, cfg->n_layers, (u)) : 0))
 #define GUNIT(u) ((double)lc_ps_unit_bytes(&za, cfg->n_layers, (u)))
@@ -312,6 +313,10 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
           const double c = ew(&k, UNIT(u) * 2); // the rounded copy
           t += c, compute += c;
         }
+        if (off && e->kind == LC_EV_ACQUIRE) { // the compute copy up (blocking)
+          const double c = lc_rates_host_copy_s(r, (double)lc_ps_copy_bytes(&zs, cfg->n_layers, u, k.bf16 ? LC_DT_BF16 : LC_DT_F32));
+          t += c, offl += c;
+        }
         break;
       }
       case LC_EV_GRAD_BEGIN:
@@ -321,6 +326,10 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
         }
         break;
       case LC_EV_GRAD_END: {
+        if (off) { // the gradient down and added into the host's (every pass)
+          const double c = lc_rates_host_copy_s(r, GUNIT(e->unit)) + lc_rates_host_optim_s(r, 3 * GUNIT(e->unit));
+          t += c, offl += c;
+        }
         if (!reduce) break;
         const double b = GUNIT(e->unit);
         if (b <= 0) break; // (LoRA: the frozen embedding and final units)
@@ -348,13 +357,13 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   // After the passes: gradient norm and AdamW over this rank's shard (read p, g, m, v; write
   // p, m, v; the norm reads g), stages 1/2 all-gather the parameters, small all-reduces.
   const double nopt = (double)(za.optim - LC_PS_NORM_ACC_BYTES) / 8, ngrad = (double)za.grads / 4;
-  const double opt = lc_rates_optim_s(r, 28 * nopt + 8 * ngrad);
+  const double opt = off ? lc_rates_host_optim_s(r, 28 * nopt + 8 * ngrad) : lc_rates_optim_s(r, 28 * nopt + 8 * ngrad);
   double after = 0;
   // (below stage 3 zs.params is the whole parameter set: the all-gather's output)
   if ((stage == 1 || stage == 2) && Z > 1) after += lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, (double)za.params, inter_z);
   if (world > 1) after += 3 * lc_rates_coll_s(r, LC_COLL_ALLREDUCE, world, 8, inter_w);
   // (compute holds the attention's exposed exchanges: they sit inside the layers' time)
-  const double pass_comm_wait = t - compute;
+  const double pass_comm_wait = offl > 0 && t - compute - offl < 0 ? 0 : t - compute - offl; // (rounding)
   out->passes = passes;
   out->recompute_s = recompute;
   out->attn_kernel_s = attn_kernel;
@@ -362,6 +371,7 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   out->elementwise_s = k.ew_s;
   out->loss_s = k.loss_ew_s;
   out->optim_s = opt;
+  out->offload_s = offl;
   out->comm_s = comm + k.attn_comm_s + k.sl_comm_s + after;
   out->exposed_comm_s = pass_comm_wait + k.attn_exposed_s + k.sl_exposed_s + after;
   out->compute_s = compute - k.attn_exposed_s - k.sl_exposed_s;

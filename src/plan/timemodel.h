@@ -40,7 +40,9 @@ typedef struct {
   double loss_s;         // of which the loss tile's softmax passes (the head's products are in gemm_s)
   double comm_s;         // all communication, hidden or not
   double exposed_comm_s; // the part the step waits for
-  double optim_s;        // optimizer (and the gradient norm)
+  double optim_s;        // optimizer (and the gradient norm; --offload-optimizer: the host's)
+  double offload_s;      // --offload-optimizer: the units' copies up, their gradients down and
+                         // added on the host (blocking: in total_s; 0 otherwise)
   double layer_fwd_s, layer_bwd_s; // one layer of one pass (attention communication included)
   int passes;            // sequences per rank per step
   double tokens_per_s;   // batch * seq / total_s (the whole job)
