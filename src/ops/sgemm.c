@@ -76,7 +76,7 @@ void lc_sgemm_record(int on) {
 }
 void lc_sgemm_recorded(lc_sgemm_table *out) { *out = recorded; }
 
-int lc_sgemm_measure(lc_sgemm_table *t, int reps) {
+lc_status lc_sgemm_measure(lc_sgemm_table *t, int reps) {
   size_t na = 0, nb = 0, nc = 0;
   for (int i = 0; i < t->n; i++) {
     const lc_sgemm_shape *s = &t->s[i];

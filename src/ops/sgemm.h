@@ -1,8 +1,9 @@
 // The fp32 GEMM every fp32 product goes through (ops/matmul.c): OpenBLAS's sgemm, or
 // oneDNN's fp32 matmul for the shapes where a measurement found it faster.
 //
-// Which library wins depends on the exact shape (on a Zen 3: oneDNN 3-14% faster on most of
-// SmolLM2's products, OpenBLAS 15% faster on its LM head's forward tile), so the choice is
+// Which library wins depends on the exact shape (on a Zen 3: oneDNN 1-3% faster on most of
+// SmolLM2's products and 20% on its LM head's dW, OpenBLAS 14% faster on the head's forward
+// tile), so the choice is
 // per exact shape (kind, M, N, K): `train --calibrate-from-run` records the shapes its steps
 // run, times both libraries on each and stores their rates in the machine file; a run with
 // that file uses the faster library for each recorded shape and OpenBLAS for any other.
@@ -12,6 +13,8 @@
 #define LC_SGEMM_H
 
 #include <stddef.h>
+
+#include "core/status.h"
 
 enum { LC_SGEMM_OPENBLAS = 0, LC_SGEMM_ONEDNN = 1 };
 #define LC_SGEMM_SHAPES 128 // shapes a choice or a recording holds
@@ -50,7 +53,7 @@ void lc_sgemm_recorded(lc_sgemm_table *out);
 // Times both libraries on each shape of t (best of `reps` calls each, alternating, on
 // operands of its size) and fills their rates. LC_ENOMEM with one line when the operands
 // cannot be allocated.
-int lc_sgemm_measure(lc_sgemm_table *t, int reps);
+lc_status lc_sgemm_measure(lc_sgemm_table *t, int reps);
 // Of a measured recording: the seconds its calls take with the faster library of each shape
 // over their seconds with OpenBLAS alone (<= 1; 1 when nothing was recorded).
 double lc_sgemm_gain(const lc_sgemm_table *t);
