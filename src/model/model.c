@@ -173,6 +173,27 @@ static void occur(size_t *G, size_t *R, size_t *GR, int p, size_t g, size_t r) {
   if (r > R[p]) R[p] = r;
   if (g + r > GR[p]) GR[p] = g + r;
 }
+// The phases a pass's op runs in, each seeing g gathered and r gradient bytes (the sliced
+// embedding's and loss's own phases: sliced_transients).
+static void occur_op(const lc_model_opts *o, lc_op op, size_t *G, size_t *R, size_t *GR, size_t g, size_t r) {
+  switch (op) {
+  case LC_OP_EMBED_FWD: occur(G, R, GR, LC_PHASE_EMBED_FWD, g, r); break;
+  case LC_OP_LAYER_FWD:
+    occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
+    occur(G, R, GR, LC_PHASE_MLP_FWD, g, r);
+    break;
+  case LC_OP_LOSS: occur(G, R, GR, LC_PHASE_LOSS, g, r); break;
+  case LC_OP_RECOMPUTE: // full: attention again; selective: no attention phase buffers
+    if (o->ckpt == LC_CKPT_FULL) occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
+    break;
+  case LC_OP_LAYER_BWD:
+    occur(G, R, GR, LC_PHASE_MLP_BWD, g, r);
+    occur(G, R, GR, LC_PHASE_ATTN_BWD, g, r);
+    break;
+  case LC_OP_EMBED_BWD: occur(G, R, GR, LC_PHASE_EMBED_BWD, g, r); break;
+  default: break;
+  }
+}
 
 // The vocabulary slices' part (model_pass's order; slice k of the embedding and the head
 // has rows(k) rows): the embedding forward with the next slice (then layer 0) fetched; the
@@ -277,26 +298,9 @@ lc_status lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o,
     case LC_EV_RUN: {
       size_t g = 0, r = 0;
       for (int u = 0; u < NU; u++) g += gath[u], r += gbuf[u];
-      switch (e->op) {
-      case LC_OP_EMBED_FWD: occur(G, R, GR, LC_PHASE_EMBED_FWD, g, r); break;
-      case LC_OP_LAYER_FWD:
-        occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
-        occur(G, R, GR, LC_PHASE_MLP_FWD, g, r);
-        break;
-      case LC_OP_LOSS: occur(G, R, GR, LC_PHASE_LOSS, g, r); break;
-      case LC_OP_RECOMPUTE: // full: attention again; selective: no attention phase buffers
-        if (o->ckpt == LC_CKPT_FULL) occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
-        break;
-      case LC_OP_LAYER_BWD:
-        occur(G, R, GR, LC_PHASE_MLP_BWD, g, r);
-        occur(G, R, GR, LC_PHASE_ATTN_BWD, g, r);
-        break;
-      case LC_OP_EMBED_BWD: occur(G, R, GR, LC_PHASE_EMBED_BWD, g, r); break;
-      case LC_OP_LOSS_SLICED: // the final norm's gradient rows, handed on by its GRAD_END
-        if (r2 && !lora) gbuf[lc_unit_final(L)] = lc_pstore_rows_grad_bytes(stage, (size_t)cfg->dim);
-        break;
-      default: break; // the sliced embedding's phases: sliced_transients
-      }
+      occur_op(o, e->op, G, R, GR, g, r);
+      if (e->op == LC_OP_LOSS_SLICED && r2 && !lora) // the final norm's gradient rows, handed on by its GRAD_END
+        gbuf[lc_unit_final(L)] = lc_pstore_rows_grad_bytes(stage, (size_t)cfg->dim);
       break;
     }
     default: break;
@@ -337,23 +341,7 @@ lc_status lc_model_offload_transients(const lc_config *cfg, const lc_model_opts 
     case LC_EV_RUN: {
       size_t g = 0, r = 0;
       for (int k = 0; k < NU; k++) g += dw[k], r += dg[k];
-      switch (e->op) {
-      case LC_OP_EMBED_FWD: occur(G, R, GR, LC_PHASE_EMBED_FWD, g, r); break;
-      case LC_OP_LAYER_FWD:
-        occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
-        occur(G, R, GR, LC_PHASE_MLP_FWD, g, r);
-        break;
-      case LC_OP_LOSS: occur(G, R, GR, LC_PHASE_LOSS, g, r); break;
-      case LC_OP_RECOMPUTE:
-        if (o->ckpt == LC_CKPT_FULL) occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
-        break;
-      case LC_OP_LAYER_BWD:
-        occur(G, R, GR, LC_PHASE_MLP_BWD, g, r);
-        occur(G, R, GR, LC_PHASE_ATTN_BWD, g, r);
-        break;
-      case LC_OP_EMBED_BWD: occur(G, R, GR, LC_PHASE_EMBED_BWD, g, r); break;
-      default: break;
-      }
+      occur_op(o, e->op, G, R, GR, g, r);
       break;
     }
     default: break;

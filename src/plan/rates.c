@@ -185,6 +185,21 @@ void lc_rates_note_last(const char *path) {
   (void)lc_write_file_atomic(rec, line, strlen(line));
 }
 
+// A factor table f[2][2][n] (precision, direction, grid point) under `name`, with its grid
+// under `axis` (factors_read reads it back).
+static void factors_write(cJSON *p, const char *name, const char *axis, const int *grid, int n, const double *f) {
+  static const char *pn[2] = {"fp32", "bf16"}, *dn[2] = {"fwd", "bwd"};
+  cJSON *t = cJSON_AddObjectToObject(p, name), *g = cJSON_AddArrayToObject(t, axis);
+  for (int i = 0; i < n; i++) cJSON_AddItemToArray(g, cJSON_CreateNumber(grid[i]));
+  for (int b = 0; b < 2; b++)
+    for (int d = 0; d < 2; d++) {
+      char key[16];
+      snprintf(key, sizeof key, "%s_%s", pn[b], dn[d]);
+      cJSON *m = cJSON_AddArrayToObject(t, key);
+      for (int i = 0; i < n; i++) cJSON_AddItemToArray(m, cJSON_CreateNumber(round(f[(b * 2 + d) * n + i] * 1e4) / 1e4));
+    }
+}
+
 // ---- machine files: {"cpu": "...", "profiles": [ {ranks, threads, gemm, flash, ew_bw, coll}, ... ]}
 static cJSON *profile_json(const lc_rates *r) {
   cJSON *p = cJSON_CreateObject();
@@ -223,30 +238,9 @@ static cJSON *profile_json(const lc_rates *r) {
     cJSON_AddNumberToObject(l, "bandwidth_gbs", round(r->coll[k].bw / 1e7) / 100);
   }
   if (r->disk_bw > 0) cJSON_AddNumberToObject(p, "disk_gbs", round(r->disk_bw / 1e7) / 100);
-  if (r->gemm_rows[0][0][0] > 0) { // rate at that many rows / rate at LC_RATE_GEMM_T
-    cJSON *g2 = cJSON_AddObjectToObject(p, "gemm_row_factor");
-    cJSON *rg = cJSON_AddArrayToObject(g2, "rows");
-    for (int i = 0; i < LC_RATE_NROWS; i++) cJSON_AddItemToArray(rg, cJSON_CreateNumber(rows_grid[i]));
-    for (int b = 0; b < 2; b++)
-      for (int d = 0; d < 2; d++) {
-        char key[16];
-        snprintf(key, sizeof key, "%s_%s", pn[b], dn[d]);
-        cJSON *m = cJSON_AddArrayToObject(g2, key);
-        for (int i = 0; i < LC_RATE_NROWS; i++) cJSON_AddItemToArray(m, cJSON_CreateNumber(round(r->gemm_rows[b][d][i] * 1e4) / 1e4));
-      }
-  }
-  if (r->flash_len[0][0][0] > 0) { // rate with that many keys / rate with 1K
-    cJSON *f2 = cJSON_AddObjectToObject(p, "attention_length_factor");
-    cJSON *kg = cJSON_AddArrayToObject(f2, "keys");
-    for (int i = 0; i < LC_RATE_NLEN; i++) cJSON_AddItemToArray(kg, cJSON_CreateNumber(lens[i]));
-    for (int b = 0; b < 2; b++)
-      for (int d = 0; d < 2; d++) {
-        char key[16];
-        snprintf(key, sizeof key, "%s_%s", pn[b], dn[d]);
-        cJSON *m = cJSON_AddArrayToObject(f2, key);
-        for (int i = 0; i < LC_RATE_NLEN; i++) cJSON_AddItemToArray(m, cJSON_CreateNumber(round(r->flash_len[b][d][i] * 1e4) / 1e4));
-      }
-  }
+  // rate at that many rows / rate at LC_RATE_GEMM_T; rate with that many keys / rate with 1K
+  if (r->gemm_rows[0][0][0] > 0) factors_write(p, "gemm_row_factor", "rows", rows_grid, LC_RATE_NROWS, &r->gemm_rows[0][0][0]);
+  if (r->flash_len[0][0][0] > 0) factors_write(p, "attention_length_factor", "keys", lens, LC_RATE_NLEN, &r->flash_len[0][0][0]);
   if (r->gemm_shapes.n > 0) { // each measured shape: ta, tb, M, N, K and both libraries' GFLOP/s
     cJSON *gs = cJSON_AddArrayToObject(p, "gemm_shapes");
     for (int i = 0; i < r->gemm_shapes.n; i++) {
