@@ -14,7 +14,7 @@
 #include <omp.h>
 #endif
 
-#include "attn/flash.h"
+#include "backend/cpu/flash/flash.h"
 #include "core/arena.h"
 #include "core/rng.h"
 #include "core/timer.h"

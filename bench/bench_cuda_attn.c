@@ -12,7 +12,7 @@
 #include "backend/backend.h"
 #include "core/rng.h"
 #include "core/timer.h"
-#include "ops/kernels.h"
+#include "backend/cpu/kern/kernels.h"
 
 #ifdef LC_HAVE_CUDA // (without the CUDA backend main only says so)
 static int cmpd(const void *a, const void *b) {

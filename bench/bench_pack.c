@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/flash.h"
+#include "backend/cpu/flash/flash.h"
 #include "core/arena.h"
 #include "core/rng.h"
 #include "core/timer.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/flash.h"
+#include "backend/cpu/flash/flash.h"
 
 static inline int visible(const lc_attn_shape *s, int i, int j) {
   return (!s->causal || s->k_start + j <= s->q_start + i) && (!s->lo || s->k_start + j >= s->lo[i]);

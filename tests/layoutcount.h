@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/flash.h"
+#include "backend/cpu/flash/flash.h"
 #include "attn/seqlayout.h"
 
 // The kernel's work on chunk j (tokens [j Lc, (j+1) Lc) of a sequence of S): it runs

@@ -28,7 +28,7 @@ static void abort_on_fail(const char *file, int line) {
 #define LC_T_ON_FAIL(file, line) abort_on_fail(file, line)
 
 #include "attn/attn.h"
-#include "attn/flash.h"
+#include "backend/cpu/flash/flash.h"
 #include "attn/seqlayout.h"
 #include "backend/cpu/cpu_backend.h"
 #include "comm/grid.h"
@@ -36,10 +36,10 @@ static void abort_on_fail(const char *file, int line) {
 #include "layoutcount.h"
 #include "model/arch.h"
 #include "model/memplan.h"
-#include "ops/dropout.h"
+#include "backend/cpu/ops/dropout.h"
 #include "train/trainer.h"
 #include "testutil.h"
-#include "ops/kernels.h"
+#include "backend/cpu/kern/kernels.h"
 #include "backend_update.h"
 
 static int rank0;
@@ -1171,12 +1171,12 @@ static void test_layout(void) {
       {4, 2, 1, 1, 64, 1, "not divisible by the 2 data-parallel groups"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    lc_status st = lc_layout_validate(bad[i].world, bad[i].hp, bad[i].cp, bad[i].w, &cfg, bad[i].S, bad[i].batch);
+    lc_status st = lc_layout_validate(bad[i].world, bad[i].hp, bad[i].cp, bad[i].w, cfg.n_heads, cfg.n_kv_heads, bad[i].S, bad[i].batch);
     CHECK(st == LC_EINVAL && strstr(lc_errmsg(), bad[i].want), "layout error %zu: '%s'", i, lc_errmsg());
   }
   lc_config c3 = cfg;
   c3.n_heads = 6, c3.n_kv_heads = 3, c3.head_dim = 64 / 6;
-  CHECK(lc_layout_validate(2, 2, 1, 1, &c3, 64, 1) == LC_EINVAL && strstr(lc_errmsg(), "divide one another"),
+  CHECK(lc_layout_validate(2, 2, 1, 1, c3.n_heads, c3.n_kv_heads, 64, 1) == LC_EINVAL && strstr(lc_errmsg(), "divide one another"),
         "hp vs kv heads: %s", lc_errmsg());
 }
 

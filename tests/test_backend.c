@@ -11,12 +11,12 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/private/private_backend.h"
 #include "comm/comm.h"
-#include "attn/flash.h"
+#include "backend/cpu/flash/flash.h"
 #include "model/arch.h"
 #include "model/generate.h"
 #include "model/loss.h"
-#include "ops/dropout.h"
-#include "ops/ops.h"
+#include "backend/cpu/ops/dropout.h"
+#include "backend/cpu/ops/ops.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 #include "backend_update.h"
@@ -868,15 +868,16 @@ static void test_layer_ops(const char *dev) {
   // flash attention: GQA, offsets, a document bound, several tiles; fp32 and bf16 on 2-byte
   // q/k/v with a 2-byte output; merge and delta
   for (int b16 = 0; b16 < 2; b16++) {
-    lc_attn_shape s = {.Tq = 70, .Tk = 90, .Hq = 4, .Hkv = 2, .D = 16, .q_start = 20, .k_start = 0, .causal = 1,
-                       .scale = 0.25f, .bf16 = b16};
+    const lc_attn_geom s = {.Tq = 70, .Tk = 90, .Hq = 4, .Hkv = 2, .D = 16, .q_start = 20, .k_start = 0, .causal = 1,
+                            .scale = 0.25f, .bf16 = b16};
     const size_t nq = 70 * 4 * 16, nk = 90 * 2 * 16, nl = 4 * 70;
     int lo[70];
     for (int i = 0; i < 70; i++) lo[i] = i < 30 ? 0 : 40; // two documents
     float *q = rnd(nq, &r, 1), *k = rnd(nk, &r, 1), *v = rnd(nk, &r, 1), *dout = rnd(nq, &r, 1);
     if (b16) lc_bf16_round(q, nq), lc_bf16_round(k, nk), lc_bf16_round(v, nk), lc_bf16_round(dout, nq);
     uint16_t *qh = to16(q, nq), *kh = to16(k, nk), *vh = to16(v, nk), *dh16 = to16(dout, nq);
-    lc_attn_shape hs = s;
+    lc_attn_shape hs = {.Tq = s.Tq, .Tk = s.Tk, .Hq = s.Hq, .Hkv = s.Hkv, .D = s.D, .q_start = s.q_start,
+                        .k_start = s.k_start, .causal = s.causal, .scale = s.scale, .bf16 = s.bf16};
     hs.lo = lo;
     hs.q16 = hs.kv16 = hs.out16 = b16;
     void *ref_out = malloc(4 * nq), *got_out = malloc(4 * nq);

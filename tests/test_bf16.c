@@ -13,15 +13,15 @@
 #include <string.h>
 
 #include "attn/attn.h"
-#include "attn/flash.h"
+#include "backend/cpu/flash/flash.h"
 #include "core/dtype.h"
 #include "model/arch.h"
 #include "model/layer.h"
 #include "model/model.h"
-#include "ops/ops.h"
+#include "backend/cpu/ops/ops.h"
 #include "testmodel.h"
 #include "testutil.h"
-#include "ops/kernels.h"
+#include "backend/cpu/kern/kernels.h"
 
 static lc_arena arena;
 

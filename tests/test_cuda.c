@@ -16,12 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/flash.h"
+#include "backend/cpu/flash/flash.h"
 #include "backend/backend.h"
 #include "comm/comm.h"
 #include "model/arch.h"
-#include "ops/dropout.h"
-#include "ops/ops.h"
+#include "backend/cpu/ops/dropout.h"
+#include "backend/cpu/ops/ops.h"
 #include "train/trainer.h"
 #include "testutil.h"
 

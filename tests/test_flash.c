@@ -26,7 +26,7 @@
 #include <omp.h>
 #endif
 
-#include "attn/flash.h"
+#include "backend/cpu/flash/flash.h"
 #include "core/arena.h"
 #include "testutil.h"
 #include "attn_ref.h"

@@ -14,9 +14,9 @@
 #include "core/arena.h"
 #include "core/cpu.h"
 #include "core/rng.h"
-#include "ops/gemm_dnnl.h"
-#include "ops/kernels.h"
-#include "ops/ops.h"
+#include "backend/cpu/gemm/gemm_dnnl.h"
+#include "backend/cpu/kern/kernels.h"
+#include "backend/cpu/ops/ops.h"
 #include "testutil.h"
 
 #include <cblas.h>

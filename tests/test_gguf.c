@@ -27,8 +27,8 @@
 #include "model/gguf_model.h"
 #include "model/hf.h"
 #include "model/model.h"
-#include "ops/dequant.h"
-#include "ops/kernels.h"
+#include "core/dequant.h"
+#include "backend/cpu/kern/kernels.h"
 #include "testmodel.h"
 #include "testutil.h"
 

@@ -19,7 +19,7 @@
 #include "model/generate.h"
 #include "model/hf.h"
 #include "model/model.h"
-#include "ops/rope.h"
+#include "core/rope.h"
 #include "testutil.h"
 
 static float *read_tensor(lc_st_file *f, const char *name, size_t n) {

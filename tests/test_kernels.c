@@ -24,12 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/flash.h"
-#include "attn/flash_variants.h"
+#include "backend/cpu/flash/flash.h"
+#include "backend/cpu/flash/flash_variants.h"
 #include "core/arena.h"
 #include "core/cpu.h"
 #include "core/dtype.h"
-#include "ops/kernels.h"
+#include "backend/cpu/kern/kernels.h"
 #include "testutil.h"
 #include "attn_ref.h"
 

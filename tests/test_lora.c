@@ -17,7 +17,7 @@
 #include "model/model.h"
 #include "model/lora_op.h"
 #include "model/peft.h"
-#include "ops/dropout.h"
+#include "backend/cpu/ops/dropout.h"
 #include "testutil.h"
 
 static float *read_tensor(lc_st_file *f, const char *name, size_t n) {
@@ -195,7 +195,7 @@ static void golden_case(const lora_case *c) {
 }
 
 // Dropout (p 0.25) against PEFT with its nn.Dropout replaced by the same mask
-// (tools/make_lora_golden.py --dropout: ops/dropout.h's hash re-implemented in numpy, pass key
+// (tools/make_lora_golden.py --dropout: core/dropout_hash.h's hash re-implemented in numpy, pass key
 // 0x0123456789ABCDEF, tokens 0..S-1): the loss and every adapter gradient in float64, which
 // checks PEFT's placement (before lora_A) and scaling (1/(1-p)). Bounds as golden_case's fp32
 // ones (1e-5 loss, 5e-5 of a tensor's largest gradient entry): dropping after A, scaling by
@@ -272,7 +272,7 @@ static void dropout_case(const lora_case *c) {
   lc_model_destroy(&m, &ar);
 }
 
-// The mask itself (ops/dropout.h): the kept fraction is 1 - p (within 6 binomial standard
+// The mask itself (core/dropout_hash.h): the kept fraction is 1 - p (within 6 binomial standard
 // deviations over 2^20 elements), a row's mask depends on its token's index alone (rows
 // given in another order get their tokens' masks), other keys (layer, projection, step)
 // give independent masks (agreement p^2 + (1-p)^2 within 6 sigma), accumulate adds the kept

@@ -26,8 +26,8 @@
 #include <string.h>
 
 #include "core/fpenv.h"
-#include "ops/ops.h"
-#include "ops/rope.h"
+#include "backend/cpu/ops/ops.h"
+#include "core/rope.h"
 #include "testutil.h"
 
 static int verbose;

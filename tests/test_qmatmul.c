@@ -13,9 +13,9 @@
 #include "core/arena.h"
 #include "core/dtype.h"
 #include "core/rng.h"
-#include "ops/dequant.h"
-#include "ops/kernels.h"
-#include "ops/ops.h"
+#include "core/dequant.h"
+#include "backend/cpu/kern/kernels.h"
+#include "backend/cpu/ops/ops.h"
 #include "testutil.h"
 
 #define CHUNK 1024 // matmul.c's LC_MM_CHUNK

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "core/rng.h"
-#include "ops/sgemm.h"
+#include "backend/cpu/gemm/sgemm.h"
 #include "testutil.h"
 
 // C[M,N] (ldc) = beta C + op(A) op(B) in double, compared with lib's: |err| <= 2e-6 x the

@@ -338,7 +338,7 @@ int main(void) {
     int expect = 0;
     for (int hp = 1; hp <= W; hp++)
       for (int cp = 1; cp * hp <= W; cp++) {
-        if (W % (hp * cp) || lc_layout_validate(W, hp, cp, cp, &tiny, 256, W / (hp * cp)) != LC_OK) continue;
+        if (W % (hp * cp) || lc_layout_validate(W, hp, cp, cp, tiny.n_heads, tiny.n_kv_heads, 256, W / (hp * cp)) != LC_OK) continue;
         const int places = hp > 1 && cp > 1 ? 2 : 1;
         const int zeros = W == 1 ? 1 : 1 + 3 * (so.per_node > 0 && so.per_node < W ? 2 : 1);
         expect += places * zeros * 3 * 2;

@@ -20,3 +20,6 @@ set_tests_properties(test_gemm PROPERTIES SKIP_RETURN_CODE 77)
 # test_cuda (label gpu): the CUDA backend against the CPU; exits 77 (skipped) without a
 # CUDA backend or device, so it is never counted as passed where it did not run.
 set_tests_properties(test_cuda PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+# The layer order of DESIGN.md: no include under src/ points to a folder above its own.
+add_test(NAME check_layers COMMAND bash ${CMAKE_SOURCE_DIR}/tests/check_layers.sh ${CMAKE_SOURCE_DIR}/src)
+set_tests_properties(check_layers PROPERTIES LABELS unit)

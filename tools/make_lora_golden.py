@@ -139,7 +139,7 @@ def generate(name, base_dir, seed, rslora):
 
 
 # LoRA dropout (longctx --lora-dropout): PEFT's nn.Dropout on each adapter's input,
-# replaced by longctx's deterministic mask (src/ops/dropout.h, re-implemented here from its
+# replaced by longctx's deterministic mask (src/core/dropout_hash.h, re-implemented here from its
 # description) so both sides drop the same elements; PEFT's own scaling 1/(1-p) and
 # placement (before lora_A) are what is tested. One pass key for the whole pass.
 DROP_P = 0.25
@@ -157,7 +157,7 @@ def mix64(x):
 
 
 def drop_mask(layer, proj, rows, cols):
-    """keep[g, j] for tokens g < rows and features j < cols (ops/dropout.h)."""
+    """keep[g, j] for tokens g < rows and features j < cols (core/dropout_hash.h)."""
     one = np.array([(layer << 8 | proj)], dtype=U64)
     key = mix64(np.array([DROP_KEY], dtype=U64) ^ mix64(one + U64(0x2545F4914F6CDD1D)))[0]
     g = np.arange(rows, dtype=U64)[:, None]

@@ -31,7 +31,6 @@
 #include "backend/bufcomm.h"
 #include "core/dtype.h"
 #include "attn/ring.h"
-#include "ops/kernels.h"
 
 typedef struct {
   lc_comm *head;

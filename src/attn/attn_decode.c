@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "attn/attn.h"
-#include "attn/flash.h"
+#include "backend/scratch.h"
 #include "backend/backend.h"
 #include "core/dtype.h"
 
@@ -31,7 +31,7 @@ static lc_status decode_fwd(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_b
     LC_TRY(lc_be_copy(kn, k, LC_STREAM_COMPUTE));
     LC_TRY(lc_be_copy(vn, v, LC_STREAM_COMPUTE));
   }
-  const lc_attn_shape s = {.Tq = T, .Tk = d->p0 + T, .Hq = a->Hq, .Hkv = a->Hkv, .D = a->D, .q_start = d->p0,
+  const lc_attn_geom s = {.Tq = T, .Tk = d->p0 + T, .Hq = a->Hq, .Hkv = a->Hkv, .D = a->D, .q_start = d->p0,
                            .k_start = 0, .causal = 1, .scale = 1.0f / sqrtf((float)a->D), .bf16 = a->bf16};
   const size_t nall = (size_t)(d->p0 + T) * kv;
   return lc_be_flash_fwd(out, lc_buf_part(saved, 0, (size_t)a->Hq * T, LC_DT_F32), q, lc_buf_view(d->k, 0, nall),

@@ -5,8 +5,7 @@
 #include "attn/attn.h"
 #include "backend/backend.h"
 #include "core/dtype.h"
-#include "attn/flash.h"
-#include "ops/kernels.h"
+#include "backend/scratch.h"
 
 // lse[Hq, T] (saved) and delta[Hq, T] (backward scratch) have the same size.
 static size_t lse_bytes(int Hq, int T) { return lc_bytes(LC_DT_F32, (size_t)Hq * (size_t)T); }
@@ -14,24 +13,19 @@ static size_t lse_bytes(int Hq, int T) { return lc_bytes(LC_DT_F32, (size_t)Hq *
 static size_t local_saved_bytes(const lc_attn *a, int T) { return lse_bytes(a->Hq, T); }
 
 // bf16: q, k, v, dout are 2 bytes, read in place; the forward writes out in 2 bytes.
-static lc_attn_shape shape_of(int Hq, int Hkv, int D, int T, int bf16, int bwd) {
-  lc_attn_shape s = {.Tq = T, .Tk = T, .Hq = Hq, .Hkv = Hkv, .D = D,
-                     .q_start = 0, .k_start = 0, .causal = 1,
-                     .scale = 1.0f / sqrtf((float)D), .bf16 = bf16, .q16 = bf16, .kv16 = bf16,
-                     .out16 = bf16 && !bwd};
-  return s;
+static lc_attn_geom shape_of(int Hq, int Hkv, int D, int T, int bf16) {
+  return (lc_attn_geom){.Tq = T, .Tk = T, .Hq = Hq, .Hkv = Hkv, .D = D, .q_start = 0, .k_start = 0, .causal = 1,
+                        .scale = 1.0f / sqrtf((float)D), .bf16 = bf16};
 }
 
-static lc_attn_shape local_shape(const lc_attn *a, int T, int bwd) {
-  return shape_of(a->Hq, a->Hkv, a->D, T, a->bf16, bwd);
-}
+static lc_attn_geom local_shape(const lc_attn *a, int T) { return shape_of(a->Hq, a->Hkv, a->D, T, a->bf16); }
 
 void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, int bf16, lc_attn_mem *m) {
-  lc_attn_shape sf = shape_of(Hq, Hkv, D, T, bf16, 0), sb = shape_of(Hq, Hkv, D, T, bf16, 1);
+  const lc_attn_geom g = shape_of(Hq, Hkv, D, T, bf16);
   memset(m, 0, sizeof *m);
   m->saved = lse_bytes(Hq, T);
-  m->fwd_scratch = lc_flash_workspace_bytes(&sf, 0, threads);
-  m->bwd_scratch = lse_bytes(Hq, T) + lc_flash_workspace_bytes(&sb, 1, threads);
+  m->fwd_scratch = lc_scratch_flash(&g, 0, bf16, threads);
+  m->bwd_scratch = lse_bytes(Hq, T) + lc_scratch_flash(&g, 1, 0, threads);
 }
 
 // The per-token first-key bounds as a buffer: staged by the model (lo_buf), or read in place.
@@ -42,7 +36,7 @@ static lc_buf lo_of(lc_attn *a, int T) {
 
 static lc_status local_fwd(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *arena) {
   (void)arena;
-  const lc_attn_shape s = local_shape(a, T, 0);
+  const lc_attn_geom s = local_shape(a, T);
   // one process: local token t is sequence position t
   return lc_be_flash_fwd(out, lc_buf_part(saved, 0, (size_t)a->Hq * T, LC_DT_F32), q, k, v, lo_of(a, T), &s);
 }
@@ -50,7 +44,7 @@ static lc_status local_fwd(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_bu
 static lc_status local_bwd(lc_attn *a, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf saved, lc_buf q,
                            lc_buf k, lc_buf v, int T, lc_arena *arena) {
   (void)arena;
-  const lc_attn_shape s = local_shape(a, T, 1);
+  const lc_attn_geom s = local_shape(a, T);
   const size_t nl = (size_t)a->Hq * T;
   lc_buf delta;
   LC_TRY(lc_buf_alloc(a->be, LC_MEM_SCRATCH, LC_DT_F32, nl, 0, "attention delta", &delta));

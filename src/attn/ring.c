@@ -9,12 +9,11 @@
 #include <string.h>
 
 #include "core/dtype.h"
-#include "attn/flash.h"
+#include "backend/scratch.h"
 #include "backend/backend.h"
 #include "backend/bufcomm.h"
 #include "core/runstate.h"
 #include "core/timer.h"
-#include "ops/kernels.h"
 
 enum { TAG_KV = 101, TAG_OUTER = 102, TAG_DKV = 103, TAG_OWNER = 104 };
 
@@ -60,8 +59,6 @@ static size_t blk_floats(int cp, long S, int Hkv, int D) { return 2 * (size_t)(S
 static size_t fwd_tmp_floats(int P, int H, int D) { return (size_t)P * H * D + 2 * (size_t)P * H; }
 static size_t bwd_tmp_floats(long Tc, int P, int H) { return (size_t)Tc * H + 2 * (size_t)P * H; }
 
-// The kernel's shape flags for a ring pass: bf16, 2-byte q/dout and k/v blocks.
-static void shape_dtypes(lc_attn_shape *s, int bf16) { s->bf16 = s->kv16 = s->q16 = bf16; }
 
 void lc_ring_mem(int cp, int window, long S, int chunks, int Hq, int Hkv, int D, int poll_rows, int threads,
                  int bf16, lc_attn_mem *m) {
@@ -69,14 +66,14 @@ void lc_ring_mem(int cp, int window, long S, int chunks, int Hq, int Hkv, int D,
   const long Tc = S / cp, Lc = Tc / chunks;
   const size_t blk = blk_floats(cp, S, Hkv, D);
   // The largest kernel call: poll_rows (or all Lc) query rows against a Lc-row key chunk.
-  lc_attn_shape s = {.Tq = (int)(Lc < poll_rows ? Lc : poll_rows), .Tk = (int)Lc, .Hq = Hq,
+  lc_attn_geom s = {.Tq = (int)(Lc < poll_rows ? Lc : poll_rows), .Tk = (int)Lc, .Hq = Hq,
                      .Hkv = Hkv, .D = D, .causal = 1, .scale = 1.0f};
-  shape_dtypes(&s, bf16);
+  s.bf16 = bf16;
   const lc_dtype kv = bf16 ? LC_DT_BF16 : LC_DT_F32;
   m->fwd_comm = lc_bytes(kv, blk * n_kv_blocks(cp, window));
-  m->fwd_scratch = lc_bytes(LC_DT_F32, fwd_tmp_floats(poll_rows, Hq, D)) + lc_flash_workspace_bytes(&s, 0, threads);
+  m->fwd_scratch = lc_bytes(LC_DT_F32, fwd_tmp_floats(poll_rows, Hq, D)) + lc_scratch_flash(&s, 0, 0, threads);
   m->bwd_comm = lc_bytes(kv, blk * n_kv_blocks(cp, window)) + lc_bytes(LC_DT_F32, blk * n_d_blocks(cp, window));
-  m->bwd_scratch = lc_bytes(LC_DT_F32, bwd_tmp_floats(Tc, poll_rows, Hq)) + lc_flash_workspace_bytes(&s, 1, threads);
+  m->bwd_scratch = lc_bytes(LC_DT_F32, bwd_tmp_floats(Tc, poll_rows, Hq)) + lc_scratch_flash(&s, 1, 0, threads);
 }
 
 static int inner_next(const geo *g) { return g->W * g->w + (g->i + 1) % g->w; }
@@ -132,10 +129,10 @@ static lc_buf lo_rows(const lc_ring *r, const geo *g, long t0, int n) {
 
 // A key chunk's shape for packing k/v once for all query tiles against it
 // (lc_flash_kv_pack; kernels that read k/v in place need no packing: 0 bytes).
-static lc_attn_shape chunk_shape(const lc_ring *r, const geo *g) {
-  lc_attn_shape s = {.Tq = 1, .Tk = (int)g->Lc, .Hq = r->Hq, .Hkv = r->Hkv, .D = r->D, .causal = 1,
+static lc_attn_geom chunk_shape(const lc_ring *r, const geo *g) {
+  lc_attn_geom s = {.Tq = 1, .Tk = (int)g->Lc, .Hq = r->Hq, .Hkv = r->Hkv, .D = r->D, .causal = 1,
                      .scale = r->scale};
-  shape_dtypes(&s, r->bf16);
+  s.bf16 = r->bf16;
   return s;
 }
 
@@ -158,9 +155,9 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, lc_buf out, lc_b
         int n = (int)(g->Lc - r0 < r->poll_rows ? g->Lc - r0 : r->poll_rows);
         if (ks > qs + r0 + n - 1) break;
         if (hidden(g, ks, qs + r0, n)) continue;
-        lc_attn_shape s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
+        lc_attn_geom s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
                            .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale};
-        shape_dtypes(&s, r->bf16);
+        s.bf16 = r->bf16;
         if (lc_buf_ok(pack) && !packed) {
           LC_TRY(lc_be_flash_kv_pack(pack, kb, vb, &s, 0));
           packed = 1;
@@ -196,7 +193,7 @@ lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc
   // Block buffers ([k | v]): start-of-window block, two inner buffers, outer prefetch.
   const size_t blk = 2 * g.nkv; // values of a block
   const lc_dtype kdt = kv_dtype(r);
-  const lc_attn_shape cs = chunk_shape(r, &g);
+  const lc_attn_geom cs = chunk_shape(r, &g);
   const size_t pbytes = lc_be_flash_kv_bytes(r->be, &cs, 0);
   lc_buf kb = {0}, tb = {0};
   lc_buf pack = {0};
@@ -267,9 +264,9 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, lc_buf dq, lc_bu
         int n = (int)(g->Lc - r0 < r->poll_rows ? g->Lc - r0 : r->poll_rows);
         if (ks > qs + r0 + n - 1) break;
         if (hidden(g, ks, qs + r0, n)) continue;
-        lc_attn_shape s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
+        lc_attn_geom s = {.Tq = n, .Tk = (int)g->Lc, .Hq = H, .Hkv = r->Hkv, .D = D,
                            .q_start = qs + r0, .k_start = ks, .causal = 1, .scale = r->scale};
-        shape_dtypes(&s, r->bf16);
+        s.bf16 = r->bf16;
         const lc_buf kc = lc_buf_view(k, b * kb, kb), vc = lc_buf_view(v, b * kb, kb);
         if (lc_buf_ok(pack) && !packed) {
           LC_TRY(lc_be_flash_kv_pack(pack, kc, vc, &s, 1));
@@ -308,7 +305,7 @@ lc_status lc_ring_bwd(lc_ring *r, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, 
   const lc_dtype kdt = kv_dtype(r), f32 = LC_DT_F32;
   const size_t bb = lc_bytes(kdt, blk);
   const size_t n_d = (size_t)n_d_blocks(g.cp, g.w) * blk;
-  const lc_attn_shape cs = chunk_shape(r, &g);
+  const lc_attn_geom cs = chunk_shape(r, &g);
   const size_t pbytes = lc_be_flash_kv_bytes(r->be, &cs, 1);
   lc_buf kvk = {0}, dbk = {0}, tk = {0};
   lc_buf pack = {0};

@@ -3,17 +3,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/flash.h"
+#include "backend/attn_geom.h"
 #include "comm/grid.h"
 
-lc_status lc_layout_validate(int world, int hp, int cp, int window, const lc_config *cfg, long seq, int batch) {
+lc_status lc_layout_validate(int world, int hp, int cp, int window, int n_heads, int n_kv_heads, long seq, int batch) {
   LC_TRY(lc_grid_check(world, hp, cp, window, batch));
-  if (cfg->n_heads % hp != 0)
+  if (n_heads % hp != 0)
     return lc_fail(LC_EINVAL, "--hp %d does not divide the model's %d attention heads; pick a divisor",
-                   hp, cfg->n_heads);
-  if (hp % cfg->n_kv_heads != 0 && cfg->n_kv_heads % hp != 0)
+                   hp, n_heads);
+  if (hp % n_kv_heads != 0 && n_kv_heads % hp != 0)
     return lc_fail(LC_EINVAL, "--hp %d and the model's %d kv heads must divide one another", hp,
-                   cfg->n_kv_heads);
+                   n_kv_heads);
   if (cp * hp > 1 && seq % (2L * cp * hp) != 0) // one process: any length
     return lc_fail(LC_EINVAL, "--seq %ld is not divisible by 2 x cp x hp = %d; use a multiple of %d",
                    seq, 2 * cp * hp, 2 * cp * hp);
@@ -78,7 +78,7 @@ long lc_seq_layout_global(const lc_seq_layout *L, int c, int h, long i) {
 // bound to the tile of its last query (the work follows documents, plus their partly
 // masked edges).
 static double chunk_cost(const lc_seq_layout *L, const int *lo, long j) {
-  const long a = j * L->Lc, b = a + L->Lc, BQ = LC_FLASH_BQ, BK = LC_FLASH_BK;
+  const long a = j * L->Lc, b = a + L->Lc, BQ = LC_ATTN_TILE_Q, BK = LC_ATTN_TILE_K;
   double w = 0;
   for (long q0 = a; q0 < b; q0 += BQ) {
     const long q1 = q0 + BQ < b ? q0 + BQ : b;

@@ -5,10 +5,9 @@
 #define LC_SEQLAYOUT_H
 
 #include "core/status.h"
-#include "model/config.h"
 
 // Checks a layout against the world size, model and sequence: clear error if impossible.
-lc_status lc_layout_validate(int world, int hp, int cp, int window, const lc_config *cfg, long seq, int batch);
+lc_status lc_layout_validate(int world, int hp, int cp, int window, int n_heads, int n_kv_heads, long seq, int batch);
 
 // The first key position a token at position p may see: the start of its document, and
 // with a sliding window of W > 0 tokens (Mistral) no earlier than p - W + 1.

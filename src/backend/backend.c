@@ -3,7 +3,7 @@
 #define _DEFAULT_SOURCE
 #include "backend/backend.h"
 
-#include "ops/ops.h"
+#include "backend/scratch.h"
 
 #include <stdatomic.h>
 
@@ -457,7 +457,7 @@ lc_status lc_be_xent_tile(lc_buf logits, lc_buf targets, int T, int V, float sca
   return LC_OK;
 }
 
-static int stats_ok(lc_buf s, int T) { return s.dt == LC_DT_U8 && s.n >= lc_xent_stats_bytes(T); }
+static int stats_ok(lc_buf s, int T) { return s.dt == LC_DT_U8 && s.n >= lc_scratch_xent_stats(T); }
 
 lc_status lc_be_xent_stats_init(lc_buf stats, int T) {
   LC_TRY(need(stats.be && stats_ok(stats, T), "xent_stats_init"));
@@ -590,22 +590,22 @@ lc_status lc_be_embedding_bwd(lc_buf dwte, lc_buf dout, lc_buf tokens, int T, in
   return LC_OK;
 }
 
-static int flash_ok(lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_shape *s) {
+static int flash_ok(lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_geom *s) {
   const size_t nq = (size_t)s->Tq * s->Hq * s->D, nk = (size_t)s->Tk * s->Hkv * s->D;
   return same_be(q, k) && same_be(q, v) && opt_be(lo, q.be) && is_act(q) && is_act(k) && v.dt == k.dt && fits(q, nq) &&
          fits(k, nk) && fits(v, nk) && (!lo.be || (lo.dt == LC_DT_I32 && fits(lo, (size_t)s->Tq))) &&
          (s->bf16 || (!is16(q) && !is16(k)));
 }
 
-size_t lc_be_flash_kv_bytes(lc_backend *be, const lc_attn_shape *s, int bwd) { return be->ops->flash_kv_bytes(be, s, bwd); }
+size_t lc_be_flash_kv_bytes(lc_backend *be, const lc_attn_geom *s, int bwd) { return be->ops->flash_kv_bytes(be, s, bwd); }
 
 // A pack buffer: empty, or the backend's U8 of at least lc_be_flash_kv_bytes.
-static int pack_ok(lc_buf pack, lc_backend *be, const lc_attn_shape *s, int bwd) {
+static int pack_ok(lc_buf pack, lc_backend *be, const lc_attn_geom *s, int bwd) {
   return !pack.be || (pack.be == be && pack.dt == LC_DT_U8 && pack.n >= lc_be_flash_kv_bytes(be, s, bwd));
 }
 
 lc_status lc_be_flash_fwd_packed(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, lc_buf pack,
-                                 const lc_attn_shape *s) {
+                                 const lc_attn_geom *s) {
   LC_TRY(need(flash_ok(q, k, v, lo, s) && same_be(out, q) && same_be(lse, q) && is_act(out) && is_f32(lse) &&
                   (s->bf16 || !is16(out)) && fits(out, (size_t)s->Tq * s->Hq * s->D) &&
                   fits(lse, (size_t)s->Hq * s->Tq) && pack_ok(pack, q.be, s, 0),
@@ -618,11 +618,11 @@ lc_status lc_be_flash_fwd_packed(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_
   }
 }
 
-lc_status lc_be_flash_fwd(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_shape *s) {
+lc_status lc_be_flash_fwd(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_geom *s) {
   return lc_be_flash_fwd_packed(out, lse, q, k, v, lo, (lc_buf){0}, s);
 }
 
-lc_status lc_be_flash_kv_pack(lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd) {
+lc_status lc_be_flash_kv_pack(lc_buf pack, lc_buf k, lc_buf v, const lc_attn_geom *s, int bwd) {
   const size_t nk = (size_t)s->Tk * s->Hkv * s->D;
   LC_TRY(need(same_be(k, v) && same_be(pack, k) && pack.dt == LC_DT_U8 && pack.n >= lc_be_flash_kv_bytes(k.be, s, bwd) &&
                   is_act(k) && v.dt == k.dt && fits(k, nk) && fits(v, nk),
@@ -671,7 +671,7 @@ lc_status lc_be_fill(lc_buf x, float v) {
 }
 
 lc_status lc_be_flash_bwd_packed(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v, lc_buf lse,
-                                 lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_shape *s) {
+                                 lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_geom *s) {
   LC_TRY(need(flash_ok(q, k, v, lo, s) && same_be(dq, q) && same_be(dk, q) && same_be(dv, q) && same_be(dout, q) &&
                   same_be(lse, q) && same_be(delta, q) && is_f32(dq) && is_f32(dk) && is_f32(dv) && dout.dt == q.dt &&
                   is_f32(lse) && is_f32(delta) && pack_ok(pack, q.be, s, 1),
@@ -685,7 +685,7 @@ lc_status lc_be_flash_bwd_packed(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, l
 }
 
 lc_status lc_be_flash_bwd(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v, lc_buf lse,
-                          lc_buf delta, lc_buf lo, const lc_attn_shape *s) {
+                          lc_buf delta, lc_buf lo, const lc_attn_geom *s) {
   return lc_be_flash_bwd_packed(dq, dk, dv, dout, q, k, v, lse, delta, lo, (lc_buf){0}, s);
 }
 

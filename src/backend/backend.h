@@ -26,11 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attn/flash.h"
+#include "backend/attn_geom.h"
 #include "core/arena.h"
 #include "core/dtype.h"
 #include "core/status.h"
-#include "ops/kernels.h"
 
 #include "backend/buf.h"
 // Elements [first, first + n) of b, as dtype b.dt (n = 0 is an empty view).
@@ -153,12 +152,12 @@ typedef struct {
   // read k/v in place). Workspace in the backend's arena (lc_flash_workspace_bytes). The
   // merge of partial outputs through their LSE, and delta = rowsum(dout * out).
   lc_status (*flash_fwd)(lc_backend *be, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, lc_buf pack,
-                         const lc_attn_shape *s);
+                         const lc_attn_geom *s);
   lc_status (*flash_bwd)(lc_backend *be, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v,
-                         lc_buf lse, lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_shape *s);
+                         lc_buf lse, lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_geom *s);
   // Bytes of flash_kv_pack's output for shape s (0: the kernels read k/v in place)
-  size_t (*flash_kv_bytes)(lc_backend *be, const lc_attn_shape *s, int bwd);
-  void (*flash_kv_pack)(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd);
+  size_t (*flash_kv_bytes)(lc_backend *be, const lc_attn_geom *s, int bwd);
+  void (*flash_kv_pack)(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const lc_attn_geom *s, int bwd);
   // Strided 2-D copies and sums: dst[r * ld_dst + i] = (or +=) src[r * ld_src + i] for
   // r < rows, i < n, in element units of the buffers' (same) dtype; add2d is F32. The layout
   // changes of attention: the ring's per-chunk LSE rows, Ulysses' all-to-all packing, kv
@@ -168,7 +167,7 @@ typedef struct {
   void (*fill)(lc_backend *be, lc_buf x, float v); // x[i] = v (F32)
   void (*attn_merge)(lc_backend *be, lc_buf out_a, lc_buf lse_a, lc_buf out_b, lc_buf lse_b, int Tq, int Hq, int D);
   void (*attn_delta)(lc_backend *be, lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq, int D);
-  // ---- LoRA dropout (ops/dropout.h): dst [rows, cols] (= or, accumulate, +=) src where
+  // ---- LoRA dropout (core/dropout_hash.h): dst [rows, cols] (= or, accumulate, +=) src where
   // element (gidx[r], j) is kept under key and thr; dst/src both F32 or both BF16
   // (accumulate: F32), gidx I32 [rows]
   void (*dropout)(lc_backend *be, lc_buf dst, lc_buf src, int rows, int cols, lc_buf gidx, uint64_t key, uint32_t thr,
@@ -283,17 +282,17 @@ lc_status lc_be_bias_fwd(lc_buf y, lc_buf b, int T, int N);
 lc_status lc_be_bias_bwd(lc_buf db, lc_buf dy, int T, int N);
 lc_status lc_be_embedding_fwd(lc_buf out, lc_buf tokens, lc_buf wte, int T, int C, int r0);
 lc_status lc_be_embedding_bwd(lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C, int r0);
-lc_status lc_be_flash_fwd(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_shape *s);
+lc_status lc_be_flash_fwd(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_geom *s);
 lc_status lc_be_flash_bwd(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v, lc_buf lse,
-                          lc_buf delta, lc_buf lo, const lc_attn_shape *s);
+                          lc_buf delta, lc_buf lo, const lc_attn_geom *s);
 // The same with k/v packed ahead (pack: lc_be_flash_kv_pack's, or empty).
 lc_status lc_be_flash_fwd_packed(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, lc_buf pack,
-                                 const lc_attn_shape *s);
+                                 const lc_attn_geom *s);
 lc_status lc_be_flash_bwd_packed(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v, lc_buf lse,
-                                 lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_shape *s);
-lc_status lc_be_flash_kv_pack(lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd);
+                                 lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_geom *s);
+lc_status lc_be_flash_kv_pack(lc_buf pack, lc_buf k, lc_buf v, const lc_attn_geom *s, int bwd);
 // The bytes lc_be_flash_kv_pack fills on be for shape s (0: be's kernels read k/v in place).
-size_t lc_be_flash_kv_bytes(lc_backend *be, const lc_attn_shape *s, int bwd);
+size_t lc_be_flash_kv_bytes(lc_backend *be, const lc_attn_geom *s, int bwd);
 lc_status lc_be_copy2d(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n);
 lc_status lc_be_add2d(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n);
 lc_status lc_be_fill(lc_buf x, float v);

@@ -6,14 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn/flash.h"
+#include "backend/cpu/flash/flash.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "core/cpu.h"
 #include "core/dtype.h"
 #include "core/timer.h"
-#include "ops/kernels.h"
-#include "ops/sgemm.h"
+#include "backend/cpu/kern/kernels.h"
+#include "backend/cpu/gemm/sgemm.h"
 #include "plan/rates.h"
 #include "train/trainer.h"
 

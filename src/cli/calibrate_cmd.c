@@ -10,7 +10,7 @@
 #include "core/cpu.h"
 #include "core/timer.h"
 #include "io/fsutil.h"
-#include "ops/kernels.h"
+#include "backend/cpu/kern/kernels.h"
 #include "plan/calibrate.h"
 
 static void progress(const char *what, double frac) {

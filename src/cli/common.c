@@ -12,7 +12,7 @@
 #include "model/gguf_model.h"
 #include "model/hf.h"
 #include "model/pstore.h"
-#include "ops/kernels.h"
+#include "backend/cpu/kern/kernels.h"
 #include "plan/rates.h"
 
 void lc_cli_error(const char *msg) { fprintf(stderr, "longctx: error: %s\n", msg); }

@@ -15,7 +15,7 @@
 #include "core/timer.h"
 #include "model/loss.h"
 #include "model/memplan.h"
-#include "ops/sgemm.h"
+#include "backend/cpu/gemm/sgemm.h"
 
 // ZeRO: stage, groups and the predicted model-state bytes per rank (the memory model).
 static void print_zero(const lc_train_opts *o, const lc_trainer *t) {

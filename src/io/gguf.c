@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "core/dtype.h"
-#include "ops/dequant.h"
+#include "core/dequant.h"
 
 // ---------------------------------------------------------------- types
 

@@ -6,7 +6,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
-#include "ops/rope.h"
+#include "core/rope.h"
 
 #define LC_MAX_LAYERS 1024
 
@@ -23,7 +23,7 @@ typedef struct {
   unsigned targets; // bit LC_LORA_Q.. set: that projection has an adapter
   int rslora;
   int base_bf16;    // the frozen base held in bf16 (2 bytes per weight; --base-dtype bf16)
-  float dropout;    // PEFT's lora_dropout on the adapters' input in training passes (0: none; ops/dropout.h)
+  float dropout;    // PEFT's lora_dropout on the adapters' input in training passes (0: none; core/dropout_hash.h)
 } lc_lora;
 
 typedef struct {

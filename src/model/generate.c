@@ -9,8 +9,7 @@
 #include "attn/attn.h"
 #include "backend/backend.h"
 #include "model/layer.h"
-#include "ops/ops.h"
-#include "ops/kernels.h"
+#include "backend/scratch.h"
 
 #define PAD16(n) (((size_t)(n) + 15) & ~(size_t)15)
 

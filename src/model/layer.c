@@ -4,8 +4,7 @@
 
 #include "backend/backend.h"
 #include "core/dtype.h"
-#include "ops/ops.h"
-#include "ops/kernels.h"
+#include "backend/scratch.h"
 
 static int mlp_tiled(const lc_layer_ctx *c) { return lc_tile_splits(c->mlp_tile, c->T); }
 
@@ -98,14 +97,14 @@ static int proj_held(const lc_config *cfg, int j) {
 // W's is the same for every block type: a tile dequantized to fp32, ops/matmul.c).
 static size_t mm_fwd(const lc_config *cfg, int j, int bf16, lc_dtype o, lc_dtype x, lc_dtype dt, int T, int K, int N) {
   const int k = proj_held(cfg, j);
-  const size_t a = k & 1 ? lc_matmul_fwd_bytes(bf16, o, x, dt, T, K, N) : 0;
-  const size_t b = k & 2 ? lc_matmul_fwd_bytes(bf16, o, x, LC_DT_Q8_0, T, K, N) : 0;
+  const size_t a = k & 1 ? lc_scratch_matmul_fwd(bf16, o, x, dt, T, K, N) : 0;
+  const size_t b = k & 2 ? lc_scratch_matmul_fwd(bf16, o, x, LC_DT_Q8_0, T, K, N) : 0;
   return a > b ? a : b;
 }
 static size_t mm_bwd(const lc_config *cfg, int j, int bf16, lc_dtype d, lc_dtype x, lc_dtype dt, int T, int K, int N) {
   const int k = proj_held(cfg, j);
-  const size_t a = k & 1 ? lc_matmul_bwd_bytes(bf16, d, x, dt, T, K, N) : 0;
-  const size_t b = k & 2 ? lc_matmul_bwd_bytes(bf16, d, x, LC_DT_Q8_0, T, K, N) : 0;
+  const size_t a = k & 1 ? lc_scratch_matmul_bwd(bf16, d, x, dt, T, K, N) : 0;
+  const size_t b = k & 2 ? lc_scratch_matmul_bwd(bf16, d, x, LC_DT_Q8_0, T, K, N) : 0;
   return a > b ? a : b;
 }
 

@@ -2,8 +2,8 @@
 
 #include "backend/backend.h"
 #include "model/config.h"
-#include "ops/dropout.h"
-#include "ops/ops.h"
+#include "core/dropout_hash.h"
+#include "backend/scratch.h"
 
 #define AL64(n) (((size_t)(n) + 63) & ~(size_t)63)
 
@@ -35,15 +35,15 @@ size_t lc_lora_fwd_bytes(int R, int bf16, int drop, lc_dtype y_dt, lc_dtype x_dt
   const lc_dtype w = wdt(bf16), u = bf16 ? LC_DT_BF16 : LC_DT_F32;
   const int Tx = drop ? drop_rows(T) : T; // the rows one x A^T product takes
   return pair_bytes(R, bf16, T) + (drop ? AL64(lc_bytes(x_dt, (size_t)Tx * K)) : 0) +
-         mx(lc_matmul_fwd_bytes(bf16, LC_DT_F32, x_dt, w, Tx, K, R), lc_matmul_fwd_bytes(bf16, y_dt, u, w, T, R, N));
+         mx(lc_scratch_matmul_fwd(bf16, LC_DT_F32, x_dt, w, Tx, K, R), lc_scratch_matmul_fwd(bf16, y_dt, u, w, T, R, N));
 }
 
 size_t lc_lora_bwd_bytes(int R, int bf16, int drop, lc_dtype dy_dt, lc_dtype x_dt, int T, int K, int N) {
   if (R <= 0) return 0;
   const lc_dtype w = wdt(bf16), u = bf16 ? LC_DT_BF16 : LC_DT_F32;
   const int Tx = drop ? drop_rows(T) : T;
-  const size_t mm = mx(lc_matmul_fwd_bytes(bf16, LC_DT_F32, x_dt, w, Tx, K, R),
-                       mx(lc_matmul_bwd_bytes(bf16, dy_dt, u, w, T, R, N), lc_matmul_bwd_bytes(bf16, u, x_dt, w, Tx, K, R)));
+  const size_t mm = mx(lc_scratch_matmul_fwd(bf16, LC_DT_F32, x_dt, w, Tx, K, R),
+                       mx(lc_scratch_matmul_bwd(bf16, dy_dt, u, w, T, R, N), lc_scratch_matmul_bwd(bf16, u, x_dt, w, Tx, K, R)));
   return 2 * pair_bytes(R, bf16, T) +
          (drop ? AL64(lc_bytes(x_dt, (size_t)Tx * K)) + AL64(lc_bytes(LC_DT_F32, (size_t)Tx * K)) : 0) + mm;
 }

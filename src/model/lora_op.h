@@ -4,7 +4,7 @@
 //   backward  u recomputed (R columns: cheaper than keeping it per layer);
 //             gB += dy^T u;  du = s (dy B) [T,R] (bf16: rounded);  gA += du^T x;  dx += du A
 // With dropout (PEFT's lora_dropout, p > 0, training passes only) x is replaced by
-// x o m / (1-p) with m the mask of ops/dropout.h: the mask is applied to x a chunk of
+// x o m / (1-p) with m the mask of core/dropout_hash.h: the mask is applied to x a chunk of
 // LC_LORA_DROP_ROWS rows at a time (xd = x o m, in x's dtype), 1/(1-p) goes into s, and
 // backward regenerates the mask: gA += du^T xd, dx += (du A) o m.
 // The scratch (u and du, fp32 and in a bf16 pass their 2-byte copies; with dropout a chunk

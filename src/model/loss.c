@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/dtype.h"
-#include "ops/ops.h"
+#include "backend/scratch.h"
 
 static int eff_tile(int T, int tile) { return lc_tile_splits(tile, T) ? tile : T; }
 
@@ -21,8 +21,8 @@ static size_t io_bytes(int T) { return ACC_BYTES + lc_bytes(LC_DT_I32, (size_t)T
 // The head GEMMs' scratch for tiles of `tile` rows (the head wdt: the store's 2-byte compute
 // copy in a bf16 pass, a frozen base's blocks, else fp32), held for the whole call with the tile.
 static size_t gemm_bytes(const lc_config *cfg, int tile, int bf16, lc_dtype wdt) {
-  size_t f = lc_matmul_fwd_bytes(bf16, LC_DT_F32, LC_DT_F32, wdt, tile, cfg->dim, cfg->vocab),
-         b = lc_matmul_bwd_bytes(bf16, LC_DT_F32, LC_DT_F32, wdt, tile, cfg->dim, cfg->vocab);
+  size_t f = lc_scratch_matmul_fwd(bf16, LC_DT_F32, LC_DT_F32, wdt, tile, cfg->dim, cfg->vocab),
+         b = lc_scratch_matmul_bwd(bf16, LC_DT_F32, LC_DT_F32, wdt, tile, cfg->dim, cfg->vocab);
   return f > b ? f : b;
 }
 
@@ -102,7 +102,7 @@ static size_t sliced_tile_floats(const lc_config *cfg, int tile, int rows) {
   return (size_t)tile * ((size_t)cfg->dim + 1 + (size_t)rows);
 }
 // The accumulators, the per-token statistics (lc_xent_stats_bytes) and the targets' copy.
-static size_t stats_bytes(int T) { return io_bytes(T) + lc_xent_stats_bytes(T); }
+static size_t stats_bytes(int T) { return io_bytes(T) + lc_scratch_xent_stats(T); }
 
 size_t lc_loss_sliced_scratch_bytes(const lc_config *cfg, int T, int tile, int rows, int bf16) {
   tile = eff_tile(T, tile);
@@ -110,8 +110,8 @@ size_t lc_loss_sliced_scratch_bytes(const lc_config *cfg, int T, int tile, int r
   // a slice's rows (lc_ps_rows.w): 2 bytes in bf16, or a frozen base's blocks
   const int q = cfg->tie_embeddings ? cfg->base_q_embed : cfg->base_q_head;
   const lc_dtype wdt = q && lc_config_base_quant(cfg) ? (lc_dtype)q : bf16 ? LC_DT_BF16 : LC_DT_F32;
-  size_t f = lc_matmul_fwd_bytes(bf16, LC_DT_F32, LC_DT_F32, wdt, tile, cfg->dim, rows),
-         b = lc_matmul_bwd_bytes(bf16, LC_DT_F32, LC_DT_F32, wdt, tile, cfg->dim, rows);
+  size_t f = lc_scratch_matmul_fwd(bf16, LC_DT_F32, LC_DT_F32, wdt, tile, cfg->dim, rows),
+         b = lc_scratch_matmul_bwd(bf16, LC_DT_F32, LC_DT_F32, wdt, tile, cfg->dim, rows);
   return lc_bytes(LC_DT_F32, sliced_tile_floats(cfg, tile, rows)) + stats_bytes(T) + (f > b ? f : b);
 }
 
@@ -143,7 +143,7 @@ lc_status lc_loss_fwd_bwd_sliced(const lc_config *cfg, lc_backend *be, lc_buf no
   const lc_buf nrm = lc_buf_view(buf, 0, (size_t)tile * C), rstd = lc_buf_view(buf, (size_t)tile * C, (size_t)tile),
                logits = lc_buf_view(buf, (size_t)tile * (C + 1), (size_t)tile * R);
   size_t o = 0;
-  const lc_buf acc = carve(sb, &o, 2, LC_DT_F64), stats = carve(sb, &o, lc_xent_stats_bytes(T), LC_DT_U8),
+  const lc_buf acc = carve(sb, &o, 2, LC_DT_F64), stats = carve(sb, &o, lc_scratch_xent_stats(T), LC_DT_U8),
                tg = carve(sb, &o, (size_t)T, LC_DT_I32);
   st = lc_be_zero(acc);
   if (st == LC_OK) st = lc_buf_write(tg, targets, LC_SYNC_INPUT);

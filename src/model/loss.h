@@ -7,7 +7,7 @@
 #include "core/arena.h"
 #include "model/config.h"
 #include "model/params.h"
-#include "ops/ops.h"
+#include "backend/scratch.h"
 
 // The final norm's and the LM head's weights and gradients, as the backend's buffers.
 typedef struct {

@@ -56,7 +56,7 @@ lc_status lc_memplan_predict_hc(const lc_config *cfg, const lc_model_opts *o, lo
   if (o->mlp_tile < 0 || o->loss_tile < 0)
     return lc_fail(LC_EINVAL, "--mlp-tile and --loss-tile must be >= 0 (0 = untiled)");
   // One sequence group of hp*cp ranks, batch 1 per group: the layout rules of the trainer.
-  LC_TRY(lc_layout_validate(hp * cp, hp, cp, window, cfg, seq, 1));
+  LC_TRY(lc_layout_validate(hp * cp, hp, cp, window, cfg->n_heads, cfg->n_kv_heads, seq, 1));
   const long T = seq / ((long)hp * cp);
   if (T > INT_MAX / 4)
     return lc_fail(LC_EINVAL, "--seq %ld gives %ld tokens per rank, more than longctx supports (%d); "

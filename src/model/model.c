@@ -10,10 +10,10 @@
 #include "model/layer.h"
 #include "model/loss.h"
 #include "model/schedule.h"
-#include "ops/dropout.h"
-#include "ops/ops.h"
-#include "ops/rope.h"
-#include "ops/kernels.h"
+#include "core/dropout_hash.h"
+#include "backend/cpu/ops/ops.h"
+#include "core/rope.h"
+#include "backend/cpu/kern/kernels.h"
 
 
 const char *lc_ckpt_name(lc_ckpt_policy p) {

@@ -10,7 +10,7 @@
 #include "io/fsutil.h"
 #include "io/safetensors.h"
 #include "model/hf.h"
-#include "ops/ops.h"
+#include "backend/scratch.h"
 
 #define PEFT_PATH 1200
 
@@ -217,7 +217,6 @@ lc_status lc_peft_merge(const char *dir, lc_model *m) {
                    f.tensors[i].name);
   }
   const float s = lc_lora_scale(&l);
-  const lc_mm mm = {.bf16 = 0, .arena = m->ps.arena};
   for (int t = 0; t + 1 < na && st == LC_OK; t += 2) { // A then B of each adapted projection
     const lc_param_info *A = &at[t], *B = &at[t + 1];
     const lc_st_tensor *xa = lc_st_find(&f, A->name), *xb = lc_st_find(&f, B->name);
@@ -254,8 +253,14 @@ lc_status lc_peft_merge(const char *dir, lc_model *m) {
     if (st == LC_OK) {
       for (size_t j = 0; j < B->numel; j++) b[j] *= s;
       // W [out, in] += (s B) [out, r] A [r, in]
-      st = lc_matmul_bwd(&mm, W, NULL, lc_act_f32(b), lc_act_f32(b), lc_act_f32(a), (int)B->shape[0], (int)A->shape[1],
-                         (int)A->shape[0], 1);
+      // (W is in host memory, so is the store's backend: the product runs there on W in place)
+      lc_backend *be = m->ps.be;
+      const lc_buf Wb = lc_buf_wrap_host(be, W, (size_t)B->shape[0] * (size_t)A->shape[1], LC_DT_F32),
+                   bb = lc_buf_wrap_host(be, b, B->numel, LC_DT_F32), ab = lc_buf_wrap_host(be, a, A->numel, LC_DT_F32);
+      st = lc_buf_ok(Wb) && lc_buf_ok(bb) && lc_buf_ok(ab)
+               ? lc_be_matmul_bwd(Wb, (lc_buf){0}, bb, bb, ab, (int)B->shape[0], (int)A->shape[1], (int)A->shape[0], 1,
+                                  0, (lc_buf){0})
+               : LC_EINVAL; // (lc_buf_wrap_host said why)
     }
     free(a), free(b);
   }

@@ -9,9 +9,9 @@
 #include "backend/bufcomm.h"
 #include "core/dtype.h"
 #include "core/runstate.h"
-#include "ops/ops.h"
-#include "ops/kernels.h"
-#include "ops/dequant.h"
+#include "backend/cpu/ops/ops.h"
+#include "backend/cpu/kern/kernels.h"
+#include "core/dequant.h"
 
 #define TAG_TENSOR 301
 

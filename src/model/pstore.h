@@ -33,7 +33,7 @@
 #include "comm/comm.h"
 #include "model/config.h"
 #include "model/params.h"
-#include "ops/kernels.h"
+#include "backend/cpu/kern/kernels.h"
 
 // The part of one tensor this rank updates, with its offsets in this rank's params,
 // grads and AdamW m/v buffers (each buffer is full-size or a shard, depending on stage).

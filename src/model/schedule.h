@@ -11,7 +11,7 @@
 #define LC_SCHEDULE_H
 
 #include "model/config.h"
-#include "model/model.h"
+#include "model/model_opts.h"
 
 typedef enum {
   LC_EV_ACQUIRE = 0, // unit's weights in use (ZeRO 3: gathered; bf16: rounded); next's gather posted

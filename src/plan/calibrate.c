@@ -5,13 +5,13 @@
 #include <string.h>
 
 #include "attn/attn.h"
-#include "attn/flash.h"
+#include "backend/cpu/flash/flash.h"
 #include "backend/backend.h"
 #include "core/arena.h"
 #include "core/rng.h"
 #include "core/timer.h"
-#include "ops/kernels.h"
-#include "ops/ops.h"
+#include "backend/cpu/kern/kernels.h"
+#include "backend/cpu/ops/ops.h"
 
 static const int dims[LC_RATE_NDIM] = {64, 256, 1024, 4096};
 static const int hds[LC_RATE_NHD] = {32, 64, 128};

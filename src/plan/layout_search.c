@@ -107,7 +107,7 @@ int lc_layout_search(const lc_config *cfg, const lc_model_opts *base, long S, co
   int *lo = bounds(so, S); // the documents' and window's bounds, once for every candidate
   int fit = 0;
   for (int i = 0; i < n; i++) {
-    if (lc_layout_validate(so->world, v[i].hp, v[i].cp, v[i].cp, cfg, S, so->world / (v[i].hp * v[i].cp)) != LC_OK) continue;
+    if (lc_layout_validate(so->world, v[i].hp, v[i].cp, v[i].cp, cfg->n_heads, cfg->n_kv_heads, S, so->world / (v[i].hp * v[i].cp)) != LC_OK) continue;
     ++*n_valid;
     if (evaluate(cfg, base, S, &v[i], so, r, lo, &all[fit])) fit++;
   }

@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 #include "core/status.h"
-#include "ops/sgemm.h"
+#include "backend/cpu/gemm/sgemm.h"
 
 #define LC_RATE_NDIM 4   // GEMM K and N grid: 64, 256, 1024, 4096 (clamped outside)
 #define LC_RATE_NHD 3    // attention head dims: 32, 64, 128

@@ -174,7 +174,7 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   memset(out, 0, sizeof *out);
   const int hp = l->hp > 0 ? l->hp : 1, cp = l->cp > 0 ? l->cp : 1, window = l->window > 0 ? l->window : cp;
   const int world = l->world > 0 ? l->world : hp * cp, batch = l->batch > 0 ? l->batch : world / (hp * cp);
-  LC_TRY(lc_layout_validate(world, hp, cp, window, cfg, l->seq, batch));
+  LC_TRY(lc_layout_validate(world, hp, cp, window, cfg->n_heads, cfg->n_kv_heads, l->seq, batch));
   const int dp = world / (hp * cp), dpn = r->devices_per_node;
   const int Z = o->zero > 0 ? (o->zero_group > 0 ? o->zero_group : world) : 1, R = world / Z, stage = o->zero;
   LC_TRY(lc_zero_check(stage, o->zero > 0 ? o->zero_group : 0, 0, world));

@@ -1,6 +1,6 @@
 #include "train/optim.h"
 #include "core/dtype.h"
-#include "ops/kernels.h"
+#include "backend/cpu/kern/kernels.h"
 
 #include <math.h>
 #include <string.h>

@@ -8,7 +8,7 @@
 #include "core/arena.h"
 #include "model/params.h"
 #include "model/pstore.h"
-#include "ops/kernels.h"
+#include "backend/cpu/kern/kernels.h"
 
 
 typedef struct {

@@ -10,7 +10,7 @@
 #include "core/timer.h"
 #include "model/ckstore.h"
 #include "model/memplan.h"
-#include "ops/dropout.h"
+#include "core/dropout_hash.h"
 
 void lc_train_opts_init(lc_train_opts *o) {
   memset(o, 0, sizeof *o);
@@ -66,7 +66,7 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
                    "TYPE:FACTOR[:ORIG] (e.g. %s:%d:%d)", o->seq, lim, ty, (o->seq + orig - 1) / orig, orig);
   }
   LC_TRY(lc_config_validate(&o->cfg));
-  LC_TRY(lc_layout_validate(world->size, o->hp, o->cp, o->window, &o->cfg, o->seq, o->batch));
+  LC_TRY(lc_layout_validate(world->size, o->hp, o->cp, o->window, o->cfg.n_heads, o->cfg.n_kv_heads, o->seq, o->batch));
   if (o->head_chunk < -1) return lc_fail(LC_EINVAL, "--head-chunk %d: give a number of heads, all or auto", o->head_chunk);
   if (o->head_chunk > 0 && !(o->hp > 1 && o->head_chunk == o->cfg.n_heads / o->hp))
     LC_TRY(lc_attn_2d_head_chunk_check(o->hp, o->cfg.n_heads, o->cfg.n_kv_heads, o->head_chunk));
@@ -199,7 +199,7 @@ static void attend_sequence(lc_trainer *t, int b) {
   t->attn.lo_len = t->o.seq;
   t->model.rope_len = t->rope_len[b];
   // LoRA dropout: the mask follows the sample, the step and each row's place in the whole
-  // sequence, so every layout drops the same elements (ops/dropout.h).
+  // sequence, so every layout drops the same elements (core/dropout_hash.h).
   if (t->drop_rows) {
     for (int i = 0; i < t->T; i++)
       t->drop_rows[i] = t->distributed ? (int)lc_seq_layout_global(&t->lay[b], t->grid.c, t->grid.h, i) : i;

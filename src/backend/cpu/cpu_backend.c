@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/dropout.h"
-#include "ops/ops.h"
+#include "backend/cpu/ops/dropout.h"
+#include "backend/cpu/flash/flash.h"
+#include "backend/cpu/kern/kernels.h"
+#include "backend/cpu/ops/ops.h"
 
 // The address of a buffer's first element; NULL for the empty buffer (a skipped operand).
 static void *at(lc_buf b) { return b.be ? (char *)(uintptr_t)b.h + b.off : NULL; }
@@ -108,9 +110,10 @@ static void cpu_embedding_fwd(lc_backend *be, lc_buf out, lc_buf tokens, lc_buf 
 static void cpu_embedding_bwd(lc_backend *be, lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C, int r0) {
   lc_embedding_bwd_rows(at(dwte), at(dout), at(tokens), T, C, r0, r0 + (int)(dwte.n / (size_t)C));
 }
-// The call's shape: the bound and the 2-byte flags from the buffers.
-static lc_attn_shape shape_of(const lc_attn_shape *s, lc_buf lo, lc_buf q, lc_buf k, lc_buf out, lc_buf pack) {
-  lc_attn_shape t = *s;
+// The kernel's shape: the geometry, with the bound, the pack and the 2-byte flags from the buffers.
+static lc_attn_shape shape_of(const lc_attn_geom *s, lc_buf lo, lc_buf q, lc_buf k, lc_buf out, lc_buf pack) {
+  lc_attn_shape t = {.Tq = s->Tq, .Tk = s->Tk, .Hq = s->Hq, .Hkv = s->Hkv, .D = s->D, .q_start = s->q_start,
+                     .k_start = s->k_start, .causal = s->causal, .scale = s->scale, .bf16 = s->bf16};
   t.lo = at(lo);
   t.q16 = q.dt == LC_DT_BF16;
   t.kv16 = k.dt == LC_DT_BF16;
@@ -119,12 +122,12 @@ static lc_attn_shape shape_of(const lc_attn_shape *s, lc_buf lo, lc_buf q, lc_bu
   return t;
 }
 static lc_status cpu_flash_fwd(lc_backend *be, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo,
-                               lc_buf pack, const lc_attn_shape *s) {
+                               lc_buf pack, const lc_attn_geom *s) {
   const lc_attn_shape t = shape_of(s, lo, q, k, out, pack);
   return lc_flash_fwd(at(out), at(lse), at(q), at(k), at(v), &t, be->arena);
 }
 static lc_status cpu_flash_bwd(lc_backend *be, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k,
-                               lc_buf v, lc_buf lse, lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_shape *s) {
+                               lc_buf v, lc_buf lse, lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_geom *s) {
   const lc_attn_shape t = shape_of(s, lo, q, k, (lc_buf){0}, pack);
   return lc_flash_bwd(at(dq), at(dk), at(dv), at(dout), at(q), at(k), at(v), at(lse), at(delta), &t, be->arena);
 }
@@ -136,8 +139,11 @@ static void cpu_attn_delta(lc_backend *be, lc_buf delta, lc_buf dout, lc_buf out
   else lc_attn_delta(at(delta), at(dout), at(out), Tq, Hq, D);
 }
 
-static size_t cpu_kv_bytes(lc_backend *be, const lc_attn_shape *s, int bwd) { return lc_flash_kv_bytes(s, bwd); }
-static void cpu_kv_pack(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd) {
+static size_t cpu_kv_bytes(lc_backend *be, const lc_attn_geom *s, int bwd) {
+  const lc_attn_shape t = shape_of(s, (lc_buf){0}, (lc_buf){0}, (lc_buf){0}, (lc_buf){0}, (lc_buf){0});
+  return lc_flash_kv_bytes(&t, bwd);
+}
+static void cpu_kv_pack(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const lc_attn_geom *s, int bwd) {
   const lc_attn_shape t = shape_of(s, (lc_buf){0}, k, k, (lc_buf){0}, (lc_buf){0});
   lc_flash_kv_pack(at(pack), at(k), at(v), &t, bwd);
 }

@@ -340,13 +340,13 @@ static void cu_embedding_bwd(lc_backend *be, lc_buf dwte, lc_buf dout, lc_buf to
 }
 
 // ---- flash attention: the shape with device pointers and the buffers' dtypes
-static lcc_attn attn_of(const lc_attn_shape *s, lc_buf lo, lc_buf q, lc_buf k, lc_buf out) {
+static lcc_attn attn_of(const lc_attn_geom *s, lc_buf lo, lc_buf q, lc_buf k, lc_buf out) {
   return (lcc_attn){.Tq = s->Tq, .Tk = s->Tk, .Hq = s->Hq, .Hkv = s->Hkv, .D = s->D, .q_start = s->q_start,
                     .k_start = s->k_start, .causal = s->causal, .scale = s->scale, .lo = at(lo), .bf16 = s->bf16,
                     .q16 = q.dt == LC_DT_BF16, .kv16 = k.dt == LC_DT_BF16, .out16 = out.be && out.dt == LC_DT_BF16};
 }
 static lc_status cu_flash_fwd(lc_backend *be, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo,
-                              lc_buf pack, const lc_attn_shape *s) {
+                              lc_buf pack, const lc_attn_geom *s) {
   const lcc_attn a = attn_of(s, lo, q, k, out);
   lc_buf ws = {0};
   const size_t wb = C(be)->flash_ref ? 0 : lcc_flash_workspace_bytes(&a, 0);
@@ -357,7 +357,7 @@ static lc_status cu_flash_fwd(lc_backend *be, lc_buf out, lc_buf lse, lc_buf q, 
   return LC_OK;
 }
 static lc_status cu_flash_bwd(lc_backend *be, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v,
-                              lc_buf lse, lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_shape *s) {
+                              lc_buf lse, lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_geom *s) {
   const lcc_attn a = attn_of(s, lo, q, k, (lc_buf){0});
   lc_buf ws = {0};
   const size_t wb = C(be)->flash_ref ? 0 : lcc_flash_workspace_bytes(&a, 1);
@@ -372,8 +372,8 @@ static lc_status cu_flash_bwd(lc_backend *be, lc_buf dq, lc_buf dk, lc_buf dv, l
   return LC_OK;
 }
 // The kernels read k and v where they lie: nothing to pack (flash_kv_bytes is 0).
-static size_t cu_kv_bytes(lc_backend *be, const lc_attn_shape *s, int bwd) { return 0; }
-static void cu_kv_pack(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd) {}
+static size_t cu_kv_bytes(lc_backend *be, const lc_attn_geom *s, int bwd) { return 0; }
+static void cu_kv_pack(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const lc_attn_geom *s, int bwd) {}
 static void cu_copy2d(lc_backend *be, lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n) {
   const size_t es = lc_dtype_size(dst.dt);
   if (rows && n)

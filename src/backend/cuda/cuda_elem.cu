@@ -17,7 +17,7 @@
 // row chunks into `parts`, then in chunk order onto dw: higher precision, different bits.
 #include "backend/cuda/cuda_kern.h"
 #include "backend/cuda/cuda_fastexp.cuh"
-#include "ops/dropout_hash.h"
+#include "core/dropout_hash.h"
 
 #include <cuda_runtime.h>
 #include <stdint.h>

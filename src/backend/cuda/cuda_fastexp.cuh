@@ -6,21 +6,23 @@
 
 #include <stdint.h>
 
+#include "core/expcoef.h"
+
 __device__ __forceinline__ float lcc_fast_expf(float x) {
-  float xc = x < -87.0f ? -87.0f : x;
-  xc = xc > 88.0f ? 88.0f : xc;
-  const float tf = __fadd_rn(__fmul_rn(xc, 1.44269504088896341f), 12582912.0f);
-  const float n = __fsub_rn(tf, 12582912.0f);
-  float r = __fsub_rn(xc, __fmul_rn(n, 0.693359375f));
-  r = __fsub_rn(r, __fmul_rn(n, -2.12194440e-4f));
-  float p = 1.9875691500e-4f;
-  p = __fadd_rn(__fmul_rn(p, r), 1.3981999507e-3f);
-  p = __fadd_rn(__fmul_rn(p, r), 8.3334519073e-3f);
-  p = __fadd_rn(__fmul_rn(p, r), 4.1665795894e-2f);
-  p = __fadd_rn(__fmul_rn(p, r), 1.6666665459e-1f);
-  p = __fadd_rn(__fmul_rn(p, r), 5.0000001201e-1f);
+  float xc = x < LC_EXP_LO ? LC_EXP_LO : x;
+  xc = xc > LC_EXP_HI ? LC_EXP_HI : xc;
+  const float tf = __fadd_rn(__fmul_rn(xc, LC_EXP_LOG2E), LC_EXP_SHIFTER);
+  const float n = __fsub_rn(tf, LC_EXP_SHIFTER);
+  float r = __fsub_rn(xc, __fmul_rn(n, LC_EXP_LN2_HI));
+  r = __fsub_rn(r, __fmul_rn(n, LC_EXP_LN2_LO));
+  float p = LC_EXP_P0;
+  p = __fadd_rn(__fmul_rn(p, r), LC_EXP_P1);
+  p = __fadd_rn(__fmul_rn(p, r), LC_EXP_P2);
+  p = __fadd_rn(__fmul_rn(p, r), LC_EXP_P3);
+  p = __fadd_rn(__fmul_rn(p, r), LC_EXP_P4);
+  p = __fadd_rn(__fmul_rn(p, r), LC_EXP_P5);
   p = __fadd_rn(__fadd_rn(__fmul_rn(p, __fmul_rn(r, r)), r), 1.0f);
-  const uint32_t su = ((__float_as_uint(tf) + 127u) << 23) & (0u - (uint32_t)(x >= -87.0f));
+  const uint32_t su = ((__float_as_uint(tf) + 127u) << 23) & (0u - (uint32_t)(x >= LC_EXP_LO));
   return __fmul_rn(p, __uint_as_float(su));
 }
 

@@ -141,7 +141,7 @@ int lcc_attn_merge(float *out_a, float *lse_a, const float *out_b, const float *
                    cudaStream_t st);
 int lcc_attn_delta(float *delta, const void *dout, const void *out, int in16, int Tq, int Hq, int D, cudaStream_t st);
 
-// ---- LoRA dropout (ops/dropout.h: lc_dropout_mask, the hash of ops/dropout_hash.h):
+// ---- LoRA dropout (backend/cpu/ops/dropout.h: lc_dropout_mask, the hash of core/dropout_hash.h):
 // dst [rows, cols] (= or, accumulate, +=) src where (gidx[r], j) is kept; bf16: both 2-byte
 // (no accumulate), else both fp32
 int lcc_dropout(void *dst, const void *src, int bf16, int rows, int cols, const int *gidx, uint64_t key, uint32_t thr,

@@ -193,13 +193,13 @@ static void priv_embedding_bwd(lc_backend *be, lc_buf dwte, lc_buf dout, lc_buf 
   OP(CPU->embedding_bwd(SH, R(p, dwte), R(p, dout), R(p, tokens), T, C, r0));
 }
 static lc_status priv_flash_fwd(lc_backend *be, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo,
-                                lc_buf pack, const lc_attn_shape *s) {
+                                lc_buf pack, const lc_attn_geom *s) {
   lc_status st;
   OP(st = CPU->flash_fwd(SH, R(p, out), R(p, lse), R(p, q), R(p, k), R(p, v), R(p, lo), R(p, pack), s));
   return st;
 }
-static size_t priv_kv_bytes(lc_backend *be, const lc_attn_shape *s, int bwd) { return CPU->flash_kv_bytes(&P(be)->shadow, s, bwd); }
-static void priv_kv_pack(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const lc_attn_shape *s, int bwd) {
+static size_t priv_kv_bytes(lc_backend *be, const lc_attn_geom *s, int bwd) { return CPU->flash_kv_bytes(&P(be)->shadow, s, bwd); }
+static void priv_kv_pack(lc_backend *be, lc_buf pack, lc_buf k, lc_buf v, const lc_attn_geom *s, int bwd) {
   OP(CPU->flash_kv_pack(SH, R(p, pack), R(p, k), R(p, v), s, bwd));
 }
 static void priv_copy2d(lc_backend *be, lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n) {
@@ -210,7 +210,7 @@ static void priv_add2d(lc_backend *be, lc_buf dst, size_t ld_dst, lc_buf src, si
 }
 static void priv_fill(lc_backend *be, lc_buf x, float v) { OP(CPU->fill(SH, R(p, x), v)); }
 static lc_status priv_flash_bwd(lc_backend *be, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k,
-                                lc_buf v, lc_buf lse, lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_shape *s) {
+                                lc_buf v, lc_buf lse, lc_buf delta, lc_buf lo, lc_buf pack, const lc_attn_geom *s) {
   lc_status st;
   OP(st = CPU->flash_bwd(SH, R(p, dq), R(p, dk), R(p, dv), R(p, dout), R(p, q), R(p, k), R(p, v), R(p, lse),
                          R(p, delta), R(p, lo), R(p, pack), s));

@@ -1,3 +1,0 @@
-// The attention kernel's portable variant (attn/flash_body.h; target flags in CMakeLists.txt).
-#define LC_FLASH_FN(name) lc_flash_##name##_portable
-#include "attn/flash_body.h"

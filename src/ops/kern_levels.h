@@ -1,9 +1,0 @@
-// The tables of the kernel levels (ops/kern_*.c), gathered by ops/kernels.c.
-#ifndef LC_KERN_LEVELS_H
-#define LC_KERN_LEVELS_H
-
-#include "ops/kernels.h"
-
-extern const lc_kernels lc_kern_portable, lc_kern_avx2, lc_kern_avx512, lc_kern_bf16, lc_kern_amx;
-
-#endif
