@@ -20,3 +20,5 @@ set_tests_properties(test_gemm PROPERTIES SKIP_RETURN_CODE 77)
 # test_cuda (label gpu): the CUDA backend against the CPU; exits 77 (skipped) without a
 # CUDA backend or device, so it is never counted as passed where it did not run.
 set_tests_properties(test_cuda PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+# test_arena sees the arena's system allocations (header + payload must fit each block).
+target_link_options(test_arena PRIVATE "-Wl,--wrap=posix_memalign")
