@@ -1,12 +1,48 @@
 // The arena: accounting by category, the cap, and the keep list of freed large blocks
 // (lc_free): reuse for the same size, release on a miss beyond the high-water mark (newest
 // first, keeping what fits), never beyond the cap, nothing
-// kept for small blocks or in sanitizer builds.
+// kept for small blocks or in sanitizer builds. Every block the arena takes from the system
+// holds its 64-byte header and the whole payload: the binary is linked with
+// -Wl,--wrap=posix_memalign (tests/tests.cmake), so the requests are seen as the system gets them.
 #include <stdint.h>
 #include <string.h>
 
 #include "core/arena.h"
 #include "testutil.h"
+
+// The arena's calls to posix_memalign (arena.c's own, not the libraries'), recorded: what
+// each block the system handed out holds (bytes asked for) and its alignment.
+#define NREC 64
+static struct {
+  void *p;
+  size_t bytes, align;
+} rec[NREC];
+static int n_rec;
+int __real_posix_memalign(void **p, size_t align, size_t bytes);
+int __wrap_posix_memalign(void **p, size_t align, size_t bytes);
+int __wrap_posix_memalign(void **p, size_t align, size_t bytes) {
+  const int r = __real_posix_memalign(p, align, bytes);
+  if (r == 0) {
+    rec[n_rec % NREC].p = *p, rec[n_rec % NREC].bytes = bytes, rec[n_rec % NREC].align = align;
+    n_rec++;
+  }
+  return r;
+}
+// The system block a payload p of `bytes` lies in (its header 64 bytes before it): header
+// and payload must fit what was asked for. Its alignment into *align (0: not found).
+static void check_fits(const char *what, const void *p, size_t bytes, size_t *align) {
+  const char *hdr = (const char *)p - 64;
+  *align = 0;
+  for (int i = n_rec - 1; i >= 0 && i >= n_rec - NREC; i--)
+    if (rec[i % NREC].p == hdr) {
+      *align = rec[i % NREC].align;
+      CHECK(rec[i % NREC].bytes >= bytes + 64,
+            "%s: the system block holds %zu bytes, but its 64-byte header + %zu-byte payload need %zu", what,
+            rec[i % NREC].bytes, bytes, bytes + 64);
+      return;
+    }
+  CHECK(0, "%s: no system block found starting 64 bytes before the payload %p", what, p);
+}
 
 #if defined(__SANITIZE_ADDRESS__)
 #define KEEPS 0
@@ -85,6 +121,11 @@ int main(void) {
       char *p = lc_alloc(&h, tcat[i], 6 * MIB + 100, "transient");
       CHECK(p && (uintptr_t)(p - 64) % huge == 0, "a 6 MiB %s block at %p: not on a 2 MiB boundary",
             lc_mem_cat_name(tcat[i]), (void *)p);
+      char what[64];
+      snprintf(what, sizeof what, "a huge-page %s block", lc_mem_cat_name(tcat[i]));
+      size_t al;
+      if (p) check_fits(what, p, 6 * MIB + 100, &al);
+      if (p) CHECK(al == huge, "%s: asked for alignment %zu, not 2 MiB", what, al);
       memset(p, 3, 6 * MIB + 100); // all of it is usable
       lc_free(&h, p);
       char *q = lc_alloc(&h, tcat[i], 6 * MIB + 100, "again");
@@ -93,6 +134,9 @@ int main(void) {
     }
     char *small = lc_alloc(&h, LC_MEM_ACT, 3 * MIB, "3 MiB"), *st = lc_alloc(&h, LC_MEM_PARAMS, 6 * MIB, "params");
     CHECK(small && st && (uintptr_t)small % 64 == 0 && (uintptr_t)st % 64 == 0, "plain blocks 64-byte aligned");
+    size_t al;
+    if (small) check_fits("a plain 3 MiB activations block", small, 3 * MIB, &al);
+    if (st) check_fits("a plain 6 MiB params block", st, 6 * MIB, &al);
     CHECK((uintptr_t)(small - 64) % huge != 0 || (uintptr_t)(st - 64) % huge != 0,
           "a 3 MiB block and a model-state block both on 2 MiB boundaries: huge pages beyond the transient categories");
     lc_free(&h, small), lc_free(&h, st);

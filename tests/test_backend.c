@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/bufcomm.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/private/private_backend.h"
 #include "comm/comm.h"
@@ -290,6 +291,73 @@ static void test_private(void) {
   lc_buf_free(&b);
   CHECK(be->arena->cur_total == 0 && ar.cur_total == 0, "all freed");
   lc_backend_close(be);
+}
+
+// An all-gather staged through host memory (bufcomm.c, lc_buf_allgather_inplace) as rank r
+// of 4, r = 1, 2, 3, over a communicator written here: its in-place all-gather checks that
+// this rank's block is already at recv + r n when the gather is posted (the in-place
+// contract, comm.h) and writes the other ranks' blocks around it. On the private backend
+// the rank's block must be read to host offset r n and the whole buffer written back; on
+// the CPU backend the buffer is the host's, no copy. Every block must end at its rank's
+// offset and nothing outside the buffer changes (a view with poisoned floats around it).
+enum { AG_W = 4, AG_N = 37 };
+static int ag_posted, ag_own_ok;
+static float ag_val(int rank, size_t i) { return (float)(1000 * (rank + 1)) + (float)i + 0.25f; }
+static lc_status ag_iallgather(lc_comm *c, const void *send, void *recv, size_t n, lc_dtype t, lc_req *r) {
+  float *x = recv;
+  ag_posted++;
+  ag_own_ok = send == NULL && t == LC_DT_F32 && n == AG_N;
+  for (size_t i = 0; ag_own_ok && i < n; i++) ag_own_ok = x[(size_t)c->rank * n + i] == ag_val(c->rank, i);
+  for (int j = 0; j < c->size; j++)
+    if (j != c->rank)
+      for (size_t i = 0; i < n; i++) x[(size_t)j * n + i] = ag_val(j, i);
+  r->active = 0;
+  return LC_OK;
+}
+static void test_staged_allgather(const char *dev) {
+  lc_comm_ops ops;
+  memset(&ops, 0, sizeof ops);
+  ops.iallgather = ag_iallgather;
+  for (int rank = 1; rank < AG_W; rank++) {
+    lc_comm c;
+    memset(&c, 0, sizeof c);
+    c.ops = &ops, c.rank = rank, c.size = AG_W;
+    lc_arena ar;
+    lc_arena_init(&ar, 0);
+    lc_backend *be = NULL;
+    CHECK(lc_backend_open(dev, &ar, &be) == LC_OK, "open %s", dev);
+    const size_t tot = (size_t)AG_W * AG_N + 2 * PAD;
+    float *h = malloc(sizeof(float) * tot);
+    for (size_t i = 0; i < tot; i++) h[i] = -7.0f; // poison everywhere, the rank's block then set
+    for (size_t i = 0; i < AG_N; i++) h[PAD + (size_t)rank * AG_N + i] = ag_val(rank, i);
+    lc_buf b;
+    CHECK(lc_buf_alloc(be, LC_MEM_COMM, LC_DT_F32, tot, 0, "gathered", &b) == LC_OK, "alloc");
+    CHECK(lc_buf_write(b, h, LC_SYNC_TEST) == LC_OK, "write");
+    const size_t r0 = lc_backend_syncs(be, LC_SYNC_STAGE);
+    ag_posted = ag_own_ok = 0;
+    const lc_status st = lc_buf_allgather_inplace(&c, lc_buf_view(b, PAD, (size_t)AG_W * AG_N), AG_N);
+    CHECK(st == LC_OK && ag_posted == 1, "%s rank %d: staged all-gather: %s", dev, rank, st == LC_OK ? "not posted once" : lc_errmsg());
+    CHECK(ag_own_ok, "%s rank %d of %d: when the all-gather was posted, the host buffer did not hold this rank's block at "
+          "its offset %d x %d (staged to the wrong place)", dev, rank, AG_W, rank, AG_N);
+    const size_t staged = lc_backend_syncs(be, LC_SYNC_STAGE) - r0;
+    const int priv = !strcmp(dev, "private");
+    CHECK(staged == (priv ? 2u : 0u), "%s rank %d: %zu staged transfers, expected %d (the block read, the whole written back)",
+          dev, rank, staged, priv ? 2 : 0);
+    CHECK(lc_buf_read(b, h, LC_SYNC_TEST) == LC_OK, "read");
+    int bad_blk = -1, bad_pad = 0;
+    for (int j = 0; j < AG_W; j++)
+      for (size_t i = 0; i < AG_N; i++)
+        if (h[PAD + (size_t)j * AG_N + i] != ag_val(j, i) && bad_blk < 0) bad_blk = j;
+    for (size_t i = 0; i < PAD; i++) bad_pad += h[i] != -7.0f || h[tot - 1 - i] != -7.0f;
+    CHECK(bad_blk < 0, "%s rank %d of %d: after the staged all-gather block %d is not rank %d's values (block %d "
+          "element 0: %g, want %g)", dev, rank, AG_W, bad_blk, bad_blk, bad_blk < 0 ? 0 : bad_blk,
+          bad_blk < 0 ? 0.0 : (double)h[PAD + (size_t)bad_blk * AG_N], bad_blk < 0 ? 0.0 : (double)ag_val(bad_blk, 0));
+    CHECK(bad_pad == 0, "%s rank %d: %d floats outside the gathered view changed", dev, rank, bad_pad);
+    lc_buf_free(&b);
+    free(h);
+    CHECK(ar.cur_total == 0, "%s rank %d: the staging freed", dev, rank);
+    lc_backend_close(be);
+  }
 }
 
 // Devices the program accepts, and the one line for the rest.
@@ -1003,6 +1071,8 @@ int main(void) {
   test_ops("cpu");
   test_ops("private");
   test_private();
+  test_staged_allgather("cpu");
+  test_staged_allgather("private");
   test_private_training();
   test_private_generate();
   test_update();

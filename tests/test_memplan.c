@@ -18,6 +18,7 @@
 #include "model/lora_op.h"
 #include "model/memplan.h"
 #include "train/trainer.h"
+#include "qbase_layout.h"
 #include "testutil.h"
 
 // Unoptimised (sanitizer) builds run the kernels ~50x slower: there the shapes shrink
@@ -517,6 +518,57 @@ static void test_lora(void) {
         "lora model states %zu, expected %.0f + %.0f", e.model_states, base, ad);
 }
 
+// The QLoRA base's ZeRO-3 layout by its documented rule (qbase_layout.h, written apart from
+// the store's layout function, which the memory model calls too): each unit's gathered bytes
+// (lc_pstore_sizes' unit_q) a multiple of 64 Z and equal to the rule's, a rank's params
+// 1/Z of every unit, for Z = 2, 3, 4, 5, 8 (odd groups included: a unit padded to 64 bytes
+// alone splits evenly 2, 4 and 8 ways, not 3 or 5), fp32 and bf16 bases; and at Z = 3 the
+// case is one where 64-byte padding alone would not split a unit 3 ways.
+static void test_qbase_padding(void) {
+  lc_config cfg;
+  lc_config_preset(&cfg, "tiny");
+  for (int k = 0; k < 2; k++) {
+    lc_config c = cfg;
+    c.lora = (lc_lora){.rank = 8, .alpha = 8, .targets = LC_LORA_ALL, .base_bf16 = k};
+    for (int l = 0; l < c.n_layers; l++)
+      for (int p = 0; p < LC_LORA_N; p++) {
+        const int cols = p == LC_LORA_O ? c.n_heads * c.head_dim : p == LC_LORA_DOWN ? c.ffn : c.dim;
+        if (cols % 32 == 0) c.base_q[l][p] = l == 1 && (p == LC_LORA_GATE || p == LC_LORA_UP) ? LC_DT_Q4_0 : LC_DT_Q8_0;
+      }
+    if (k) c.base_q_embed = LC_DT_Q8_0, c.base_q_head = LC_DT_Q4_1;
+    lc_param_layout L;
+    CHECK(lc_param_layout_build(&L, &c, 1) == LC_OK, "layout: %s", lc_errmsg());
+    int uneven3 = 0; // units whose 64-byte padded size does not split 3 ways
+    for (int u = 0; u < L.n_units; u++) uneven3 += lc_t_up(lc_t_qbase_unit_raw(&c, &L, u), 64) % (3 * 64) != 0;
+    CHECK(uneven3 > 0, "qlora%s: no unit of the case needs more than 64-byte padding at Z = 3", k ? " bf16" : "");
+    const int Zs[] = {2, 3, 4, 5, 8};
+    for (size_t zi = 0; zi < sizeof Zs / sizeof Zs[0]; zi++) {
+      const int Z = Zs[zi];
+      lc_ps_sizes z;
+      CHECK(lc_pstore_sizes(&c, 3, Z, &z) == LC_OK, "sizes Z %d: %s", Z, lc_errmsg());
+      for (int u = 0; u < L.n_units; u++) {
+        const size_t want = lc_t_qbase_unit(&c, &L, u, Z);
+        CHECK(z.unit_q[u] == want && z.unit_q[u] % (64 * (size_t)Z) == 0,
+              "qlora%s ZeRO 3, Z %d: unit %d holds %zu bytes, the rule (tensors at 64 bytes, the unit padded to 64 Z = "
+              "%d) gives %zu",
+              k ? " bf16" : "", Z, u, z.unit_q[u], 64 * Z, want);
+      }
+      const size_t want = lc_t_qbase_rank_bytes(&c, &L, Z);
+      CHECK(z.params == want, "qlora%s ZeRO 3, Z %d: a rank holds %zu bytes of the base, the rule gives %zu",
+            k ? " bf16" : "", Z, z.params, want);
+    }
+    // whole (stage 0): the units end at the tensors' own 64-byte alignment
+    lc_ps_sizes z0;
+    size_t whole = 0;
+    for (int u = 0; u < L.n_units; u++) whole += lc_t_qbase_unit(&c, &L, u, 1);
+    CHECK(lc_pstore_sizes(&c, 0, 1, &z0) == LC_OK && z0.params == whole, "qlora%s whole: %zu bytes, the rule gives %zu",
+          k ? " bf16" : "", z0.params, whole);
+    printf("qlora%s base: %d of %d units need more than 64-byte padding at Z = 3; every Z's layout as documented\n",
+           k ? " bf16" : "", uneven3, L.n_units);
+    lc_param_layout_free(&L);
+  }
+}
+
 // --offload-optimizer on the private device (its memory apart from the host's): the
 // device's peaks per category and in total exactly as predicted (no params, grads or AdamW
 // moments there: the units in use), the host's model states as predicted.
@@ -548,6 +600,7 @@ static void test_offload(void) {
 }
 
 int main(void) {
+  test_qbase_padding();
   test_offload();
   test_lora();
   test_prediction();

@@ -23,3 +23,5 @@ set_tests_properties(test_cuda PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
 # The layer order of DESIGN.md: no include under src/ points to a folder above its own.
 add_test(NAME check_layers COMMAND bash ${CMAKE_SOURCE_DIR}/tests/check_layers.sh ${CMAKE_SOURCE_DIR}/src)
 set_tests_properties(check_layers PROPERTIES LABELS unit)
+# test_arena sees the arena's system allocations (header + payload must fit each block).
+target_link_options(test_arena PRIVATE "-Wl,--wrap=posix_memalign")
