@@ -179,7 +179,7 @@ if [ $native = 1 ]; then
     ok || bad "bf16 --kernels avx512 settings line: $(grep precision "$TMP/out") $(cat "$TMP/err")"
 fi
 
-# --kernels (src/ops/kernels.h; tests/test_kernels.c checks every level's numbers): a bad
+# --kernels (src/backend/cpu/kern/kernels.h; tests/test_kernels.c checks every level's numbers): a bad
 # value or a level this CPU lacks is one line in every command; a forced level runs end to
 # end and is named; the element-wise kernels are bit-identical across levels and the fp32
 # attention kernels agree to fp32 rounding, so portable and auto give the same losses

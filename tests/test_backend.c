@@ -147,7 +147,7 @@ static void test_ops(const char *dev) {
     CHECK(badf == 0, "%s fill: %d values are not -inf", dev, badf);
   }
 
-  // LoRA dropout's mask (ops/dropout.h) on rows whose tokens are given out of order: set
+  // LoRA dropout's mask (core/dropout_hash.h) on rows whose tokens are given out of order: set
   // (fp32, bf16) and accumulate (fp32), against a loop over lc_dropout_bits
   {
     enum { DR = 17, DC = 61 }; // DR x DC <= N

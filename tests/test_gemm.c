@@ -1,5 +1,5 @@
-// The kernel table's bf16 GEMM (oneDNN, ops/gemm_dnnl.c) and the linear layer's bf16 path
-// (ops/matmul.c). Skipped, with the reason, on a CPU without AVX512_BF16 (exit 77: ctest
+// The kernel table's bf16 GEMM (oneDNN, backend/cpu/gemm/gemm_dnnl.c) and the linear layer's bf16 path
+// (backend/cpu/gemm/matmul.c). Skipped, with the reason, on a CPU without AVX512_BF16 (exit 77: ctest
 // reports it skipped, not passed).
 //
 // Tolerance. The operands are bf16 values, so each product a*b is exact in fp32 (8 + 8

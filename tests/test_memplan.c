@@ -171,7 +171,7 @@ static void test_prediction(void) {
           compare("bench-s2", lc_ckpt_name(pols[p]), o.mlp_tile, o.loss_tile, bseqs[s], peak, total, &e, 0);
       }
   // bf16 (on a CPU with AVX512_BF16 the GEMMs pack their operands to 2 bytes in scratch
-  // of their own: ops/matmul.c), at the larger length, tiled and untiled
+  // of their own: backend/cpu/gemm/matmul.c), at the larger length, tiled and untiled
   for (int p = 0; p < 3; p++)
     for (int t = 0; t < 2; t++) {
       lc_model_opts o = {pols[p], t ? 48 : 0, t ? 32 : 0, 0, 0, 0, LC_DT_BF16, NULL, 0, 0};

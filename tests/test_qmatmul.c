@@ -1,4 +1,4 @@
-// GEMMs whose W is in ggml's quantized blocks (a QLoRA frozen base, ops/matmul.c): the
+// GEMMs whose W is in ggml's quantized blocks (a QLoRA frozen base, backend/cpu/gemm/matmul.c): the
 // dequantized tiles equal the whole matrix's dequantization bit for bit; forward and the
 // input gradient equal a double-precision product with the dequantized W for every block
 // type, fp32 and bf16 operands and outputs, accumulate 0 and 1, with two tiles of W's rows

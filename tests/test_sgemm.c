@@ -1,4 +1,4 @@
-// The fp32 GEMM and its library choice (ops/sgemm.h; issue 37).
+// The fp32 GEMM and its library choice (backend/cpu/gemm/sgemm.h; issue 37).
 //  1. Both libraries against a double reference on random shapes: every transpose pair,
 //     beta 0 and 1, leading dimensions wider than the rows, empty products (K = 0).
 //  2. The choice: an installed table picks oneDNN exactly where its measured rate is more

@@ -88,7 +88,7 @@ static void rates_by_shape(const char *path) {
   lc_cpu_detect(&cpu);
   lc_cpu_describe(&cpu, r.cpu, sizeof r.cpu);
   r.ranks = 1, r.threads = 2;
-  r.gemm_shapes.n = 2; // (the fp32 GEMM libraries' rates by shape, ops/sgemm.h)
+  r.gemm_shapes.n = 2; // (the fp32 GEMM libraries' rates by shape, backend/cpu/gemm/sgemm.h)
   r.gemm_shapes.s[0] = (lc_sgemm_shape){0, 1, 2048, 576, 576, {180.5, 186.25}, 0};
   r.gemm_shapes.s[1] = (lc_sgemm_shape){1, 0, 49152, 576, 160, {136.5, 167.5}, 0};
   lc_rates_scale(&r, LC_RATE_ATTN, 0.8);

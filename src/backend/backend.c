@@ -70,55 +70,14 @@ lc_status lc_device_check(const char *spec) {
 }
 
 // Every entry a backend must fill (destroy may be NULL: storage its caller holds).
-#define E(f) {#f, offsetof(lc_backend_ops, f)}
+#define E_(f) {#f, offsetof(lc_backend_ops, f)},
+#define EX_(f, c) E_(f)
 static const struct {
   const char *name;
   size_t off;
-} required[] = {
-    E(alloc),
-    E(free),
-    E(host_ptr),
-    E(read),
-    E(write),
-    E(copy),
-    E(zero),
-    E(record),
-    E(wait_event),
-    E(sync),
-    E(bf16_pack),
-    E(bf16_unpack),
-    E(bf16_round),
-    E(add),
-    E(scale),
-    E(sumsq_acc),
-    E(adamw),
-    E(rmsnorm_fwd),
-    E(rmsnorm_bwd),
-    E(matmul_fwd),
-    E(matmul_bwd),
-    E(xent_tile),
-    E(xent_stats_init),
-    E(xent_slice_merge),
-    E(xent_slice_total),
-    E(xent_slice_dlogits),
-    E(rope),
-    E(swiglu_fwd),
-    E(swiglu_bwd),
-    E(bias_fwd),
-    E(bias_bwd),
-    E(embedding_fwd),
-    E(embedding_bwd),
-    E(flash_fwd),
-    E(flash_bwd),
-    E(flash_kv_bytes),
-    E(flash_kv_pack),
-    E(copy2d),
-    E(add2d),
-    E(fill),
-    E(attn_merge),
-    E(attn_delta),
-    E(dropout)};
-#undef E
+} required[] = {LC_BE_OPS(EX_, E_)};
+#undef EX_
+#undef E_
 
 lc_status lc_backend_ops_check(const lc_backend_ops *ops, const char *name) {
   for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
@@ -246,18 +205,37 @@ void lc_backend_sync_reset(lc_backend *be) {
 // ---- op timers (backend.h: lc_backend_op_seconds): a clock read either side of each
 // entry on a backend whose ops have finished when they return
 static double op_clock(const lc_backend *be) { return be->synchronous ? lc_now() : 0; }
-static void op_account(lc_backend *be, lc_op_class c, int op, double t0) {
+// The timed entries' names and classes (backend.h: LC_BE_OPS).
+#define NAME_(n, c) #n,
+#define CLASS_(n, c) LC_OPC_##c,
+#define NONE_(n)
+static const char *const op_names[] = {LC_BE_OPS(NAME_, NONE_)};
+static const lc_op_class op_classes[] = {LC_BE_OPS(CLASS_, NONE_)};
+#undef NAME_
+#undef CLASS_
+#undef NONE_
+static void op_account(lc_backend *be, lc_be_op op, double t0) {
   if (!be->synchronous) return;
   const uint64_t ns = (uint64_t)((lc_now() - t0) * 1e9);
-  atomic_fetch_add(&be->op_ns[c], ns);
+  atomic_fetch_add(&be->op_ns[op_classes[op]], ns);
   atomic_fetch_add(&be->op_ns_by[op], ns);
   atomic_fetch_add(&be->op_calls[op], 1);
 }
-
-// The timed entries, in the order op_account numbers them.
-static const char *const op_names[] = {"copy", "zero", "bf16_pack", "bf16_unpack", "bf16_round", "add", "scale", "sumsq_acc", "adamw", "rmsnorm_fwd", "rmsnorm_bwd", "matmul_fwd", "matmul_bwd", "xent_tile", "xent_stats_init", "xent_slice_merge", "xent_slice_total", "xent_slice_dlogits", "rope", "swiglu_fwd", "swiglu_bwd", "bias_fwd", "bias_bwd", "embedding_fwd", "embedding_bwd", "flash_fwd", "flash_kv_pack", "copy2d", "add2d", "fill", "flash_bwd", "attn_merge", "attn_delta", "dropout"};
-static const lc_op_class op_classes[] = {LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_OPTIM, LC_OPC_OPTIM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_GEMM, LC_OPC_GEMM, LC_OPC_LOSS, LC_OPC_LOSS, LC_OPC_LOSS, LC_OPC_LOSS, LC_OPC_LOSS, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ATTN, LC_OPC_ATTN, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ELEM, LC_OPC_ATTN, LC_OPC_ATTN, LC_OPC_ATTN, LC_OPC_ELEM};
-_Static_assert(sizeof op_names / sizeof op_names[0] <= LC_BE_NOPS, "LC_BE_NOPS too small");
+// Runs entry `op` of be's table on the arguments after be, timed into its class; RUN_ST
+// returns the status of an entry that has one.
+#define RUN(be, op, ...)                       \
+  do {                                         \
+    const double t0_ = op_clock(be);           \
+    (be)->ops->op((be), __VA_ARGS__);          \
+    op_account((be), LC_BEOP_##op, t0_);       \
+  } while (0)
+#define RUN_ST(be, op, ...)                                        \
+  do {                                                             \
+    const double t0_ = op_clock(be);                               \
+    const lc_status st_ = (be)->ops->op((be), __VA_ARGS__);        \
+    op_account((be), LC_BEOP_##op, t0_);                           \
+    return st_;                                                    \
+  } while (0)
 
 int lc_backend_op_count(void) { return (int)(sizeof op_names / sizeof op_names[0]); }
 const char *lc_backend_op_name(int op) { return op_names[op]; }
@@ -286,81 +264,49 @@ static int same_be(lc_buf a, lc_buf b) { return a.be && a.be == b.be; }
 
 lc_status lc_be_copy(lc_buf dst, lc_buf src, lc_stream s) {
   LC_TRY(need(same_be(dst, src) && dst.dt == src.dt && dst.n == src.n, "copy"));
-  if (dst.n) {
-    const double t0_ = op_clock(dst.be);
-    dst.be->ops->copy(dst.be, dst, src, s);
-    op_account(dst.be, LC_OPC_ELEM, 0, t0_);
-  }
+  if (dst.n) RUN(dst.be, copy, dst, src, s);
   return LC_OK;
 }
 
 lc_status lc_be_zero(lc_buf dst) {
   LC_TRY(need(dst.be != NULL, "zero"));
-  if (dst.n) {
-    const double t0_ = op_clock(dst.be);
-    dst.be->ops->zero(dst.be, dst);
-    op_account(dst.be, LC_OPC_ELEM, 1, t0_);
-  }
+  if (dst.n) RUN(dst.be, zero, dst);
   return LC_OK;
 }
 
 lc_status lc_be_bf16_pack(lc_buf d, lc_buf s) {
   LC_TRY(need(same_be(d, s) && d.dt == LC_DT_BF16 && s.dt == LC_DT_F32 && d.n == s.n, "bf16_pack"));
-  if (d.n) {
-    const double t0_ = op_clock(d.be);
-    d.be->ops->bf16_pack(d.be, d, s);
-    op_account(d.be, LC_OPC_ELEM, 2, t0_);
-  }
+  if (d.n) RUN(d.be, bf16_pack, d, s);
   return LC_OK;
 }
 
 lc_status lc_be_bf16_unpack(lc_buf d, lc_buf s) {
   LC_TRY(need(same_be(d, s) && d.dt == LC_DT_F32 && s.dt == LC_DT_BF16 && d.n == s.n, "bf16_unpack"));
-  if (d.n) {
-    const double t0_ = op_clock(d.be);
-    d.be->ops->bf16_unpack(d.be, d, s);
-    op_account(d.be, LC_OPC_ELEM, 3, t0_);
-  }
+  if (d.n) RUN(d.be, bf16_unpack, d, s);
   return LC_OK;
 }
 
 lc_status lc_be_bf16_round(lc_buf x) {
   LC_TRY(need(x.be && x.dt == LC_DT_F32, "bf16_round"));
-  if (x.n) {
-    const double t0_ = op_clock(x.be);
-    x.be->ops->bf16_round(x.be, x);
-    op_account(x.be, LC_OPC_ELEM, 4, t0_);
-  }
+  if (x.n) RUN(x.be, bf16_round, x);
   return LC_OK;
 }
 
 lc_status lc_be_add(lc_buf y, lc_buf x) {
   LC_TRY(need(same_be(y, x) && y.dt == LC_DT_F32 && x.dt == LC_DT_F32 && y.n == x.n, "add"));
-  if (y.n) {
-    const double t0_ = op_clock(y.be);
-    y.be->ops->add(y.be, y, x);
-    op_account(y.be, LC_OPC_ELEM, 5, t0_);
-  }
+  if (y.n) RUN(y.be, add, y, x);
   return LC_OK;
 }
 
 lc_status lc_be_scale(lc_buf x, float s) {
   LC_TRY(need(x.be && x.dt == LC_DT_F32, "scale"));
-  if (x.n) {
-    const double t0_ = op_clock(x.be);
-    x.be->ops->scale(x.be, x, s);
-    op_account(x.be, LC_OPC_ELEM, 6, t0_);
-  }
+  if (x.n) RUN(x.be, scale, x, s);
   return LC_OK;
 }
 
 lc_status lc_be_sumsq_acc(lc_buf acc, lc_buf x) {
   LC_TRY(need(same_be(acc, x) && acc.dt == LC_DT_F64 && acc.n == 1 && x.dt == LC_DT_F32, "sumsq_acc"));
-  if (x.n) {
-    const double t0_ = op_clock(x.be);
-    x.be->ops->sumsq_acc(x.be, acc, x);
-    op_account(x.be, LC_OPC_OPTIM, 7, t0_);
-  }
+  if (x.n) RUN(x.be, sumsq_acc, acc, x);
   return LC_OK;
 }
 
@@ -368,11 +314,7 @@ lc_status lc_be_adamw(lc_buf p, lc_buf g, lc_buf m, lc_buf v, const lc_adamw_arg
   LC_TRY(need(same_be(p, g) && same_be(p, m) && same_be(p, v) && p.dt == LC_DT_F32 && g.dt == LC_DT_F32 &&
                   m.dt == LC_DT_F32 && v.dt == LC_DT_F32 && g.n == p.n && m.n == p.n && v.n == p.n,
               "adamw"));
-  if (p.n) {
-    const double t0_ = op_clock(p.be);
-    p.be->ops->adamw(p.be, p, g, m, v, a);
-    op_account(p.be, LC_OPC_OPTIM, 8, t0_);
-  }
+  if (p.n) RUN(p.be, adamw, p, g, m, v, a);
   return LC_OK;
 }
 
@@ -387,11 +329,7 @@ lc_status lc_be_rmsnorm_fwd(lc_buf out, lc_buf rstd, lc_buf x, lc_buf w, int T, 
   LC_TRY(need(same_be(out, rstd) && same_be(out, x) && same_be(out, w) && is_act(out) && is_f32(rstd) && is_f32(x) &&
                   is_f32(w) && out.n >= (size_t)T * C && x.n >= (size_t)T * C && rstd.n >= (size_t)T && w.n >= (size_t)C,
               "rmsnorm_fwd"));
-  if (T > 0) {
-    const double t0_ = op_clock(out.be);
-    out.be->ops->rmsnorm_fwd(out.be, out, rstd, x, w, T, C, eps);
-    op_account(out.be, LC_OPC_ELEM, 9, t0_);
-  }
+  if (T > 0) RUN(out.be, rmsnorm_fwd, out, rstd, x, w, T, C, eps);
   return LC_OK;
 }
 
@@ -401,11 +339,7 @@ lc_status lc_be_rmsnorm_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_
                   same_be(dinp, rstd) && is_f32(dinp) && is_f32(dout) && is_f32(inp) && is_f32(w) && is_f32(rstd) &&
                   (!dw.be || is_f32(dw)) && dinp.n >= (size_t)T * C,
               "rmsnorm_bwd"));
-  if (T > 0) {
-    const double t0_ = op_clock(be);
-    be->ops->rmsnorm_bwd(be, dinp, dw, dout, inp, w, rstd, T, C, set);
-    op_account(be, LC_OPC_ELEM, 10, t0_);
-  }
+  if (T > 0) RUN(be, rmsnorm_bwd, dinp, dw, dout, inp, w, rstd, T, C, set);
   return LC_OK;
 }
 
@@ -420,12 +354,7 @@ static lc_status matmul_fwd(lc_buf out, lc_buf inp, lc_buf w, int T, int K, int 
   LC_TRY(need(same_be(out, inp) && same_be(out, w) && opt_be(scratch, out.be) && is_act(out) && is_act(inp) &&
                   is_wt(w) && out.n >= (size_t)T * N && inp.n >= (size_t)T * K && w.n >= (size_t)N * K,
               "matmul_fwd"));
-  {
-    const double t0_ = op_clock(out.be);
-    const lc_status st_ = out.be->ops->matmul_fwd(out.be, out, inp, w, T, K, N, acc, bf16, scratch);
-    op_account(out.be, LC_OPC_GEMM, 11, t0_);
-    return st_;
-  }
+  RUN_ST(out.be, matmul_fwd, out, inp, w, T, K, N, acc, bf16, scratch);
 }
 
 lc_status lc_be_matmul_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, int T, int K, int N, int accumulate,
@@ -435,12 +364,7 @@ lc_status lc_be_matmul_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_b
                   opt_be(scratch, be) && (!dinp.be || is_f32(dinp)) && (!dw.be || is_f32(dw)) && is_act(dout) &&
                   is_act(inp) && is_wt(w) && !(dw.be && lc_dtype_is_quant(w.dt)),
               "matmul_bwd"));
-  {
-    const double t0_ = op_clock(be);
-    const lc_status st_ = be->ops->matmul_bwd(be, dinp, dw, dout, inp, w, T, K, N, accumulate, bf16, scratch);
-    op_account(be, LC_OPC_GEMM, 12, t0_);
-    return st_;
-  }
+  RUN_ST(be, matmul_bwd, dinp, dw, dout, inp, w, T, K, N, accumulate, bf16, scratch);
 }
 
 static int loss_acc(lc_buf acc) { return acc.dt == LC_DT_F64 && acc.n == 2; }
@@ -449,11 +373,7 @@ lc_status lc_be_xent_tile(lc_buf logits, lc_buf targets, int T, int V, float sca
   LC_TRY(need(same_be(logits, targets) && same_be(logits, acc) && is_f32(logits) && targets.dt == LC_DT_I32 &&
                   loss_acc(acc) && logits.n >= (size_t)T * V && targets.n >= (size_t)T,
               "xent_tile"));
-  if (T > 0) {
-    const double t0_ = op_clock(logits.be);
-    logits.be->ops->xent_tile(logits.be, logits, targets, T, V, scale, acc, count_wrong);
-    op_account(logits.be, LC_OPC_LOSS, 13, t0_);
-  }
+  if (T > 0) RUN(logits.be, xent_tile, logits, targets, T, V, scale, acc, count_wrong);
   return LC_OK;
 }
 
@@ -461,11 +381,7 @@ static int stats_ok(lc_buf s, int T) { return s.dt == LC_DT_U8 && s.n >= lc_scra
 
 lc_status lc_be_xent_stats_init(lc_buf stats, int T) {
   LC_TRY(need(stats.be && stats_ok(stats, T), "xent_stats_init"));
-  {
-    const double t0_ = op_clock(stats.be);
-    stats.be->ops->xent_stats_init(stats.be, stats, T);
-    op_account(stats.be, LC_OPC_LOSS, 14, t0_);
-  }
+  RUN(stats.be, xent_stats_init, stats, T);
   return LC_OK;
 }
 
@@ -473,11 +389,7 @@ lc_status lc_be_xent_slice_merge(lc_buf stats, int T, lc_buf logits, lc_buf targ
   LC_TRY(need(same_be(stats, logits) && same_be(stats, targets) && stats_ok(stats, T) && is_f32(logits) &&
                   targets.dt == LC_DT_I32 && targets.n >= (size_t)T && logits.n >= (size_t)m * vs && t0 + m <= T,
               "xent_slice_merge"));
-  {
-    const double t0_ = op_clock(stats.be);
-    stats.be->ops->xent_slice_merge(stats.be, stats, T, logits, targets, t0, m, v0, vs);
-    op_account(stats.be, LC_OPC_LOSS, 15, t0_);
-  }
+  RUN(stats.be, xent_slice_merge, stats, T, logits, targets, t0, m, v0, vs);
   return LC_OK;
 }
 
@@ -485,11 +397,7 @@ lc_status lc_be_xent_slice_total(lc_buf stats, lc_buf targets, int T, lc_buf acc
   LC_TRY(need(same_be(stats, targets) && same_be(stats, acc) && stats_ok(stats, T) && targets.dt == LC_DT_I32 &&
                   loss_acc(acc),
               "xent_slice_total"));
-  {
-    const double t0_ = op_clock(stats.be);
-    stats.be->ops->xent_slice_total(stats.be, stats, targets, T, acc, count_wrong);
-    op_account(stats.be, LC_OPC_LOSS, 16, t0_);
-  }
+  RUN(stats.be, xent_slice_total, stats, targets, T, acc, count_wrong);
   return LC_OK;
 }
 
@@ -498,11 +406,7 @@ lc_status lc_be_xent_slice_dlogits(lc_buf logits, lc_buf stats, int T, lc_buf ta
   LC_TRY(need(same_be(stats, logits) && same_be(stats, targets) && stats_ok(stats, T) && is_f32(logits) &&
                   targets.dt == LC_DT_I32 && logits.n >= (size_t)m * vs && t0 + m <= T,
               "xent_slice_dlogits"));
-  {
-    const double t0_ = op_clock(stats.be);
-    stats.be->ops->xent_slice_dlogits(stats.be, logits, stats, T, targets, t0, m, v0, vs, scale);
-    op_account(stats.be, LC_OPC_LOSS, 17, t0_);
-  }
+  RUN(stats.be, xent_slice_dlogits, logits, stats, T, targets, t0, m, v0, vs, scale);
   return LC_OK;
 }
 
@@ -514,22 +418,14 @@ lc_status lc_be_rope(lc_buf x, lc_buf cos_t, lc_buf sin_t, int T, int H, int D, 
   LC_TRY(need(same_be(x, cos_t) && same_be(x, sin_t) && is_f32(x) && is_f32(cos_t) && is_f32(sin_t) &&
                   fits(x, (size_t)T * H * D) && fits(cos_t, half) && fits(sin_t, half),
               "rope"));
-  if (T > 0) {
-    const double t0_ = op_clock(x.be);
-    x.be->ops->rope(x.be, x, cos_t, sin_t, T, H, D, bwd);
-    op_account(x.be, LC_OPC_ELEM, 18, t0_);
-  }
+  if (T > 0) RUN(x.be, rope, x, cos_t, sin_t, T, H, D, bwd);
   return LC_OK;
 }
 
 lc_status lc_be_swiglu_fwd(lc_buf h, lc_buf g, lc_buf u) {
   LC_TRY(need(same_be(h, g) && same_be(h, u) && is_act(h) && g.dt == h.dt && u.dt == h.dt && g.n == h.n && u.n == h.n,
               "swiglu_fwd"));
-  if (h.n) {
-    const double t0_ = op_clock(h.be);
-    h.be->ops->swiglu_fwd(h.be, h, g, u);
-    op_account(h.be, LC_OPC_ELEM, 19, t0_);
-  }
+  if (h.n) RUN(h.be, swiglu_fwd, h, g, u);
   return LC_OK;
 }
 
@@ -538,31 +434,19 @@ lc_status lc_be_swiglu_bwd(lc_buf dg, lc_buf du, lc_buf dh, lc_buf g, lc_buf u) 
                   g.dt == dg.dt && u.dt == dg.dt && is_f32(dh) && du.n == dg.n && dh.n == dg.n && g.n == dg.n &&
                   u.n == dg.n,
               "swiglu_bwd"));
-  if (dg.n) {
-    const double t0_ = op_clock(dg.be);
-    dg.be->ops->swiglu_bwd(dg.be, dg, du, dh, g, u);
-    op_account(dg.be, LC_OPC_ELEM, 20, t0_);
-  }
+  if (dg.n) RUN(dg.be, swiglu_bwd, dg, du, dh, g, u);
   return LC_OK;
 }
 
 lc_status lc_be_bias_fwd(lc_buf y, lc_buf b, int T, int N) {
   LC_TRY(need(same_be(y, b) && is_f32(y) && is_f32(b) && fits(y, (size_t)T * N) && fits(b, (size_t)N), "bias_fwd"));
-  if (T > 0) {
-    const double t0_ = op_clock(y.be);
-    y.be->ops->bias_fwd(y.be, y, b, T, N);
-    op_account(y.be, LC_OPC_ELEM, 21, t0_);
-  }
+  if (T > 0) RUN(y.be, bias_fwd, y, b, T, N);
   return LC_OK;
 }
 
 lc_status lc_be_bias_bwd(lc_buf db, lc_buf dy, int T, int N) {
   LC_TRY(need(same_be(db, dy) && is_f32(db) && is_act(dy) && fits(dy, (size_t)T * N) && fits(db, (size_t)N), "bias_bwd"));
-  if (T > 0) {
-    const double t0_ = op_clock(db.be);
-    db.be->ops->bias_bwd(db.be, db, dy, T, N);
-    op_account(db.be, LC_OPC_ELEM, 22, t0_);
-  }
+  if (T > 0) RUN(db.be, bias_bwd, db, dy, T, N);
   return LC_OK;
 }
 
@@ -570,11 +454,7 @@ lc_status lc_be_embedding_fwd(lc_buf out, lc_buf tokens, lc_buf wte, int T, int 
   LC_TRY(need(same_be(out, tokens) && same_be(out, wte) && is_f32(out) && tokens.dt == LC_DT_I32 &&
                   (is_act(wte) || (lc_dtype_is_quant(wte.dt) && out.be->host_memory)) && fits(out, (size_t)T * C) && fits(tokens, (size_t)T) && C > 0 && wte.n % (size_t)C == 0,
               "embedding_fwd"));
-  if (T > 0) {
-    const double t0_ = op_clock(out.be);
-    out.be->ops->embedding_fwd(out.be, out, tokens, wte, T, C, r0);
-    op_account(out.be, LC_OPC_ELEM, 23, t0_);
-  }
+  if (T > 0) RUN(out.be, embedding_fwd, out, tokens, wte, T, C, r0);
   return LC_OK;
 }
 
@@ -582,11 +462,7 @@ lc_status lc_be_embedding_bwd(lc_buf dwte, lc_buf dout, lc_buf tokens, int T, in
   LC_TRY(need(same_be(dwte, dout) && same_be(dwte, tokens) && is_f32(dwte) && is_f32(dout) && tokens.dt == LC_DT_I32 &&
                   fits(dout, (size_t)T * C) && fits(tokens, (size_t)T) && C > 0 && dwte.n % (size_t)C == 0,
               "embedding_bwd"));
-  if (T > 0) {
-    const double t0_ = op_clock(dwte.be);
-    dwte.be->ops->embedding_bwd(dwte.be, dwte, dout, tokens, T, C, r0);
-    op_account(dwte.be, LC_OPC_ELEM, 24, t0_);
-  }
+  if (T > 0) RUN(dwte.be, embedding_bwd, dwte, dout, tokens, T, C, r0);
   return LC_OK;
 }
 
@@ -610,12 +486,7 @@ lc_status lc_be_flash_fwd_packed(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_
                   (s->bf16 || !is16(out)) && fits(out, (size_t)s->Tq * s->Hq * s->D) &&
                   fits(lse, (size_t)s->Hq * s->Tq) && pack_ok(pack, q.be, s, 0),
               "flash_fwd"));
-  {
-    const double t0_ = op_clock(q.be);
-    const lc_status st_ = q.be->ops->flash_fwd(q.be, out, lse, q, k, v, lo, pack, s);
-    op_account(q.be, LC_OPC_ATTN, 25, t0_);
-    return st_;
-  }
+  RUN_ST(q.be, flash_fwd, out, lse, q, k, v, lo, pack, s);
 }
 
 lc_status lc_be_flash_fwd(lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_buf lo, const lc_attn_geom *s) {
@@ -627,11 +498,7 @@ lc_status lc_be_flash_kv_pack(lc_buf pack, lc_buf k, lc_buf v, const lc_attn_geo
   LC_TRY(need(same_be(k, v) && same_be(pack, k) && pack.dt == LC_DT_U8 && pack.n >= lc_be_flash_kv_bytes(k.be, s, bwd) &&
                   is_act(k) && v.dt == k.dt && fits(k, nk) && fits(v, nk),
               "flash_kv_pack"));
-  {
-    const double t0_ = op_clock(k.be);
-    k.be->ops->flash_kv_pack(k.be, pack, k, v, s, bwd);
-    op_account(k.be, LC_OPC_ATTN, 26, t0_);
-  }
+  RUN(k.be, flash_kv_pack, pack, k, v, s, bwd);
   return LC_OK;
 }
 
@@ -642,31 +509,19 @@ static int strided_ok(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size
 
 lc_status lc_be_copy2d(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n) {
   LC_TRY(need(strided_ok(dst, ld_dst, src, ld_src, rows, n), "copy2d"));
-  {
-    const double t0_ = op_clock(dst.be);
-    dst.be->ops->copy2d(dst.be, dst, ld_dst, src, ld_src, rows, n);
-    op_account(dst.be, LC_OPC_ELEM, 27, t0_);
-  }
+  RUN(dst.be, copy2d, dst, ld_dst, src, ld_src, rows, n);
   return LC_OK;
 }
 
 lc_status lc_be_add2d(lc_buf dst, size_t ld_dst, lc_buf src, size_t ld_src, size_t rows, size_t n) {
   LC_TRY(need(strided_ok(dst, ld_dst, src, ld_src, rows, n) && is_f32(dst), "add2d"));
-  {
-    const double t0_ = op_clock(dst.be);
-    dst.be->ops->add2d(dst.be, dst, ld_dst, src, ld_src, rows, n);
-    op_account(dst.be, LC_OPC_ELEM, 28, t0_);
-  }
+  RUN(dst.be, add2d, dst, ld_dst, src, ld_src, rows, n);
   return LC_OK;
 }
 
 lc_status lc_be_fill(lc_buf x, float v) {
   LC_TRY(need(x.be && is_f32(x), "fill"));
-  {
-    const double t0_ = op_clock(x.be);
-    x.be->ops->fill(x.be, x, v);
-    op_account(x.be, LC_OPC_ELEM, 29, t0_);
-  }
+  RUN(x.be, fill, x, v);
   return LC_OK;
 }
 
@@ -676,12 +531,7 @@ lc_status lc_be_flash_bwd_packed(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, l
                   same_be(lse, q) && same_be(delta, q) && is_f32(dq) && is_f32(dk) && is_f32(dv) && dout.dt == q.dt &&
                   is_f32(lse) && is_f32(delta) && pack_ok(pack, q.be, s, 1),
               "flash_bwd"));
-  {
-    const double t0_ = op_clock(q.be);
-    const lc_status st_ = q.be->ops->flash_bwd(q.be, dq, dk, dv, dout, q, k, v, lse, delta, lo, pack, s);
-    op_account(q.be, LC_OPC_ATTN, 30, t0_);
-    return st_;
-  }
+  RUN_ST(q.be, flash_bwd, dq, dk, dv, dout, q, k, v, lse, delta, lo, pack, s);
 }
 
 lc_status lc_be_flash_bwd(lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf q, lc_buf k, lc_buf v, lc_buf lse,
@@ -695,11 +545,7 @@ lc_status lc_be_attn_merge(lc_buf out_a, lc_buf lse_a, lc_buf out_b, lc_buf lse_
                   is_f32(out_b) && is_f32(lse_a) && is_f32(lse_b) && fits(out_a, n) && fits(out_b, n) &&
                   fits(lse_a, nl) && fits(lse_b, nl),
               "attn_merge"));
-  if (n) {
-    const double t0_ = op_clock(out_a.be);
-    out_a.be->ops->attn_merge(out_a.be, out_a, lse_a, out_b, lse_b, Tq, Hq, D);
-    op_account(out_a.be, LC_OPC_ATTN, 31, t0_);
-  }
+  if (n) RUN(out_a.be, attn_merge, out_a, lse_a, out_b, lse_b, Tq, Hq, D);
   return LC_OK;
 }
 
@@ -708,11 +554,7 @@ lc_status lc_be_attn_delta(lc_buf delta, lc_buf dout, lc_buf out, int Tq, int Hq
   LC_TRY(need(same_be(delta, dout) && same_be(delta, out) && is_f32(delta) && is_act(dout) && out.dt == dout.dt &&
                   fits(dout, n) && fits(out, n) && fits(delta, (size_t)Tq * Hq),
               "attn_delta"));
-  if (n) {
-    const double t0_ = op_clock(delta.be);
-    delta.be->ops->attn_delta(delta.be, delta, dout, out, Tq, Hq, D);
-    op_account(delta.be, LC_OPC_ATTN, 32, t0_);
-  }
+  if (n) RUN(delta.be, attn_delta, delta, dout, out, Tq, Hq, D);
   return LC_OK;
 }
 
@@ -721,10 +563,6 @@ lc_status lc_be_dropout(lc_buf dst, lc_buf src, int rows, int cols, lc_buf gidx,
   LC_TRY(need(same_be(dst, src) && same_be(dst, gidx) && is_act(dst) && src.dt == dst.dt && (!accumulate || is_f32(dst)) &&
                   dst.n == n && src.n == n && gidx.dt == LC_DT_I32 && gidx.n >= (size_t)(rows > 0 ? rows : 0),
               "dropout"));
-  if (n) {
-    const double t0_ = op_clock(dst.be);
-    dst.be->ops->dropout(dst.be, dst, src, rows, cols, gidx, key, thr, accumulate);
-    op_account(dst.be, LC_OPC_ELEM, 33, t0_);
-  }
+  if (n) RUN(dst.be, dropout, dst, src, rows, cols, gidx, key, thr, accumulate);
   return LC_OK;
 }

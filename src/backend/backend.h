@@ -7,9 +7,10 @@
 //
 // A new backend is one folder, src/backend/NAME/, that fills an lc_backend_ops table and
 // registers a constructor in backend.c's device list. Today: `cpu` (backend/cpu/: the arena
-// and the kernel table, host memory) and `private` (backend/private/, for tests: its
-// buffers live in a private mapping host code has no pointer to, protected outside the
-// backend's own calls, so a hidden host access faults).
+// and every CPU kernel, host memory), `private` (backend/private/, for tests: its buffers
+// live in a private mapping host code has no pointer to, protected outside the backend's
+// own calls, so a hidden host access faults) and, in builds with nvcc, `cuda`
+// (backend/cuda/: cuBLASLt GEMMs and our CUDA kernels).
 //
 // Every op below runs on the compute stream unless it takes a stream; on the CPU every call
 // is synchronous and the stream calls do nothing. Element counts are in the buffers'
@@ -75,7 +76,7 @@ typedef struct {
   uint64_t h;
 } lc_be_event;
 
-// AdamW over one shard, with the step's scalars (ops/kernels.h: the adamw entry).
+// AdamW over one shard, with the step's scalars (backend/cpu/kern/kernels.h: the adamw entry).
 typedef struct {
   float wd, beta1, beta2, eps, lr, step_size, inv_sqrt_bc2;
 } lc_adamw_args;
@@ -98,7 +99,7 @@ typedef struct {
   void (*record)(lc_backend *be, lc_stream s, lc_be_event *ev);
   void (*wait_event)(lc_backend *be, lc_stream s, lc_be_event ev); // s waits for ev
   lc_status (*sync)(lc_backend *be, lc_stream s);               // the host waits for s
-  // ---- casts (ops/kernels.h's rule: round to nearest even)
+  // ---- casts (backend/cpu/kern/kernels.h's rule: round to nearest even)
   void (*bf16_pack)(lc_backend *be, lc_buf dst16, lc_buf src32);
   void (*bf16_unpack)(lc_backend *be, lc_buf dst32, lc_buf src16);
   void (*bf16_round)(lc_backend *be, lc_buf x32);
@@ -109,12 +110,12 @@ typedef struct {
   void (*sumsq_acc)(lc_backend *be, lc_buf acc, lc_buf x);
   // One AdamW step over p, g, m, v (fp32, the same n)
   void (*adamw)(lc_backend *be, lc_buf p, lc_buf g, lc_buf m, lc_buf v, const lc_adamw_args *a);
-  // ---- RMSNorm (ops/ops.h): out [T,C] fp32 or bf16 (rounded), rstd [T]; backward adds
+  // ---- RMSNorm (backend/cpu/ops/ops.h): out [T,C] fp32 or bf16 (rounded), rstd [T]; backward adds
   // into dinp (set: overwrites it; dinp may be dout) and dw (empty: skipped)
   void (*rmsnorm_fwd)(lc_backend *be, lc_buf out, lc_buf rstd, lc_buf x, lc_buf w, int T, int C, float eps);
   void (*rmsnorm_bwd)(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, lc_buf rstd, int T,
                       int C, int set);
-  // ---- the linear layer (ops/ops.h lc_matmul_*): out [T,N] = inp [T,K] W[N,K]^T; dinp
+  // ---- the linear layer (backend/cpu/ops/ops.h lc_matmul_*): out [T,N] = inp [T,K] W[N,K]^T; dinp
   // (= or +=) dout W, dw += dout^T inp (either empty: skipped). Operands fp32 or bf16;
   // bf16: the pass's bf16 GEMM. scratch: held by the caller (U8, lc_matmul_*_bytes), or
   // empty (the backend allocates it in its arena, category scratch)
@@ -122,7 +123,7 @@ typedef struct {
                           int bf16, lc_buf scratch); // accumulate: out += inp W^T
   lc_status (*matmul_bwd)(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, int T, int K,
                           int N, int accumulate, int bf16, lc_buf scratch);
-  // ---- the loss tile (ops/ops.h lc_xent_*): acc is F64 [2] (loss sum, misses), targets
+  // ---- the loss tile (backend/cpu/ops/ops.h lc_xent_*): acc is F64 [2] (loss sum, misses), targets
   // I32; stats U8 of lc_xent_stats_bytes(T) for the loss over vocabulary slices
   void (*xent_tile)(lc_backend *be, lc_buf logits, lc_buf targets, int T, int V, float scale, lc_buf acc,
                     int count_wrong);
@@ -132,7 +133,7 @@ typedef struct {
   void (*xent_slice_total)(lc_backend *be, lc_buf stats, lc_buf targets, int T, lc_buf acc, int count_wrong);
   void (*xent_slice_dlogits)(lc_backend *be, lc_buf logits, lc_buf stats, int T, lc_buf targets, int t0, int m, int v0,
                              int vs, float scale);
-  // ---- the layer's element-wise ops (ops/ops.h), in place where they say so: RoPE on x
+  // ---- the layer's element-wise ops (backend/cpu/ops/ops.h), in place where they say so: RoPE on x
   // [T,H,D] with tables cos/sin [T,D/2]; SwiGLU h = silu(g) u (fp32, or bf16 when h/dg/du
   // are 2-byte: each result rounded); the bias of a linear layer (db from fp32 or 2-byte
   // dy); the embedding lookup (wte fp32 or 2-byte) and its scatter-add
@@ -144,7 +145,7 @@ typedef struct {
   // (wte/dwte hold table rows [r0, r0 + n / C): tokens outside them are left alone)
   void (*embedding_fwd)(lc_backend *be, lc_buf out, lc_buf tokens, lc_buf wte, int T, int C, int r0);
   void (*embedding_bwd)(lc_backend *be, lc_buf dwte, lc_buf dout, lc_buf tokens, int T, int C, int r0);
-  // ---- flash attention (attn/flash.h) on one (q block, k/v block) pair: s gives the
+  // ---- flash attention (backend/cpu/flash/flash.h) on one (q block, k/v block) pair: s gives the
   // shape, offsets, causality, scale and bf16; its lo, q16/kv16/out16 and kv_pack fields
   // are ignored: lo is a buffer (I32 [Tq] or empty), the 2-byte flags follow the buffers'
   // dtypes, pack (U8, or empty) holds k/v as flash_kv_pack left them for this Tk (a ring
@@ -181,7 +182,24 @@ typedef struct {
 // of squares of the gradient norm); every other element-wise op (casts, copies, add/scale,
 // norms, RoPE, SwiGLU, bias, embedding, strided copies).
 typedef enum { LC_OPC_GEMM = 0, LC_OPC_ATTN, LC_OPC_LOSS, LC_OPC_ELEM, LC_OPC_OPTIM, LC_OPC_N } lc_op_class;
-#define LC_BE_NOPS 40 // room for the timed entries (backend.c counts them)
+
+// The table's entries in one list: X(entry, class) for each entry that runs work (timed on a
+// synchronous backend, named in --profile); U(entry) for memory, transfers, streams and
+// sizes. From it: the entries' numbers (LC_BEOP_*), names and classes, and the check that a
+// backend filled every entry (lc_backend_ops_check).
+#define LC_BE_OPS(X, U)                                                                                              \
+  U(alloc) U(free) U(host_ptr) U(read) U(write) U(record) U(wait_event) U(sync) U(flash_kv_bytes)                   \
+  X(copy, ELEM) X(zero, ELEM) X(bf16_pack, ELEM) X(bf16_unpack, ELEM) X(bf16_round, ELEM) X(add, ELEM)               \
+  X(scale, ELEM) X(sumsq_acc, OPTIM) X(adamw, OPTIM) X(rmsnorm_fwd, ELEM) X(rmsnorm_bwd, ELEM) X(matmul_fwd, GEMM)   \
+  X(matmul_bwd, GEMM) X(xent_tile, LOSS) X(xent_stats_init, LOSS) X(xent_slice_merge, LOSS)                          \
+  X(xent_slice_total, LOSS) X(xent_slice_dlogits, LOSS) X(rope, ELEM) X(swiglu_fwd, ELEM) X(swiglu_bwd, ELEM)        \
+  X(bias_fwd, ELEM) X(bias_bwd, ELEM) X(embedding_fwd, ELEM) X(embedding_bwd, ELEM) X(flash_fwd, ATTN)               \
+  X(flash_kv_pack, ATTN) X(copy2d, ELEM) X(add2d, ELEM) X(fill, ELEM) X(flash_bwd, ATTN) X(attn_merge, ATTN)         \
+  X(attn_delta, ATTN) X(dropout, ELEM)
+#define LC_BE_OP_ENUM_(name, cls) LC_BEOP_##name,
+#define LC_BE_OP_SKIP_(name)
+typedef enum { LC_BE_OPS(LC_BE_OP_ENUM_, LC_BE_OP_SKIP_) LC_BEOP_N } lc_be_op; // the timed entries
+#define LC_BE_NOPS LC_BEOP_N
 
 struct lc_backend {
   const lc_backend_ops *ops;

@@ -18,7 +18,7 @@
 #include "train/trainer.h"
 
 // Best-of-n GFLOP/s of C[M,N] = A[M,K] B[K,N]^T (the layout of our linear layers), through
-// one fp32 GEMM library (ops/sgemm.h).
+// one fp32 GEMM library (backend/cpu/gemm/sgemm.h).
 static double sgemm_gflops(int lib, int M, int N, int K, int reps) {
   float *a = malloc(sizeof(float) * (size_t)M * K), *b = malloc(sizeof(float) * (size_t)N * K),
         *c = malloc(sizeof(float) * (size_t)M * N);

@@ -768,7 +768,7 @@ int lc_cmd_train(int argc, char **argv) {
     return 0;
   }
   // MPI: always initialised, so `mpirun -np N longctx train` and a plain run share one path.
-  // Thread support for the watchdog's thread (dist/watchdog.h); errors return, not abort.
+  // Thread support for the watchdog's thread (comm/watchdog.h); errors return, not abort.
   int provided = 0;
   MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

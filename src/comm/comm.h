@@ -74,7 +74,7 @@ struct lc_comm {
 // Marks the main thread as blocked in `what` (NULL: computing again), for communication
 // outside the communicator interface (the watchdog's own barriers).
 void lc_comm_mark_blocked(const char *what);
-// What this process's main thread is blocked in, for the watchdog (dist/watchdog.h): the
+// What this process's main thread is blocked in, for the watchdog (comm/watchdog.h): the
 // name of the communication call it waits in and since when (lc_now seconds), or NULL
 // while it computes.
 const char *lc_comm_blocked(double *since);

@@ -1,4 +1,4 @@
-// ggml's quantized blocks dequantized to float (ops/dequant.h).
+// ggml's quantized blocks dequantized to float (core/dequant.h).
 //
 // Block layouts and arithmetic as ggml-quants.c's dequantize_row_* (reference C): every
 // product and difference in float, in the same order, so the results are ggml's bits (and

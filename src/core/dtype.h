@@ -28,7 +28,7 @@ typedef enum {
   LC_DT_F8_E5M2,
   LC_DT_F8_E8M0,
   LC_DT_C64,
-  // ggml's quantized blocks (a GGUF file's own storage; ops/dequant.h): a frozen LoRA base
+  // ggml's quantized blocks (a GGUF file's own storage; core/dequant.h): a frozen LoRA base
   // held as the file holds it (QLoRA) and read by the GEMMs a tile at a time. n elements
   // are n / block blocks of block_bytes each (n a multiple of the block).
   LC_DT_Q8_0,
@@ -79,7 +79,7 @@ uint16_t lc_f32_to_bf16(float f);
 
 // The bits of the bf16 nearest to the float with bits u (round to nearest even; NaN
 // stays a quiet NaN), in the upper half of a float's bits: the rule every cast uses. The
-// array casts (lc_bf16_round, _pack, _unpack, ...) are kernels: ops/kernels.h.
+// array casts (lc_bf16_round, _pack, _unpack, ...) are kernels: backend/cpu/kern/kernels.h.
 static inline uint32_t lc_bf16_narrow_bits(uint32_t u) {
   const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
   const uint32_t nan = ((u & 0x7fffffffu) > 0x7f800000u) ? 0xffffffffu : 0u;

@@ -236,3 +236,27 @@ lc_status lc_file_hash(const char *path, uint64_t *hash, uint64_t *bytes) {
   if (bytes) *bytes = h.len;
   return LC_OK;
 }
+
+lc_status lc_src_read(const char *path, int fd, const unsigned char *mem, uint64_t size, uint64_t off, void *buf,
+                      size_t len) {
+  if (off > size || len > size - off)
+    return lc_fail(LC_EFORMAT, "%s: reading %zu bytes at offset %llu goes beyond the end of the file (%llu bytes); "
+                   "the file is truncated", path, len, (unsigned long long)off, (unsigned long long)size);
+  if (fd < 0) {
+    if (len) memcpy(buf, mem + off, len);
+    return LC_OK;
+  }
+  char *p = buf;
+  while (len > 0) {
+    size_t chunk = len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len;
+    ssize_t r = pread(fd, p, chunk, (off_t)off);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      return lc_fail(LC_EIO, "%s: cannot read %zu bytes at offset %llu (%s); was the file changed or truncated while "
+                     "open?", path, len, (unsigned long long)off, r < 0 ? strerror(errno) : "end of file");
+    p += r;
+    len -= (size_t)r;
+    off += (uint64_t)r;
+  }
+  return LC_OK;
+}

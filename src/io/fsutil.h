@@ -45,6 +45,11 @@ lc_status lc_read_file(const char *path, size_t max_len, char **data, size_t *le
 lc_status lc_path_join(char *out, size_t cap, const char *dir, const char *name);
 
 // 1 if path names a regular file / a directory (following links), 0 otherwise.
+// len bytes at offset off of a file `size` bytes long, held at mem (fd < 0) or read from the
+// open descriptor fd with pread: LC_EFORMAT naming path when the range goes past the end
+// (a truncated file), LC_EIO when the read fails. The model readers' one raw read.
+lc_status lc_src_read(const char *path, int fd, const unsigned char *mem, uint64_t size, uint64_t off, void *buf,
+                      size_t len);
 int lc_is_file(const char *path);
 int lc_is_dir(const char *path);
 

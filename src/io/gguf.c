@@ -1,5 +1,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "io/gguf.h"
+#include "io/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -88,26 +89,7 @@ static const char *disp(const char *s, size_t n, char *buf, size_t cap) {
 // ---------------------------------------------------------------- raw reads
 
 static lc_status src_read(const lc_gguf_file *f, uint64_t off, void *buf, size_t len) {
-  if (off > f->size || len > f->size - off)
-    return lc_fail(LC_EFORMAT, "%s: reading %zu bytes at offset %llu goes beyond the end of the file (%llu bytes); "
-                   "the file is truncated", f->path, len, (unsigned long long)off, (unsigned long long)f->size);
-  if (f->fd_ < 0) {
-    if (len) memcpy(buf, f->mem_ + off, len);
-    return LC_OK;
-  }
-  char *p = buf;
-  while (len > 0) {
-    size_t chunk = len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len;
-    ssize_t r = pread(f->fd_, p, chunk, (off_t)off);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      return lc_fail(LC_EIO, "%s: cannot read %zu bytes at offset %llu (%s); was the file changed or truncated while "
-                     "open?", f->path, len, (unsigned long long)off, r < 0 ? strerror(errno) : "end of file");
-    p += r;
-    len -= (size_t)r;
-    off += (uint64_t)r;
-  }
-  return LC_OK;
+  return lc_src_read(f->path, f->fd_, f->mem_, f->size, off, buf, len);
 }
 
 // Sequential reads of the header through a window of the file.
@@ -660,7 +642,7 @@ lc_status lc_gguf_arr_str(lc_gguf_file *f, const lc_gguf_kv *kv, uint64_t i, cha
 }
 
 // ---------------------------------------------------------------- dequantization
-// (the block kernels: ops/dequant.c)
+// (the block kernels: core/dequant.c)
 
 static float h2f(const unsigned char *b) { return lc_f16_to_f32(le16(b)); }
 

@@ -45,26 +45,7 @@ static const char *disp(const char *s, char *buf, size_t cap) {
 }
 
 static lc_status src_read(lc_st_file *f, unsigned long long off, void *buf, size_t len) {
-  if (off > f->size_ || len > f->size_ - off)
-    return lc_fail(LC_EFORMAT, "%s: reading %zu bytes at offset %llu goes beyond the end of the "
-                   "file (%llu bytes); the file is truncated", f->path, len, off, f->size_);
-  if (f->fd_ < 0) {
-    if (len) memcpy(buf, f->mem_ + off, len);
-    return LC_OK;
-  }
-  char *p = buf;
-  while (len > 0) {
-    size_t chunk = len > ((size_t)1 << 30) ? ((size_t)1 << 30) : len;
-    ssize_t r = pread(f->fd_, p, chunk, (off_t)off);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      return lc_fail(LC_EIO, "%s: cannot read %zu bytes at offset %llu (%s); was the file changed "
-                     "or truncated while open?", f->path, len, off, r < 0 ? strerror(errno) : "end of file");
-    p += r;
-    len -= (size_t)r;
-    off += (unsigned long long)r;
-  }
-  return LC_OK;
+  return lc_src_read(f->path, f->fd_, f->mem_, f->size_, off, buf, len);
 }
 
 static int cmp_name(const void *a, const void *b) {

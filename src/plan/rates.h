@@ -57,7 +57,7 @@ typedef struct lc_rates {
   // The attention kernel's rate with 1K .. 64K keys per call over its rate at 1K (head dim
   // 64; K and V leave the caches as they grow), by precision and direction (0: not measured, 1).
   double flash_len[2][2][LC_RATE_NLEN];
-  lc_sgemm_table gemm_shapes; // fp32 GEMM shapes with both libraries' rates (train --calibrate-from-run; ops/sgemm.h)
+  lc_sgemm_table gemm_shapes; // fp32 GEMM shapes with both libraries' rates (train --calibrate-from-run; backend/cpu/gemm/sgemm.h)
   unsigned from_run;    // bits 1 << LC_RATE_*: rates a training run corrected (train --calibrate-from-run)
   char cpu[160];        // the CPU the profile was measured on (lc_cpu_describe; "" unknown)
   char warning[480];    // non-empty: why these rates may not hold here (another CPU, other threads per rank)

@@ -1,5 +1,5 @@
 // The CPU backend: buffers in the run's arena (host memory), ops through the kernel table
-// (ops/kernels.h), every call synchronous.
+// (backend/cpu/kern/kernels.h), every call synchronous.
 #ifndef LC_CPU_BACKEND_H
 #define LC_CPU_BACKEND_H
 

@@ -79,7 +79,7 @@ __device__ __forceinline__ float neg_inf_f() { return __uint_as_float(0xff800000
 // fast_expf: cuda_fastexp.cuh
 __device__ __forceinline__ float fast_expf(float x) { return lcc_fast_expf(x); }
 
-// swiglu1 / swiglu1_bwd (ops/swiglu.c).
+// swiglu1 / swiglu1_bwd (backend/cpu/ops/swiglu.c).
 __device__ __forceinline__ float swiglu1(float gi, float ui) {
   const float e = fast_expf(-fabsf(gi));
   const float d = __fdiv_rn(1.0f, __fadd_rn(1.0f, e));

@@ -1,4 +1,4 @@
-// lc_fast_expf (ops/fastexp.h) on the device, operation for operation, every step rounded
+// lc_fast_expf (backend/cpu/ops/fastexp.h) on the device, operation for operation, every step rounded
 // on its own (__fmul_rn / __fadd_rn: nothing contracts into an FMA), so it gives the CPU's
 // bits: the SwiGLU and loss kernels share it.
 #ifndef LC_CUDA_FASTEXP_CUH

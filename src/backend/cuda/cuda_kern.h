@@ -9,7 +9,7 @@
 // not depend on timing: no float atomics anywhere, so two runs give the same bits.
 // Element counts are elements of the operand's dtype; "bf16" arrays are uint16_t holding
 // bfloat16 bits; rounding to bf16 is round-to-nearest-even (NaN kept quiet), as
-// lc_bf16_pack (ops/bf16.h).
+// lc_bf16_pack (core/dtype.h and backend/cpu/kern/kernels.h).
 //
 // Each entry returns the launch's cudaError_t as an int (0: launched; errors of earlier
 // asynchronous work surface at the next synchronisation, as CUDA does).
@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-// ---- casts (ops/bf16.h: lc_bf16_pack / lc_bf16_unpack / lc_bf16_round)
+// ---- casts (core/dtype.h and backend/cpu/kern/kernels.h: lc_bf16_pack / lc_bf16_unpack / lc_bf16_round)
 int lcc_bf16_pack(uint16_t *dst, const float *src, size_t n, cudaStream_t st);
 int lcc_bf16_unpack(float *dst, const uint16_t *src, size_t n, cudaStream_t st);
 int lcc_bf16_round(float *x, size_t n, cudaStream_t st);
@@ -34,7 +34,7 @@ int lcc_bf16_pack2d(uint16_t *dst, size_t ldd, const float *src, size_t lds, siz
 int lcc_bf16_unpack2d(float *dst, size_t ldd, const uint16_t *src, size_t lds, size_t rows, size_t cols,
                       cudaStream_t st);
 
-// ---- flat fp32 ranges (ops/kernels.h entries add, scale, sumsq, adamw)
+// ---- flat fp32 ranges (backend/cpu/kern/kernels.h entries add, scale, sumsq, adamw)
 int lcc_add(float *y, const float *x, size_t n, cudaStream_t st);       // y += x
 int lcc_scale(float *x, size_t n, float s, cudaStream_t st);             // x *= s
 int lcc_fill(float *x, size_t n, float v, cudaStream_t st);              // x[i] = v
@@ -51,7 +51,7 @@ int lcc_sumsq_acc(double *acc, const float *x, size_t n, double *parts, cudaStre
 int lcc_adamw(float *p, const float *g, float *m, float *v, size_t n, float wd, float beta1, float beta2, float eps,
               float lr, float step_size, float inv_sqrt_bc2, cudaStream_t st);
 
-// ---- RMSNorm (ops/ops.h: lc_rmsnorm_fwd_to, lc_rmsnorm_bwd, lc_rmsnorm_bwd_set)
+// ---- RMSNorm (backend/cpu/ops/ops.h: lc_rmsnorm_fwd_to, lc_rmsnorm_bwd, lc_rmsnorm_bwd_set)
 // out [T,C]: fp32 (out16 = 0) or bf16 (out16 = 1, each value rounded); rstd [T]; x, w fp32.
 int lcc_rmsnorm_fwd(void *out, int out16, float *rstd, const float *x, const float *w, int T, int C, float eps,
                     cudaStream_t st);
@@ -62,7 +62,7 @@ size_t lcc_rmsnorm_bwd_parts_bytes(int T, int C);
 int lcc_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
                     int T, int C, int set, void *parts, cudaStream_t st);
 
-// ---- RoPE in place on x [T,H,D] fp32 with tables cos/sin [T, D/2] (ops/ops.h lc_rope_fwd,
+// ---- RoPE in place on x [T,H,D] fp32 with tables cos/sin [T, D/2] (backend/cpu/ops/ops.h lc_rope_fwd,
 // lc_rope_bwd: the same pairing of dimensions)
 int lcc_rope(float *x, const float *cos_t, const float *sin_t, int T, int H, int D, int bwd, cudaStream_t st);
 
@@ -86,7 +86,7 @@ int lcc_embedding_fwd(float *out, const int *tokens, const void *wte, int wte16,
                       cudaStream_t st);
 int lcc_embedding_bwd(float *dwte, const float *dout, const int *tokens, int T, int C, int r0, int r1, cudaStream_t st);
 
-// ---- the loss tile (ops/ops.h: lc_xent_tile, lc_xent_stats_init, lc_xent_slice_merge,
+// ---- the loss tile (backend/cpu/ops/ops.h: lc_xent_tile, lc_xent_stats_init, lc_xent_slice_merge,
 // lc_xent_slice_total, lc_xent_slice_dlogits). logits fp32 [rows, V or vs], targets int32,
 // acc two doubles on the device (loss sum, misses), stats device memory of
 // lc_xent_stats_bytes(T) = T * 24 bytes (layout: this file's own). Each kernel's sums in a
@@ -103,7 +103,7 @@ int lcc_xent_slice_total(const void *stats, const int *targets, int T, double *a
 int lcc_xent_slice_dlogits(float *logits, const void *stats, int T, const int *targets, int t0, int m, int v0, int vs,
                            float scale, cudaStream_t st);
 
-// ---- flash attention on one (q block, k/v block) pair (attn/flash.h: lc_flash_fwd,
+// ---- flash attention on one (q block, k/v block) pair (backend/cpu/flash/flash.h: lc_flash_fwd,
 // lc_flash_bwd, lc_attn_merge, lc_attn_delta / lc_attn_delta16). The shape mirrors
 // lc_attn_shape with device pointers:
 typedef struct {

@@ -1,4 +1,4 @@
-// The loss tile on the device (cuda_kern.h: lcc_xent_*), mirroring ops/crossentropy.c.
+// The loss tile on the device (cuda_kern.h: lcc_xent_*), mirroring backend/cpu/ops/crossentropy.c.
 //
 // Shape: one block of XB threads per token row; the vocabulary is walked in groups of 4
 // elements, group g of a row always handled by thread g % XB in increasing g (float4 loads

@@ -1,6 +1,6 @@
 // Blockwise (flash) attention: the entry points dispatch to the kernel variant of the
-// level in use (ops/kernels.h); the kernel itself is attn/flash_body.h, compiled once per
-// variant (attn/flash_v_*.c). The merge and delta below are shared by every variant.
+// level in use (backend/cpu/kern/kernels.h); the kernel itself is backend/cpu/flash/flash_body.h, compiled once per
+// variant (backend/cpu/flash/flash_v_*.c). The merge and delta below are shared by every variant.
 #include "backend/cpu/flash/flash.h"
 #include "backend/cpu/flash/flash_variants.h"
 #include "backend/cpu/kern/kernels.h"

@@ -1,7 +1,7 @@
 // bf16 tile products of the attention kernel (the kernel table's bf16 level): AVX512_BF16
 // vdpbf16ps multiplies pairs of bf16 values and adds both products to an fp32 lane, so
 // every operand is stored as 32-bit words holding two bf16 values that are consecutive
-// along the reduction index k ("pairs"). Included by attn/flash_body.h when LC_FLASH_BF16
+// along the reduction index k ("pairs"). Included by backend/cpu/flash/flash_body.h when LC_FLASH_BF16
 // is defined, after the fp32 primitives (the softmax, masks and transposes stay fp32).
 //
 // Layouts (uint32 words; lo half = even k, hi half = odd k; a missing partner is 0):

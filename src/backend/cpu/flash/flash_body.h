@@ -1,9 +1,9 @@
 // The blockwise attention kernel, compiled once per instruction-set variant (the
-// kernel table's levels, ops/kernels.h): attn/flash_v_*.c define LC_FLASH_FN (the entry
+// kernel table's levels, backend/cpu/kern/kernels.h): backend/cpu/flash/flash_v_*.c define LC_FLASH_FN (the entry
 // points' names) and include this file, each compiled with its own target flags, so the
-// primitives (attn/flash_prims.h) are the AVX-512 ones or the portable vector ones. With
+// primitives (backend/cpu/flash/flash_prims.h) are the AVX-512 ones or the portable vector ones. With
 // LC_FLASH_BF16 the tile products multiply bf16 pairs (AVX512_BF16 vdpbf16ps, fp32
-// accumulation; attn/flash_bf16.h) instead of fp32 values. attn/flash.c dispatches.
+// accumulation; backend/cpu/flash/flash_bf16.h) instead of fp32 values. backend/cpu/flash/flash.c dispatches.
 //
 // Blockwise (flash) attention on CPUs: forward with online softmax, stable merge,
 // delta, and a FlashAttention-2 style backward.
@@ -19,16 +19,16 @@
 // B rows of 4 vectors, 6 x 4 zmm accumulators). The output accumulator is Ot[D][BQ]
 // (Ot = alpha*Ot + V^T Pt, the rescale fused into the kernel), transposed back once
 // per item (16x16 in-register transposes). No K/V packing (fp32 variants; the bf16 variant
-// packs k and v once per call, attn/flash_bf16.h), no Tq x Tk matrix; only diagonal tiles
+// packs k and v once per call, backend/cpu/flash/flash_bf16.h), no Tq x Tk matrix; only diagonal tiles
 // are masked, fully hidden tiles are skipped.
 //
 // Threads: forward items (head, q block) are independent (each owns its output rows);
 // schedule(dynamic), heaviest (last, causal) blocks first.
 // Backward: see lc_flash_bwd below (race-free and deterministic for a fixed thread count).
 // This file is the algorithm; the instruction set's primitives (micro-kernel, tile
-// softmax, transposed packing) are in attn/flash_prims_avx512.h, or, in a variant compiled
-// without AVX-512, attn/flash_prims_portable.h (GCC/Clang vector extensions: AVX2, SSE,
-// NEON, with smaller register tiles); attn/flash_prims.h states their contract.
+// softmax, transposed packing) are in backend/cpu/flash/flash_prims_avx512.h, or, in a variant compiled
+// without AVX-512, backend/cpu/flash/flash_prims_portable.h (GCC/Clang vector extensions: AVX2, SSE,
+// NEON, with smaller register tiles); backend/cpu/flash/flash_prims.h states their contract.
 #include "backend/cpu/flash/flash.h"
 #include "core/dtype.h"
 

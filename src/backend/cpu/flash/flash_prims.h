@@ -1,4 +1,4 @@
-// The primitives of the blockwise attention kernel (attn/flash_body.h), one file per
+// The primitives of the blockwise attention kernel (backend/cpu/flash/flash_body.h), one file per
 // instruction set, picked at compile time by the variant's target flags (CMakeLists.txt):
 // AVX-512 when the variant is compiled for it, else portable vector extensions. Included
 // by flash_body.h (once per variant file) after BQ, BK and LC_AI are defined. Every

@@ -1,5 +1,5 @@
 // fp32 primitives of the blockwise attention kernel for AVX-512 (the contract is
-// attn/flash_prims.h; included there, by attn/flash_body.h).
+// backend/cpu/flash/flash_prims.h; included there, by backend/cpu/flash/flash_body.h).
 #ifndef LC_FLASH_PRIMS_AVX512_H
 #define LC_FLASH_PRIMS_AVX512_H
 

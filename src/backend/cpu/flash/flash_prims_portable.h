@@ -1,6 +1,6 @@
 // fp32 primitives of the blockwise attention kernel on GCC/Clang vector extensions
 // (AVX/AVX2, SSE, NEON): the same algorithm as the AVX-512 file with smaller register
-// tiles (the contract is attn/flash_prims.h; included there, by attn/flash_body.h).
+// tiles (the contract is backend/cpu/flash/flash_prims.h; included there, by backend/cpu/flash/flash_body.h).
 #ifndef LC_FLASH_PRIMS_PORTABLE_H
 #define LC_FLASH_PRIMS_PORTABLE_H
 

@@ -1,4 +1,4 @@
-// The attention kernel's bf16 variant (attn/flash_body.h; target flags in CMakeLists.txt).
+// The attention kernel's bf16 variant (backend/cpu/flash/flash_body.h; target flags in CMakeLists.txt).
 // Off x86 there is no AVX512_BF16: the same entry points run the portable algorithm (the
 // level is never selected there: lc_kern_supported).
 #if defined(__x86_64__)

@@ -1,5 +1,5 @@
-// The attention kernel's variants, one per kernel-table level (ops/kernels.h), each the
-// same algorithm (attn/flash_body.h) compiled with its level's target flags.
+// The attention kernel's variants, one per kernel-table level (backend/cpu/kern/kernels.h), each the
+// same algorithm (backend/cpu/flash/flash_body.h) compiled with its level's target flags.
 #ifndef LC_FLASH_VARIANTS_H
 #define LC_FLASH_VARIANTS_H
 

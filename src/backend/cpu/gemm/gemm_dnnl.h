@@ -10,7 +10,7 @@
 void lc_gemm_dnnl_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, long lda,
                        const uint16_t *B, long ldb, float beta, float *C, long ldc);
 // The same contract with fp32 operands (oneDNN's fp32 matmul: brgemm where the CPU has it),
-// one of the two fp32 GEMM libraries ops/sgemm.h chooses between.
+// one of the two fp32 GEMM libraries backend/cpu/gemm/sgemm.h chooses between.
 void lc_gemm_dnnl_f32(int ta, int tb, int M, int N, int K, const float *A, long lda, const float *B, long ldb, float beta,
                       float *C, long ldc);
 // Bytes of the scratchpad buffer oneDNN's primitives share (owned by gemm_dnnl.c, outside

@@ -1,5 +1,5 @@
 // Linear layer: W in the HF layout [N, K]. Two paths, chosen per call (lc_mm):
-//  - fp32: lc_sgemm (ops/sgemm.h): OpenBLAS's sgemm (OpenMP flavour), or oneDNN's fp32
+//  - fp32: lc_sgemm (backend/cpu/gemm/sgemm.h): OpenBLAS's sgemm (OpenMP flavour), or oneDNN's fp32
 //    matmul where calibrate measured it faster for the shape. Both thread each call
 //    themselves (and run single-threaded inside an OpenMP parallel region), so nothing here
 //    opens one.
@@ -23,7 +23,7 @@
 //    against a loss tile), in chunks of LC_MM_CHUNK weight rows against the whole input; a
 //    bf16 output rounded from an fp32 chunk; the sums over chunks in order.
 //  - W in ggml's blocks (a QLoRA frozen base, core/dtype.h's LC_DT_Q8_0 ..): tiles of
-//    LC_MM_CHUNK of W's rows dequantized into fp32 scratch (ops/dequant.h), rounded to bf16
+//    LC_MM_CHUNK of W's rows dequantized into fp32 scratch (core/dequant.h), rounded to bf16
 //    values in a bf16 pass (its operands are bf16 values, on every CPU), and packed to
 //    2 bytes for the native bf16 GEMM (at any row count); each tile against the activation
 //    in chunks of LC_MM_CHUNK rows, operands and a bf16 output handled per chunk as above,

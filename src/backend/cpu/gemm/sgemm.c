@@ -1,4 +1,4 @@
-// The fp32 GEMM and its library choice by exact shape (ops/sgemm.h).
+// The fp32 GEMM and its library choice by exact shape (backend/cpu/gemm/sgemm.h).
 #include "backend/cpu/gemm/sgemm.h"
 
 #include <cblas.h>

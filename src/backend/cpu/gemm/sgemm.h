@@ -1,4 +1,4 @@
-// The fp32 GEMM every fp32 product goes through (ops/matmul.c): OpenBLAS's sgemm, or
+// The fp32 GEMM every fp32 product goes through (backend/cpu/gemm/matmul.c): OpenBLAS's sgemm, or
 // oneDNN's fp32 matmul for the shapes where a measurement found it faster.
 //
 // Which library wins depends on the exact shape (on a Zen 3: oneDNN 1-3% faster on most of

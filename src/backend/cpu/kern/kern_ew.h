@@ -1,5 +1,5 @@
 // The element-wise kernels of the table, written once in plain C and compiled once per
-// level (ops/kern_*.c, each with its level's target flags; ops/kernels.h). Included by
+// level (backend/cpu/kern/kern_*.c, each with its level's target flags; backend/cpu/kern/kernels.h). Included by
 // those files only, after KERN_FN(name) is defined. ISO C mode keeps floating-point
 // contraction off and the reductions sequential per thread, so every level computes the
 // same bits; the compiler's vectorisation for the level is what differs.

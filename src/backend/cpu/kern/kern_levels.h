@@ -1,4 +1,4 @@
-// The tables of the kernel levels (ops/kern_*.c), gathered by ops/kernels.c.
+// The tables of the kernel levels (backend/cpu/kern/kern_*.c), gathered by backend/cpu/kern/kernels.c.
 #ifndef LC_KERN_LEVELS_H
 #define LC_KERN_LEVELS_H
 

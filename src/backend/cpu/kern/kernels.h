@@ -1,8 +1,8 @@
 // The kernel table: the ops that touch data in bulk, chosen once at start-up from the CPU's
 // features (lc_cpu_detect) or forced (--kernels). The attention kernel's variants are keyed
-// by the same level (attn/flash_variants.h: attn/ sits above ops/); fp32 GEMMs are OpenBLAS
+// by the same level (backend/cpu/flash/flash_variants.h); fp32 GEMMs are OpenBLAS
 // sgemm at every level. Not yet behind it: the element-wise ops of the layer (RMSNorm, RoPE,
-// SwiGLU, cross-entropy: ops/*.c, compiled for the build machine).
+// SwiGLU, cross-entropy: backend/cpu/ops/*.c, compiled for the build machine).
 //
 // Levels, each including the ones before it:
 //   portable  plain C compiled for the x86-64 baseline (SSE2): runs everywhere

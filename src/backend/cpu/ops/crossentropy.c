@@ -2,7 +2,7 @@
 // Per row: m = max; e_i = exp(x_i - m) (written over the logits); s = sum e_i in DOUBLE;
 // loss = m + log(s) - x[target]; dlogits = e_i * (scale/s) - scale*[i == target].
 // exp is a branch-free polynomial (relative error <= 8.2e-8, about one float rounding of
-// the result) run 8 lanes at a time on explicit vectors (ops/vec8.h; GCC 12 did not vectorize
+// the result) run 8 lanes at a time on explicit vectors (backend/cpu/ops/vec8.h; GCC 12 did not vectorize
 // the scalar loop), and the sum of a row's exps has one fixed order on every machine: 8
 // double partial sums by lane, added in lane order, then the tail (exp_sum).
 #include "backend/cpu/ops/fastexp.h"

@@ -1,4 +1,4 @@
-// Element-wise helpers (through the kernel table, ops/kernels.h).
+// Element-wise helpers (through the kernel table, backend/cpu/kern/kernels.h).
 #include "backend/cpu/kern/kernels.h"
 #include "backend/cpu/ops/ops.h"
 

@@ -2,7 +2,7 @@
 // sigmoid is evaluated from e = exp(-|g|) <= 1 (never overflows; NaN-free for any finite g):
 //   g >= 0: sigmoid = 1/(1+e), 1-sigmoid = e/(1+e);  g < 0: the two swap.
 // exp is a branch-free polynomial (see lc_fast_expf), run 8 lanes at a time on explicit
-// vectors (ops/vec8.h): GCC 12 does not vectorize the scalar loop (its selects read as
+// vectors (backend/cpu/ops/vec8.h): GCC 12 does not vectorize the scalar loop (its selects read as
 // control flow), which left SwiGLU at 5 ns an element.
 #include "backend/cpu/ops/fastexp.h"
 #include "backend/cpu/ops/ops.h"
@@ -31,7 +31,7 @@ static inline void swiglu1_bwd(float gi, float ui, float dhi, float *dg, float *
   *dg = dhi * ui * sig * (1.0f + gi * sigm);
 }
 
-// The same on 8 lanes (ops/vec8.h: the same operations, the same bits).
+// The same on 8 lanes (backend/cpu/ops/vec8.h: the same operations, the same bits).
 static inline lc_v8f swiglu8(lc_v8f g, lc_v8f u) {
   const lc_v8f e = lc_fast_expf8(-lc_v8_abs(g));
   const lc_v8f d = 1.0f / (1.0f + e);

@@ -28,7 +28,7 @@ static inline lc_v8f lc_v8_splat(float a) { return (lc_v8f){a, a, a, a, a, a, a,
 static inline lc_v8f lc_v8_sel(lc_v8i m, lc_v8f a, lc_v8f b) { return (lc_v8f)(((lc_v8i)a & m) | ((lc_v8i)b & ~m)); }
 static inline lc_v8f lc_v8_abs(lc_v8f x) { return (lc_v8f)((lc_v8u)x & 0x7fffffffu); }
 
-// lc_fast_expf (ops/fastexp.h) lane by lane: the same operations, the same bits.
+// lc_fast_expf (backend/cpu/ops/fastexp.h) lane by lane: the same operations, the same bits.
 static inline lc_v8f lc_fast_expf8(lc_v8f x) {
   lc_v8f xc = lc_v8_sel(x < lc_v8_splat(LC_EXP_LO), lc_v8_splat(LC_EXP_LO), x);
   xc = lc_v8_sel(xc > lc_v8_splat(LC_EXP_HI), lc_v8_splat(LC_EXP_HI), xc);
