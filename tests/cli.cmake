@@ -34,3 +34,6 @@ set_tests_properties(cli_lora PROPERTIES LABELS cli TIMEOUT 120 ENVIRONMENT "OMP
 # the device's peak, resume, plan, bad combinations on every rank (~40 s).
 add_test(NAME cli_offload COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_offload.sh $<TARGET_FILE:longctx>)
 set_tests_properties(cli_offload PROPERTIES LABELS cli TIMEOUT 180 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
+# The process keeps its name after the OpenBLAS core-type re-execution, under mpirun (~3 s).
+add_test(NAME cli_procname COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_procname.sh $<TARGET_FILE:longctx>)
+set_tests_properties(cli_procname PROPERTIES LABELS cli TIMEOUT 60 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")

@@ -38,8 +38,16 @@ static const char *coretype_fix(void) {
 void lc_blas_fix_coretype(char **argv) {
   if (getenv("LONGCTX_ENV_REEXEC")) return; // already done
   const char *core = coretype_fix();
+  // (tests: LONGCTX_TEST_REEXEC=1 re-executes on any CPU, as a fallback core would)
+  if (!core && getenv("LONGCTX_TEST_REEXEC")) core = getenv("OPENBLAS_CORETYPE") ? NULL : "Haswell";
   if (!core) return;
+  // The program's real path, not /proc/self/exe: the kernel names a process after the file
+  // it executes, and "exe" is what ps, top, pkill and MPI's messages would show.
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0 || (size_t)n >= sizeof path - 1) return; // no path: keep going as we are
+  path[n] = '\0';
   setenv("OPENBLAS_CORETYPE", core, 1);
   setenv("LONGCTX_ENV_REEXEC", "1", 1);
-  execv("/proc/self/exe", argv); // returns only on failure: keep going as we are
+  execv(path, argv); // argv[0] unchanged; returns only on failure: keep going as we are
 }
