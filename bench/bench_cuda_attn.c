@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "bench_cuda_attn: S %ld: %s\n", S, lc_errmsg());
       return 1;
     }
-    lc_attn_shape s = {.Tq = (int)S, .Tk = (int)S, .Hq = Hq, .Hkv = Hkv, .D = D, .causal = 1, .scale = 0.08838834764f, .bf16 = 1};
+    const lc_attn_geom s = {.Tq = (int)S, .Tk = (int)S, .Hq = Hq, .Hkv = Hkv, .D = D, .causal = 1, .scale = 0.08838834764f, .bf16 = 1};
     const double fwd_flops = 4.0 * (double)S * S * Hq * D / 2;
     for (int pass = 0; pass < 2; pass++) {
       double t[6];

@@ -420,8 +420,8 @@ static void test_flash(void) {
         lo[i] = c.window ? (int)(p - c.window + 1 > 0 ? p - c.window + 1 : 0) : (int)(p / 37 * 37); // documents of 37
       }
     }
-    lc_attn_shape s = {.Tq = c.Tq, .Tk = c.Tk, .Hq = c.Hq, .Hkv = c.Hkv, .D = c.D, .q_start = c.q0, .k_start = c.k0,
-                       .causal = c.causal, .scale = 1.0f / sqrtf((float)c.D), .bf16 = c.bf16};
+    const lc_attn_geom s = {.Tq = c.Tq, .Tk = c.Tk, .Hq = c.Hq, .Hkv = c.Hkv, .D = c.D, .q_start = c.q0, .k_start = c.k0,
+                            .causal = c.causal, .scale = 1.0f / sqrtf((float)c.D), .bf16 = c.bf16};
     const lc_dtype idt = c.in16 ? LC_DT_BF16 : LC_DT_F32;
     pair pq = mk(idt, c.in16 ? (void *)q16 : q, nq), pk = mk(idt, c.in16 ? (void *)k16 : k, nk),
          pv = mk(idt, c.in16 ? (void *)v16 : v, nk), pdo = mk(idt, c.in16 ? (void *)do16 : dout, nq);
