@@ -1,7 +1,8 @@
 // The model families and their tensors, described once. The tensor table drives the
-// parameter layout (params.c), the weight views, the store's units, HF load/save (hf.c),
-// GGUF load (gguf_model.c) and init; the family table drives config.json and GGUF
-// metadata parsing. A new family is a row here plus its branch in the layer (layer.c).
+// parameter layout (params.c), the weight views, the store's units, HF load/save
+// (hf_config.c, hf_weights.c), GGUF load (gguf_model.c) and init; the family table drives
+// config.json and GGUF metadata parsing. A new family is a row here plus its branch in the
+// layer (layer.c).
 #ifndef LC_ARCH_H
 #define LC_ARCH_H
 

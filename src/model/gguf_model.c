@@ -130,7 +130,7 @@ static lc_status read_rope(const meta *M, lc_config *c) {
   }
   const lc_gguf_tensor *rf = lc_gguf_find(f, "rope_freqs.weight");
   lc_rope_scaling *r = &c->rope;
-  memset(r, 0, sizeof *r); // type default; a scaling read below sets beta 32/1, truncate (as hf.c)
+  memset(r, 0, sizeof *r); // type default; a scaling read below sets beta 32/1, truncate (as hf_config.c)
   if (rf && ty[0] && strcmp(ty, "none") != 0)
     return lc_fail(LC_EINVAL, "%s: the file has both rope scaling type '%s' and per-pair factors (rope_freqs.weight), "
                    "which llama.cpp combines; transformers has no such RoPE, so longctx cannot train it", f->path, ty);

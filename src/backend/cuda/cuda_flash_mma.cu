@@ -1,0 +1,471 @@
+// The GPU flash attention's tensor-core tier (bf16 = 1, D = 64 or 128): mma.sync m16n8k16 bf16
+// with fp32 accumulation, forward and backward.
+#include "backend/cuda/cuda_flash_common.cuh"
+
+namespace {
+
+// =====================================================================================
+// Tensor-core forward (bf16 = 1, D = 64 or 128): mma.sync m16n8k16 bf16 -> fp32. A CTA of 4
+// warps owns 64 query rows (warp w: rows 16w..16w+15) and walks the key tiles of 64 the
+// block can see. Per tile: S = Q K^T (mma), times sl2, masked, the online softmax (max rounded
+// up to an integer, the CPU's exp2), P rounded to bf16 and fed from the accumulators straight
+// into the A operand of O += P V (mma). Shared memory (bf16 bits): Q [64][D+8], K [64][D+8],
+// V transposed [D][64+8] (rows 16 bytes + 4 words apart: conflict-free fragment loads).
+// Fragment layouts (PTX ISA, m16n8k16, g = lane / 4, t = lane % 4):
+//   A (16x16, row): reg0 (g, 2t..2t+1), reg1 (g+8, 2t..), reg2 (g, 2t+8..), reg3 (g+8, 2t+8..)
+//   B (16x8, col):  reg0 (k 2t..2t+1, n g), reg1 (k 2t+8..2t+9, n g)
+//   C (16x8 fp32):  c0,c1 (g, 2t..2t+1), c2,c3 (g+8, 2t..2t+1)
+// =====================================================================================
+#define FL_MMA_THREADS 128
+
+__device__ __forceinline__ void fl_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// bf16 bits of input element i (fp32 storage: rounded, a no-op on bf16 values).
+__device__ __forceinline__ uint32_t fl_bits(const void *x, int is16, size_t i) {
+  if (is16) return ((const uint16_t *)x)[i];
+  return fl_narrow_bits(__float_as_uint(((const float *)x)[i])) >> 16;
+}
+// Two rounded probabilities / gradients as one bf16 pair (lo: the lower index).
+__device__ __forceinline__ uint32_t fl_pack2(float lo, float hi) {
+  return (__float_as_uint(fl_round_daz(lo)) >> 16) | (__float_as_uint(fl_round_daz(hi)) & 0xffff0000u);
+}
+__device__ __forceinline__ uint32_t fl_lds32(const uint16_t *p) { return *(const uint32_t *)p; }
+
+// 64 rows of D bf16 values (row r of the tile at element off + r * ld of x) into shared
+// memory: natural dn[r * LN + d] (LN > 0) and / or transposed dt[d * LT + r] (LT > 0); rows
+// past nrows are 0.
+template <int D, int LN, int LT, int NT>
+__device__ __forceinline__ void fl_load_bf16(uint16_t *dn, uint16_t *dt, const void *x, int is16, size_t off,
+                                             size_t ld, long nrows) {
+  for (int e = threadIdx.x; e < 64 * (D / 2); e += NT) {
+    const int r = e / (D / 2), d = 2 * (e - r * (D / 2));
+    uint32_t lo = 0, hi = 0;
+    if (r < nrows) {
+      const size_t o = off + (size_t)r * ld + d;
+      lo = fl_bits(x, is16, o);
+      hi = fl_bits(x, is16, o + 1);
+    }
+    if (LN > 0) *(uint32_t *)(dn + r * LN + d) = lo | (hi << 16);
+    if (LT > 0) {
+      dt[d * LT + r] = (uint16_t)lo;
+      dt[(d + 1) * LT + r] = (uint16_t)hi;
+    }
+  }
+}
+
+template <int D>
+constexpr size_t fl_mma_fwd_smem() {
+  return sizeof(uint16_t) * (2 * 64 * (D + 8) + D * (64 + 8));
+}
+
+template <int D>
+__global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *out, float *lse, const void *q,
+                                                                 const void *k, const void *v) {
+  constexpr int LQ = D + 8, LV = FL_BK + 8, NKD = D / 16, NDN = D / 8;
+  extern __shared__ __align__(16) uint16_t smh[];
+  __shared__ long red[16];
+  uint16_t *Qs = smh, *Ks = Qs + 64 * LQ, *Vt = Ks + 64 * LQ;
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+  const int h = blockIdx.y, g = h / p.grp;
+  const long i0 = (long)blockIdx.x * FL_BQ;
+  long rb[2], re[2];
+  long bb = p.Tk, be = 0;
+#pragma unroll
+  for (int e = 0; e < 2; e++) {
+    const long i = i0 + w * 16 + gq + 8 * e;
+    rb[e] = p.Tk, re[e] = 0;
+    if (i < p.Tq) fl_row_range(p, i, &rb[e], &re[e]);
+    if (re[e] <= rb[e]) rb[e] = p.Tk, re[e] = 0;
+    bb = rb[e] < bb ? rb[e] : bb;
+    be = re[e] > be ? re[e] : be;
+  }
+  fl_block_minmax<FL_MMA_THREADS>(&bb, &be, red);
+  const size_t ldq = (size_t)p.Hq * D, ldk = (size_t)p.Hkv * D;
+  fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Qs, nullptr, q, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
+  __syncthreads();
+  uint32_t qf[NKD][4];
+#pragma unroll
+  for (int kk = 0; kk < NKD; kk++) {
+    const uint16_t *b = Qs + (w * 16 + gq) * LQ + kk * 16 + 2 * tq;
+    qf[kk][0] = fl_lds32(b);
+    qf[kk][1] = fl_lds32(b + 8 * LQ);
+    qf[kk][2] = fl_lds32(b + 8);
+    qf[kk][3] = fl_lds32(b + 8 * LQ + 8);
+  }
+  float o[NDN][4];
+#pragma unroll
+  for (int n = 0; n < NDN; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  for (long j0 = be > bb ? bb / FL_BK * FL_BK : be; j0 < be; j0 += FL_BK) {
+    __syncthreads(); // the previous tile is no longer read
+    fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Ks, nullptr, k, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
+    fl_load_bf16<D, 0, LV, FL_MMA_THREADS>(nullptr, Vt, v, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
+    __syncthreads();
+    float sc[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+      sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < NKD; kk++) {
+        const uint16_t *b = Ks + (n * 8 + gq) * LQ + kk * 16 + 2 * tq;
+        fl_mma(sc[n], qf[kk], fl_lds32(b), fl_lds32(b + 8));
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < 2; e++) { // row half: accumulator regs 2e, 2e+1
+      float mx = -INFINITY;
+#pragma unroll
+      for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int x = 0; x < 2; x++) {
+          const long j = j0 + n * 8 + 2 * tq + x;
+          float s = __fmul_rn(sc[n][2 * e + x], p.sl2);
+          if (j < rb[e] || j >= re[e]) s = -INFINITY;
+          sc[n][2 * e + x] = s;
+          mx = s > mx ? s : mx;
+        }
+      float y = __shfl_xor_sync(0xffffffffu, mx, 1);
+      mx = y > mx ? y : mx;
+      y = __shfl_xor_sync(0xffffffffu, mx, 2);
+      mx = y > mx ? y : mx;
+      float mnew = ceilf(mx > m[e] ? mx : m[e]);
+      const float mref = mnew == -INFINITY ? 0.0f : mnew;
+      const float al = fl_exp2(__fsub_rn(m[e], mref));
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int x = 0; x < 2; x++) {
+          const float pr = fl_exp2(__fsub_rn(sc[n][2 * e + x], mref));
+          sc[n][2 * e + x] = pr;
+          sum = __fadd_rn(sum, pr);
+        }
+      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 1)); // the same bits in the 4 lanes
+      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 2));
+      l[e] = __fmaf_rn(l[e], al, sum);
+      m[e] = mnew;
+#pragma unroll
+      for (int n = 0; n < NDN; n++) {
+        o[n][2 * e] = __fmul_rn(o[n][2 * e], al);
+        o[n][2 * e + 1] = __fmul_rn(o[n][2 * e + 1], al);
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < FL_BK / 16; kk++) {
+      uint32_t a[4];
+      a[0] = fl_pack2(sc[2 * kk][0], sc[2 * kk][1]);
+      a[1] = fl_pack2(sc[2 * kk][2], sc[2 * kk][3]);
+      a[2] = fl_pack2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+      a[3] = fl_pack2(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+#pragma unroll
+      for (int n = 0; n < NDN; n++) {
+        const uint16_t *b = Vt + (n * 8 + gq) * LV + kk * 16 + 2 * tq;
+        fl_mma(o[n], a, fl_lds32(b), fl_lds32(b + 8));
+      }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 2; e++) {
+    const long i = i0 + w * 16 + gq + 8 * e;
+    if (i >= p.Tq) continue;
+    const float inv = l[e] > 0.0f ? 1.0f / l[e] : 0.0f;
+    if (tq == 0)
+      lse[(size_t)h * p.Tq + i] = l[e] > 0.0f ? (float)(((double)m[e] + log2((double)l[e])) * FL_LN2) : -INFINITY;
+    const size_t oo = (size_t)i * ldq + (size_t)h * D + 2 * tq;
+#pragma unroll
+    for (int n = 0; n < NDN; n++) {
+      fl_store_out(out, p.out16, oo + n * 8, __fmul_rn(o[n][2 * e], inv));
+      fl_store_out(out, p.out16, oo + n * 8 + 1, __fmul_rn(o[n][2 * e + 1], inv));
+    }
+  }
+}
+
+// A fragment of the 16-row slab at base (rows ld halves apart), columns col0..col0+15.
+__device__ __forceinline__ void fl_lda(uint32_t a[4], const uint16_t *base, int ld, int col0) {
+  const int lane = threadIdx.x & 31;
+  const uint16_t *b = base + (lane >> 2) * ld + col0 + 2 * (lane & 3);
+  a[0] = fl_lds32(b);
+  a[1] = fl_lds32(b + 8 * ld);
+  a[2] = fl_lds32(b + 8);
+  a[3] = fl_lds32(b + 8 * ld + 8);
+}
+// B fragment: n index n0 + g along the rows of base (ld halves apart), k index k0.. along them.
+__device__ __forceinline__ void fl_ldb(uint32_t *b0, uint32_t *b1, const uint16_t *base, int ld, int n0, int k0) {
+  const int lane = threadIdx.x & 31;
+  const uint16_t *b = base + (n0 + (lane >> 2)) * ld + k0 + 2 * (lane & 3);
+  *b0 = fl_lds32(b);
+  *b1 = fl_lds32(b + 8);
+}
+
+// ---- tensor-core backward (bf16 = 1, D = 64 or 128) ----
+template <int D>
+constexpr size_t fl_mma_dq_smem() {
+  return sizeof(uint16_t) * (4 * 64 * (D + 8) + D * (64 + 8));
+}
+template <int D>
+constexpr size_t fl_mma_dkv_smem() {
+  return sizeof(uint16_t) * (4 * 64 * (D + 8) + 2 * D * (64 + 8)) + 3 * 64 * sizeof(float);
+}
+
+// dq of a query block (4 warps x 16 rows) over its visible key tiles in order:
+// S = Q K^T, dP = dO V^T (mma), P, dS in fp32, dS rounded, dq += dS K (mma).
+// Shared: Q, dO, K, V natural [64][D+8]; K transposed [D][64+8].
+template <int D>
+__global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, float *dq, const void *dout,
+                                                                    const void *q, const void *k, const void *v,
+                                                                    const float *lse, const float *delta) {
+  constexpr int LQ = D + 8, LV = FL_BK + 8, NKD = D / 16, NDN = D / 8;
+  extern __shared__ __align__(16) uint16_t smh[];
+  __shared__ long red[16];
+  uint16_t *Qs = smh, *Os = Qs + 64 * LQ, *Ks = Os + 64 * LQ, *Vs = Ks + 64 * LQ, *Kt = Vs + 64 * LQ;
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
+  const int h = blockIdx.y, g = h / p.grp;
+  const long i0 = (long)blockIdx.x * FL_BQ;
+  long rb[2], re[2];
+  float l2[2], dl[2];
+  long bb = p.Tk, be = 0;
+#pragma unroll
+  for (int e = 0; e < 2; e++) {
+    const long i = i0 + w * 16 + gq + 8 * e;
+    rb[e] = p.Tk, re[e] = 0, l2[e] = INFINITY, dl[e] = 0.0f;
+    if (i < p.Tq) {
+      fl_row_range(p, i, &rb[e], &re[e]);
+      const float L = lse[(size_t)h * p.Tq + i];
+      l2[e] = fl_lse2(L);
+      dl[e] = delta[(size_t)h * p.Tq + i];
+      if (L == -INFINITY) rb[e] = p.Tk, re[e] = 0;
+    }
+    if (re[e] <= rb[e]) rb[e] = p.Tk, re[e] = 0;
+    bb = rb[e] < bb ? rb[e] : bb;
+    be = re[e] > be ? re[e] : be;
+  }
+  fl_block_minmax<FL_MMA_THREADS>(&bb, &be, red);
+  if (be <= bb) return; // uniform
+  const size_t ldq = (size_t)p.Hq * D, ldk = (size_t)p.Hkv * D;
+  fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Qs, nullptr, q, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
+  fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Os, nullptr, dout, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
+  float acc[NDN][4];
+#pragma unroll
+  for (int n = 0; n < NDN; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  const uint16_t *Qw = Qs + w * 16 * LQ, *Ow = Os + w * 16 * LQ;
+  for (long j0 = bb / FL_BK * FL_BK; j0 < be; j0 += FL_BK) {
+    __syncthreads();
+    fl_load_bf16<D, LQ, LV, FL_MMA_THREADS>(Ks, Kt, k, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
+    fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Vs, nullptr, v, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
+    __syncthreads();
+    float sc[8][4], dp[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+      for (int x = 0; x < 4; x++) sc[n][x] = dp[n][x] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < NKD; kk++) {
+      uint32_t qa[4], oa[4];
+      fl_lda(qa, Qw, LQ, kk * 16);
+      fl_lda(oa, Ow, LQ, kk * 16);
+#pragma unroll
+      for (int n = 0; n < 8; n++) {
+        uint32_t b0, b1;
+        fl_ldb(&b0, &b1, Ks, LQ, n * 8, kk * 16);
+        fl_mma(sc[n], qa, b0, b1);
+        fl_ldb(&b0, &b1, Vs, LQ, n * 8, kk * 16);
+        fl_mma(dp[n], oa, b0, b1);
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+      for (int x = 0; x < 4; x++) {
+        const int e = x >> 1;
+        const long j = j0 + n * 8 + 2 * tq + (x & 1);
+        const float pr = (j < rb[e] || j >= re[e]) ? 0.0f : fl_exp2(__fsub_rn(__fmul_rn(sc[n][x], p.sl2), l2[e]));
+        sc[n][x] = __fmul_rn(__fmul_rn(pr, p.scale), __fsub_rn(dp[n][x], dl[e]));
+      }
+#pragma unroll
+    for (int kk = 0; kk < FL_BK / 16; kk++) {
+      uint32_t a[4];
+      a[0] = fl_pack2(sc[2 * kk][0], sc[2 * kk][1]);
+      a[1] = fl_pack2(sc[2 * kk][2], sc[2 * kk][3]);
+      a[2] = fl_pack2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+      a[3] = fl_pack2(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+#pragma unroll
+      for (int n = 0; n < NDN; n++) {
+        uint32_t b0, b1;
+        fl_ldb(&b0, &b1, Kt, LV, n * 8, kk * 16);
+        fl_mma(acc[n], a, b0, b1);
+      }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 2; e++) {
+    const long i = i0 + w * 16 + gq + 8 * e;
+    if (i >= p.Tq) continue;
+    float *o = dq + (size_t)i * ldq + (size_t)h * D + 2 * tq;
+#pragma unroll
+    for (int n = 0; n < NDN; n++) {
+      o[n * 8] = __fadd_rn(o[n * 8], acc[n][2 * e]);
+      o[n * 8 + 1] = __fadd_rn(o[n * 8 + 1], acc[n][2 * e + 1]);
+    }
+  }
+}
+
+// dk, dv of a key block (4 warps x 16 keys) over the query blocks from the last to the
+// first and the kv group's q heads in order: S^T = K Q^T, dP^T = V dO^T (mma), P^T and dS^T
+// in fp32, rounded; dv += P^T dO, dk += dS^T Q (mma). Shared: K, V natural (the block's, for
+// the whole kernel); per item Q, dO natural [64][D+8] and transposed [D][64+8].
+template <int D>
+__global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dkv_kernel(fl_p p, float *dk, float *dv, const void *dout,
+                                                                     const void *q, const void *k, const void *v,
+                                                                     const float *lse, const float *delta) {
+  constexpr int LQ = D + 8, LV = FL_BQ + 8, NKD = D / 16, NDN = D / 8;
+  extern __shared__ __align__(16) uint16_t smh[];
+  uint16_t *Ks = smh, *Vs = Ks + 64 * LQ, *Qs = Vs + 64 * LQ, *Qt = Qs + 64 * LQ, *Os = Qt + D * LV,
+           *Ot = Os + 64 * LQ;
+  float *L2s = (float *)(Ot + D * LV), *Dls = L2s + 64;
+  int *Los = (int *)(Dls + 64);
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3, g = blockIdx.y;
+  const long j0 = (long)blockIdx.x * FL_BK;
+  const size_t ldq = (size_t)p.Hq * D, ldk = (size_t)p.Hkv * D;
+  const long kfirst = p.k_start + j0, klast = p.k_start + (j0 + FL_BK < p.Tk ? j0 + FL_BK : p.Tk) - 1;
+  long jr[2], kpos[2];
+#pragma unroll
+  for (int e = 0; e < 2; e++) jr[e] = j0 + w * 16 + gq + 8 * e, kpos[e] = p.k_start + jr[e];
+  fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Ks, nullptr, k, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
+  fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Vs, nullptr, v, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
+  float ak[NDN][4], av[NDN][4];
+#pragma unroll
+  for (int n = 0; n < NDN; n++)
+#pragma unroll
+    for (int x = 0; x < 4; x++) ak[n][x] = av[n][x] = 0.0f;
+  const uint16_t *Kw = Ks + w * 16 * LQ, *Vw = Vs + w * 16 * LQ;
+  const int nqb = (p.Tq + FL_BQ - 1) / FL_BQ;
+  for (int ib = nqb - 1; ib >= 0; ib--) {
+    const long i0 = (long)ib * FL_BQ;
+    if (p.causal && p.q_start + i0 + FL_BQ - 1 < kfirst) break; // no earlier block sees the keys
+    for (int hh = 0; hh < p.grp; hh++) {
+      const int h = g * p.grp + hh;
+      __syncthreads(); // the previous item's tiles are no longer read
+      int any = 0;
+      if (tid < FL_BQ) {
+        const long ii = i0 + tid;
+        float l2 = INFINITY, dlv = 0.0f;
+        int lov = 0;
+        if (ii < p.Tq) {
+          const float L = lse[(size_t)h * p.Tq + ii];
+          l2 = fl_lse2(L);
+          dlv = delta[(size_t)h * p.Tq + ii];
+          lov = p.lo ? p.lo[ii] : 0;
+          long vb = kfirst, ve = klast;
+          if (p.lo && (long)lov > vb) vb = lov;
+          if (p.causal && p.q_start + ii < ve) ve = p.q_start + ii;
+          any = L != -INFINITY && vb <= ve;
+        }
+        L2s[tid] = l2, Dls[tid] = dlv, Los[tid] = lov;
+      }
+      if (!__syncthreads_or(any)) continue;
+      fl_load_bf16<D, LQ, LV, FL_MMA_THREADS>(Qs, Qt, q, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
+      fl_load_bf16<D, LQ, LV, FL_MMA_THREADS>(Os, Ot, dout, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
+      __syncthreads();
+      float sc[8][4], dp[8][4];
+#pragma unroll
+      for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int x = 0; x < 4; x++) sc[n][x] = dp[n][x] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < NKD; kk++) {
+        uint32_t ka[4], va[4];
+        fl_lda(ka, Kw, LQ, kk * 16);
+        fl_lda(va, Vw, LQ, kk * 16);
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+          uint32_t b0, b1;
+          fl_ldb(&b0, &b1, Qs, LQ, n * 8, kk * 16);
+          fl_mma(sc[n], ka, b0, b1);
+          fl_ldb(&b0, &b1, Os, LQ, n * 8, kk * 16);
+          fl_mma(dp[n], va, b0, b1);
+        }
+      }
+      uint32_t pa[4][4], da[4][4]; // P^T and dS^T as A fragments (keys x queries)
+#pragma unroll
+      for (int n = 0; n < 8; n++) {
+        float pr[4], ds[4];
+#pragma unroll
+        for (int x = 0; x < 4; x++) {
+          const int e = x >> 1, qi = n * 8 + 2 * tq + (x & 1);
+          const long ii = i0 + qi;
+          bool vis = jr[e] < p.Tk && ii < p.Tq;
+          if (p.causal && kpos[e] > p.q_start + ii) vis = false;
+          if (p.lo && kpos[e] < (long)Los[qi]) vis = false;
+          pr[x] = vis ? fl_exp2(__fsub_rn(__fmul_rn(sc[n][x], p.sl2), L2s[qi])) : 0.0f;
+          ds[x] = __fmul_rn(__fmul_rn(pr[x], p.scale), __fsub_rn(dp[n][x], Dls[qi]));
+        }
+        // n-tile n covers queries 8n..8n+7: k-step n / 2, regs 0-1 (even n) or 2-3 (odd n)
+        pa[n >> 1][(n & 1) * 2] = fl_pack2(pr[0], pr[1]);
+        pa[n >> 1][(n & 1) * 2 + 1] = fl_pack2(pr[2], pr[3]);
+        da[n >> 1][(n & 1) * 2] = fl_pack2(ds[0], ds[1]);
+        da[n >> 1][(n & 1) * 2 + 1] = fl_pack2(ds[2], ds[3]);
+      }
+#pragma unroll
+      for (int kk = 0; kk < FL_BQ / 16; kk++)
+#pragma unroll
+        for (int n = 0; n < NDN; n++) {
+          uint32_t b0, b1;
+          fl_ldb(&b0, &b1, Ot, LV, n * 8, kk * 16);
+          fl_mma(av[n], pa[kk], b0, b1);
+          fl_ldb(&b0, &b1, Qt, LV, n * 8, kk * 16);
+          fl_mma(ak[n], da[kk], b0, b1);
+        }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 2; e++) {
+    if (jr[e] >= p.Tk) continue;
+    const size_t ko = (size_t)jr[e] * ldk + (size_t)g * D + 2 * tq;
+#pragma unroll
+    for (int n = 0; n < NDN; n++)
+#pragma unroll
+      for (int x = 0; x < 2; x++) {
+        dk[ko + n * 8 + x] = __fadd_rn(dk[ko + n * 8 + x], ak[n][2 * e + x]);
+        dv[ko + n * 8 + x] = __fadd_rn(dv[ko + n * 8 + x], av[n][2 * e + x]);
+      }
+  }
+}
+
+} // namespace
+
+template <int D>
+int fl_mma_fwd(void *out, float *lse, const void *q, const void *k, const void *v, const fl_p &p, cudaStream_t st) {
+  const size_t smem = fl_mma_fwd_smem<D>();
+  int e = fl_prep(mma_fwd_kernel<D>, smem);
+  if (e) return e;
+  const dim3 grid((unsigned)((p.Tq + FL_BQ - 1) / FL_BQ), (unsigned)p.Hq);
+  mma_fwd_kernel<D><<<grid, FL_MMA_THREADS, smem, st>>>(p, out, lse, q, k, v);
+  return (int)cudaGetLastError();
+}
+
+template <int D>
+int fl_mma_bwd(float *dq, float *dk, float *dv, const void *dout, const void *q, const void *k, const void *v,
+               const float *lse, const float *delta, const fl_p &p, cudaStream_t st) {
+  const size_t sq = fl_mma_dq_smem<D>(), skv = fl_mma_dkv_smem<D>();
+  int e = fl_prep(mma_bwd_dq_kernel<D>, sq);
+  if (!e) e = fl_prep(mma_bwd_dkv_kernel<D>, skv);
+  if (e) return e;
+  const dim3 gq((unsigned)((p.Tq + FL_BQ - 1) / FL_BQ), (unsigned)p.Hq);
+  const dim3 gk((unsigned)((p.Tk + FL_BK - 1) / FL_BK), (unsigned)p.Hkv);
+  mma_bwd_dq_kernel<D><<<gq, FL_MMA_THREADS, sq, st>>>(p, dq, dout, q, k, v, lse, delta);
+  mma_bwd_dkv_kernel<D><<<gk, FL_MMA_THREADS, skv, st>>>(p, dk, dv, dout, q, k, v, lse, delta);
+  return (int)cudaGetLastError();
+}
+
+template int fl_mma_fwd<64>(void *, float *, const void *, const void *, const void *, const fl_p &, cudaStream_t);
+template int fl_mma_fwd<128>(void *, float *, const void *, const void *, const void *, const fl_p &, cudaStream_t);
+template int fl_mma_bwd<64>(float *, float *, float *, const void *, const void *, const void *, const void *, const float *,
+                              const float *, const fl_p &, cudaStream_t);
+template int fl_mma_bwd<128>(float *, float *, float *, const void *, const void *, const void *, const void *, const float *,
+                               const float *, const fl_p &, cudaStream_t);
