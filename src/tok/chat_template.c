@@ -264,7 +264,7 @@ lc_status lc_chat_render_text(const lc_chat_tpl *ct, const lc_conv *c, int add_g
       }
       for (int i = i0; i < c->n; i++) {
         const lc_conv_msg *m = &c->msgs[i];
-        if (i == 0) puts_(&s, ct->bos);
+        if (i == 0 && !ct->dated) puts_(&s, ct->bos);
         puts_(&s, "<|start_header_id|>");
         puts_(&s, lc_role_name(m->role));
         puts_(&s, "<|end_header_id|>\n\n");
