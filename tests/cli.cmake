@@ -37,3 +37,5 @@ set_tests_properties(cli_offload PROPERTIES LABELS cli TIMEOUT 180 ENVIRONMENT "
 # The process keeps its name after the OpenBLAS core-type re-execution, under mpirun (~3 s).
 add_test(NAME cli_procname COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_procname.sh $<TARGET_FILE:longctx>)
 set_tests_properties(cli_procname PROPERTIES LABELS cli TIMEOUT 60 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
+add_test(NAME cli_chat COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_chat.sh $<TARGET_FILE:longctx> ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_chat PROPERTIES LABELS cli TIMEOUT 60 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")

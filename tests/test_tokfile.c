@@ -1,7 +1,8 @@
 #define _POSIX_C_SOURCE 200809L
 // Token data files: write -> read round trips (2- and 4-byte), header validation (magic,
 // version, dtype, reserved, vocab, empty, truncated/trailing sizes), out-of-vocab ids with
-// index and byte offset, atomic writes, and the file format written by tools/prepare_data.py.
+// index and byte offset, atomic writes, and the file format written by tools/prepare_data.py;
+// version 3's loss mask (round trip with a document index, a short mask, a mask byte not 0/1).
 #include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -126,7 +127,8 @@ static void test_errors(void) {
     const char *w1, *w2;
   } cases[] = {
       {"LCTOKENX", 1, 2, 256, 0, 4, 40, "bad magic", "prepare_data.py"},
-      {"LCTOKENS", 3, 2, 256, 0, 4, 40, "version 3", "versions 1 and 2"},
+      {"LCTOKENS", 4, 2, 256, 0, 4, 40, "version 4", "versions 1, 2 and 3"},
+      {"LCTOKENS", 3, 2, 256, 0, 4, 42, "mask is shorter than the tokens", "4 tokens but 2 bytes"},
       {"LCTOKENS", 2, 2, 256, 6, 4, 40, "reserved", "not 0"},
       {"LCTOKENS", 1, 3, 256, 0, 4, 44, "dtype 3", "uint16"},
       {"LCTOKENS", 1, 2, 256, 7, 4, 40, "reserved", "not 0"},
@@ -258,6 +260,35 @@ static void test_docs(void) {
   CHECK(lc_tokfile_open(&t, p) == LC_EFORMAT && strstr(lc_errmsg(), "truncated"), "no index: %s", lc_errmsg());
 }
 
+// Version 3: tokens, the loss mask, the document index; a mask byte other than 0/1 refused.
+static void test_mask(void) {
+  char p[300];
+  snprintf(p, sizeof p, "%s/m.tok", dir);
+  uint32_t tk[6] = {5, 6, 7, 8, 9, 10};
+  unsigned char m[6] = {0, 0, 1, 1, 0, 1};
+  uint64_t starts[2] = {0, 3};
+  CHECK(lc_tokfile_write_mask(p, tk, m, 6, 2, 100, starts, 2) == LC_OK, "write v3: %s", lc_errmsg());
+  struct stat st;
+  CHECK(stat(p, &st) == 0 && st.st_size == 32 + 12 + 6 + 8 + 16, "v3 size %lld", (long long)st.st_size);
+  lc_tokfile t;
+  CHECK(lc_tokfile_open(&t, p) == LC_OK, "open v3: %s", lc_errmsg());
+  CHECK(t.version == 3 && t.mask && t.n_docs == 2 && lc_tokfile_doc_start(&t, 1) == 3, "v3 header, mask, index");
+  for (int i = 0; i < 6; i++) CHECK(lc_tokfile_counts(&t, (uint64_t)i) == m[i] && lc_tokfile_get(&t, (uint64_t)i) == tk[i], "token %d", i);
+  lc_tokfile_close(&t);
+  // Versions 1 and 2: every token counts.
+  CHECK(lc_tokfile_write_docs(p, tk, 6, 2, 100, starts, 2) == LC_OK && lc_tokfile_open(&t, p) == LC_OK, "v2");
+  CHECK(t.version == 2 && !t.mask && lc_tokfile_counts(&t, 4), "v2 counts every token");
+  lc_tokfile_close(&t);
+  m[2] = 2;
+  CHECK(lc_tokfile_write_mask(p, tk, m, 6, 2, 100, NULL, 0) == LC_EINVAL && strstr(lc_errmsg(), "not 0 or 1"), "writer refuses mask 2");
+  unsigned char b[32 + 12 + 6];
+  header(b, "LCTOKENS", 3, 2, 100, 0, 6);
+  memset(b + 32, 0, 12);
+  memcpy(b + 44, (unsigned char[]){0, 1, 1, 7, 0, 0}, 6);
+  put_bytes(p, b, sizeof b);
+  CHECK(lc_tokfile_open(&t, p) == LC_EFORMAT && strstr(lc_errmsg(), "mask byte 3 is 7"), "mask byte 7: %s", lc_errmsg());
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/lc_test_tok_%ld", (long)getpid());
   lc_mkdir_p(dir);
@@ -265,6 +296,7 @@ int main(void) {
   test_docs();
   test_errors();
   test_prepare_data();
+  test_mask();
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

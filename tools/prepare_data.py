@@ -4,6 +4,7 @@
     prepare_data.py --tokenizer DIR_OR_tokenizer.json --out data.tok [--eos-id N | --eos TOKEN] INPUT...
     prepare_data.py --tokenizer MODEL.gguf --out data.tok [--eos-id N | --eos TOKEN] INPUT...
     prepare_data.py --bytes --out data.tok INPUT...
+    prepare_data.py --tokenizer MODEL_DIR_OR.gguf --chat [--train-on assistant|last|all] [--strict] --out data.tok CONVERSATIONS.jsonl
     prepare_data.py --self-test
 
 Each INPUT is a text file (the whole file is one document) or a JSONL file (``.jsonl``/
@@ -29,6 +30,20 @@ follows), uint64 token count, the tokens, then the document index: uint64 number
 documents and one uint64 start (token index) per document, so `longctx train --pack` can
 pack whole documents. Documents that give no token are left out of the index. The file is
 written atomically (temporary name, fsync, rename).
+
+``--chat``: each JSONL line is a conversation (OpenAI ``messages``, ShareGPT
+``conversations`` with from system/human/gpt, or ``prompt``/``completion``: one user and one
+assistant turn), rendered with the model's own chat template (``chat_template.jinja`` beside
+tokenizer.json, ``tokenizer_config.json``'s ``chat_template``, or a GGUF's
+``tokenizer.chat_template``) by jinja2 as transformers' ``apply_chat_template`` does, and
+tokenized without the tokenizer's own special tokens (as ``apply_chat_template(tokenize=True)``).
+Any template renders here; ``longctx prepare --chat`` renders the common forms in C and
+writes the same file byte for byte. The file is version 3: after the tokens, one loss-mask
+byte per token, 1 where the token counts. With ``--train-on assistant`` (default) each
+assistant turn counts from the tokens of the conversation before it rendered with the
+generation prompt through the first end-of-turn token after them (``<|im_end|>``,
+``<|eot_id|>``, else the EOS); ``last``: only the final assistant turn; ``all``: every token.
+A conversation with no assistant turn is skipped and counted (``--strict``: refused).
 """
 import argparse
 import array
@@ -386,13 +401,210 @@ def write_tokens(out, enc, doc_iter, eos, bytes_per_token, batch_docs=256):
     return ndocs, ntoks
 
 
-def read_token_file(path, with_docs=False):
+# ---------------------------------------------------------------- conversations (--chat)
+
+ROLES = {"messages": {"system": "system", "user": "user", "assistant": "assistant"},
+         "conversations": {"system": "system", "human": "user", "user": "user", "gpt": "assistant",
+                           "assistant": "assistant"}}
+
+
+def parse_conversation(obj):
+    """[{"role", "content"}] of one record (the same rules as src/io/conv.c)."""
+    if not isinstance(obj, dict):
+        raise ValueError("the record is not a JSON object")
+    field = "messages" if "messages" in obj else "conversations" if "conversations" in obj else None
+    if field is None:
+        if "prompt" not in obj and "completion" not in obj:
+            raise ValueError('the record has no "messages" (OpenAI), "conversations" (ShareGPT) or '
+                             '"prompt"/"completion" field')
+        if not isinstance(obj.get("prompt"), str) or not isinstance(obj.get("completion"), str):
+            raise ValueError('a prompt/completion record needs both "prompt" and "completion" as strings')
+        return [{"role": "user", "content": obj["prompt"]}, {"role": "assistant", "content": obj["completion"]}]
+    turns = obj[field]
+    if not isinstance(turns, list):
+        raise ValueError(f'"{field}" is not a list of turns')
+    if not turns:
+        raise ValueError(f'"{field}" is an empty list: the record has no turns')
+    kr, kc = ("role", "content") if field == "messages" else ("from", "value")
+    out = []
+    for i, t in enumerate(turns, 1):
+        if not isinstance(t, dict) or not isinstance(t.get(kr), str) or not isinstance(t.get(kc), str):
+            raise ValueError(f'turn {i} of "{field}" is not an object with string "{kr}" and "{kc}"')
+        role = ROLES[field].get(t[kr])
+        if role is None:
+            raise ValueError(f'turn {i} has the unknown {kr} "{t[kr][:40]}"')
+        if role == "system" and i > 1:
+            raise ValueError(f"turn {i} is a system turn, but only the first turn may be one")
+        out.append({"role": role, "content": t[kc].split("\0")[0]})
+    return out
+
+
+def find_chat_template(path, meta=None):
+    """(template source, bos token, eos token) of a model directory, tokenizer.json or GGUF."""
+    if meta is not None:
+        toks = meta.get("tokenizer.ggml.tokens") or []
+
+        def tok(key):
+            i = meta.get(key)
+            return toks[i] if i is not None and 0 <= i < len(toks) else ""
+        tpl = meta.get("tokenizer.chat_template")
+        return tpl, tok("tokenizer.ggml.bos_token_id"), tok("tokenizer.ggml.eos_token_id")
+    d = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+    tpl, bos, eos = None, "", ""
+    cfg = os.path.join(d, "tokenizer_config.json")
+    if os.path.isfile(cfg):
+        with open(cfg, encoding="utf-8") as f:
+            c = json.load(f)
+        tpl = c.get("chat_template")
+        if isinstance(tpl, list):
+            tpl = next((t["template"] for t in tpl if t.get("name") == "default"), None)
+
+        def s(x):
+            return x.get("content", "") if isinstance(x, dict) else (x or "")
+        bos, eos = s(c.get("bos_token")), s(c.get("eos_token"))
+    jinja = os.path.join(d, "chat_template.jinja")
+    if os.path.isfile(jinja):
+        with open(jinja, encoding="utf-8") as f:
+            tpl = f.read()
+    return tpl, bos, eos
+
+
+def make_renderer(tpl, bos, eos):
+    """A function (messages, add_generation_prompt) -> text, rendering as transformers does."""
+    try:
+        import jinja2
+        from jinja2.ext import loopcontrols
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+    except ImportError:
+        raise PrepError("--chat needs jinja2: pip install jinja2")
+    import datetime
+
+    def raise_exception(msg):
+        raise jinja2.exceptions.TemplateError(msg)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
+    t = env.from_string(tpl)
+
+    def render(messages, add_generation_prompt):
+        try:
+            return t.render(messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos,
+                            eos_token=eos, tools=None, documents=None)
+        except jinja2.exceptions.TemplateError as e:
+            raise ValueError(f"the chat template refuses the conversation: {e}")
+    return render
+
+
+def chat_encode(render, encode, eot, messages, train_on):
+    """(ids, mask) of one conversation."""
+    ids = encode(render(messages, False))
+    mask = [1 if train_on == "all" else 0] * len(ids)
+    turns = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
+    if train_on == "last":
+        turns = turns[-1:]
+    for i in turns if train_on != "all" else []:
+        k = len(encode(render(messages[:i], True)))
+        while k < len(ids):
+            mask[k] = 1
+            if ids[k] == eot:
+                break
+            k += 1
+    return ids, mask
+
+
+def write_chat(a, enc):
+    meta = read_gguf_metadata(a.tokenizer) if isinstance(enc, GGUFEncoder) else None
+    tpl, bos, eos = find_chat_template(a.tokenizer, meta)
+    if not tpl:
+        raise PrepError("the model's tokenizer has no chat template (a base model?); conversations need an instruct "
+                        "model's template")
+    render = make_renderer(tpl, bos, eos)
+    eot_s = "<|im_end|>" if "<|im_end|>" in tpl else "<|eot_id|>" if "<|eot_id|>" in tpl else eos or "</s>"
+    eot = enc.tok.token_to_id(eot_s)
+    if eot is None:
+        raise PrepError(f"the chat template ends a turn with {eot_s}, which is not a token of this tokenizer")
+
+    def encode(text):
+        return enc.tok.encode(text, add_special_tokens=False).ids
+    toks, mask, starts, skipped, ndocs = [], bytearray(), [], 0, 0
+    for path in a.inputs:
+        if not (a.format == "jsonl" or (a.format == "auto" and path.endswith((".jsonl", ".jsonl.gz", ".ndjson")))):
+            raise PrepError(f"{path}: --chat reads JSONL conversations (.jsonl, .jsonl.gz, .ndjson or --format jsonl)")
+        try:
+            with open_text(path) as f:
+                lines = list(f)
+        except (OSError, UnicodeDecodeError) as e:
+            raise PrepError(f"{path}: cannot read ({e})")
+        for lineno, line in enumerate(lines, 1):
+            if not line.strip(" \t\f\v\n"):
+                continue
+            try:
+                obj = json.loads(line)
+                msgs = parse_conversation(obj)
+                if not any(m["role"] == "assistant" for m in msgs):
+                    if a.strict:
+                        raise ValueError("the conversation has no assistant turn, so no token would count")
+                    skipped += 1
+                    continue
+                ids, m = chat_encode(render, encode, eot, msgs, a.train_on)
+            except json.JSONDecodeError as e:
+                raise PrepError(f"{path}:{lineno}: not valid JSON ({e.msg}); each line of a JSONL file must be one "
+                                f"JSON object")
+            except ValueError as e:
+                raise PrepError(f"{path}:{lineno}: {e}")
+            ndocs += 1
+            if ids:
+                starts.append(len(toks))
+            toks += ids
+            mask += bytes(m)
+    if not toks:
+        raise PrepError("the input holds no tokens; a token file needs at least one")
+    counted = sum(mask)
+    if not counted:
+        raise PrepError("no token counts: the conversations have no assistant tokens to train on")
+    bpt = a.bytes_per_token or (2 if enc.vocab <= 65536 else 4)
+    if bpt == 2 and max(toks) >= 65536:
+        raise PrepError(f"vocab {enc.vocab} does not fit 2-byte tokens; use --bytes-per-token 4")
+    arr = array.array("H" if bpt == 2 else "I", toks)
+    if arr.itemsize != bpt:
+        arr = array.array("L", toks)
+    ix = array.array("Q", starts)
+    if sys.byteorder == "big":
+        arr.byteswap()
+        ix.byteswap()
+    tmp = f"{a.out}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(HEADER.pack(MAGIC, 3, bpt, enc.vocab, HAS_DOCS, len(toks)))
+            f.write(arr.tobytes())
+            f.write(bytes(mask))
+            f.write(struct.pack("<Q", len(starts)))
+            f.write(ix.tobytes())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, a.out)
+        fsync_dir(a.out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    print(f"{a.out}: {len(toks)} tokens from {ndocs} documents, vocab {enc.vocab}, {bpt} bytes per token")
+    print(f"{a.out}: {counted} of {len(toks)} tokens count ({100.0 * counted / len(toks):.1f}%, --train-on "
+          f"{a.train_on}); {skipped} conversations skipped (no assistant turn)")
+    return 0
+
+
+def read_token_file(path, with_docs=False, with_mask=False):
     """(vocab, bytes_per_token, tokens[, document starts]) of a token file; for tests and
     inspection."""
     with open(path, "rb") as f:
         data = f.read()
     magic, ver, bpt, vocab, flags, count = HEADER.unpack_from(data)
-    if magic != MAGIC or ver not in (1, 2) or bpt not in (2, 4) or (ver == 1 and flags != 0):
+    if magic != MAGIC or ver not in (1, 2, 3) or bpt not in (2, 4) or (ver == 1 and flags != 0):
         raise PrepError(f"{path}: not a longctx token file")
     end = HEADER.size + count * bpt
     a = array.array("H" if bpt == 2 else "I")
@@ -402,12 +614,20 @@ def read_token_file(path, with_docs=False):
     if sys.byteorder == "big":
         a.byteswap()
     starts = []
-    if ver == 2 and flags & HAS_DOCS:
+    mask = [1] * count
+    if ver == 3:
+        mask = list(data[end:end + count])
+        if len(mask) != count:
+            raise PrepError(f"{path}: the loss mask is shorter than the tokens")
+        end += count
+    if ver >= 2 and flags & HAS_DOCS:
         (n,) = struct.unpack_from("<Q", data, end)
         starts = list(struct.unpack_from(f"<{n}Q", data, end + 8))
         end += 8 + 8 * n
     if len(data) != end:
         raise PrepError(f"{path}: size {len(data)} does not match {count} tokens and the index")
+    if with_mask:
+        return vocab, bpt, list(a), starts, mask
     return (vocab, bpt, list(a), starts) if with_docs else (vocab, bpt, list(a))
 
 
@@ -426,6 +646,11 @@ def run(argv):
                    help="let the tokenizer add its special tokens (e.g. BOS) to each document")
     p.add_argument("--bytes-per-token", type=int, choices=[2, 4],
                    help="default: 2 when the vocab fits 65536 ids, else 4")
+    p.add_argument("--chat", action="store_true",
+                   help="JSONL conversations in the model's chat template, with a loss mask (version 3)")
+    p.add_argument("--train-on", choices=["assistant", "last", "all"], default="assistant",
+                   help="--chat: the tokens that count (default: every assistant turn)")
+    p.add_argument("--strict", action="store_true", help="--chat: refuse a conversation with no assistant turn")
     p.add_argument("--self-test", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.self_test:
@@ -440,6 +665,13 @@ def run(argv):
         enc = GGUFEncoder(a.tokenizer, a.add_special_tokens)
     else:
         enc = HFEncoder(a.tokenizer, a.add_special_tokens)
+    if a.chat:
+        if a.bytes:
+            raise PrepError("--chat needs the model's tokenizer and chat template: give --tokenizer, not --bytes")
+        if a.eos is not None or a.eos_id is not None or a.add_special_tokens:
+            raise PrepError("--chat writes the template's own special tokens: leave out --eos, --eos-id and "
+                            "--add-special-tokens")
+        return write_chat(a, enc)
     eos = a.eos_id
     if a.eos is not None:
         if a.bytes:

@@ -10,11 +10,11 @@
 #include <unistd.h>
 
 #include "cli/args.h"
-#include "cli/chat.h"
 #include "cli/cli.h"
 #include "core/timer.h"
 #include "io/data.h"
 #include "model/generate.h"
+#include "tok/chat_template.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 // Upper bound on --max-new: hours of decoding even for the tiny preset beyond it.
@@ -106,8 +106,14 @@ static lc_status encode_prompt(const gen_flags *F, lc_tokenizer *tok, int vocab,
                                const char **form) {
   char *chat = NULL;
   const char *text = F->prompt;
-  if (F->chat) {
-    LC_TRY(lc_chat_render(tok, F->prompt, &chat, stop, form));
+  if (F->chat) { // one user turn in the model's chat template (tok/chat_template.h), then the assistant's header
+    lc_chat_tpl ct;
+    LC_TRY(lc_chat_tpl_recognise(&ct, tok, NULL));
+    lc_conv_msg msg = {LC_ROLE_USER, (char *)F->prompt};
+    lc_conv conv = {&msg, 1, 0};
+    size_t len = 0;
+    LC_TRY(lc_chat_render_text(&ct, &conv, 1, &chat, &len, NULL, NULL));
+    *stop = ct.eot, *form = ct.name;
     text = chat;
   }
   int32_t *ids = NULL;
@@ -304,7 +310,7 @@ int lc_cmd_generate(int argc, char **argv) {
       {"adapter", LC_ARG_STR, &F.adapter, "a PEFT LoRA adapter directory (e.g. a longctx train --lora checkpoint), merged into the model's weights before decoding", 0},
       {"prompt", LC_ARG_STR, &F.prompt, "prompt text, encoded with the model's tokenizer (tokenizer.json of an HF directory, or the GGUF file's; vocab-256 models without one: its bytes), the continuation printed as text as it comes; or task:passkey: a fresh sample of the built-in task, cut before the key, and a check of the answer", 0},
       {"prompt-ids", LC_ARG_STR, &F.prompt_ids, "the prompt as token ids separated by spaces or commas, e.g. '1,15043,3186' (continuation printed as ids)", 0},
-      {"chat", LC_ARG_BOOL, &F.chat, "put --prompt in the model's chat template as a user message (ChatML or Llama 3 forms) and stop at the end of the assistant's turn", 0},
+      {"chat", LC_ARG_BOOL, &F.chat, "put --prompt in the model's chat template as a user message (ChatML, Qwen3, Llama 3, Mistral/Llama 2 forms) and stop at the end of the assistant's turn", 0},
       {"max-new", LC_ARG_INT, &F.max_new, "tokens to generate (default 64; task:passkey: the key's 3)", 0},
       {"seq", LC_ARG_INT, &F.seq, "with --prompt task:passkey: the sample's length, as trained (default 256)", 0},
       {"temperature", LC_ARG_FLOAT, &F.temperature, "softmax temperature; 0 = greedy (default 0)", 0},

@@ -3,6 +3,9 @@
 // the reference: tests/cli_text.sh compares them byte for byte). Text is read as Python's
 // text mode reads it (universal newlines: "\r\n" and "\r" become "\n"); each text file is one
 // document, each JSONL line's --field one document; --eos appends a token after each.
+// --chat: each JSONL line is a conversation (io/conv.h: OpenAI messages, ShareGPT, prompt/
+// completion) rendered in the model's chat template (tok/chat_template.h) and written as a
+// version 3 token file whose loss mask marks the assistant's tokens (--train-on).
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -13,7 +16,9 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "core/timer.h"
+#include "io/conv.h"
 #include "io/tokfile.h"
+#include "tok/chat_template.h"
 #include "tok/tokenizer.h"
 
 typedef struct {
@@ -89,7 +94,67 @@ typedef struct {
   uint64_t *starts;
   uint64_t n_docs, docs_cap, docs_in;
   double bytes_in;
+  // --chat
+  const lc_chat_tpl *chat;
+  lc_train_on on;
+  int strict;
+  unsigned char *mask; // one per token, cap toks.cap
+  uint64_t counted, skipped;
 } prep;
+
+static lc_status add_start(prep *p, uint64_t at) {
+  if (p->n_docs == p->docs_cap) {
+    uint64_t c = p->docs_cap ? 2 * p->docs_cap : 1024;
+    uint64_t *s = realloc(p->starts, sizeof *s * c);
+    if (!s) return lc_fail(LC_ENOMEM, "out of memory for the document index");
+    p->starts = s, p->docs_cap = c;
+  }
+  p->starts[p->n_docs++] = at;
+  return LC_OK;
+}
+
+// One JSONL line as a conversation: its ids and mask appended, one document.
+static lc_status add_conversation(prep *p, const char *line, size_t len, const char *path, long lineno) {
+  lc_conv c;
+  lc_status st = lc_conv_parse(&c, line, len);
+  if (st == LC_OK && lc_conv_n_assistant(&c) == 0) {
+    if (p->strict) st = lc_fail(LC_EFORMAT, "the conversation has no assistant turn, so no token would count (leave out --strict to skip such records)");
+    else p->skipped++;
+    if (st == LC_OK) {
+      lc_conv_free(&c);
+      return LC_OK;
+    }
+  }
+  lc_tok_ids ids = {0};
+  unsigned char *m = NULL;
+  size_t mcap = 0;
+  uint64_t counted = 0;
+  if (st == LC_OK) st = lc_chat_encode(p->chat, p->tok, &c, p->on, &ids, &m, &mcap, &counted);
+  if (st != LC_OK) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", lc_errmsg());
+    st = lc_fail(st, "%s:%ld: %s", path, lineno, why);
+  }
+  const uint64_t at = p->toks.n;
+  for (size_t i = 0; st == LC_OK && i < ids.n; i++) {
+    const uint64_t cap = p->toks.cap;
+    st = push(&p->toks, (uint32_t)ids.v[i]);
+    if (st == LC_OK && p->toks.cap != cap) {
+      unsigned char *q = realloc(p->mask, p->toks.cap);
+      if (!q) st = lc_fail(LC_ENOMEM, "out of memory for the loss mask");
+      else p->mask = q;
+    }
+    if (st == LC_OK) p->mask[p->toks.n - 1] = m[i];
+  }
+  p->docs_in++;
+  p->bytes_in += (double)len;
+  p->counted += counted;
+  if (st == LC_OK && ids.n) st = add_start(p, at);
+  free(ids.v);
+  free(m);
+  lc_conv_free(&c);
+  return st;
+}
 
 static lc_status add_doc(prep *p, const char *text, size_t len) {
   const uint64_t at = p->toks.n;
@@ -108,14 +173,7 @@ static lc_status add_doc(prep *p, const char *text, size_t len) {
   }
   if (p->eos >= 0) LC_TRY(push(&p->toks, (uint32_t)p->eos));
   if (p->toks.n == at) return LC_OK; // no token: not in the index
-  if (p->n_docs == p->docs_cap) {
-    uint64_t c = p->docs_cap ? 2 * p->docs_cap : 1024;
-    uint64_t *s = realloc(p->starts, sizeof *s * c);
-    if (!s) return lc_fail(LC_ENOMEM, "out of memory for the document index");
-    p->starts = s, p->docs_cap = c;
-  }
-  p->starts[p->n_docs++] = at;
-  return LC_OK;
+  return add_start(p, at);
 }
 
 static lc_status add_file(prep *p, const char *path, const char *format, const char *field) {
@@ -125,7 +183,9 @@ static lc_status add_file(prep *p, const char *path, const char *format, const c
   lc_status st = LC_OK;
   const int jsonl = !strcmp(format, "jsonl") ||
                     (!strcmp(format, "auto") && (ends_with(path, ".jsonl") || ends_with(path, ".jsonl.gz") || ends_with(path, ".ndjson")));
-  if (!jsonl) {
+  if (!jsonl && p->chat) {
+    st = lc_fail(LC_EINVAL, "%s: --chat reads JSONL conversations (.jsonl, .jsonl.gz, .ndjson or --format jsonl)", path);
+  } else if (!jsonl) {
     st = add_doc(p, text, len);
   } else {
     long lineno = 0;
@@ -135,7 +195,9 @@ static lc_status add_file(prep *p, const char *path, const char *format, const c
       lineno++;
       int blank = 1;
       for (char *q = line; q < end && blank; q++) blank = *q == ' ' || *q == '\t' || *q == '\f' || *q == '\v';
-      if (!blank) {
+      if (!blank && p->chat) {
+        st = add_conversation(p, line, (size_t)(end - line), path, lineno);
+      } else if (!blank) {
         const char *pe = NULL;
         cJSON *j = cJSON_ParseWithLengthOpts(line, (size_t)(end - line), &pe, 0);
         for (const char *q = pe; j && q && q < end; q++) // only whitespace may follow the object
@@ -164,7 +226,8 @@ static lc_status add_file(prep *p, const char *path, const char *format, const c
 
 int lc_cmd_prepare(int argc, char **argv) {
   const char *model = NULL, *out = NULL, *eos = NULL, *format = "auto", *field = "text";
-  int bytes = 0, add_special = 0, bpt = 0;
+  const char *train_on = "assistant";
+  int bytes = 0, add_special = 0, bpt = 0, chat = 0, strict = 0;
   long eos_id = -1;
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &model, "the model whose tokenizer to use: an HF directory (tokenizer.json) or a GGUF file; or a tokenizer.json", 0},
@@ -176,6 +239,9 @@ int lc_cmd_prepare(int argc, char **argv) {
       {"field", LC_ARG_STR, &field, "the JSONL field holding the text (default text)", 0},
       {"add-special-tokens", LC_ARG_BOOL, &add_special, "let the tokenizer add its special tokens (e.g. BOS) to each document", 0},
       {"bytes-per-token", LC_ARG_INT, &bpt, "2 or 4 (default: 2 when the vocabulary fits 65536 ids)", 0},
+      {"chat", LC_ARG_BOOL, &chat, "JSONL conversations (messages, conversations or prompt/completion) in the model's chat template, with a loss mask (token file version 3)", 0},
+      {"train-on", LC_ARG_STR, &train_on, "--chat: the tokens that count: assistant (every assistant turn, default) | last (the final one) | all", 0},
+      {"strict", LC_ARG_BOOL, &strict, "--chat: refuse a conversation with no assistant turn instead of skipping it", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
   if (lc_args_wants_help(argc, argv)) {
@@ -205,7 +271,16 @@ int lc_cmd_prepare(int argc, char **argv) {
   if (st == LC_OK && strcmp(format, "auto") && strcmp(format, "text") && strcmp(format, "jsonl"))
     st = lc_fail(LC_EINVAL, "--format '%s': use auto, text or jsonl", format);
   if (st == LC_OK && bpt != 0 && bpt != 2 && bpt != 4) st = lc_fail(LC_EINVAL, "--bytes-per-token %d: use 2 or 4", bpt);
+  lc_train_on on = !strcmp(train_on, "last") ? LC_TRAIN_ON_LAST : !strcmp(train_on, "all") ? LC_TRAIN_ON_ALL : LC_TRAIN_ON_ASSISTANT;
+  if (st == LC_OK && strcmp(train_on, "assistant") && strcmp(train_on, "last") && strcmp(train_on, "all"))
+    st = lc_fail(LC_EINVAL, "--train-on '%s': use assistant, last or all", train_on);
+  if (st == LC_OK && chat && bytes) st = lc_fail(LC_EINVAL, "--chat needs the model's tokenizer and chat template: give --model, not --bytes");
+  if (st == LC_OK && chat && (eos || eos_id >= 0 || add_special))
+    st = lc_fail(LC_EINVAL, "--chat writes the template's own special tokens: leave out --eos, --eos-id and --add-special-tokens");
   if (st == LC_OK && model) st = lc_cli_load_tokenizer(model, &p.tok);
+  lc_chat_tpl ct;
+  if (st == LC_OK && chat) st = lc_chat_tpl_recognise(&ct, p.tok, NULL);
+  if (chat) p.chat = &ct, p.on = on, p.strict = strict;
   int32_t vocab = p.tok ? lc_tok_vocab_size(p.tok) : 256;
   if (st == LC_OK && eos) {
     if (!p.tok) st = lc_fail(LC_EINVAL, "--eos needs a tokenizer; with --bytes give --eos-id");
@@ -218,8 +293,11 @@ int lc_cmd_prepare(int argc, char **argv) {
     st = lc_fail(LC_EINVAL, "vocab %d does not fit 2-byte tokens; use --bytes-per-token 4", vocab);
   const double t0 = lc_now();
   for (int i = nflag; st == LC_OK && i < argc; i++) st = add_file(&p, argv[i], format, field);
-  if (st == LC_OK && p.toks.n == 0) st = lc_fail(LC_EINVAL, "the input holds no tokens; a token file needs at least one");
-  if (st == LC_OK) st = lc_tokfile_write_docs(out, p.toks.v, p.toks.n, bpt, (uint32_t)vocab, p.starts, p.n_docs);
+  if (st == LC_OK && p.toks.n == 0)
+    st = lc_fail(LC_EINVAL, "the input holds no tokens%s; a token file needs at least one",
+                 p.skipped ? " (every conversation was skipped: none has an assistant turn)" : "");
+  if (st == LC_OK && chat && p.counted == 0) st = lc_fail(LC_EINVAL, "no token counts: the conversations have no assistant tokens to train on");
+  if (st == LC_OK) st = lc_tokfile_write_mask(out, p.toks.v, chat ? p.mask : NULL, p.toks.n, bpt, (uint32_t)vocab, p.starts, p.n_docs);
   const double secs = lc_now() - t0;
   int rc = 0;
   if (st != LC_OK) {
@@ -229,9 +307,14 @@ int lc_cmd_prepare(int argc, char **argv) {
     printf("%s: %llu tokens from %llu documents, vocab %d, %d bytes per token (%.1f MB of text in %.2f s: %.1f MB/s)\n", out,
            (unsigned long long)p.toks.n, (unsigned long long)p.docs_in, vocab, bpt, p.bytes_in / 1e6, secs,
            p.bytes_in / 1e6 / (secs > 0 ? secs : 1e-9));
+    if (chat)
+      printf("%s: %s chat template; %llu of %llu tokens count (%.1f%%, --train-on %s); %llu conversations skipped (no "
+             "assistant turn)\n", out, ct.name, (unsigned long long)p.counted, (unsigned long long)p.toks.n,
+             100.0 * (double)p.counted / (double)p.toks.n, train_on, (unsigned long long)p.skipped);
   }
   free(p.toks.v);
   free(p.starts);
+  free(p.mask);
   if (p.tok) lc_tok_free(p.tok);
   return rc;
 }

@@ -606,7 +606,10 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
       break;
     }
     if (rank == 0) {
-      if (m.skipped) {
+      if (m.skipped && m.counted == 0) {
+        lc_progress_break(&prog);
+        printf("warning: step %ld: no target counts in the whole batch (every token masked): update skipped\n", m.step);
+      } else if (m.skipped) {
         lc_progress_break(&prog);
         printf("step %ld: loss or gradient not finite: update skipped (%d in a row, --skip-nonfinite %d)\n", m.step,
                tr.skipped_in_a_row, F.skip_nonfinite);

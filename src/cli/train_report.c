@@ -261,6 +261,7 @@ void lc_train_log_json(FILE *f, const lc_step_metrics *m, double peak_gflops, co
   cJSON_AddNumberToObject(o, "lr", m->lr);
   cJSON_AddNumberToObject(o, "grad_norm", m->grad_norm);
   cJSON_AddNumberToObject(o, "tokens", (double)m->tokens);
+  cJSON_AddNumberToObject(o, "counted", (double)m->counted); // targets the loss is over (masked tokens excluded)
   cJSON_AddNumberToObject(o, "tokens_per_s", m->tokens / m->seconds);
   cJSON_AddNumberToObject(o, "gflops", flops / m->seconds / 1e9);
   cJSON_AddNumberToObject(o, "mfu", flops / m->seconds / 1e9 / peak_gflops);

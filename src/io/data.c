@@ -46,8 +46,12 @@ lc_status lc_data_open(lc_data *d, const char *spec, int vocab, int seq) {
       return st;
     }
     d->kind = LC_DATA_TOKENS;
-    snprintf(d->desc, sizeof d->desc, "%s (%llu tokens, %u bytes each, tokenizer vocab %u)", spec,
-             (unsigned long long)d->tok.count, d->tok.bytes_per_token, d->tok.vocab);
+    uint64_t counted = 0;
+    for (uint64_t i = 0; d->tok.mask && i < d->tok.count; i++) counted += d->tok.mask[i];
+    char m[80] = "";
+    if (d->tok.mask) snprintf(m, sizeof m, ", %llu counted by its loss mask", (unsigned long long)counted);
+    snprintf(d->desc, sizeof d->desc, "%.200s (%llu tokens%s, %u bytes each, tokenizer vocab %u)", spec,
+             (unsigned long long)d->tok.count, m, d->tok.bytes_per_token, d->tok.vocab);
     return LC_OK;
   }
   if (f && vocab != 256) {
@@ -145,7 +149,8 @@ static int packed_tokens(lc_data *d, uint64_t index, int *tokens, int *targets, 
     const int t0 = t;
     for (uint32_t j = 0; j < pc[i].len; j++, t++) {
       tokens[t] = (int)lc_tokfile_get(&d->tok, pc[i].start + j);
-      int has = j + 1 < pc[i].len || !pc[i].last; // the document goes on
+      int has = (j + 1 < pc[i].len || !pc[i].last) && // the document goes on, and its next token counts
+                lc_tokfile_counts(&d->tok, pc[i].start + j + 1);
       targets[t] = has ? (int)lc_tokfile_get(&d->tok, pc[i].start + j + 1) : -100;
       counted += has;
       if (doc) doc[t] = t0;
@@ -209,11 +214,15 @@ int lc_data_sample_docs(lc_data *d, uint64_t seed, uint64_t index, int *tokens, 
   if (d->kind == LC_DATA_TASK_PASSKEY) return lc_passkey_sample(seed, index, LC_PASSKEY_TRAIN, tokens, targets, S);
   if (d->kind == LC_DATA_TOKENS) {
     uint64_t start = lc_rng_u64(&r) % (d->tok.count - (uint64_t)S); // start in [0, count - S - 1]
+    // A token file's loss mask (version 3) becomes -100 here, before the sequence is cut
+    // over ranks, so every layout counts the same targets.
     for (int t = 0; t < S; t++) {
       tokens[t] = (int)lc_tokfile_get(&d->tok, start + t);
-      targets[t] = (int)lc_tokfile_get(&d->tok, start + t + 1);
+      const int has = lc_tokfile_counts(&d->tok, start + t + 1);
+      targets[t] = has ? (int)lc_tokfile_get(&d->tok, start + t + 1) : -100;
+      counted += has;
     }
-    return S;
+    return counted;
   }
   if (d->kind == LC_DATA_BYTES) {
     uint64_t span = d->n_bytes - (size_t)S; // start in [0, n - S - 1]

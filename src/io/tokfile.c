@@ -68,11 +68,11 @@ static lc_status parse(lc_tokfile *t, const unsigned char *d, unsigned long long
   t->vocab = rd32(d + 16);
   uint32_t reserved = rd32(d + 20);
   t->count = rd64(d + 24);
-  if (t->version != 1 && t->version != 2)
+  if (t->version < 1 || t->version > 3)
     return lc_fail(LC_EFORMAT, "%s: token file version %u is not supported (this build reads "
-                   "versions 1 and 2)" FIX, P, t->version);
-  const int has_docs = t->version == 2 && (reserved & LC_TOKFILE_HAS_DOCS);
-  if (t->version == 2) reserved &= ~LC_TOKFILE_HAS_DOCS;
+                   "versions 1, 2 and 3)" FIX, P, t->version);
+  const int has_docs = t->version >= 2 && (reserved & LC_TOKFILE_HAS_DOCS);
+  if (t->version >= 2) reserved &= ~LC_TOKFILE_HAS_DOCS;
   if (t->bytes_per_token != 2 && t->bytes_per_token != 4)
     return lc_fail(LC_EFORMAT, "%s: token dtype %u is not 2 (uint16) or 4 (uint32); the header "
                    "is corrupt" FIX, P, t->bytes_per_token);
@@ -100,6 +100,20 @@ static lc_status parse(lc_tokfile *t, const unsigned char *d, unsigned long long
   }
   unsigned long long want = LC_TOKFILE_HEADER + (unsigned long long)t->count * t->bytes_per_token;
   t->toks = d + LC_TOKFILE_HEADER;
+  if (t->version == 3) { // the loss mask: count bytes, 0 or 1
+    if (size - want < t->count)
+      return lc_fail(LC_EFORMAT, "%s: the loss mask is shorter than the tokens: %llu tokens but %llu bytes "
+                     "follow them (version 3 needs one mask byte per token); the file is truncated" FIX, P,
+                     (unsigned long long)t->count, size - want);
+    t->mask = d + want;
+    const unsigned char *bad = NULL;
+    for (uint64_t i = 0; i < t->count && !bad; i++)
+      if (t->mask[i] > 1) bad = t->mask + i;
+    if (bad)
+      return lc_fail(LC_EFORMAT, "%s: loss mask byte %llu is %u, not 0 or 1; the file is corrupt" FIX, P,
+                     (unsigned long long)(bad - t->mask), *bad);
+    want += t->count;
+  }
   if (has_docs) return parse_docs(t, d, size, want);
   if (size != want)
     return lc_fail(LC_EFORMAT, "%s: file is %llu bytes but its header says %llu tokens of %u bytes "
@@ -196,6 +210,11 @@ lc_status lc_tokfile_write(const char *path, const uint32_t *toks, uint64_t n, i
 
 lc_status lc_tokfile_write_docs(const char *path, const uint32_t *toks, uint64_t n, int bytes_per_token,
                                 uint32_t vocab, const uint64_t *starts, uint64_t n_docs) {
+  return lc_tokfile_write_mask(path, toks, NULL, n, bytes_per_token, vocab, starts, n_docs);
+}
+
+lc_status lc_tokfile_write_mask(const char *path, const uint32_t *toks, const unsigned char *mask, uint64_t n,
+                                int bytes_per_token, uint32_t vocab, const uint64_t *starts, uint64_t n_docs) {
   if (bytes_per_token != 2 && bytes_per_token != 4)
     return lc_fail(LC_EINVAL, "%s: bytes per token must be 2 or 4, not %d", path, bytes_per_token);
   if (vocab == 0 || (bytes_per_token == 2 && vocab > 65536))
@@ -211,9 +230,12 @@ lc_status lc_tokfile_write_docs(const char *path, const uint32_t *toks, uint64_t
     if ((i == 0 && starts[0] != 0) || (i > 0 && starts[i] <= starts[i - 1]) || starts[i] >= n)
       return lc_fail(LC_EINVAL, "%s: document start %llu (document %llu) is not increasing from 0 below %llu",
                      path, (unsigned long long)starts[i], (unsigned long long)i, (unsigned long long)n);
+  for (uint64_t i = 0; mask && i < n; i++)
+    if (mask[i] > 1)
+      return lc_fail(LC_EINVAL, "%s: loss mask value %u at token %llu is not 0 or 1", path, mask[i], (unsigned long long)i);
   unsigned char h[LC_TOKFILE_HEADER];
   memcpy(h, lc_tok_magic, 8);
-  wr32(h + 8, n_docs ? 2 : 1);
+  wr32(h + 8, mask ? 3 : n_docs ? 2 : 1);
   wr32(h + 12, (uint32_t)bytes_per_token);
   wr32(h + 16, vocab);
   wr32(h + 20, n_docs ? LC_TOKFILE_HAS_DOCS : 0);
@@ -231,6 +253,10 @@ lc_status lc_tokfile_write_docs(const char *path, const uint32_t *toks, uint64_t
       for (int b = 0; b < bytes_per_token; b++) buf[j * (size_t)bytes_per_token + (size_t)b] = (unsigned char)(v >> (8 * b));
     }
     LC_TRY(lc_atomic_write(&af, buf, k * (size_t)bytes_per_token));
+  }
+  for (uint64_t i = 0; mask && i < n; i += sizeof buf) {
+    size_t k = n - i < sizeof buf ? (size_t)(n - i) : sizeof buf;
+    LC_TRY(lc_atomic_write(&af, mask + i, k));
   }
   if (n_docs) {
     unsigned char b8[8];

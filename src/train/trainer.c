@@ -323,8 +323,12 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   // store updates only when both are finite.
   double norm = 0;
   int applied = 0;
-  LC_TRY(lc_pstore_update(ps, &hp, o->clip, isfinite(loss_sum), &t->opt.step, &norm, &applied));
-  if (!applied) {
+  // No counted target on any rank (every token masked): nothing to learn, so no update.
+  const int none = counted == 0;
+  LC_TRY(lc_pstore_update(ps, &hp, o->clip, isfinite(loss_sum) && !none, &t->opt.step, &norm, &applied));
+  if (!applied && none) {
+    m->skipped = 1; // weights, moments and AdamW's step count stay as they are
+  } else if (!applied) {
     t->failed_everywhere = 1; // the loss sum and the norm are global: every rank stops here
     if (t->skipped_in_a_row >= o->skip_nonfinite)
       return lc_fail(LC_EINVAL, "step %ld: the %s is not finite (loss sum %g, gradient norm %g)%s; lower --lr, set "
