@@ -44,7 +44,7 @@ int main(void) {
         for (int t = 0; t < T; t++) in[t] = tok[b + t], tg[t] = t == T - 1 ? tok[j] : -100, ps[t] = t;
         double ls = 0;
         long w = 0;
-        CHECK(lc_model_eval(&m, &o, &attn, in, tg, ps, T, &ls, &w, &ar) == LC_OK, "reference: %s", lc_errmsg());
+        CHECK(lc_model_eval(&m, &o, &attn, NULL, in, tg, ps, T, &ls, &w, &ar) == LC_OK, "reference: %s", lc_errmsg());
         ref += ls, wrong += w, scored++;
       }
       done = e;

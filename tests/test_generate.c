@@ -54,7 +54,7 @@ static double train_nll(lc_model *m, const int *x, int T, int t) {
   }
   lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
   double loss = 0;
-  lc_status st = lc_model_fwd_bwd(m, &o, &attn, x, tgt, pos, T, 1.0f, 0, &loss, &arena);
+  lc_status st = lc_model_fwd_bwd(m, &o, &attn, NULL, x, tgt, pos, T, 1.0f, 0, &loss, &arena);
   CHECK(st == LC_OK, "fwd_bwd: %s", lc_errmsg());
   return loss;
 }
@@ -167,10 +167,10 @@ static void test_long_prefill(int window, int steps) {
   }
   lc_attn attn;
   lc_attn_local_init(&attn, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.head_dim);
-  attn.lo = window > 0 ? lo : NULL;
+  const lc_pass_in pin = {.attn = {.lo = window > 0 ? lo : NULL}};
   lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
   double want = 0;
-  CHECK(lc_model_fwd_bwd(&m, &o, &attn, x, tgt, pos, T, 1.0f, 0, &want, &arena) == LC_OK, "fwd: %s",
+  CHECK(lc_model_fwd_bwd(&m, &o, &attn, &pin, x, tgt, pos, T, 1.0f, 0, &want, &arena) == LC_OK, "fwd: %s",
         lc_errmsg());
   float *logits = malloc(sizeof(float) * (size_t)T * V);
   lc_kv_cache c;
@@ -213,7 +213,7 @@ static void test_long_prefill_dynamic(void) {
   lc_attn_local_init(&attn, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.head_dim);
   lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
   double want = 0;
-  CHECK(lc_model_fwd_bwd(&m, &o, &attn, x, tgt, pos, N - 1, 1.0f, 0, &want, &arena) == LC_OK, "fwd: %s", lc_errmsg());
+  CHECK(lc_model_fwd_bwd(&m, &o, &attn, NULL, x, tgt, pos, N - 1, 1.0f, 0, &want, &arena) == LC_OK, "fwd: %s", lc_errmsg());
   float *logits = malloc(sizeof(float) * (size_t)N * V);
   lc_kv_cache c;
   CHECK(lc_kv_cache_create(&c, &m.cfg, N, m.ps.be) == LC_OK, "cache: %s", lc_errmsg());

@@ -193,7 +193,7 @@ static double model_loss_p(lc_model *m, int grads, lc_dtype precision, lc_ckpt_p
   lc_model_opts o = {.ckpt = ckpt, .precision = precision};
   double loss = 0;
   if (grads) lc_model_zero_grads(m);
-  lc_status st = lc_model_fwd_bwd(m, &o, &attn, tok, tgt, pos, T, 1.0f / counted, grads, &loss, &arena);
+  lc_status st = lc_model_fwd_bwd(m, &o, &attn, NULL, tok, tgt, pos, T, 1.0f / counted, grads, &loss, &arena);
   CHECK(st == LC_OK, "fwd_bwd: %s", lc_errmsg());
   return loss / counted;
 }

@@ -100,7 +100,7 @@ static void golden_case(const lora_case *c) {
   for (int k = 0; k < 3; k++) {
     lc_model_zero_grads(&m);
     double ls = 0;
-    lc_status st = lc_model_fwd_bwd(&m, &opts[k], &attn, tok, tgt, pos, S, 1.0f / counted, 1, &ls, &ar);
+    lc_status st = lc_model_fwd_bwd(&m, &opts[k], &attn, NULL, tok, tgt, pos, S, 1.0f / counted, 1, &ls, &ar);
     CHECK(st == LC_OK, "fwd_bwd: %s", lc_errmsg());
     const double mine = ls / counted;
     if (k < 2) {
@@ -163,7 +163,7 @@ static void golden_case(const lora_case *c) {
   CHECK(lc_pstore_add_optimizer(ad) == LC_OK, "optimizer");
   lc_model_zero_grads(&m);
   double ls = 0;
-  CHECK(lc_model_fwd_bwd(&m, &opts[0], &attn, tok, tgt, pos, S, 1.0f / counted, 1, &ls, &ar) == LC_OK, "step pass");
+  CHECK(lc_model_fwd_bwd(&m, &opts[0], &attn, NULL, tok, tgt, pos, S, 1.0f / counted, 1, &ls, &ar) == LC_OK, "step pass");
   lc_adamw_hp hp = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.1f};
   long astep = 0;
   double norm = 0;
@@ -227,8 +227,7 @@ static void dropout_case(const lora_case *c) {
   }
   CHECK(fabs(loss[0] - loss0[0]) > 1e-3 * fabs(loss0[0]), "%s: dropout's golden loss %.6f is the plain one", c->name, loss[0]);
   m.cfg.lora.dropout = 0.25f;
-  m.drop_key = 0x0123456789ABCDEFull;
-  m.drop_rows = NULL; // the rows are the sequence
+  const lc_pass_in pin = {.drop_key = 0x0123456789ABCDEFull, .drop_rows = NULL}; // the rows are the sequence
   lc_attn attn;
   lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
   const lc_param_layout *L = &m.ad.lay;
@@ -238,7 +237,7 @@ static void dropout_case(const lora_case *c) {
     lc_lora_test_set_drop_rows(k ? 5 : 0);
     lc_model_zero_grads(&m);
     double ls = 0;
-    CHECK(lc_model_fwd_bwd(&m, &opts[k], &attn, tok, tgt, pos, S, 1.0f / counted, 1, &ls, &ar) == LC_OK, "fwd_bwd: %s",
+    CHECK(lc_model_fwd_bwd(&m, &opts[k], &attn, &pin, tok, tgt, pos, S, 1.0f / counted, 1, &ls, &ar) == LC_OK, "fwd_bwd: %s",
           lc_errmsg());
     const double mine = ls / counted;
     CHECK(fabs(mine - loss[0]) <= 1e-5 * fabs(loss[0]), "%s dropout loss %.9f vs PEFT %.9f", c->name, mine, loss[0]);
@@ -264,7 +263,7 @@ static void dropout_case(const lora_case *c) {
   lc_lora_test_set_drop_rows(0);
   double le = 0;
   long wrong = 0;
-  CHECK(lc_model_eval(&m, &opts[0], &attn, tok, tgt, pos, S, &le, &wrong, &ar) == LC_OK, "eval: %s", lc_errmsg());
+  CHECK(lc_model_eval(&m, &opts[0], &attn, &pin, tok, tgt, pos, S, &le, &wrong, &ar) == LC_OK, "eval: %s", lc_errmsg());
   CHECK(fabs(le / counted - loss0[0]) <= 1e-5 * fabs(loss0[0]), "%s: evaluation with dropout set: loss %.9f, PEFT without "
         "dropout %.9f", c->name, le / counted, loss0[0]);
   free(ids), free(labels), free(loss), free(loss0);

@@ -129,7 +129,7 @@ static int pass_peaks(lc_model *m, lc_arena *ar, const lc_model_opts *o, int T, 
   lc_attn_local_init(&attn, m->cfg.n_heads, m->cfg.n_kv_heads, m->cfg.head_dim);
   lc_arena_reset_peaks(ar);
   double loss = 0;
-  lc_status st = lc_model_fwd_bwd(m, o, &attn, tok, tgt, pos, T, 1.0f / T, 1, &loss, ar);
+  lc_status st = lc_model_fwd_bwd(m, o, &attn, NULL, tok, tgt, pos, T, 1.0f / T, 1, &loss, ar);
   CHECK(st == LC_OK, "fwd_bwd T %d: %s", T, lc_errmsg());
   CHECK(ar->cur_total == 2 * sizeof(float) * m->n_flat, "pass left %zu bytes allocated",
         ar->cur_total - 2 * sizeof(float) * m->n_flat);

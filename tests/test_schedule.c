@@ -130,7 +130,7 @@ static void test_trace(int tied, int slice, lc_ckpt_policy pol, int grads, lc_dt
   tr.ev = calloc((size_t)tr.cap, sizeof *tr.ev);
   m.ps.trace = &tr;
   double loss = 0;
-  lc_status st = lc_model_fwd_bwd(&m, &o, &attn, tok, tgt, pos, T, 1.0f / T, grads, &loss, &arena);
+  lc_status st = lc_model_fwd_bwd(&m, &o, &attn, NULL, tok, tgt, pos, T, 1.0f / T, grads, &loss, &arena);
   m.ps.trace = NULL;
   CHECK(st == LC_OK, "pass: %s", lc_errmsg());
   const int n = lc_schedule_build(&cfg, &o, grads, NULL, 0);

@@ -10,7 +10,10 @@
 // lse[Hq, T] (saved) and delta[Hq, T] (backward scratch) have the same size.
 static size_t lse_bytes(int Hq, int T) { return lc_bytes(LC_DT_F32, (size_t)Hq * (size_t)T); }
 
-static size_t local_saved_bytes(const lc_attn *a, int T) { return lse_bytes(a->Hq, T); }
+static size_t local_saved_bytes(const lc_attn *a, int T, int bf16) {
+  (void)bf16;
+  return lse_bytes(a->Hq, T);
+}
 
 // bf16: q, k, v, dout are 2 bytes, read in place; the forward writes out in 2 bytes.
 static lc_attn_geom shape_of(int Hq, int Hkv, int D, int T, int bf16) {
@@ -18,7 +21,7 @@ static lc_attn_geom shape_of(int Hq, int Hkv, int D, int T, int bf16) {
                         .scale = 1.0f / sqrtf((float)D), .bf16 = bf16};
 }
 
-static lc_attn_geom local_shape(const lc_attn *a, int T) { return shape_of(a->Hq, a->Hkv, a->D, T, a->bf16); }
+static lc_attn_geom local_shape(const lc_attn *a, int T, int bf16) { return shape_of(a->Hq, a->Hkv, a->D, T, bf16); }
 
 void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, int bf16, lc_attn_mem *m) {
   const lc_attn_geom g = shape_of(Hq, Hkv, D, T, bf16);
@@ -29,22 +32,22 @@ void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, int bf16, lc_
 }
 
 // The per-token first-key bounds as a buffer: staged by the model (lo_buf), or read in place.
-static lc_buf lo_of(lc_attn *a, int T) {
-  if (lc_buf_ok(a->lo_buf)) return a->lo_buf;
-  return a->lo ? lc_buf_wrap_host(a->be, a->lo, (size_t)T, LC_DT_I32) : (lc_buf){0};
+static lc_buf lo_of(const lc_attn *a, const lc_attn_in *in, int T) {
+  if (lc_buf_ok(in->lo_buf)) return in->lo_buf;
+  return in->lo ? lc_buf_wrap_host(a->be, in->lo, (size_t)T, LC_DT_I32) : (lc_buf){0};
 }
 
-static lc_status local_fwd(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *arena) {
+static lc_status local_fwd(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *arena) {
   (void)arena;
-  const lc_attn_geom s = local_shape(a, T);
+  const lc_attn_geom s = local_shape(a, T, in->bf16);
   // one process: local token t is sequence position t
-  return lc_be_flash_fwd(out, lc_buf_part(saved, 0, (size_t)a->Hq * T, LC_DT_F32), q, k, v, lo_of(a, T), &s);
+  return lc_be_flash_fwd(out, lc_buf_part(saved, 0, (size_t)a->Hq * T, LC_DT_F32), q, k, v, lo_of(a, in, T), &s);
 }
 
-static lc_status local_bwd(lc_attn *a, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf saved, lc_buf q,
+static lc_status local_bwd(lc_attn *a, const lc_attn_in *in, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf saved, lc_buf q,
                            lc_buf k, lc_buf v, int T, lc_arena *arena) {
   (void)arena;
-  const lc_attn_geom s = local_shape(a, T);
+  const lc_attn_geom s = local_shape(a, T, in->bf16);
   const size_t nl = (size_t)a->Hq * T;
   lc_buf delta;
   LC_TRY(lc_buf_alloc(a->be, LC_MEM_SCRATCH, LC_DT_F32, nl, 0, "attention delta", &delta));
@@ -52,7 +55,7 @@ static lc_status local_bwd(lc_attn *a, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf d
   if (st == LC_OK) st = lc_be_zero(dq);
   if (st == LC_OK) st = lc_be_zero(dk);
   if (st == LC_OK) st = lc_be_zero(dv);
-  if (st == LC_OK) st = lc_be_flash_bwd(dq, dk, dv, dout, q, k, v, lc_buf_part(saved, 0, nl, LC_DT_F32), delta, lo_of(a, T), &s);
+  if (st == LC_OK) st = lc_be_flash_bwd(dq, dk, dv, dout, q, k, v, lc_buf_part(saved, 0, nl, LC_DT_F32), delta, lo_of(a, in, T), &s);
   lc_buf_free(&delta);
   return st;
 }

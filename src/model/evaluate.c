@@ -33,8 +33,7 @@ lc_status lc_eval_windows(lc_model *m, const lc_model_opts *o, const int32_t *to
     }
     double ls = 0;
     long wrong = 0;
-    m->rope_len = 0;
-    st = lc_model_eval(m, o, &attn, in, tgt, pos, T, &ls, &wrong, arena);
+    st = lc_model_eval(m, o, &attn, NULL, in, tgt, pos, T, &ls, &wrong, arena);
     if (st != LC_OK) break;
     r->loss_sum += ls;
     r->wrong += wrong;

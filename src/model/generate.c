@@ -131,8 +131,9 @@ static lc_buf dec_layers(const lc_model *m, lc_kv_cache *c, const dec_bufs *b, i
   lc_attn_decode_state ds = {.p0 = p0, .max_len = c->max_len};
   lc_attn attn;
   lc_attn_decode_init(&attn, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, &ds);
-  attn.lo_buf = W > 0 ? lob : (lc_buf){0}; // the same bounds for every layer
-  const lc_layer_ctx lc = {.cfg = cfg, .attn = &attn, .rope_cos = cs, .rope_sin = sn, .T = nn, .mlp_tile = 0,
+  // the same bounds for every layer
+  const lc_attn_in ain = {.lo_buf = W > 0 ? lob : (lc_buf){0}, .bf16 = m->ps.compute == LC_DT_BF16};
+  const lc_layer_ctx lc = {.cfg = cfg, .attn = &attn, .attn_in = &ain, .rope_cos = cs, .rope_sin = sn, .T = nn, .mlp_tile = 0,
                            .bf16 = m->ps.compute == LC_DT_BF16, .arena = a, .be = be};
   // The chunk's activations: the first nn rows of each (the layer reads [nn, ...] buffers).
   lc_layer_acts acts = b->acts;

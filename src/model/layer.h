@@ -52,6 +52,9 @@ static inline lc_dtype lc_layer_act_dt(int bf16) { return bf16 ? LC_DT_BF16 : LC
 typedef struct {
   const lc_config *cfg;
   lc_attn *attn;
+  // The pass's attention inputs (attn.h), handed to every call of the strategy; its bf16
+  // is the layer's.
+  const lc_attn_in *attn_in;
   lc_buf rope_cos, rope_sin; // [T, D/2]
   int T;
   int mlp_tile;   // tokens per MLP tile; <= 0 or >= T: untiled (acts->ln2.. must be set)

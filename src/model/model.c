@@ -639,7 +639,7 @@ static lc_status loss_whole(lc_model *m, const lc_model_opts *o, lc_buf xL, cons
   return lc_loss_fwd_bwd(&m->cfg, lc_pstore_device(ps), &w, xL, targets, T, o->loss_tile, loss_scale, bf16, dx, loss_sum, n_wrong);
 }
 
-static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
+static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, const lc_pass_in *pin, const int *tokens,
                             const int *targets, const int *pos, int T, float loss_scale,
                             int want_grads, double *loss_sum, long *n_wrong, lc_arena *arena) {
   const lc_config *cfg = &m->cfg;
@@ -652,8 +652,13 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   if (T <= 0) return lc_fail(LC_EINVAL, "a sequence needs at least one token");
   LC_TRY(check_tokens(cfg, tokens, targets, T));
   const int mlp_untiled = !lc_tile_splits(o->mlp_tile, T);
-  attn->bf16 = o->precision == LC_DT_BF16; // what the strategy keeps depends on it
-  const size_t saved_bytes = attn->saved_bytes(attn, T);
+  static const lc_pass_in whole; // (zero: one whole sequence)
+  const lc_pass_in *in = pin ? pin : &whole;
+  // The strategy's inputs for this pass: the caller's sequence, with the precision, the
+  // staged bounds and the poll hook set below (what the strategy keeps depends on bf16).
+  lc_attn_in ain = in->attn;
+  ain.bf16 = o->precision == LC_DT_BF16;
+  const size_t saved_bytes = attn->saved_bytes(attn, T, ain.bf16);
   const lc_dtype adt = lc_layer_act_dt(o->precision == LC_DT_BF16);
   act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled, adt);
 
@@ -683,13 +688,13 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   // The pass's inputs on the backend: token ids (and the attention's bounds); the targets
   // go to the loss, which stages them itself.
   st = stage_in(be, tokens, (size_t)T, LC_DT_I32, "the pass's token ids", &tok, &tok_owned);
-  if (st == LC_OK && attn->lo && !be->host_memory)
-    st = stage_in(be, attn->lo, (size_t)(attn->lo_len > 0 ? attn->lo_len : T), LC_DT_I32, "the attention's key bounds",
+  if (st == LC_OK && ain.lo && !be->host_memory)
+    st = stage_in(be, ain.lo, (size_t)(ain.lo_len > 0 ? ain.lo_len : T), LC_DT_I32, "the attention's key bounds",
                   &lo, &lo_owned);
   // LoRA dropout in a training pass: the rows' indices in their sequence, for the mask.
   const int dropping = want_grads && m->lora && cfg->lora.dropout > 0;
   if (st == LC_OK && dropping) {
-    const int *rows_h = m->drop_rows;
+    const int *rows_h = in->drop_rows;
     if (!rows_h) {
       ident = malloc(sizeof(int) * (size_t)(T > 0 ? T : 1));
       if (!ident) st = lc_fail(LC_ENOMEM, "out of memory for dropout's row indices");
@@ -699,7 +704,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
     if (st == LC_OK) st = stage_in(be, rows_h, (size_t)T, LC_DT_I32, "dropout's row indices", &drows, &drows_owned);
   }
   if (st != LC_OK) goto done;
-  attn->lo_buf = lo;
+  ain.lo_buf = lo;
   lc_buf_carver ak = {act, 0};
   const lc_buf xL = lc_buf_cut(&ak, TC, LC_DT_F32), dx = lc_buf_cut(&ak, TC, LC_DT_F32);
   const lc_buf rcos = lc_buf_cut(&ak, half, LC_DT_F32), rsin = lc_buf_cut(&ak, half, LC_DT_F32);
@@ -711,9 +716,9 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
   // fp32 buffer (dx and xL alternate, so the last layer writes xL), packed into the
   // checkpoint before the layer runs; backward widens the checkpoint into xL (free by then).
   const lc_buf xin_fwd[2] = {L % 2 == 0 ? xL : dx, L % 2 == 0 ? dx : xL};
-  st = lc_model_rope_table_buf(cfg, m->rope_len, pos, T, rcos, rsin);
+  st = lc_model_rope_table_buf(cfg, in->rope_len, pos, T, rcos, rsin);
   if (st != LC_OK) goto done;
-  lc_layer_ctx ctx = {.cfg = cfg, .attn = attn, .rope_cos = rcos, .rope_sin = rsin, .T = T,
+  lc_layer_ctx ctx = {.cfg = cfg, .attn = attn, .attn_in = &ain, .rope_cos = rcos, .rope_sin = rsin, .T = T,
                       .mlp_tile = mlp_untiled ? 0 : o->mlp_tile, .bf16 = bf16, .arena = arena,
                       .poll = poll_store, .poll_arg = ps, .be = be};
   // LoRA: the adapters' store runs the layers' unit events beside the base's (its
@@ -724,7 +729,7 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
     if (dropping) {
       ctx.lora.drop_thr = lc_dropout_thr(cfg->lora.dropout);
       ctx.lora.drop_p = cfg->lora.dropout;
-      ctx.lora.drop_key = m->drop_key;
+      ctx.lora.drop_key = in->drop_key;
       ctx.lora.drop_rows = drows;
     }
     ctx.poll = poll_both;
@@ -732,8 +737,8 @@ static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, 
     lc_pstore_set_compute(ad, bf16 ? LC_DT_BF16 : LC_DT_F32);
   }
   lc_pstore_set_compute(ps, bf16 ? LC_DT_BF16 : LC_DT_F32);
-  attn->poll = ctx.poll;
-  attn->poll_arg = ctx.poll_arg;
+  ain.poll = ctx.poll;
+  ain.poll_arg = ctx.poll_arg;
   // The pass is its schedule (schedule.h), run event by event: the store's units E
   // (embedding), layer l and F (final norm + untied head) acquired (ZeRO 3: gathered) right
   // before use with the next one's gather posted and released after; gradient buffers
@@ -850,9 +855,6 @@ done:
   if (st == LC_OK && m->lora) st = lc_pstore_pass_end(&m->ad);
   lc_pstore_set_compute(ps, compute0);
   if (m->lora) lc_pstore_set_compute(&m->ad, compute0);
-  attn->poll = NULL;
-  attn->poll_arg = NULL;
-  attn->lo_buf = (lc_buf){0};
   free(ev);
   free(held);
   free(xs);
@@ -866,14 +868,14 @@ done:
   return st == LC_OK ? cs : st;
 }
 
-lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
+lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, const lc_pass_in *in, const int *tokens,
                            const int *targets, const int *pos, int T, float loss_scale,
                            int want_grads, double *loss_sum, lc_arena *arena) {
-  return model_pass(m, o, attn, tokens, targets, pos, T, loss_scale, want_grads, loss_sum, NULL, arena);
+  return model_pass(m, o, attn, in, tokens, targets, pos, T, loss_scale, want_grads, loss_sum, NULL, arena);
 }
 
-lc_status lc_model_eval(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
+lc_status lc_model_eval(lc_model *m, const lc_model_opts *o, lc_attn *attn, const lc_pass_in *in, const int *tokens,
                         const int *targets, const int *pos, int T, double *loss_sum,
                         long *n_wrong, lc_arena *arena) {
-  return model_pass(m, o, attn, tokens, targets, pos, T, 1.0f, 0, loss_sum, n_wrong, arena);
+  return model_pass(m, o, attn, in, tokens, targets, pos, T, 1.0f, 0, loss_sum, n_wrong, arena);
 }

@@ -45,15 +45,26 @@ typedef struct {
   // optimizer, reduction and checkpoint path takes lc_model_trainable.
   int lora;
   lc_pstore ad;
-  // LoRA dropout (cfg.lora.dropout > 0; training passes only, core/dropout_hash.h): the next
+} lc_model;
+
+// One pass's inputs besides its tokens, read-only: built by the caller (the trainer per
+// sequence; generate, eval and tests for theirs) and handed down through the model to the
+// attention strategy. A NULL lc_pass_in: one whole sequence, plain causal, RoPE from the
+// pass's positions, dropout rows 0..T-1 with key 0.
+typedef struct {
+  // The attention's sequence: layout, key bounds lo and their length (lo_buf, bf16 and the
+  // poll hook are the model's to set for its strategy calls: leave them empty).
+  lc_attn_in attn;
+  // The whole sequence's largest position + 1, for RoPE scalings that depend on the length
+  // (dynamic, longrope): set by a caller that holds part of a sequence; 0: the pass's
+  // positions decide.
+  int rope_len;
+  // LoRA dropout (cfg.lora.dropout > 0; training passes only, core/dropout_hash.h): the
   // pass's key (lc_dropout_pass_key) and each of its rows' index in the whole sequence
-  // (T ints, the caller's; NULL: the rows are the sequence, 0..T-1). Set by the caller per pass.
+  // (T ints, the caller's; NULL: the rows are the sequence, 0..T-1).
   uint64_t drop_key;
   const int *drop_rows;
-  int rope_len;         // the whole sequence's largest position + 1 for the next passes, for
-                        // RoPE scalings that depend on the length (dynamic, longrope): set by
-                        // a caller that holds part of a sequence; 0: each pass's positions decide
-} lc_model;
+} lc_pass_in;
 
 // A local model (one process, everything held here): zeroed params and grads from the arena.
 lc_status lc_model_create(lc_model *m, const lc_config *cfg, lc_arena *arena);
@@ -84,7 +95,7 @@ void lc_model_zero_grads(lc_model *m);
 // into m->grads. The pass's buffers (activations, checkpoints, scratch) are the store's
 // backend's (m->ps.be), counted in its arena; `arena` is host memory for what is host-side
 // yet (the distributed strategies' communication buffers).
-lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
+lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, const lc_pass_in *in, const int *tokens,
                            const int *targets, const int *pos, int T, float loss_scale,
                            int want_grads, double *loss_sum, lc_arena *arena);
 
@@ -116,7 +127,7 @@ lc_status lc_model_rope_table_buf(const lc_config *cfg, int rope_len, const int 
                                   lc_buf sin_t);
 
 // Forward only: loss sum and the number of counted tokens whose argmax is wrong.
-lc_status lc_model_eval(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
+lc_status lc_model_eval(lc_model *m, const lc_model_opts *o, lc_attn *attn, const lc_pass_in *in, const int *tokens,
                         const int *targets, const int *pos, int T, double *loss_sum,
                         long *n_wrong, lc_arena *arena);
 
