@@ -63,7 +63,7 @@ static lc_status attn_fwd_host(lc_attn *a, const lc_attn_in *in, void *out, void
   const lc_status st = a->fwd(a, in, lc_buf_wrap_host(&be, out, nq, dt),
                               lc_buf_wrap_host(&be, saved, a->saved_bytes(a, T, in->bf16), LC_DT_U8),
                               lc_buf_wrap_host(&be, q, nq, dt), lc_buf_wrap_host(&be, k, nk, dt),
-                              lc_buf_wrap_host(&be, v, nk, dt), T, ar);
+                              lc_buf_wrap_host(&be, v, nk, dt), T);
   a->be = NULL;
   return st;
 }
@@ -78,7 +78,7 @@ static lc_status attn_bwd_host(lc_attn *a, const lc_attn_in *in, float *dq, floa
       a->bwd(a, in, lc_buf_wrap_host(&be, dq, nq, f), lc_buf_wrap_host(&be, dk, nk, f), lc_buf_wrap_host(&be, dv, nk, f),
              lc_buf_wrap_host(&be, dout, nq, dt), lc_buf_wrap_host(&be, out, nq, dt),
              lc_buf_wrap_host(&be, saved, a->saved_bytes(a, T, in->bf16), LC_DT_U8), lc_buf_wrap_host(&be, q, nq, dt),
-             lc_buf_wrap_host(&be, k, nk, dt), lc_buf_wrap_host(&be, v, nk, dt), T, ar);
+             lc_buf_wrap_host(&be, k, nk, dt), lc_buf_wrap_host(&be, v, nk, dt), T);
   a->be = NULL;
   return st;
 }
@@ -635,7 +635,7 @@ static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_mo
     for (int t = 0; t < b - a; t++) pos[t] = t, lo[t] = W > 0 && t - W + 1 > 0 ? t - W + 1 : 0, rows[t] = a + t;
     rin.attn.lo = W > 0 ? lo : NULL;
     CHECK(lc_model_fwd_bwd(&ref, &o.mopts, &at, &rin, tr.full_tok + a, tr.full_tgt + a, pos, b - a,
-                           1.0f / (float)m.counted, 1, &loss, &ar) == LC_OK, "reference document: %s", lc_errmsg());
+                           1.0f / (float)m.counted, 1, &loss) == LC_OK, "reference document: %s", lc_errmsg());
     // Which context rank holds the first and the last token (chunk owner), and doc size.
     int ca = -1, cb = -1;
     for (int r = 0; r < lay->cp * lay->k; r++) {
@@ -692,7 +692,7 @@ static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_mo
   if (rank0)
     printf("%-62s k %d: %2d docs (%d short, %d across ranks), imbalance %.3f: loss %.6f, worst grad error %.2e\n",
            tag, lay->k, docs, short_doc, crossing, m.cp_imbalance, m.loss, worst);
-  lc_model_destroy(&ref, &ar);
+  lc_model_destroy(&ref);
   lc_trainer_free(&tr);
   lc_attn_2d_test_set_poll_rows(0);
 }

@@ -97,7 +97,7 @@ static double run(lc_model *m, const lc_model_opts *o, const int *tok, const int
   for (int t = 0; t < T; t++) counted += tgt[t] >= 0;
   double loss = 0;
   lc_model_zero_grads(m);
-  lc_status st = lc_model_fwd_bwd(m, o, &attn, NULL, tok, tgt, pos, T, 1.0f / counted, 1, &loss, &arena);
+  lc_status st = lc_model_fwd_bwd(m, o, &attn, NULL, tok, tgt, pos, T, 1.0f / counted, 1, &loss);
   CHECK(st == LC_OK, "fwd_bwd failed: %s", lc_errmsg());
   return loss / counted;
 }
@@ -149,7 +149,7 @@ static void test_layer_points(void) {
   lc_rng_fill_normal(&r, dx, (long)T * C, 1.0f); // an fp32 residual gradient
   const lc_attn_in ain = {.bf16 = 1};
   lc_layer_ctx ctx = {.cfg = &cfg, .attn = &attn, .attn_in = &ain, .rope_cos = WB(cs, (size_t)T * D / 2, f32),
-                      .rope_sin = WB(sn, (size_t)T * D / 2, f32), .T = T, .mlp_tile = 0, .bf16 = 1, .arena = &arena,
+                      .rope_sin = WB(sn, (size_t)T * D / 2, f32), .T = T, .mlp_tile = 0, .bf16 = 1,
                       .be = be};
   const size_t TC = (size_t)T * C;
   CHECK(lc_layer_fwd(&ctx, w0, &a, WB(x, TC, f32), WB(y, TC, f32), 0) == LC_OK, "layer fwd: %s", lc_errmsg());
@@ -278,7 +278,7 @@ static void test_layer_points(void) {
   CHECK(nq > 0 && nd == 0, "bf16 layer backward: |dWq| %g, %g non-finite input gradients", nq, nd);
   for (int i = 0; i < 13; i++) free(buf[i]);
   free(x), free(y), free(dx), free(dx0), free(cs), free(sn);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 // ---------------------------------------------------------------- 3. bf16 vs fp32
@@ -337,7 +337,7 @@ static void test_vs_fp32(int tied) {
         l16r, l16);
   free(g16);
   free(p0), free(g32);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 // ---------------------------------------------------------------- 4. policies
@@ -383,7 +383,7 @@ static void test_policies(void) {
               lc_ckpt_name(pols[a]), mts[b], lts[c], worst, gmax);
       }
   free(ref);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 // ---------------------------------------------------------------- 5. memory
@@ -432,7 +432,7 @@ static void test_memory(void) {
     }
   }
   free(tok), free(tgt), free(pos);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 // ---------------------------------------------------------------- 6. the store's 2-byte copy
@@ -524,7 +524,7 @@ static void test_store_copy(int tied) {
     CHECK(arena.cur[LC_MEM_GATHERED] == g0, "rows of %s: release left %zu bytes", T->name, arena.cur[LC_MEM_GATHERED] - g0);
   }
   lc_pstore_set_compute(ps, LC_DT_F32);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 int main(void) {

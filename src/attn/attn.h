@@ -8,7 +8,6 @@
 #include <stddef.h>
 
 #include "backend/buf.h"
-#include "core/arena.h"
 #include "core/status.h"
 #include "attn/seqlayout.h"
 
@@ -48,11 +47,10 @@ struct lc_attn {
   // q[T,Hq,D], k/v[T,Hkv,D] -> out[T,Hq,D]; fills `saved` (U8, saved_bytes). q, k, v, out
   // (and dout below): BF16 buffers in a bf16 pass (in->bf16), else F32; every buffer is
   // the backend's (be below).
-  lc_status (*fwd)(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T,
-                   lc_arena *arena);
+  lc_status (*fwd)(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T);
   // dq/dk/dv OVERWRITTEN, F32 (same shapes as q/k/v); `out` and `saved` from the forward.
   lc_status (*bwd)(lc_attn *a, const lc_attn_in *in, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out,
-                   lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *arena);
+                   lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T);
   void *ctx;
   // The backend that holds the buffers and runs the kernels, set by the layer for each call
   // (model/layer.c, its only writer). Every strategy runs its kernels and copies through it.

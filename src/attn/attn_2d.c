@@ -427,7 +427,7 @@ static lc_buf stage_lse(const attn2d *x, const hchunk *h, lc_buf lse, int c) {
   return lc_buf_view(lse, at, lse.n - at);
 }
 
-static lc_status fwd_chunked(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *ar) {
+static lc_status fwd_chunked(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, int T) {
   attn2d *x = a->ctx;
   const hchunk h = chunk_of(x, T);
   const int bf16 = in->bf16;
@@ -451,7 +451,7 @@ static lc_status fwd_chunked(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_bu
       io = stage_of(x, a, &h, c + 1, q, none, none, k, v);
       st = post_in(x, &io, b.send, b.set[(c + 1) % 2], T);
     }
-    if (st == LC_OK) st = lc_ring_fwd(&x->ring, b.o, stage_lse(x, &h, lse, c), qh, kh, vh, ar);
+    if (st == LC_OK) st = lc_ring_fwd(&x->ring, b.o, stage_lse(x, &h, lse, c), qh, kh, vh);
     if (st == LC_OK) st = back_exchange(x, out, b.o, T, sel_q(x, a, c), b.buf, bf16); // bf16: rounded
   }
   lc_status s2 = wait_in(x); // nothing in flight on an error either
@@ -460,7 +460,7 @@ static lc_status fwd_chunked(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_bu
 }
 
 static lc_status bwd_chunked(lc_attn *a, const lc_attn_in *in, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf lse, lc_buf q,
-                             lc_buf k, lc_buf v, int T, lc_arena *ar) {
+                             lc_buf k, lc_buf v, int T) {
   attn2d *x = a->ctx;
   const hchunk h = chunk_of(x, T);
   chunk_bufs b;
@@ -487,7 +487,7 @@ static lc_status bwd_chunked(lc_attn *a, const lc_attn_in *in, lc_buf dq, lc_buf
     }
     // Shared kv head: stage 0 writes the sums, later stages add theirs (in stage order).
     const lc_buf dkh = h.shared && c == 0 ? b.dk_sum : b.dk, dvh = h.shared && c == 0 ? b.dv_sum : b.dv;
-    if (st == LC_OK) st = lc_ring_bwd(&x->ring, b.o, dkh, dvh, doh, oh, stage_lse(x, &h, lse, c), qh, kh, vh, ar);
+    if (st == LC_OK) st = lc_ring_bwd(&x->ring, b.o, dkh, dvh, doh, oh, stage_lse(x, &h, lse, c), qh, kh, vh);
     if (st == LC_OK && h.shared && c > 0) {
       st = lc_be_add(b.dk_sum, b.dk);
       if (st == LC_OK) st = lc_be_add(b.dv_sum, b.dv);
@@ -503,7 +503,7 @@ static lc_status bwd_chunked(lc_attn *a, const lc_attn_in *in, lc_buf dq, lc_buf
   return st != LC_OK ? st : s2;
 }
 
-static lc_status fwd_2d(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *ar) {
+static lc_status fwd_2d(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T) {
   attn2d *x = a->ctx;
   ring_for_pass(x, a, in);
   const lc_buf lse = lc_buf_part(saved, 0, sz_lse(x, T), LC_DT_F32);
@@ -516,14 +516,14 @@ static lc_status fwd_2d(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf sav
   lc_status st = LC_OK;
   if (x->hp == 1) {
     const lc_buf o32 = h16 ? lc_buf_part(work, 0, sz_q(x, T), LC_DT_F32) : out;
-    st = lc_ring_fwd(&x->ring, o32, lse, q, k, v, ar);
+    st = lc_ring_fwd(&x->ring, o32, lse, q, k, v);
     if (st == LC_OK && h16) st = lc_be_bf16_pack(out, o32);
     lc_buf_free(&work);
     return st;
   }
   if (chunked(x)) {
     lc_buf_free(&work);
-    return fwd_chunked(a, in, out, lse, q, k, v, T, ar);
+    return fwd_chunked(a, in, out, lse, q, k, v, T);
   }
   // Pack buffer (largest exchange) + expanded kv when replicating (the memory model's order:
   // the head-layout out first, then this block).
@@ -546,7 +546,7 @@ static lc_status fwd_2d(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf sav
     if (st == LC_OK) st = a2a_fwd(x, m == 0 ? h.k : h.v, src, T, x->Hkvl, pk, dt);
   }
   // q, k, v arrived into their kept slots, where the ring reads them
-  if (st == LC_OK) st = lc_ring_fwd(&x->ring, h.of, lse, h.q, h.k, h.v, ar);
+  if (st == LC_OK) st = lc_ring_fwd(&x->ring, h.of, lse, h.q, h.k, h.v);
   if (st == LC_OK && h16) st = lc_be_bf16_pack(h.o, h.of); // the output, rounded, kept in 2 bytes
   if (st == LC_OK) st = a2a_bwd(x, out, h.o, T, x->Hl, pk, dt);
   lc_buf_free(&pack);
@@ -555,12 +555,12 @@ static lc_status fwd_2d(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf sav
 }
 
 static lc_status bwd_2d(lc_attn *a, const lc_attn_in *in, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf saved, lc_buf q,
-                        lc_buf k, lc_buf v, int T, lc_arena *ar) {
+                        lc_buf k, lc_buf v, int T) {
   attn2d *x = a->ctx;
   ring_for_pass(x, a, in);
   const lc_buf lse = lc_buf_part(saved, 0, sz_lse(x, T), LC_DT_F32);
-  if (x->hp == 1) return lc_ring_bwd(&x->ring, dq, dk, dv, dout, out, lse, q, k, v, ar);
-  if (chunked(x)) return bwd_chunked(a, in, dq, dk, dv, dout, out, lse, q, k, v, T, ar);
+  if (x->hp == 1) return lc_ring_bwd(&x->ring, dq, dk, dv, dout, out, lse, q, k, v);
+  if (chunked(x)) return bwd_chunked(a, in, dq, dk, dv, dout, out, lse, q, k, v, T);
   const size_t nq = sz_q(x, T), nkv = sz_kv(x, T), ne = sz_exp(x, T);
   const lc_dtype f = LC_DT_F32;
   // dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack; expanded kv gradient; doh (bwd_comm_bytes).
@@ -575,7 +575,7 @@ static lc_status bwd_2d(lc_attn *a, const lc_attn_in *in, lc_buf dq, lc_buf dk, 
   // dout arrives as bf16 values in bf16 (the layer rounds it) and travels and stays as bf16;
   // dq, dk and dv are fp32 sums and travel as fp32.
   lc_status st = a2a_fwd(x, doh, dout, T, x->Hl, pk, doh.dt);
-  if (st == LC_OK) st = lc_ring_bwd(&x->ring, dqh, dkh, dvh, doh, h.o, lse, h.q, h.k, h.v, ar);
+  if (st == LC_OK) st = lc_ring_bwd(&x->ring, dqh, dkh, dvh, doh, h.o, lse, h.q, h.k, h.v);
   if (st == LC_OK) st = a2a_bwd(x, dq, dqh, T, x->Hl, pk, f);
   for (int m = 0; m < 2 && st == LC_OK; m++) {
     const lc_buf dst = m == 0 ? dk : dv, src = m == 0 ? dkh : dvh;

@@ -19,8 +19,7 @@ static size_t decode_saved_bytes(const lc_attn *a, int T, int bf16) {
 
 // q[T,Hq,D], k/v[T,Hkv,D] of the new tokens -> out[T,Hq,D]; saved = lse[Hq,T]. bf16: q, k,
 // v, out in 2 bytes (attn.h); the cache holds fp32 (the new rows widened: exact).
-static lc_status decode_fwd(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *arena) {
-  (void)arena;
+static lc_status decode_fwd(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T) {
   lc_attn_decode_state *d = a->ctx;
   if (!lc_buf_ok(d->k) || !lc_buf_ok(d->v) || d->p0 < 0 || T < 1 || d->p0 + T > d->max_len)
     return lc_fail(LC_EINVAL, "decode attention: %d new tokens at position %d do not fit a cache of %d", T, d->p0,
@@ -42,9 +41,8 @@ static lc_status decode_fwd(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf
 }
 
 static lc_status decode_bwd(lc_attn *a, const lc_attn_in *in, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf saved,
-                            lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *arena) {
-  (void)a, (void)in, (void)dq, (void)dk, (void)dv, (void)dout, (void)out, (void)saved, (void)q, (void)k, (void)v, (void)T,
-      (void)arena;
+                            lc_buf q, lc_buf k, lc_buf v, int T) {
+  (void)a, (void)in, (void)dq, (void)dk, (void)dv, (void)dout, (void)out, (void)saved, (void)q, (void)k, (void)v, (void)T;
   return lc_fail(LC_EINVAL, "decode attention has no backward: train with the local or 2D strategy");
 }
 

@@ -66,7 +66,6 @@ typedef struct {
   // du are stored in 2 bytes (dq, dk, dv: rounded in fp32 slots). Norm statistics, RoPE,
   // softmax, residual sums and gradients stay fp32.
   int bf16;
-  lc_arena *arena; // host memory (the strategies' communication buffers)
   // Called between the layer's GEMMs (may be NULL): progresses communication in flight
   // (ZeRO reductions and gathers), which MPI does not move on its own.
   void (*poll)(void *arg);

@@ -75,7 +75,7 @@ lc_status lc_model_create_zero(lc_model *m, const lc_config *cfg, int stage, int
 // The same with the states on backend `be` (not owned: close it after the model).
 lc_status lc_model_create_on(lc_model *m, const lc_config *cfg, int stage, int group, lc_comm *world,
                              lc_backend *be);
-void lc_model_destroy(lc_model *m, lc_arena *arena);
+void lc_model_destroy(lc_model *m);
 // The store whose parameters train: the adapters' with LoRA, else the model's.
 static inline lc_pstore *lc_model_trainable(lc_model *m) { return m->lora ? &m->ad : &m->ps; }
 // The base's ZeRO stage under a LoRA run of `stage`: sharded (and gathered per unit) only
@@ -92,24 +92,12 @@ void lc_model_zero_grads(lc_model *m);
 // Forward, loss and (if want_grads) backward over T tokens: tokens[T] in [0, vocab),
 // targets[T] (< 0 = not counted), pos[T] global positions for RoPE. Adds the loss sum
 // over counted tokens to *loss_sum and ACCUMULATES d(loss_scale * loss_sum)/d(params)
-// into m->grads. The pass's buffers (activations, checkpoints, scratch) are the store's
-// backend's (m->ps.be), counted in its arena; `arena` is host memory for what is host-side
-// yet (the distributed strategies' communication buffers).
+// into m->grads. Every buffer of the pass (activations, checkpoints, scratch, the
+// strategies' communication buffers) is the store's backend's (m->ps.be), counted in its
+// arena.
 lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, const lc_pass_in *in, const int *tokens,
                            const int *targets, const int *pos, int T, float loss_scale,
-                           int want_grads, double *loss_sum, lc_arena *arena);
-
-// ZeRO's temporary units per phase of a training pass (memory model): the largest gathered
-// weights (stage 3) and temporary gradient buffers (stage >= 2) alive in each phase of
-// lc_mem_phase, and of the two together: a walk over the pass's schedule (schedule.h).
-// LC_ENOMEM (with a message) if the walk's small buffers cannot be allocated.
-// --offload-optimizer's device side (pstore.h, lc_pstore_offload): each acquired unit's
-// compute copy from acquire to release, each unit's gradient from grad_begin to grad_end
-// (a tied embedding's from the loss to the end), the same walk; G, R, GR as above.
-lc_status lc_model_offload_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z, size_t *G,
-                                      size_t *R, size_t *GR, int n_phases);
-lc_status lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z,
-                              size_t *gathered, size_t *grads, size_t *both, int n_phases);
+                           int want_grads, double *loss_sum);
 
 // Arena bytes a pass over T tokens holds from its start to its end: *ckpt (LC_MEM_CKPT:
 // per-layer storage the policy keeps) and *act (LC_MEM_ACT: the working layer, final hidden
@@ -129,6 +117,6 @@ lc_status lc_model_rope_table_buf(const lc_config *cfg, int rope_len, const int 
 // Forward only: loss sum and the number of counted tokens whose argmax is wrong.
 lc_status lc_model_eval(lc_model *m, const lc_model_opts *o, lc_attn *attn, const lc_pass_in *in, const int *tokens,
                         const int *targets, const int *pos, int T, double *loss_sum,
-                        long *n_wrong, lc_arena *arena);
+                        long *n_wrong);
 
 #endif

@@ -1,3 +1,4 @@
+// `longctx calibrate`: the rates of plan/rates.h measured on this machine (calibrate.h).
 #include "plan/calibrate.h"
 
 #include <stdio.h>
@@ -226,8 +227,8 @@ lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progre
                    bs = WR(saved, a.saved_bytes(&a, AT, b), LC_DT_U8), bdq = WR(dq, nq, LC_DT_F32),
                    bdk = WR(dk, nk, LC_DT_F32), bdv = WR(dv, nk, LC_DT_F32);
 #undef WR
-      MEDIAN_OF(5, st = a.fwd(&a, &ain, bo, bs, bq, bk, bv, AT, &arena), tf);
-      MEDIAN_OF(5, st = a.bwd(&a, &ain, bdq, bdk, bdv, bdo, bo, bs, bq, bk, bv, AT, &arena), tb);
+      MEDIAN_OF(5, st = a.fwd(&a, &ain, bo, bs, bq, bk, bv, AT), tf);
+      MEDIAN_OF(5, st = a.bwd(&a, &ain, bdq, bdk, bdv, bdo, bo, bs, bq, bk, bv, AT), tb);
       lc_backend_close(&cpu);
       free(saved);
       st = lc_comm_agree(world, st);

@@ -1,3 +1,5 @@
+// The training step of one process (trainer.h): the batch's sequences placed over the
+// ranks, each one's pass inputs built and its forward/backward run, then the update.
 #include "train/trainer.h"
 
 #include <math.h>
@@ -167,7 +169,7 @@ void lc_trainer_free(lc_trainer *t) {
   free(t->full_tgt);
   free(t->full_tok);
   memset(&t->opt, 0, sizeof t->opt); // its moments belong to the store
-  lc_model_destroy(&t->model, &t->arena);
+  lc_model_destroy(&t->model);
   if (t->hbe_open) lc_backend_close(&t->hbe);
   t->hbe_open = 0;
   lc_backend_close(t->be);
@@ -316,7 +318,7 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
     const lc_pass_in in = attend_sequence(t, b);
     LC_TRY(lc_model_fwd_bwd(&t->model, &o->mopts, &t->attn, &in, t->tokens + (size_t)b * t->T,
                             t->targets + (size_t)b * t->T, t->pos + (size_t)b * t->T, t->T, scale, 1,
-                            &loss_sum, &t->arena));
+                            &loss_sum));
   }
   LC_TRY(lc_allreduce_sum(t->world, &loss_sum, 1, LC_DT_F64));
   lc_adamw_hp hp = {.lr = lc_lr_at(t->step, o->steps, o->warmup, o->lr, o->lr_min),
@@ -399,7 +401,7 @@ lc_status lc_trainer_eval(lc_trainer *t, int n, double *loss, double *accuracy) 
     const lc_pass_in in = attend_sequence(t, 0);
     double ls = 0;
     st = lc_model_eval(&t->model, &o->mopts, &t->attn, &in, t->tokens, t->targets, t->pos, t->T, &ls,
-                       &wrong, &t->arena);
+                       &wrong);
     if (!real) continue;
     acc[i] += (double)wrong;
     acc[n] += ls;
