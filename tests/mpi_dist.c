@@ -52,32 +52,33 @@ static int skipped_case(const char *what);
 static int odd_world_skip(layout L);
 
 // The strategies take backend buffers (attn.h): these tests' host arrays, wrapped for a CPU
-// backend over the call's arena (T local tokens; 2-byte q, k, v, out, dout when a->bf16).
-static lc_status attn_fwd_host(lc_attn *a, void *out, void *saved, const void *q, const void *k, const void *v, int T,
+// backend over the call's arena (T local tokens; 2-byte q, k, v, out, dout when in->bf16).
+static lc_status attn_fwd_host(lc_attn *a, const lc_attn_in *in, void *out, void *saved, const void *q, const void *k, const void *v, int T,
                                lc_arena *ar) {
   lc_backend be;
   lc_backend_cpu_init(&be, ar);
   a->be = &be;
-  const lc_dtype dt = a->bf16 ? LC_DT_BF16 : LC_DT_F32;
+  const lc_dtype dt = in->bf16 ? LC_DT_BF16 : LC_DT_F32;
   const size_t nq = (size_t)T * a->Hq * a->D, nk = (size_t)T * a->Hkv * a->D;
-  const lc_status st = a->fwd(a, lc_buf_wrap_host(&be, out, nq, dt), lc_buf_wrap_host(&be, saved, a->saved_bytes(a, T), LC_DT_U8),
+  const lc_status st = a->fwd(a, in, lc_buf_wrap_host(&be, out, nq, dt),
+                              lc_buf_wrap_host(&be, saved, a->saved_bytes(a, T, in->bf16), LC_DT_U8),
                               lc_buf_wrap_host(&be, q, nq, dt), lc_buf_wrap_host(&be, k, nk, dt),
-                              lc_buf_wrap_host(&be, v, nk, dt), T, ar);
+                              lc_buf_wrap_host(&be, v, nk, dt), T);
   a->be = NULL;
   return st;
 }
-static lc_status attn_bwd_host(lc_attn *a, float *dq, float *dk, float *dv, const void *dout, const void *out,
+static lc_status attn_bwd_host(lc_attn *a, const lc_attn_in *in, float *dq, float *dk, float *dv, const void *dout, const void *out,
                                const void *saved, const void *q, const void *k, const void *v, int T, lc_arena *ar) {
   lc_backend be;
   lc_backend_cpu_init(&be, ar);
   a->be = &be;
-  const lc_dtype dt = a->bf16 ? LC_DT_BF16 : LC_DT_F32, f = LC_DT_F32;
+  const lc_dtype dt = in->bf16 ? LC_DT_BF16 : LC_DT_F32, f = LC_DT_F32;
   const size_t nq = (size_t)T * a->Hq * a->D, nk = (size_t)T * a->Hkv * a->D;
   const lc_status st =
-      a->bwd(a, lc_buf_wrap_host(&be, dq, nq, f), lc_buf_wrap_host(&be, dk, nk, f), lc_buf_wrap_host(&be, dv, nk, f),
+      a->bwd(a, in, lc_buf_wrap_host(&be, dq, nq, f), lc_buf_wrap_host(&be, dk, nk, f), lc_buf_wrap_host(&be, dv, nk, f),
              lc_buf_wrap_host(&be, dout, nq, dt), lc_buf_wrap_host(&be, out, nq, dt),
-             lc_buf_wrap_host(&be, saved, a->saved_bytes(a, T), LC_DT_U8), lc_buf_wrap_host(&be, q, nq, dt),
-             lc_buf_wrap_host(&be, k, nk, dt), lc_buf_wrap_host(&be, v, nk, dt), T, ar);
+             lc_buf_wrap_host(&be, saved, a->saved_bytes(a, T, in->bf16), LC_DT_U8), lc_buf_wrap_host(&be, q, nq, dt),
+             lc_buf_wrap_host(&be, k, nk, dt), lc_buf_wrap_host(&be, v, nk, dt), T);
   a->be = NULL;
   return st;
 }
@@ -136,7 +137,7 @@ static void test_attention_rows(layout L, lc_placement pl, int Hq, int Hkv, int 
   CHECK(lc_grid_create(&g, world, L.hp, L.cp, L.w, pl) == LC_OK, "grid: %s", lc_errmsg());
   lc_attn at;
   CHECK(lc_attn_2d_init(&at, g.head, g.ctx, L.w, SS, 2, Hq, Hkv, D, 0) == LC_OK, "attn init");
-  at.bf16 = bf16;
+  const lc_attn_in ain = {.bf16 = bf16};
   const int T = (int)(SS / N);
   float *ql = malloc(4 * (size_t)T * Hq * D), *kl = malloc(4 * (size_t)T * Hkv * D),
         *vl = malloc(4 * (size_t)T * Hkv * D), *dol = malloc(4 * (size_t)T * Hq * D);
@@ -158,12 +159,12 @@ static void test_attention_rows(layout L, lc_placement pl, int Hq, int Hkv, int 
     memcpy(ref_dk + (size_t)t * Hkv * D, dk + gi[t] * Hkv * D, 4 * (size_t)Hkv * D);
     memcpy(ref_dv + (size_t)t * Hkv * D, dv + gi[t] * Hkv * D, 4 * (size_t)Hkv * D);
   }
-  void *saved = malloc(at.saved_bytes(&at, T));
+  void *saved = malloc(at.saved_bytes(&at, T, bf16));
   // The memory model's sizes of this strategy (lc_attn_2d_mem) are what each call holds
   // at its peak, per category, in forward and in backward separately.
   lc_attn_mem am;
   CHECK(lc_attn_2d_mem(L.hp, L.cp, L.w, SS, 2, Hq, Hkv, D, 0, 0, bf16, &am) == LC_OK, "attn mem: %s", lc_errmsg());
-  CHECK(am.saved == at.saved_bytes(&at, T), "saved bytes %zu vs %zu", am.saved, at.saved_bytes(&at, T));
+  CHECK(am.saved == at.saved_bytes(&at, T, bf16), "saved bytes %zu vs %zu", am.saved, at.saved_bytes(&at, T, bf16));
   // bf16: the strategy's q, k, v, dout and out are 2-byte arrays (attn.h); ol gets out widened.
   const size_t tq = (size_t)T * Hq * D, tk = (size_t)T * Hkv * D;
   uint16_t *q16 = malloc(2 * tq), *k16 = malloc(2 * tk), *v16 = malloc(2 * tk), *do16 = malloc(2 * tq), *o16 = malloc(2 * tq);
@@ -172,14 +173,14 @@ static void test_attention_rows(layout L, lc_placement pl, int Hq, int Hkv, int 
              *di = bf16 ? (const void *)do16 : dol;
   void *oi = bf16 ? (void *)o16 : ol;
   lc_arena_reset_peaks(&ar);
-  lc_status st = attn_fwd_host(&at, oi, saved, qi, ki, vi, T, &ar);
+  lc_status st = attn_fwd_host(&at, &ain, oi, saved, qi, ki, vi, T, &ar);
   CHECK(st == LC_OK, "dist fwd: %s", lc_errmsg());
   if (bf16) lc_bf16_unpack(ol, o16, tq);
   CHECK(ar.peak[LC_MEM_COMM] == am.fwd_comm && ar.peak[LC_MEM_SCRATCH] == am.fwd_scratch,
         "hp %d cp %d w %d forward: comm %zu scratch %zu bytes, memory model %zu, %zu", L.hp, L.cp, L.w,
         ar.peak[LC_MEM_COMM], ar.peak[LC_MEM_SCRATCH], am.fwd_comm, am.fwd_scratch);
   lc_arena_reset_peaks(&ar);
-  st = attn_bwd_host(&at, dql, dkl, dvl, di, oi, saved, qi, ki, vi, T, &ar);
+  st = attn_bwd_host(&at, &ain, dql, dkl, dvl, di, oi, saved, qi, ki, vi, T, &ar);
   CHECK(st == LC_OK, "dist bwd: %s", lc_errmsg());
   CHECK(ar.peak[LC_MEM_COMM] == am.bwd_comm && ar.peak[LC_MEM_SCRATCH] == am.bwd_scratch,
         "hp %d cp %d w %d backward: comm %zu scratch %zu bytes, memory model %zu, %zu", L.hp, L.cp, L.w,
@@ -618,22 +619,23 @@ static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_mo
   lc_model_zero_grads(&ref);
   // A length-dependent RoPE (dynamic) sees the longest document of the sample, as
   // transformers does from the packed position ids: the documents alone use that length.
-  for (int t = 0; t < o.seq; t++) ref.rope_len = t - tr.full_doc[t] + 1 > ref.rope_len ? t - tr.full_doc[t] + 1 : ref.rope_len;
+  lc_pass_in rin = {.rope_len = 0};
+  for (int t = 0; t < o.seq; t++) rin.rope_len = t - tr.full_doc[t] + 1 > rin.rope_len ? t - tr.full_doc[t] + 1 : rin.rope_len;
   lc_attn at;
   lc_attn_local_init(&at, o.cfg.n_heads, o.cfg.n_kv_heads, o.cfg.head_dim);
   const int S = o.seq;
   int pos[128], lo[128], rows[128], crossing = 0, short_doc = 0, docs = 0;
-  ref.drop_key = lc_dropout_pass_key(o.seed, 1, tr.sample[0]);
-  ref.drop_rows = lora_drop > 0 ? rows : NULL;
+  rin.drop_key = lc_dropout_pass_key(o.seed, 1, tr.sample[0]);
+  rin.drop_rows = lora_drop > 0 ? rows : NULL;
   double loss = 0;
   const lc_seq_layout *lay = &tr.lay[0];
   for (int a = 0; a < S;) {
     int b = a + 1;
     while (b < S && tr.full_doc[b] == a) b++;
     for (int t = 0; t < b - a; t++) pos[t] = t, lo[t] = W > 0 && t - W + 1 > 0 ? t - W + 1 : 0, rows[t] = a + t;
-    at.lo = W > 0 ? lo : NULL;
-    CHECK(lc_model_fwd_bwd(&ref, &o.mopts, &at, tr.full_tok + a, tr.full_tgt + a, pos, b - a,
-                           1.0f / (float)m.counted, 1, &loss, &ar) == LC_OK, "reference document: %s", lc_errmsg());
+    rin.attn.lo = W > 0 ? lo : NULL;
+    CHECK(lc_model_fwd_bwd(&ref, &o.mopts, &at, &rin, tr.full_tok + a, tr.full_tgt + a, pos, b - a,
+                           1.0f / (float)m.counted, 1, &loss) == LC_OK, "reference document: %s", lc_errmsg());
     // Which context rank holds the first and the last token (chunk owner), and doc size.
     int ca = -1, cb = -1;
     for (int r = 0; r < lay->cp * lay->k; r++) {
@@ -690,7 +692,7 @@ static void test_packed(layout L, lc_placement pl, lc_cp_layout cl, int W, lc_mo
   if (rank0)
     printf("%-62s k %d: %2d docs (%d short, %d across ranks), imbalance %.3f: loss %.6f, worst grad error %.2e\n",
            tag, lay->k, docs, short_doc, crossing, m.cp_imbalance, m.loss, worst);
-  lc_model_destroy(&ref, &ar);
+  lc_model_destroy(&ref);
   lc_trainer_free(&tr);
   lc_attn_2d_test_set_poll_rows(0);
 }
@@ -752,12 +754,12 @@ static void test_chunks(layout L, lc_placement pl, int Hq, int Hkv, int bf16, in
     CHECK(lc_attn_2d_init(&at, g.head, g.ctx, L.w, SS, 2, Hq, Hkv, D, x ? N : 0) == LC_OK, "%s: init: %s", tag,
           lc_errmsg());
     CHECK(lc_attn_2d_head_chunk(&at) == N, "%s: %d heads per stage", tag, lc_attn_2d_head_chunk(&at));
-    at.bf16 = bf16, at.lo = lo;
+    const lc_attn_in ain = {.lo = lo, .bf16 = bf16};
     lc_attn_mem am;
     CHECK(lc_attn_2d_mem(L.hp, L.cp, L.w, SS, 2, Hq, Hkv, D, x ? N : 0, 0, bf16, &am) == LC_OK, "%s: mem: %s", tag,
           lc_errmsg());
-    CHECK(am.saved == at.saved_bytes(&at, T) && (!x || am.saved == 4 * nlse), "%s: saved %zu, model %zu", tag,
-          at.saved_bytes(&at, T), am.saved);
+    CHECK(am.saved == at.saved_bytes(&at, T, bf16) && (!x || am.saved == 4 * nlse), "%s: saved %zu, model %zu", tag,
+          at.saved_bytes(&at, T, bf16), am.saved);
     if (x) { // a slot per chunk size: free the previous one
       free(o[1]), free(dq[1]), free(dk[1]), free(dv[1]), free(saved[1]);
     }
@@ -765,12 +767,12 @@ static void test_chunks(layout L, lc_placement pl, int Hq, int Hkv, int bf16, in
     saved[x] = malloc(am.saved);
     const double b0 = g.head->bytes_sent + g.ctx->bytes_sent;
     lc_arena_reset_peaks(&ar);
-    CHECK(attn_fwd_host(&at, o[x], saved[x], qi, ki, vi, T, &ar) == LC_OK, "%s: fwd: %s", tag, lc_errmsg());
+    CHECK(attn_fwd_host(&at, &ain, o[x], saved[x], qi, ki, vi, T, &ar) == LC_OK, "%s: fwd: %s", tag, lc_errmsg());
     CHECK(ar.peak[LC_MEM_COMM] == am.fwd_comm && ar.peak[LC_MEM_SCRATCH] == am.fwd_scratch,
           "%s forward: comm %zu scratch %zu bytes, memory model %zu, %zu", tag, ar.peak[LC_MEM_COMM],
           ar.peak[LC_MEM_SCRATCH], am.fwd_comm, am.fwd_scratch);
     lc_arena_reset_peaks(&ar);
-    CHECK(attn_bwd_host(&at, dq[x], dk[x], dv[x], di, o[x], saved[x], qi, ki, vi, T, &ar) == LC_OK, "%s: bwd: %s", tag,
+    CHECK(attn_bwd_host(&at, &ain, dq[x], dk[x], dv[x], di, o[x], saved[x], qi, ki, vi, T, &ar) == LC_OK, "%s: bwd: %s", tag,
           lc_errmsg());
     CHECK(ar.peak[LC_MEM_COMM] == am.bwd_comm && ar.peak[LC_MEM_SCRATCH] == am.bwd_scratch,
           "%s backward: comm %zu scratch %zu bytes, memory model %zu, %zu", tag, ar.peak[LC_MEM_COMM],

@@ -469,7 +469,7 @@ static void test_private_generate(void) {
             "generate on %s: %zu input writes (expected %zu), %zu token reads (expected %zu)", be->name,
             be->sync[LC_SYNC_INPUT][1], w_in, be->sync[LC_SYNC_TOKEN][0], r_tok);
       lc_kv_cache_destroy(&c);
-      lc_model_destroy(&m, &ar);
+      lc_model_destroy(&m);
       lc_backend_close(be);
     }
     CHECK(!memcmp(lg[0], lg[1], sizeof(float) * (size_t)(P + G) * V), "generate %s%s: cpu and private logits differ",

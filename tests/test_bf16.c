@@ -97,7 +97,7 @@ static double run(lc_model *m, const lc_model_opts *o, const int *tok, const int
   for (int t = 0; t < T; t++) counted += tgt[t] >= 0;
   double loss = 0;
   lc_model_zero_grads(m);
-  lc_status st = lc_model_fwd_bwd(m, o, &attn, tok, tgt, pos, T, 1.0f / counted, 1, &loss, &arena);
+  lc_status st = lc_model_fwd_bwd(m, o, &attn, NULL, tok, tgt, pos, T, 1.0f / counted, 1, &loss);
   CHECK(st == LC_OK, "fwd_bwd failed: %s", lc_errmsg());
   return loss / counted;
 }
@@ -123,7 +123,7 @@ static void test_layer_points(void) {
   // the rest fp32 (the buffers are fp32-sized: room for either).
   float *buf[13];
   size_t sz[13] = {(size_t)T * C, T, (size_t)T * HQ, (size_t)T * HKV, (size_t)T * HKV, (size_t)T * HQ,
-                   attn.saved_bytes(&attn, T) / 4 + 1, (size_t)T * C, (size_t)T * C, T, (size_t)T * F,
+                   attn.saved_bytes(&attn, T, 1) / 4 + 1, (size_t)T * C, (size_t)T * C, T, (size_t)T * F,
                    (size_t)T * F, (size_t)T * F};
   for (int i = 0; i < 13; i++) buf[i] = calloc(sz[i], sizeof(float));
   lc_backend *be = m.ps.be; // the host arrays, wrapped for the store's (CPU) backend
@@ -131,7 +131,7 @@ static void test_layer_points(void) {
   const lc_dtype b16 = LC_DT_BF16, f32 = LC_DT_F32;
   a.ln1 = WB(buf[0], sz[0], b16), a.rstd1 = WB(buf[1], sz[1], f32), a.q = WB(buf[2], sz[2], b16);
   a.k = WB(buf[3], sz[3], b16), a.v = WB(buf[4], sz[4], b16), a.att = WB(buf[5], sz[5], b16);
-  a.saved = WB(buf[6], attn.saved_bytes(&attn, T), LC_DT_U8), a.x_mid = WB(buf[7], sz[7], f32);
+  a.saved = WB(buf[6], attn.saved_bytes(&attn, T, 1), LC_DT_U8), a.x_mid = WB(buf[7], sz[7], f32);
   a.ln2 = WB(buf[8], sz[8], b16), a.rstd2 = WB(buf[9], sz[9], f32), a.gate = WB(buf[10], sz[10], b16);
   a.up = WB(buf[11], sz[11], b16), a.h = WB(buf[12], sz[12], b16);
   const lc_layer_weights *w0 = &m.ps.w.layer[0];
@@ -147,8 +147,9 @@ static void test_layer_points(void) {
   lc_rng_fill_normal(&r, x, (long)T * C, 1.0f);
   lc_bf16_round(x, (size_t)T * C); // a layer input is a bf16 value (the previous output)
   lc_rng_fill_normal(&r, dx, (long)T * C, 1.0f); // an fp32 residual gradient
-  lc_layer_ctx ctx = {.cfg = &cfg, .attn = &attn, .rope_cos = WB(cs, (size_t)T * D / 2, f32),
-                      .rope_sin = WB(sn, (size_t)T * D / 2, f32), .T = T, .mlp_tile = 0, .bf16 = 1, .arena = &arena,
+  const lc_attn_in ain = {.bf16 = 1};
+  lc_layer_ctx ctx = {.cfg = &cfg, .attn = &attn, .attn_in = &ain, .rope_cos = WB(cs, (size_t)T * D / 2, f32),
+                      .rope_sin = WB(sn, (size_t)T * D / 2, f32), .T = T, .mlp_tile = 0, .bf16 = 1,
                       .be = be};
   const size_t TC = (size_t)T * C;
   CHECK(lc_layer_fwd(&ctx, w0, &a, WB(x, TC, f32), WB(y, TC, f32), 0) == LC_OK, "layer fwd: %s", lc_errmsg());
@@ -277,7 +278,7 @@ static void test_layer_points(void) {
   CHECK(nq > 0 && nd == 0, "bf16 layer backward: |dWq| %g, %g non-finite input gradients", nq, nd);
   for (int i = 0; i < 13; i++) free(buf[i]);
   free(x), free(y), free(dx), free(dx0), free(cs), free(sn);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 // ---------------------------------------------------------------- 3. bf16 vs fp32
@@ -336,7 +337,7 @@ static void test_vs_fp32(int tied) {
         l16r, l16);
   free(g16);
   free(p0), free(g32);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 // ---------------------------------------------------------------- 4. policies
@@ -382,7 +383,7 @@ static void test_policies(void) {
               lc_ckpt_name(pols[a]), mts[b], lts[c], worst, gmax);
       }
   free(ref);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 // ---------------------------------------------------------------- 5. memory
@@ -409,7 +410,7 @@ static void test_memory(void) {
       run(&m, &o, tok, tgt, pos, T);
       ck[b] = arena.peak[LC_MEM_CKPT] - base_ck;
       act[b] = arena.peak[LC_MEM_ACT] - base_act;
-      lc_model_pass_bytes(&cfg, &o, T, attn.saved_bytes(&attn, T), &pk[b], &pa[b]);
+      lc_model_pass_bytes(&cfg, &o, T, attn.saved_bytes(&attn, T, b), &pk[b], &pa[b]);
       CHECK(ck[b] == pk[b] && act[b] == pa[b], "%s %s: checkpoints %zu (model %zu), activations %zu (model %zu)",
             lc_ckpt_name(pols[p]), b ? "bf16" : "fp32", ck[b], pk[b], act[b], pa[b]);
     }
@@ -425,13 +426,13 @@ static void test_memory(void) {
             ck[1], ck[0]);
     if (pols[p] == LC_CKPT_NONE) {
       const size_t C = (size_t)cfg.dim, HQ = (size_t)cfg.n_heads * cfg.head_dim, HKV = (size_t)cfg.n_kv_heads * cfg.head_dim;
-      const size_t per = (size_t)T * (2 * (2 * C + 2 * HQ + 2 * HKV) + 4 * (C + 1)) + attn.saved_bytes(&attn, T);
+      const size_t per = (size_t)T * (2 * (2 * C + 2 * HQ + 2 * HKV) + 4 * (C + 1)) + attn.saved_bytes(&attn, T, 1);
       CHECK(ck[1] == per * (size_t)cfg.n_layers, "none in bf16: %zu checkpoint bytes, expected %zu (2-byte activations)",
             ck[1], per * (size_t)cfg.n_layers);
     }
   }
   free(tok), free(tgt), free(pos);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 // ---------------------------------------------------------------- 6. the store's 2-byte copy
@@ -523,7 +524,7 @@ static void test_store_copy(int tied) {
     CHECK(arena.cur[LC_MEM_GATHERED] == g0, "rows of %s: release left %zu bytes", T->name, arena.cur[LC_MEM_GATHERED] - g0);
   }
   lc_pstore_set_compute(ps, LC_DT_F32);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 int main(void) {

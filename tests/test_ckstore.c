@@ -137,7 +137,7 @@ static double pass(lc_model *m, const lc_model_opts *o, const int *tok, const in
   lc_model_zero_grads(m);
   lc_arena_reset_peaks(ar);
   double loss = 0;
-  CHECK(lc_model_fwd_bwd(m, o, &attn, tok, tgt, pos, T, 1.0f / T, 1, &loss, ar) == LC_OK, "pass: %s", lc_errmsg());
+  CHECK(lc_model_fwd_bwd(m, o, &attn, NULL, tok, tgt, pos, T, 1.0f / T, 1, &loss) == LC_OK, "pass: %s", lc_errmsg());
   memcpy(g, m->grads, sizeof(float) * m->n_flat);
   memcpy(peak, ar->peak, sizeof ar->peak);
   *total = ar->peak_total;
@@ -187,7 +187,7 @@ static void test_model_offload(void) {
         if (!slow) printf("offload %-18s loss sum %.6f bit-identical to RAM; checkpoints %zu -> %zu bytes\n", tag, l1, pk0[LC_MEM_CKPT], pk1[LC_MEM_CKPT]);
       }
   free(g0), free(g1);
-  lc_model_destroy(&m, &ar);
+  lc_model_destroy(&m);
 }
 
 int main(void) {

@@ -30,7 +30,7 @@ int main(void) {
   for (int c = 0; c < 6; c++) {
     const int S = cases[c][0], stride = cases[c][1];
     lc_eval_result res;
-    CHECK(lc_eval_windows(&m, &o, tok, n, S, stride, &res, &ar, NULL, NULL) == LC_OK, "eval: %s", lc_errmsg());
+    CHECK(lc_eval_windows(&m, &o, tok, n, S, stride, &res, NULL, NULL) == LC_OK, "eval: %s", lc_errmsg());
     // Reference: target j is scored by the first window [b, b+S) with b < j <= min(b+S, n-1);
     // its loss is the last position's of a forward over inputs [b, j).
     double ref = 0;
@@ -44,7 +44,7 @@ int main(void) {
         for (int t = 0; t < T; t++) in[t] = tok[b + t], tg[t] = t == T - 1 ? tok[j] : -100, ps[t] = t;
         double ls = 0;
         long w = 0;
-        CHECK(lc_model_eval(&m, &o, &attn, in, tg, ps, T, &ls, &w, &ar) == LC_OK, "reference: %s", lc_errmsg());
+        CHECK(lc_model_eval(&m, &o, &attn, NULL, in, tg, ps, T, &ls, &w) == LC_OK, "reference: %s", lc_errmsg());
         ref += ls, wrong += w, scored++;
       }
       done = e;
@@ -58,11 +58,11 @@ int main(void) {
            res.scored, res.loss_sum / res.scored, ref / scored);
   }
   lc_eval_result res;
-  CHECK(lc_eval_windows(&m, &o, tok, n, 16, 17, &res, &ar, NULL, NULL) == LC_EINVAL && strstr(lc_errmsg(), "stride <= window"),
+  CHECK(lc_eval_windows(&m, &o, tok, n, 16, 17, &res, NULL, NULL) == LC_EINVAL && strstr(lc_errmsg(), "stride <= window"),
         "stride > window: %s", lc_errmsg());
-  CHECK(lc_eval_windows(&m, &o, tok, 1, 16, 16, &res, &ar, NULL, NULL) == LC_EINVAL && strstr(lc_errmsg(), "at least 2 tokens"),
+  CHECK(lc_eval_windows(&m, &o, tok, 1, 16, 16, &res, NULL, NULL) == LC_EINVAL && strstr(lc_errmsg(), "at least 2 tokens"),
         "one token: %s", lc_errmsg());
-  lc_model_destroy(&m, &ar);
+  lc_model_destroy(&m);
   CHECK(ar.cur_total == 0, "arena balanced");
   return lc_test_finish("test_evaluate");
 }

@@ -54,7 +54,7 @@ static double train_nll(lc_model *m, const int *x, int T, int t) {
   }
   lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
   double loss = 0;
-  lc_status st = lc_model_fwd_bwd(m, &o, &attn, x, tgt, pos, T, 1.0f, 0, &loss, &arena);
+  lc_status st = lc_model_fwd_bwd(m, &o, &attn, NULL, x, tgt, pos, T, 1.0f, 0, &loss);
   CHECK(st == LC_OK, "fwd_bwd: %s", lc_errmsg());
   return loss;
 }
@@ -139,7 +139,7 @@ static void test_consistency(int tied) {
   lc_kv_cache_destroy(&c);
   printf("decode vs training forward (%s head): worst ratio %.3f\n", tied ? "tied" : "untied", worst);
   free(logits);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 // A prefill longer than LC_DECODE_CHUNK runs in several chunks (later chunks attend to
@@ -167,10 +167,10 @@ static void test_long_prefill(int window, int steps) {
   }
   lc_attn attn;
   lc_attn_local_init(&attn, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.head_dim);
-  attn.lo = window > 0 ? lo : NULL;
+  const lc_pass_in pin = {.attn = {.lo = window > 0 ? lo : NULL}};
   lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
   double want = 0;
-  CHECK(lc_model_fwd_bwd(&m, &o, &attn, x, tgt, pos, T, 1.0f, 0, &want, &arena) == LC_OK, "fwd: %s",
+  CHECK(lc_model_fwd_bwd(&m, &o, &attn, &pin, x, tgt, pos, T, 1.0f, 0, &want) == LC_OK, "fwd: %s",
         lc_errmsg());
   float *logits = malloc(sizeof(float) * (size_t)T * V);
   lc_kv_cache c;
@@ -192,7 +192,7 @@ static void test_long_prefill(int window, int steps) {
   free(x);
   free(tgt);
   free(pos);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 // A length-dependent RoPE (dynamic NTK past max_position_embeddings 64) over a prefill of
@@ -213,7 +213,7 @@ static void test_long_prefill_dynamic(void) {
   lc_attn_local_init(&attn, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.head_dim);
   lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
   double want = 0;
-  CHECK(lc_model_fwd_bwd(&m, &o, &attn, x, tgt, pos, N - 1, 1.0f, 0, &want, &arena) == LC_OK, "fwd: %s", lc_errmsg());
+  CHECK(lc_model_fwd_bwd(&m, &o, &attn, NULL, x, tgt, pos, N - 1, 1.0f, 0, &want) == LC_OK, "fwd: %s", lc_errmsg());
   float *logits = malloc(sizeof(float) * (size_t)N * V);
   lc_kv_cache c;
   CHECK(lc_kv_cache_create(&c, &m.cfg, N, m.ps.be) == LC_OK, "cache: %s", lc_errmsg());
@@ -224,7 +224,7 @@ static void test_long_prefill_dynamic(void) {
   printf("long prefill %d tokens, dynamic RoPE beyond 64: nll sum %.6f vs training %.6f\n", N - 1, got, want);
   lc_kv_cache_destroy(&c);
   free(logits), free(x), free(tgt), free(pos);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 static void test_sampling(void) {
@@ -342,11 +342,11 @@ static void test_errors(void) {
   st = lc_decode(&mc, &c, many, 600, logits, 0, &capped);
   CHECK(st == LC_ENOMEM && c.len == 0, "prefill past the cap: status %d, len %d", st, c.len);
   lc_kv_cache_destroy(&c);
-  lc_model_destroy(&mc, &capped);
+  lc_model_destroy(&mc);
   CHECK(capped.cur_total == 0, "capped arena holds %zu bytes after the failures", capped.cur_total);
   free(many);
   free(logits);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 int main(void) {

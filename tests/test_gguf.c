@@ -193,7 +193,7 @@ static double model_loss_p(lc_model *m, int grads, lc_dtype precision, lc_ckpt_p
   lc_model_opts o = {.ckpt = ckpt, .precision = precision};
   double loss = 0;
   if (grads) lc_model_zero_grads(m);
-  lc_status st = lc_model_fwd_bwd(m, &o, &attn, tok, tgt, pos, T, 1.0f / counted, grads, &loss, &arena);
+  lc_status st = lc_model_fwd_bwd(m, &o, &attn, NULL, tok, tgt, pos, T, 1.0f / counted, grads, &loss);
   CHECK(st == LC_OK, "fwd_bwd: %s", lc_errmsg());
   return loss / counted;
 }
@@ -259,14 +259,14 @@ static void check_same_as_hf(const char *hfdir, const char *gguf_file, const cha
   CHECK(lc_pstore_tensor_ptr(&z.ps, LC_PS_PARAMS, 0) == NULL, "zero-3 parameters are sharded (staged load)");
   st = lc_gguf_load_weights(gp, &z);
   CHECK(st == LC_OK && params_equal(&a, &z, &bad), "%s: ZeRO-3 staged load: %s", gguf_file, st == LC_OK ? bad : lc_errmsg());
-  lc_model_destroy(&z, &arena);
+  lc_model_destroy(&z);
   lc_comm_destroy(self);
   const double la = model_loss(&a, 0), lb = model_loss(&b, 0);
   CHECK(la == lb && isfinite(la), "%s: loss %.9f, HF directory %.9f", gguf_file, lb, la);
   printf("%s: config, %d tensors (local and ZeRO-3 staged) and loss %.9f equal the HF directory's\n", gguf_file,
          a.n_tensors, lb);
-  lc_model_destroy(&a, &arena);
-  lc_model_destroy(&b, &arena);
+  lc_model_destroy(&a);
+  lc_model_destroy(&b);
 }
 
 static void test_llama_q8(void) {
@@ -318,8 +318,8 @@ static void test_llama_q8(void) {
         lq - lf, dot);
   printf("llama_q8_0.gguf: loss %.6f vs F32 %.6f (diff %.3e = %.2f%%; first order g.dw %.3e, bound sum|g||dw| %.2e)\n", lq,
          lf, lq - lf, 100 * fabs(lq - lf) / lf, dot, dot_bound);
-  lc_model_destroy(&a, &arena);
-  lc_model_destroy(&b, &arena);
+  lc_model_destroy(&a);
+  lc_model_destroy(&b);
 }
 
 // QLoRA: the same adapters on llama_q8_0.gguf's base held in its own blocks (Q8_0
@@ -394,8 +394,8 @@ static void test_qlora(void) {
     printf("llama_q8_0.gguf QLoRA, %s pass: %d tensors in Q8_0 read back as the reader's; loss %.9f vs dequantized %.9f, "
            "adapter gradients within %.2e of max %.2e\n", bf ? "bf16" : "fp32", nq, lb, la, gerr, gmax);
     free(x), free(y);
-    lc_model_destroy(&a, &arena);
-    lc_model_destroy(&b, &arena);
+    lc_model_destroy(&a);
+    lc_model_destroy(&b);
   }
 }
 
@@ -465,7 +465,7 @@ static void test_held_blocks(void) {
          "reads back as its dequantization\n", nq, T->name);
   free(raw), free(want), free(got), free(nb0), free(nb1);
 out:
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 static void test_rope_freqs(void) {
@@ -598,7 +598,7 @@ static lc_status load_tiny(const char *path, lc_model *m) {
   LC_TRY(lc_gguf_read_config(path, &c));
   LC_TRY(lc_model_create(m, &c, &arena));
   lc_status st = lc_gguf_load_weights(path, m);
-  if (st != LC_OK) lc_model_destroy(m, &arena);
+  if (st != LC_OK) lc_model_destroy(m);
   return st;
 }
 
@@ -635,7 +635,7 @@ static void test_handmade(void) {
         }
     }
     CHECK(ok, "q/k rows un-permuted as LlamaModel.permute's inverse, v untouched");
-    lc_model_destroy(&m, &arena);
+    lc_model_destroy(&m);
   }
   // Config errors: each case edits a copy of the valid metadata.
   struct {
@@ -726,7 +726,7 @@ static void test_handmade(void) {
       st = lc_model_create(&m, &c, &arena);
       if (st == LC_OK) {
         st = lc_gguf_load_weights(p, &m);
-        lc_model_destroy(&m, &arena);
+        lc_model_destroy(&m);
       }
     }
     CHECK(st == LC_EFORMAT && one_line() && strstr(lc_errmsg(), "tiny.gguf") && strstr(lc_errmsg(), want) &&

@@ -206,7 +206,7 @@ static void test_save_load(void) {
     CHECK(params_equal(&a, &b), "save -> load bit-exact (tied %d)", tied);
     CHECK(lc_buf_host(b.ps.w.head) == (tied ? lc_buf_host(b.ps.w.embed) : b.params + b.table[b.n_tensors - 1].offset),
           "views");
-    lc_model_destroy(&b, &arena);
+    lc_model_destroy(&b);
     // A tied model also accepts a file with lm_head.weight; an untied one needs it.
     if (tied) {
       lc_model u;
@@ -217,15 +217,15 @@ static void test_save_load(void) {
       make_model(&b, 1, 0);
       CHECK(lc_hf_load_weights(du, &b) == LC_OK, "tied model ignores lm_head.weight: %s", lc_errmsg());
       CHECK(!memcmp(lc_buf_host(b.ps.w.embed), lc_buf_host(u.ps.w.embed), sizeof(float) * 256 * 64), "embeddings loaded");
-      lc_model_destroy(&b, &arena);
+      lc_model_destroy(&b);
       make_model(&b, 0, 0);
       CHECK(lc_hf_load_weights(d, &b) == LC_EFORMAT && strstr(lc_errmsg(), "lm_head.weight") &&
                 strstr(lc_errmsg(), "tie_word_embeddings"),
             "untied model, tied file: %s", lc_errmsg());
-      lc_model_destroy(&b, &arena);
-      lc_model_destroy(&u, &arena);
+      lc_model_destroy(&b);
+      lc_model_destroy(&u);
     }
-    lc_model_destroy(&a, &arena);
+    lc_model_destroy(&a);
   }
 }
 
@@ -292,8 +292,8 @@ static void test_half_weights(void) {
         bad += memcmp(&want, &b.params[a.table[i].offset + j], 4) != 0;
       }
     CHECK(bad == 0, "%s weights converted exactly (%ld wrong)", v ? "F16" : "BF16", bad);
-    lc_model_destroy(&a, &arena);
-    lc_model_destroy(&b, &arena);
+    lc_model_destroy(&a);
+    lc_model_destroy(&b);
   }
 }
 
@@ -377,7 +377,7 @@ static void test_sharded(void) {
   memset(b.params, 0, sizeof(float) * b.n_flat);
   CHECK(lc_hf_load_weights(d, &b) == LC_OK && params_equal(&a, &b), "single file wins: %s", lc_errmsg());
   unlink(single);
-  lc_model_destroy(&b, &arena);
+  lc_model_destroy(&b);
 
   // Single-file errors: shape mismatch, missing tensor, unexpected tensor.
   char e[300], pe[400];
@@ -445,8 +445,8 @@ static void test_sharded(void) {
   put(e, "model.safetensors", "garbage!garbage!");
   CHECK(lc_hf_load_weights(e, &b) == LC_EFORMAT && strstr(lc_errmsg(), "model.safetensors"),
         "corrupt weights: %s", lc_errmsg());
-  lc_model_destroy(&b, &arena);
-  lc_model_destroy(&a, &arena);
+  lc_model_destroy(&b);
+  lc_model_destroy(&a);
 }
 
 // Mistral: a Llama with sliding_window. Read from its config (either way of naming it),

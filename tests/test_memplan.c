@@ -129,7 +129,7 @@ static int pass_peaks(lc_model *m, lc_arena *ar, const lc_model_opts *o, int T, 
   lc_attn_local_init(&attn, m->cfg.n_heads, m->cfg.n_kv_heads, m->cfg.head_dim);
   lc_arena_reset_peaks(ar);
   double loss = 0;
-  lc_status st = lc_model_fwd_bwd(m, o, &attn, tok, tgt, pos, T, 1.0f / T, 1, &loss, ar);
+  lc_status st = lc_model_fwd_bwd(m, o, &attn, NULL, tok, tgt, pos, T, 1.0f / T, 1, &loss);
   CHECK(st == LC_OK, "fwd_bwd T %d: %s", T, lc_errmsg());
   CHECK(ar->cur_total == 2 * sizeof(float) * m->n_flat, "pass left %zu bytes allocated",
         ar->cur_total - 2 * sizeof(float) * m->n_flat);
@@ -181,7 +181,7 @@ static void test_prediction(void) {
       if (pass_peaks(&m, &ar, &o, bseqs[1], peak, &total))
         compare("bs2-bf16", lc_ckpt_name(pols[p]), o.mlp_tile, o.loss_tile, bseqs[1], peak, total, &e, 0);
     }
-  lc_model_destroy(&m, &ar);
+  lc_model_destroy(&m);
   // ZeRO stages 1-3 (on one process: temporary gathered units and gradient buffers), at the
   // bench-s width with vocab 8000, so the embedding and head units (4.1 M floats) are larger
   // than a layer (2.95 M) as in real models; tied and untied heads.
@@ -236,7 +236,7 @@ static void test_quarter(void) {
     printf("S %d activation bytes/token: plain %.0f, %s + tiles %.0f (ratio %.3f)\n", S, ref,
            lc_ckpt_name(pols[p]), a, a / ref);
   }
-  lc_model_destroy(&m, &ar);
+  lc_model_destroy(&m);
   // bench-s itself, by the validated model: plain vs selective/full with the tiles
   // longctx train picks by default.
   const int SP = 8192; // prediction only: cheap in every build

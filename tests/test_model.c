@@ -26,7 +26,7 @@ static double run(lc_model *m, lc_model_opts *o, const int *tok, const int *tgt,
   for (int t = 0; t < T; t++) counted += tgt[t] >= 0;
   double loss = 0;
   if (grads) lc_model_zero_grads(m);
-  lc_status st = lc_model_fwd_bwd(m, o, &attn, tok, tgt, pos, T, 1.0f / counted, grads, &loss, &arena);
+  lc_status st = lc_model_fwd_bwd(m, o, &attn, NULL, tok, tgt, pos, T, 1.0f / counted, grads, &loss);
   CHECK(st == LC_OK, "fwd_bwd failed: %s", lc_errmsg());
   return loss / counted;
 }
@@ -120,7 +120,7 @@ static void test_fd(const char *variant) {
   printf("model FD (%s, %d tensors): worst ratio %.3f at %s\n", variant, m.n_tensors, worst,
          worst_i >= 0 ? m.table[worst_i].name : "-");
   free(g);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 static void test_policies(const char *variant) {
@@ -159,7 +159,7 @@ static void test_policies(const char *variant) {
               lc_ckpt_name(pols[a]), mts[b], lts[c], worst, gmax);
       }
   free(ref);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 // Vocabulary slices (--vocab-slice): the embedding and the LM head a slice of rows at a
@@ -191,7 +191,7 @@ static void test_vocab_slices(const char *variant) {
       double gmax = 0, ls = 0;
       for (size_t j = 0; j < m.n_flat; j++) gmax = fmax(gmax, fabs(ref[j]));
       long wrong_ref = 0;
-      CHECK(lc_model_eval(&m, &ro, &attn, tok, tgt, pos, T, &ls, &wrong_ref, &arena) == LC_OK, "eval: %s", lc_errmsg());
+      CHECK(lc_model_eval(&m, &ro, &attn, NULL, tok, tgt, pos, T, &ls, &wrong_ref) == LC_OK, "eval: %s", lc_errmsg());
       for (int k = 0; k < 7; k++) {
         lc_model_opts o = ro;
         o.vocab_slice = slices[k];
@@ -213,13 +213,13 @@ static void test_vocab_slices(const char *variant) {
               variant, p ? "bf16" : "fp32", slices[k], tiles[ti], worst, gmax, m.table[ti_at].name);
         long wrong = 0;
         ls = 0;
-        CHECK(lc_model_eval(&m, &o, &attn, tok, tgt, pos, T, &ls, &wrong, &arena) == LC_OK, "eval: %s", lc_errmsg());
+        CHECK(lc_model_eval(&m, &o, &attn, NULL, tok, tgt, pos, T, &ls, &wrong) == LC_OK, "eval: %s", lc_errmsg());
         CHECK(wrong == wrong_ref, "%s slice %d: %ld wrong argmax vs %ld", variant, slices[k], wrong, wrong_ref);
       }
     }
   printf("vocabulary slices (%s): loss, gradients and argmax equal the whole head\n", variant);
   free(ref);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 // Activation peak (everything but params/grads) of one fwd+bwd at T tokens.
@@ -254,7 +254,7 @@ static void test_memory_linear(void) {
     printf("activation peak %-9s S=1024 %.2f MiB, S=2048 %.2f MiB (x%.3f)\n", lc_ckpt_name(pols[a]),
            p1 / 1048576, p2 / 1048576, p2 / p1);
   }
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
 }
 
 static void test_bad_tokens(void) {
@@ -267,10 +267,10 @@ static void test_bad_tokens(void) {
   lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
   double loss = 0;
   lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
-  lc_status st = lc_model_fwd_bwd(&m, &o, &attn, tok, tgt, pos, 4, 1.0f, 1, &loss, &arena);
+  lc_status st = lc_model_fwd_bwd(&m, &o, &attn, NULL, tok, tgt, pos, 4, 1.0f, 1, &loss);
   CHECK(st == LC_EINVAL && strstr(lc_errmsg(), "256") && strstr(lc_errmsg(), "position 2"),
         "out-of-vocab token: status %d, message '%s'", st, lc_errmsg());
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
   // A capped arena (the model's: the pass's buffers are its backend's) turns a too-long
   // sequence into a clean out-of-memory status: the model's states fit, the pass does not.
   lc_arena small;
@@ -281,13 +281,13 @@ static void test_bad_tokens(void) {
   int *tk = calloc(T, sizeof(int)), *tg = calloc(T, sizeof(int)), *ps = calloc(T, sizeof(int));
   for (int t = 0; t < T; t++) ps[t] = t;
   const size_t states = small.cur_total;
-  st = lc_model_fwd_bwd(&m, &o, &attn, tk, tg, ps, T, 1.0f, 1, &loss, &small);
+  st = lc_model_fwd_bwd(&m, &o, &attn, NULL, tk, tg, ps, T, 1.0f, 1, &loss);
   CHECK(st == LC_ENOMEM && strstr(lc_errmsg(), "out of memory"), "capped arena: status %d '%s'", st, lc_errmsg());
   CHECK(small.cur_total == states, "capped arena leaked %zu bytes after the failure", small.cur_total - states);
   free(tk);
   free(tg);
   free(ps);
-  lc_model_destroy(&m, &small);
+  lc_model_destroy(&m);
 }
 
 int main(void) {

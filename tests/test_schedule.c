@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "attn/attn.h"
+#include "model/memplan.h"
 #include "model/model.h"
 #include "model/params.h"
 #include "model/pstore.h"
@@ -77,7 +78,7 @@ static void test_transients(void) {
               lc_model_opts o = {(lc_ckpt_policy)pol, 0, 0, stage, Z, 0, prec ? LC_DT_BF16 : LC_DT_F32, NULL,
                                  sl ? 1 + (int)(lc_rng_below(&r, (uint32_t)(cfg.vocab - 1))) : 0, 0};
               size_t G[LC_PHASE_N], R[LC_PHASE_N], GR[LC_PHASE_N], g[LC_PHASE_N], rr[LC_PHASE_N], gr[LC_PHASE_N];
-              CHECK(lc_model_zero_transients(&cfg, &o, stage, Z, G, R, GR, LC_PHASE_N) == LC_OK, "walk: %s", lc_errmsg());
+              CHECK(lc_memplan_zero_transients(&cfg, &o, stage, Z, G, R, GR, LC_PHASE_N) == LC_OK, "walk: %s", lc_errmsg());
               ref_transients(&cfg, &o, stage, Z, g, rr, gr);
               for (int p = 0; p < LC_PHASE_N; p++) {
                 // sliced: the embedding and loss phases come from the shared slice helper
@@ -130,7 +131,7 @@ static void test_trace(int tied, int slice, lc_ckpt_policy pol, int grads, lc_dt
   tr.ev = calloc((size_t)tr.cap, sizeof *tr.ev);
   m.ps.trace = &tr;
   double loss = 0;
-  lc_status st = lc_model_fwd_bwd(&m, &o, &attn, tok, tgt, pos, T, 1.0f / T, grads, &loss, &arena);
+  lc_status st = lc_model_fwd_bwd(&m, &o, &attn, NULL, tok, tgt, pos, T, 1.0f / T, grads, &loss);
   m.ps.trace = NULL;
   CHECK(st == LC_OK, "pass: %s", lc_errmsg());
   const int n = lc_schedule_build(&cfg, &o, grads, NULL, 0);
@@ -152,7 +153,7 @@ static void test_trace(int tied, int slice, lc_ckpt_policy pol, int grads, lc_dt
   if (!bad) CHECK(j == tr.n, "tied %d slice %d: the pass made %d store calls, the schedule has %d", tied, slice, tr.n, j);
   free(ev);
   free(tr.ev);
-  lc_model_destroy(&m, &arena);
+  lc_model_destroy(&m);
   lc_arena_trim(&arena);
 }
 

@@ -8,47 +8,52 @@
 #include <stddef.h>
 
 #include "backend/buf.h"
-#include "core/arena.h"
 #include "core/status.h"
 #include "attn/seqlayout.h"
+
+// One call's inputs, read-only to the strategy: built once per pass by whoever runs it
+// (the model from the trainer's, generate's or eval's sequence; the tests) and handed to
+// every fwd/bwd call of that pass.
+typedef struct {
+  // The sequence being processed: its layout over the context ranks (NULL: the strategy's
+  // default, zigzag) and lo[S], the first key position each token may see (documents,
+  // sliding window; NULL: plain causal).
+  const lc_seq_layout *layout;
+  const int *lo;
+  // lo's length (the sequence's S; 0: the pass's T, one process), and the same bounds as
+  // the backend's buffer where its memory is not the host's (staged by the model for a
+  // pass; empty: lo is read in place).
+  long lo_len;
+  lc_buf lo_buf;
+  // bf16 precision: q, k, v, out (and in backward dout) are 2-byte bf16 arrays, read in
+  // place by the kernels, and messages carry them as bf16; the forward's output is rounded
+  // to nearest even once, where it is made, and is what every layout keeps and returns; so
+  // every strategy's backward reads the same output.
+  int bf16;
+  // Progresses other communication in flight (ZeRO), polled where the strategy polls its
+  // own transfers (may be NULL).
+  void (*poll)(void *arg);
+  void *poll_arg;
+} lc_attn_in;
 
 typedef struct lc_attn lc_attn;
 struct lc_attn {
   const char *name;
   int Hq, Hkv, D; // model's head counts and head dim
   // Bytes the strategy keeps per layer between forward and backward for T local tokens
-  // (e.g. the log-sum-exp). The model stores them as checkpoint memory.
-  size_t (*saved_bytes)(const lc_attn *a, int T);
+  // (e.g. the log-sum-exp) in a pass of that precision. The model stores them as
+  // checkpoint memory.
+  size_t (*saved_bytes)(const lc_attn *a, int T, int bf16);
   // q[T,Hq,D], k/v[T,Hkv,D] -> out[T,Hq,D]; fills `saved` (U8, saved_bytes). q, k, v, out
-  // (and dout below): BF16 buffers in a bf16 pass (bf16 below), else F32; every buffer is
+  // (and dout below): BF16 buffers in a bf16 pass (in->bf16), else F32; every buffer is
   // the backend's (be below).
-  lc_status (*fwd)(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *arena);
+  lc_status (*fwd)(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T);
   // dq/dk/dv OVERWRITTEN, F32 (same shapes as q/k/v); `out` and `saved` from the forward.
-  lc_status (*bwd)(lc_attn *a, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf saved, lc_buf q,
-                   lc_buf k, lc_buf v, int T, lc_arena *arena);
+  lc_status (*bwd)(lc_attn *a, const lc_attn_in *in, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out,
+                   lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T);
   void *ctx;
-  // Set by the caller for the duration of a call (may be NULL): progresses other
-  // communication in flight (ZeRO), polled where the strategy polls its own transfers.
-  void (*poll)(void *arg);
-  void *poll_arg;
-  // The sequence being processed, set by the caller for a pass (may be NULL): its layout
-  // over the context ranks (NULL: the strategy's default, zigzag) and lo[S], the first key
-  // position each token may see (documents, sliding window; NULL: plain causal).
-  const lc_seq_layout *layout;
-  const int *lo;
-  // lo's length (the sequence's S; 0: the pass's T, one process), and the same bounds as
-  // the backend's buffer where its memory is not the host's: staged by the model for a
-  // pass (empty: lo is read in place).
-  long lo_len;
-  lc_buf lo_buf;
-  // Set by the layer for each call: bf16 precision. q, k, v, out (and in backward dout)
-  // are then 2-byte bf16 arrays, read in place by the kernels, and messages carry them as
-  // bf16; the forward's output is rounded to nearest even once, where it is made, and is
-  // what every layout keeps and returns; so every strategy's backward reads the same output.
-  int bf16;
-  // The backend that holds the buffers and runs the kernels, set by the layer for each call.
-  // The local strategy runs everything through it; the ring, 2D and decode strategies
-  // still reach its memory through host addresses (lc_buf_host: transitional, backend.h).
+  // The backend that holds the buffers and runs the kernels, set by the layer for each call
+  // (model/layer.c, its only writer). Every strategy runs its kernels and copies through it.
   struct lc_backend *be;
 };
 
@@ -59,7 +64,7 @@ void lc_attn_local_init(lc_attn *a, int Hq, int Hkv, int D);
 // Decoding (model/generate.c): before each layer's forward the caller points k/v at that
 // layer's cache ([max_len, Hkv, D]) and p0 at the first new position; the forward appends
 // the new tokens' keys/values there and attends to the rows [0, p0 + T), from lo[i] on
-// for new token i when the caller sets the strategy's lo_buf (I32 [T]). No backward.
+// for new token i when the caller's inputs carry lo_buf (I32 [T]). No backward.
 typedef struct {
   lc_buf k, v; // the layer's cache rows [max_len, Hkv, D], F32 (lc_kv_cache_k/v)
   int p0, max_len;

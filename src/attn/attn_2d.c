@@ -55,17 +55,17 @@ static void chunk_poll(void *arg) {
 }
 
 // The ring follows the pass's sequence: its layout (or the default) and bounds.
-static void ring_for_pass(attn2d *x, const lc_attn *a) {
-  x->ring.extra_poll = a->poll;
-  x->ring.extra_arg = a->poll_arg;
-  x->ring.layout = a->layout ? a->layout : &x->def;
-  x->ring.lo = a->lo;
-  x->ring.lo_buf = a->lo_buf;
+static void ring_for_pass(attn2d *x, const lc_attn *a, const lc_attn_in *in) {
+  x->ring.extra_poll = in->poll;
+  x->ring.extra_arg = in->poll_arg;
+  x->ring.layout = in->layout ? in->layout : &x->def;
+  x->ring.lo = in->lo;
+  x->ring.lo_buf = in->lo_buf;
   x->ring.be = a->be;
-  x->ring.bf16 = a->bf16; // q, k, v, out, dout in 2 bytes (attn.h), read in place
+  x->ring.bf16 = in->bf16; // q, k, v, out, dout in 2 bytes (attn.h), read in place
   x->ring.lse_stride = 0;
   if (chunked(x)) { // stage c's LSE is heads [cN, cN + N) of the [k][Hl][Lc] array
-    x->outer_poll = a->poll, x->outer_arg = a->poll_arg;
+    x->outer_poll = in->poll, x->outer_arg = in->poll_arg;
     x->ring.extra_poll = chunk_poll, x->ring.extra_arg = x;
     x->ring.lse_stride = (long)x->Hl * x->ring.layout->Lc;
   }
@@ -157,7 +157,7 @@ static size_t chunk_comm_bytes(const hchunk *c, int bwd, int bf16) {
 // 2-byte output (q, k, v, out are 2 bytes).
 static size_t heads_scratch_bytes(const attn2d *x, int T, int bf16) { return bf16 ? lc_bytes(LC_DT_F32, sz_q(x, T)) : 0; }
 
-static size_t saved_bytes_2d(const lc_attn *a, int T) { return saved_bytes_of(a->ctx, T, a->bf16); }
+static size_t saved_bytes_2d(const lc_attn *a, int T, int bf16) { return saved_bytes_of(a->ctx, T, bf16); }
 
 // Valid head chunks: N divides Hl, and holds whole kv groups when a rank has several kv heads.
 static int chunk_ok(int hp, int Hq, int Hkv, int N) {
@@ -427,10 +427,10 @@ static lc_buf stage_lse(const attn2d *x, const hchunk *h, lc_buf lse, int c) {
   return lc_buf_view(lse, at, lse.n - at);
 }
 
-static lc_status fwd_chunked(lc_attn *a, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *ar) {
+static lc_status fwd_chunked(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, int T) {
   attn2d *x = a->ctx;
   const hchunk h = chunk_of(x, T);
-  const int bf16 = a->bf16;
+  const int bf16 = in->bf16;
   chunk_bufs b;
   LC_TRY(chunk_alloc(a->be, &h, 0, bf16, &b));
   lc_status st = LC_OK;
@@ -451,7 +451,7 @@ static lc_status fwd_chunked(lc_attn *a, lc_buf out, lc_buf lse, lc_buf q, lc_bu
       io = stage_of(x, a, &h, c + 1, q, none, none, k, v);
       st = post_in(x, &io, b.send, b.set[(c + 1) % 2], T);
     }
-    if (st == LC_OK) st = lc_ring_fwd(&x->ring, b.o, stage_lse(x, &h, lse, c), qh, kh, vh, ar);
+    if (st == LC_OK) st = lc_ring_fwd(&x->ring, b.o, stage_lse(x, &h, lse, c), qh, kh, vh);
     if (st == LC_OK) st = back_exchange(x, out, b.o, T, sel_q(x, a, c), b.buf, bf16); // bf16: rounded
   }
   lc_status s2 = wait_in(x); // nothing in flight on an error either
@@ -459,12 +459,12 @@ static lc_status fwd_chunked(lc_attn *a, lc_buf out, lc_buf lse, lc_buf q, lc_bu
   return st != LC_OK ? st : s2;
 }
 
-static lc_status bwd_chunked(lc_attn *a, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf lse, lc_buf q,
-                             lc_buf k, lc_buf v, int T, lc_arena *ar) {
+static lc_status bwd_chunked(lc_attn *a, const lc_attn_in *in, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf lse, lc_buf q,
+                             lc_buf k, lc_buf v, int T) {
   attn2d *x = a->ctx;
   const hchunk h = chunk_of(x, T);
   chunk_bufs b;
-  LC_TRY(chunk_alloc(a->be, &h, 1, a->bf16, &b));
+  LC_TRY(chunk_alloc(a->be, &h, 1, in->bf16, &b));
   lc_status st = LC_OK;
   if (h.shared) {
     st = shared_kv_in(x, a, b.ks, k, T, b.buf);
@@ -487,7 +487,7 @@ static lc_status bwd_chunked(lc_attn *a, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf
     }
     // Shared kv head: stage 0 writes the sums, later stages add theirs (in stage order).
     const lc_buf dkh = h.shared && c == 0 ? b.dk_sum : b.dk, dvh = h.shared && c == 0 ? b.dv_sum : b.dv;
-    if (st == LC_OK) st = lc_ring_bwd(&x->ring, b.o, dkh, dvh, doh, oh, stage_lse(x, &h, lse, c), qh, kh, vh, ar);
+    if (st == LC_OK) st = lc_ring_bwd(&x->ring, b.o, dkh, dvh, doh, oh, stage_lse(x, &h, lse, c), qh, kh, vh);
     if (st == LC_OK && h.shared && c > 0) {
       st = lc_be_add(b.dk_sum, b.dk);
       if (st == LC_OK) st = lc_be_add(b.dv_sum, b.dv);
@@ -503,11 +503,11 @@ static lc_status bwd_chunked(lc_attn *a, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf
   return st != LC_OK ? st : s2;
 }
 
-static lc_status fwd_2d(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *ar) {
+static lc_status fwd_2d(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T) {
   attn2d *x = a->ctx;
-  ring_for_pass(x, a);
+  ring_for_pass(x, a, in);
   const lc_buf lse = lc_buf_part(saved, 0, sz_lse(x, T), LC_DT_F32);
-  const int h16 = a->bf16; // q, k, v, out in 2 bytes (attn.h)
+  const int h16 = in->bf16; // q, k, v, out in 2 bytes (attn.h)
   const lc_dtype dt = h16 ? LC_DT_BF16 : LC_DT_F32;
   lc_buf work = {0}, pack = {0};
   if (h16) // bf16: the ring's fp32 output (hp 1: the token layout), rounded into out
@@ -516,14 +516,14 @@ static lc_status fwd_2d(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_buf k
   lc_status st = LC_OK;
   if (x->hp == 1) {
     const lc_buf o32 = h16 ? lc_buf_part(work, 0, sz_q(x, T), LC_DT_F32) : out;
-    st = lc_ring_fwd(&x->ring, o32, lse, q, k, v, ar);
+    st = lc_ring_fwd(&x->ring, o32, lse, q, k, v);
     if (st == LC_OK && h16) st = lc_be_bf16_pack(out, o32);
     lc_buf_free(&work);
     return st;
   }
   if (chunked(x)) {
     lc_buf_free(&work);
-    return fwd_chunked(a, out, lse, q, k, v, T, ar);
+    return fwd_chunked(a, in, out, lse, q, k, v, T);
   }
   // Pack buffer (largest exchange) + expanded kv when replicating (the memory model's order:
   // the head-layout out first, then this block).
@@ -546,7 +546,7 @@ static lc_status fwd_2d(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_buf k
     if (st == LC_OK) st = a2a_fwd(x, m == 0 ? h.k : h.v, src, T, x->Hkvl, pk, dt);
   }
   // q, k, v arrived into their kept slots, where the ring reads them
-  if (st == LC_OK) st = lc_ring_fwd(&x->ring, h.of, lse, h.q, h.k, h.v, ar);
+  if (st == LC_OK) st = lc_ring_fwd(&x->ring, h.of, lse, h.q, h.k, h.v);
   if (st == LC_OK && h16) st = lc_be_bf16_pack(h.o, h.of); // the output, rounded, kept in 2 bytes
   if (st == LC_OK) st = a2a_bwd(x, out, h.o, T, x->Hl, pk, dt);
   lc_buf_free(&pack);
@@ -554,28 +554,28 @@ static lc_status fwd_2d(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_buf k
   return st;
 }
 
-static lc_status bwd_2d(lc_attn *a, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf saved, lc_buf q,
-                        lc_buf k, lc_buf v, int T, lc_arena *ar) {
+static lc_status bwd_2d(lc_attn *a, const lc_attn_in *in, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf saved, lc_buf q,
+                        lc_buf k, lc_buf v, int T) {
   attn2d *x = a->ctx;
-  ring_for_pass(x, a);
+  ring_for_pass(x, a, in);
   const lc_buf lse = lc_buf_part(saved, 0, sz_lse(x, T), LC_DT_F32);
-  if (x->hp == 1) return lc_ring_bwd(&x->ring, dq, dk, dv, dout, out, lse, q, k, v, ar);
-  if (chunked(x)) return bwd_chunked(a, dq, dk, dv, dout, out, lse, q, k, v, T, ar);
+  if (x->hp == 1) return lc_ring_bwd(&x->ring, dq, dk, dv, dout, out, lse, q, k, v);
+  if (chunked(x)) return bwd_chunked(a, in, dq, dk, dv, dout, out, lse, q, k, v, T);
   const size_t nq = sz_q(x, T), nkv = sz_kv(x, T), ne = sz_exp(x, T);
   const lc_dtype f = LC_DT_F32;
   // dqh [Tc,Hl,D]; dkh, dvh [Tc,Hkvl,D]; pack; expanded kv gradient; doh (bwd_comm_bytes).
   lc_buf b;
-  LC_TRY(lc_buf_alloc(a->be, LC_MEM_COMM, LC_DT_U8, bwd_comm_bytes(x, T, a->bf16), 0, "Ulysses backward buffers", &b));
-  const heads h = heads_of(x, T, saved, (lc_buf){0}, a->bf16); // read in place by the ring
+  LC_TRY(lc_buf_alloc(a->be, LC_MEM_COMM, LC_DT_U8, bwd_comm_bytes(x, T, in->bf16), 0, "Ulysses backward buffers", &b));
+  const heads h = heads_of(x, T, saved, (lc_buf){0}, in->bf16); // read in place by the ring
   const lc_buf dqh = lc_buf_part(b, 0, nq, f), dkh = lc_buf_part(b, lc_bytes(f, nq), nkv, f),
                dvh = lc_buf_part(b, lc_bytes(f, nq + nkv), nkv, f),
                pk = lc_buf_part(b, lc_bytes(f, nq + 2 * nkv), lc_bytes(f, nq), LC_DT_U8),
                exp = ne ? lc_buf_part(b, lc_bytes(f, 2 * nq + 2 * nkv), ne, f) : (lc_buf){0},
-               doh = lc_buf_part(b, lc_bytes(f, 2 * nq + 2 * nkv + ne), nq, a->bf16 ? LC_DT_BF16 : f);
+               doh = lc_buf_part(b, lc_bytes(f, 2 * nq + 2 * nkv + ne), nq, in->bf16 ? LC_DT_BF16 : f);
   // dout arrives as bf16 values in bf16 (the layer rounds it) and travels and stays as bf16;
   // dq, dk and dv are fp32 sums and travel as fp32.
   lc_status st = a2a_fwd(x, doh, dout, T, x->Hl, pk, doh.dt);
-  if (st == LC_OK) st = lc_ring_bwd(&x->ring, dqh, dkh, dvh, doh, h.o, lse, h.q, h.k, h.v, ar);
+  if (st == LC_OK) st = lc_ring_bwd(&x->ring, dqh, dkh, dvh, doh, h.o, lse, h.q, h.k, h.v);
   if (st == LC_OK) st = a2a_bwd(x, dq, dqh, T, x->Hl, pk, f);
   for (int m = 0; m < 2 && st == LC_OK; m++) {
     const lc_buf dst = m == 0 ? dk : dv, src = m == 0 ? dkh : dvh;

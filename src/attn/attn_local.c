@@ -6,11 +6,15 @@
 #include "backend/backend.h"
 #include "core/dtype.h"
 #include "backend/scratch.h"
+#include "backend/stage.h"
 
 // lse[Hq, T] (saved) and delta[Hq, T] (backward scratch) have the same size.
 static size_t lse_bytes(int Hq, int T) { return lc_bytes(LC_DT_F32, (size_t)Hq * (size_t)T); }
 
-static size_t local_saved_bytes(const lc_attn *a, int T) { return lse_bytes(a->Hq, T); }
+static size_t local_saved_bytes(const lc_attn *a, int T, int bf16) {
+  (void)bf16;
+  return lse_bytes(a->Hq, T);
+}
 
 // bf16: q, k, v, dout are 2 bytes, read in place; the forward writes out in 2 bytes.
 static lc_attn_geom shape_of(int Hq, int Hkv, int D, int T, int bf16) {
@@ -18,7 +22,7 @@ static lc_attn_geom shape_of(int Hq, int Hkv, int D, int T, int bf16) {
                         .scale = 1.0f / sqrtf((float)D), .bf16 = bf16};
 }
 
-static lc_attn_geom local_shape(const lc_attn *a, int T) { return shape_of(a->Hq, a->Hkv, a->D, T, a->bf16); }
+static lc_attn_geom local_shape(const lc_attn *a, int T, int bf16) { return shape_of(a->Hq, a->Hkv, a->D, T, bf16); }
 
 void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, int bf16, lc_attn_mem *m) {
   const lc_attn_geom g = shape_of(Hq, Hkv, D, T, bf16);
@@ -28,31 +32,41 @@ void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, int bf16, lc_
   m->bwd_scratch = lse_bytes(Hq, T) + lc_scratch_flash(&g, 1, 0, threads);
 }
 
-// The per-token first-key bounds as a buffer: staged by the model (lo_buf), or read in place.
-static lc_buf lo_of(lc_attn *a, int T) {
-  if (lc_buf_ok(a->lo_buf)) return a->lo_buf;
-  return a->lo ? lc_buf_wrap_host(a->be, a->lo, (size_t)T, LC_DT_I32) : (lc_buf){0};
+// The per-token first-key bounds as a buffer (*lo; empty: plain causal): the caller's lo_buf,
+// or lo staged for the call (backend/stage.h: read in place where the memory is the host's).
+static lc_status lo_of(const lc_attn *a, const lc_attn_in *in, int T, lc_buf *lo) {
+  *lo = in->lo_buf;
+  if (lc_buf_ok(in->lo_buf) || !in->lo) return LC_OK;
+  return lc_buf_stage_in(a->be, in->lo, (size_t)T, LC_DT_I32, LC_MEM_SCRATCH, "attention key bounds", LC_SYNC_INPUT, lo);
+}
+// Releases what lo_of staged (not the caller's buffer).
+static void lo_done(const lc_attn_in *in, lc_buf *lo) {
+  if (!lc_buf_ok(in->lo_buf)) lc_buf_stage_release(lo);
 }
 
-static lc_status local_fwd(lc_attn *a, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T, lc_arena *arena) {
-  (void)arena;
-  const lc_attn_geom s = local_shape(a, T);
+static lc_status local_fwd(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T) {
+  const lc_attn_geom s = local_shape(a, T, in->bf16);
   // one process: local token t is sequence position t
-  return lc_be_flash_fwd(out, lc_buf_part(saved, 0, (size_t)a->Hq * T, LC_DT_F32), q, k, v, lo_of(a, T), &s);
+  lc_buf lo;
+  LC_TRY(lo_of(a, in, T, &lo));
+  const lc_status st = lc_be_flash_fwd(out, lc_buf_part(saved, 0, (size_t)a->Hq * T, LC_DT_F32), q, k, v, lo, &s);
+  lo_done(in, &lo);
+  return st;
 }
 
-static lc_status local_bwd(lc_attn *a, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf saved, lc_buf q,
-                           lc_buf k, lc_buf v, int T, lc_arena *arena) {
-  (void)arena;
-  const lc_attn_geom s = local_shape(a, T);
+static lc_status local_bwd(lc_attn *a, const lc_attn_in *in, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf saved, lc_buf q,
+                           lc_buf k, lc_buf v, int T) {
+  const lc_attn_geom s = local_shape(a, T, in->bf16);
   const size_t nl = (size_t)a->Hq * T;
-  lc_buf delta;
+  lc_buf delta, lo;
   LC_TRY(lc_buf_alloc(a->be, LC_MEM_SCRATCH, LC_DT_F32, nl, 0, "attention delta", &delta));
-  lc_status st = lc_be_attn_delta(delta, dout, out, T, a->Hq, a->D);
+  lc_status st = lo_of(a, in, T, &lo);
+  if (st == LC_OK) st = lc_be_attn_delta(delta, dout, out, T, a->Hq, a->D);
   if (st == LC_OK) st = lc_be_zero(dq);
   if (st == LC_OK) st = lc_be_zero(dk);
   if (st == LC_OK) st = lc_be_zero(dv);
-  if (st == LC_OK) st = lc_be_flash_bwd(dq, dk, dv, dout, q, k, v, lc_buf_part(saved, 0, nl, LC_DT_F32), delta, lo_of(a, T), &s);
+  if (st == LC_OK) st = lc_be_flash_bwd(dq, dk, dv, dout, q, k, v, lc_buf_part(saved, 0, nl, LC_DT_F32), delta, lo, &s);
+  lo_done(in, &lo);
   lc_buf_free(&delta);
   return st;
 }

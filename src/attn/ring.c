@@ -12,6 +12,7 @@
 #include "backend/scratch.h"
 #include "backend/backend.h"
 #include "backend/bufcomm.h"
+#include "backend/stage.h"
 #include "core/runstate.h"
 #include "core/timer.h"
 
@@ -23,6 +24,7 @@ typedef struct {
   size_t nkv; // floats of one of k or v: Tc*Hkv*D
   const lc_seq_layout *L;
   const int *lo;
+  lc_buf lob;  // the same bounds as a buffer (I32 [S]; ring_lo): the caller's, or staged
   long lse_ld; // floats between the LSE blocks of consecutive chunks
 } geo;
 
@@ -120,11 +122,21 @@ static lc_status kv_store(lc_buf blk, lc_buf k, lc_buf v, size_t nkv) {
   return lc_be_copy(lc_buf_view(blk, nkv, nkv), lc_buf_view(v, 0, nkv), LC_STREAM_COMPUTE);
 }
 
+// The call's bounds as a buffer (g->lob): the caller's lo_buf, or lo staged (backend/stage.h:
+// read in place where the backend's memory is the host's; *staged: release it after the call).
+static lc_status ring_lo(const lc_ring *r, geo *g, lc_buf *staged) {
+  *staged = (lc_buf){0};
+  g->lob = r->lo_buf;
+  if (!g->lo || lc_buf_ok(r->lo_buf)) return LC_OK;
+  LC_TRY(lc_buf_stage_in(r->be, g->lo, (size_t)r->S, LC_DT_I32, LC_MEM_SCRATCH, "ring key bounds", LC_SYNC_INPUT, staged));
+  g->lob = *staged;
+  return LC_OK;
+}
+
 // The bounds of tokens [t0, t0 + n) as a buffer (empty: plain causal).
-static lc_buf lo_rows(const lc_ring *r, const geo *g, long t0, int n) {
+static lc_buf lo_rows(const geo *g, long t0, int n) {
   if (!g->lo) return (lc_buf){0};
-  const lc_buf all = lc_buf_ok(r->lo_buf) ? r->lo_buf : lc_buf_wrap_host(r->be, g->lo, (size_t)r->S, LC_DT_I32);
-  return lc_buf_ok(all) ? lc_buf_view(all, (size_t)t0, (size_t)n) : all;
+  return lc_buf_ok(g->lob) ? lc_buf_view(g->lob, (size_t)t0, (size_t)n) : g->lob;
 }
 
 // A key chunk's shape for packing k/v once for all query tiles against it
@@ -164,7 +176,7 @@ static lc_status fwd_block(lc_ring *r, const geo *g, int owner, lc_buf out, lc_b
         }
         const size_t qo = ((size_t)a * g->Lc + r0) * H * D, nq = (size_t)n * H * D, nl = (size_t)n * H;
         const lc_buf to = lc_buf_view(tmp_o, 0, nq), tl = lc_buf_view(tmp_l, 0, nl), ta = lc_buf_view(tmp_a, 0, nl);
-        LC_TRY(lc_be_flash_fwd_packed(to, tl, lc_buf_view(q, qo, nq), kb, vb, lo_rows(r, g, qs + r0, n), pack, &s));
+        LC_TRY(lc_be_flash_fwd_packed(to, tl, lc_buf_view(q, qo, nq), kb, vb, lo_rows(g, qs + r0, n), pack, &s));
         const lc_buf lse_a = lc_buf_view(lse, (size_t)a * g->lse_ld + (size_t)r0, (size_t)(H - 1) * g->Lc + n);
         LC_TRY(lc_be_copy2d(ta, (size_t)n, lse_a, (size_t)g->Lc, H, (size_t)n));
         LC_TRY(lc_be_attn_merge(lc_buf_view(out, qo, nq), ta, to, tl, n, H, D));
@@ -181,10 +193,77 @@ static lc_status block(const lc_ring *r, lc_mem_cat cat, size_t bytes, const cha
   return lc_buf_alloc(r->be, cat, LC_DT_U8, bytes, 0, what, b);
 }
 
-lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_arena *ar) {
-  (void)ar;
-  if (r->lo && !lc_buf_ok(r->lo_buf) && !r->be->host_memory)
-    return lc_fail(LC_EINVAL, "ring attention: the key bounds are not on the %s device (lc_ring.lo_buf)", r->be->name);
+// ---- the rotation: every k/v block passes this rank once. A window's ranks pass the
+// blocks around the inner ring (step j computes on the block of owner_at(o, j) while the
+// next one is sent on and received), while the outer ring moves each window's start block
+// to the next window in the background (hop o). The forward and the backward differ only
+// in what a step computes and what they exchange beside it (the backward's dk/dv).
+typedef struct {
+  int nreq; // requests per hop: 0/1 inner k/v send/recv, 2/3 outer k/v send/recv, then the pass's own
+  // Before a step's compute (may be NULL), after the inner k/v transfers are posted.
+  lc_status (*pre)(void *arg, int j, lc_buf_req *reqs);
+  // Step j's compute on block cur of context rank `owner` (timed as kernel time); it polls reqs.
+  lc_status (*compute)(void *arg, int j, int owner, lc_buf cur, lc_buf_req *reqs, int nreq);
+  // After the compute (may be NULL).
+  lc_status (*post)(void *arg, int j, lc_buf_req *reqs);
+  // After a hop's last step, before its requests are waited for (may be NULL); st: so far.
+  lc_status (*hop_end)(void *arg, int o, lc_buf_req *reqs, lc_status st);
+  void *arg;
+} rotation;
+
+#define MAX_REQS 7
+// Runs the rotation from block `start` (this rank's k/v), with the inner buffers xy and the
+// outer prefetch onext (empty where unused).
+static lc_status rotate(lc_ring *r, const geo *g, lc_buf start, const lc_buf xy[2], lc_buf onext, const rotation *rt) {
+  lc_status st = LC_OK;
+  for (int o = 0; o < g->outer && st == LC_OK; o++) {
+    lc_buf_req reqs[MAX_REQS];
+    memset(reqs, 0, sizeof reqs);
+    if (o + 1 < g->outer) {
+      st = lc_buf_isend(r->ctx, start, outer_next(g), TAG_OUTER, &reqs[2]);
+      if (st == LC_OK) st = lc_buf_irecv(r->ctx, onext, outer_prev(g), TAG_OUTER, &reqs[3]);
+    }
+    lc_buf cur = start;
+    for (int j = 0; j < g->w && st == LC_OK; j++) {
+      const lc_buf nxt = xy[j % 2];
+      if (j + 1 < g->w) {
+        st = lc_buf_isend(r->ctx, cur, inner_next(g), TAG_KV, &reqs[0]);
+        if (st == LC_OK) st = lc_buf_irecv(r->ctx, nxt, inner_prev(g), TAG_KV, &reqs[1]);
+      }
+      if (st == LC_OK && rt->pre) st = rt->pre(rt->arg, j, reqs);
+      double t0 = lc_now();
+      // cur may be in flight (being sent): the kernel only reads it
+      if (st == LC_OK) st = rt->compute(rt->arg, j, owner_at(g, o, j), cur, reqs, rt->nreq);
+      r->compute_seconds += lc_now() - t0;
+      if (st == LC_OK && rt->post) st = rt->post(rt->arg, j, reqs);
+      st = wait_all(r, reqs, 0, 2, st);
+      cur = nxt;
+    }
+    if (rt->hop_end) st = rt->hop_end(rt->arg, o, reqs, st);
+    st = wait_all(r, reqs, 0, rt->nreq, st);
+    const lc_buf t = start;
+    start = onext;
+    onext = t;
+  }
+  return st;
+}
+
+// The forward's step: the block's attention merged into out and lse.
+typedef struct {
+  lc_ring *r;
+  const geo *g;
+  lc_buf out, lse, q, tmp_o, tmp_l, tmp_a, pack;
+} fwd_step;
+
+static lc_status fwd_compute(void *arg, int j, int owner, lc_buf cur, lc_buf_req *reqs, int nreq) {
+  (void)j;
+  const fwd_step *f = arg;
+  const size_t n = f->g->nkv;
+  return fwd_block(f->r, f->g, owner, f->out, f->lse, f->q, lc_buf_view(cur, 0, n), lc_buf_view(cur, n, n), f->tmp_o,
+                   f->tmp_l, f->tmp_a, f->pack, reqs, nreq);
+}
+
+lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v) {
   geo g = geometry(r);
   const int H = r->Hq, D = r->D;
   const int P = r->poll_rows;
@@ -196,8 +275,9 @@ lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc
   const lc_attn_geom cs = chunk_shape(r, &g);
   const size_t pbytes = lc_be_flash_kv_bytes(r->be, &cs, 0);
   lc_buf kb = {0}, tb = {0};
-  lc_buf pack = {0};
-  lc_status st = block(r, LC_MEM_COMM, lc_bytes(kdt, blk) * n_kv_blocks(g.cp, g.w), "ring k/v buffers", &kb);
+  lc_buf pack = {0}, lo = {0};
+  lc_status st = ring_lo(r, &g, &lo);
+  if (st == LC_OK) st = block(r, LC_MEM_COMM, lc_bytes(kdt, blk) * n_kv_blocks(g.cp, g.w), "ring k/v buffers", &kb);
   if (st == LC_OK) st = block(r, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, fwd_tmp_floats(P, H, D)), "ring merge tiles", &tb);
   if (st == LC_OK && pbytes)
     st = lc_buf_alloc(r->be, LC_MEM_SCRATCH, LC_DT_U8, pbytes, 0, "ring k/v chunk packed for the kernel", &pack);
@@ -212,38 +292,15 @@ lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc
   if (g.w > 1) xy[0] = lc_buf_part(kb, bp, blk, kdt), xy[1] = lc_buf_part(kb, bp + bb, blk, kdt), bp += 2 * bb;
   if (g.outer > 1) onext = lc_buf_part(kb, bp, blk, kdt);
   st = kv_store(start, k, v, g.nkv);
-  for (int o = 0; o < g.outer && st == LC_OK; o++) {
-    lc_buf_req reqs[4];
-    memset(reqs, 0, sizeof reqs);
-    if (o + 1 < g.outer) {
-      st = lc_buf_isend(r->ctx, start, outer_next(&g), TAG_OUTER, &reqs[2]);
-      if (st == LC_OK) st = lc_buf_irecv(r->ctx, onext, outer_prev(&g), TAG_OUTER, &reqs[3]);
-    }
-    lc_buf cur = start;
-    for (int j = 0; j < g.w && st == LC_OK; j++) {
-      const lc_buf nxt = xy[j % 2];
-      if (j + 1 < g.w) {
-        st = lc_buf_isend(r->ctx, cur, inner_next(&g), TAG_KV, &reqs[0]);
-        if (st == LC_OK) st = lc_buf_irecv(r->ctx, nxt, inner_prev(&g), TAG_KV, &reqs[1]);
-      }
-      double t0 = lc_now();
-      // cur may be in flight (being sent): the kernel only reads it
-      if (st == LC_OK)
-        st = fwd_block(r, &g, owner_at(&g, o, j), out, lse, q, lc_buf_view(cur, 0, g.nkv), lc_buf_view(cur, g.nkv, g.nkv),
-                       tmp_o, tmp_l, tmp_a, pack, reqs, 4);
-      r->compute_seconds += lc_now() - t0;
-      st = wait_all(r, reqs, 0, 2, st);
-      cur = nxt;
-    }
-    st = wait_all(r, reqs, 0, 4, st);
-    const lc_buf t = start;
-    start = onext;
-    onext = t;
-  }
+  fwd_step f = {.r = r, .g = &g, .out = out, .lse = lse, .q = q, .tmp_o = tmp_o, .tmp_l = tmp_l, .tmp_a = tmp_a,
+                .pack = pack};
+  const rotation rt = {.nreq = 4, .compute = fwd_compute, .arg = &f};
+  if (st == LC_OK) st = rotate(r, &g, start, xy, onext, &rt);
 done:
   lc_buf_free(&pack);
   lc_buf_free(&tb);
   lc_buf_free(&kb);
+  lc_buf_stage_release(&lo);
   return st;
 }
 
@@ -280,7 +337,7 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, lc_buf dq, lc_bu
                                (size_t)g->Lc, H, (size_t)n));
         LC_TRY(lc_be_flash_bwd_packed(lc_buf_view(dq, qo, nq), lc_buf_view(dk, b * kb, kb), lc_buf_view(dv, b * kb, kb),
                                       lc_buf_view(dout, qo, nq), lc_buf_view(q, qo, nq), kc, vc, tl, td,
-                                      lo_rows(r, g, qs + r0, n), pack, &s));
+                                      lo_rows(g, qs + r0, n), pack, &s));
         poll(r, reqs, nreq);
       }
     }
@@ -288,11 +345,77 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, lc_buf dq, lc_bu
   return LC_OK;
 }
 
+// The backward's step: dq and the block's dk/dv (into acc = bd[j % 2], the step's
+// accumulator), which travel around the window behind the k/v blocks (reqs 4: the incoming
+// partial, 5/6: the sends of the two accumulators) and after each hop back to the block's
+// owner (TAG_OWNER).
+typedef struct {
+  lc_ring *r;
+  const geo *g;
+  lc_buf dq, dk, dv, dout, lse, delta, q, tmp_l, tmp_d, pack;
+  lc_buf bd[2], acc_in, total, db;
+  size_t owner_blocks, blk;
+  lc_buf_req *oreq;
+} bwd_step;
+
+static lc_status bwd_pre(void *arg, int j, lc_buf_req *reqs) {
+  const bwd_step *b = arg;
+  lc_status st = LC_OK;
+  if (j > 0) st = lc_buf_irecv(b->r->ctx, b->acc_in, inner_prev(b->g), TAG_DKV, &reqs[4]);
+  // acc was sent two steps ago: that send must be done before it is reused.
+  if (st == LC_OK) st = lc_buf_wait(b->r->ctx, &reqs[5 + j % 2]);
+  if (st == LC_OK) st = lc_be_zero(b->bd[j % 2]);
+  return st;
+}
+
+static lc_status bwd_compute(void *arg, int j, int owner, lc_buf cur, lc_buf_req *reqs, int nreq) {
+  const bwd_step *b = arg;
+  const size_t n = b->g->nkv;
+  const lc_buf acc = b->bd[j % 2];
+  return bwd_block(b->r, b->g, owner, b->dq, lc_buf_view(acc, 0, n), lc_buf_view(acc, n, n), b->dout, b->lse, b->delta,
+                   b->q, lc_buf_view(cur, 0, n), lc_buf_view(cur, n, n), b->tmp_l, b->tmp_d, b->pack, reqs, nreq);
+}
+
+// The partial from the window's previous rank added; acc sent on to the next.
+static lc_status bwd_post(void *arg, int j, lc_buf_req *reqs) {
+  const bwd_step *b = arg;
+  const lc_buf acc = b->bd[j % 2];
+  lc_status st = LC_OK;
+  if (j > 0) {
+    st = lc_buf_wait(b->r->ctx, &reqs[4]);
+    if (st == LC_OK) st = lc_be_add(acc, b->acc_in);
+  }
+  if (b->g->w > 1 && st == LC_OK) st = lc_buf_isend(b->r->ctx, acc, inner_next(b->g), TAG_DKV, &reqs[5 + j % 2]);
+  return st;
+}
+
+// The block this rank started the window with comes back with every window rank's part:
+// hop 0's is this rank's own (into dk/dv), a later hop's goes back to its owner.
+static lc_status bwd_hop_end(void *arg, int o, lc_buf_req *reqs, lc_status st) {
+  const bwd_step *b = arg;
+  const geo *g = b->g;
+  const lc_buf win = g->w > 1 ? b->total : b->bd[0];
+  if (st == LC_OK && g->w > 1) {
+    lc_buf_req rq;
+    st = lc_buf_irecv(b->r->ctx, b->total, inner_prev(g), TAG_DKV, &rq);
+    if (st == LC_OK) st = lc_buf_wait(b->r->ctx, &rq);
+  }
+  st = wait_all(b->r, reqs, 5, 7, st);
+  if (st == LC_OK) {
+    if (o == 0) {
+      st = lc_be_add(lc_buf_view(b->dk, 0, g->nkv), lc_buf_view(win, 0, g->nkv));
+      if (st == LC_OK) st = lc_be_add(lc_buf_view(b->dv, 0, g->nkv), lc_buf_view(win, g->nkv, g->nkv));
+    } else {
+      const lc_buf sb = lc_buf_view(b->db, b->owner_blocks + (size_t)(o - 1) * b->blk, b->blk);
+      st = lc_be_copy(sb, win, LC_STREAM_COMPUTE);
+      if (st == LC_OK) st = lc_buf_isend(b->r->ctx, sb, owner_at(g, o, 0), TAG_OWNER, &b->oreq[o - 1]);
+    }
+  }
+  return st;
+}
+
 lc_status lc_ring_bwd(lc_ring *r, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf lse, lc_buf q,
-                      lc_buf k, lc_buf v, lc_arena *ar) {
-  (void)ar;
-  if (r->lo && !lc_buf_ok(r->lo_buf) && !r->be->host_memory)
-    return lc_fail(LC_EINVAL, "ring attention: the key bounds are not on the %s device (lc_ring.lo_buf)", r->be->name);
+                      lc_buf k, lc_buf v) {
   geo g = geometry(r);
   const int H = r->Hq, D = r->D, P = r->poll_rows;
   const size_t blk = 2 * g.nkv;
@@ -308,9 +431,10 @@ lc_status lc_ring_bwd(lc_ring *r, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, 
   const lc_attn_geom cs = chunk_shape(r, &g);
   const size_t pbytes = lc_be_flash_kv_bytes(r->be, &cs, 1);
   lc_buf kvk = {0}, dbk = {0}, tk = {0};
-  lc_buf pack = {0};
+  lc_buf pack = {0}, lo = {0};
   lc_buf_req *oreq = calloc((size_t)n_owner + 1, sizeof *oreq);
   lc_status st = oreq ? LC_OK : lc_fail(LC_ENOMEM, "out of memory for ring requests");
+  if (st == LC_OK) st = ring_lo(r, &g, &lo);
   if (st == LC_OK) st = block(r, LC_MEM_COMM, bb * n_kv_blocks(g.cp, g.w), "ring k/v buffers", &kvk);
   if (st == LC_OK) st = block(r, LC_MEM_COMM, lc_bytes(f32, n_d), "ring dk/dv buffers", &dbk);
   if (st == LC_OK) st = block(r, LC_MEM_SCRATCH, lc_bytes(f32, bwd_tmp_floats(g.Tc, P, H)), "ring delta", &tk);
@@ -338,62 +462,12 @@ lc_status lc_ring_bwd(lc_ring *r, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, 
   if (g.w > 1) total = lc_buf_view(db, bp, blk), bp += blk;
   const size_t owner_blocks = bp;
   if (st == LC_OK) st = kv_store(start, k, v, g.nkv);
-  for (int o = 0; o < g.outer && st == LC_OK; o++) {
-    // reqs: 0/1 inner k/v send/recv, 2/3 outer k/v send/recv, 4 dkv recv, 5/6 dkv sends
-    lc_buf_req reqs[7];
-    memset(reqs, 0, sizeof reqs);
-    if (o + 1 < g.outer) {
-      st = lc_buf_isend(r->ctx, start, outer_next(&g), TAG_OUTER, &reqs[2]);
-      if (st == LC_OK) st = lc_buf_irecv(r->ctx, onext, outer_prev(&g), TAG_OUTER, &reqs[3]);
-    }
-    lc_buf cur = start;
-    for (int j = 0; j < g.w && st == LC_OK; j++) {
-      const lc_buf nxt = xy[j % 2], acc = bd[j % 2];
-      if (j + 1 < g.w) {
-        st = lc_buf_isend(r->ctx, cur, inner_next(&g), TAG_KV, &reqs[0]);
-        if (st == LC_OK) st = lc_buf_irecv(r->ctx, nxt, inner_prev(&g), TAG_KV, &reqs[1]);
-      }
-      if (st == LC_OK && j > 0) st = lc_buf_irecv(r->ctx, acc_in, inner_prev(&g), TAG_DKV, &reqs[4]);
-      // acc was sent two steps ago: that send must be done before it is reused.
-      if (st == LC_OK) st = lc_buf_wait(r->ctx, &reqs[5 + j % 2]);
-      if (st == LC_OK) st = lc_be_zero(acc);
-      double t0 = lc_now();
-      if (st == LC_OK)
-        st = bwd_block(r, &g, owner_at(&g, o, j), dq, lc_buf_view(acc, 0, g.nkv), lc_buf_view(acc, g.nkv, g.nkv), dout,
-                       lse, delta, q, lc_buf_view(cur, 0, g.nkv), lc_buf_view(cur, g.nkv, g.nkv), tmp_l, tmp_d, pack,
-                       reqs, 7);
-      r->compute_seconds += lc_now() - t0;
-      if (st == LC_OK && j > 0) {
-        st = lc_buf_wait(r->ctx, &reqs[4]);
-        if (st == LC_OK) st = lc_be_add(acc, acc_in);
-      }
-      if (g.w > 1 && st == LC_OK) st = lc_buf_isend(r->ctx, acc, inner_next(&g), TAG_DKV, &reqs[5 + j % 2]);
-      st = wait_all(r, reqs, 0, 2, st);
-      cur = nxt;
-    }
-    // The block this rank started the window with comes back with every window rank's part.
-    const lc_buf win = g.w > 1 ? total : bd[0];
-    if (st == LC_OK && g.w > 1) {
-      lc_buf_req rq;
-      st = lc_buf_irecv(r->ctx, total, inner_prev(&g), TAG_DKV, &rq);
-      if (st == LC_OK) st = lc_buf_wait(r->ctx, &rq);
-    }
-    st = wait_all(r, reqs, 5, 7, st);
-    if (st == LC_OK) {
-      if (o == 0) {
-        st = lc_be_add(lc_buf_view(dk, 0, g.nkv), lc_buf_view(win, 0, g.nkv));
-        if (st == LC_OK) st = lc_be_add(lc_buf_view(dv, 0, g.nkv), lc_buf_view(win, g.nkv, g.nkv));
-      } else {
-        const lc_buf sb = lc_buf_view(db, owner_blocks + (size_t)(o - 1) * blk, blk);
-        st = lc_be_copy(sb, win, LC_STREAM_COMPUTE);
-        if (st == LC_OK) st = lc_buf_isend(r->ctx, sb, owner_at(&g, o, 0), TAG_OWNER, &oreq[o - 1]);
-      }
-    }
-    st = wait_all(r, reqs, 0, 7, st);
-    const lc_buf t = start;
-    start = onext;
-    onext = t;
-  }
+  bwd_step b = {.r = r, .g = &g, .dq = dq, .dk = dk, .dv = dv, .dout = dout, .lse = lse, .delta = delta, .q = q,
+                .tmp_l = tmp_l, .tmp_d = tmp_d, .pack = pack, .bd = {bd[0], bd[1]}, .acc_in = acc_in, .total = total,
+                .db = db, .owner_blocks = owner_blocks, .blk = blk, .oreq = oreq};
+  const rotation rt = {.nreq = 7, .pre = bwd_pre, .compute = bwd_compute, .post = bwd_post, .hop_end = bwd_hop_end,
+                       .arg = &b};
+  if (st == LC_OK) st = rotate(r, &g, start, xy, onext, &rt);
   // Partial dk/dv of this rank's block from the other windows.
   for (int o = 1; o < g.outer && st == LC_OK; o++) {
     lc_buf_req rq;
@@ -410,5 +484,6 @@ done:
   lc_buf_free(&tk);
   lc_buf_free(&dbk);
   lc_buf_free(&kvk);
+  lc_buf_stage_release(&lo);
   return st;
 }

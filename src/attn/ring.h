@@ -7,7 +7,6 @@
 
 #include "attn/attn.h"
 #include "backend/buf.h"
-#include "core/arena.h"
 #include "comm/comm.h"
 #include "attn/seqlayout.h"
 
@@ -22,7 +21,8 @@ typedef struct {
   void *extra_arg;
   const lc_seq_layout *layout; // which chunks each context rank holds (k per rank)
   const int *lo;   // [S] first key each token may see, global positions (NULL: plain causal)
-  lc_buf lo_buf;   // the same as a buffer of be's (I32 [S]), or empty: lo read in place
+  lc_buf lo_buf;   // the same as a buffer of be's (I32 [S]), or empty: lo staged per call
+                   // (backend/stage.h: read in place where be's memory is the host's)
   struct lc_backend *be; // the buffers' backend: kernels, copies and the ring's buffers
   long lse_stride; // floats from one chunk's [Hq][Lc] LSE block to the next (0: Hq * Lc,
                    // contiguous); head-chunked Ulysses writes into its all-heads array
@@ -39,10 +39,10 @@ typedef struct {
 // query's lower bound) are skipped. q, k, v (and dout, out below): F32, or BF16 when
 // r->bf16. Every buffer is r->be's; the k/v blocks travel as its buffers (staged through
 // host memory where its memory is not the host's: backend/bufcomm.h).
-lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v, lc_arena *arena);
+lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v);
 // dq/dk/dv OVERWRITTEN (F32). out (bf16: its 2-byte rounding) and lse from lc_ring_fwd.
 lc_status lc_ring_bwd(lc_ring *r, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf lse, lc_buf q,
-                      lc_buf k, lc_buf v, lc_arena *arena);
+                      lc_buf k, lc_buf v);
 
 // Arena bytes of lc_ring_fwd / lc_ring_bwd (saved = 0: the caller keeps the lse) for cp
 // context ranks with inner rings of `window`, heads held Hq/Hkv, poll_rows q rows per

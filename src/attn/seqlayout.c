@@ -73,7 +73,7 @@ long lc_seq_layout_global(const lc_seq_layout *L, int c, int h, long i) {
   return lc_seq_layout_chunk_start(L, c, (int)(j / L->Lc)) + j % L->Lc;
 }
 
-// The attention kernel computes tiles of a query block x a key tile (attn/flash.h): a
+// The attention kernel computes tiles of a query block x a key tile (backend/cpu/flash/flash.h): a
 // chunk costs the tiles its query blocks compute, from the key tile of the block's smallest
 // bound to the tile of its last query (the work follows documents, plus their partly
 // masked edges).

@@ -91,7 +91,7 @@ int lc_cmd_eval(int argc, char **argv) {
                  lc_config_max_positions(&m.cfg));
   if (st != LC_OK) {
     lc_cli_error(lc_errmsg());
-    if (st != LC_OK && m.ps.arena) lc_model_destroy(&m, &a);
+    if (st != LC_OK && m.ps.arena) lc_model_destroy(&m);
     lc_backend_close(be);
     lc_eval_data_free(&d);
     return st == LC_EINVAL || st == LC_EFORMAT || st == LC_EIO ? 2 : 1;
@@ -107,7 +107,7 @@ int lc_cmd_eval(int argc, char **argv) {
   fflush(stdout);
   progress_state ps = {lc_now(), lc_now()};
   lc_eval_result r;
-  st = lc_eval_windows(&m, &o, d.tokens, d.n, F.seq, F.stride, &r, &a, progress, &ps);
+  st = lc_eval_windows(&m, &o, d.tokens, d.n, F.seq, F.stride, &r, progress, &ps);
   const double secs = lc_now() - ps.t0;
   int rc = 0;
   if (st != LC_OK) {
@@ -140,7 +140,7 @@ int lc_cmd_eval(int argc, char **argv) {
     }
   }
   lc_eval_data_free(&d);
-  lc_model_destroy(&m, &a);
+  lc_model_destroy(&m);
   lc_backend_close(be);
   return rc;
 }

@@ -352,7 +352,7 @@ int lc_cmd_generate(int argc, char **argv) {
   if (tok) lc_tok_free(tok);
   lc_free(&a, logits);
   lc_kv_cache_destroy(&cache);
-  if (m.ps.be) lc_model_destroy(&m, &a);
+  if (m.ps.be) lc_model_destroy(&m);
   lc_backend_close(be);
   free(prompt);
   return rc;

@@ -62,7 +62,7 @@ int lc_cmd_merge(int argc, char **argv) {
   static const char *const tok_files[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                                           "generation_config.json"};
   for (int i = 0; i < 4 && st == LC_OK && lc_is_dir(model); i++) st = copy_file(model, out, tok_files[i]);
-  lc_model_destroy(&m, &a);
+  lc_model_destroy(&m);
   if (st != LC_OK) {
     lc_cli_error(lc_errmsg());
     return 1;

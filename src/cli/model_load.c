@@ -45,7 +45,7 @@ lc_status lc_cli_load_inference_model(const char *spec, uint64_t seed, const cha
   else if (st == LC_OK) st = (gguf ? lc_gguf_load_weights : lc_hf_load_weights)(spec, m);
   if (st == LC_OK && adapter) st = lc_peft_merge(adapter, m);
   if (st != LC_OK) {
-    if (m->ps.be) lc_model_destroy(m, a);
+    if (m->ps.be) lc_model_destroy(m);
     lc_backend_close(*be);
     *be = NULL;
     return st;

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/stage.h"
+
 typedef enum { S_NONE = 0, S_FILLING, S_QUEUED_W, S_WRITING, S_CLEAN, S_DISK, S_QUEUED_R, S_READING, S_READY, S_INUSE, S_DONE } lstate;
 
 struct lc_ckstore {
@@ -224,9 +226,9 @@ lc_status lc_ckstore_open(lc_ckstore **out, int n_layers, size_t bytes, const ch
     st = lc_buf_alloc(be, LC_MEM_CKPT, LC_DT_U8, lc_ckstore_bytes(n_layers, bytes, s->offload), 0, "layer checkpoints",
                       &s->blk);
     s->be = be;
-    if (st == LC_OK && s->offload && !(s->base = lc_buf_host(s->blk))) { // the disk tier moves host memory
-      s->staged = 1;
-      s->base = lc_alloc(be->host, LC_MEM_CKPT, lc_ckstore_bytes(n_layers, bytes, 1), "layer checkpoints (host staging)");
+    if (st == LC_OK && s->offload) { // the disk tier moves host memory: blk's own, or a copy's
+      s->base = lc_buf_host_mirror(s->blk, lc_ckstore_bytes(n_layers, bytes, 1), LC_MEM_CKPT,
+                                   "layer checkpoints (host staging)", &s->staged);
       if (!s->base) st = LC_ENOMEM;
     }
   }
@@ -347,7 +349,7 @@ lc_status lc_ckstore_close(lc_ckstore *s) {
     }
     rmdir(s->dir);
   }
-  if (s->staged) lc_free(s->be->host, s->base);
+  if (s->base) lc_buf_host_mirror_free(s->be, s->base, s->staged);
   lc_buf_free(&s->blk);
   free(s->slot_of);
   free(s->layer_in);

@@ -1,3 +1,4 @@
+// Windowed evaluation of a token stream (evaluate.h): forward-only passes, losses summed.
 #include "model/evaluate.h"
 
 #include <stdlib.h>
@@ -6,7 +7,7 @@
 #include "attn/attn.h"
 
 lc_status lc_eval_windows(lc_model *m, const lc_model_opts *o, const int32_t *tok, long n, int S, int stride,
-                          lc_eval_result *r, lc_arena *arena, lc_eval_progress progress, void *arg) {
+                          lc_eval_result *r, lc_eval_progress progress, void *arg) {
   memset(r, 0, sizeof *r);
   if (S < 2 || stride < 1 || stride > S)
     return lc_fail(LC_EINVAL, "evaluation windows of %d tokens advancing by %d: use 2 <= window and 1 <= stride <= window",
@@ -33,8 +34,7 @@ lc_status lc_eval_windows(lc_model *m, const lc_model_opts *o, const int32_t *to
     }
     double ls = 0;
     long wrong = 0;
-    m->rope_len = 0;
-    st = lc_model_eval(m, o, &attn, in, tgt, pos, T, &ls, &wrong, arena);
+    st = lc_model_eval(m, o, &attn, NULL, in, tgt, pos, T, &ls, &wrong);
     if (st != LC_OK) break;
     r->loss_sum += ls;
     r->wrong += wrong;

@@ -25,6 +25,6 @@ typedef void (*lc_eval_progress)(void *arg, long scored, long total);
 // stride (1 <= stride <= S). One process, attention local; o's checkpoint policy and tiles
 // apply (no gradients).
 lc_status lc_eval_windows(lc_model *m, const lc_model_opts *o, const int32_t *tokens, long n, int S, int stride,
-                          lc_eval_result *r, lc_arena *arena, lc_eval_progress progress, void *arg);
+                          lc_eval_result *r, lc_eval_progress progress, void *arg);
 
 #endif

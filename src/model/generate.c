@@ -1,3 +1,5 @@
+// Decoding with a KV cache through the training layer's forward and the decode strategy,
+// the logits of the last (or every) position, and token sampling (generate.h).
 #include "model/generate.h"
 
 #include <math.h>
@@ -8,6 +10,7 @@
 #include "core/dtype.h"
 #include "attn/attn.h"
 #include "backend/backend.h"
+#include "backend/stage.h"
 #include "model/layer.h"
 #include "backend/scratch.h"
 
@@ -131,9 +134,10 @@ static lc_buf dec_layers(const lc_model *m, lc_kv_cache *c, const dec_bufs *b, i
   lc_attn_decode_state ds = {.p0 = p0, .max_len = c->max_len};
   lc_attn attn;
   lc_attn_decode_init(&attn, cfg->n_heads, cfg->n_kv_heads, cfg->head_dim, &ds);
-  attn.lo_buf = W > 0 ? lob : (lc_buf){0}; // the same bounds for every layer
-  const lc_layer_ctx lc = {.cfg = cfg, .attn = &attn, .rope_cos = cs, .rope_sin = sn, .T = nn, .mlp_tile = 0,
-                           .bf16 = m->ps.compute == LC_DT_BF16, .arena = a, .be = be};
+  // the same bounds for every layer
+  const lc_attn_in ain = {.lo_buf = W > 0 ? lob : (lc_buf){0}, .bf16 = m->ps.compute == LC_DT_BF16};
+  const lc_layer_ctx lc = {.cfg = cfg, .attn = &attn, .attn_in = &ain, .rope_cos = cs, .rope_sin = sn, .T = nn, .mlp_tile = 0,
+                           .bf16 = m->ps.compute == LC_DT_BF16, .be = be};
   // The chunk's activations: the first nn rows of each (the layer reads [nn, ...] buffers).
   lc_layer_acts acts = b->acts;
   lc_buf *f[] = {&acts.ln1, &acts.rstd1, &acts.q, &acts.k, &acts.v, &acts.qp, &acts.kp, &acts.rstdq, &acts.rstdk,
@@ -157,13 +161,10 @@ static lc_status head_logits(const lc_model *m, lc_buf ln, int nn, float *logits
   lc_backend *be = lc_pstore_device(&m->ps);
   const int C = m->cfg.dim, V = m->cfg.vocab, bf16 = m->ps.compute == LC_DT_BF16;
   const size_t n = (size_t)nn * V;
-  lc_buf out = {0};
-  if (be->host_memory) out = lc_buf_wrap_host(be, logits, n, LC_DT_F32);
-  else LC_TRY(lc_buf_alloc(be, LC_MEM_ACT, LC_DT_F32, n, 0, "decoding logits", &out));
-  lc_status st = lc_be_matmul_fwd(out, ln, m->ps.w.head, nn, C, V, bf16, (lc_buf){0});
-  if (st == LC_OK && !be->host_memory) st = lc_buf_read(out, logits, LC_SYNC_TOKEN);
-  if (!be->host_memory) lc_buf_free(&out);
-  return st;
+  lc_buf out;
+  LC_TRY(lc_buf_stage_out(be, logits, n, LC_DT_F32, LC_MEM_ACT, "decoding logits", &out));
+  const lc_status st = lc_be_matmul_fwd(out, ln, m->ps.w.head, nn, C, V, bf16, (lc_buf){0});
+  return lc_buf_stage_out_end(&out, logits, LC_SYNC_TOKEN, st);
 }
 
 lc_status lc_decode(const lc_model *m, lc_kv_cache *c, const int *tokens, int n, float *logits,

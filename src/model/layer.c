@@ -1,3 +1,5 @@
+// One decoder layer's forward and backward on this rank's tokens, every op through the
+// backend; the attention through the pass's strategy and its inputs (layer.h).
 #include "model/layer.h"
 
 #include <string.h>
@@ -94,7 +96,7 @@ static int proj_held(const lc_config *cfg, int j) {
   return k;
 }
 // Projection j's GEMM scratch, the largest over the ways its weights are held (a quantized
-// W's is the same for every block type: a tile dequantized to fp32, ops/matmul.c).
+// W's is the same for every block type: a tile dequantized to fp32, backend/cpu/gemm/matmul.c).
 static size_t mm_fwd(const lc_config *cfg, int j, int bf16, lc_dtype o, lc_dtype x, lc_dtype dt, int T, int K, int N) {
   const int k = proj_held(cfg, j);
   const size_t a = k & 1 ? lc_scratch_matmul_fwd(bf16, o, x, dt, T, K, N) : 0;
@@ -367,9 +369,8 @@ lc_status lc_layer_fwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   const int HQ = cfg->n_heads * D;
   LC_TRY(lc_be_rmsnorm_fwd(a->ln1, a->rstd1, x_in, w->ln1, T, C, cfg->norm_eps));
   LC_TRY(qkv_fwd(c, w, a));
-  c->attn->bf16 = c->bf16; // q, k, v, att in 2 bytes; the strategy rounds att (attn.h)
-  c->attn->be = c->be;
-  if (!skip_attn) LC_TRY(c->attn->fwd(c->attn, a->att, a->saved, a->q, a->k, a->v, T, c->arena));
+  c->attn->be = c->be; // (q, k, v, att in 2 bytes in bf16: c->attn_in->bf16 == c->bf16)
+  if (!skip_attn) LC_TRY(c->attn->fwd(c->attn, c->attn_in, a->att, a->saved, a->q, a->k, a->v, T));
   LC_TRY(lc_be_matmul_fwd(a->x_mid, a->att, w->wo, T, HQ, C, c->bf16, NONE));
   poll(c);
   if (lc_buf_ok(w->bo)) LC_TRY(lc_be_bias_fwd(a->x_mid, w->bo, T, C));
@@ -425,7 +426,7 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
     }
   }
   if (b16) lc_buf_free(&datt); // bf16: dead before the strategy's backward
-  if (st == LC_OK) st = c->attn->bwd(c->attn, dq, dk, dv, dat, a->att, a->saved, a->q, a->k, a->v, T, c->arena);
+  if (st == LC_OK) st = c->attn->bwd(c->attn, c->attn_in, dq, dk, dv, dat, a->att, a->saved, a->q, a->k, a->v, T);
   const int qn = cfg->qk_norm;
   if (st == LC_OK) st = proj_bwd(c, dq, qn ? a->qp : NONE, a->rstdq, w->q_norm, g->q_norm, g->bq, cfg->n_heads, 1);
   if (st == LC_OK) st = proj_bwd(c, dk, qn ? a->kp : NONE, a->rstdk, w->k_norm, g->k_norm, g->bk, cfg->n_kv_heads, 1);

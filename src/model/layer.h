@@ -52,6 +52,9 @@ static inline lc_dtype lc_layer_act_dt(int bf16) { return bf16 ? LC_DT_BF16 : LC
 typedef struct {
   const lc_config *cfg;
   lc_attn *attn;
+  // The pass's attention inputs (attn.h), handed to every call of the strategy; its bf16
+  // is the layer's.
+  const lc_attn_in *attn_in;
   lc_buf rope_cos, rope_sin; // [T, D/2]
   int T;
   int mlp_tile;   // tokens per MLP tile; <= 0 or >= T: untiled (acts->ln2.. must be set)
@@ -63,7 +66,6 @@ typedef struct {
   // du are stored in 2 bytes (dq, dk, dv: rounded in fp32 slots). Norm statistics, RoPE,
   // softmax, residual sums and gradients stay fp32.
   int bf16;
-  lc_arena *arena; // host memory (the strategies' communication buffers)
   // Called between the layer's GEMMs (may be NULL): progresses communication in flight
   // (ZeRO reductions and gathers), which MPI does not move on its own.
   void (*poll)(void *arg);

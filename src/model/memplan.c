@@ -1,3 +1,6 @@
+// The memory model: a training step's peak per category on each rank, from the same sizes
+// the pass allocates and the same walk over its schedule (ZeRO's transients), and the
+// choices built on it (checkpoint policy, head chunk, longest sequence, tile sizes).
 #include "model/memplan.h"
 
 #include <limits.h>
@@ -13,7 +16,195 @@
 #include "model/loss.h"
 #include "model/params.h"
 #include "model/pstore.h"
+#include "model/schedule.h"
 
+
+// ---- ZeRO's and --offload-optimizer's temporary units per phase of a training pass: walks
+// over the pass's schedule (schedule.h) with the store's rules.
+
+// One occurrence of phase p with g gathered and r temporary gradient bytes alive.
+static void occur(size_t *G, size_t *R, size_t *GR, int p, size_t g, size_t r) {
+  if (g > G[p]) G[p] = g;
+  if (r > R[p]) R[p] = r;
+  if (g + r > GR[p]) GR[p] = g + r;
+}
+// The phases a pass's op runs in, each seeing g gathered and r gradient bytes (the sliced
+// embedding's and loss's own phases: sliced_transients).
+static void occur_op(const lc_model_opts *o, lc_op op, size_t *G, size_t *R, size_t *GR, size_t g, size_t r) {
+  switch (op) {
+  case LC_OP_EMBED_FWD: occur(G, R, GR, LC_PHASE_EMBED_FWD, g, r); break;
+  case LC_OP_LAYER_FWD:
+    occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
+    occur(G, R, GR, LC_PHASE_MLP_FWD, g, r);
+    break;
+  case LC_OP_LOSS: occur(G, R, GR, LC_PHASE_LOSS, g, r); break;
+  case LC_OP_RECOMPUTE: // full: attention again; selective: no attention phase buffers
+    if (o->ckpt == LC_CKPT_FULL) occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
+    break;
+  case LC_OP_LAYER_BWD:
+    occur(G, R, GR, LC_PHASE_MLP_BWD, g, r);
+    occur(G, R, GR, LC_PHASE_ATTN_BWD, g, r);
+    break;
+  case LC_OP_EMBED_BWD: occur(G, R, GR, LC_PHASE_EMBED_BWD, g, r); break;
+  default: break;
+  }
+}
+
+// The vocabulary slices' part (model.c's model_pass order; slice k of the embedding and the head
+// has rows(k) rows): the embedding forward with the next slice (then layer 0) fetched; the
+// loss with the final norm's rows held, the sequence of head slices of its two passes each
+// with the next fetched (after the last: layer L-1) and, in the gradient pass, the slice's
+// gradient and the previous one's reduction in flight; the embedding backward with each
+// slice's gradient and the previous reduction (layer 0's first).
+// lw0, lwL: bytes of decoder layer 0's and layer L-1's gathered copies (the units gathered
+// after the embedding's and the loss's last slices), lg: of a layer's gradient.
+// frozen (LoRA): the slices' rows are gathered as the base's stage says, but have no gradient.
+static void sliced_transients(const lc_config *cfg, const lc_model_opts *o, int stage, size_t lw0, size_t lwL, size_t lg,
+                              int frozen, size_t *G, size_t *R, size_t *GR) {
+  const int bf16 = o->precision == LC_DT_BF16, g3 = stage >= 3, r2 = stage >= 2 && !frozen;
+  const size_t C = (size_t)cfg->dim, V = (size_t)cfg->vocab, rows = (size_t)o->vocab_slice;
+  const int ns = lc_head_n_slices(cfg->vocab, o->vocab_slice);
+#define SLICE_N(k) ((k) + 1 < ns ? rows * C : (V - (size_t)(ns - 1) * rows) * C)
+  const int b16 = frozen && cfg->lora.base_bf16 && !lc_config_base_quant(cfg); // a bf16 base store (rows: views below stage 3)
+  // A base in GGUF blocks (a U8 store): the embedding's and the head's rows as they are held.
+  const int q = frozen && lc_config_base_quant(cfg);
+  const lc_dtype dense = bf16 && cfg->lora.base_bf16 ? LC_DT_BF16 : LC_DT_F32;
+  const lc_dtype qe = cfg->base_q_embed ? (lc_dtype)cfg->base_q_embed : dense,
+                 qh = cfg->tie_embeddings ? qe : cfg->base_q_head ? (lc_dtype)cfg->base_q_head : dense;
+#define SLICE_W(k, qdt) (q ? lc_pstore_rows_bytes_q(stage, (qdt), SLICE_N(k)) : lc_pstore_rows_bytes(stage, bf16, b16, 1, SLICE_N(k)))
+#define SLICE_G(k) (frozen ? 0 : lc_pstore_rows_grad_bytes(stage, SLICE_N(k)))
+  for (int s = 0; s < ns; s++)
+    occur(G, R, GR, LC_PHASE_EMBED_FWD, SLICE_W(s, qe) + (g3 ? (s + 1 < ns ? SLICE_W(s + 1, qe) : lw0) : 0), 0);
+  const size_t nw = q ? lc_pstore_rows_bytes_q(stage, LC_DT_F32, C) : lc_pstore_rows_bytes(stage, bf16, b16, 0, C),
+               ng = frozen ? 0 : lc_pstore_rows_grad_bytes(stage, C);
+  for (int k = 0; k < 2 * ns; k++) {
+    const int s = k % ns, pass = k / ns;
+    const size_t next = g3 ? (k + 1 < 2 * ns ? SLICE_W((k + 1) % ns, qh) : lwL) : 0;
+    occur(G, R, GR, LC_PHASE_LOSS, nw + SLICE_W(s, qh) + next, ng + (pass ? SLICE_G(s) + (s > 0 ? SLICE_G(s - 1) : 0) : 0));
+  }
+  for (int s = 0; s < ns && !frozen; s++) // (frozen: no embedding backward)
+    occur(G, R, GR, LC_PHASE_EMBED_BWD, 0, SLICE_G(s) + (s > 0 ? SLICE_G(s - 1) : r2 ? lg : 0));
+#undef SLICE_N
+#undef SLICE_W
+#undef SLICE_G
+}
+
+lc_status lc_memplan_zero_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z, size_t *G, size_t *R, size_t *GR, int n_phases) {
+  for (int p = 0; p < n_phases; p++) G[p] = R[p] = GR[p] = 0;
+  lc_ps_sizes z, za;
+  memset(&za, 0, sizeof za);
+  const int bf16 = o->precision == LC_DT_BF16, lora = cfg->lora.rank > 0;
+  // LoRA: the frozen base (its own stage: 3 or 0, no gradients) and the adapters' store
+  // (the run's stage) acquire the same layer units at the same events; only the
+  // adapters open gradients, of the layer units alone.
+  const int bstage = lora ? lc_lora_base_stage(stage) : stage;
+  const lc_config acfg = lc_config_adapters(cfg);
+  if ((stage < 2 && !bf16) || n_phases < LC_PHASE_N || lc_pstore_sizes(cfg, bstage, Z, &z) != LC_OK) return LC_OK;
+  if (lora && lc_pstore_sizes(&acfg, stage, Z, &za) != LC_OK) return LC_OK;
+  const int L = cfg->n_layers, g3 = stage >= 3, r2 = stage >= 2, NU = L + 2;
+  // Stages 0-2 in bf16: the rounded copy of each unit in use (lc_pstore_acquire); stage 3
+  // rounds its gathered copy in place and gathers the next unit ahead.
+  const int cw = bf16 && !g3, sliced = lc_vocab_sliced(o, cfg->vocab);
+  const lc_dtype cdt = bf16 ? LC_DT_BF16 : LC_DT_F32;
+  // A unit's acquired copy (both stores' with LoRA: the adapters' has no embedding or final
+  // unit) and its gradient buffer (the adapters' with LoRA).
+#define COPY(u) (lc_ps_copy_bytes(&z, L, (u), cdt) + (lora ? lc_ps_copy_bytes(&za, L, (u), cdt) : 0))
+#define GRAD(u) (lora ? lc_ps_unit_bytes(&za, L, (u)) : lc_ps_unit_bytes(&z, L, (u)))
+  if (sliced)
+    sliced_transients(cfg, o, bstage, COPY(lc_unit_layer(0)), COPY(lc_unit_layer(L - 1)), GRAD(lc_unit_layer(0)), lora, G,
+                      R, GR);
+  // Walk the pass's schedule with the store's rules: gathered[u] while u is acquired or its
+  // gather posted; a gradient buffer from grad_begin until a later grad_begin retires its
+  // reduction (every one but the newest in flight) or the pass ends. Sliced, the final
+  // norm's buffer is its gradient rows, opened inside the loss.
+  const int n = lc_schedule_build(cfg, o, 1, NULL, 0);
+  lc_event *ev = malloc(sizeof *ev * (size_t)n);
+  size_t *gath = calloc((size_t)NU, sizeof *gath), *gbuf = calloc((size_t)NU, sizeof *gbuf);
+  int *fifo = malloc(sizeof(int) * (size_t)(NU + 2)), nf = 0; // units in flight, oldest first
+  lc_status st = LC_OK;
+  if (!ev || !gath || !gbuf || !fifo) {
+    st = lc_fail(LC_ENOMEM, "out of memory for the memory model's walk over %d events", n);
+    goto out;
+  }
+  lc_schedule_build(cfg, o, 1, ev, n);
+  for (int i = 0; i < n; i++) {
+    const lc_event *e = &ev[i];
+    switch (e->kind) {
+    case LC_EV_ACQUIRE:
+      if (g3 || cw) gath[e->unit] = COPY(e->unit);
+      if (g3 && e->next >= 0) gath[e->next] = COPY(e->next);
+      break;
+    case LC_EV_PREFETCH:
+      if (g3) gath[e->unit] = COPY(e->unit);
+      break;
+    case LC_EV_RELEASE: gath[e->unit] = 0; break;
+    case LC_EV_GRAD_BEGIN:
+      if (!r2 || (lora && (e->unit == LC_UNIT_EMBED || e->unit == lc_unit_final(L)))) break;
+      for (; nf > 1; nf--) {
+        gbuf[fifo[0]] = 0;
+        memmove(fifo, fifo + 1, sizeof(int) * (size_t)(nf - 1));
+      }
+      gbuf[e->unit] = GRAD(e->unit);
+      break;
+    case LC_EV_GRAD_END:
+      if (r2 && !(lora && (e->unit == LC_UNIT_EMBED || e->unit == lc_unit_final(L)))) fifo[nf++] = e->unit;
+      break;
+    case LC_EV_RUN: {
+      size_t g = 0, r = 0;
+      for (int u = 0; u < NU; u++) g += gath[u], r += gbuf[u];
+      occur_op(o, e->op, G, R, GR, g, r);
+      if (e->op == LC_OP_LOSS_SLICED && r2 && !lora) // the final norm's gradient rows, handed on by its GRAD_END
+        gbuf[lc_unit_final(L)] = lc_pstore_rows_grad_bytes(stage, (size_t)cfg->dim);
+      break;
+    }
+    default: break;
+    }
+  }
+out:
+#undef COPY
+#undef GRAD
+  free(ev), free(gath), free(gbuf), free(fifo);
+  return st;
+}
+
+static lc_status offload_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z, size_t *G,
+                                     size_t *R, size_t *GR, int n_phases) {
+  for (int p = 0; p < n_phases; p++) G[p] = R[p] = GR[p] = 0;
+  lc_ps_sizes z;
+  if (n_phases < LC_PHASE_N) return LC_OK;
+  LC_TRY(lc_pstore_sizes(cfg, stage, Z, &z));
+  const int L = cfg->n_layers, NU = L + 2;
+  const lc_dtype cdt = o->precision == LC_DT_BF16 ? LC_DT_BF16 : LC_DT_F32;
+  const int n = lc_schedule_build(cfg, o, 1, NULL, 0);
+  lc_event *ev = malloc(sizeof *ev * (size_t)n);
+  size_t *dw = calloc((size_t)NU, sizeof *dw), *dg = calloc((size_t)NU, sizeof *dg);
+  lc_status st = LC_OK;
+  if (!ev || !dw || !dg) {
+    st = lc_fail(LC_ENOMEM, "out of memory for the memory model's walk over %d events", n);
+    goto out;
+  }
+  lc_schedule_build(cfg, o, 1, ev, n);
+  for (int i = 0; i < n; i++) {
+    const lc_event *e = &ev[i];
+    const int u = e->unit;
+    switch (e->kind) {
+    case LC_EV_ACQUIRE: dw[u] = lc_ps_copy_bytes(&z, L, u, cdt); break;
+    case LC_EV_RELEASE: dw[u] = 0; break;
+    case LC_EV_GRAD_BEGIN: dg[u] = lc_ps_unit_bytes(&z, L, u); break;
+    case LC_EV_GRAD_END: dg[u] = 0; break;
+    case LC_EV_RUN: {
+      size_t g = 0, r = 0;
+      for (int k = 0; k < NU; k++) g += dw[k], r += dg[k];
+      occur_op(o, e->op, G, R, GR, g, r);
+      break;
+    }
+    default: break;
+    }
+  }
+out:
+  free(ev), free(dw), free(dg);
+  return st;
+}
 
 int lc_memplan_auto_mlp_tile(long seq) { return seq > 1024 ? 1024 : 0; }
 
@@ -117,9 +308,9 @@ lc_status lc_memplan_predict_hc(const lc_config *cfg, const lc_model_opts *o, lo
   s[LC_PHASE_MLP_BWD] = lm.mlp_bwd;
   s[LC_PHASE_ATTN_BWD] = lm.attn_bwd + am.bwd_scratch, c[LC_PHASE_ATTN_BWD] = am.bwd_comm;
   // ZeRO's temporary units alive in each phase: gathered weights (stage 3) and gradient
-  // buffers (stage >= 2), in the order the pass acquires them (lc_model_zero_transients).
+  // buffers (stage >= 2), in the order the pass acquires them (lc_memplan_zero_transients).
   size_t zg[LC_PHASE_N], zr[LC_PHASE_N], zb[LC_PHASE_N];
-  LC_TRY(lc_model_zero_transients(cfg, o, stage, Z, zg, zr, zb, LC_PHASE_N));
+  LC_TRY(lc_memplan_zero_transients(cfg, o, stage, Z, zg, zr, zb, LC_PHASE_N));
   if (o->offload_optimizer) { // those transients are the host's; the device holds units in use
     if (cfg->lora.rank > 0 || lc_vocab_sliced(o, cfg->vocab))
       return lc_fail(LC_EINVAL, "--offload-optimizer with --lora or --vocab-slice is not supported: drop one of them");
@@ -136,7 +327,7 @@ lc_status lc_memplan_predict_hc(const lc_config *cfg, const lc_model_opts *o, lo
     out->peak[LC_MEM_ACT] += lc_bytes(LC_DT_I32, (size_t)T);
     out->peak[LC_MEM_PARAMS] = out->peak[LC_MEM_GRADS] = out->peak[LC_MEM_OPTIM] = 0;
     out->persistent = 0;
-    LC_TRY(lc_model_offload_transients(cfg, o, stage, Z, zg, zr, zb, LC_PHASE_N));
+    LC_TRY(offload_transients(cfg, o, stage, Z, zg, zr, zb, LC_PHASE_N));
   }
 
   size_t best = 0, grad_tmp = 0;

@@ -7,7 +7,7 @@
 // for each sequence it processes (one after another, so the batch does not change the
 // peak), the pass's checkpoint and working-activation blocks (lc_model_pass_bytes). ZeRO
 // adds, per phase, the units gathered (stage 3) and the temporary gradient buffers in
-// flight (stage >= 2) (lc_model_zero_transients). On top of that come short-lived
+// flight (stage >= 2) (lc_memplan_zero_transients). On top of that come short-lived
 // buffers in the phases of a pass, each freed before the next begins:
 //   attention forward   the strategy's forward buffers (flash workspace; ring k/v blocks,
 //                       Ulysses pack buffer)                     [also in FULL's recompute]
@@ -59,6 +59,15 @@ typedef struct {
   int offload;
   size_t host_bytes;
 } lc_mem_estimate;
+
+// ZeRO's temporary units per phase of a training pass: the largest gathered weights
+// (stage 3) and temporary gradient buffers (stage >= 2) alive in each phase of lc_mem_phase,
+// and of the two together: a walk over the pass's schedule (schedule.h) with the store's
+// rules. LC_ENOMEM (with a message) if the walk's small buffers cannot be allocated.
+// (--offload-optimizer's device side is the same walk over each acquired unit's compute
+// copy and each unit's gradient, inside lc_memplan_predict.)
+lc_status lc_memplan_zero_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z, size_t *gathered,
+                                     size_t *grads, size_t *both, int n_phases);
 
 // Prediction for one step at sequence length seq on each of the hp*cp ranks of a sequence
 // group (hp, cp <= 0: 1; window <= 0: cp; threads <= 0: the current omp_get_max_threads()),

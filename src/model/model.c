@@ -1,3 +1,6 @@
+// The model: its stores (created, initialised, destroyed), the activation and checkpoint
+// layout of a pass, and the pass itself, run as its schedule's events (schedule.h), one
+// function per event kind; with the embedding and the LM head in vocabulary slices.
 #include "model/model.h"
 
 #include <stddef.h>
@@ -10,10 +13,9 @@
 #include "model/layer.h"
 #include "model/loss.h"
 #include "model/schedule.h"
+#include "backend/stage.h"
 #include "core/dropout_hash.h"
-#include "backend/cpu/ops/ops.h"
 #include "core/rope.h"
-#include "backend/cpu/kern/kernels.h"
 
 
 const char *lc_ckpt_name(lc_ckpt_policy p) {
@@ -80,8 +82,7 @@ lc_status lc_model_create(lc_model *m, const lc_config *cfg, lc_arena *arena) {
   return lc_model_create_zero(m, cfg, 0, 0, NULL, arena);
 }
 
-void lc_model_destroy(lc_model *m, lc_arena *arena) {
-  (void)arena; // the store frees into the arena it was created with
+void lc_model_destroy(lc_model *m) { // (the store frees into the arena it was created with)
   if (m->lora) lc_pstore_destroy(&m->ad); // (before the base: it may own the backend)
   lc_pstore_destroy(&m->ps);
   memset(m, 0, sizeof *m);
@@ -167,191 +168,6 @@ void lc_model_pass_bytes(const lc_config *cfg, const lc_model_opts *o, int T,
   *act = shared;
 }
 
-// One occurrence of phase p with g gathered and r temporary gradient bytes alive.
-static void occur(size_t *G, size_t *R, size_t *GR, int p, size_t g, size_t r) {
-  if (g > G[p]) G[p] = g;
-  if (r > R[p]) R[p] = r;
-  if (g + r > GR[p]) GR[p] = g + r;
-}
-// The phases a pass's op runs in, each seeing g gathered and r gradient bytes (the sliced
-// embedding's and loss's own phases: sliced_transients).
-static void occur_op(const lc_model_opts *o, lc_op op, size_t *G, size_t *R, size_t *GR, size_t g, size_t r) {
-  switch (op) {
-  case LC_OP_EMBED_FWD: occur(G, R, GR, LC_PHASE_EMBED_FWD, g, r); break;
-  case LC_OP_LAYER_FWD:
-    occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
-    occur(G, R, GR, LC_PHASE_MLP_FWD, g, r);
-    break;
-  case LC_OP_LOSS: occur(G, R, GR, LC_PHASE_LOSS, g, r); break;
-  case LC_OP_RECOMPUTE: // full: attention again; selective: no attention phase buffers
-    if (o->ckpt == LC_CKPT_FULL) occur(G, R, GR, LC_PHASE_ATTN_FWD, g, r);
-    break;
-  case LC_OP_LAYER_BWD:
-    occur(G, R, GR, LC_PHASE_MLP_BWD, g, r);
-    occur(G, R, GR, LC_PHASE_ATTN_BWD, g, r);
-    break;
-  case LC_OP_EMBED_BWD: occur(G, R, GR, LC_PHASE_EMBED_BWD, g, r); break;
-  default: break;
-  }
-}
-
-// The vocabulary slices' part (model_pass's order; slice k of the embedding and the head
-// has rows(k) rows): the embedding forward with the next slice (then layer 0) fetched; the
-// loss with the final norm's rows held, the sequence of head slices of its two passes each
-// with the next fetched (after the last: layer L-1) and, in the gradient pass, the slice's
-// gradient and the previous one's reduction in flight; the embedding backward with each
-// slice's gradient and the previous reduction (layer 0's first).
-// lw0, lwL: bytes of decoder layer 0's and layer L-1's gathered copies (the units gathered
-// after the embedding's and the loss's last slices), lg: of a layer's gradient.
-// frozen (LoRA): the slices' rows are gathered as the base's stage says, but have no gradient.
-static void sliced_transients(const lc_config *cfg, const lc_model_opts *o, int stage, size_t lw0, size_t lwL, size_t lg,
-                              int frozen, size_t *G, size_t *R, size_t *GR) {
-  const int bf16 = o->precision == LC_DT_BF16, g3 = stage >= 3, r2 = stage >= 2 && !frozen;
-  const size_t C = (size_t)cfg->dim, V = (size_t)cfg->vocab, rows = (size_t)o->vocab_slice;
-  const int ns = lc_head_n_slices(cfg->vocab, o->vocab_slice);
-#define SLICE_N(k) ((k) + 1 < ns ? rows * C : (V - (size_t)(ns - 1) * rows) * C)
-  const int b16 = frozen && cfg->lora.base_bf16 && !lc_config_base_quant(cfg); // a bf16 base store (rows: views below stage 3)
-  // A base in GGUF blocks (a U8 store): the embedding's and the head's rows as they are held.
-  const int q = frozen && lc_config_base_quant(cfg);
-  const lc_dtype dense = bf16 && cfg->lora.base_bf16 ? LC_DT_BF16 : LC_DT_F32;
-  const lc_dtype qe = cfg->base_q_embed ? (lc_dtype)cfg->base_q_embed : dense,
-                 qh = cfg->tie_embeddings ? qe : cfg->base_q_head ? (lc_dtype)cfg->base_q_head : dense;
-#define SLICE_W(k, qdt) (q ? lc_pstore_rows_bytes_q(stage, (qdt), SLICE_N(k)) : lc_pstore_rows_bytes(stage, bf16, b16, 1, SLICE_N(k)))
-#define SLICE_G(k) (frozen ? 0 : lc_pstore_rows_grad_bytes(stage, SLICE_N(k)))
-  for (int s = 0; s < ns; s++)
-    occur(G, R, GR, LC_PHASE_EMBED_FWD, SLICE_W(s, qe) + (g3 ? (s + 1 < ns ? SLICE_W(s + 1, qe) : lw0) : 0), 0);
-  const size_t nw = q ? lc_pstore_rows_bytes_q(stage, LC_DT_F32, C) : lc_pstore_rows_bytes(stage, bf16, b16, 0, C),
-               ng = frozen ? 0 : lc_pstore_rows_grad_bytes(stage, C);
-  for (int k = 0; k < 2 * ns; k++) {
-    const int s = k % ns, pass = k / ns;
-    const size_t next = g3 ? (k + 1 < 2 * ns ? SLICE_W((k + 1) % ns, qh) : lwL) : 0;
-    occur(G, R, GR, LC_PHASE_LOSS, nw + SLICE_W(s, qh) + next, ng + (pass ? SLICE_G(s) + (s > 0 ? SLICE_G(s - 1) : 0) : 0));
-  }
-  for (int s = 0; s < ns && !frozen; s++) // (frozen: no embedding backward)
-    occur(G, R, GR, LC_PHASE_EMBED_BWD, 0, SLICE_G(s) + (s > 0 ? SLICE_G(s - 1) : r2 ? lg : 0));
-#undef SLICE_N
-#undef SLICE_W
-#undef SLICE_G
-}
-
-lc_status lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z,
-                              size_t *G, size_t *R, size_t *GR, int n_phases) {
-  for (int p = 0; p < n_phases; p++) G[p] = R[p] = GR[p] = 0;
-  lc_ps_sizes z, za;
-  memset(&za, 0, sizeof za);
-  const int bf16 = o->precision == LC_DT_BF16, lora = cfg->lora.rank > 0;
-  // LoRA: the frozen base (its own stage: 3 or 0, no gradients) and the adapters' store
-  // (the run's stage) acquire the same layer units at the same events; only the
-  // adapters open gradients, of the layer units alone.
-  const int bstage = lora ? lc_lora_base_stage(stage) : stage;
-  const lc_config acfg = lc_config_adapters(cfg);
-  if ((stage < 2 && !bf16) || n_phases < LC_PHASE_N || lc_pstore_sizes(cfg, bstage, Z, &z) != LC_OK) return LC_OK;
-  if (lora && lc_pstore_sizes(&acfg, stage, Z, &za) != LC_OK) return LC_OK;
-  const int L = cfg->n_layers, g3 = stage >= 3, r2 = stage >= 2, NU = L + 2;
-  // Stages 0-2 in bf16: the rounded copy of each unit in use (lc_pstore_acquire); stage 3
-  // rounds its gathered copy in place and gathers the next unit ahead.
-  const int cw = bf16 && !g3, sliced = lc_vocab_sliced(o, cfg->vocab);
-  const lc_dtype cdt = bf16 ? LC_DT_BF16 : LC_DT_F32;
-  // A unit's acquired copy (both stores' with LoRA: the adapters' has no embedding or final
-  // unit) and its gradient buffer (the adapters' with LoRA).
-#define COPY(u) (lc_ps_copy_bytes(&z, L, (u), cdt) + (lora ? lc_ps_copy_bytes(&za, L, (u), cdt) : 0))
-#define GRAD(u) (lora ? lc_ps_unit_bytes(&za, L, (u)) : lc_ps_unit_bytes(&z, L, (u)))
-  if (sliced)
-    sliced_transients(cfg, o, bstage, COPY(lc_unit_layer(0)), COPY(lc_unit_layer(L - 1)), GRAD(lc_unit_layer(0)), lora, G,
-                      R, GR);
-  // Walk the pass's schedule with the store's rules: gathered[u] while u is acquired or its
-  // gather posted; a gradient buffer from grad_begin until a later grad_begin retires its
-  // reduction (every one but the newest in flight) or the pass ends. Sliced, the final
-  // norm's buffer is its gradient rows, opened inside the loss.
-  const int n = lc_schedule_build(cfg, o, 1, NULL, 0);
-  lc_event *ev = malloc(sizeof *ev * (size_t)n);
-  size_t *gath = calloc((size_t)NU, sizeof *gath), *gbuf = calloc((size_t)NU, sizeof *gbuf);
-  int *fifo = malloc(sizeof(int) * (size_t)(NU + 2)), nf = 0; // units in flight, oldest first
-  lc_status st = LC_OK;
-  if (!ev || !gath || !gbuf || !fifo) {
-    st = lc_fail(LC_ENOMEM, "out of memory for the memory model's walk over %d events", n);
-    goto out;
-  }
-  lc_schedule_build(cfg, o, 1, ev, n);
-  for (int i = 0; i < n; i++) {
-    const lc_event *e = &ev[i];
-    switch (e->kind) {
-    case LC_EV_ACQUIRE:
-      if (g3 || cw) gath[e->unit] = COPY(e->unit);
-      if (g3 && e->next >= 0) gath[e->next] = COPY(e->next);
-      break;
-    case LC_EV_PREFETCH:
-      if (g3) gath[e->unit] = COPY(e->unit);
-      break;
-    case LC_EV_RELEASE: gath[e->unit] = 0; break;
-    case LC_EV_GRAD_BEGIN:
-      if (!r2 || (lora && (e->unit == LC_UNIT_EMBED || e->unit == lc_unit_final(L)))) break;
-      for (; nf > 1; nf--) {
-        gbuf[fifo[0]] = 0;
-        memmove(fifo, fifo + 1, sizeof(int) * (size_t)(nf - 1));
-      }
-      gbuf[e->unit] = GRAD(e->unit);
-      break;
-    case LC_EV_GRAD_END:
-      if (r2 && !(lora && (e->unit == LC_UNIT_EMBED || e->unit == lc_unit_final(L)))) fifo[nf++] = e->unit;
-      break;
-    case LC_EV_RUN: {
-      size_t g = 0, r = 0;
-      for (int u = 0; u < NU; u++) g += gath[u], r += gbuf[u];
-      occur_op(o, e->op, G, R, GR, g, r);
-      if (e->op == LC_OP_LOSS_SLICED && r2 && !lora) // the final norm's gradient rows, handed on by its GRAD_END
-        gbuf[lc_unit_final(L)] = lc_pstore_rows_grad_bytes(stage, (size_t)cfg->dim);
-      break;
-    }
-    default: break;
-    }
-  }
-out:
-#undef COPY
-#undef GRAD
-  free(ev), free(gath), free(gbuf), free(fifo);
-  return st;
-}
-
-lc_status lc_model_offload_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z, size_t *G,
-                                      size_t *R, size_t *GR, int n_phases) {
-  for (int p = 0; p < n_phases; p++) G[p] = R[p] = GR[p] = 0;
-  lc_ps_sizes z;
-  if (n_phases < LC_PHASE_N) return LC_OK;
-  LC_TRY(lc_pstore_sizes(cfg, stage, Z, &z));
-  const int L = cfg->n_layers, NU = L + 2;
-  const lc_dtype cdt = o->precision == LC_DT_BF16 ? LC_DT_BF16 : LC_DT_F32;
-  const int n = lc_schedule_build(cfg, o, 1, NULL, 0);
-  lc_event *ev = malloc(sizeof *ev * (size_t)n);
-  size_t *dw = calloc((size_t)NU, sizeof *dw), *dg = calloc((size_t)NU, sizeof *dg);
-  lc_status st = LC_OK;
-  if (!ev || !dw || !dg) {
-    st = lc_fail(LC_ENOMEM, "out of memory for the memory model's walk over %d events", n);
-    goto out;
-  }
-  lc_schedule_build(cfg, o, 1, ev, n);
-  for (int i = 0; i < n; i++) {
-    const lc_event *e = &ev[i];
-    const int u = e->unit;
-    switch (e->kind) {
-    case LC_EV_ACQUIRE: dw[u] = lc_ps_copy_bytes(&z, L, u, cdt); break;
-    case LC_EV_RELEASE: dw[u] = 0; break;
-    case LC_EV_GRAD_BEGIN: dg[u] = lc_ps_unit_bytes(&z, L, u); break;
-    case LC_EV_GRAD_END: dg[u] = 0; break;
-    case LC_EV_RUN: {
-      size_t g = 0, r = 0;
-      for (int k = 0; k < NU; k++) g += dw[k], r += dg[k];
-      occur_op(o, e->op, G, R, GR, g, r);
-      break;
-    }
-    default: break;
-    }
-  }
-out:
-  free(ev), free(dw), free(dg);
-  return st;
-}
-
 // Where each layer's checkpoint block holds what the policy keeps: the layer input (as
 // stored), then the kept groups; the rest of the layer's activations are views of the
 // shared working storage.
@@ -434,17 +250,10 @@ void lc_model_rope_table(const lc_config *cfg, int rope_len, const int *pos, int
   lc_rope_table_freqs(cos_t, sin_t, pos, T, cfg->head_dim, inv, af);
 }
 
-// A pass's host input as the backend's buffer: the host array itself where the backend's
-// memory is the host's, else a copy (a named write; *owned: free it after the pass).
-static lc_status stage_in(lc_backend *be, const void *p, size_t n, lc_dtype dt, const char *what, lc_buf *b, int *owned) {
-  *owned = 0;
-  if (be->host_memory) {
-    *b = lc_buf_wrap_host(be, p, n, dt);
-    return LC_OK;
-  }
-  LC_TRY(lc_buf_alloc(be, LC_MEM_ACT, dt, n, 0, what, b));
-  *owned = 1;
-  return lc_buf_write(*b, p, LC_SYNC_INPUT);
+// A pass's host input as the backend's buffer (backend/stage.h: the host array itself
+// where the backend's memory is the host's, else a copy, one named write).
+static lc_status stage_in(lc_backend *be, const void *p, size_t n, const char *what, lc_buf *b) {
+  return lc_buf_stage_in(be, p, n, LC_DT_I32, LC_MEM_ACT, what, LC_SYNC_INPUT, b);
 }
 
 lc_status lc_model_rope_table_buf(const lc_config *cfg, int rope_len, const int *pos, int T, lc_buf cos_t,
@@ -639,241 +448,286 @@ static lc_status loss_whole(lc_model *m, const lc_model_opts *o, lc_buf xL, cons
   return lc_loss_fwd_bwd(&m->cfg, lc_pstore_device(ps), &w, xL, targets, T, o->loss_tile, loss_scale, bf16, dx, loss_sum, n_wrong);
 }
 
-static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
-                            const int *targets, const int *pos, int T, float loss_scale,
-                            int want_grads, double *loss_sum, long *n_wrong, lc_arena *arena) {
-  const lc_config *cfg = &m->cfg;
-  lc_pstore *ps = &m->ps;
-  lc_backend *be = lc_pstore_device(ps); // every buffer of the pass is its: weights, activations, checkpoints
-  // The store computes in the pass's precision until the pass ends (then as before: a
-  // model prepared for bf16 inference keeps its setting).
-  const lc_dtype compute0 = ps->compute;
-  const int L = cfg->n_layers, C = cfg->dim, D = cfg->head_dim;
-  if (T <= 0) return lc_fail(LC_EINVAL, "a sequence needs at least one token");
-  LC_TRY(check_tokens(cfg, tokens, targets, T));
-  const int mlp_untiled = !lc_tile_splits(o->mlp_tile, T);
-  attn->bf16 = o->precision == LC_DT_BF16; // what the strategy keeps depends on it
-  const size_t saved_bytes = attn->saved_bytes(attn, T);
-  const lc_dtype adt = lc_layer_act_dt(o->precision == LC_DT_BF16);
-  act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled, adt);
+// ---- the pass: its state, one function per schedule event kind, the loop over the events
 
+typedef struct {
+  lc_model *m;
+  const lc_model_opts *o;
+  const lc_config *cfg;
+  lc_pstore *ps, *ad; // the store, and with LoRA the adapters' (which alone opens gradients)
+  lc_backend *be;     // every buffer of the pass is its: weights, activations, checkpoints
+  const int *targets;
+  int T, L, bf16, sliced, embed_t, bwd_first;
+  float loss_scale;
+  double *loss_sum;
+  long *n_wrong;
+  lc_attn_in ain;     // the strategy's inputs: the caller's sequence, precision, staged bounds, poll
+  lc_layer_ctx ctx;
+  layer_carver lcv;
+  lc_ckstore *cks;    // layer checkpoints: in RAM, or offloaded with only the layers in flight resident
+  lc_buf act, tok, lo, drows, xL, dx, dxg;
+  lc_buf xin_fwd[2];  // where layer l reads its input in forward (bf16: working fp32 buffers)
+  lc_buf xin;         // backward: the layer's input, widened from its checkpoint in bf16
+  lc_buf lbuf;
+  int *ident;         // dropout's rows when the caller gave none: 0..T-1
+  lc_layer_acts *acts;
+  lc_buf *xs;         // layer inputs as stored (fp32 or bf16)
+  lc_event *ev;
+  int n_ev;
+  char *held;         // units acquired and not yet released (released on an error)
+  lc_layer_weights lw, lg; // LoRA: a layer's base views with its adapters', and the adapters' gradients
+  lc_dtype compute0;
+} pass;
+
+static int layer_unit(const pass *p, int u) { return u != LC_UNIT_EMBED && u != lc_unit_final(p->L); }
+
+static lc_status ev_acquire(pass *p, const lc_event *e) { // held even when it fails part-way
+  p->held[e->unit] = 1;                                      // (gathered, then the next gather failed)
+  lc_status st = lc_pstore_acquire(p->ps, e->unit, e->next);
+  if (st == LC_OK && p->ad && layer_unit(p, e->unit))
+    st = lc_pstore_acquire(p->ad, e->unit, layer_unit(p, e->next) ? e->next : -1);
+  return st;
+}
+static lc_status ev_prefetch(pass *p, const lc_event *e) {
+  lc_status st = lc_pstore_prefetch(p->ps, e->unit);
+  if (st == LC_OK && p->ad && layer_unit(p, e->unit)) st = lc_pstore_prefetch(p->ad, e->unit);
+  return st;
+}
+static lc_status ev_release(pass *p, const lc_event *e) {
+  lc_pstore_release(p->ps, e->unit);
+  if (p->ad && layer_unit(p, e->unit)) lc_pstore_release(p->ad, e->unit);
+  p->held[e->unit] = 0;
+  return LC_OK;
+}
+static lc_status ev_grad_begin(pass *p, const lc_event *e) { // tied E at the end: already open
+  if (!p->ad) return lc_pstore_grad_begin(p->ps, e->unit);
+  return layer_unit(p, e->unit) ? lc_pstore_grad_begin(p->ad, e->unit) : LC_OK;
+}
+static lc_status ev_grad_end(pass *p, const lc_event *e) {
+  if (p->ad) return layer_unit(p, e->unit) ? lc_pstore_grad_end(p->ad, e->unit) : LC_OK;
+  return p->sliced && !layer_unit(p, e->unit) ? lc_pstore_rows_done(p->ps, e->unit) : lc_pstore_grad_end(p->ps, e->unit);
+}
+static lc_status ev_ckpt_put(pass *p, const lc_event *e) { return lc_ckstore_put_end(p->cks, e->layer); }
+static lc_status ev_ckpt_get(pass *p, const lc_event *e) { // read ahead while the layer above computed;
+  const int l = e->layer;                                     // the next one's read started
+  LC_TRY(lc_ckstore_get(p->cks, l, l - 1, &p->lbuf));
+  carve_layer(&p->lcv, p->lbuf, &p->xs[l], &p->acts[l]);
+  p->xin = p->xs[l];
+  return p->bf16 ? lc_be_bf16_unpack(p->xin = p->xL, p->xs[l]) : LC_OK;
+}
+static lc_status ev_ckpt_free(pass *p, const lc_event *e) {
+  lc_ckstore_release(p->cks, e->layer);
+  return LC_OK;
+}
+
+// Compute: the embedding's forward opens layer 0's checkpoint (sliced: posts layer 0's
+// gather at its last slice).
+static lc_status run_embed_fwd(pass *p, const lc_event *e) {
+  LC_TRY(lc_ckstore_put_begin(p->cks, 0, &p->lbuf));
+  carve_layer(&p->lcv, p->lbuf, &p->xs[0], &p->acts[0]);
+  const lc_buf x0 = p->bf16 ? p->xin_fwd[0] : p->xs[0]; // bf16: from the 2-byte copy
+  const lc_status st = e->op == LC_OP_EMBED_FWD_SLICED
+                           ? embed_fwd_sliced(p->ps, p->embed_t, p->o->vocab_slice, p->tok, p->T, p->cfg->dim, x0,
+                                              lc_unit_layer(0))
+                           : embed_fwd(p->ps, p->tok, p->T, x0);
+  lc_test_point("forward");
+  return st;
+}
+// Layer l writes its output into layer l+1's checkpoint (fp32), so both are put before it
+// runs; l's is complete (may go to disk) once it has run.
+static lc_status run_layer_fwd(pass *p, const lc_event *e) {
+  const int l = e->layer, L = p->L;
+  if (l + 1 < L) {
+    LC_TRY(lc_ckstore_put_begin(p->cks, l + 1, &p->lbuf));
+    carve_layer(&p->lcv, p->lbuf, &p->xs[l + 1], &p->acts[l + 1]);
+  }
+  const lc_layer_weights *w = layer_w(p->m, l, &p->lw);
+  if (!p->bf16) return lc_layer_fwd(&p->ctx, w, &p->acts[l], p->xs[l], l + 1 < L ? p->xs[l + 1] : p->xL, 0);
+  LC_TRY(lc_be_bf16_pack(p->xs[l], p->xin_fwd[l % 2]));
+  return lc_layer_fwd(&p->ctx, w, &p->acts[l], p->xin_fwd[l % 2], p->xin_fwd[(l + 1) % 2], 0);
+}
+static lc_status ev_run(pass *p, const lc_event *e) {
+  const int l = e->layer;
+  const lc_buf none = {0};
+  switch (e->op) {
+  case LC_OP_EMBED_FWD:
+  case LC_OP_EMBED_FWD_SLICED: return run_embed_fwd(p, e);
+  case LC_OP_LAYER_FWD: return run_layer_fwd(p, e);
+  case LC_OP_LOSS: // the loss and its gradient w.r.t. x_L, head and final norm, in one pass
+    return loss_whole(p->m, p->o, p->xL, p->targets, p->T, p->loss_scale, p->bf16, p->dxg, p->loss_sum, p->n_wrong);
+  case LC_OP_LOSS_SLICED: // (posts layer L-1's gather at its last slice)
+    return loss_sliced(p->m, p->o, p->xL, p->targets, p->T, p->loss_scale, p->bf16, p->dxg, p->loss_sum, p->n_wrong,
+                       p->bwd_first);
+  case LC_OP_RECOMPUTE: // what the policy did not keep (selective: all but attention)
+    return lc_layer_fwd(&p->ctx, layer_w(p->m, l, &p->lw), &p->acts[l], p->xin, none, p->o->ckpt == LC_CKPT_SELECTIVE);
+  case LC_OP_LAYER_BWD:
+    return lc_layer_bwd(&p->ctx, layer_w(p->m, l, &p->lw), layer_g(p->m, l, &p->lg), &p->acts[l], p->xin, p->dx);
+  case LC_OP_EMBED_BWD: return p->ad ? LC_OK : embed_bwd(p->ps, p->tok, p->T, p->dx); // (LoRA: the embedding is frozen)
+  case LC_OP_EMBED_BWD_SLICED:
+    return p->ad ? LC_OK : embed_bwd_sliced(p->ps, p->embed_t, p->o->vocab_slice, p->tok, p->T, p->cfg->dim, p->dx);
+  default: return LC_OK;
+  }
+}
+
+static lc_status (*const ev_fn[LC_EV_N])(pass *, const lc_event *) = {
+    [LC_EV_ACQUIRE] = ev_acquire,       [LC_EV_PREFETCH] = ev_prefetch,   [LC_EV_RELEASE] = ev_release,
+    [LC_EV_GRAD_BEGIN] = ev_grad_begin, [LC_EV_GRAD_END] = ev_grad_end,   [LC_EV_CKPT_PUT] = ev_ckpt_put,
+    [LC_EV_CKPT_GET] = ev_ckpt_get,     [LC_EV_CKPT_FREE] = ev_ckpt_free, [LC_EV_RUN] = ev_run,
+};
+
+// The pass's storage, inputs on the backend, layer context and schedule. On an error the
+// caller still runs pass_close.
+static lc_status pass_open(pass *p, const lc_pass_in *in, lc_attn *attn, const int *tokens, const int *pos,
+                           int want_grads) {
+  lc_model *m = p->m;
+  const lc_model_opts *o = p->o;
+  const lc_config *cfg = p->cfg;
+  lc_pstore *ps = p->ps;
+  lc_backend *be = p->be;
+  const int L = p->L, T = p->T, C = cfg->dim, D = cfg->head_dim;
+  const int mlp_untiled = !lc_tile_splits(o->mlp_tile, T);
+  // The strategy's inputs for this pass: the caller's sequence, with the precision, the
+  // staged bounds and the poll hook set below (what the strategy keeps depends on bf16).
+  p->ain = in->attn;
+  p->ain.bf16 = p->bf16;
+  const size_t saved_bytes = attn->saved_bytes(attn, T, p->bf16);
+  const lc_dtype adt = lc_layer_act_dt(p->bf16);
+  const act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled, adt);
   // Per-layer storage (checkpoints) and shared working storage (recomputed per layer).
   size_t per_layer, shared;
   pass_sizes(cfg, o, T, saved_bytes, &per_layer, &shared);
-  const int bf16 = o->precision == LC_DT_BF16;
   const act_plan pl = plan_acts(o);
   const size_t TC = (size_t)T * C, half = (size_t)T * (D / 2);
-
-  lc_status st = LC_OK;
-  // Layer checkpoints: in RAM, or offloaded with only the layers in flight resident.
-  lc_ckstore *cks = NULL;
-  lc_buf act = {0}, tok = {0}, lo = {0}, drows = {0};
-  int tok_owned = 0, lo_owned = 0, drows_owned = 0;
-  int *ident = NULL; // dropout's rows when the caller gave none: 0..T-1
-  st = lc_ckstore_open(&cks, L, per_layer, o->offload_dir, be);
-  if (st == LC_OK) st = lc_buf_alloc(be, LC_MEM_ACT, LC_DT_U8, shared, 0, "layer activations", &act);
-  lc_layer_acts *acts = calloc((size_t)L, sizeof *acts);
-  lc_event *ev = NULL;
-  char *held = NULL;
-  lc_buf *xs = calloc((size_t)L, sizeof *xs); // layer inputs as stored (fp32 or bf16)
-  if (st != LC_OK || !acts || !xs) {
-    st = st != LC_OK ? st : lc_fail(LC_ENOMEM, "out of memory for layer bookkeeping");
-    goto done;
-  }
+  LC_TRY(lc_ckstore_open(&p->cks, L, per_layer, o->offload_dir, be));
+  LC_TRY(lc_buf_alloc(be, LC_MEM_ACT, LC_DT_U8, shared, 0, "layer activations", &p->act));
+  p->acts = calloc((size_t)L, sizeof *p->acts);
+  p->xs = calloc((size_t)L, sizeof *p->xs);
+  if (!p->acts || !p->xs) return lc_fail(LC_ENOMEM, "out of memory for layer bookkeeping");
   // The pass's inputs on the backend: token ids (and the attention's bounds); the targets
   // go to the loss, which stages them itself.
-  st = stage_in(be, tokens, (size_t)T, LC_DT_I32, "the pass's token ids", &tok, &tok_owned);
-  if (st == LC_OK && attn->lo && !be->host_memory)
-    st = stage_in(be, attn->lo, (size_t)(attn->lo_len > 0 ? attn->lo_len : T), LC_DT_I32, "the attention's key bounds",
-                  &lo, &lo_owned);
+  LC_TRY(stage_in(be, tokens, (size_t)T, "the pass's token ids", &p->tok));
+  if (p->ain.lo) // (the host's memory: lo itself, read in place)
+    LC_TRY(stage_in(be, p->ain.lo, (size_t)(p->ain.lo_len > 0 ? p->ain.lo_len : T), "the attention's key bounds", &p->lo));
   // LoRA dropout in a training pass: the rows' indices in their sequence, for the mask.
   const int dropping = want_grads && m->lora && cfg->lora.dropout > 0;
-  if (st == LC_OK && dropping) {
-    const int *rows_h = m->drop_rows;
+  if (dropping) {
+    const int *rows_h = in->drop_rows;
     if (!rows_h) {
-      ident = malloc(sizeof(int) * (size_t)(T > 0 ? T : 1));
-      if (!ident) st = lc_fail(LC_ENOMEM, "out of memory for dropout's row indices");
-      for (int t = 0; ident && t < T; t++) ident[t] = t;
-      rows_h = ident;
+      p->ident = malloc(sizeof(int) * (size_t)(T > 0 ? T : 1));
+      if (!p->ident) return lc_fail(LC_ENOMEM, "out of memory for dropout's row indices");
+      for (int t = 0; t < T; t++) p->ident[t] = t;
+      rows_h = p->ident;
     }
-    if (st == LC_OK) st = stage_in(be, rows_h, (size_t)T, LC_DT_I32, "dropout's row indices", &drows, &drows_owned);
+    LC_TRY(stage_in(be, rows_h, (size_t)T, "dropout's row indices", &p->drows));
   }
-  if (st != LC_OK) goto done;
-  attn->lo_buf = lo;
-  lc_buf_carver ak = {act, 0};
-  const lc_buf xL = lc_buf_cut(&ak, TC, LC_DT_F32), dx = lc_buf_cut(&ak, TC, LC_DT_F32);
+  p->ain.lo_buf = p->lo;
+  lc_buf_carver ak = {p->act, 0};
+  p->xL = lc_buf_cut(&ak, TC, LC_DT_F32), p->dx = lc_buf_cut(&ak, TC, LC_DT_F32);
   const lc_buf rcos = lc_buf_cut(&ak, half, LC_DT_F32), rsin = lc_buf_cut(&ak, half, LC_DT_F32);
-  layer_carver lcv = {.cfg = cfg, .T = T, .adt = adt, .xdt = xin_dtype(o), .sz = sz, .pl = pl,
-                      .xin_bytes = lc_bytes(xin_dtype(o), xin_elems(cfg, T))};
-  carve_groups(&lcv, &lcv.shared, act, ak.at, 0); // the groups no layer keeps: shared working storage
-  lc_buf lbuf;
+  p->lcv = (layer_carver){.cfg = cfg, .T = T, .adt = adt, .xdt = xin_dtype(o), .sz = sz, .pl = pl,
+                          .xin_bytes = lc_bytes(xin_dtype(o), xin_elems(cfg, T))};
+  carve_groups(&p->lcv, &p->lcv.shared, p->act, ak.at, 0); // the groups no layer keeps: shared working storage
   // Where layer l reads its input in forward. fp32: the checkpoint itself. bf16: a working
   // fp32 buffer (dx and xL alternate, so the last layer writes xL), packed into the
   // checkpoint before the layer runs; backward widens the checkpoint into xL (free by then).
-  const lc_buf xin_fwd[2] = {L % 2 == 0 ? xL : dx, L % 2 == 0 ? dx : xL};
-  st = lc_model_rope_table_buf(cfg, m->rope_len, pos, T, rcos, rsin);
-  if (st != LC_OK) goto done;
-  lc_layer_ctx ctx = {.cfg = cfg, .attn = attn, .rope_cos = rcos, .rope_sin = rsin, .T = T,
-                      .mlp_tile = mlp_untiled ? 0 : o->mlp_tile, .bf16 = bf16, .arena = arena,
-                      .poll = poll_store, .poll_arg = ps, .be = be};
+  p->xin_fwd[0] = L % 2 == 0 ? p->xL : p->dx, p->xin_fwd[1] = L % 2 == 0 ? p->dx : p->xL;
+  LC_TRY(lc_model_rope_table_buf(cfg, in->rope_len, pos, T, rcos, rsin));
+  p->ctx = (lc_layer_ctx){.cfg = cfg, .attn = attn, .attn_in = &p->ain, .rope_cos = rcos, .rope_sin = rsin, .T = T,
+                          .mlp_tile = mlp_untiled ? 0 : o->mlp_tile, .bf16 = p->bf16,
+                          .poll = poll_store, .poll_arg = ps, .be = be};
   // LoRA: the adapters' store runs the layers' unit events beside the base's (its
   // embedding and final units are empty); only it opens gradients.
-  lc_pstore *ad = m->lora ? &m->ad : NULL;
+  lc_pstore *ad = p->ad;
   if (ad) {
-    ctx.lora = (lc_lora_ctx){.R = cfg->lora.rank, .s = lc_lora_scale(&cfg->lora), .bf16 = bf16, .be = be};
+    p->ctx.lora = (lc_lora_ctx){.R = cfg->lora.rank, .s = lc_lora_scale(&cfg->lora), .bf16 = p->bf16, .be = be};
     if (dropping) {
-      ctx.lora.drop_thr = lc_dropout_thr(cfg->lora.dropout);
-      ctx.lora.drop_p = cfg->lora.dropout;
-      ctx.lora.drop_key = m->drop_key;
-      ctx.lora.drop_rows = drows;
+      p->ctx.lora.drop_thr = lc_dropout_thr(cfg->lora.dropout);
+      p->ctx.lora.drop_p = cfg->lora.dropout;
+      p->ctx.lora.drop_key = in->drop_key;
+      p->ctx.lora.drop_rows = p->drows;
     }
-    ctx.poll = poll_both;
-    ctx.poll_arg = m;
-    lc_pstore_set_compute(ad, bf16 ? LC_DT_BF16 : LC_DT_F32);
+    p->ctx.poll = poll_both;
+    p->ctx.poll_arg = m;
+    lc_pstore_set_compute(ad, p->bf16 ? LC_DT_BF16 : LC_DT_F32);
   }
-  lc_pstore_set_compute(ps, bf16 ? LC_DT_BF16 : LC_DT_F32);
-  attn->poll = ctx.poll;
-  attn->poll_arg = ctx.poll_arg;
-  // The pass is its schedule (schedule.h), run event by event: the store's units E
-  // (embedding), layer l and F (final norm + untied head) acquired (ZeRO 3: gathered) right
-  // before use with the next one's gather posted and released after; gradient buffers
-  // opened before a unit's backward and handed to their reduction after it; layer
-  // checkpoints put after forward and got back before backward; the compute in between.
-  // The memory and time models read the same list.
-  const int E = LC_UNIT_EMBED, F = lc_unit_final(L);
-  const int sliced = lc_vocab_sliced(o, cfg->vocab);
-  ps->vocab_rows = sliced ? (size_t)o->vocab_slice : 0;
-  const int embed_t = unit_tensor(ps, E, offsetof(lc_weights, embed));
-  const int bwd_first = want_grads ? lc_unit_layer(L - 1) : -1; // the sliced loss gathers it ahead
-  const int n_ev = lc_schedule_build(cfg, o, want_grads, NULL, 0);
-  const lc_buf none = {0}, dxg = want_grads ? dx : none;
-  ev = malloc(sizeof *ev * (size_t)n_ev);
-  held = calloc((size_t)L + 2, 1); // units acquired and not yet released (released on an error)
-  if (!ev || !held) {
-    st = lc_fail(LC_ENOMEM, "out of memory for the pass schedule");
-    goto done;
-  }
-  lc_schedule_build(cfg, o, want_grads, ev, n_ev);
+  lc_pstore_set_compute(ps, p->bf16 ? LC_DT_BF16 : LC_DT_F32);
+  p->ain.poll = p->ctx.poll;
+  p->ain.poll_arg = p->ctx.poll_arg;
+  p->sliced = lc_vocab_sliced(o, cfg->vocab);
+  ps->vocab_rows = p->sliced ? (size_t)o->vocab_slice : 0;
+  p->embed_t = unit_tensor(ps, LC_UNIT_EMBED, offsetof(lc_weights, embed));
+  p->bwd_first = want_grads ? lc_unit_layer(L - 1) : -1; // the sliced loss gathers it ahead
+  p->dxg = want_grads ? p->dx : (lc_buf){0};
+  p->n_ev = lc_schedule_build(cfg, o, want_grads, NULL, 0);
+  p->ev = malloc(sizeof *p->ev * (size_t)p->n_ev);
+  p->held = calloc((size_t)L + 2, 1);
+  if (!p->ev || !p->held) return lc_fail(LC_ENOMEM, "out of memory for the pass schedule");
+  lc_schedule_build(cfg, o, want_grads, p->ev, p->n_ev);
   lc_pstore_pass_begin(ps, want_grads && !ad);
   if (ad) lc_pstore_pass_begin(ad, want_grads);
-  lc_buf xin = none; // backward: the layer's input, widened from its checkpoint in bf16
-  lc_layer_weights lw, lg; // LoRA: a layer's base views with its adapters', and the adapters' gradients
-  for (int i = 0; i < n_ev && st == LC_OK; i++) {
-    const lc_event *e = &ev[i];
-    const int l = e->layer;
-    const int layer_unit = e->unit != E && e->unit != F;
-    if (e->by_op) continue;
-    ctx.lora.layer = l; // (dropout's mask of this layer's adapters)
-    switch (e->kind) {
-    case LC_EV_ACQUIRE: // held even when it fails part-way (gathered, then the next gather failed)
-      held[e->unit] = 1;
-      st = lc_pstore_acquire(ps, e->unit, e->next);
-      if (st == LC_OK && ad && layer_unit)
-        st = lc_pstore_acquire(ad, e->unit, e->next != E && e->next != F ? e->next : -1);
-      break;
-    case LC_EV_PREFETCH:
-      st = lc_pstore_prefetch(ps, e->unit);
-      if (st == LC_OK && ad && layer_unit) st = lc_pstore_prefetch(ad, e->unit);
-      break;
-    case LC_EV_RELEASE:
-      lc_pstore_release(ps, e->unit);
-      if (ad && layer_unit) lc_pstore_release(ad, e->unit);
-      held[e->unit] = 0;
-      break;
-    case LC_EV_GRAD_BEGIN: // tied E at the end: already open
-      if (!ad) st = lc_pstore_grad_begin(ps, e->unit);
-      else if (layer_unit) st = lc_pstore_grad_begin(ad, e->unit);
-      break;
-    case LC_EV_GRAD_END:
-      if (ad) st = layer_unit ? lc_pstore_grad_end(ad, e->unit) : LC_OK;
-      else st = sliced && (e->unit == E || e->unit == F) ? lc_pstore_rows_done(ps, e->unit) : lc_pstore_grad_end(ps, e->unit);
-      break;
-    case LC_EV_CKPT_PUT: st = lc_ckstore_put_end(cks, l); break;
-    case LC_EV_CKPT_GET: // read ahead while the layer above computed; the next one's read started
-      st = lc_ckstore_get(cks, l, l - 1, &lbuf);
-      if (st != LC_OK) break;
-      carve_layer(&lcv, lbuf, &xs[l], &acts[l]);
-      xin = xs[l];
-      if (bf16) st = lc_be_bf16_unpack(xin = xL, xs[l]);
-      break;
-    case LC_EV_CKPT_FREE: lc_ckstore_release(cks, l); break;
-    case LC_EV_RUN:
-      switch (e->op) {
-      case LC_OP_EMBED_FWD:
-      case LC_OP_EMBED_FWD_SLICED: // (sliced: posts layer 0's gather at its last slice)
-        st = lc_ckstore_put_begin(cks, 0, &lbuf);
-        if (st != LC_OK) break;
-        carve_layer(&lcv, lbuf, &xs[0], &acts[0]);
-        if (e->op == LC_OP_EMBED_FWD_SLICED)
-          st = embed_fwd_sliced(ps, embed_t, o->vocab_slice, tok, T, C, bf16 ? xin_fwd[0] : xs[0], lc_unit_layer(0));
-        else
-          st = embed_fwd(ps, tok, T, bf16 ? xin_fwd[0] : xs[0]); // bf16: from the 2-byte copy
-        lc_test_point("forward");
-        break;
-      case LC_OP_LAYER_FWD:
-        // Layer l writes its output into layer l+1's checkpoint (fp32), so both are put
-        // before it runs; l's is complete (may go to disk) once it has run.
-        if (l + 1 < L) st = lc_ckstore_put_begin(cks, l + 1, &lbuf);
-        if (st == LC_OK && l + 1 < L) carve_layer(&lcv, lbuf, &xs[l + 1], &acts[l + 1]);
-        if (st == LC_OK && bf16) {
-          st = lc_be_bf16_pack(xs[l], xin_fwd[l % 2]);
-          if (st == LC_OK) st = lc_layer_fwd(&ctx, layer_w(m, l, &lw), &acts[l], xin_fwd[l % 2], xin_fwd[(l + 1) % 2], 0);
-        } else if (st == LC_OK) {
-          st = lc_layer_fwd(&ctx, layer_w(m, l, &lw), &acts[l], xs[l], l + 1 < L ? xs[l + 1] : xL, 0);
-        }
-        break;
-      case LC_OP_LOSS: // the loss and its gradient w.r.t. x_L, head and final norm, in one pass
-        st = loss_whole(m, o, xL, targets, T, loss_scale, bf16, dxg, loss_sum, n_wrong);
-        break;
-      case LC_OP_LOSS_SLICED: // (posts layer L-1's gather at its last slice)
-        st = loss_sliced(m, o, xL, targets, T, loss_scale, bf16, dxg, loss_sum, n_wrong, bwd_first);
-        break;
-      case LC_OP_RECOMPUTE: // what the policy did not keep (selective: all but attention)
-        st = lc_layer_fwd(&ctx, layer_w(m, l, &lw), &acts[l], xin, none, o->ckpt == LC_CKPT_SELECTIVE);
-        break;
-      case LC_OP_LAYER_BWD: st = lc_layer_bwd(&ctx, layer_w(m, l, &lw), layer_g(m, l, &lg), &acts[l], xin, dx); break;
-      case LC_OP_EMBED_BWD: st = ad ? LC_OK : embed_bwd(ps, tok, T, dx); break; // (LoRA: the embedding is frozen)
-      case LC_OP_EMBED_BWD_SLICED: st = ad ? LC_OK : embed_bwd_sliced(ps, embed_t, o->vocab_slice, tok, T, C, dx); break;
-      default: break;
-      }
-      break;
-    default: break;
-    }
-  }
-  for (int u = 0; held && st != LC_OK && u < L + 2; u++) // an error: drop what the pass holds
-    if (held[u]) {
-      lc_pstore_release(ps, u);
-      if (ad && u != E && u != F) lc_pstore_release(ad, u);
-    }
-done:
-  if (st == LC_OK) st = lc_pstore_pass_end(ps);
+  return LC_OK;
+}
+
+// Ends the pass (st LC_OK: the stores' pass ends) and frees what pass_open made.
+static lc_status pass_close(pass *p, lc_status st) {
+  lc_model *m = p->m;
+  if (st == LC_OK) st = lc_pstore_pass_end(p->ps);
   if (st == LC_OK && m->lora) st = lc_pstore_pass_end(&m->ad);
-  lc_pstore_set_compute(ps, compute0);
-  if (m->lora) lc_pstore_set_compute(&m->ad, compute0);
-  attn->poll = NULL;
-  attn->poll_arg = NULL;
-  attn->lo_buf = (lc_buf){0};
-  free(ev);
-  free(held);
-  free(xs);
-  free(acts);
-  if (lo_owned) lc_buf_free(&lo);
-  if (drows_owned) lc_buf_free(&drows);
-  free(ident);
-  if (tok_owned) lc_buf_free(&tok);
-  lc_buf_free(&act);
-  const lc_status cs = cks ? lc_ckstore_close(cks) : LC_OK;
+  lc_pstore_set_compute(p->ps, p->compute0);
+  if (m->lora) lc_pstore_set_compute(&m->ad, p->compute0);
+  free(p->ev);
+  free(p->held);
+  free(p->xs);
+  free(p->acts);
+  lc_buf_stage_release(&p->lo);
+  lc_buf_stage_release(&p->drows);
+  free(p->ident);
+  lc_buf_stage_release(&p->tok);
+  lc_buf_free(&p->act);
+  const lc_status cs = p->cks ? lc_ckstore_close(p->cks) : LC_OK;
   return st == LC_OK ? cs : st;
 }
 
-lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
-                           const int *targets, const int *pos, int T, float loss_scale,
-                           int want_grads, double *loss_sum, lc_arena *arena) {
-  return model_pass(m, o, attn, tokens, targets, pos, T, loss_scale, want_grads, loss_sum, NULL, arena);
+// The pass is its schedule (schedule.h), run event by event: the store's units E
+// (embedding), layer l and F (final norm + untied head) acquired (ZeRO 3: gathered) right
+// before use with the next one's gather posted and released after; gradient buffers
+// opened before a unit's backward and handed to their reduction after it; layer
+// checkpoints put after forward and got back before backward; the compute in between.
+// The memory and time models read the same list.
+static lc_status model_pass(lc_model *m, const lc_model_opts *o, lc_attn *attn, const lc_pass_in *pin, const int *tokens,
+                            const int *targets, const int *pos, int T, float loss_scale,
+                            int want_grads, double *loss_sum, long *n_wrong) {
+  static const lc_pass_in whole; // (zero: one whole sequence)
+  if (T <= 0) return lc_fail(LC_EINVAL, "a sequence needs at least one token");
+  LC_TRY(check_tokens(&m->cfg, tokens, targets, T));
+  // The store computes in the pass's precision until the pass ends (then as before: a
+  // model prepared for bf16 inference keeps its setting).
+  pass p = {.m = m, .o = o, .cfg = &m->cfg, .ps = &m->ps, .ad = m->lora ? &m->ad : NULL, .be = lc_pstore_device(&m->ps),
+            .targets = targets, .T = T, .L = m->cfg.n_layers, .bf16 = o->precision == LC_DT_BF16,
+            .loss_scale = loss_scale, .loss_sum = loss_sum, .n_wrong = n_wrong, .compute0 = m->ps.compute};
+  lc_status st = pass_open(&p, pin ? pin : &whole, attn, tokens, pos, want_grads);
+  for (int i = 0; i < p.n_ev && st == LC_OK; i++) {
+    const lc_event *e = &p.ev[i];
+    if (e->by_op) continue;
+    p.ctx.lora.layer = e->layer; // (dropout's mask of this layer's adapters)
+    st = ev_fn[e->kind](&p, e);
+  }
+  for (int u = 0; p.held && st != LC_OK && u < p.L + 2; u++) // an error: drop what the pass holds
+    if (p.held[u]) {
+      lc_pstore_release(p.ps, u);
+      if (p.ad && layer_unit(&p, u)) lc_pstore_release(p.ad, u);
+    }
+  return pass_close(&p, st);
 }
 
-lc_status lc_model_eval(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
+lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, const lc_pass_in *in, const int *tokens,
+                           const int *targets, const int *pos, int T, float loss_scale,
+                           int want_grads, double *loss_sum) {
+  return model_pass(m, o, attn, in, tokens, targets, pos, T, loss_scale, want_grads, loss_sum, NULL);
+}
+
+lc_status lc_model_eval(lc_model *m, const lc_model_opts *o, lc_attn *attn, const lc_pass_in *in, const int *tokens,
                         const int *targets, const int *pos, int T, double *loss_sum,
-                        long *n_wrong, lc_arena *arena) {
-  return model_pass(m, o, attn, tokens, targets, pos, T, 1.0f, 0, loss_sum, n_wrong, arena);
+                        long *n_wrong) {
+  return model_pass(m, o, attn, in, tokens, targets, pos, T, 1.0f, 0, loss_sum, n_wrong);
 }

@@ -45,15 +45,26 @@ typedef struct {
   // optimizer, reduction and checkpoint path takes lc_model_trainable.
   int lora;
   lc_pstore ad;
-  // LoRA dropout (cfg.lora.dropout > 0; training passes only, core/dropout_hash.h): the next
+} lc_model;
+
+// One pass's inputs besides its tokens, read-only: built by the caller (the trainer per
+// sequence; generate, eval and tests for theirs) and handed down through the model to the
+// attention strategy. A NULL lc_pass_in: one whole sequence, plain causal, RoPE from the
+// pass's positions, dropout rows 0..T-1 with key 0.
+typedef struct {
+  // The attention's sequence: layout, key bounds lo and their length (lo_buf, bf16 and the
+  // poll hook are the model's to set for its strategy calls: leave them empty).
+  lc_attn_in attn;
+  // The whole sequence's largest position + 1, for RoPE scalings that depend on the length
+  // (dynamic, longrope): set by a caller that holds part of a sequence; 0: the pass's
+  // positions decide.
+  int rope_len;
+  // LoRA dropout (cfg.lora.dropout > 0; training passes only, core/dropout_hash.h): the
   // pass's key (lc_dropout_pass_key) and each of its rows' index in the whole sequence
-  // (T ints, the caller's; NULL: the rows are the sequence, 0..T-1). Set by the caller per pass.
+  // (T ints, the caller's; NULL: the rows are the sequence, 0..T-1).
   uint64_t drop_key;
   const int *drop_rows;
-  int rope_len;         // the whole sequence's largest position + 1 for the next passes, for
-                        // RoPE scalings that depend on the length (dynamic, longrope): set by
-                        // a caller that holds part of a sequence; 0: each pass's positions decide
-} lc_model;
+} lc_pass_in;
 
 // A local model (one process, everything held here): zeroed params and grads from the arena.
 lc_status lc_model_create(lc_model *m, const lc_config *cfg, lc_arena *arena);
@@ -64,7 +75,7 @@ lc_status lc_model_create_zero(lc_model *m, const lc_config *cfg, int stage, int
 // The same with the states on backend `be` (not owned: close it after the model).
 lc_status lc_model_create_on(lc_model *m, const lc_config *cfg, int stage, int group, lc_comm *world,
                              lc_backend *be);
-void lc_model_destroy(lc_model *m, lc_arena *arena);
+void lc_model_destroy(lc_model *m);
 // The store whose parameters train: the adapters' with LoRA, else the model's.
 static inline lc_pstore *lc_model_trainable(lc_model *m) { return m->lora ? &m->ad : &m->ps; }
 // The base's ZeRO stage under a LoRA run of `stage`: sharded (and gathered per unit) only
@@ -81,24 +92,12 @@ void lc_model_zero_grads(lc_model *m);
 // Forward, loss and (if want_grads) backward over T tokens: tokens[T] in [0, vocab),
 // targets[T] (< 0 = not counted), pos[T] global positions for RoPE. Adds the loss sum
 // over counted tokens to *loss_sum and ACCUMULATES d(loss_scale * loss_sum)/d(params)
-// into m->grads. The pass's buffers (activations, checkpoints, scratch) are the store's
-// backend's (m->ps.be), counted in its arena; `arena` is host memory for what is host-side
-// yet (the distributed strategies' communication buffers).
-lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
+// into m->grads. Every buffer of the pass (activations, checkpoints, scratch, the
+// strategies' communication buffers) is the store's backend's (m->ps.be), counted in its
+// arena.
+lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, const lc_pass_in *in, const int *tokens,
                            const int *targets, const int *pos, int T, float loss_scale,
-                           int want_grads, double *loss_sum, lc_arena *arena);
-
-// ZeRO's temporary units per phase of a training pass (memory model): the largest gathered
-// weights (stage 3) and temporary gradient buffers (stage >= 2) alive in each phase of
-// lc_mem_phase, and of the two together: a walk over the pass's schedule (schedule.h).
-// LC_ENOMEM (with a message) if the walk's small buffers cannot be allocated.
-// --offload-optimizer's device side (pstore.h, lc_pstore_offload): each acquired unit's
-// compute copy from acquire to release, each unit's gradient from grad_begin to grad_end
-// (a tied embedding's from the loss to the end), the same walk; G, R, GR as above.
-lc_status lc_model_offload_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z, size_t *G,
-                                      size_t *R, size_t *GR, int n_phases);
-lc_status lc_model_zero_transients(const lc_config *cfg, const lc_model_opts *o, int stage, int Z,
-                              size_t *gathered, size_t *grads, size_t *both, int n_phases);
+                           int want_grads, double *loss_sum);
 
 // Arena bytes a pass over T tokens holds from its start to its end: *ckpt (LC_MEM_CKPT:
 // per-layer storage the policy keeps) and *act (LC_MEM_ACT: the working layer, final hidden
@@ -116,8 +115,8 @@ lc_status lc_model_rope_table_buf(const lc_config *cfg, int rope_len, const int 
                                   lc_buf sin_t);
 
 // Forward only: loss sum and the number of counted tokens whose argmax is wrong.
-lc_status lc_model_eval(lc_model *m, const lc_model_opts *o, lc_attn *attn, const int *tokens,
+lc_status lc_model_eval(lc_model *m, const lc_model_opts *o, lc_attn *attn, const lc_pass_in *in, const int *tokens,
                         const int *targets, const int *pos, int T, double *loss_sum,
-                        long *n_wrong, lc_arena *arena);
+                        long *n_wrong);
 
 #endif

@@ -3,7 +3,7 @@
 // opened and handed to their reduction, which layer checkpoints are put and got, and which
 // compute runs in between. The executor (model.c: model_pass) makes exactly these store
 // calls in this order: it runs the list, event by event (model.c: model_pass); the memory
-// model (lc_model_zero_transients) and the time model (plan/timemodel.h) read the same
+// model (lc_memplan_zero_transients) and the time model (plan/timemodel.h) read the same
 // list (tests/test_schedule.c traces a real pass's store calls against it). Inside the
 // compute events: a layer's forward first opens the next layer's checkpoint (its output
 // goes there), the embedding's forward opens layer 0's.
@@ -33,7 +33,7 @@ typedef enum {
   LC_OP_RECOMPUTE,    // the policy's recompute of a layer before its backward (full: with attention)
   LC_OP_LAYER_BWD,
   LC_OP_EMBED_BWD,
-  // Vocabulary slices: the store's row ranges inside (memory: model.c sliced_transients)
+  // Vocabulary slices: the store's row ranges inside (memory: memplan.c sliced_transients)
   LC_OP_EMBED_FWD_SLICED,
   LC_OP_LOSS_SLICED,
   LC_OP_EMBED_BWD_SLICED,

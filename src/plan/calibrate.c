@@ -1,3 +1,4 @@
+// `longctx calibrate`: the rates of plan/rates.h measured on this machine (calibrate.h).
 #include "plan/calibrate.h"
 
 #include <stdio.h>
@@ -198,14 +199,13 @@ lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progre
       say(progress, world, what, 0.5 + (b * 3 + h) / 12.0);
       lc_attn a;
       lc_attn_local_init(&a, HQ, HKV, D);
-      a.bf16 = b;
       const size_t nq = (size_t)AT * HQ * D, nk = (size_t)AT * HKV * D;
       float *dq = dx, *dk = dx + nq, *dv = dx + nq + nk;
       // q, k, v, out, dout: fp32, or 2 bytes in a bf16 pass (attn/attn.h)
       const size_t es = b ? sizeof(uint16_t) : sizeof(float);
       char *xs = b ? (char *)x16 : (char *)x, *ys = b ? (char *)y16 : (char *)y, *ws = b ? (char *)w16 : (char *)w;
       void *q = xs, *k = xs + es * nq, *v = xs + es * (nq + nk), *o = ys, *dout = ws;
-      void *saved = malloc(a.saved_bytes(&a, AT) + 64);
+      void *saved = malloc(a.saved_bytes(&a, AT, b) + 64);
       st = lc_comm_agree(world, saved ? LC_OK : lc_fail(LC_ENOMEM, "out of memory for calibration"));
       if (st != LC_OK) {
         free(saved);
@@ -220,14 +220,15 @@ lc_status lc_calibrate(lc_comm *world, int threads, lc_rates *out, void (*progre
       lc_backend cpu; // the strategy runs on the backend: the host arrays, wrapped
       lc_backend_cpu_init(&cpu, &arena);
       a.be = &cpu;
+      const lc_attn_in ain = {.bf16 = b};
       const lc_dtype dt = b ? LC_DT_BF16 : LC_DT_F32;
 #define WR(p, n, t) lc_buf_wrap_host(&cpu, (p), (n), (t))
       const lc_buf bq = WR(q, nq, dt), bk = WR(k, nk, dt), bv = WR(v, nk, dt), bo = WR(o, nq, dt), bdo = WR(dout, nq, dt),
-                   bs = WR(saved, a.saved_bytes(&a, AT), LC_DT_U8), bdq = WR(dq, nq, LC_DT_F32),
+                   bs = WR(saved, a.saved_bytes(&a, AT, b), LC_DT_U8), bdq = WR(dq, nq, LC_DT_F32),
                    bdk = WR(dk, nk, LC_DT_F32), bdv = WR(dv, nk, LC_DT_F32);
 #undef WR
-      MEDIAN_OF(5, st = a.fwd(&a, bo, bs, bq, bk, bv, AT, &arena), tf);
-      MEDIAN_OF(5, st = a.bwd(&a, bdq, bdk, bdv, bdo, bo, bs, bq, bk, bv, AT, &arena), tb);
+      MEDIAN_OF(5, st = a.fwd(&a, &ain, bo, bs, bq, bk, bv, AT), tf);
+      MEDIAN_OF(5, st = a.bwd(&a, &ain, bdq, bdk, bdv, bdo, bo, bs, bq, bk, bv, AT), tb);
       lc_backend_close(&cpu);
       free(saved);
       st = lc_comm_agree(world, st);

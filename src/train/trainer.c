@@ -1,3 +1,5 @@
+// The training step of one process (trainer.h): the batch's sequences placed over the
+// ranks, each one's pass inputs built and its forward/backward run, then the update.
 #include "train/trainer.h"
 
 #include <math.h>
@@ -101,8 +103,8 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
     lc_model_opts ram = o->mopts;
     ram.offload_dir = NULL;
     size_t ck = 0, act = 0;
-    t->attn.bf16 = o->mopts.precision == LC_DT_BF16;
-    lc_model_pass_bytes(&o->cfg, &ram, t->T, t->attn.saved_bytes(&t->attn, t->T), &ck, &act);
+    lc_model_pass_bytes(&o->cfg, &ram, t->T, t->attn.saved_bytes(&t->attn, t->T, o->mopts.precision == LC_DT_BF16), &ck,
+                        &act);
     st = lc_ckstore_check_dir(o->mopts.offload_dir, ck);
   }
   st = lc_comm_agree(world, st);
@@ -167,7 +169,7 @@ void lc_trainer_free(lc_trainer *t) {
   free(t->full_tgt);
   free(t->full_tok);
   memset(&t->opt, 0, sizeof t->opt); // its moments belong to the store
-  lc_model_destroy(&t->model, &t->arena);
+  lc_model_destroy(&t->model);
   if (t->hbe_open) lc_backend_close(&t->hbe);
   t->hbe_open = 0;
   lc_backend_close(t->be);
@@ -192,20 +194,22 @@ static void place_sequence(lc_trainer *t, int b, long *counted, double *pairs) {
   t->rope_len[b] = r.rope_len;
 }
 
-// The attention of sequence b: its layout and bounds.
-static void attend_sequence(lc_trainer *t, int b) {
-  t->attn.layout = t->distributed ? &t->lay[b] : NULL;
-  t->attn.lo = t->lo ? t->lo + (size_t)b * t->o.seq : NULL;
-  t->attn.lo_len = t->o.seq;
-  t->model.rope_len = t->rope_len[b];
+// The pass inputs of sequence b: its layout and bounds, its RoPE length and the LoRA
+// dropout's rows and key.
+static lc_pass_in attend_sequence(lc_trainer *t, int b) {
+  lc_pass_in in = {.attn = {.layout = t->distributed ? &t->lay[b] : NULL,
+                            .lo = t->lo ? t->lo + (size_t)b * t->o.seq : NULL,
+                            .lo_len = t->o.seq},
+                   .rope_len = t->rope_len[b]};
   // LoRA dropout: the mask follows the sample, the step and each row's place in the whole
   // sequence, so every layout drops the same elements (core/dropout_hash.h).
   if (t->drop_rows) {
     for (int i = 0; i < t->T; i++)
       t->drop_rows[i] = t->distributed ? (int)lc_seq_layout_global(&t->lay[b], t->grid.c, t->grid.h, i) : i;
-    t->model.drop_rows = t->drop_rows;
-    t->model.drop_key = lc_dropout_pass_key((uint64_t)t->o.seed, t->step + 1, t->sample[b]);
+    in.drop_rows = t->drop_rows;
+    in.drop_key = lc_dropout_pass_key((uint64_t)t->o.seed, t->step + 1, t->sample[b]);
   }
+  return in;
 }
 
 // This rank's tokens of the batch: its data-parallel group's sequences, its slice of each.
@@ -311,10 +315,10 @@ lc_status lc_trainer_step(lc_trainer *t, lc_step_metrics *m) {
   lc_pstore_step_begin(ps, t->local_batch);
   double loss_sum = 0;
   for (int b = 0; b < t->local_batch; b++) {
-    attend_sequence(t, b);
-    LC_TRY(lc_model_fwd_bwd(&t->model, &o->mopts, &t->attn, t->tokens + (size_t)b * t->T,
+    const lc_pass_in in = attend_sequence(t, b);
+    LC_TRY(lc_model_fwd_bwd(&t->model, &o->mopts, &t->attn, &in, t->tokens + (size_t)b * t->T,
                             t->targets + (size_t)b * t->T, t->pos + (size_t)b * t->T, t->T, scale, 1,
-                            &loss_sum, &t->arena));
+                            &loss_sum));
   }
   LC_TRY(lc_allreduce_sum(t->world, &loss_sum, 1, LC_DT_F64));
   lc_adamw_hp hp = {.lr = lc_lr_at(t->step, o->steps, o->warmup, o->lr, o->lr_min),
@@ -398,10 +402,10 @@ lc_status lc_trainer_eval(lc_trainer *t, int n, double *loss, double *accuracy) 
     long counted = 0, wrong = 0;
     double pairs = 0;
     place_sequence(t, 0, &counted, &pairs);
-    attend_sequence(t, 0);
+    const lc_pass_in in = attend_sequence(t, 0);
     double ls = 0;
-    st = lc_model_eval(&t->model, &o->mopts, &t->attn, t->tokens, t->targets, t->pos, t->T, &ls,
-                       &wrong, &t->arena);
+    st = lc_model_eval(&t->model, &o->mopts, &t->attn, &in, t->tokens, t->targets, t->pos, t->T, &ls,
+                       &wrong);
     if (!real) continue;
     acc[i] += (double)wrong;
     acc[n] += ls;
