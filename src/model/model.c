@@ -311,10 +311,18 @@ static int unit_tensor(const lc_pstore *ps, int u, size_t slot) {
 
 static size_t slice_end(size_t r0, int R, size_t V) { return r0 + (size_t)R < V ? r0 + (size_t)R : V; }
 
+// Layer unit u's gather posted ahead by the base's store and (LoRA) the adapters' beside it,
+// as the memory and time models count it: both stores' copies of the unit in flight from
+// here, not the adapters' only from the unit's acquire.
+static lc_status prefetch_unit(lc_pstore *ps, lc_pstore *ad, int u) {
+  LC_TRY(lc_pstore_prefetch(ps, u));
+  return ad ? lc_pstore_prefetch(ad, u) : LC_OK;
+}
+
 // out[T,C] = rows tokens[t] of `tensor`, one slice at a time (the next slice's gather, then
-// unit next_unit's, issued while the current one is copied).
-static lc_status embed_fwd_sliced(lc_pstore *ps, int tensor, int R, lc_buf tokens, int T, int C, lc_buf out,
-                                  int next_unit) {
+// unit next_unit's, both stores' with LoRA (ad), issued while the current one is copied).
+static lc_status embed_fwd_sliced(lc_pstore *ps, lc_pstore *ad, int tensor, int R, lc_buf tokens, int T, int C,
+                                  lc_buf out, int next_unit) {
   const size_t V = lc_pstore_n_rows(ps, tensor);
   const int ns = lc_head_n_slices((int)V, R);
   lc_ps_rows r[2];
@@ -326,7 +334,7 @@ static lc_status embed_fwd_sliced(lc_pstore *ps, int tensor, int R, lc_buf token
     st = lc_pstore_rows_acquire(ps, cur);
     if (st == LC_OK)
       st = s + 1 < ns ? lc_pstore_rows_fetch(ps, &r[(s + 1) % 2], tensor, b, slice_end(b, R, V))
-                      : next_unit >= 0 ? lc_pstore_prefetch(ps, next_unit) : LC_OK;
+                      : next_unit >= 0 ? prefetch_unit(ps, ad, next_unit) : LC_OK;
     if (st == LC_OK) st = lc_be_embedding_fwd(out, tokens, cur->w, T, C, (int)a); // (bf16: the 2-byte rows, widened)
     lc_pstore_rows_release(ps, cur);
   }
@@ -370,16 +378,17 @@ static lc_status embed_bwd_sliced(lc_pstore *ps, int tensor, int R, lc_buf token
 }
 
 // The head's slices for lc_loss_fwd_bwd_sliced: item k = pass * ns + s of the sequence
-// lives in r[k % 2]; getting item k fetches item k + 1 (after the last: unit next_unit).
+// lives in r[k % 2]; getting item k fetches item k + 1 (after the last: unit next_unit,
+// the adapters' store's too with LoRA).
 typedef struct {
-  lc_pstore *ps;
+  lc_pstore *ps, *ad;
   int tensor, R, ns, passes, next_unit, frozen; // frozen (LoRA): no gradient of the head
   size_t V;
   lc_ps_rows r[2];
 } head_slicer;
 
 static lc_status slicer_fetch(head_slicer *h, long k) {
-  if (k >= (long)h->ns * h->passes) return h->next_unit >= 0 ? lc_pstore_prefetch(h->ps, h->next_unit) : LC_OK;
+  if (k >= (long)h->ns * h->passes) return h->next_unit >= 0 ? prefetch_unit(h->ps, h->ad, h->next_unit) : LC_OK;
   const size_t a = (size_t)(k % h->ns) * (size_t)h->R;
   return lc_pstore_rows_fetch(h->ps, &h->r[k % 2], h->tensor, a, slice_end(a, h->R, h->V));
 }
@@ -418,8 +427,8 @@ static lc_status loss_sliced(lc_model *m, const lc_model_opts *o, lc_buf xL, con
   const int norm_t = unit_tensor(ps, F, offsetof(lc_weights, norm));
   const int head_t = tied ? unit_tensor(ps, LC_UNIT_EMBED, offsetof(lc_weights, embed))
                           : unit_tensor(ps, F, offsetof(lc_weights, head));
-  head_slicer h = {.ps = ps, .tensor = head_t, .R = o->vocab_slice, .passes = lc_buf_ok(dx) ? 2 : 1,
-                   .next_unit = next_unit, .V = (size_t)cfg->vocab, .frozen = m->lora};
+  head_slicer h = {.ps = ps, .ad = m->lora ? &m->ad : NULL, .tensor = head_t, .R = o->vocab_slice,
+                   .passes = lc_buf_ok(dx) ? 2 : 1, .next_unit = next_unit, .V = (size_t)cfg->vocab, .frozen = m->lora};
   h.ns = lc_head_n_slices(cfg->vocab, h.R);
   memset(h.r, 0, sizeof h.r);
   lc_ps_rows nr;
@@ -486,6 +495,10 @@ static lc_status ev_acquire(pass *p, const lc_event *e) { // held even when it f
   lc_status st = lc_pstore_acquire(p->ps, e->unit, e->next);
   if (st == LC_OK && p->ad && layer_unit(p, e->unit))
     st = lc_pstore_acquire(p->ad, e->unit, layer_unit(p, e->next) ? e->next : -1);
+  // (LoRA: the embedding and final units have no adapters, but the next layer's gather they
+  // post is posted for both stores, as the memory and time models count it)
+  else if (st == LC_OK && p->ad && e->next >= 0 && layer_unit(p, e->next))
+    st = lc_pstore_prefetch(p->ad, e->next);
   return st;
 }
 static lc_status ev_prefetch(pass *p, const lc_event *e) {
@@ -527,8 +540,8 @@ static lc_status run_embed_fwd(pass *p, const lc_event *e) {
   carve_layer(&p->lcv, p->lbuf, &p->xs[0], &p->acts[0]);
   const lc_buf x0 = p->bf16 ? p->xin_fwd[0] : p->xs[0]; // bf16: from the 2-byte copy
   const lc_status st = e->op == LC_OP_EMBED_FWD_SLICED
-                           ? embed_fwd_sliced(p->ps, p->embed_t, p->o->vocab_slice, p->tok, p->T, p->cfg->dim, x0,
-                                              lc_unit_layer(0))
+                           ? embed_fwd_sliced(p->ps, p->ad, p->embed_t, p->o->vocab_slice, p->tok, p->T,
+                                              p->cfg->dim, x0, lc_unit_layer(0))
                            : embed_fwd(p->ps, p->tok, p->T, x0);
   lc_test_point("forward");
   return st;
