@@ -284,6 +284,20 @@ static float lora_drop;
 // rows are not whole 32-blocks dense), the embedding Q8_0, an untied head Q4_1, filled by fill_blocks (the trainer leaves a base in
 // blocks to its file).
 static int lora_qbase;
+// The kernel level a test_zero case runs at, named in its tag when it is not the default.
+static const char *kern_note = "";
+
+// The best level this CPU runs whose bf16 GEMMs take the other path than the level in use
+// (oneDNN's native bf16 GEMM at the bf16 and amx levels, sgemm on widened operands below),
+// or -1 where the CPU has one path only.
+static int other_gemm_path(void) {
+  lc_cpu_info c;
+  lc_cpu_detect(&c);
+  const int native = lc_kern()->gemm_bf16 != NULL;
+  for (int l = LC_KERN_LEVELS - 1; l >= 0; l--)
+    if (lc_kern_supported((lc_kern_level)l, &c) && (lc_kern_table((lc_kern_level)l)->gemm_bf16 != NULL) != native) return l;
+  return -1;
+}
 
 // Random valid blocks for every tensor the base holds in blocks, the same on every rank and
 // in the reference: random quants, f16 scales of ~2^-12 (Q8_0: |w| <= 0.06) and 2^-9 with a
@@ -907,9 +921,9 @@ static void test_zero(layout L, lc_placement pl, int dp, int stage, int Z, lc_mo
   oz.mopts.zero_group = Z;
   o0.mopts.vocab_slice = 0; // the reference holds the whole vocabulary matrices
   char tag[200];
-  snprintf(tag, sizeof tag, "%s zero %d Z %d: dp %d hp %d cp %d w %d %s %s%s%s%s", what, stage, Z, dp, L.hp, L.cp, L.w,
+  snprintf(tag, sizeof tag, "%s zero %d Z %d: dp %d hp %d cp %d w %d %s %s%s%s%s%s", what, stage, Z, dp, L.hp, L.cp, L.w,
            lc_placement_name(pl), lc_ckpt_name(mo.ckpt), odd == 1 ? " odd model" : family_name(odd),
-           mo.precision == LC_DT_BF16 ? " bf16" : "", zero_lora ? " lora" : "");
+           mo.precision == LC_DT_BF16 ? " bf16" : "", zero_lora ? " lora" : "", kern_note);
   // A base in GGUF blocks under ZeRO 3: this rank holds 1/Z of every unit padded to 64 Z
   // bytes, by the rule written in the test (qbase_layout.h), not the store's layout function:
   // the store's sizes before it is made (a wrong layout may corrupt memory as the store is
@@ -1447,6 +1461,25 @@ int main(int argc, char **argv) {
       test_zero(odd_w ? only_dp : only_cp, LC_PLACE_HEAD_FIRST, odd_w ? W : 1, 3, W, vs, 0, "qlora-z3-vocab");
       test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, 3, hZ, vf16, FAM_QWEN2, "qlora-z3-vocab");
       test_zero(only_cp, LC_PLACE_CONTEXT_FIRST, 1, 2, W, vf16, 1, "qlora-vocab");
+      // The bf16 ZeRO-3 cases again on the other GEMM path this CPU has (issue 47): oneDNN's
+      // native bf16 GEMM packs a block tile's 2-byte copy that sgemm does not, so the step
+      // peaks in another phase (with it: the loss, where layer L-1's gather is in flight for
+      // both stores); a CPU with AVX512_BF16 checks the total on both paths.
+      const int other = other_gemm_path();
+      if (other >= 0) {
+        const lc_kern_level cur = lc_kern()->level;
+        char note[32];
+        snprintf(note, sizeof note, " (kernels %s)", lc_kern_name((lc_kern_level)other));
+        CHECK(lc_kern_select((lc_kern_level)other) == LC_OK, "select %s: %s", note, lc_errmsg());
+        kern_note = note;
+        test_zero(only_dp, LC_PLACE_CONTEXT_FIRST, W, 3, W / 2, full16, FAM_QWEN2, "qlora-z3-bf16");
+        test_zero(only_dp, LC_PLACE_HEAD_FIRST, W, 3, W / 2, vf16, FAM_QWEN2, "qlora-z3-vocab");
+        kern_note = "";
+        CHECK(lc_kern_select(cur) == LC_OK, "select %s again: %s", lc_kern_name(cur), lc_errmsg());
+      } else if (rank0) {
+        printf("qlora-z3-bf16: one GEMM path on this CPU (%s): not run on another\n",
+               lc_kern()->gemm_bf16 ? "oneDNN bf16" : "sgemm");
+      }
       lora_qbase = 0;
       zero_lora = 0;
     }

@@ -438,6 +438,50 @@ static void test_auto_ckpt(void) {
 // tiles makes the adapters' [T, r] buffers the largest scratch of their phases, so a
 // missing or miscounted LoRA buffer changes a peak; fp32 and bf16, each policy, MLP tiles
 // on and off, some targets only.
+// QLoRA steps, fp32 (k 0) or bf16 (k 1), labels ending in sfx (the kernel level when not
+// the default).
+static void qlora_steps(const lc_config *cfg, int k, const char *sfx) {
+  char lb[64];
+#define QL(name) (snprintf(lb, sizeof lb, "%s%s", (name), sfx), lb)
+  // QLoRA: the base's projections in blocks where their rows are whole 32-blocks (Q8_0; layer
+  // 1's gate and up Q4_0; in bf16 also the embedding and head), down_proj (rows of 176)
+  // dense: the store in its stored bytes and
+  // each GEMM's dequantized tile, fp32 and bf16 passes (no compute copy: every view is fixed).
+  lc_config c = *cfg;
+  c.lora = (lc_lora){.rank = 8, .alpha = 8, .targets = k ? LC_LORA_ALL : (1u << LC_LORA_Q) | (1u << LC_LORA_DOWN), .base_bf16 = k};
+  for (int l = 0; l < c.n_layers; l++)
+    for (int p = 0; p < LC_LORA_N; p++) {
+      const int cols = p == LC_LORA_O ? c.n_heads * c.head_dim : p == LC_LORA_DOWN ? c.ffn : c.dim;
+      if (cols % 32 == 0) c.base_q[l][p] = l == 1 && (p == LC_LORA_GATE || p == LC_LORA_UP) ? LC_DT_Q4_0 : LC_DT_Q8_0;
+    }
+  if (k) c.base_q_embed = LC_DT_Q8_0, c.base_q_head = LC_DT_Q4_1; // (and the head's GEMMs on blocks in the loss)
+  lc_train_opts o = opts_for(&c, k ? LC_CKPT_FULL : LC_CKPT_SELECTIVE, k ? 32 : 0, 16, SLOW_BUILD ? 128 : 256);
+  o.mopts.precision = k ? LC_DT_BF16 : LC_DT_F32;
+  check_step_opts(QL(k ? "qlora-bf16" : "qlora"), &c, o);
+  // vocabulary slices: the embedding's and head's rows viewed where they lie (stage 0) or
+  // gathered as held (stage 3: one process, a group of one: the units' bytes gathered too)
+  o.mopts.vocab_slice = 100;
+  check_step_opts(QL(k ? "qlora-bf16-vocab" : "qlora-vocab"), &c, o);
+  o.mopts.zero = 3;
+  check_step_opts(QL(k ? "qlora-bf16-z3-vocab" : "qlora-z3-vocab"), &c, o);
+  o.mopts.vocab_slice = 0;
+  check_step_opts(QL(k ? "qlora-bf16-z3" : "qlora-z3"), &c, o);
+  // a vocabulary of 4096 in slices of 1500 rows (the last one shorter): the gathered rows of
+  // the head (a slice and the next) outweigh a decoder layer's units
+  lc_config cv = c;
+  cv.vocab = 4096;
+  lc_train_opts ov = opts_for(&cv, LC_CKPT_FULL, 0, 16, SLOW_BUILD ? 128 : 256);
+  ov.mopts.precision = o.mopts.precision;
+  ov.mopts.vocab_slice = 1500;
+  ov.mopts.zero = 3;
+  check_step_opts(QL(k ? "qlora-bf16-z3-v4096" : "qlora-z3-v4096"), &cv, ov);
+  // the whole head, its loss the step's peak: from the final unit's acquire on, layer L-1's
+  // gather is in flight for both stores (the adapters' too), as the model counts it
+  ov.mopts.vocab_slice = 0;
+  check_step_opts(QL(k ? "qlora-bf16-z3-v4096-whole" : "qlora-z3-v4096-whole"), &cv, ov);
+#undef QL
+}
+
 static void test_lora(void) {
   lc_config cfg;
   lc_config_preset(&cfg, "tiny");
@@ -472,40 +516,27 @@ static void test_lora(void) {
     check_step_opts(k >= 2 ? "lora-dropout-chunks" : "lora-dropout", &c, o);
   }
   lc_lora_test_set_drop_rows(0);
-  // QLoRA: the base's projections in blocks where their rows are whole 32-blocks (Q8_0; layer
-  // 1's gate and up Q4_0; in bf16 also the embedding and head), down_proj (rows of 176)
-  // dense: the store in its stored bytes and
-  // each GEMM's dequantized tile, fp32 and bf16 passes (no compute copy: every view is fixed).
-  for (int k = 0; k < 2; k++) {
-    lc_config c = cfg;
-    c.lora = (lc_lora){.rank = 8, .alpha = 8, .targets = k ? LC_LORA_ALL : (1u << LC_LORA_Q) | (1u << LC_LORA_DOWN), .base_bf16 = k};
-    for (int l = 0; l < c.n_layers; l++)
-      for (int p = 0; p < LC_LORA_N; p++) {
-        const int cols = p == LC_LORA_O ? c.n_heads * c.head_dim : p == LC_LORA_DOWN ? c.ffn : c.dim;
-        if (cols % 32 == 0) c.base_q[l][p] = l == 1 && (p == LC_LORA_GATE || p == LC_LORA_UP) ? LC_DT_Q4_0 : LC_DT_Q8_0;
-      }
-    if (k) c.base_q_embed = LC_DT_Q8_0, c.base_q_head = LC_DT_Q4_1; // (and the head's GEMMs on blocks in the loss)
-    lc_train_opts o = opts_for(&c, k ? LC_CKPT_FULL : LC_CKPT_SELECTIVE, k ? 32 : 0, 16, SLOW_BUILD ? 128 : 256);
-    o.mopts.precision = k ? LC_DT_BF16 : LC_DT_F32;
-    check_step_opts(k ? "qlora-bf16" : "qlora", &c, o);
-    // vocabulary slices: the embedding's and head's rows viewed where they lie (stage 0) or
-    // gathered as held (stage 3: one process, a group of one: the units' bytes gathered too)
-    o.mopts.vocab_slice = 100;
-    check_step_opts(k ? "qlora-bf16-vocab" : "qlora-vocab", &c, o);
-    o.mopts.zero = 3;
-    check_step_opts(k ? "qlora-bf16-z3-vocab" : "qlora-z3-vocab", &c, o);
-    o.mopts.vocab_slice = 0;
-    check_step_opts(k ? "qlora-bf16-z3" : "qlora-z3", &c, o);
-    // a vocabulary of 4096 in slices of 1500 rows (the last one shorter): the gathered rows of
-    // the head (a slice and the next) outweigh a decoder layer's units
-    lc_config cv = c;
-    cv.vocab = 4096;
-    lc_train_opts ov = opts_for(&cv, LC_CKPT_FULL, 0, 16, SLOW_BUILD ? 128 : 256);
-    ov.mopts.precision = o.mopts.precision;
-    ov.mopts.vocab_slice = 1500;
-    ov.mopts.zero = 3;
-    check_step_opts(k ? "qlora-bf16-z3-v4096" : "qlora-z3-v4096", &cv, ov);
+  for (int k = 0; k < 2; k++) qlora_steps(&cfg, k, "");
+  // The bf16 steps at every other kernel level this CPU runs (issue 47): the GEMMs take
+  // oneDNN's native bf16 path at the bf16 and amx levels and sgemm on widened operands
+  // below, with other scratch (a block tile's 2-byte copy) and so another peak phase; a CPU
+  // with AVX512_BF16 checks both paths, one without checks the one it has.
+  const lc_kern_level cur = lc_kern()->level;
+  lc_cpu_info cpu;
+  lc_cpu_detect(&cpu);
+  char ran[64] = "";
+  for (int l = LC_KERN_LEVELS - 1; l >= 0; l--) {
+    if (l == (int)cur || !lc_kern_supported((lc_kern_level)l, &cpu)) continue;
+    CHECK(lc_kern_select((lc_kern_level)l) == LC_OK, "select %s: %s", lc_kern_name((lc_kern_level)l), lc_errmsg());
+    char sfx[16];
+    snprintf(sfx, sizeof sfx, "@%s", lc_kern_name((lc_kern_level)l));
+    qlora_steps(&cfg, 1, sfx);
+    snprintf(ran + strlen(ran), sizeof ran - strlen(ran), " %s%s", lc_kern_name((lc_kern_level)l),
+             lc_kern()->gemm_bf16 ? " (oneDNN bf16 GEMM)" : " (sgemm)");
   }
+  lc_kern_select(cur);
+  printf("qlora bf16 steps at %s%s (the default), and at:%s\n", lc_kern_name(cur),
+         lc_kern()->gemm_bf16 ? " (oneDNN bf16 GEMM)" : " (sgemm)", *ran ? ran : " no other level on this CPU");
   // The model states: the base's weights alone (4 bytes per weight) beside the adapters'
   // 16 bytes per parameter (weights, gradients, m, v) and the norm's accumulator.
   lc_config c = cfg;
