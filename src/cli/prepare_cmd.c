@@ -4,7 +4,6 @@
 // text mode reads it (universal newlines: "\r\n" and "\r" become "\n"); each text file is one
 // document, each JSONL line's --field one document; --eos appends a token after each.
 #define _POSIX_C_SOURCE 200809L
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "core/timer.h"
+#include "io/jsonl.h"
 #include "io/tokfile.h"
 #include "tok/tokenizer.h"
 
@@ -118,6 +118,8 @@ static lc_status add_doc(prep *p, const char *text, size_t len) {
   return LC_OK;
 }
 
+static lc_status add_record(void *p, const char *text, size_t len) { return add_doc(p, text, len); }
+
 static lc_status add_file(prep *p, const char *path, const char *format, const char *field) {
   char *text = NULL;
   size_t len = 0;
@@ -128,35 +130,7 @@ static lc_status add_file(prep *p, const char *path, const char *format, const c
   if (!jsonl) {
     st = add_doc(p, text, len);
   } else {
-    long lineno = 0;
-    for (char *line = text; st == LC_OK && line < text + len;) {
-      char *nl = memchr(line, '\n', (size_t)(text + len - line));
-      char *end = nl ? nl : text + len;
-      lineno++;
-      int blank = 1;
-      for (char *q = line; q < end && blank; q++) blank = *q == ' ' || *q == '\t' || *q == '\f' || *q == '\v';
-      if (!blank) {
-        const char *pe = NULL;
-        cJSON *j = cJSON_ParseWithLengthOpts(line, (size_t)(end - line), &pe, 0);
-        for (const char *q = pe; j && q && q < end; q++) // only whitespace may follow the object
-          if (*q != ' ' && *q != '\t' && *q != '\f' && *q != '\v') {
-            cJSON_Delete(j);
-            j = NULL;
-            break;
-          }
-        const cJSON *f = j ? cJSON_GetObjectItemCaseSensitive(j, field) : NULL;
-        if (!j)
-          st = lc_fail(LC_EFORMAT, "%s:%ld: not valid JSON; each line of a JSONL file must be one JSON object", path, lineno);
-        else if (!cJSON_IsObject(j) || !f)
-          st = lc_fail(LC_EFORMAT, "%s:%ld: no field \"%s\"; choose the text field with --field", path, lineno, field);
-        else if (!cJSON_IsString(f))
-          st = lc_fail(LC_EFORMAT, "%s:%ld: field \"%s\" is not a string", path, lineno, field);
-        else
-          st = add_doc(p, f->valuestring, strlen(f->valuestring));
-        cJSON_Delete(j);
-      }
-      line = end + 1;
-    }
+    st = lc_jsonl_each(text, len, path, field, add_record, p);
   }
   free(text);
   return st;

@@ -457,10 +457,14 @@ lc_status lc_rates_save_machine(const char *path, const lc_rates *r) {
 }
 
 // ---- hardware descriptions
+// A positive number below 1e9 in the field's unit (TFLOP/s, GB/s, us, GiB, a count): no
+// hardware has more, and scaled to FLOP/s or bytes/s it stays finite (JSON's 1e999 is inf).
 static double hw_num(const cJSON *o, const char *k, const char *path, lc_status *st) {
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
-  if (!cJSON_IsNumber(x) || !(x->valuedouble > 0)) {
-    if (*st == LC_OK) *st = lc_fail(LC_EFORMAT, "%s: \"%s\" must be a positive number (see hardware/h100-sxm-80gb-8x-node.json)", path, k);
+  if (!cJSON_IsNumber(x) || !(x->valuedouble > 0) || !(x->valuedouble < 1e9)) {
+    if (*st == LC_OK)
+      *st = lc_fail(LC_EFORMAT, "%s: \"%s\" must be a positive number below 1e9 (see hardware/h100-sxm-80gb-8x-node.json)",
+                    path, k);
     return 1;
   }
   return x->valuedouble;
@@ -493,7 +497,10 @@ lc_status lc_rates_load_hardware(const char *path, lc_rates *r) {
   const lc_link li = {hw_num(in, "latency_us", path, &st) * 1e-6, hw_num(in, "bandwidth_gbs", path, &st) * 1e9};
   for (int c = 0; c < LC_COLL_N; c++) r->coll[c] = li;
   r->inter = (lc_link){hw_num(out, "latency_us", path, &st) * 1e-6, hw_num(out, "bandwidth_gbs", path, &st) * 1e9};
-  r->devices_per_node = (int)hw_num(j, "devices_per_node", path, &st);
+  const double dpn = hw_num(j, "devices_per_node", path, &st);
+  if (st == LC_OK && dpn != floor(dpn))
+    st = lc_fail(LC_EFORMAT, "%s: \"devices_per_node\" must be a whole number, not %g", path, dpn);
+  r->devices_per_node = st == LC_OK ? (int)dpn : 1;
   r->mem_bytes = hw_num(j, "memory_per_device_gib", path, &st) * 1073741824.0;
   r->disk_bw = hw_num(j, "disk_bandwidth_gbs", path, &st) * 1e9 / r->devices_per_node;
   // Optional (--offload-optimizer): the host link per device, and the host's memory
