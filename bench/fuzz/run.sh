@@ -45,12 +45,13 @@ if [ -n "$why" ]; then
 fi
 
 t0=$(date +%s)
+mkdir -p "$build"
 cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER="$CC" -DLC_FUZZ=ON -DLC_CUDA=off -DCMAKE_BUILD_TYPE=Debug \
-  "-DCMAKE_C_FLAGS_DEBUG=-O1 -gline-tables-only" >"$build.configure.log" 2>&1 ||
-  { cat "$build.configure.log" >&2; echo "run.sh: configuring $build failed" >&2; exit 1; }
-if ! cmake --build "$build" --target fuzz -j "$jobs" >"$build.build.log" 2>&1; then
-  grep -E "error|undefined reference" "$build.build.log" | head -40 >&2
-  echo "run.sh: building the fuzz targets failed (full log: $build.build.log)" >&2
+  "-DCMAKE_C_FLAGS_DEBUG=-O1 -gline-tables-only" >"$build/fuzz-configure.log" 2>&1 ||
+  { cat "$build/fuzz-configure.log" >&2; echo "run.sh: configuring $build failed" >&2; exit 1; }
+if ! cmake --build "$build" --target fuzz -j "$jobs" >"$build/fuzz-build.log" 2>&1; then
+  grep -E "error|undefined reference" "$build/fuzz-build.log" | head -40 >&2
+  echo "run.sh: building the fuzz targets failed (full log: $build/fuzz-build.log)" >&2
   exit 1
 fi
 t1=$(date +%s)

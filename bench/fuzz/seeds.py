@@ -22,9 +22,10 @@ def put(target, name, data):
         f.write(data)
 
 
-def copy(target, pattern):
+def copy(target, pattern, max_bytes=65536):
+    """Copies the files matching pattern (none above max_bytes: big seeds slow every mutation)."""
     for p in sorted(glob.glob(os.path.join(root, pattern))):
-        if os.path.isfile(p):
+        if os.path.isfile(p) and os.path.getsize(p) <= max_bytes:
             rel = os.path.relpath(p, root).replace("/", "_")
             shutil.copy(p, os.path.join(corpus(target), rel))
 
@@ -175,7 +176,7 @@ def profile(ranks, threads, extra=True):
     return p
 
 
-put("fuzz_machine", "one_profile", json.dumps({"cpu": "AMD EPYC", "profiles": [profile(1, 2)]}, indent=2))
+put("fuzz_machine", "one_profile", json.dumps({"cpu": "AMD EPYC", "profiles": [profile(1, 2)]}, separators=(",", ":")))
 put("fuzz_machine", "two_profiles", json.dumps({"cpu": "AMD EPYC", "profiles": [profile(2, 1), profile(1, 2, False)]}))
 put("fuzz_machine", "old_profile", json.dumps({"cpu": "Other CPU", "profiles": [profile(4, 4, False)]}))
 dict_("fuzz_machine", ["profiles", "ranks", "threads", "gemm_gflops", "attention_gflops", "fp32_fwd", "fp32_bwd", "bf16_fwd",
