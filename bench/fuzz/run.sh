@@ -30,7 +30,7 @@ trap 'rm -rf "$probe"' EXIT
 printf '#include <stdint.h>\n#include <stddef.h>\nint LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n' >"$probe/p.c"
 why=""
 if ! command -v "$CC" >/dev/null; then
-  why="no clang on PATH"
+  why="no $CC (clang) found"
 elif ! "$CC" -fsanitize=fuzzer,address,undefined -fopenmp "$probe/p.c" -o "$probe/p" 2>"$probe/log"; then
   why="clang cannot link -fsanitize=fuzzer,address,undefined -fopenmp ($(head -c 300 "$probe/log" | tr '\n' ' '))"
 fi
