@@ -9,7 +9,7 @@ set(LC_FUZZ_SAN -fsanitize=address,undefined -fno-sanitize-recover=undefined -fn
 # Every library source is instrumented but the kernels' folders (no reader lives there, and
 # ASan makes clang take minutes over each flash-attention variant): they are linked as they are.
 get_target_property(LC_FUZZ_LIB_SOURCES longctx_lib SOURCES)
-list(FILTER LC_FUZZ_LIB_SOURCES EXCLUDE REGEX "/src/(ops|attn|backend|comm)/")
+list(FILTER LC_FUZZ_LIB_SOURCES EXCLUDE REGEX "(^|/)src/(ops|attn|backend|comm)/")
 set_property(SOURCE ${LC_FUZZ_LIB_SOURCES} APPEND PROPERTY COMPILE_OPTIONS -fsanitize=fuzzer-no-link ${LC_FUZZ_SAN})
 target_link_options(longctx_lib PUBLIC -fsanitize=address,undefined)
 file(GLOB LC_FUZZ_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/fuzz_*.c)
