@@ -1,19 +1,28 @@
 #define _POSIX_C_SOURCE 200809L
 // Every file in tests/data/fuzz (crashers found by bench/fuzz and hand-made edge cases) goes
-// through the safetensors, token-file and GGUF parsers: each must return OK or a clean
-// one-line error, never crash (this test also runs under ASan/UBSan). Names: st_* are
-// safetensors inputs, tok_* token files, gguf_* GGUF files (tools/make_gguf_test.py);
-// ".ok." in a name means it must open, ".err." that it must not. gguf_valid.ok.bin is also
-// cut at every byte: every proper prefix must be refused cleanly.
+// through its reader: each must return OK or a clean one-line error, never crash (this test
+// also runs under ASan/UBSan). Names: st_* are safetensors inputs, tok_* token files, gguf_*
+// GGUF files (tools/make_gguf_test.py) -- these three go through all three binary parsers --;
+// config_* HF config.json, peft_* adapter_config.json, machine_* machine files, hardware_*
+// hardware files, ckpt_* trainer_state.json [NUL checksums.json] (as fuzz_checkpoint reads
+// them), jsonl_* JSONL records. ".ok." in a name means it must be accepted, ".err." that it
+// must not. gguf_valid.ok.bin is also cut at every byte: every proper prefix must be refused
+// cleanly.
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io/fsutil.h"
 #include "io/gguf.h"
+#include "io/jsonl.h"
 #include "io/safetensors.h"
 #include "io/tokfile.h"
+#include "model/hf.h"
+#include "model/peft.h"
+#include "plan/rates.h"
 #include "testutil.h"
+#include "train/checkpoint.h"
 
 static int clean_error(lc_status st) {
   const char *m = lc_errmsg();
@@ -51,7 +60,8 @@ static void feed_tok(const char *name, const char *path, const char *data, size_
   for (int from_file = 0; from_file < 2; from_file++) {
     lc_status st = from_file ? lc_tokfile_open(&t, path) : lc_tokfile_open_mem(&t, data, len, name);
     if (st == LC_OK) {
-      CHECK(LC_TOKFILE_HEADER + t.count * t.bytes_per_token == len, "%s: count vs size", name);
+      const uint64_t index = t.n_docs ? 8 + 8 * t.n_docs : 0; // version 2's document index
+      CHECK(LC_TOKFILE_HEADER + t.count * t.bytes_per_token + index == len, "%s: count vs size", name);
       (void)lc_tokfile_get(&t, t.count - 1);
       lc_status v = lc_tokfile_check_vocab(&t, 256);
       CHECK(v == LC_OK || clean_error(v), "%s: vocab check", name);
@@ -140,6 +150,72 @@ static void gguf_truncations(const char *name, const char *data, size_t len) {
                    (unsigned long long)need);
 }
 
+// The JSON readers of the other kinds: the input as the file its reader takes (in the
+// directory dir), the verdict against the name's .ok./.err.
+static char tmpdir[64];
+
+static void put(const char *name, const char *data, size_t len) {
+  char p[256];
+  snprintf(p, sizeof p, "%s/%s", tmpdir, name);
+  FILE *f = fopen(p, "wb");
+  CHECK(f && fwrite(data, 1, len, f) == len && fclose(f) == 0, "writing %s", p);
+}
+
+static void drop(const char *name) {
+  char p[256];
+  snprintf(p, sizeof p, "%s/%s", tmpdir, name);
+  unlink(p);
+}
+
+static void verdict(const char *name, lc_status st) {
+  CHECK(st == LC_OK || clean_error(st), "%s: status %d without a clean message: %s", name, st, lc_errmsg());
+  CHECK(!strstr(name, ".ok.") || st == LC_OK, "%s must be accepted: %s", name, lc_errmsg());
+  CHECK(!strstr(name, ".err.") || st != LC_OK, "%s must be refused", name);
+}
+
+static lc_status count_record(void *ctx, const char *text, size_t len) {
+  (void)text, (void)len;
+  ++*(long *)ctx;
+  return LC_OK;
+}
+
+static int feed_json(const char *name, const char *data, size_t len) {
+  char path[256];
+  if (!strncmp(name, "config_", 7)) {
+    lc_config cfg;
+    verdict(name, lc_hf_parse_config(data, len, name, &cfg));
+  } else if (!strncmp(name, "peft_", 5)) {
+    put("adapter_config.json", data, len);
+    lc_lora l;
+    verdict(name, lc_peft_read_config(tmpdir, &l));
+  } else if (!strncmp(name, "machine_", 8) || !strncmp(name, "hardware_", 9)) {
+    snprintf(path, sizeof path, "%s/rates.json", tmpdir);
+    put("rates.json", data, len);
+    static lc_rates r;
+    verdict(name, name[0] == 'm' ? lc_rates_load_machine(path, 1, 2, &r) : lc_rates_load_hardware(path, &r));
+  } else if (!strncmp(name, "ckpt_", 5)) {
+    const char *nul = memchr(data, 0, len);
+    const size_t n = nul ? (size_t)(nul - data) : len;
+    put("trainer_state.json", data, n);
+    if (nul) put("checksums.json", nul + 1, len - n - 1);
+    else drop("checksums.json");
+    snprintf(path, sizeof path, "%s/trainer_state.json", tmpdir);
+    lc_ckpt_state s;
+    lc_status st = lc_checkpoint_read_state(path, &s);
+    if (st == LC_OK) lc_checkpoint_state_free(&s);
+    int verified;
+    lc_status v = lc_checkpoint_verify(tmpdir, &verified);
+    CHECK(v == LC_OK || clean_error(v), "%s: checksums: %s", name, lc_errmsg());
+    verdict(name, st);
+  } else if (!strncmp(name, "jsonl_", 6)) {
+    long n = 0;
+    verdict(name, lc_jsonl_each(data, len, name, "text", count_record, &n));
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
 int main(void) {
   char dir[1024];
   snprintf(dir, sizeof dir, "%s", __FILE__);
@@ -149,12 +225,14 @@ int main(void) {
   strncat(dir, "data/fuzz", sizeof dir - strlen(dir) - 1);
   DIR *dp = opendir(dir);
   CHECK(dp != NULL, "cannot open %s (the test finds it next to its source file)", dir);
-  int n_st = 0, n_tok = 0, n_gguf = 0;
+  int n_st = 0, n_tok = 0, n_gguf = 0, n_json = 0;
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/lc_fuzz_regress.XXXXXX");
+  CHECK(mkdtemp(tmpdir) != NULL, "mkdtemp");
   struct dirent *de;
   while (dp && (de = readdir(dp))) {
     const char *name = de->d_name;
     int st = !strncmp(name, "st_", 3), tok = !strncmp(name, "tok_", 4), gg = !strncmp(name, "gguf_", 5);
-    if (!st && !tok && !gg) continue;
+    if (name[0] == '.') continue;
     char path[2048], *data;
     size_t len;
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -162,8 +240,11 @@ int main(void) {
       CHECK(0, "%s: %s", name, lc_errmsg());
       continue;
     }
-    // Every input goes through both parsers; the expectations apply to its own kind.
-    if (st) {
+    // Every binary input goes through the three binary parsers; the expectations apply to its own kind.
+    if (!st && !tok && !gg) {
+      if (feed_json(name, data, len)) n_json++;
+      else CHECK(0, "%s: no reader has this prefix (see the top of this file)", name);
+    } else if (st) {
       feed_st(name, path, data, len);
       feed_tok("(as token file)", path, data, len);
       feed_gguf("(as GGUF)", path, data, len);
@@ -183,7 +264,10 @@ int main(void) {
     free(data);
   }
   if (dp) closedir(dp);
-  CHECK(n_st >= 10 && n_tok >= 5 && n_gguf >= 30, "found %d safetensors, %d token and %d GGUF inputs in %s", n_st, n_tok,
-        n_gguf, dir);
+  static const char *const made[] = {"adapter_config.json", "rates.json", "trainer_state.json", "checksums.json"};
+  for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) drop(made[i]);
+  rmdir(tmpdir);
+  CHECK(n_st >= 10 && n_tok >= 5 && n_gguf >= 30 && n_json >= 2, "found %d safetensors, %d token, %d GGUF and %d JSON inputs in %s",
+        n_st, n_tok, n_gguf, n_json, dir);
   return lc_test_finish("test_fuzz_regress");
 }

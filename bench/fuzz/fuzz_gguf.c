@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_util.h"
+
 #include "io/gguf.h"
 
 static void line_or_trap(void) {
   const char *m = lc_errmsg();
-  if (!m[0] || strchr(m, '\n')) __builtin_trap(); // errors name the problem on one line
+  if (!m[0] || strchr(m, '\n')) LC_FUZZ_TRAP(); // errors name the problem on one line
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -21,19 +23,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   for (int i = 0; i < f.n; i++) {
     const lc_gguf_tensor *t = &f.tensors[i];
-    if (f.data_off + t->offset + t->nbytes > size || t->offset % f.alignment) __builtin_trap();
-    if (lc_gguf_find(&f, t->name) != t) __builtin_trap();
+    if (f.data_off + t->offset + t->nbytes > size || t->offset % f.alignment) LC_FUZZ_TRAP();
+    if (lc_gguf_find(&f, t->name) != t) LC_FUZZ_TRAP();
     float *buf = malloc(sizeof(float) * (t->numel + 1));
     lc_status st = lc_gguf_read_f32(&f, t, 0, t->numel, buf);
-    if (st != LC_OK && lc_gguf_type_readable(t->type)) __builtin_trap();
+    if (st != LC_OK && lc_gguf_type_readable(t->type)) LC_FUZZ_TRAP();
     if (st != LC_OK) line_or_trap();
     if (t->numel > 2) (void)lc_gguf_read_f32(&f, t, t->numel / 3, t->numel / 2, buf); // an unaligned range
-    if (lc_gguf_read_f32(&f, t, t->numel, 1, buf) == LC_OK) __builtin_trap();          // past the end
+    if (lc_gguf_read_f32(&f, t, t->numel, 1, buf) == LC_OK) LC_FUZZ_TRAP();          // past the end
     free(buf);
   }
   for (int i = 0; i < f.n_kv; i++) {
     const lc_gguf_kv *kv = &f.kv[i];
-    if (lc_gguf_find_kv(&f, kv->key) != kv) __builtin_trap();
+    if (lc_gguf_find_kv(&f, kv->key) != kv) LC_FUZZ_TRAP();
     char s[32];
     double d;
     int64_t v;

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_util.h"
+
 #include "tok/tokenizer.h"
 
 static void exercise(lc_tokenizer *t) {
@@ -12,13 +14,13 @@ static void exercise(lc_tokenizer *t) {
   int32_t *ids;
   size_t n;
   for (int special = 0; special < 2; special++) {
-    if (lc_tok_encode(t, text, sizeof text - 1, special, &ids, &n) != LC_OK) __builtin_trap();
+    if (lc_tok_encode(t, text, sizeof text - 1, special, &ids, &n) != LC_OK) LC_FUZZ_TRAP();
     char *out;
     size_t len;
-    if (lc_tok_decode(t, ids, n, special, &out, &len) != LC_OK) __builtin_trap();
+    if (lc_tok_decode(t, ids, n, special, &out, &len) != LC_OK) LC_FUZZ_TRAP();
     free(out);
     lc_tok_stream *s;
-    if (lc_tok_stream_new(t, 0, &s) != LC_OK) __builtin_trap();
+    if (lc_tok_stream_new(t, 0, &s) != LC_OK) LC_FUZZ_TRAP();
     const char *p;
     size_t pn;
     for (size_t i = 0; i < n; i++) (void)lc_tok_stream_step(s, ids[i], &p, &pn);
@@ -29,12 +31,12 @@ static void exercise(lc_tokenizer *t) {
   const int32_t bad = lc_tok_n_ids(t);
   char *out;
   size_t len;
-  if (lc_tok_decode(t, &bad, 1, 0, &out, &len) == LC_OK) __builtin_trap();
+  if (lc_tok_decode(t, &bad, 1, 0, &out, &len) == LC_OK) LC_FUZZ_TRAP();
 }
 
 static void check_refusal(void) {
   const char *m = lc_errmsg();
-  if (!m[0] || strchr(m, '\n')) __builtin_trap();
+  if (!m[0] || strchr(m, '\n')) LC_FUZZ_TRAP();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -1,152 +1,93 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (clang -fsanitize=fuzzer,address,undefined) and runs each for
-# SECONDS, in parallel. Seeds: a few valid files made here plus tests/data/fuzz/*. Crashing
-# inputs land in WORKDIR/crash-*; fix the bug, then copy the input to tests/data/fuzz/
-# (st_*.bin / tok_*.bin / gguf_*.bin) so test_fuzz_regress keeps it fixed; a tokenizer crasher
+# Builds the libFuzzer targets from CMake (a clang tree with LC_FUZZ=ON: the library's own
+# objects instrumented, bench/fuzz/fuzz.cmake) and runs every target for SECONDS, one after
+# another, on its seed corpus (bench/fuzz/seeds.py: valid files of each kind plus the
+# regression inputs of tests/data/fuzz). A crashing input lands in WORKDIR/crash-<target>-*:
+# fix the bug, then copy the input to tests/data/fuzz/ under the target's prefix (see
+# tests/test_fuzz_regress.c) so test_fuzz_regress keeps it fixed; a tokenizer crasher
 # (fuzz_tok) goes to tests/data/tok/fuzz/, which test_tok reads.
-#   usage: bench/fuzz/run.sh [SECONDS=180] [WORKDIR=/tmp/longctx_fuzz]
-# Needs clang and libFuzzer (Debian: apt-get install -y clang libfuzzer-14-dev).
+#   usage: bench/fuzz/run.sh [--smoke] [SECONDS=60] [WORKDIR=/tmp/longctx_fuzz]
+#   --smoke: CI's run (make test): where clang or libFuzzer is missing, say so and exit 0.
+#   env: FUZZ_BUILD (build tree, default build-fuzz), JOBS (build jobs), FUZZ_TARGETS (a
+#   space-separated subset), FUZZ_ARGS (more libFuzzer flags, e.g. -runs=10000000).
+# Needs clang and libFuzzer (Debian: apt-get install -y clang libclang-rt-dev libomp-dev;
+# tools/install_deps.sh installs them).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-secs=${1:-180}
+smoke=0
+if [ "${1:-}" = "--smoke" ]; then smoke=1; shift; fi
+secs=${1:-60}
 work=${2:-/tmp/longctx_fuzz}
+build=${FUZZ_BUILD:-$root/build-fuzz}
+jobs=${JOBS:-$(nproc)}
 CC=${CC:-clang}
-mkdir -p "$work"
-flags=(-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I"$root/src")
-build() { # name, sources...
-  local name=$1; shift
-  if ! "$CC" "${flags[@]}" -o "$work/$name" "$here/$name.c" "$@" -lcjson -lm 2>"$work/$name.build.log"; then
-    cat "$work/$name.build.log" >&2
-    echo "run.sh: building $name failed; if -fsanitize=fuzzer does not link, install libFuzzer: apt-get install -y libfuzzer-14-dev" >&2
-    exit 1
+case "$CC" in *clang*) ;; *) CC=clang ;; esac
+
+# clang with libFuzzer, ASan and UBSan, and OpenMP (the library is built with it)
+probe=$(mktemp -d)
+trap 'rm -rf "$probe"' EXIT
+printf '#include <stdint.h>\n#include <stddef.h>\nint LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n' >"$probe/p.c"
+why=""
+if ! command -v "$CC" >/dev/null; then
+  why="no $CC (clang) found"
+elif ! "$CC" -fsanitize=fuzzer,address,undefined -fopenmp "$probe/p.c" -o "$probe/p" 2>"$probe/log"; then
+  why="clang cannot link -fsanitize=fuzzer,address,undefined -fopenmp ($(head -c 300 "$probe/log" | tr '\n' ' '))"
+fi
+if [ -n "$why" ]; then
+  fix="apt-get install -y clang libclang-rt-dev libomp-dev (tools/install_deps.sh)"
+  if [ $smoke = 1 ]; then
+    echo "fuzz smoke: SKIPPED: $why; install: $fix"
+    exit 0
   fi
-}
-build fuzz_safetensors "$root/src/io/safetensors.c" "$root/src/io/fsutil.c" "$root/src/core/status.c"
-build fuzz_tokfile "$root/src/io/tokfile.c" "$root/src/io/fsutil.c" "$root/src/core/status.c"
-build fuzz_gguf "$root/src/io/gguf.c" "$root/src/core/dtype.c" "$root/src/core/status.c"
-build fuzz_tok "$root"/src/tok/*.c "$root/src/io/gguf.c" "$root/src/io/fsutil.c" "$root/src/core/dtype.c" \
-  "$root/src/core/status.c" "$root/src/core/hash.c"
-
-# Seed corpora: valid files of each kind, and the regression inputs.
-mkdir -p "$work/corpus_st" "$work/corpus_tok" "$work/corpus_gguf" "$work/corpus_tokjson"
-python3 - "$work" <<'PY'
-import json, struct, sys, os
-w = sys.argv[1]
-def st(name, tensors, meta=None, pad=True):
-    hdr, data = {}, b""
-    if meta: hdr["__metadata__"] = meta
-    for n, (dt, shape, raw) in tensors.items():
-        hdr[n] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
-        data += raw
-    h = json.dumps(hdr, separators=(",", ":")).encode()
-    if pad: h += b" " * (-len(h) % 8)
-    open(os.path.join(w, "corpus_st", name), "wb").write(struct.pack("<Q", len(h)) + h + data)
-st("one_f32", {"w": ("F32", [2, 2], struct.pack("<4f", 1, 2, 3, 4))}, {"format": "pt"})
-st("mixed", {"b": ("BF16", [3], b"\x80\x3f\x01\x00\x80\xff"), "h": ("F16", [2], b"\x00\x3c\x00\x7c"),
-             "i": ("I64", [1], b"\0" * 8), "s": ("F32", [], struct.pack("<f", 5))})
-st("empty", {})
-st("zero_size", {"z": ("F32", [0, 3], b""), "y": ("F16", [1], b"\x00\x3c")}, pad=False)
-def tok(name, bpt, vocab, toks):
-    fmt = "<%d%s" % (len(toks), "H" if bpt == 2 else "I")
-    open(os.path.join(w, "corpus_tok", name), "wb").write(
-        b"LCTOKENS" + struct.pack("<IIIIQ", 1, bpt, vocab, 0, len(toks)) + struct.pack(fmt, *toks))
-tok("u16", 2, 256, [1, 2, 3, 255])
-tok("u32", 4, 128256, [0, 70000, 128255])
-tok("oov", 2, 65536, [5, 40000, 7])
-PY
-if [ -d "$root/tests/data/fuzz" ]; then
-  cp "$root"/tests/data/fuzz/st_* "$work/corpus_st/" 2>/dev/null || true
-  cp "$root"/tests/data/fuzz/tok_* "$work/corpus_tok/" 2>/dev/null || true
-  cp "$root"/tests/data/fuzz/gguf_* "$work/corpus_gguf/" 2>/dev/null || true
+  echo "run.sh: $why; install: $fix" >&2
+  exit 1
 fi
-# The tokenizer loaders (tokenizer.json and a GGUF vocabulary): small tokenizers of each kind
-# and the inputs that once broke them (tests/data/tok/fuzz, read by test_tok).
-if [ -d "$root/tests/data/tok/fuzz" ]; then
-  cp "$root"/tests/data/tok/fuzz/* "$work/corpus_tokjson/" 2>/dev/null || true
+
+t0=$(date +%s)
+mkdir -p "$build"
+cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER="$CC" -DLC_FUZZ=ON -DLC_CUDA=off -DCMAKE_BUILD_TYPE=Debug \
+  "-DCMAKE_C_FLAGS_DEBUG=-O1 -gline-tables-only" >"$build/fuzz-configure.log" 2>&1 ||
+  { cat "$build/fuzz-configure.log" >&2; echo "run.sh: configuring $build failed" >&2; exit 1; }
+if ! cmake --build "$build" --target fuzz -j "$jobs" >"$build/fuzz-build.log" 2>&1; then
+  grep -E "error|undefined reference" "$build/fuzz-build.log" | head -40 >&2
+  echo "run.sh: building the fuzz targets failed (full log: $build/fuzz-build.log)" >&2
+  exit 1
 fi
-cat > "$work/st.dict" <<'D'
-"dtype"
-"shape"
-"data_offsets"
-"__metadata__"
-"F32"
-"BF16"
-"F16"
-"I64"
-"F8_E4M3"
-":{"
-"[0,"
-"]}"
-"\x00\x00\x00\x00\x00\x00\x00"
-D
-cat > "$work/tok.dict" <<'D'
-"LCTOKENS"
-"\x01\x00\x00\x00"
-"\x02\x00\x00\x00"
-"\x04\x00\x00\x00"
-D
+t1=$(date +%s)
+targets=${FUZZ_TARGETS:-$(cd "$here" && ls fuzz_*.c | sed 's/\.c$//')}
+echo "built the fuzz targets in $((t1 - t0)) s ($build)"
 
-cat > "$work/tokjson.dict" <<'D'
-"\"type\""
-"\"BPE\""
-"\"ByteLevel\""
-"\"Sequence\""
-"\"Split\""
-"\"Digits\""
-"\"Metaspace\""
-"\"NFC\""
-"\"Prepend\""
-"\"Replace\""
-"\"TemplateProcessing\""
-"\"added_tokens\""
-"\"merges\""
-"\"vocab\""
-"\"byte_fallback\":true"
-"\"ignore_merges\":true"
-"\"lstrip\":true"
-"\"rstrip\":true"
-"\"single_word\":true"
-"\"normalized\":true"
-"<0x41>"
-"\xc4\xa0"
-"\xe2\x96\x81"
-"GGUF"
-"tokenizer.ggml.model"
-"tokenizer.ggml.tokens"
-"tokenizer.ggml.merges"
-"tokenizer.ggml.token_type"
-"tokenizer.ggml.scores"
-D
-
-cat > "$work/gguf.dict" <<'D'
-"GGUF"
-"\x03\x00\x00\x00"
-"\x02\x00\x00\x00"
-"\x08\x00\x00\x00"
-"\x09\x00\x00\x00"
-"general.alignment"
-"general.architecture"
-"\x00\x00\x00\x00\x00\x00\x00"
-"\xff\xff\xff\xff\xff\xff\xff\xff"
-D
-
-echo "fuzzing each target for ${secs}s in $work"
-run() { # target, corpus, dict
-  (cd "$work" && ./"$1" -max_total_time="$secs" -max_len=4096 -dict="$3" -print_final_stats=1 \
-     -artifact_prefix="$work/crash-$1-" "$2" >"$work/$1.log" 2>&1)
-}
+mkdir -p "$work"
+rm -rf "$work"/corpus_fuzz_* "$work"/crash-fuzz_* "$work"/fuzz_*.log "$work"/fuzz_*.dict
+python3 "$here/seeds.py" "$root" "$work"
+echo "fuzzing each target for ${secs} s in $work"
 rc=0
-run fuzz_safetensors "$work/corpus_st" "$work/st.dict" & p1=$!
-run fuzz_tokfile "$work/corpus_tok" "$work/tok.dict" & p2=$!
-run fuzz_gguf "$work/corpus_gguf" "$work/gguf.dict" & p3=$!
-run fuzz_tok "$work/corpus_tokjson" "$work/tokjson.dict" & p4=$!
-wait $p1 || rc=1
-wait $p2 || rc=1
-wait $p3 || rc=1
-wait $p4 || rc=1
-for t in fuzz_safetensors fuzz_tokfile fuzz_gguf fuzz_tok; do
-  echo "== $t"; grep -E "^(stat::|Done|#[0-9]+ +DONE)|ERROR|SUMMARY" "$work/$t.log" | tail -8
+printf '%-18s %12s %6s %6s %6s %9s  %s\n' target runs s cov ft new_units result
+for t in $targets; do
+  [ -x "$build/$t" ] || { echo "$t: not built" >&2; rc=1; continue; }
+  s0=$(date +%s)
+  st=0
+  (cd "$work" && "$build/$t" -max_total_time="$secs" -dict="$work/$t.dict" -print_final_stats=1 \
+     -artifact_prefix="$work/crash-$t-" ${FUZZ_ARGS:-} "$work/corpus_$t" >"$work/$t.log" 2>&1) || st=$?
+  s1=$(date +%s)
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$t.log" | tail -1)
+  new=$(sed -n 's/^stat::new_units_added: *//p' "$work/$t.log" | tail -1)
+  last=$(grep -E "^#[0-9]+" "$work/$t.log" | tail -1)
+  cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
+  ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
+  res=ok
+  if [ $st != 0 ]; then
+    res="FAILED (exit $st; log $work/$t.log)"
+    rc=1
+    grep -E "ERROR|SUMMARY|runtime error|Test unit written" "$work/$t.log" | head -6 >&2 || true
+  fi
+  printf '%-18s %12s %6s %6s %6s %9s  %s\n' "$t" "${runs:-?}" $((s1 - s0)) "${cov:-?}" "${ft:-?}" "${new:-?}" "$res"
 done
-ls "$work"/crash-* 2>/dev/null && { echo "crashing inputs above"; rc=1; }
+if ls "$work"/crash-* >/dev/null 2>&1; then
+  echo "crashing inputs:"
+  ls "$work"/crash-*
+  rc=1
+fi
+echo "fuzz run: $( [ $rc = 0 ] && echo passed || echo FAILED ) in $(( $(date +%s) - t0 )) s"
 exit $rc

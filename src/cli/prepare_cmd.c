@@ -7,7 +7,6 @@
 // completion) rendered in the model's chat template (tok/chat_template.h) and written as a
 // version 3 token file whose loss mask marks the assistant's tokens (--train-on).
 #define _POSIX_C_SOURCE 200809L
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include "cli/cli.h"
 #include "core/timer.h"
 #include "io/conv.h"
+#include "io/jsonl.h"
 #include "io/tokfile.h"
 #include "tok/chat_template.h"
 #include "tok/tokenizer.h"
@@ -176,6 +176,8 @@ static lc_status add_doc(prep *p, const char *text, size_t len) {
   return add_start(p, at);
 }
 
+static lc_status add_record(void *p, const char *text, size_t len) { return add_doc(p, text, len); }
+
 static lc_status add_file(prep *p, const char *path, const char *format, const char *field) {
   char *text = NULL;
   size_t len = 0;
@@ -187,7 +189,9 @@ static lc_status add_file(prep *p, const char *path, const char *format, const c
     st = lc_fail(LC_EINVAL, "%s: --chat reads JSONL conversations (.jsonl, .jsonl.gz, .ndjson or --format jsonl)", path);
   } else if (!jsonl) {
     st = add_doc(p, text, len);
-  } else {
+  } else if (!p->chat) {
+    st = lc_jsonl_each(text, len, path, field, add_record, p);
+  } else { // one conversation a line (blank lines skipped)
     long lineno = 0;
     for (char *line = text; st == LC_OK && line < text + len;) {
       char *nl = memchr(line, '\n', (size_t)(text + len - line));
@@ -195,28 +199,7 @@ static lc_status add_file(prep *p, const char *path, const char *format, const c
       lineno++;
       int blank = 1;
       for (char *q = line; q < end && blank; q++) blank = *q == ' ' || *q == '\t' || *q == '\f' || *q == '\v';
-      if (!blank && p->chat) {
-        st = add_conversation(p, line, (size_t)(end - line), path, lineno);
-      } else if (!blank) {
-        const char *pe = NULL;
-        cJSON *j = cJSON_ParseWithLengthOpts(line, (size_t)(end - line), &pe, 0);
-        for (const char *q = pe; j && q && q < end; q++) // only whitespace may follow the object
-          if (*q != ' ' && *q != '\t' && *q != '\f' && *q != '\v') {
-            cJSON_Delete(j);
-            j = NULL;
-            break;
-          }
-        const cJSON *f = j ? cJSON_GetObjectItemCaseSensitive(j, field) : NULL;
-        if (!j)
-          st = lc_fail(LC_EFORMAT, "%s:%ld: not valid JSON; each line of a JSONL file must be one JSON object", path, lineno);
-        else if (!cJSON_IsObject(j) || !f)
-          st = lc_fail(LC_EFORMAT, "%s:%ld: no field \"%s\"; choose the text field with --field", path, lineno, field);
-        else if (!cJSON_IsString(f))
-          st = lc_fail(LC_EFORMAT, "%s:%ld: field \"%s\" is not a string", path, lineno, field);
-        else
-          st = add_doc(p, f->valuestring, strlen(f->valuestring));
-        cJSON_Delete(j);
-      }
+      if (!blank) st = add_conversation(p, line, (size_t)(end - line), path, lineno);
       line = end + 1;
     }
   }

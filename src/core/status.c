@@ -16,6 +16,10 @@ lc_status lc_fail(lc_status st, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  // One line whatever it quotes: a control character of an input (a newline in a JSON
+  // string, a byte of a binary file) is shown as '?' (found by bench/fuzz/fuzz_config).
+  for (char *c = buf; *c; c++)
+    if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
   memcpy(lc_msg, buf, sizeof lc_msg);
   return st;
 }

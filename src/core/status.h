@@ -12,7 +12,9 @@ typedef enum {
   LC_ECOMM,   // communication failure
 } lc_status;
 
-// Records a one-line message (printf-style) for the calling thread and returns st. The
+// Records a one-line message (printf-style) for the calling thread and returns st (control
+// characters, newlines included, become '?': a message stays one line whatever input it
+// quotes). The
 // arguments may include lc_errmsg() (the message is formatted before it is replaced), but
 // prefer to build on it in words of your own rather than nesting whole messages.
 lc_status lc_fail(lc_status st, const char *fmt, ...)

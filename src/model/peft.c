@@ -1,5 +1,6 @@
 #include "model/peft.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,10 +38,10 @@ lc_status lc_peft_read_config(const char *dir, lc_lora *l) {
   else if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "LORA"))
     st = lc_fail(LC_EINVAL, "%s: peft_type %s; longctx loads LoRA adapters (peft_type LORA)", p,
                  cJSON_IsString(ty) ? ty->valuestring : "missing");
-  else if (!cJSON_IsNumber(r) || r->valuedouble < 1 || r->valuedouble != floor(r->valuedouble))
-    st = lc_fail(LC_EFORMAT, "%s: r must be a positive integer", p);
-  else if (!cJSON_IsNumber(a) || !isfinite(a->valuedouble))
-    st = lc_fail(LC_EFORMAT, "%s: lora_alpha must be a number", p);
+  else if (!cJSON_IsNumber(r) || r->valuedouble < 1 || r->valuedouble > 1 << 20 || r->valuedouble != floor(r->valuedouble))
+    st = lc_fail(LC_EFORMAT, "%s: r must be a positive integer (at most 1048576)", p);
+  else if (!cJSON_IsNumber(a) || !(fabs(a->valuedouble) <= FLT_MAX))
+    st = lc_fail(LC_EFORMAT, "%s: lora_alpha must be a number a float holds", p);
   else if (cJSON_IsString(get(j, "bias")) && strcmp(get(j, "bias")->valuestring, "none"))
     st = lc_fail(LC_EINVAL, "%s: bias \"%s\": longctx trains no biases with LoRA (bias \"none\")", p, get(j, "bias")->valuestring);
   else if (get(j, "lora_dropout") && !cJSON_IsNull(get(j, "lora_dropout")) &&

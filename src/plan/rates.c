@@ -277,17 +277,25 @@ static int factors_read(const cJSON *o, int n, double *f) {
       if (cJSON_GetArraySize(m) != n) return 0;
       for (int i = 0; i < n; i++) {
         const cJSON *v = cJSON_GetArrayItem(m, i);
-        if (!cJSON_IsNumber(v) || !(v->valuedouble > 0)) return 0;
+        if (!cJSON_IsNumber(v) || !(v->valuedouble > 0 && v->valuedouble < 1e9)) return 0;
         f[(b * 2 + d) * n + i] = v->valuedouble;
       }
     }
   return 1;
 }
 
+// A number a machine file may hold: below 1e9 in its unit (GFLOP/s, GB/s, us, a count), so
+// scaled to FLOP/s or bytes/s it stays finite and as a count it fits an int (JSON's 1e999
+// is inf). A rate must also be > 0, any other number >= 0.
+static int in_range(double v, int rate) { return (rate ? v > 0 : v >= 0) && v < 1e9; }
+
 static double num(const cJSON *o, const char *k, int *ok) {
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
-  if (!cJSON_IsNumber(x) || !(x->valuedouble >= 0)) *ok = 0;
-  return cJSON_IsNumber(x) ? x->valuedouble : 0;
+  if (!cJSON_IsNumber(x) || !in_range(x->valuedouble, 0)) {
+    *ok = 0;
+    return 0;
+  }
+  return x->valuedouble;
 }
 
 static int profile_read(const cJSON *p, lc_rates *r) {
@@ -304,12 +312,12 @@ static int profile_read(const cJSON *p, lc_rates *r) {
       for (int k = 0; k < LC_RATE_NDIM; k++)
         for (int n = 0; n < LC_RATE_NDIM; n++) {
           const cJSON *v = cJSON_GetArrayItem(cJSON_GetArrayItem(m, k), n);
-          if (!cJSON_IsNumber(v) || !(v->valuedouble > 0)) return 0;
+          if (!cJSON_IsNumber(v) || !in_range(v->valuedouble, 1)) return 0;
           r->gemm[b][d][k][n] = v->valuedouble * 1e9;
         }
       for (int h = 0; h < LC_RATE_NHD; h++) {
         const cJSON *v = cJSON_GetArrayItem(a, h);
-        if (!cJSON_IsNumber(v) || !(v->valuedouble > 0)) return 0;
+        if (!cJSON_IsNumber(v) || !in_range(v->valuedouble, 1)) return 0;
         r->flash[b][d][h] = v->valuedouble * 1e9;
       }
     }
@@ -380,7 +388,7 @@ lc_status lc_rates_load_machine(const char *path, int ranks, int threads, lc_rat
   if (best < 0) {
     cJSON_Delete(j);
     return lc_fail(LC_EFORMAT, "the machine file %s is not one `longctx calibrate` wrote (%s); run calibrate again", path,
-                   best == -2 ? "a profile lacks a rate" : "no profiles");
+                   best == -2 ? "a profile lacks a rate, or holds one that is negative, not finite or above 1e9" : "no profiles");
   }
   memset(r, 0, sizeof *r);
   profile_read(cJSON_GetArrayItem(ps, best), r);
@@ -457,10 +465,14 @@ lc_status lc_rates_save_machine(const char *path, const lc_rates *r) {
 }
 
 // ---- hardware descriptions
+// A positive number below 1e9 in the field's unit (TFLOP/s, GB/s, us, GiB, a count): no
+// hardware has more, and scaled to FLOP/s or bytes/s it stays finite (JSON's 1e999 is inf).
 static double hw_num(const cJSON *o, const char *k, const char *path, lc_status *st) {
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
-  if (!cJSON_IsNumber(x) || !(x->valuedouble > 0)) {
-    if (*st == LC_OK) *st = lc_fail(LC_EFORMAT, "%s: \"%s\" must be a positive number (see hardware/h100-sxm-80gb-8x-node.json)", path, k);
+  if (!cJSON_IsNumber(x) || !(x->valuedouble > 0) || !(x->valuedouble < 1e9)) {
+    if (*st == LC_OK)
+      *st = lc_fail(LC_EFORMAT, "%s: \"%s\" must be a positive number below 1e9 (see hardware/h100-sxm-80gb-8x-node.json)",
+                    path, k);
     return 1;
   }
   return x->valuedouble;
@@ -493,7 +505,10 @@ lc_status lc_rates_load_hardware(const char *path, lc_rates *r) {
   const lc_link li = {hw_num(in, "latency_us", path, &st) * 1e-6, hw_num(in, "bandwidth_gbs", path, &st) * 1e9};
   for (int c = 0; c < LC_COLL_N; c++) r->coll[c] = li;
   r->inter = (lc_link){hw_num(out, "latency_us", path, &st) * 1e-6, hw_num(out, "bandwidth_gbs", path, &st) * 1e9};
-  r->devices_per_node = (int)hw_num(j, "devices_per_node", path, &st);
+  const double dpn = hw_num(j, "devices_per_node", path, &st);
+  if (st == LC_OK && dpn != floor(dpn))
+    st = lc_fail(LC_EFORMAT, "%s: \"devices_per_node\" must be a whole number, not %g", path, dpn);
+  r->devices_per_node = st == LC_OK ? (int)dpn : 1;
   r->mem_bytes = hw_num(j, "memory_per_device_gib", path, &st) * 1073741824.0;
   r->disk_bw = hw_num(j, "disk_bandwidth_gbs", path, &st) * 1e9 / r->devices_per_node;
   // Optional (--offload-optimizer): the host link per device, and the host's memory

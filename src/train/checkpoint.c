@@ -410,14 +410,18 @@ static lc_status check_model(const char *dir, const lc_config *a, const lc_confi
   return LC_OK;
 }
 
-static lc_status read_state(lc_trainer *t, const char *dir) {
-  char p[PATHN], *txt = NULL;
+// A whole number in [lo, hi] (what the writer writes for a count).
+static int whole_in(const cJSON *x, double lo, double hi) {
+  return cJSON_IsNumber(x) && x->valuedouble >= lo && x->valuedouble <= hi && x->valuedouble == floor(x->valuedouble);
+}
+
+lc_status lc_checkpoint_read_state(const char *path, lc_ckpt_state *s) {
+  char *txt = NULL;
   size_t len = 0;
-  LC_TRY(lc_path_join(p, sizeof p, dir, "trainer_state.json"));
-  LC_TRY(lc_read_file(p, 1 << 20, &txt, &len));
+  memset(s, 0, sizeof *s);
+  LC_TRY(lc_read_file(path, 1 << 20, &txt, &len));
   cJSON *j = cJSON_ParseWithLength(txt, len);
   free(txt);
-  lc_status st = LC_OK;
   const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "format");
   const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, "step");
   const cJSON *next = cJSON_GetObjectItemCaseSensitive(j, "next_sample");
@@ -426,33 +430,62 @@ static lc_status read_state(lc_trainer *t, const char *dir) {
   const cJSON *seq = cJSON_GetObjectItemCaseSensitive(j, "seq");
   const cJSON *batch = cJSON_GetObjectItemCaseSensitive(j, "batch");
   const cJSON *pack = cJSON_GetObjectItemCaseSensitive(j, "pack"); // absent in older checkpoints: off
+  // Counts as the writer writes them: whole numbers a step counter (long), a sample index
+  // (uint64, exact in a double below 2^53) and an int hold.
   if (!j || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "longctx-checkpoint") != 0 ||
-      !cJSON_IsNumber(step) || !cJSON_IsNumber(next) || !cJSON_IsString(seed) ||
-      !cJSON_IsString(data) || !cJSON_IsNumber(seq) || !cJSON_IsNumber(batch) || step->valuedouble < 0) {
+      !whole_in(step, 0, 9007199254740992.0) || !whole_in(next, 0, 9007199254740992.0) || !cJSON_IsString(seed) ||
+      !cJSON_IsString(data) || !whole_in(seq, 1, 2147483647.0) || !whole_in(batch, 1, 2147483647.0)) {
     cJSON_Delete(j);
-    return lc_fail(LC_EFORMAT, "%s is not a valid longctx trainer state (missing or malformed fields)", p);
+    return lc_fail(LC_EFORMAT, "%s is not a valid longctx trainer state (missing or malformed fields)", path);
   }
+  s->step = (long)step->valuedouble;
+  s->next_sample = (uint64_t)next->valuedouble;
+  s->seq = (int)seq->valuedouble;
+  s->batch = (int)batch->valuedouble;
+  s->pack = pack && cJSON_IsTrue(pack);
+  s->seed = strdup(seed->valuestring);
+  s->data = strdup(data->valuestring);
+  cJSON_Delete(j);
+  if (!s->seed || !s->data) {
+    lc_checkpoint_state_free(s);
+    return lc_fail(LC_ENOMEM, "out of memory reading %s", path);
+  }
+  return LC_OK;
+}
+
+void lc_checkpoint_state_free(lc_ckpt_state *s) {
+  free(s->seed);
+  free(s->data);
+  s->seed = s->data = NULL;
+}
+
+static lc_status read_state(lc_trainer *t, const char *dir) {
+  char p[PATHN];
+  LC_TRY(lc_path_join(p, sizeof p, dir, "trainer_state.json"));
+  lc_ckpt_state s;
+  LC_TRY(lc_checkpoint_read_state(p, &s));
+  lc_status st = LC_OK;
   char now[64], saved[64];
   snprintf(now, sizeof now, "%llu", (unsigned long long)t->o.seed);
-  if (strcmp(seed->valuestring, now) != 0) st = mismatch(dir, "--seed", seed->valuestring, now);
-  else if (strcmp(data->valuestring, t->o.data_spec) != 0)
-    st = mismatch(dir, "--data", data->valuestring, t->o.data_spec);
-  else if ((int)seq->valuedouble != t->o.seq) {
-    snprintf(saved, sizeof saved, "%d", (int)seq->valuedouble);
+  if (strcmp(s.seed, now) != 0) st = mismatch(dir, "--seed", s.seed, now);
+  else if (strcmp(s.data, t->o.data_spec) != 0)
+    st = mismatch(dir, "--data", s.data, t->o.data_spec);
+  else if (s.seq != t->o.seq) {
+    snprintf(saved, sizeof saved, "%d", s.seq);
     snprintf(now, sizeof now, "%d", t->o.seq);
     st = mismatch(dir, "--seq", saved, now);
-  } else if ((pack && cJSON_IsTrue(pack)) != (t->o.pack != 0)) {
-    st = mismatch(dir, "--pack", cJSON_IsTrue(pack) ? "on" : "off", t->o.pack ? "on" : "off");
-  } else if ((int)batch->valuedouble != t->o.batch) {
-    snprintf(saved, sizeof saved, "%d", (int)batch->valuedouble);
+  } else if (s.pack != (t->o.pack != 0)) {
+    st = mismatch(dir, "--pack", s.pack ? "on" : "off", t->o.pack ? "on" : "off");
+  } else if (s.batch != t->o.batch) {
+    snprintf(saved, sizeof saved, "%d", s.batch);
     snprintf(now, sizeof now, "%d", t->o.batch);
     st = mismatch(dir, "--batch", saved, now);
   }
   if (st == LC_OK) {
-    t->step = (long)step->valuedouble;
-    t->next_sample = (uint64_t)next->valuedouble;
+    t->step = s.step;
+    t->next_sample = s.next_sample;
   }
-  cJSON_Delete(j);
+  lc_checkpoint_state_free(&s);
   return st;
 }
 

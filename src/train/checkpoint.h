@@ -32,4 +32,18 @@ lc_status lc_checkpoint_verify(const char *dir, int *verified);
 // weights (optimizer.safetensors' master.*), not from the rounded model.safetensors.
 lc_status lc_checkpoint_load(lc_trainer *t, const char *ckpt_dir);
 
+// What a checkpoint's trainer_state.json records for resuming: the step, the data position
+// and the settings a resumed run must repeat.
+typedef struct {
+  long step;            // >= 0
+  uint64_t next_sample; // < 2^53 (a JSON number)
+  int seq, batch;       // >= 1
+  int pack;             // 0 or 1 (absent: 0)
+  char *seed, *data;    // --seed (decimal, as written) and --data
+} lc_ckpt_state;
+// Reads a trainer_state.json (path) into *s: LC_EFORMAT with one line for a file longctx
+// did not write (a missing field, another type, a count that is not a whole number in range).
+lc_status lc_checkpoint_read_state(const char *path, lc_ckpt_state *s);
+void lc_checkpoint_state_free(lc_ckpt_state *s);
+
 #endif
