@@ -5,7 +5,10 @@
 # ShareGPT and prompt/completion records, --train-on assistant and last, and says how many
 # tokens count; bad input is one line each and writes nothing; training on a masked file
 # gives the same losses on 1 process and on 2 (cp 2) and 2 (dp 2); a batch with no counted
-# target is skipped with a warning, not divided by zero.
+# target is skipped with a warning, not divided by zero; a resumed run equals the
+# uninterrupted one. eval on a masked file scores the
+# counted targets only and says how many: its loss sum and the complement mask's add up to
+# the unmasked file's (disjoint windows: each target's loss is the same in the three runs).
 set -u
 BIN="$1"
 SRC="$2"
@@ -85,4 +88,41 @@ for l in open(sys.argv[1]):
     e = json.loads(l)
     assert e["loss"] == 0 and math.isfinite(e["grad_norm"]) and e["grad_norm"] == 0, e
 PY
+# Resume exact on a masked file: steps 4-6 after a checkpoint at 3 equal the
+# uninterrupted run's bit for bit (same layout), counted tokens too.
+R="train --model tiny --seq 64 --batch 2 --lr 1e-3 --threads 1 --seed 3 --data $TMP/m.tok --steps 6"
+"$BIN" $R --log-json "$TMP/full.json" >"$TMP/out" 2>&1 && ok || bad "masked run: $(tail -3 "$TMP/out")"
+"$BIN" $R --save "$TMP/ck" --save-every 3 >"$TMP/out" 2>&1 && ok || bad "masked saving run: $(tail -3 "$TMP/out")"
+"$BIN" $R --resume "$TMP/ck/checkpoint-3" --log-json "$TMP/res.json" >"$TMP/out" 2>&1 && ok || bad "masked resume: $(tail -3 "$TMP/out")"
+python3 - "$TMP/full.json" "$TMP/res.json" <<'PY' && ok || bad "masked resume differs from the uninterrupted run"
+import json, sys
+full, res = ([json.loads(l) for l in open(p)] for p in sys.argv[1:])
+assert [e["step"] for e in res] == [4, 5, 6], res
+for a, b in zip(full[3:], res):
+    assert a["loss"] == b["loss"] and a["counted"] == b["counted"] and a["grad_norm"] == b["grad_norm"], (a, b)
+PY
+# eval over counted tokens: mask m, its complement, and every token (version 1).
+python3 - "$TMP/m.tok" "$TMP/comp.tok" "$TMP/all.tok" <<'PY'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack_from("<Q", b, 24)[0]
+toks, mask = b[32:32 + 2 * n], b[32 + 2 * n:]
+open(sys.argv[2], "wb").write(b[:32] + toks + bytes(1 - x for x in mask))
+open(sys.argv[3], "wb").write(b"LCTOKENS" + struct.pack("<IIIIQ", 1, 2, 256, 0, n) + toks)
+PY
+E="eval --model tiny --seq 64 --max-tokens 2000 --threads 1"
+for f in m comp all; do
+  "$BIN" $E --data "$TMP/$f.tok" --log-json "$TMP/e_$f.json" >"$TMP/eo_$f" 2>&1 && ok || bad "eval $f: $(tail -3 "$TMP/eo_$f")"
+done
+grep -q "counted  406 of 1999 targets by the loss mask" "$TMP/eo_m" && grep -q "scored   406 counted tokens (1593 masked" "$TMP/eo_m" &&
+  ok || bad "eval on a masked file does not say what counted: $(cat "$TMP/eo_m")"
+python3 - "$TMP"/e_m.json "$TMP"/e_comp.json "$TMP"/e_all.json <<'PY' && ok || bad "masked eval loss is not the mean over counted targets"
+import json, sys
+m, c, a = (json.load(open(p)) for p in sys.argv[1:])
+assert m["counted"] == 406 and c["counted"] == 1593 and a["counted"] == 1999 and m["masked"] == 1593, (m, c, a)
+s = m["loss"] * m["counted"] + c["loss"] * c["counted"]
+assert abs(s - a["loss"] * a["counted"]) <= 1e-5 * abs(s), (s, a["loss"] * a["counted"])
+assert abs(m["loss"] - c["loss"]) > 1e-6  # the mask changed what was scored
+PY
+expect_error "its loss mask counts none of the" eval --model tiny --seq 64 --data "$TMP/none.tok"
 finish cli_chat

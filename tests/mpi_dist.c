@@ -4,7 +4,9 @@
 //     ring; both placements; GQA with kv heads < hp);
 //  B. a whole training step (loss and every parameter gradient) under each layout,
 //     with data parallelism and with selective checkpointing + tiles, equals one process;
-//  C. token layout round trip (shard then gather is the identity) and layout errors.
+//  C. token layout round trip (shard then gather is the identity) and layout errors;
+//  F. loss masks (conversations): a step over a masked token file where one rank and one
+//     sequence (and, under dp, one group) have no counted target equals one process.
 // Every rank checks its own part. A failed check ends the whole job at once (MPI_Abort)
 // after printing it: the other ranks would otherwise wait in their next collective until
 // ctest's timeout. `mpi_dist N --planted-failure` checks that (ctest mpi_dist_abort).
@@ -343,6 +345,11 @@ static void apply_family(lc_config *c, int family) {
 }
 static const char *family_name(int family) { return family == FAM_QWEN2 ? " qwen2" : family == FAM_QWEN3 ? " qwen3" : ""; }
 
+// Masked cases (section F): the step reads this version 3 token file from sample mask_first
+// (mask_path empty: task:copy).
+static char mask_path[256];
+static uint64_t mask_first;
+
 static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch, const step_case *c) {
   lc_train_opts o;
   lc_train_opts_init(&o);
@@ -354,7 +361,7 @@ static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch
   o.cfg.rope_theta = 1000.0;
   apply_family(&o.cfg, c->family);
   o.mopts = c->mo;
-  o.data_spec = "task:copy";
+  o.data_spec = mask_path[0] ? mask_path : "task:copy";
   o.seq = 64;
   o.batch = batch;
   o.steps = c->steps;
@@ -393,7 +400,7 @@ static lc_train_opts step_opts(int hp, int cp, int w, lc_placement pl, int batch
 // updated parameters, arena peaks equal to the memory model, identical replicas, and
 // the attention bytes of the formulas.
 // MPI_DIST_ONLY=TAG[,TAG...] runs only the step and ZeRO cases of those tags and the
-// sections so named ("layout", "attention", "offload", "packed", "chunks", "segments",
+// sections so named ("layout", "attention", "offload", "packed", "chunks", "segments", "masked",
 // "backend-update", "private"): for debugging one case, and for the 3-rank run
 // (tests/mpi.cmake), which runs only the ZeRO-3 QLoRA cases with a zero group of 3.
 static int skipped_case(const char *what) {
@@ -425,14 +432,26 @@ static void test_step_case(layout L, lc_placement pl, int dp, const step_case *c
   lc_trainer ref;
   CHECK(lc_trainer_init(&ref, &ro, self) == LC_OK, "reference init: %s", lc_errmsg());
   if (lora_qbase) fill_blocks(&ref.model);
+  if (mask_path[0]) ref.next_sample = mask_first;
   lc_step_metrics rm;
   for (int k = 0; k < c->steps; k++) CHECK(lc_trainer_step(&ref, &rm) == LC_OK, "reference step: %s", lc_errmsg());
   lc_train_opts o = step_opts(L.hp, L.cp, L.w, pl, batch, c);
   lc_trainer tr;
   CHECK(lc_trainer_init(&tr, &o, world) == LC_OK, "init: %s", lc_errmsg());
   if (lora_qbase) fill_blocks(&tr.model);
+  if (mask_path[0]) tr.next_sample = mask_first;
   lc_step_metrics m;
   for (int k = 0; k < c->steps; k++) CHECK(lc_trainer_step(&tr, &m) == LC_OK, "step: %s", lc_errmsg());
+  if (mask_path[0] && c->steps == 1) { // the case is what it claims: some rank counts nothing, all count them once
+    long mine[2] = {0, 0};
+    for (long i = 0; i < (long)tr.local_batch * tr.T; i++) mine[0] += tr.targets[i] != -100;
+    mine[1] = mine[0];
+    long lo = 0, sum = 0;
+    MPI_Allreduce(&mine[0], &lo, 1, MPI_LONG, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&mine[1], &sum, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    CHECK((lo == 0 || world->size == 1) && sum == m.counted && m.counted > 0,
+          "%s hp %d cp %d dp %d: a rank counts %ld (want 0), all %ld, step %ld", what, L.hp, L.cp, dp, lo, sum, m.counted);
+  }
   char tag[160];
   lc_pstore *tp = lc_model_trainable(&tr.model), *rp = lc_model_trainable(&ref.model);
   snprintf(tag, sizeof tag, "%s hp %d cp %d w %d dp %d %s kv %d%s%s head-chunk %d", what, L.hp, L.cp, L.w, dp,
@@ -1240,6 +1259,82 @@ static void test_layout(void) {
         "hp vs kv heads: %s", lc_errmsg());
 }
 
+// ---------------------------------------------------------------- F. loss masks
+// Counted targets of sample idx of the masked file, and the first target position counted.
+static int masked_sample(lc_data *d, uint64_t idx, int *tok, int *tgt, int *doc, int *first) {
+  lc_data_sample_docs(d, 5, idx, tok, tgt, doc, 64); // (step_opts: seed 5, 64 tokens)
+  int n = 0;
+  *first = 64;
+  for (int t = 63; t >= 0; t--)
+    if (tgt[t] != -100) n++, *first = t;
+  return n;
+}
+
+// A version 3 token file (random bytes; counted runs of 40 among 360 masked, as answers
+// among long prompts), written by rank 0, and the first sample of a batch where sample 0
+// counts at least 2 targets, all in its last 64 / (2 W) places (their losses see the whole
+// sequence; one rank holds them under every layout, the others count none), sample 1 and
+// the last two of a batch of W and of 2 W count none (a pass, and under dp a whole group,
+// with nothing), and with W >= 4 samples 4 and 5 count some, not as many as sample 0
+// (dp W: two groups with uneven counts, two with none).
+static void write_mask_file(void) {
+  long pid = (long)getpid();
+  MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+  snprintf(mask_path, sizeof mask_path, "/tmp/lc_mpi_dist_mask_%d_%ld.tok", world->size, pid);
+  if (rank0) {
+    enum { N = 8000 };
+    static uint32_t toks[N];
+    static unsigned char mk[N];
+    lc_rng r;
+    lc_rng_seed(&r, 91);
+    for (int i = 0; i < N; i++) toks[i] = lc_rng_below(&r, 256), mk[i] = (unsigned char)(i % 400 < 40);
+    CHECK(lc_tokfile_write_mask(mask_path, toks, mk, N, 2, 256, NULL, 0) == LC_OK, "mask file: %s", lc_errmsg());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  lc_data d;
+  CHECK(lc_data_open(&d, mask_path, 256, 64) == LC_OK, "mask data: %s", lc_errmsg());
+  int tok[64], tgt[64], doc[64], first;
+  const int W = world->size, cut = 64 - 64 / (2 * W);
+  int found = 0;
+  for (uint64_t i = 0; i < 200000 && !found; i++) {
+    const int n0 = masked_sample(&d, i, tok, tgt, doc, &first);
+    if (n0 < 2 || first < cut || masked_sample(&d, i + 1, tok, tgt, doc, &first)) continue;
+    found = 1;
+    const uint64_t zeros[] = {i + 2 * W - 2, i + 2 * W - 1, i + W - 2, i + W - 1};
+    for (int k = 0; k < 4 && found; k++)
+      if (zeros[k] > i + 1 && masked_sample(&d, zeros[k], tok, tgt, doc, &first)) found = 0;
+    if (found && W >= 4) {
+      const int n45 = masked_sample(&d, i + 4, tok, tgt, doc, &first) + masked_sample(&d, i + 5, tok, tgt, doc, &first);
+      found = n45 > 0 && n45 != n0;
+    }
+    if (found) mask_first = i;
+    if (found && rank0) printf("masked: batch from sample %llu\n", (unsigned long long)i);
+  }
+  lc_data_close(&d);
+  CHECK(found, "no batch of the masked file has the counts the cases need");
+}
+
+// Every layout of the world with the masked batch (2 sequences a rank: two passes, the
+// second counting nothing), data parallel over all ranks and dp x cp, dp x hp: = one process.
+static void test_masked(const layout *lays, int nl, lc_model_opts plain, lc_model_opts sel) {
+  if (skipped_case("masked")) return;
+  write_mask_file();
+  const lc_placement pls[] = {LC_PLACE_HEAD_FIRST, LC_PLACE_CONTEXT_FIRST};
+  for (int i = 0; i < nl; i++) {
+    step_case c = {i % 2 ? sel : plain, 2, 0.0f, 1, i % 3 == 2 ? FAM_QWEN3 : FAM_LLAMA, 0, 0};
+    test_step_case(lays[i], pls[i % 2], 1, &c, "masked");
+  }
+  step_case c = {sel, 2, 0.0f, 1, FAM_LLAMA, 0, 0};
+  test_step_case((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, world->size, &c, "masked");
+  if (world->size >= 4) {
+    test_step_case((layout){1, 2, 2}, LC_PLACE_CONTEXT_FIRST, world->size / 2, &c, "masked");
+    test_step_case((layout){2, 1, 1}, LC_PLACE_HEAD_FIRST, world->size / 2, &c, "masked");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank0) remove(mask_path);
+  mask_path[0] = 0;
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   int expect = argc > 1 ? atoi(argv[1]) : -1;
@@ -1285,6 +1380,7 @@ int main(int argc, char **argv) {
     for (int p = 0; p < 2; p++)
       for (int i = 0; i < 2; i++) test_step(sp2[i], pls[p], world->size / 2, plain, "dp");
     for (int i = 0; i < nl; i++) test_step(lays[i], LC_PLACE_HEAD_FIRST, 1, sel, "selective");
+    test_masked(lays, nl, plain, sel);
     for (int i = 0; i < nl; i++) test_step(lays[i], LC_PLACE_CONTEXT_FIRST, 1, full, "full");
     // bf16 under every layout (GQA), both placements, against one process in bf16.
     lc_model_opts plain16 = plain, full16 = full, sel16 = sel;

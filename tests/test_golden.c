@@ -9,7 +9,10 @@
 // linear, dynamic, yarn, longrope; Qwen2 (q/k/v biases) untied and tied; Qwen3 (q/k
 // norms, head_dim 24 != 64/4, tied) and Qwen3 with attention_bias (q/k/v/o biases) and
 // YaRN without truncation. Each case also checks --precision bf16 against transformers
-// under bf16 autocast (golden_bf16.*).
+// under bf16 autocast (golden_bf16.*). golden_mask (tools/make_mask_golden.py): a Qwen2
+// model's loss and every gradient on a masked conversation and on two conversations packed
+// in one sequence (restarted positions, attention inside each) against transformers in
+// float64 with labels -100.
 #include <cjson/cJSON.h>
 #include <string.h>
 
@@ -268,6 +271,85 @@ static void check_case(const golden_case *gc) {
   CHECK(ar.cur_total == 0, "arena balanced");
 }
 
+// golden_mask: fp32 loss (1e-5 relative) and gradients (5e-5 of each tensor's largest
+// entry; the float64 reference is exact to ~2e-7, transformers' eager softmax being fp32)
+// for the masked and the packed sequence.
+static void check_mask_case(void) {
+  char dir[1024], path[1100];
+  snprintf(dir, sizeof dir, "%s/tests/data/golden_mask", LC_SOURCE_DIR);
+  snprintf(path, sizeof path, "%s/golden.safetensors", dir);
+  lc_arena ar;
+  lc_arena_init(&ar, 0);
+  lc_config cfg;
+  CHECK(lc_hf_read_config(dir, &cfg) == LC_OK && cfg.arch == LC_ARCH_QWEN2, "golden_mask config: %s", lc_errmsg());
+  lc_model m;
+  CHECK(lc_model_create(&m, &cfg, &ar) == LC_OK, "create");
+  CHECK(lc_hf_load_weights(dir, &m) == LC_OK, "golden_mask weights: %s", lc_errmsg());
+  lc_st_file g;
+  CHECK(lc_st_open(&g, path) == LC_OK, "%s: %s", path, lc_errmsg());
+  lc_attn attn;
+  lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
+  enum { S = 48 };
+  const char *names[2] = {"single", "packed"};
+  for (int c = 0; c < 2; c++) {
+    char nm[200];
+    snprintf(nm, sizeof nm, "%s.input_ids", names[c]);
+    float *ids = read_tensor(&g, nm, S);
+    snprintf(nm, sizeof nm, "%s.labels", names[c]);
+    float *labels = read_tensor(&g, nm, S);
+    snprintf(nm, sizeof nm, "%s.position_ids", names[c]);
+    float *posf = read_tensor(&g, nm, S);
+    snprintf(nm, sizeof nm, "%s.loss", names[c]);
+    float *loss = read_tensor(&g, nm, 1);
+    if (!ids || !labels || !posf || !loss) return;
+    int tok[S], tgt[S], pos[S], lo[S], counted = 0, docs = 0;
+    for (int t = 0; t < S; t++) {
+      tok[t] = (int)ids[t], pos[t] = (int)posf[t];
+      tgt[t] = t + 1 < S ? (int)labels[t + 1] : -100; // HF shifts inside; longctx pre-shifts
+      if (t + 1 < S && posf[t + 1] == 0) tgt[t] = -100; // a document's last token has no target
+      counted += tgt[t] >= 0;
+      lo[t] = t - pos[t]; // the document's first token: attention stays inside it
+      docs += pos[t] == 0;
+    }
+    CHECK(c == 0 ? docs == 1 && counted == 19 : docs == 2 && counted == 22, "golden_mask %s: %d documents, %d counted",
+          names[c], docs, counted);
+    const lc_pass_in pin = {.attn = {.lo = docs > 1 ? lo : NULL}};
+    const lc_model_opts opts[2] = {{LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0},
+                                   {LC_CKPT_SELECTIVE, 8, 5, 0, 0, 0, LC_DT_F32, NULL, 0, 0}};
+    for (int k = 0; k < 2; k++) {
+      lc_model_zero_grads(&m);
+      double ls = 0;
+      CHECK(lc_model_fwd_bwd(&m, &opts[k], &attn, &pin, tok, tgt, pos, S, 1.0f / counted, 1, &ls) == LC_OK,
+            "fwd_bwd: %s", lc_errmsg());
+      const double mine = ls / counted;
+      CHECK(fabs(mine - loss[0]) <= 1e-5 * fabs(loss[0]), "golden_mask %s loss %.9f vs transformers %.9f", names[c], mine,
+            loss[0]);
+      double worst = 0;
+      for (int i = 0; i < m.n_tensors; i++) {
+        const lc_param_info *p = &m.table[i];
+        char gname[200];
+        snprintf(gname, sizeof gname, "%s.grad.%s", names[c], p->name);
+        float *ref = read_tensor(&g, gname, p->numel);
+        if (!ref) continue;
+        double e = 0, mx = 0;
+        for (size_t j = 0; j < p->numel; j++) {
+          e = fmax(e, fabs(m.grads[p->offset + j] - ref[j]));
+          mx = fmax(mx, fabs(ref[j]));
+        }
+        CHECK(mx > 0 && e <= 5e-5 * mx, "golden_mask %s %s: max diff %.3g of max %.3g", names[c], p->name, e, mx);
+        worst = fmax(worst, e / mx);
+        free(ref);
+      }
+      printf("golden_mask %s (%s): loss %.9f (transformers f64 %.9f, %d counted), worst gradient error %.2e of max\n",
+             names[c], k ? "selective+tiles" : "plain", mine, loss[0], counted, worst);
+    }
+    free(ids), free(labels), free(posf), free(loss);
+  }
+  lc_st_close(&g);
+  lc_model_destroy(&m);
+  CHECK(ar.cur_total == 0, "arena balanced");
+}
+
 int main(void) {
   static const golden_case cases[] = {
       {"golden_untied", LC_ARCH_LLAMA, LC_ROPE_DEFAULT, 0, 0, 0, 16, 0, 0},
@@ -284,5 +366,6 @@ int main(void) {
       {"golden_qwen3_bias", LC_ARCH_QWEN3, LC_ROPE_YARN, 1, 1, 1, 16, 0, 0},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
+  check_mask_case();
   return lc_test_finish("test_golden");
 }

@@ -1,7 +1,8 @@
 // longctx eval: a model's loss and perplexity on a long token stream or text, in windows of
 // --seq tokens advancing by --stride (model/evaluate.h), so a context-extension run can be
 // judged on a held-out long document. Per token always; per byte when the bytes behind
-// the tokens are known (byte models; text through the model's tokenizer).
+// the tokens are known (byte models; text through the model's tokenizer). A token file
+// with a loss mask (prepare --chat) is scored on its counted targets only: the answers.
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -34,7 +35,7 @@ static void progress(void *arg, long done, long total) {
   const double now = lc_now();
   if (now - p->last < 5.0 && done < total) return;
   p->last = now;
-  fprintf(stderr, "eval: %ld / %ld tokens scored (%.0f tokens/s)\n", done, total, done / fmax(now - p->t0, 1e-9));
+  fprintf(stderr, "eval: %ld / %ld tokens passed (%.0f tokens/s)\n", done, total, done / fmax(now - p->t0, 1e-9));
 }
 
 int lc_cmd_eval(int argc, char **argv) {
@@ -86,6 +87,9 @@ int lc_cmd_eval(int argc, char **argv) {
   lc_eval_data d;
   memset(&d, 0, sizeof d);
   if (st == LC_OK) st = lc_eval_data_load(&d, F.data, F.model, &m.cfg, F.max_tokens);
+  if (st == LC_OK && d.mask && d.counted == 0)
+    st = lc_fail(LC_EINVAL, "%s: its loss mask counts none of the %ld tokens%s: nothing to score", F.data, d.n,
+                 F.max_tokens > 0 ? " read (raise --max-tokens)" : "");
   if (st == LC_OK && F.seq > lc_config_max_positions(&m.cfg))
     st = lc_fail(LC_EINVAL, "--seq %d exceeds the model's context of %d positions: use shorter windows", F.seq,
                  lc_config_max_positions(&m.cfg));
@@ -102,12 +106,14 @@ int lc_cmd_eval(int argc, char **argv) {
   printf("longctx eval: %s (%s)%s\n", F.model, lc_config_describe(&m.cfg, desc, sizeof desc),
          random_init ? " with RANDOM weights (a preset)" : "");
   printf("  data     %s: %ld tokens (%s)\n", F.data, d.n, d.desc);
+  if (d.mask)
+    printf("  counted  %ld of %ld targets by the loss mask (the answers); only they are scored\n", d.counted, d.n - 1);
   printf("  windows  %d tokens advancing by %d, positions from 0 in each; %s, %d threads\n", F.seq, F.stride,
          prec == LC_DT_BF16 ? "bf16" : "fp32", threads);
   fflush(stdout);
   progress_state ps = {lc_now(), lc_now()};
   lc_eval_result r;
-  st = lc_eval_windows(&m, &o, d.tokens, d.n, F.seq, F.stride, &r, progress, &ps);
+  st = lc_eval_windows(&m, &o, d.tokens, d.mask, d.n, F.seq, F.stride, &r, progress, &ps);
   const double secs = lc_now() - ps.t0;
   int rc = 0;
   if (st != LC_OK) {
@@ -117,7 +123,11 @@ int lc_cmd_eval(int argc, char **argv) {
     const double nll = r.loss_sum / (double)r.scored;
     // Bytes behind the scored tokens (all but the first): bits per byte when known.
     const double bytes = d.bytes_known ? d.bytes_total - d.first_bytes : 0;
-    printf("  scored   %ld tokens in %ld windows, %.1f s (%.0f tokens/s)\n", r.scored, r.windows, secs, r.scored / secs);
+    if (d.mask)
+      printf("  scored   %ld counted tokens (%ld masked left out) in %ld windows, %.1f s (%.0f tokens/s)\n", r.scored,
+             r.masked, r.windows, secs, (r.scored + r.masked) / secs);
+    else
+      printf("  scored   %ld tokens in %ld windows, %.1f s (%.0f tokens/s)\n", r.scored, r.windows, secs, r.scored / secs);
     printf("  loss     %.4f nats per token, perplexity %.3f, next-token accuracy %.2f%%\n", nll, exp(nll),
            100.0 * (1.0 - (double)r.wrong / (double)r.scored));
     if (bytes > 0)
@@ -131,9 +141,9 @@ int lc_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "longctx: error: --log-json %s cannot be created: give a writable path\n", F.log_json);
         rc = 2;
       } else {
-        fprintf(f, "{\"tokens\":%ld,\"windows\":%ld,\"seq\":%d,\"stride\":%d,\"loss\":%.17g,\"perplexity\":%.17g,"
+        fprintf(f, "{\"tokens\":%ld,\"counted\":%ld,\"masked\":%ld,\"windows\":%ld,\"seq\":%d,\"stride\":%d,\"loss\":%.17g,\"perplexity\":%.17g,"
                    "\"accuracy\":%.17g,\"bytes\":%.0f,\"bits_per_byte\":%.17g,\"seconds\":%.3f}\n",
-                r.scored, r.windows, F.seq, F.stride, nll, exp(nll), 1.0 - (double)r.wrong / (double)r.scored, bytes,
+                r.scored, r.scored, r.masked, r.windows, F.seq, F.stride, nll, exp(nll), 1.0 - (double)r.wrong / (double)r.scored, bytes,
                 bytes > 0 ? r.loss_sum / bytes / log(2.0) : 0.0, secs);
         if (fclose(f) != 0) rc = 2;
       }

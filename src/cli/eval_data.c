@@ -1,3 +1,5 @@
+// The data longctx eval scores (eval_data.h): a token file (with its loss mask), a text
+// file through the model's tokenizer, or bytes.
 #define _POSIX_C_SOURCE 200809L
 #include "cli/eval_data.h"
 
@@ -42,12 +44,37 @@ lc_status lc_eval_data_load(lc_eval_data *d, const char *path, const char *model
     if (max_tokens > 0 && n > max_tokens) n = max_tokens;
     d->tokens = st == LC_OK ? malloc(sizeof(int32_t) * (size_t)n) : NULL;
     if (st == LC_OK && !d->tokens) st = lc_fail(LC_ENOMEM, "out of memory for %ld tokens of %s", n, path);
+    if (st == LC_OK && t.mask && !(d->mask = malloc((size_t)n)))
+      st = lc_fail(LC_ENOMEM, "out of memory for the loss mask of %ld tokens of %s", n, path);
     for (long i = 0; st == LC_OK && i < n; i++) d->tokens[i] = (int32_t)lc_tokfile_get(&t, (uint64_t)i);
+    if (st == LC_OK && d->mask) memcpy(d->mask, t.mask, (size_t)n);
     lc_tokfile_close(&t);
     if (st != LC_OK) return st;
     d->n = n;
-    snprintf(d->desc, sizeof d->desc, "token file, vocab %u", t.vocab);
-    if (cfg->vocab == 256) {
+    d->counted = n > 0 ? n - 1 : 0;
+    if (d->mask) {
+      d->counted = 0;
+      for (long i = 1; i < n; i++) d->counted += d->mask[i] != 0;
+    }
+    snprintf(d->desc, sizeof d->desc, "token file, vocab %u%s", t.vocab, d->mask ? ", with a loss mask" : "");
+    if (d->mask) { // bytes behind the counted targets: each run of them decoded alone
+      d->first_bytes = 0;
+      if (cfg->vocab == 256) {
+        d->bytes_known = 1, d->bytes_total = (double)d->counted;
+      } else if (tok) {
+        for (long i = 1; st == LC_OK && i < n;) {
+          long e = i;
+          while (e < n && d->mask[e]) e++;
+          double b = 0;
+          if (e > i) st = decoded_bytes(tok, d->tokens + i, (size_t)(e - i), &b);
+          d->bytes_total += b;
+          i = e > i ? e : i + 1;
+        }
+        d->bytes_known = st == LC_OK;
+      } else {
+        snprintf(d->bytes_why, sizeof d->bytes_why, "the model has no tokenizer to decode the tokens (%.200s)", why);
+      }
+    } else if (cfg->vocab == 256) {
       d->bytes_known = 1, d->bytes_total = (double)n, d->first_bytes = 1; // a byte model's tokens are bytes
     } else if (tok) { // the text the tokens decode to
       st = decoded_bytes(tok, d->tokens, (size_t)n, &d->bytes_total);
@@ -74,7 +101,7 @@ lc_status lc_eval_data_load(lc_eval_data *d, const char *path, const char *model
     if (st == LC_OK) st = decoded_bytes(tok, ids, k, &d->bytes_total);
     if (st == LC_OK) st = decoded_bytes(tok, ids, 1, &d->first_bytes);
     if (st == LC_OK) {
-      d->tokens = ids, d->n = (long)k, d->bytes_known = 1;
+      d->tokens = ids, d->n = (long)k, d->bytes_known = 1, d->counted = k > 0 ? (long)k - 1 : 0;
       snprintf(d->desc, sizeof d->desc, "text through the model's tokenizer: %.200s", lc_tok_describe(tok));
     } else {
       free(ids);
@@ -99,6 +126,7 @@ lc_status lc_eval_data_load(lc_eval_data *d, const char *path, const char *model
   for (long i = 0; i < n; i++) d->tokens[i] = (unsigned char)text[i];
   free(text);
   d->n = n;
+  d->counted = n > 0 ? n - 1 : 0;
   d->bytes_known = 1, d->bytes_total = (double)n, d->first_bytes = 1;
   snprintf(d->desc, sizeof d->desc, "text read as bytes");
   return LC_OK;
@@ -106,5 +134,6 @@ lc_status lc_eval_data_load(lc_eval_data *d, const char *path, const char *model
 
 void lc_eval_data_free(lc_eval_data *d) {
   free(d->tokens);
+  free(d->mask);
   memset(d, 0, sizeof *d);
 }

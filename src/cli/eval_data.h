@@ -11,9 +11,11 @@
 typedef struct {
   int32_t *tokens;
   long n;
+  unsigned char *mask; // a version 3 token file's loss mask (NULL: every token counts)
+  long counted;        // targets the mask counts (tokens 1..n-1), n - 1 without a mask
   int bytes_known;     // bytes_total / first_bytes are the text's bytes
-  double bytes_total;  // bytes of text behind tokens[0..n)
-  double first_bytes;  // of them, tokens[0]'s (never scored)
+  double bytes_total;  // bytes of text behind tokens[0..n) (with a mask: behind the counted targets)
+  double first_bytes;  // of them, tokens[0]'s (never scored; 0 with a mask)
   char desc[256];      // what the tokens are, for the settings line
   char bytes_why[256]; // why the bytes are not known
 } lc_eval_data;

@@ -13,18 +13,20 @@
 
 typedef struct {
   double loss_sum; // nats over scored tokens
-  long scored;     // tokens scored (n - 1 for a whole stream)
+  long scored;     // tokens scored: counted targets (n - 1 for a whole stream without a mask)
+  long masked;     // targets left out by the mask (scored + masked = n - 1)
   long wrong;      // scored tokens whose argmax is not the token
-  long windows;
+  long windows;    // windows run (those with a scored target)
 } lc_eval_result;
 
-// Called after each window with the tokens scored so far (may be NULL).
-typedef void (*lc_eval_progress)(void *arg, long scored, long total);
+// Called after each window with the targets passed so far, counted or not, of total (may be NULL).
+typedef void (*lc_eval_progress)(void *arg, long done, long total);
 
 // Scores tokens[0..n) (ids below the model's vocab) with windows of S inputs advancing by
-// stride (1 <= stride <= S). One process, attention local; o's checkpoint policy and tiles
-// apply (no gradients).
-lc_status lc_eval_windows(lc_model *m, const lc_model_opts *o, const int32_t *tokens, long n, int S, int stride,
-                          lc_eval_result *r, lc_eval_progress progress, void *arg);
+// stride (1 <= stride <= S); mask (n bytes, or NULL: every token counts) says which tokens
+// count as targets (mask[j] for the target tokens[j]). One process, attention local; o's
+// checkpoint policy and tiles apply (no gradients). No counted target at all is refused.
+lc_status lc_eval_windows(lc_model *m, const lc_model_opts *o, const int32_t *tokens, const unsigned char *mask, long n,
+                          int S, int stride, lc_eval_result *r, lc_eval_progress progress, void *arg);
 
 #endif
