@@ -14,7 +14,7 @@ GGUF=${3:-}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 REV=$(git -C "$ROOT" rev-parse --short "$REF") || exit 2
 OLD="${TMPDIR:-/tmp}/longctx-ref-$REV/build/longctx"
-NEW="$ROOT/build/longctx"
+NEW=${NEW:-"$ROOT/build/longctx"} # (NEW=path: another build of this tree)
 [ -x "$OLD" ] || { echo "backend_seam: no $OLD (run bench/bitcompare.sh $REF first: it builds REF)"; exit 2; }
 [ -x "$NEW" ] || { echo "backend_seam: no $NEW (build this tree first)"; exit 2; }
 lscpu | grep -m1 "Model name"
