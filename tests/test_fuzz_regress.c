@@ -60,8 +60,10 @@ static void feed_tok(const char *name, const char *path, const char *data, size_
   for (int from_file = 0; from_file < 2; from_file++) {
     lc_status st = from_file ? lc_tokfile_open(&t, path) : lc_tokfile_open_mem(&t, data, len, name);
     if (st == LC_OK) {
-      const uint64_t index = t.n_docs ? 8 + 8 * t.n_docs : 0; // version 2's document index
-      CHECK(LC_TOKFILE_HEADER + t.count * t.bytes_per_token + index == len, "%s: count vs size", name);
+      const uint64_t index = t.n_docs ? 8 + 8 * t.n_docs : 0; // versions 2-3: the document index
+      const uint64_t mask = t.mask ? t.count : 0;               // version 3: a mask byte per token
+      CHECK((t.version == 3) == (t.mask != NULL), "%s: version %u with%s a mask", name, t.version, t.mask ? "" : "out");
+      CHECK(LC_TOKFILE_HEADER + t.count * t.bytes_per_token + mask + index == len, "%s: count vs size", name);
       (void)lc_tokfile_get(&t, t.count - 1);
       lc_status v = lc_tokfile_check_vocab(&t, 256);
       CHECK(v == LC_OK || clean_error(v), "%s: vocab check", name);

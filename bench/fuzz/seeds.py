@@ -75,11 +75,13 @@ dict_("fuzz_safetensors", ["dtype", "shape", "data_offsets", "__metadata__", "F3
                            '":{"', '"[0,"', '"]}"', '"\\x00\\x00\\x00\\x00\\x00\\x00\\x00"'])
 
 
-# ---- token files: versions 1 and 2, with and without the document index
-def tokfile(version, bpt, vocab, toks, starts=None):
+# ---- token files: versions 1 to 3, with and without the document index (3: a loss mask)
+def tokfile(version, bpt, vocab, toks, starts=None, mask=None):
     flags = 1 if starts is not None else 0
     b = b"LCTOKENS" + struct.pack("<IIIIQ", version, bpt, vocab, flags, len(toks))
     b += struct.pack("<%d%s" % (len(toks), "H" if bpt == 2 else "I"), *toks)
+    if mask is not None:
+        b += bytes(mask)
     if starts is not None:
         b += struct.pack("<Q", len(starts)) + struct.pack("<%dQ" % len(starts), *starts)
     return b
@@ -91,9 +93,12 @@ put("fuzz_tokfile", "v1_oov", tokfile(1, 2, 65536, [5, 40000, 7]))
 put("fuzz_tokfile", "v2_plain", tokfile(2, 2, 300, [1, 299, 3]))
 put("fuzz_tokfile", "v2_docs", tokfile(2, 2, 256, [1, 2, 3, 4, 5, 6], [0, 2, 5]))
 put("fuzz_tokfile", "v2_docs_u32", tokfile(2, 4, 100000, [9, 99999, 0], [0, 1]))
+put("fuzz_tokfile", "v3_mask", tokfile(3, 2, 300, [1, 299, 3, 4], mask=[0, 1, 1, 0]))
+put("fuzz_tokfile", "v3_mask_docs", tokfile(3, 4, 100000, [9, 99999, 0, 5], [0, 2], mask=[0, 0, 1, 1]))
 copy("fuzz_tokfile", "tests/data/fuzz/tok_*")
 copy("fuzz_tokfile", "tests/data/tok/*/prepared*.tok")
-dict_("fuzz_tokfile", ["LCTOKENS", '"\\x01\\x00\\x00\\x00"', '"\\x02\\x00\\x00\\x00"', '"\\x04\\x00\\x00\\x00"',
+copy("fuzz_tokfile", "tests/data/chat/*.tok")
+dict_("fuzz_tokfile", ["LCTOKENS", '"\\x01\\x00\\x00\\x00"', '"\\x02\\x00\\x00\\x00"', '"\\x03\\x00\\x00\\x00"', '"\\x04\\x00\\x00\\x00"',
                        '"\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x00"'])
 
 # ---- GGUF
