@@ -136,7 +136,7 @@ static lc_status score_merges(lc_tokenizer *t, const lc_tok_vocab *v) {
     }
   }
   if (st == LC_OK) {
-    qsort(m, n, sizeof *m, smerge_cmp);
+    if (n) qsort(m, n, sizeof *m, smerge_cmp); // (m is NULL when nothing merges: qsort's pointer must not be)
     st = lc_pmap_init(&t->merges, n);
   }
   for (size_t k = 0; k < n && st == LC_OK; k++) st = lc_pmap_put(&t->merges, (uint32_t)m[k].a, (uint32_t)m[k].b, (uint32_t)k, (uint32_t)m[k].merged);
