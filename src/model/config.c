@@ -71,6 +71,9 @@ lc_status lc_config_validate(const lc_config *c) {
       c->vocab <= 0)
     return lc_fail(LC_EINVAL, "model config: hidden_size, num_hidden_layers, num_attention_heads, "
                               "num_key_value_heads, intermediate_size and vocab_size must be positive");
+  if (c->n_layers > LC_MAX_LAYERS) // (per-layer tables, e.g. a quantized base's block types, hold this many)
+    return lc_fail(LC_EINVAL, "model config: num_hidden_layers %d is more than longctx holds (%d)", c->n_layers,
+                   LC_MAX_LAYERS);
   if (c->head_dim <= 0 || c->head_dim > 2 * LC_ROPE_MAX_PAIRS)
     return lc_fail(LC_EINVAL, "model config: head_dim %d must be in [2, %d]", c->head_dim, 2 * LC_ROPE_MAX_PAIRS);
   if (c->head_dim % 2 != 0)
