@@ -22,7 +22,7 @@ typedef struct {
   lc_tokfile tok;       // LC_DATA_TOKENS: a token file (tools/prepare_data.py)
   int pack;             // samples are whole documents packed into S tokens (lc_data_pack)
   lc_packer packer;     // token files with --pack
-  char desc[300];
+  char desc[384];
 } lc_data;
 
 // spec: "task:copy", "task:passkey" or a file path: a token file (starts with the magic
