@@ -45,6 +45,36 @@ static void conv_of(const cJSON *msgs, lc_conv *c, int drop_last) {
   c->n = n;
 }
 
+// A conversation of one system turn (no user, no assistant turn), encoded into empty buffers
+// in every loss mode: as many ids as its rendered text has (Llama 2 renders nothing: zero),
+// nothing counted but under --train-on all. fuzz_chat found the empty case: the mask was
+// filled through a NULL pointer (UBSan; kept as tests/data/fuzz/chat_system_only.ok.bin).
+static void system_only(const char *name, const lc_chat_tpl *ct, lc_tokenizer *t) {
+  lc_conv c = {0};
+  lc_conv_msg m = {LC_ROLE_SYSTEM, (char *)"You are terse."};
+  c.msgs = &m, c.n = 1;
+  char *text = NULL;
+  size_t len = 0;
+  CHECK(lc_chat_render_text(ct, &c, 0, &text, &len, NULL, NULL) == LC_OK, "%s system only: %s", name, lc_errmsg());
+  int32_t *want = NULL;
+  size_t nwant = 0;
+  CHECK(lc_tok_encode(t, text ? text : "", len, 0, &want, &nwant) == LC_OK, "%s: %s", name, lc_errmsg());
+  for (int on = 0; on < 3; on++) {
+    lc_tok_ids ids = {0};
+    unsigned char *mask = NULL;
+    size_t cap = 0;
+    uint64_t counted = 99;
+    const lc_train_on mode = on == 0 ? LC_TRAIN_ON_ASSISTANT : on == 1 ? LC_TRAIN_ON_LAST : LC_TRAIN_ON_ALL;
+    CHECK(lc_chat_encode(ct, t, &c, mode, &ids, &mask, &cap, &counted) == LC_OK, "%s: %s", name, lc_errmsg());
+    CHECK(ids.n == nwant && counted == (mode == LC_TRAIN_ON_ALL ? nwant : 0), "%s system only, mode %d: %zu ids (want %zu), %llu counted",
+          name, on, ids.n, nwant, (unsigned long long)counted);
+    free(ids.v);
+    free(mask);
+  }
+  free(want);
+  free(text);
+}
+
 static void test_family(const char *name, const char *want_form) {
   char path[512];
   snprintf(path, sizeof path, "%s/tests/data/chat/%s.json", LC_SOURCE_DIR, name);
@@ -136,6 +166,7 @@ static void test_family(const char *name, const char *want_form) {
   CHECK(!bad_mask, "%s: %d of %d masks differ from the independent computation", name, bad_mask, k);
   CHECK(!bad_last && !bad_all, "%s: --train-on last %d, all %d masks wrong", name, bad_last, bad_all);
   CHECK(!bad_gen, "%s: %d of %d generation prompts differ", name, bad_gen, k);
+  system_only(name, &ct, t);
   lc_tok_free(t);
   cJSON_Delete(g);
 }

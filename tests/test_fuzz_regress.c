@@ -5,7 +5,8 @@
 // GGUF files (tools/make_gguf_test.py) -- these three go through all three binary parsers --;
 // config_* HF config.json, peft_* adapter_config.json, machine_* machine files, hardware_*
 // hardware files, ckpt_* trainer_state.json [NUL checksums.json] (as fuzz_checkpoint reads
-// them), jsonl_* JSONL records. ".ok." in a name means it must be accepted, ".err." that it
+// them), jsonl_* JSONL records, chat_* conversation records (as fuzz_chat reads them).
+// ".ok." in a name means it must be accepted, ".err." that it
 // must not. gguf_valid.ok.bin is also cut at every byte: every proper prefix must be refused
 // cleanly.
 #include <dirent.h>
@@ -13,6 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
+#include "io/conv.h"
 #include "io/fsutil.h"
 #include "io/gguf.h"
 #include "io/jsonl.h"
@@ -22,6 +26,7 @@
 #include "model/peft.h"
 #include "plan/rates.h"
 #include "testutil.h"
+#include "tok/chat_template.h"
 #include "train/checkpoint.h"
 
 static int clean_error(lc_status st) {
@@ -181,6 +186,50 @@ static lc_status count_record(void *ctx, const char *text, size_t len) {
   return LC_OK;
 }
 
+// chat_*: fuzz_chat's input: byte 0 picks the template (mod 7, fuzz_chat.c's order of the
+// goldens in tests/data/chat), the rest is one conversation record; accepted means parsed,
+// rendered and encoded with its loss mask in every mode.
+static lc_status feed_chat(const char *data, size_t len) {
+  static const char *const fams[] = {"smollm2", "qwen25", "qwen3", "llama3", "llama31", "mistral", "llama2"};
+  if (len < 1) return lc_fail(LC_EFORMAT, "empty chat input");
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/data/chat/%s.json", LC_SOURCE_DIR, fams[(unsigned char)data[0] % 7]);
+  char *gtxt;
+  size_t glen;
+  if (lc_read_file(path, (size_t)1 << 24, &gtxt, &glen) != LC_OK) return LC_EIO;
+  cJSON *g = cJSON_ParseWithLength(gtxt, glen);
+  free(gtxt);
+  snprintf(path, sizeof path, "%s/%s", LC_SOURCE_DIR, cJSON_GetObjectItem(g, "tokenizer")->valuestring);
+  lc_tokenizer *t = NULL;
+  lc_status st = lc_tok_load_json(&t, path);
+  lc_chat_tpl ct;
+  if (st == LC_OK) {
+    lc_tok_set_bos_eos(t, lc_tok_id(t, cJSON_GetObjectItem(g, "bos")->valuestring),
+                       lc_tok_id(t, cJSON_GetObjectItem(g, "eos")->valuestring));
+    st = lc_chat_tpl_recognise(&ct, t, cJSON_GetObjectItem(g, "template")->valuestring);
+  }
+  cJSON_Delete(g);
+  lc_conv c;
+  if (st == LC_OK) st = lc_conv_parse(&c, data + 1, len - 1);
+  else memset(&c, 0, sizeof c);
+  for (int on = 0; st == LC_OK && on < 3; on++) {
+    lc_tok_ids ids = {0};
+    unsigned char *mask = NULL;
+    size_t cap = 0;
+    uint64_t counted = 0;
+    st = lc_chat_encode(&ct, t, &c, (lc_train_on)on, &ids, &mask, &cap, &counted);
+    uint64_t sum = 0;
+    for (size_t i = 0; st == LC_OK && i < ids.n; i++) sum += mask[i];
+    CHECK(st != LC_OK || sum == counted, "chat: counted %llu, mask sums to %llu", (unsigned long long)counted,
+          (unsigned long long)sum);
+    free(ids.v);
+    free(mask);
+  }
+  lc_conv_free(&c);
+  if (t) lc_tok_free(t);
+  return st;
+}
+
 static int feed_json(const char *name, const char *data, size_t len) {
   char path[256];
   if (!strncmp(name, "config_", 7)) {
@@ -209,6 +258,8 @@ static int feed_json(const char *name, const char *data, size_t len) {
     lc_status v = lc_checkpoint_verify(tmpdir, &verified);
     CHECK(v == LC_OK || clean_error(v), "%s: checksums: %s", name, lc_errmsg());
     verdict(name, st);
+  } else if (!strncmp(name, "chat_", 5)) {
+    verdict(name, feed_chat(data, len));
   } else if (!strncmp(name, "jsonl_", 6)) {
     long n = 0;
     verdict(name, lc_jsonl_each(data, len, name, "text", count_record, &n));

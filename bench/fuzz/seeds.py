@@ -229,6 +229,23 @@ put("fuzz_jsonl", "bad_line", '{"text": "ok"}\n{"text": 3}\n')
 copy("fuzz_jsonl", "tests/data/tok/corpus.jsonl")
 dict_("fuzz_jsonl", ["text", '"\\"text\\": "', '"{\\"text\\": \\"\\"}"', '"\\\\u0000"', '"\\\\ud83d"', '"\\x0b"', '"\\x0c"'])
 
+# ---- conversations (prepare --chat): byte 0 picks the template (mod 7, the order of
+# fuzz_chat.c's families) and the loss modes, then one record; from the chat tests' records
+# and the goldens' cases, each under two templates
+N_FAM = 7
+recs = [l.strip() for l in open(os.path.join(root, "tests/data/chat/convs.jsonl")) if l.strip()]
+for i, fam in enumerate(["smollm2", "qwen25", "qwen3", "llama3", "llama31", "mistral", "llama2"]):
+    g = json.load(open(os.path.join(root, "tests/data/chat/%s.json" % fam)))
+    for k, c in enumerate(g["cases"][:6]):
+        put("fuzz_chat", "%s_case%d" % (fam, k), bytes([i]) + json.dumps({"messages": c["messages"]}).encode())
+for k, r in enumerate(recs):
+    for i in (k % N_FAM, (k + 3) % N_FAM):
+        put("fuzz_chat", "convs%d_t%d" % (k, i), bytes([i + N_FAM]) + r.encode())
+copy("fuzz_chat", "tests/data/fuzz/chat_*")
+dict_("fuzz_chat", ["messages", "role", "content", "system", "user", "assistant", "conversations", "from", "value",
+                    "human", "gpt", "prompt", "completion", "<|im_start|>", "<|im_end|>", "<|eot_id|>", "<s>", "</s>",
+                    "[INST]", "[/INST]", "<<SYS>>", "<think>", "</think>", '"\\\\u0000"', '"\\\\n"', '"\\x0a"'])
+
 # The regression inputs of the JSON readers (tests/data/fuzz/<prefix>*, test_fuzz_regress)
 for prefix, t in [("config_", "fuzz_config"), ("peft_", "fuzz_peft"), ("machine_", "fuzz_machine"),
                   ("hardware_", "fuzz_hardware"), ("ckpt_", "fuzz_checkpoint"), ("jsonl_", "fuzz_jsonl")]:

@@ -360,7 +360,7 @@ lc_status lc_chat_encode(const lc_chat_tpl *ct, lc_tokenizer *t, const lc_conv *
     if (!m) st = lc_fail(LC_ENOMEM, "out of memory for the loss mask");
     else *mask = m, *mask_cap = cap;
   }
-  if (st == LC_OK) memset(*mask + base, on == LC_TRAIN_ON_ALL, ids->n - base);
+  if (st == LC_OK && ids->n > base) memset(*mask + base, on == LC_TRAIN_ON_ALL, ids->n - base); // empty text: no mask yet
   if (st == LC_OK && on == LC_TRAIN_ON_ALL) *counted = ids->n - base;
   // Each assistant turn counts from the tokens of the text before it (what the template
   // renders with the generation prompt) through the first end-of-turn token after them.
