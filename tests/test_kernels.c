@@ -19,6 +19,7 @@
 //       300-key row, a wrong tile or a wrong pair gives > 5e-2.
 //     Shapes: causal GQA, odd Tq/Tk/D, global offsets, document bounds and windows, many
 //     key tiles, and backward key chunks forced to 64 rows so phases cross chunks.
+//  E. The AMX tile kernel, real (AMX CPUs) and with emulated tiles (AVX512_BF16 CPUs): C and D.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,7 +362,26 @@ static const acase cases[] = {
     {150, 150, 4, 1, 80, 500, 500, 1, 1, 1},  // documents, MQA, D > 64
     {190, 257, 2, 2, 64, 67, 0, 1, 2, 1},     // documents + window, odd Tk
     {64, 333, 8, 4, 128, 269, 0, 1, 0, 0},    // many key tiles, D = 128
+    {100, 120, 4, 2, 64, 0, 50, 1, 0, 1},     // keys after the first 50 queries: empty rows
 };
+
+// E. The AMX tile kernel (backend/cpu/flash/flash_amx.h): every check the bf16 kernel passes
+//    above (C: the double reference with the bf16 bounds, k/v packed outside the call, the
+//    split over two key ranges; D: 2-byte inputs and output to the bit, workspace = arena
+//    peak), on every shape. Run twice where possible: with the real tiles where the CPU has
+//    AMX-BF16 (and Linux grants the tile state), and everywhere AVX512_BF16 runs with the
+//    emulated tiles (flash_tile.h: TDPBF16PS's semantics in C/AVX-512; the same kernel source),
+//    which must also never touch a tile on a thread that did not load a tile configuration.
+static void test_amx_kernel(const lc_flash_variant *var, lc_rng *r) {
+  const long faults0 = lc_flash_amx_emu_faults;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_in16(&cases[i], r, var);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], r, var, NULL, 1);
+  test_bf16_split(var, r);
+  CHECK(lc_flash_amx_emu_faults == faults0, "%s: %ld tile instructions on a thread without a tile configuration",
+        var->name, lc_flash_amx_emu_faults - faults0);
+  printf("%s attention kernel: %zu shapes checked (forward, backward, 2-byte inputs/output, split keys)\n", var->name,
+         sizeof cases / sizeof cases[0]);
+}
 
 int main(void) {
   lc_arena_init(&A, 0);
@@ -389,11 +409,23 @@ int main(void) {
         CHECK(var == lc_flash_variant_for((lc_kern_level)L, 0), "level %s: bf16 pass must use the fp32 kernel", k->name);
         continue;
       }
-      if (L == LC_KERN_AMX && bf16) continue; // the same kernel as the bf16 level
+      if (L == LC_KERN_AMX && bf16) { // the AMX tile kernel, or the bf16 one where Linux refused the tiles
+        if (lc_flash_amx_ready()) {
+          CHECK(!strcmp(var->name, "amx"), "level amx, tiles granted: a bf16 pass runs %s", var->name);
+          test_amx_kernel(var, &r);
+        } else {
+          CHECK(var == lc_flash_variant_for(LC_KERN_BF16, 1), "level amx without tiles: a bf16 pass must run the bf16 kernel");
+          printf("skip: the real AMX attention kernel not run: Linux refused the AMX tile state\n");
+        }
+        continue;
+      }
       for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i], &r, var, pv, bf16);
       if (bf16) test_bf16_split(var, &r);
     }
   }
+  if (!cpu.amx_bf16) printf("skip: the real AMX attention kernel not run: no AMX-BF16 on this CPU (%s)\n", cpu.model);
+  if (cpu.avx512_bf16) test_amx_kernel(lc_flash_variant_amx_emu(), &r);
+  else printf("skip: the emulated AMX attention kernel not run: no AVX512_BF16 on this CPU (%s)\n", cpu.model);
   // the dispatch follows lc_kern_select
   lc_kern_level best = lc_kern_best(&cpu);
   CHECK(lc_kern_select(LC_KERN_PORTABLE) == LC_OK && lc_kern()->level == LC_KERN_PORTABLE, "select portable");

@@ -114,7 +114,15 @@ const lc_flash_variant *lc_flash_variant_for(lc_kern_level level, int bf16) {
        lc_flash_kv_pack_avx512},
       {"bf16", lc_flash_fwd_bf16, lc_flash_bwd_bf16, lc_flash_ws_bf16, lc_flash_kv_bytes_bf16,
        lc_flash_kv_pack_bf16},
+      {"amx", lc_flash_fwd_amx, lc_flash_bwd_amx, lc_flash_ws_amx, lc_flash_kv_bytes_amx, lc_flash_kv_pack_amx},
   };
+  if (level >= LC_KERN_AMX && bf16 && lc_flash_amx_ready()) return &v[4];
   if (level >= LC_KERN_BF16) return bf16 ? &v[3] : &v[2];
   return &v[level < 0 ? 0 : level];
+}
+
+const lc_flash_variant *lc_flash_variant_amx_emu(void) {
+  static const lc_flash_variant e = {"amx-emulated", lc_flash_fwd_amx_emu, lc_flash_bwd_amx_emu, lc_flash_ws_amx_emu,
+                                     lc_flash_kv_bytes_amx_emu, lc_flash_kv_pack_amx_emu};
+  return &e;
 }

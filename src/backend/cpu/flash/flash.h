@@ -87,8 +87,14 @@ size_t lc_flash_workspace_bytes(const lc_attn_shape *s, int bwd, int threads);
 size_t lc_flash_kv_bytes(const lc_attn_shape *s, int bwd);
 void lc_flash_kv_pack(void *dst, const void *k, const void *v, const lc_attn_shape *s, int bwd);
 
-// The kernel variant that runs shape s ("portable", "avx2", "avx512", "bf16").
+// The kernel variant that runs shape s ("portable", "avx2", "avx512", "bf16", "amx").
 const char *lc_flash_variant_name(const lc_attn_shape *s);
+
+// 1 when the AMX tile kernel may run: the CPU has AMX-BF16 and Linux granted this process
+// the tile data state (asked once, on the first call: backend/cpu/flash/amx_perm.c; a
+// refusal prints one line). 0 otherwise (bf16 passes at the amx level then run the bf16
+// kernel).
+int lc_flash_amx_ready(void);
 
 // Key rows per dK/dV chunk of lc_flash_bwd for shape s (about 4 MiB of per-thread
 // buffers, a multiple of 64, at most Tk rounded up to 64). Tests use it to make sure a

@@ -84,6 +84,7 @@ LC_AI void mk16_rows(const int NC, const int RM, const int mode, int M, int K2, 
 }
 #undef MK16_CASE
 
+#ifndef LC_FLASH_AMX // the amx kernel multiplies on tiles (flash_amx.h)
 // C[M][64] (mode as mk16) = A[M rows][K2 pairs] * B[K2][64]
 static void t16_64(int mode, int M, int K2, const uint32_t *A, long sar, const uint32_t *B, float *C,
                    const float *alpha) {
@@ -101,6 +102,7 @@ static void t16_acc(int M, int K2, const uint32_t *A, long sar, const uint32_t *
     default: break;
   }
 }
+#endif
 
 // ---- packing ----
 // The per-item and per-tile packing uses the instruction's rounding (vcvtne2ps2bf16: to

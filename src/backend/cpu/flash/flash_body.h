@@ -74,6 +74,13 @@ static int team_size(void) {
 #ifdef LC_FLASH_BF16
 #include "backend/cpu/flash/flash_bf16.h"
 #endif
+#ifdef LC_FLASH_AMX
+#include "backend/cpu/flash/flash_amx.h"
+#else
+#define AMX_STAGE_FLOATS 0
+#define AMX_THREAD_BEGIN(stage) ((void)(stage))
+#define AMX_THREAD_END() ((void)0)
+#endif
 
 // All M rows: tiles of RM rows, then the remainder with its own constant R.
 #define MK_CASE(n)                                                          \
@@ -268,7 +275,7 @@ static long fwd_ws_floats(const lc_attn_shape *s) {
 #ifdef LC_FLASH_BF16
   n += rup16((long)(D + 1) / 2 * BQ) + (long)(BK / 2) * BQ;
 #endif
-  return n + in16_floats(s, 0);
+  return n + in16_floats(s, 0) + AMX_STAGE_FLOATS;
 }
 
 #ifdef LC_FLASH_BF16
@@ -458,12 +465,14 @@ lc_status LC_FLASH_FN(fwd)(void *out, float *lse, const void *q, const void *k, 
     if (s->Tk > 0 && !s->kv_pack) kv_fill(kp, k, v, s, 0);
     w.KP = kp, w.VT = kp + kv_nat_words(s);
 #endif
+    AMX_THREAD_BEGIN(ws + per * thread_id() + per - AMX_STAGE_FLOATS);
 #pragma omp for schedule(dynamic, 1)
     for (long it = 0; it < nitems; it++) {
       // last query blocks first: under a causal mask they see the most keys
       int ib = nqb - 1 - (int)(it / s->Hq), h = (int)(it % s->Hq);
       fwd_item(out, lse, q, k, v, s, h, ib, &w);
     }
+    AMX_THREAD_END();
   }
   lc_free(arena, ws);
   return LC_OK;
@@ -506,7 +515,7 @@ static long bwd_ws_floats(const lc_attn_shape *s, long Ck) {
 #ifdef LC_FLASH_BF16
   n += 3 * (long)BK * (BQ / 2);
 #endif
-  return n + in16_floats(s, 1);
+  return n + in16_floats(s, 1) + AMX_STAGE_FLOATS;
 }
 
 static void bwd_ws_carve(bwd_ws *w, float *b, const lc_attn_shape *s, long Ck) {
@@ -679,6 +688,7 @@ lc_status LC_FLASH_FN(bwd)(float *dq, float *dk, float *dv, const void *dout, co
     if (!s->kv_pack) kv_fill(kp, k, v, s, 1);
     w.KP = kp, w.KT = kp + kv_nat_words(s), w.VP = w.KT + kv_tr_words(s);
 #endif
+    AMX_THREAD_BEGIN(ws + per * thread_id() + per - AMX_STAGE_FLOATS);
     for (long c0 = 0; c0 < Tk; c0 += Ck) {
       const long c1 = c0 + Ck < Tk ? c0 + Ck : Tk;
       const long rows = c1 - c0;
@@ -721,6 +731,7 @@ lc_status LC_FLASH_FN(bwd)(float *dq, float *dk, float *dv, const void *dout, co
       }
       // implicit barrier: buffers may be reused
     }
+    AMX_THREAD_END();
   }
   lc_free(arena, ws);
   return LC_OK;

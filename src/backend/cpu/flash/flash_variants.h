@@ -19,8 +19,13 @@ typedef struct {
 } lc_flash_variant;
 
 // The variant a level runs: bf16 = 1 (a bf16 pass) picks the bf16-product kernel at the
-// bf16 and amx levels, the level's fp32 kernel otherwise.
+// bf16 level, the AMX tile kernel at the amx level (the bf16 one where Linux refused the tile
+// state: lc_flash_amx_ready), the level's fp32 kernel otherwise.
 const lc_flash_variant *lc_flash_variant_for(lc_kern_level level, int bf16);
+// Test-only: the amx kernel with emulated tiles (flash_tile.h), runnable on any AVX512_BF16
+// CPU, and the count of tile instructions it saw on a thread without a tile configuration.
+const lc_flash_variant *lc_flash_variant_amx_emu(void);
+extern long lc_flash_amx_emu_faults;
 
 #define LC_FLASH_DECLARE(suf)                                                                  \
   lc_status lc_flash_fwd_##suf(void *out, float *lse, const void *q, const void *k,            \
@@ -36,5 +41,7 @@ LC_FLASH_DECLARE(portable)
 LC_FLASH_DECLARE(avx2)
 LC_FLASH_DECLARE(avx512)
 LC_FLASH_DECLARE(bf16)
+LC_FLASH_DECLARE(amx)
+LC_FLASH_DECLARE(amx_emu)
 
 #endif

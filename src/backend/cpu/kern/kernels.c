@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "backend/cpu/gemm/gemm_dnnl.h"
+#include "backend/cpu/flash/flash.h"
 #include "backend/cpu/kern/kern_levels.h"
 
 static const char *const names[LC_KERN_LEVELS] = {"portable", "avx2", "avx512", "bf16", "amx"};
@@ -84,6 +85,7 @@ lc_status lc_kern_select(lc_kern_level level) {
                    c.model, miss, names[lc_kern_best(&c)]);
   }
   current = lc_kern_table(level);
+  if (level == LC_KERN_AMX) (void)lc_flash_amx_ready(); // ask for the tile state now, before any thread starts
   if (level >= LC_KERN_BF16) lc_gemm_dnnl_limit_isa(level == LC_KERN_AMX); // (a no-op after the first GEMM)
   return LC_OK;
 }
