@@ -256,7 +256,9 @@ static void test_bf16_split(const lc_flash_variant *var, lc_rng *r) {
   CHECK(var->fwd(o3, l3, q, k + (long)a * Hkv * D, v + (long)a * Hkv * D, &s2, &A) == LC_OK, "split: last keys");
   lc_attn_merge(o2, l2, o3, l3, Tq, Hq, D);
   for (long i = 0; i < nq; i++) ow[i] = o[i];
-  lc_t_close("bf16 attention split at 131 keys vs one call", o2, ow, nq, 1e-5 * maxabs(ow, nq), 1e-5);
+  char what[96];
+  snprintf(what, sizeof what, "%s attention split at 131 keys vs one call", var->name);
+  lc_t_close(what, o2, ow, nq, 1e-5 * maxabs(ow, nq), 1e-5);
   free(q), free(k), free(v), free(o), free(l), free(o2), free(l2), free(o3), free(l3), free(ow);
 }
 

@@ -12,6 +12,7 @@
 #include "model/gguf_model.h"
 #include "model/hf.h"
 #include "model/pstore.h"
+#include "backend/cpu/flash/flash.h"
 #include "backend/cpu/kern/kernels.h"
 #include "plan/rates.h"
 
@@ -89,8 +90,15 @@ const char *lc_cli_precision_desc(lc_dtype precision, const lc_cpu_info *c, char
   const char *what = "bf16: GEMM operands, attention inputs and layer checkpoints in bf16; master weights, gradients, "
                      "AdamW, norms, softmax and loss in fp32.";
   if (k->level >= LC_KERN_BF16) {
-    snprintf(buf, n, "%s Kernels %s: GEMMs are oneDNN bf16 GEMMs%s and attention multiplies bf16 pairs (AVX512_BF16), "
-             "fp32 sums", what, k->name, k->level == LC_KERN_AMX ? " (AMX tiles)" : "");
+    // the attention kernel a bf16 pass runs at this level (amx: the tile kernel, or the bf16
+    // one where Linux refused the tile state)
+    const lc_attn_shape s1 = {.Tq = 1, .Tk = 1, .Hq = 1, .Hkv = 1, .D = 64, .scale = 0.125f, .bf16 = 1};
+    const int tiles = !strcmp(lc_flash_variant_name(&s1), "amx");
+    snprintf(buf, n, "%s Kernels %s: GEMMs are oneDNN bf16 GEMMs%s and attention %s, fp32 sums", what, k->name,
+             k->level == LC_KERN_AMX ? " (AMX tiles)" : "",
+             tiles ? "runs the amx kernel (AMX tiles, TDPBF16PS)"
+             : k->level == LC_KERN_AMX ? "runs the bf16 kernel (bf16 pairs, AVX512_BF16: Linux refused the AMX tile state)"
+                                       : "runs the bf16 kernel (bf16 pairs, AVX512_BF16)");
     return buf;
   }
   const char *hw = c->amx_bf16 ? "AMX-BF16" : c->avx512_bf16 ? "AVX512_BF16" : NULL;
