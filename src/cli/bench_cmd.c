@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend/cpu/flash/flash.h"
+#include "backend/cpu/flash/flash_variants.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "core/cpu.h"
@@ -67,9 +68,10 @@ static double bf16_gemm_gflops(int M, int N, int K, int reps) {
 
 // Causal self-attention kernel at T tokens: forward and backward GFLOP/s, with fp32 products
 // or (bf16 = 1) as a bf16 pass runs it (q, k, v, dout and out in 2 bytes, read and written in
-// place; the bf16 kernel at level bf16/amx).
+// place), run by the kernel variant var (backend/cpu/flash/flash_variants.h).
 // FLOPs: forward 4*Hq*D*T(T+1)/2 (QK^T and PV over visible pairs), backward 2.5x.
-static lc_status attn_gflops(int T, int Hq, int Hkv, int D, int bf16, double *fwd, double *bwd) {
+static lc_status attn_gflops(const lc_flash_variant *var, int T, int Hq, int Hkv, int D, int bf16, double *fwd,
+                             double *bwd) {
   lc_arena ar;
   lc_arena_init(&ar, 0);
   size_t nq = (size_t)T * Hq * D, nk = (size_t)T * Hkv * D;
@@ -105,12 +107,12 @@ static lc_status attn_gflops(int T, int Hq, int Hkv, int D, int bf16, double *fw
   int reps = T <= 4096 ? 3 : 2;
   for (int i = 0; i < reps && st == LC_OK; i++) {
     double t0 = lc_now();
-    st = lc_flash_fwd(oi, lse, qi, ki, vi, &sf, &ar);
+    st = var->fwd(oi, lse, qi, ki, vi, &sf, &ar);
     double t1 = lc_now();
     if (bf16) lc_attn_delta16(delta, di, oi, T, Hq, D);
     else lc_attn_delta(delta, dout, o, T, Hq, D);
     double t2 = lc_now();
-    if (st == LC_OK) st = lc_flash_bwd(dq, dk, dv, di, qi, ki, vi, lse, delta, &s, &ar);
+    if (st == LC_OK) st = var->bwd(dq, dk, dv, di, qi, ki, vi, lse, delta, &s, &ar);
     double t3 = lc_now();
     bf = fmin(bf, t1 - t0);
     bb = fmin(bb, t3 - t2);
@@ -191,16 +193,27 @@ int lc_cmd_bench(int argc, char **argv) {
          c->n_heads, c->n_kv_heads, c->head_dim);
   printf("| S | kernel | fwd GFLOP/s | fwd / sgemm | bwd GFLOP/s | bwd / sgemm |\n|---|---|---|---|---|---|\n");
   const int bf16_pass = o.mopts.precision == LC_DT_BF16;
+  // fp32 products, then (bf16) the kernel a bf16 pass runs at this level; at the bf16 and amx
+  // levels both bf16-product kernels, bf16 (vdpbf16ps) and amx (AMX tiles), where they run
+  const lc_kern_level lv = lc_kern()->level;
+  const lc_flash_variant *rows[3] = {lc_flash_variant_for(lv, 0), lc_flash_variant_for(lv, 1), NULL};
+  if (lv >= LC_KERN_BF16) rows[1] = lc_flash_variant_for(LC_KERN_BF16, 1), rows[2] = lc_flash_variant_for(LC_KERN_AMX, 1);
   for (int i = 0; i < nS; i++)
-    for (int bf = 0; bf <= bf16_pass; bf++) { // fp32 products, then (bf16) as a bf16 pass runs
+    for (int row = 0; row < (bf16_pass ? 3 : 1); row++) {
+      const int bf = row > 0;
+      if (row == 2 && (!rows[2] || rows[2] == rows[1])) { // the amx kernel does not run here: say why
+        if (lv >= LC_KERN_BF16)
+          printf("| %ld | amx (bf16 pass) | %s | | | |\n", S[i],
+                 !cpu.amx_bf16 ? "no AMX-BF16 on this CPU" : "not run: Linux refused the AMX tile state");
+        continue;
+      }
       double f = 0, b = 0;
-      if (attn_gflops((int)S[i], c->n_heads, c->n_kv_heads, c->head_dim, bf, &f, &b) != LC_OK) {
+      if (attn_gflops(rows[row], (int)S[i], c->n_heads, c->n_kv_heads, c->head_dim, bf, &f, &b) != LC_OK) {
         lc_cli_error(lc_errmsg());
         return 1;
       }
-      lc_attn_shape sh = {.Tq = 1, .Tk = 1, .Hq = 1, .Hkv = 1, .D = 1, .bf16 = bf};
-      printf("| %ld | %s%s | %.1f | %.0f%% | %.1f | %.0f%% |\n", S[i], lc_flash_variant_name(&sh),
-             bf ? " (bf16 pass)" : "", f, 100 * f / gemm, b, 100 * b / gemm);
+      printf("| %ld | %s%s | %.1f | %.0f%% | %.1f | %.0f%% |\n", S[i], rows[row]->name, bf ? " (bf16 pass)" : "", f,
+             100 * f / gemm, b, 100 * b / gemm);
       fflush(stdout);
     }
   if (skip_model) return 0;
