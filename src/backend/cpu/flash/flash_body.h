@@ -3,7 +3,9 @@
 // points' names) and include this file, each compiled with its own target flags, so the
 // primitives (backend/cpu/flash/flash_prims.h) are the AVX-512 ones or the portable vector ones. With
 // LC_FLASH_BF16 the tile products multiply bf16 pairs (AVX512_BF16 vdpbf16ps, fp32
-// accumulation; backend/cpu/flash/flash_bf16.h) instead of fp32 values. backend/cpu/flash/flash.c dispatches.
+// accumulation; backend/cpu/flash/flash_bf16.h) instead of fp32 values; with LC_FLASH_AMX too
+// those products run on AMX tiles (backend/cpu/flash/flash_amx.h; real or emulated tiles,
+// flash_tile.h). backend/cpu/flash/flash.c dispatches.
 //
 // Blockwise (flash) attention on CPUs: forward with online softmax, stable merge,
 // delta, and a FlashAttention-2 style backward.

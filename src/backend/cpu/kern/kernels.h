@@ -11,7 +11,10 @@
 //   bf16      + AVX512_BF16: in --precision bf16 the attention tiles multiply bf16 pairs
 //             (vdpbf16ps) and the linear layers run as oneDNN bf16 GEMMs
 //   amx       + AMX-BF16 (Intel): oneDNN's bf16 GEMMs may use AMX tiles (the bf16 level
-//             caps oneDNN at AVX512_BF16); attention as at the bf16 level (no AMX tiles)
+//             caps oneDNN at AVX512_BF16); attention in bf16 passes runs the amx kernel
+//             (the bf16 kernel's body with its products on AMX tiles, TDPBF16PS:
+//             backend/cpu/flash/flash_amx.h), or the bf16 kernel where Linux refuses the
+//             tile state (lc_flash_amx_ready)
 // Every variant is compiled into the one binary (per-file target flags, CMakeLists.txt);
 // the ones this CPU cannot run are never called (lc_kern_select refuses them).
 //
