@@ -33,17 +33,24 @@ typedef struct __attribute__((aligned(64))) {
   uint8_t rows[16];
 } lc_tile_cfg;
 
-static inline void tile_cfg_load(void) {
-  lc_tile_cfg c;
-  memset(&c, 0, sizeof c);
-  c.palette_id = 1;
-  for (int t = 0; t < 8; t++) c.colsb[t] = 64, c.rows[t] = 16;
-  _tile_loadconfig(&c);
-}
-#define TILE_CFG() tile_cfg_load()
+// Every tile 16 rows x 64 bytes, palette 1; in read-only data: GCC 12's _tile_loadconfig
+// names only the first 8 bytes as its asm's memory input, so a configuration built in a local
+// could have its rows/colsb stores dropped or moved past the LDTILECFG.
+static const lc_tile_cfg lc_tile_cfg16 = {.palette_id = 1,
+                                          .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+                                          .rows = {16, 16, 16, 16, 16, 16, 16, 16}};
+// GCC 12's _tile_loadd asm declares no memory input: a compiler barrier first, so the stores
+// that fill what it reads (the packed P and dS, the staging tiles, C rescaled by alpha) are
+// in memory before it (_tile_stored has its "memory" clobber already).
+#define LC_TILE_BARRIER() __asm__ volatile("" ::: "memory")
+#define TILE_CFG() _tile_loadconfig(&lc_tile_cfg16)
 #define TILE_RELEASE() _tile_release()
 #define TILE_ZERO(t) _tile_zero(t)
-#define TILE_LOAD(t, p, s) _tile_loadd(t, (const void *)(p), (long)(s))
+#define TILE_LOAD(t, p, s)                               \
+  do {                                                   \
+    LC_TILE_BARRIER();                                   \
+    _tile_loadd(t, (const void *)(p), (long)(s));        \
+  } while (0)
 #define TILE_STORE(t, p, s) _tile_stored(t, (void *)(p), (long)(s))
 #define TILE_DP(c, a, b) _tile_dpbf16ps(c, a, b)
 
