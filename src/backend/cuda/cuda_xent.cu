@@ -28,7 +28,7 @@
 #include "backend/cuda/cuda_kern.h"
 #include "backend/cuda/cuda_fastexp.cuh"
 
-#include <cuda_runtime.h>
+#include "backend/cuda/cuda_compat.cuh"
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -367,10 +367,10 @@ extern "C" int lcc_xent_tile(float *logits, const int *targets, int T, int V, fl
   if (T <= 0 || V <= 0) return (int)cudaSuccess;
   double *loss = static_cast<double *>(scratch);
   int *miss = reinterpret_cast<int *>(loss + T);
-  xent_tile_rows<<<T, XB, 0, st>>>(logits, targets, V, scale, loss, miss);
+  LCC_LAUNCH(xent_tile_rows, T, XB, 0, st)(logits, targets, V, scale, loss, miss);
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) {
-    xent_tile_sum<<<1, CHUNKS, 0, st>>>(loss, miss, T, acc, count_wrong);
+    LCC_LAUNCH(xent_tile_sum, 1, CHUNKS, 0, st)(loss, miss, T, acc, count_wrong);
     e = cudaGetLastError();
   }
   return (int)e;
@@ -380,21 +380,21 @@ extern "C" int lcc_xent_stats_init(void *stats, int T, cudaStream_t st) {
   if (T <= 0) return (int)cudaSuccess;
   int blocks = (T + 255) / 256;
   if (blocks > 4096) blocks = 4096;
-  xent_stats_init_k<<<blocks, 256, 0, st>>>(stats, T);
+  LCC_LAUNCH(xent_stats_init_k, blocks, 256, 0, st)(stats, T);
   return (int)cudaGetLastError();
 }
 
 extern "C" int lcc_xent_slice_merge(void *stats, int T, const float *logits, const int *targets, int t0, int m, int v0,
                                     int vs, cudaStream_t st) {
   if (m <= 0) return (int)cudaSuccess;
-  xent_merge_k<<<m, XB, 0, st>>>(stats, T, logits, targets, t0, v0, vs);
+  LCC_LAUNCH(xent_merge_k, m, XB, 0, st)(stats, T, logits, targets, t0, v0, vs);
   return (int)cudaGetLastError();
 }
 
 extern "C" int lcc_xent_slice_total(const void *stats, const int *targets, int T, double *acc, int count_wrong,
                                     cudaStream_t st) {
   if (T <= 0) return (int)cudaSuccess;
-  xent_total_k<<<1, TB, 0, st>>>(stats, targets, T, acc, count_wrong);
+  LCC_LAUNCH(xent_total_k, 1, TB, 0, st)(stats, targets, T, acc, count_wrong);
   return (int)cudaGetLastError();
 }
 
@@ -403,6 +403,6 @@ extern "C" int lcc_xent_slice_dlogits(float *logits, const void *stats, int T, c
   if (m <= 0 || vs <= 0) return (int)cudaSuccess;
   long long cy = ((long long)vs + DCH - 1) / DCH;
   if (cy > 65535) cy = 65535;
-  xent_dlogits_k<<<dim3((unsigned)m, (unsigned)cy), XB, 0, st>>>(logits, stats, T, targets, t0, v0, vs, scale);
+  LCC_LAUNCH(xent_dlogits_k, dim3((unsigned)m, (unsigned)cy), XB, 0, st)(logits, stats, T, targets, t0, v0, vs, scale);
   return (int)cudaGetLastError();
 }
