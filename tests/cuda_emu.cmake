@@ -16,7 +16,7 @@ if(CMAKE_CXX_COMPILER AND NOT LC_SANITIZE AND CMAKE_CXX_COMPILER_ID STREQUAL "GN
   set(LC_EMU_FLAGS -std=c++17 -O2 -g -ffp-contract=off -Wall -Wextra -Wno-unknown-pragmas)
   add_library(lc_cuda_emu_kern OBJECT ${LC_EMU_DIR}/kern_elem.cpp ${LC_EMU_DIR}/kern_xent.cpp
               ${LC_EMU_DIR}/kern_flash.cpp ${LC_EMU_DIR}/kern_flash_ref.cpp ${LC_EMU_DIR}/kern_flash_simt.cpp
-              ${LC_EMU_DIR}/kern_flash_mma.cpp)
+              ${LC_EMU_DIR}/kern_flash_mma.cpp ${CMAKE_SOURCE_DIR}/tests/cuda_emu_selftest.cpp)
   # every load and store of the kernels calls the emulation's shared-memory checks
   target_compile_options(lc_cuda_emu_kern PRIVATE ${LC_EMU_FLAGS} -fsanitize=kernel-address
     --param=asan-instrumentation-with-call-threshold=0 --param=asan-stack=0 --param=asan-globals=0)

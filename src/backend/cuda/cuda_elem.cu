@@ -176,7 +176,7 @@ __global__ void k_add2d(float *dst, size_t ldd, const float *src, size_t lds, si
 // Part j (block j) of LCC_SUMSQ_PARTS sums x[i]^2 in double over [b_j, e_j): a fixed
 // per-thread stride, then the fixed block tree.
 __global__ void k_sumsq_parts(double *parts, const float *__restrict__ x, size_t n) {
-  __shared__ double sh[32];
+  LCC_SHARED(double, sh, [32]);
   const size_t P = LCC_SUMSQ_PARTS, q = n / P, rem = n % P;
   for (size_t j = blockIdx.x; j < P; j += gridDim.x) {
     const size_t b = q * j + (j < rem ? j : rem), e = b + q + (j < rem ? 1 : 0);
@@ -225,7 +225,7 @@ constexpr int kNormThreads = 256;
 __global__ void __launch_bounds__(kNormThreads) k_rmsnorm_fwd(void *out, int out16, float *rstd,
                                                               const float *inp,
                                                               const float *__restrict__ w, int T, int C, float eps) {
-  __shared__ double sh[32];
+  LCC_SHARED(double, sh, [32]);
   for (int t = blockIdx.x; t < T; t += gridDim.x) {
     const float *x = inp + (size_t)t * C;
     double ss = 0.0;
@@ -289,7 +289,7 @@ __global__ void __launch_bounds__(kNormThreads) k_rmsnorm_dx(float *dinp, const 
                                                              const float *inp,
                                                              const float *__restrict__ w,
                                                              const float *__restrict__ rstd, int T, int C, int set) {
-  __shared__ double sh[32];
+  LCC_SHARED(double, sh, [32]);
   for (int t = blockIdx.x; t < T; t += gridDim.x) {
     const float *dy = dout + (size_t)t * C;
     const float *x = inp + (size_t)t * C;
@@ -420,7 +420,9 @@ constexpr int kEmbChunk = 1024; // tokens examined per chunk
 __global__ void __launch_bounds__(kEmbThreads) k_embedding_bwd(float *__restrict__ dwte, const float *__restrict__ dout,
                                                                const int *__restrict__ tokens, int T, int C, int r0,
                                                                int r1, int S) {
-  __shared__ int sk[kEmbChunk], srow[kEmbChunk], scnt[kEmbThreads / 32];
+  LCC_SHARED(int, sk, [kEmbChunk]);
+  LCC_SHARED(int, srow, [kEmbChunk]);
+  LCC_SHARED(int, scnt, [kEmbThreads / 32]);
   const int c = blockIdx.x * blockDim.x + threadIdx.x, slice = blockIdx.y;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   for (int t0 = 0; t0 < T; t0 += kEmbChunk) {
@@ -503,7 +505,8 @@ constexpr int kDeltaWarps = 4;
 __global__ void __launch_bounds__(kDeltaWarps * 32) k_attn_delta(float *delta, const void *__restrict__ dout,
                                                                  const void *__restrict__ out, int in16, int Tq,
                                                                  int Hq, int D) {
-  __shared__ float sa[kDeltaWarps][32][33], sb[kDeltaWarps][32][33];
+  LCC_SHARED(float, sa, [kDeltaWarps][32][33]);
+  LCC_SHARED(float, sb, [kDeltaWarps][32][33]);
   const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
   const size_t n = (size_t)Tq * Hq;
   for (size_t r0 = ((size_t)blockIdx.x * kDeltaWarps + wi) * 32; r0 < n; r0 += (size_t)gridDim.x * kDeltaWarps * 32) {

@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *o
                                                                  const void *k, const void *v) {
   constexpr int LQ = D + 8, LV = FL_BK + 8, NKD = D / 16, NDN = D / 8;
   LCC_EXTERN_SHARED(uint16_t, smh, 16);
-  __shared__ long red[16];
+  LCC_SHARED(long, red, [16]);
   uint16_t *Qs = smh, *Ks = Qs + 64 * LQ, *Vt = Ks + 64 * LQ;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int h = blockIdx.y, g = h / p.grp;
@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, floa
                                                                     const float *lse, const float *delta) {
   constexpr int LQ = D + 8, LV = FL_BK + 8, NKD = D / 16, NDN = D / 8;
   LCC_EXTERN_SHARED(uint16_t, smh, 16);
-  __shared__ long red[16];
+  LCC_SHARED(long, red, [16]);
   uint16_t *Qs = smh, *Os = Qs + 64 * LQ, *Ks = Os + 64 * LQ, *Vs = Ks + 64 * LQ, *Kt = Vs + 64 * LQ;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int h = blockIdx.y, g = h / p.grp;

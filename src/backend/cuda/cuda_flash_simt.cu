@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(FL_THREADS, 1) simt_fwd_kernel(fl_p p, void *o
                                                               const void *k, const void *v) {
   constexpr int LD = DM + 1;
   LCC_EXTERN_SHARED(float, sm, 16);
-  __shared__ long red[16];
+  LCC_SHARED(long, red, [16]);
   float *Qs = sm, *Ks = Qs + FL_BQ * LD, *Vs = Ks + FL_BK * LD, *Ps = Vs + FL_BK * LD, *Pm = Ps + FL_BQ * FL_LDP;
   const int tid = threadIdx.x, r = tid >> 2, c = tid & 3, h = blockIdx.y, g = h / p.grp, D = p.D;
   const long i0 = (long)blockIdx.x * FL_BQ, i = i0 + r;
@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(FL_THREADS, 1) simt_bwd_dq_kernel(fl_p p, floa
                                                                  const float *delta) {
   constexpr int LD = DM + 1;
   LCC_EXTERN_SHARED(float, sm, 16);
-  __shared__ long red[16];
+  LCC_SHARED(long, red, [16]);
   float *Qs = sm, *Os = Qs + FL_BQ * LD, *Ks = Os + FL_BQ * LD, *Vs = Ks + FL_BK * LD, *Ss = Vs + FL_BK * LD;
   const int tid = threadIdx.x, r = tid >> 2, c = tid & 3, h = blockIdx.y, g = h / p.grp, D = p.D;
   const long i0 = (long)blockIdx.x * FL_BQ, i = i0 + r;

@@ -122,8 +122,8 @@ __device__ __forceinline__ void ma_merge(float &bv, int &bi, float ov, int oi) {
 
 // Block-wide first maximum, the result in every thread (XB threads).
 __device__ __forceinline__ void block_maxarg(float &bv, int &bi) {
-  __shared__ float sv[XW];
-  __shared__ int si[XW];
+  LCC_SHARED(float, sv, [XW]);
+  LCC_SHARED(int, si, [XW]);
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) {
@@ -152,7 +152,7 @@ __device__ __forceinline__ void block_maxarg(float &bv, int &bi) {
 
 // Block-wide double sum in a fixed tree, the result in every thread (XB threads).
 __device__ __forceinline__ double block_sum(double s) {
-  __shared__ double ss[XW];
+  LCC_SHARED(double, ss, [XW]);
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(FULL, s, off);
@@ -228,8 +228,8 @@ __global__ void __launch_bounds__(XB) xent_tile_rows(float *logits, const int *t
 // as lc_xent_fwd_bwd; the misses as an integer count.
 __global__ void __launch_bounds__(CHUNKS) xent_tile_sum(const double *loss, const int *miss, int T, double *acc,
                                                         int count_wrong) {
-  __shared__ double part[CHUNKS];
-  __shared__ int mparts[CHUNKS];
+  LCC_SHARED(double, part, [CHUNKS]);
+  LCC_SHARED(int, mparts, [CHUNKS]);
   const int c = threadIdx.x;
   const int t0 = (int)((long long)T * c / CHUNKS), t1 = (int)((long long)T * (c + 1) / CHUNKS);
   double a = 0.0;
@@ -292,8 +292,8 @@ __global__ void __launch_bounds__(XB) xent_merge_k(void *stats, int T, const flo
 // CPU's serial order). An ignored row contributes -0.0, which leaves any sum unchanged.
 __global__ void __launch_bounds__(TB) xent_total_k(const void *stats, const int *targets, int T, double *acc,
                                                    int count_wrong) {
-  __shared__ double val[TB];
-  __shared__ int mw[TB / 32];
+  LCC_SHARED(double, val, [TB]);
+  LCC_SHARED(int, mw, [TB / 32]);
   const Stats s = stats_of(const_cast<void *>(stats), T);
   double total = 0.0; // thread 0's
   int mc = 0;

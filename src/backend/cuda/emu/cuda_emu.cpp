@@ -338,6 +338,7 @@ void check_access(uintptr_t a, size_t n, int is_write) {
 // ---- the header's entry points
 
 void *dyn_shared() { return g_dyn; }
+void *opaque(void *p) { return p; }
 
 cudaError_t take_last_error() {
   const cudaError_t e = g_last_error;

@@ -44,7 +44,14 @@
 #define __forceinline__ inline __attribute__((always_inline))
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
-// Static shared memory: static storage in one section, poisoned per block (see above).
+// Static shared memory: static storage in one section, poisoned per block (see above). The
+// kernels name it through a reference the compiler cannot see through (lcc_emu::opaque): every
+// access is then instrumented (GCC does not instrument a constant-index access to a static it
+// can see, such as sh[0]) and the storage escapes, so no value is kept in a register across a
+// barrier (which is also a compiler memory barrier, below).
+#define LCC_SHARED(type, name, dims)                                                                       \
+  static __attribute__((section("lcc_emu_shared"), aligned(16))) type name##_lcc_storage dims;             \
+  type(&name) dims = *(decltype(&name##_lcc_storage))lcc_emu::opaque(&name##_lcc_storage)
 #define __shared__ static __attribute__((section("lcc_emu_shared"), aligned(16)))
 #define LCC_EXTERN_SHARED(type, name, align) type *const name = (type *)lcc_emu::dyn_shared()
 
@@ -84,6 +91,7 @@ extern uint3 g_thread_idx, g_block_idx;
 extern dim3 g_block_dim, g_grid_dim;
 
 void *dyn_shared();
+void *opaque(void *p); // returns p (defined out of line: the compiler cannot follow it)
 cudaError_t take_last_error();
 cudaError_t set_max_dyn_smem(const void *fn, int bytes);
 
@@ -155,13 +163,23 @@ static inline cudaError_t cudaFuncSetAttribute(K kern, cudaFuncAttribute attr, i
 }
 
 // ---- barriers and warp operations
-static inline void __syncthreads(void) { (void)lcc_emu::syncthreads_count(0); }
-static inline int __syncthreads_or(int p) { return lcc_emu::syncthreads_count(p != 0) != 0; }
-static inline int __syncthreads_count(int p) { return lcc_emu::syncthreads_count(p != 0); }
-static inline int __syncthreads_and(int p) {
-  return lcc_emu::syncthreads_count(p != 0) == (int)(blockDim.x * blockDim.y * blockDim.z);
+// (Each is also a compiler memory barrier: shared values are reloaded after it.)
+#define LCC_EMU_CLOBBER() __asm__ __volatile__("" ::: "memory")
+static inline int lcc_emu_bar(int p) {
+  LCC_EMU_CLOBBER();
+  const int r = lcc_emu::syncthreads_count(p != 0);
+  LCC_EMU_CLOBBER();
+  return r;
 }
-static inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)lcc_emu::warp_gather(mask, nullptr, 0, "__syncwarp", 1); }
+static inline void __syncthreads(void) { (void)lcc_emu_bar(0); }
+static inline int __syncthreads_or(int p) { return lcc_emu_bar(p) != 0; }
+static inline int __syncthreads_count(int p) { return lcc_emu_bar(p); }
+static inline int __syncthreads_and(int p) { return lcc_emu_bar(p) == (int)(blockDim.x * blockDim.y * blockDim.z); }
+static inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  LCC_EMU_CLOBBER();
+  (void)lcc_emu::warp_gather(mask, nullptr, 0, "__syncwarp", 1);
+  LCC_EMU_CLOBBER();
+}
 
 namespace lcc_emu {
 inline unsigned lane_id() {
