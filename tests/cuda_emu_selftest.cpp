@@ -8,11 +8,13 @@ namespace {
 
 // Block sum through static shared memory; `bug` 1: the barrier between the writes and the
 // reads left out (a race); 2: the barrier inside a branch only half the threads take (a
-// deadlock); 3: a shuffle after half the warp exited (a deadlock); 0: correct.
+// deadlock); 3: a shuffle after half the warp exited (a deadlock); 7: a barrier after half the
+// threads exited; 0: correct.
 __global__ void k_selftest(float *out, const float *x, int bug) {
   LCC_SHARED(float, sh, [128]);
   const int t = threadIdx.x;
   if (bug == 3 && (t & 31) >= 16) return;
+  if (bug == 7 && t >= 64) return;
   sh[t] = x[blockIdx.x * 128 + t];
   if (bug == 2) {
     if (t < 64) __syncthreads();
@@ -47,7 +49,7 @@ extern "C" long lcc_emu_selftest(int which, int *err) {
   static float x[256], out[256];
   for (int i = 0; i < 256; i++) x[i] = (float)i;
   lcc_emu_reset_findings();
-  if (which <= 3) {
+  if (which <= 3 || which == 7) {
     LCC_LAUNCH(k_selftest, 2, 128, 0, nullptr)(out, x, which);
   } else if (which == 4) {
     LCC_LAUNCH(k_uninit, 1, 32, 0, nullptr)(out);

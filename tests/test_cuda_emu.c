@@ -603,8 +603,9 @@ static void test_emulation(void) {
                                "a shuffle after half the warp exited (deadlock)",
                                "a read of static shared memory nobody wrote",
                                "a correct kernel on dynamic shared memory",
-                               "a read past the launch's dynamic shared memory"};
-  for (int w = 0; w < 7; w++) {
+                               "a read past the launch's dynamic shared memory",
+                               "a barrier after half the block exited"};
+  for (int w = 0; w < 8; w++) {
     int err = 0;
     const long f = lcc_emu_selftest(w, &err);
     if (w == 0 || w == 5)

@@ -168,6 +168,11 @@ void run_fiber(fiber *f) {
 }
 
 void release_barrier() {
+  // A barrier some threads of the block never reach because they exited: sm_70 and later count
+  // them as arrived, but CUDA leaves it undefined (a barrier in divergent code): reported.
+  if (g_live < g_nthreads)
+    report("__syncthreads reached by %d threads after %d of the block's %d exited", g_live, g_nthreads - g_live,
+           g_nthreads);
   const int res = g_bar_pred;
   for (int i = 0; i < g_nthreads; i++)
     if (g_f[i].state == F_BAR) g_f[i].state = F_READY, g_f[i].bar_result = res;
@@ -183,7 +188,7 @@ extern "C" void lcc_emu_fiber_main(void) {
   g_invoke(g_args);
   g_cur->state = F_DONE;
   g_live--;
-  // Threads that exited count as arrived at a pending barrier (as on sm_70 and later).
+  // Threads that exited count as arrived at a pending barrier (as on sm_70 and later; reported).
   if (g_bar_count > 0 && g_bar_count == g_live) release_barrier();
   to_sched();
   abort(); // a finished fiber is never resumed
