@@ -67,3 +67,9 @@ extern "C" long lcc_emu_selftest(int which, int *err) {
   }
   return f;
 }
+
+// The emulation's bf16 conversion (cuda_emu.h) on n values, for test_cuda_emu's comparison with
+// the CPU's rounding rule.
+extern "C" void lcc_emu_bf16_convert(uint16_t *dst, const float *src, int n) {
+  for (int i = 0; i < n; i++) dst[i] = __float2bfloat16(src[i]).x;
+}

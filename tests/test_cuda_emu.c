@@ -615,6 +615,30 @@ static void test_emulation(void) {
   }
 }
 
+// The emulation's __float2bfloat16 against the CPU's lc_bf16_pack (round to nearest even) on
+// random values, ties, the largest finite values, infinities and subnormals (NaN: the GPU's
+// canonical 0x7fff, not compared with the CPU's payload-keeping rule).
+void lcc_emu_bf16_convert(uint16_t *dst, const float *src, int n);
+static void test_bf16_convert(void) {
+  enum { N = 4096 };
+  float x[N];
+  uint16_t a[N], b[N];
+  const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0xbf808000u, 0x7f7fffffu, 0x7f7f8000u, 0x7f800000u,
+                              0xff800000u, 0x00000001u, 0x80008000u, 0x00ff8000u, 0x3f80ffffu, 0};
+  for (int i = 0; i < N; i++) {
+    uint32_t u = (uint32_t)lc_rng_below(&R, 0xffffffffu);
+    if ((u & 0x7fffffffu) > 0x7f800000u) u &= 0xbfffffffu; // no NaN
+    if (i < (int)(sizeof special / sizeof special[0])) u = special[i];
+    memcpy(&x[i], &u, 4);
+  }
+  lc_bf16_pack(a, x, N);
+  lcc_emu_bf16_convert(b, x, N);
+  CHECK(!memcmp(a, b, sizeof a), "emulated __float2bfloat16: not the CPU's round-to-nearest-even bits");
+  const float nan = NAN;
+  lcc_emu_bf16_convert(b, &nan, 1);
+  CHECK(b[0] == 0x7fff, "emulated __float2bfloat16(NaN) = %04x, not the GPU's canonical 7fff", b[0]);
+}
+
 int main(void) {
   omp_set_num_threads(1); // the CPU's sums in its single-thread order (the kernels' reference)
   lc_rng_seed(&R, 2026);
@@ -622,6 +646,7 @@ int main(void) {
   CHECK(lc_backend_open("cpu", &AR, &B) == LC_OK, "open: %s", lc_errmsg());
   fprintf(stderr, "test_cuda_emu: the emulation's self-test reports the faults it plants (expected):\n");
   test_emulation();
+  test_bf16_convert();
   fprintf(stderr, "test_cuda_emu: the CUDA kernels against the CPU backend:\n");
   test_flat();
   test_layer_elem();

@@ -84,6 +84,35 @@ struct __attribute__((aligned(8))) float2 {
 static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 static inline float2 make_float2(float x, float y) { return float2{x, y}; }
 
+// bfloat16 (cuda_bf16.h's types; the kernels today work on bf16 bits in uint16_t): the
+// conversion from float rounds to nearest even, as cvt.rn.bf16.f32 does; a NaN becomes the
+// canonical 0x7fff, as on the GPU (the CPU's lc_bf16_pack keeps the NaN's sign and payload).
+struct __nv_bfloat16 {
+  uint16_t x;
+};
+struct __nv_bfloat162 {
+  __nv_bfloat16 x, y;
+};
+static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return __nv_bfloat16{0x7fff};
+  return __nv_bfloat16{(uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
+}
+static inline __nv_bfloat16 __float2bfloat16(float f) { return __float2bfloat16_rn(f); }
+static inline float __bfloat162float(__nv_bfloat16 h) {
+  const uint32_t u = (uint32_t)h.x << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline __nv_bfloat162 __floats2bfloat162_rn(float lo, float hi) {
+  return __nv_bfloat162{__float2bfloat16_rn(lo), __float2bfloat16_rn(hi)};
+}
+static inline __nv_bfloat162 __float22bfloat162_rn(float2 v) { return __floats2bfloat162_rn(v.x, v.y); }
+static inline float __low2float(__nv_bfloat162 v) { return __bfloat162float(v.x); }
+static inline float __high2float(__nv_bfloat162 v) { return __bfloat162float(v.y); }
+
 namespace lcc_emu {
 
 // The running fiber's coordinates (set by the scheduler at every switch).
