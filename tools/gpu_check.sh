@@ -183,8 +183,10 @@ train_pair() { # model precision seq batch steps
 sanitizer() {
   local tool=$1 want=$2
   if [ "$DRY" = 1 ]; then row "compute-sanitizer $tool" skip "needs CUDA (dry run)"; return; fi
-  if ! command -v compute-sanitizer >/dev/null; then row "compute-sanitizer $tool" n/a "not on PATH here"; return; fi
-  run "$want" "$LOGS/sanitizer-$tool.txt" compute-sanitizer --tool "$tool" --error-exitcode 9 "$LC" train --model tiny \
+  local cs
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  if [ -z "$cs" ]; then row "compute-sanitizer $tool" n/a "not on PATH or under /usr/local/cuda*/bin here"; return; fi
+  run "$want" "$LOGS/sanitizer-$tool.txt" "$cs" --tool "$tool" --error-exitcode 9 "$LC" train --model tiny \
     --data task:copy --seq 128 --steps 1 --device cuda --threads 4
   local rc=$?
   if grep -qiE 'not supported|unsupported|Device not supported' "$LOGS/sanitizer-$tool.txt"; then
@@ -197,7 +199,10 @@ sanitizer() {
 stage1() {
   if [ "$DRY" = 1 ]; then row "GPU" skip "dry run: $("$BIN/bench_cuda_attn" --device private --shape 1 1 8 16 2>/dev/null | head -1)"
   else
-    nvidia-smi -L >"$LOGS/gpu.txt" 2>&1
+    if ! nvidia-smi -L >"$LOGS/gpu.txt" 2>&1; then
+      row "GPU" FAIL "nvidia-smi sees no GPU or driver here: $(head -1 "$LOGS/gpu.txt" | cut -c1-100)"
+      exit 2
+    fi
     nvidia-smi >>"$LOGS/gpu.txt" 2>&1
     row "GPU" info "$(head -1 "$LOGS/gpu.txt")"
   fi
@@ -208,7 +213,7 @@ stage1() {
     run 150 "$LOGS/test_cuda_fast.txt" "$BIN/test_cuda"
     local rc=$?
     row "test_cuda (fast attention tier)" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$(why $rc), $(grep -c '^FAIL' "$LOGS/test_cuda_fast.txt") failed checks; $(tail -1 "$LOGS/test_cuda_fast.txt" | cut -c1-100)"
-    if [ $rc -ne 0 ]; then
+    if [ $rc -ne 0 ] && [ $rc -ne 77 ]; then # (77: no device: the reference tier would say the same)
       run 100 "$LOGS/test_cuda_ref.txt" env LONGCTX_CUDA_FLASH=ref "$BIN/test_cuda"
       rc=$?
       row "test_cuda (reference tier: the fast one failed)" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" "$(why $rc), $(grep -c '^FAIL' "$LOGS/test_cuda_ref.txt") failed checks (ok here: the fault is the fast attention's)"
