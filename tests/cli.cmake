@@ -39,3 +39,11 @@ add_test(NAME cli_procname COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_procname.s
 set_tests_properties(cli_procname PROPERTIES LABELS cli TIMEOUT 60 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
 add_test(NAME cli_chat COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_chat.sh $<TARGET_FILE:longctx> ${CMAKE_SOURCE_DIR})
 set_tests_properties(cli_chat PROPERTIES LABELS cli TIMEOUT 60 ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
+# plan --offload-optimizer's host side: bytes per rank and node against an independent
+# count, layouts over the host memory dropped (~5 s).
+add_test(NAME cli_plan_host COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli_plan_host.sh $<TARGET_FILE:longctx> ${CMAKE_SOURCE_DIR})
+set_tests_properties(cli_plan_host PROPERTIES LABELS cli TIMEOUT 120)
+# tools/gpu_check.sh's stages dry-run on the private device: each within its budget, its rows
+# printed as they come, one tarball of logs; a cut budget stops a stage in time (~45 s).
+add_test(NAME gpu_check_dry COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu_check_dry.sh ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
+set_tests_properties(gpu_check_dry PROPERTIES LABELS cli TIMEOUT 400)

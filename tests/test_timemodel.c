@@ -345,7 +345,7 @@ int main(void) {
       }
     lc_layout_choice out[512];
     int nv = 0, nf = 0;
-    int k = lc_layout_search(&tiny, &base, 256, &so, &r, out, 512, &nv, &nf);
+    int k = lc_layout_search(&tiny, &base, 256, &so, &r, out, 512, &nv, &nf, NULL);
     CHECK(nv == expect && nf == expect && k == expect, "world %d: %d valid, %d fit (brute force %d)", W, nv, nf, expect);
     for (int i = 1; i < k; i++)
       CHECK(out[i - 1].t.tokens_per_s >= out[i].t.tokens_per_s, "world %d: not sorted at %d", W, i);
@@ -356,7 +356,7 @@ int main(void) {
     int under = 0;
     for (int i = 0; i < k; i++) under += out[i].peak <= so.mem_cap;
     lc_layout_choice cut[512];
-    int k2 = lc_layout_search(&tiny, &base, 256, &so, &r, cut, 512, &nv, &nf);
+    int k2 = lc_layout_search(&tiny, &base, 256, &so, &r, cut, 512, &nv, &nf, NULL);
     // (a layout over the cap with all heads at once may fit with Ulysses head chunks: kept)
     CHECK(k2 >= under && k2 < k && nf == k2, "world %d cap %zu: %d kept of %d, %d under it unchunked", W, so.mem_cap, k2, k, under);
     for (int i = 0; i < k2; i++) {

@@ -1,6 +1,8 @@
 # Every tests/test_*.c is one test binary. Single-process tests carry the label "unit"
 # (run under the sanitizer build too); MPI tests are registered in tests/mpi.cmake.
 file(GLOB LC_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.c)
+# (test_cuda_emu is built by tests/cuda_emu.cmake: it needs the host C++ compiler.)
+list(FILTER LC_TEST_SOURCES EXCLUDE REGEX "/test_cuda_emu\\.c$")
 # (test_memplan, the heaviest, shrinks its shapes in unoptimised builds to stay quick.)
 foreach(src ${LC_TEST_SOURCES})
   get_filename_component(name ${src} NAME_WE)
@@ -12,6 +14,7 @@ foreach(src ${LC_TEST_SOURCES})
     ENVIRONMENT "OMP_NUM_THREADS=2")
 endforeach()
 include(${CMAKE_SOURCE_DIR}/tests/mpi.cmake)
+include(${CMAKE_SOURCE_DIR}/tests/cuda_emu.cmake)
 if(EXISTS ${CMAKE_SOURCE_DIR}/tests/cli.cmake)
   include(${CMAKE_SOURCE_DIR}/tests/cli.cmake)
 endif()

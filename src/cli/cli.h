@@ -98,7 +98,8 @@ lc_status lc_cli_kernels(const char *spec);
 // plan --auto / --longest (plan_auto.c): prints the search; the exit code.
 #include "plan/layout_search.h"
 int lc_plan_auto(const lc_config *cfg, const lc_model_opts *base, long S, const lc_search_opts *so, const lc_rates *r,
-                 int auto_, int longest, int top, const char *model, double mem_gib, const char *extra);
+                 int auto_, int longest, int top, const char *model, double mem_gib, const char *extra,
+                 const char *host_src);
 lc_status lc_cli_rates(const char *machine, const char *hardware, int ranks, int threads, lc_rates *r);
 #define LC_CLI_KERNELS_HELP                                                                          \
   "auto | portable | avx2 | avx512 | bf16 | amx: the kernel table's level (default auto: the best " \

@@ -27,6 +27,23 @@ static void command(const lc_layout_choice *x, const char *model, int world, con
 #undef ADD
 }
 
+// --offload-optimizer: the host's side of a layout, next to its device peak.
+static void host_line(const lc_layout_choice *x, const lc_search_opts *so, const char *host_src) {
+  const int rpn = lc_layout_ranks_per_node(so->world, so->per_node);
+  printf("  host memory (--offload-optimizer's model states): %.2f GiB per rank, %.2f GiB per node (%d rank%s; %zu and "
+         "%zu bytes) of %.2f GiB (%s)\n", (double)x->host / GIB, (double)x->host * rpn / GIB, rpn, rpn > 1 ? "s" : "", x->host,
+         x->host * (size_t)rpn, (double)so->host_cap / GIB, host_src);
+}
+
+// Layouts dropped for the host's memory alone, if any.
+static void host_dropped_line(const size_t over[2], const lc_search_opts *so, const char *host_src) {
+  if (!over[0]) return;
+  printf("%zu layout%s fitting the device dropped: their model states in host memory (--offload-optimizer) need at "
+         "least %.2f GiB per node (%zu bytes), over the node's %.2f GiB (%s); more ranks with --zero 1 or more shard "
+         "them (--gpus), or give a node with more host memory\n", over[0], over[0] > 1 ? "s" : "",
+         (double)over[1] / GIB, over[1], (double)so->host_cap / GIB, host_src);
+}
+
 static void row(int i, const lc_layout_choice *x, int world) {
   char lay[64];
   snprintf(lay, sizeof lay, "dp %d x hp %d x cp %d%s", world / (x->hp * x->cp), x->hp, x->cp,
@@ -57,7 +74,8 @@ static void why(const lc_layout_choice *a, const lc_layout_choice *b) {
 }
 
 int lc_plan_auto(const lc_config *cfg, const lc_model_opts *base, long S, const lc_search_opts *so, const lc_rates *r,
-                 int auto_, int longest, int top, const char *model, double mem_gib, const char *extra) {
+                 int auto_, int longest, int top, const char *model, double mem_gib, const char *extra,
+                 const char *host_src) {
   const double t0 = lc_now();
   char cmd[2400];
   printf("longctx plan%s%s: %s, %d rank%s (%d per node), %.2f GiB per rank, %d threads per rank\n", auto_ ? " --auto" : "",
@@ -68,21 +86,28 @@ int lc_plan_auto(const lc_config *cfg, const lc_model_opts *base, long S, const 
   if (r->warning[0]) printf("  warning: %s\n", r->warning);
   if (longest) {
     lc_layout_choice b;
-    const long L = lc_layout_longest(cfg, base, so, r, &b);
+    size_t lover[2];
+    const long L = lc_layout_longest(cfg, base, so, r, &b, lover);
     if (L <= 0) {
-      printf("Longest S: none fits: even the shortest sequence of every layout exceeds %.2f GiB per rank (more ranks, "
-             "--zero 3, or more memory)\n", mem_gib);
+      if (lover[0]) printf("Longest S: none fits: ");
+      else
+        printf("Longest S: none fits: even the shortest sequence of every layout exceeds %.2f GiB per rank (more ranks, "
+               "--zero 3, or more memory)\n", mem_gib);
+      host_dropped_line(lover, so, host_src);
       return 1;
     }
     command(&b, model, so->world, extra, cmd, sizeof cmd);
     printf("\nLongest S: %ld tokens (%.0fK), peak %.2f GiB per rank, predicted %.4g s per step (%.4g tokens/s):\n  %s\n",
            L, L / 1024.0, (double)b.peak / GIB, b.t.total_s, b.t.tokens_per_s, cmd);
+    if (base->offload_optimizer) host_line(&b, so, host_src);
+    host_dropped_line(lover, so, host_src);
     if (!auto_) return 0;
     S = L;
   }
   lc_layout_choice *v = malloc(sizeof *v * (size_t)top);
   int n_valid = 0, n_fit = 0;
-  const int k = v ? lc_layout_search(cfg, base, S, so, r, v, top, &n_valid, &n_fit) : 0;
+  size_t over[2] = {0, 0};
+  const int k = v ? lc_layout_search(cfg, base, S, so, r, v, top, &n_valid, &n_fit, over) : 0;
   printf("\nS = %ld: %d layouts valid, %d fit in %.2f GiB per rank (searched in %.2f s); the fastest %d by predicted "
          "tokens per second (dp = world / (hp x cp) sequences per step):\n\n", S, n_valid, n_fit, mem_gib, lc_now() - t0, k);
   if (k == 0 && n_valid == 0) {
@@ -91,6 +116,7 @@ int lc_plan_auto(const lc_config *cfg, const lc_model_opts *base, long S, const 
     free(v);
     return 1;
   }
+  host_dropped_line(over, so, host_src);
   if (k == 0) {
     printf("None fits: use more ranks, --zero 3, a shorter --seq or more memory per rank (--mem-per-rank).\n");
     free(v);
@@ -103,6 +129,7 @@ int lc_plan_auto(const lc_config *cfg, const lc_model_opts *base, long S, const 
   for (int i = 0; i < k; i++) {
     command(&v[i], model, so->world, extra, cmd, sizeof cmd);
     printf("%d: %s\n", i + 1, cmd);
+    if (base->offload_optimizer) host_line(&v[i], so, host_src);
   }
   if (k > 1) why(&v[0], &v[1]);
   free(v);

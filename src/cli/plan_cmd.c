@@ -35,7 +35,7 @@ int lc_cmd_plan(int argc, char **argv) {
   int auto_ = 0, longest = 0, per_node = 0, top = 5, lora = 0;
   const char *lora_targets = NULL, *base_dtype = NULL;
   float lora_dropout = 0;
-  float budget_gib = 20.0f, gflops = 200.0f;
+  float budget_gib = 20.0f, gflops = 200.0f, host_mem_gib = 0;
   lc_flag flags[] = {
       {"model", LC_ARG_STR, &model, "a preset (tiny, demo, bench-s; shapes only: llama-3-8b, llama-3-70b, llama-3.1-8b, llama-3.1-70b, qwen2.5-7b, qwen3-8b, qwen3-32b), an HF model directory or a GGUF file", 0},
       {"seq", LC_ARG_STR, &seq_s, "tokens per sequence, K = 1024, M = 1024^2 (e.g. 128K, 1M)", 0},
@@ -55,6 +55,7 @@ int lc_cmd_plan(int argc, char **argv) {
       {"offload-checkpoints", LC_ARG_STR, &offload, "as train: layer checkpoints on disk (DIR is not touched here): 4 layers in RAM, the disk traffic printed", 0},
       {"vocab-slice", LC_ARG_INT, &vocab_slice, "as train: the embedding and LM head a slice of N vocabulary rows at a time (default 0: whole)", 0},
       {"offload-optimizer", LC_ARG_BOOL, &offload_optim, "as train: the model states (fp32 weights, gradients, AdamW m and v) in host memory; the device holds each unit's compute copy and gradient while in use (its peak below; the host's bytes printed apart; the predicted step adds the blocking copies over the --hardware file's host link, a memcpy on a CPU, and AdamW at the host's memory bandwidth)", 0},
+      {"host-mem-gib", LC_ARG_FLOAT, &host_mem_gib, "with --offload-optimizer: host memory per node for the ranks' model states, GiB (default: a --hardware file's host_memory_per_node_gib, else this machine's RAM); --auto/--longest drop the layouts over it", 0},
       {"precision", LC_ARG_STR, &prec, "fp32 | bf16, as train (default fp32)", 0},
       {"kernels", LC_ARG_STR, &kernels, "as train: the bf16 attention kernel's workspace depends on it (default auto)", 0},
       {"mlp-tile", LC_ARG_INT, &mlp_tile, "tokens per MLP tile, 0 = untiled (default: as train, auto)", 0},
@@ -160,6 +161,16 @@ int lc_cmd_plan(int argc, char **argv) {
   if (st == LC_OK && hardware && !lc_args_find(flags, nf, "budget-gib")->seen && !lc_args_find(flags, nf, "mem-per-rank")->seen)
     budget_gib = (float)(rates.mem_bytes / GIB);
   if (st == LC_OK && per_node) rates.devices_per_node = per_node;
+  if (st == LC_OK && lc_args_find(flags, nf, "host-mem-gib")->seen && !(host_mem_gib > 0))
+    st = lc_fail(LC_EINVAL, "--host-mem-gib %g: give the host memory per node in GiB (> 0)", (double)host_mem_gib);
+  if (st == LC_OK && lc_args_find(flags, nf, "host-mem-gib")->seen && !offload_optim)
+    st = lc_fail(LC_EINVAL, "--host-mem-gib bounds --offload-optimizer's model states in host memory: add --offload-optimizer");
+  // --offload-optimizer: the node's host memory the ranks' model states share (bytes)
+  const double host_cap = host_mem_gib > 0 ? host_mem_gib * GIB
+                          : hardware && rates.host_mem_bytes > 0 ? rates.host_mem_bytes : (double)lc_cli_default_mem_cap();
+  const char *host_src = host_mem_gib > 0 ? "--host-mem-gib" : hardware && rates.host_mem_bytes > 0
+                                                                   ? "the --hardware file's host_memory_per_node_gib"
+                                                                   : "this machine's RAM";
   lc_cp_layout cl = LC_CP_ZIGZAG;
   if (st == LC_OK) st = lc_cp_layout_parse(cp_layout ? cp_layout : pack || attn_window ? "balanced" : "zigzag", &cl);
   if (st != LC_OK) {
@@ -182,7 +193,8 @@ int lc_cmd_plan(int argc, char **argv) {
   if (auto_ || longest) {
     lc_search_opts so = {.world = ranks, .per_node = rates.devices_per_node, .threads = used, .mem_cap = budget,
                          .hp = -1, .cp = -1, .zero = -1, .zero_group = -1, .ckpt = -1, .bf16 = -1, .context_first = -1,
-                         .doc_len = pack ? doc_len : 0, .attn_window = attn_window};
+                         .doc_len = pack ? doc_len : 0, .attn_window = attn_window,
+                         .host_cap = offload_optim ? (size_t)host_cap : 0};
 #define SEEN(f) lc_args_find(flags, nf, f)->seen
     if (SEEN("hp")) so.hp = hp;
     if (SEEN("cp")) so.cp = cp;
@@ -212,7 +224,7 @@ int lc_cmd_plan(int argc, char **argv) {
     if (!loss_auto) ADD(" --loss-tile %d", loss_tile);
 #undef ADD
 #undef SEEN
-    return lc_plan_auto(&cfg, &o, S, &so, &rates, auto_, longest, top, model, budget_gib, extra);
+    return lc_plan_auto(&cfg, &o, S, &so, &rates, auto_, longest, top, model, budget_gib, extra, host_src);
   }
   // The chunk in use: as given (all heads: 0), or auto's pick against the budget.
   int hc = head_chunk < 0 ? lc_memplan_auto_head_chunk(&cfg, &o, S, hp, cp, window, used, budget)
@@ -303,6 +315,15 @@ int lc_cmd_plan(int argc, char **argv) {
            "device above holds each unit's compute copy and gradient while in use: %s at their peak.\n",
            lc_fmt_bytes(b, sizeof b, (double)e.model_states), lc_fmt_bytes(b2, sizeof b2, (double)e.host_bytes),
            (double)e.model_states / np, lc_fmt_bytes(b3, sizeof b3, (double)e.model_states_peak));
+  if (e.offload) {
+    const int rpn = lc_layout_ranks_per_node(ranks, rates.devices_per_node);
+    const size_t node = e.host_bytes * (size_t)rpn;
+    printf("Host memory (--offload-optimizer): %zu bytes per rank, %zu bytes per node (%d rank%s; %.2f GiB) of %.0f "
+           "(%.2f GiB: %s): %s.\n", e.host_bytes, node, rpn, rpn > 1 ? "s" : "", (double)node / GIB, host_cap,
+           host_cap / GIB, host_src,
+           (double)node <= host_cap ? "fits" : "does NOT fit: more ranks with --zero 1 or more shard the states, or a "
+                                               "node with more host memory");
+  }
   else
     printf("\nModel states per rank: %s held for the whole step (params + grads + AdamW), %s at their peak with "
            "temporary units; %s per parameter.\n", lc_fmt_bytes(b, sizeof b, (double)e.model_states),

@@ -65,7 +65,16 @@ static void options(const lc_model_opts *base, const cand *c, long S, const lc_c
                                     : lc_memplan_auto_loss_tile_for(cfg, S, lc_vocab_sliced(base, cfg->vocab) ? base->vocab_slice : cfg->vocab);
 }
 
-// Memory and time of candidate c at S; 0 when it does not fit or is invalid at S.
+int lc_layout_ranks_per_node(int world, int per_node) { return per_node > 0 && per_node < world ? per_node : world; }
+
+// Counts a layout dropped for the host's memory: how many, and the least host bytes per node.
+static void host_dropped(size_t host_over[2], size_t per_node_bytes) {
+  if (!host_over) return;
+  if (!host_over[0]++ || per_node_bytes < host_over[1]) host_over[1] = per_node_bytes;
+}
+
+// Memory and time of candidate c at S; 0 when it does not fit or is invalid at S (-1: it
+// fits the device but its model states exceed the host's memory, so->host_cap).
 static int evaluate(const lc_config *cfg, const lc_model_opts *base, long S, const cand *c, const lc_search_opts *so,
                     const lc_rates *r, const int *lo, lc_layout_choice *x) {
   memset(x, 0, sizeof *x);
@@ -74,13 +83,17 @@ static int evaluate(const lc_config *cfg, const lc_model_opts *base, long S, con
   lc_mem_estimate e;
   if (lc_memplan_predict_hc(cfg, &x->o, S, c->hp, c->cp, c->cp, hc, so->threads, &e) != LC_OK) return 0;
   if (e.total > so->mem_cap) return 0;
+  if (e.offload && so->host_cap && e.host_bytes * (size_t)lc_layout_ranks_per_node(so->world, so->per_node) > so->host_cap) {
+    x->host = e.host_bytes;
+    return -1;
+  }
   const int dp = so->world / (c->hp * c->cp);
   lc_time_layout l = {.seq = S, .batch = dp, .world = so->world, .hp = c->hp, .cp = c->cp, .window = c->cp,
                       .head_chunk = hc, .context_first = c->cf, .doc_len = so->doc_len, .attn_window = so->attn_window,
                       .lo = lo};
   if (lc_time_predict(cfg, &x->o, &l, r, &x->t) != LC_OK) return 0;
   x->hp = c->hp, x->cp = c->cp, x->context_first = c->cf, x->zero = c->zero, x->zero_group = c->zero ? c->Z : 0;
-  x->head_chunk = hc, x->seq = S, x->peak = e.total;
+  x->head_chunk = hc, x->seq = S, x->peak = e.total, x->host = e.offload ? e.host_bytes : 0;
   return 1;
 }
 
@@ -94,11 +107,12 @@ static int faster(const void *a, const void *b) {
 }
 
 int lc_layout_search(const lc_config *cfg, const lc_model_opts *base, long S, const lc_search_opts *so,
-                     const lc_rates *r, lc_layout_choice *out, int cap, int *n_valid, int *n_fit) {
+                     const lc_rates *r, lc_layout_choice *out, int cap, int *n_valid, int *n_fit, size_t host_over[2]) {
   const int n = enumerate(cfg, so, NULL, 0);
   cand *v = malloc(sizeof *v * (size_t)(n ? n : 1));
   lc_layout_choice *all = malloc(sizeof *all * (size_t)(n ? n : 1));
   *n_valid = *n_fit = 0;
+  if (host_over) host_over[0] = host_over[1] = 0;
   if (!v || !all) {
     free(v), free(all);
     return 0;
@@ -109,7 +123,9 @@ int lc_layout_search(const lc_config *cfg, const lc_model_opts *base, long S, co
   for (int i = 0; i < n; i++) {
     if (lc_layout_validate(so->world, v[i].hp, v[i].cp, v[i].cp, cfg->n_heads, cfg->n_kv_heads, S, so->world / (v[i].hp * v[i].cp)) != LC_OK) continue;
     ++*n_valid;
-    if (evaluate(cfg, base, S, &v[i], so, r, lo, &all[fit])) fit++;
+    const int ev = evaluate(cfg, base, S, &v[i], so, r, lo, &all[fit]);
+    if (ev > 0) fit++;
+    else if (ev < 0) host_dropped(host_over, all[fit].host * (size_t)lc_layout_ranks_per_node(so->world, so->per_node));
   }
   free(lo);
   qsort(all, (size_t)fit, sizeof *all, faster);
@@ -121,11 +137,12 @@ int lc_layout_search(const lc_config *cfg, const lc_model_opts *base, long S, co
 }
 
 long lc_layout_longest(const lc_config *cfg, const lc_model_opts *base, const lc_search_opts *so, const lc_rates *r,
-                       lc_layout_choice *best) {
+                       lc_layout_choice *best, size_t host_over[2]) {
   const int n = enumerate(cfg, so, NULL, 0);
   cand *v = malloc(sizeof *v * (size_t)(n ? n : 1));
   long S = 0;
   memset(best, 0, sizeof *best);
+  if (host_over) host_over[0] = host_over[1] = 0;
   if (!v) return 0;
   enumerate(cfg, so, v, n);
   for (int i = 0; i < n; i++) {
@@ -140,7 +157,8 @@ long lc_layout_longest(const lc_config *cfg, const lc_model_opts *base, const lc
     int *lo = bounds(so, s);
     const int fits = evaluate(cfg, base, s, &v[i], so, r, lo, &x);
     free(lo);
-    if (!fits) continue;
+    if (fits < 0) host_dropped(host_over, x.host * (size_t)lc_layout_ranks_per_node(so->world, so->per_node));
+    if (fits <= 0) continue;
     if (s > S || x.t.tokens_per_s > best->t.tokens_per_s) S = s, *best = x;
   }
   free(v);

@@ -516,6 +516,8 @@ lc_status lc_rates_load_hardware(const char *path, lc_rates *r) {
   const cJSON *hl = cJSON_GetObjectItemCaseSensitive(j, "host_link"), *hm = cJSON_GetObjectItemCaseSensitive(j, "host_memory_bandwidth_gbs");
   if (hl) r->host_link_bw = hw_num(hl, "bandwidth_gbs", path, &st) * 1e9;
   if (hm) r->host_optim_bw = hw_num(j, "host_memory_bandwidth_gbs", path, &st) * 1e9 / r->devices_per_node;
+  if (cJSON_GetObjectItemCaseSensitive(j, "host_memory_per_node_gib"))
+    r->host_mem_bytes = hw_num(j, "host_memory_per_node_gib", path, &st) * 1073741824.0;
   cJSON_Delete(j);
   return st;
 }

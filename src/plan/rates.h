@@ -49,6 +49,8 @@ typedef struct lc_rates {
   double host_optim_bw; // --offload-optimizer: the host's AdamW, bytes/s as optim_bw counts them
                         // (0: optim_bw, the same memory)
   double mem_bytes;     // memory per rank of a hardware description (0: not given)
+  double host_mem_bytes; // host memory per node of a hardware description ("host_memory_per_node_gib";
+                         // 0: not given): --offload-optimizer's model states must fit it
   double small_t_exp;   // without row factors: GEMMs of T < LC_RATE_GEMM_T tokens cost (LC_RATE_GEMM_T / T)^this
                         // more per FLOP (CPU defaults and older profiles: 0.15; hardware descriptions: 0)
   // A GEMM's rate at 64 .. 16384 rows over its rate at LC_RATE_GEMM_T rows (K = N = 512),

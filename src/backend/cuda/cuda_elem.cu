@@ -19,7 +19,7 @@
 #include "backend/cuda/cuda_fastexp.cuh"
 #include "core/dropout_hash.h"
 
-#include <cuda_runtime.h>
+#include "backend/cuda/cuda_compat.cuh"
 #include <stdint.h>
 
 namespace {
@@ -176,7 +176,7 @@ __global__ void k_add2d(float *dst, size_t ldd, const float *src, size_t lds, si
 // Part j (block j) of LCC_SUMSQ_PARTS sums x[i]^2 in double over [b_j, e_j): a fixed
 // per-thread stride, then the fixed block tree.
 __global__ void k_sumsq_parts(double *parts, const float *__restrict__ x, size_t n) {
-  __shared__ double sh[32];
+  LCC_SHARED(double, sh, [32]);
   const size_t P = LCC_SUMSQ_PARTS, q = n / P, rem = n % P;
   for (size_t j = blockIdx.x; j < P; j += gridDim.x) {
     const size_t b = q * j + (j < rem ? j : rem), e = b + q + (j < rem ? 1 : 0);
@@ -225,7 +225,7 @@ constexpr int kNormThreads = 256;
 __global__ void __launch_bounds__(kNormThreads) k_rmsnorm_fwd(void *out, int out16, float *rstd,
                                                               const float *inp,
                                                               const float *__restrict__ w, int T, int C, float eps) {
-  __shared__ double sh[32];
+  LCC_SHARED(double, sh, [32]);
   for (int t = blockIdx.x; t < T; t += gridDim.x) {
     const float *x = inp + (size_t)t * C;
     double ss = 0.0;
@@ -289,7 +289,7 @@ __global__ void __launch_bounds__(kNormThreads) k_rmsnorm_dx(float *dinp, const 
                                                              const float *inp,
                                                              const float *__restrict__ w,
                                                              const float *__restrict__ rstd, int T, int C, int set) {
-  __shared__ double sh[32];
+  LCC_SHARED(double, sh, [32]);
   for (int t = blockIdx.x; t < T; t += gridDim.x) {
     const float *dy = dout + (size_t)t * C;
     const float *x = inp + (size_t)t * C;
@@ -420,7 +420,9 @@ constexpr int kEmbChunk = 1024; // tokens examined per chunk
 __global__ void __launch_bounds__(kEmbThreads) k_embedding_bwd(float *__restrict__ dwte, const float *__restrict__ dout,
                                                                const int *__restrict__ tokens, int T, int C, int r0,
                                                                int r1, int S) {
-  __shared__ int sk[kEmbChunk], srow[kEmbChunk], scnt[kEmbThreads / 32];
+  LCC_SHARED(int, sk, [kEmbChunk]);
+  LCC_SHARED(int, srow, [kEmbChunk]);
+  LCC_SHARED(int, scnt, [kEmbThreads / 32]);
   const int c = blockIdx.x * blockDim.x + threadIdx.x, slice = blockIdx.y;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   for (int t0 = 0; t0 < T; t0 += kEmbChunk) {
@@ -503,7 +505,8 @@ constexpr int kDeltaWarps = 4;
 __global__ void __launch_bounds__(kDeltaWarps * 32) k_attn_delta(float *delta, const void *__restrict__ dout,
                                                                  const void *__restrict__ out, int in16, int Tq,
                                                                  int Hq, int D) {
-  __shared__ float sa[kDeltaWarps][32][33], sb[kDeltaWarps][32][33];
+  LCC_SHARED(float, sa, [kDeltaWarps][32][33]);
+  LCC_SHARED(float, sb, [kDeltaWarps][32][33]);
   const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
   const size_t n = (size_t)Tq * Hq;
   for (size_t r0 = ((size_t)blockIdx.x * kDeltaWarps + wi) * 32; r0 < n; r0 += (size_t)gridDim.x * kDeltaWarps * 32) {
@@ -537,19 +540,19 @@ extern "C" {
 
 int lcc_bf16_pack(uint16_t *dst, const float *src, size_t n, cudaStream_t st) {
   if (n == 0) return 0;
-  k_bf16_pack<<<flat_blocks(n), kThreads, 0, st>>>(dst, src, n);
+  LCC_LAUNCH(k_bf16_pack, flat_blocks(n), kThreads, 0, st)(dst, src, n);
   return last_error();
 }
 
 int lcc_bf16_unpack(float *dst, const uint16_t *src, size_t n, cudaStream_t st) {
   if (n == 0) return 0;
-  k_bf16_unpack<<<flat_blocks(n), kThreads, 0, st>>>(dst, src, n);
+  LCC_LAUNCH(k_bf16_unpack, flat_blocks(n), kThreads, 0, st)(dst, src, n);
   return last_error();
 }
 
 int lcc_bf16_round(float *x, size_t n, cudaStream_t st) {
   if (n == 0) return 0;
-  k_bf16_round<<<flat_blocks(n), kThreads, 0, st>>>(x, n);
+  LCC_LAUNCH(k_bf16_round, flat_blocks(n), kThreads, 0, st)(x, n);
   return last_error();
 }
 
@@ -557,7 +560,7 @@ int lcc_bf16_pack2d(uint16_t *dst, size_t ldd, const float *src, size_t lds, siz
                     cudaStream_t st) {
   if (rows == 0 || cols == 0) return 0;
   const Grid2d g = grid2d(rows, cols);
-  k_bf16_pack2d<<<g.grid, g.block, 0, st>>>(dst, ldd, src, lds, rows, cols);
+  LCC_LAUNCH(k_bf16_pack2d, g.grid, g.block, 0, st)(dst, ldd, src, lds, rows, cols);
   return last_error();
 }
 
@@ -565,25 +568,25 @@ int lcc_bf16_unpack2d(float *dst, size_t ldd, const uint16_t *src, size_t lds, s
                       cudaStream_t st) {
   if (rows == 0 || cols == 0) return 0;
   const Grid2d g = grid2d(rows, cols);
-  k_bf16_unpack2d<<<g.grid, g.block, 0, st>>>(dst, ldd, src, lds, rows, cols);
+  LCC_LAUNCH(k_bf16_unpack2d, g.grid, g.block, 0, st)(dst, ldd, src, lds, rows, cols);
   return last_error();
 }
 
 int lcc_add(float *y, const float *x, size_t n, cudaStream_t st) {
   if (n == 0) return 0;
-  k_add<<<flat_blocks(n), kThreads, 0, st>>>(y, x, n);
+  LCC_LAUNCH(k_add, flat_blocks(n), kThreads, 0, st)(y, x, n);
   return last_error();
 }
 
 int lcc_scale(float *x, size_t n, float s, cudaStream_t st) {
   if (n == 0) return 0;
-  k_scale<<<flat_blocks(n), kThreads, 0, st>>>(x, n, s);
+  LCC_LAUNCH(k_scale, flat_blocks(n), kThreads, 0, st)(x, n, s);
   return last_error();
 }
 
 int lcc_fill(float *x, size_t n, float v, cudaStream_t st) {
   if (n == 0) return 0;
-  k_fill<<<flat_blocks(n), kThreads, 0, st>>>(x, n, v);
+  LCC_LAUNCH(k_fill, flat_blocks(n), kThreads, 0, st)(x, n, v);
   return last_error();
 }
 
@@ -615,39 +618,39 @@ int lcc_dropout(void *dst, const void *src, int bf16, int rows, int cols, const 
   if (rows <= 0 || cols <= 0) return 0;
   const Grid2d g = grid2d((size_t)rows, (size_t)cols);
   if (bf16)
-    k_dropout16<<<g.grid, g.block, 0, st>>>((uint16_t *)dst, (const uint16_t *)src, rows, cols, gidx, key, thr);
+    LCC_LAUNCH(k_dropout16, g.grid, g.block, 0, st)((uint16_t *)dst, (const uint16_t *)src, rows, cols, gidx, key, thr);
   else
-    k_dropout<<<g.grid, g.block, 0, st>>>((float *)dst, (const float *)src, rows, cols, gidx, key, thr, accumulate);
+    LCC_LAUNCH(k_dropout, g.grid, g.block, 0, st)((float *)dst, (const float *)src, rows, cols, gidx, key, thr, accumulate);
   return last_error();
 }
 
 int lcc_add2d(float *dst, size_t ld_dst, const float *src, size_t ld_src, size_t rows, size_t n, cudaStream_t st) {
   if (rows == 0 || n == 0) return 0;
   const Grid2d g = grid2d(rows, n);
-  k_add2d<<<g.grid, g.block, 0, st>>>(dst, ld_dst, src, ld_src, rows, n);
+  LCC_LAUNCH(k_add2d, g.grid, g.block, 0, st)(dst, ld_dst, src, ld_src, rows, n);
   return last_error();
 }
 
 int lcc_sumsq_acc(double *acc, const float *x, size_t n, double *parts, cudaStream_t st) {
   if (n == 0) return 0;
-  k_sumsq_parts<<<LCC_SUMSQ_PARTS, kThreads, 0, st>>>(parts, x, n);
+  LCC_LAUNCH(k_sumsq_parts, LCC_SUMSQ_PARTS, kThreads, 0, st)(parts, x, n);
   int e = last_error();
   if (e) return e;
-  k_sumsq_final<<<1, 32, 0, st>>>(acc, parts);
+  LCC_LAUNCH(k_sumsq_final, 1, 32, 0, st)(acc, parts);
   return last_error();
 }
 
 int lcc_adamw(float *p, const float *g, float *m, float *v, size_t n, float wd, float beta1, float beta2, float eps,
               float lr, float step_size, float inv_sqrt_bc2, cudaStream_t st) {
   if (n == 0) return 0;
-  k_adamw<<<flat_blocks(n), kThreads, 0, st>>>(p, g, m, v, n, wd, beta1, beta2, eps, lr, step_size, inv_sqrt_bc2);
+  LCC_LAUNCH(k_adamw, flat_blocks(n), kThreads, 0, st)(p, g, m, v, n, wd, beta1, beta2, eps, lr, step_size, inv_sqrt_bc2);
   return last_error();
 }
 
 int lcc_rmsnorm_fwd(void *out, int out16, float *rstd, const float *x, const float *w, int T, int C, float eps,
                     cudaStream_t st) {
   if (T <= 0 || C <= 0) return 0;
-  k_rmsnorm_fwd<<<row_blocks(T), kNormThreads, 0, st>>>(out, out16, rstd, x, w, T, C, eps);
+  LCC_LAUNCH(k_rmsnorm_fwd, row_blocks(T), kNormThreads, 0, st)(out, out16, rstd, x, w, T, C, eps);
   return last_error();
 }
 
@@ -664,31 +667,31 @@ int lcc_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp,
     if (!parts) return (int)cudaErrorInvalidValue;
     const int nch = dw_chunks(T), R = (T + nch - 1) / nch;
     const dim3 grid((unsigned)((C + kColThreads - 1) / kColThreads), (unsigned)nch, 1);
-    k_rmsnorm_dw_parts<<<grid, kColThreads, 0, st>>>((double *)parts, dout, inp, rstd, T, C, R);
+    LCC_LAUNCH(k_rmsnorm_dw_parts, grid, kColThreads, 0, st)((double *)parts, dout, inp, rstd, T, C, R);
     int e = last_error();
     if (e) return e;
-    k_rmsnorm_dw_final<<<(unsigned)((C + kColThreads - 1) / kColThreads), kColThreads, 0, st>>>(
+    LCC_LAUNCH(k_rmsnorm_dw_final, (unsigned)((C + kColThreads - 1) / kColThreads), kColThreads, 0, st)(
         dw, (const double *)parts, C, nch);
     e = last_error();
     if (e) return e;
   }
-  k_rmsnorm_dx<<<row_blocks(T), kNormThreads, 0, st>>>(dinp, dout, inp, w, rstd, T, C, set);
+  LCC_LAUNCH(k_rmsnorm_dx, row_blocks(T), kNormThreads, 0, st)(dinp, dout, inp, w, rstd, T, C, set);
   return last_error();
 }
 
 int lcc_rope(float *x, const float *cos_t, const float *sin_t, int T, int H, int D, int bwd, cudaStream_t st) {
   if (T <= 0 || H <= 0 || D < 2) return 0;
   const Grid2d g = grid2d((size_t)T * H, (size_t)(D / 2));
-  k_rope<<<g.grid, g.block, 0, st>>>(x, cos_t, sin_t, T, H, D, bwd);
+  LCC_LAUNCH(k_rope, g.grid, g.block, 0, st)(x, cos_t, sin_t, T, H, D, bwd);
   return last_error();
 }
 
 int lcc_swiglu_fwd(void *h, const void *g, const void *u, size_t n, int bf16, cudaStream_t st) {
   if (n == 0) return 0;
   if (bf16)
-    k_swiglu_fwd16<<<flat_blocks(n), kThreads, 0, st>>>((uint16_t *)h, (const uint16_t *)g, (const uint16_t *)u, n);
+    LCC_LAUNCH(k_swiglu_fwd16, flat_blocks(n), kThreads, 0, st)((uint16_t *)h, (const uint16_t *)g, (const uint16_t *)u, n);
   else
-    k_swiglu_fwd<<<flat_blocks(n), kThreads, 0, st>>>((float *)h, (const float *)g, (const float *)u, n);
+    LCC_LAUNCH(k_swiglu_fwd, flat_blocks(n), kThreads, 0, st)((float *)h, (const float *)g, (const float *)u, n);
   return last_error();
 }
 
@@ -696,10 +699,10 @@ int lcc_swiglu_bwd(void *dg, void *du, const float *dh, const void *g, const voi
                    cudaStream_t st) {
   if (n == 0) return 0;
   if (bf16)
-    k_swiglu_bwd16<<<flat_blocks(n), kThreads, 0, st>>>((uint16_t *)dg, (uint16_t *)du, dh, (const uint16_t *)g,
+    LCC_LAUNCH(k_swiglu_bwd16, flat_blocks(n), kThreads, 0, st)((uint16_t *)dg, (uint16_t *)du, dh, (const uint16_t *)g,
                                                         (const uint16_t *)u, n);
   else
-    k_swiglu_bwd<<<flat_blocks(n), kThreads, 0, st>>>((float *)dg, (float *)du, dh, (const float *)g,
+    LCC_LAUNCH(k_swiglu_bwd, flat_blocks(n), kThreads, 0, st)((float *)dg, (float *)du, dh, (const float *)g,
                                                       (const float *)u, n);
   return last_error();
 }
@@ -707,13 +710,13 @@ int lcc_swiglu_bwd(void *dg, void *du, const float *dh, const void *g, const voi
 int lcc_bias_fwd(float *y, const float *b, int T, int N, cudaStream_t st) {
   if (T <= 0 || N <= 0) return 0;
   const Grid2d g = grid2d((size_t)T, (size_t)N);
-  k_bias_fwd<<<g.grid, g.block, 0, st>>>(y, b, T, N);
+  LCC_LAUNCH(k_bias_fwd, g.grid, g.block, 0, st)(y, b, T, N);
   return last_error();
 }
 
 int lcc_bias_bwd(float *db, const void *dy, int dy16, int T, int N, cudaStream_t st) {
   if (T <= 0 || N <= 0) return 0;
-  k_bias_bwd<<<(unsigned)((N + kBiasThreads - 1) / kBiasThreads), kBiasThreads, 0, st>>>(db, dy, dy16, T, N);
+  LCC_LAUNCH(k_bias_bwd, (unsigned)((N + kBiasThreads - 1) / kBiasThreads), kBiasThreads, 0, st)(db, dy, dy16, T, N);
   return last_error();
 }
 
@@ -721,7 +724,7 @@ int lcc_embedding_fwd(float *out, const int *tokens, const void *wte, int wte16,
                       cudaStream_t st) {
   if (T <= 0 || C <= 0 || r1 <= r0) return 0;
   const Grid2d g = grid2d((size_t)T, (size_t)C);
-  k_embedding_fwd<<<g.grid, g.block, 0, st>>>(out, tokens, wte, wte16, T, C, r0, r1);
+  LCC_LAUNCH(k_embedding_fwd, g.grid, g.block, 0, st)(out, tokens, wte, wte16, T, C, r0, r1);
   return last_error();
 }
 
@@ -736,7 +739,7 @@ int lcc_embedding_bwd(float *dwte, const float *dout, const int *tokens, int T, 
   if (S > nrows) S = nrows;
   if (S < 1) S = 1;
   const dim3 grid((unsigned)colblocks, (unsigned)S, 1);
-  k_embedding_bwd<<<grid, kEmbThreads, 0, st>>>(dwte, dout, tokens, T, C, r0, r1, (int)S);
+  LCC_LAUNCH(k_embedding_bwd, grid, kEmbThreads, 0, st)(dwte, dout, tokens, T, C, r0, r1, (int)S);
   return last_error();
 }
 
@@ -746,7 +749,7 @@ int lcc_attn_merge(float *out_a, float *lse_a, const float *out_b, const float *
   const size_t rows = (size_t)Tq * Hq, wpb = kMergeThreads / 32;
   size_t blocks = (rows + wpb - 1) / wpb;
   if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  k_attn_merge<<<(unsigned)blocks, kMergeThreads, 0, st>>>(out_a, lse_a, out_b, lse_b, Tq, Hq, D < 0 ? 0 : D);
+  LCC_LAUNCH(k_attn_merge, (unsigned)blocks, kMergeThreads, 0, st)(out_a, lse_a, out_b, lse_b, Tq, Hq, D < 0 ? 0 : D);
   return last_error();
 }
 
@@ -755,7 +758,7 @@ int lcc_attn_delta(float *delta, const void *dout, const void *out, int in16, in
   const size_t rows = (size_t)Tq * Hq, per = (size_t)kDeltaWarps * 32;
   size_t blocks = (rows + per - 1) / per;
   if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  k_attn_delta<<<(unsigned)blocks, kDeltaWarps * 32, 0, st>>>(delta, dout, out, in16, Tq, Hq, D < 0 ? 0 : D);
+  LCC_LAUNCH(k_attn_delta, (unsigned)blocks, kDeltaWarps * 32, 0, st)(delta, dout, out, in16, Tq, Hq, D < 0 ? 0 : D);
   return last_error();
 }
 

@@ -3,7 +3,7 @@
 #ifndef LC_CUDA_FLASH_COMMON_CUH
 #define LC_CUDA_FLASH_COMMON_CUH
 
-#include <cuda_runtime.h>
+#include "backend/cuda/cuda_compat.cuh"
 #include <math.h>
 #include <stdint.h>
 

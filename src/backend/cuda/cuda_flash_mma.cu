@@ -18,12 +18,18 @@ namespace {
 // =====================================================================================
 #define FL_MMA_THREADS 128
 
+// (The CPU emulation, emu/cuda_emu.h, runs the same instruction as a warp-wide gather of the
+// fragments, the product, and a scatter by the PTX ISA's fragment layout.)
 __device__ __forceinline__ void fl_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+#ifdef LCC_EMU
+  lcc_emu::mma_m16n8k16_bf16(c, a, b0, b1);
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 // bf16 bits of input element i (fp32 storage: rounded, a no-op on bf16 values).
@@ -68,8 +74,8 @@ template <int D>
 __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *out, float *lse, const void *q,
                                                                  const void *k, const void *v) {
   constexpr int LQ = D + 8, LV = FL_BK + 8, NKD = D / 16, NDN = D / 8;
-  extern __shared__ __align__(16) uint16_t smh[];
-  __shared__ long red[16];
+  LCC_EXTERN_SHARED(uint16_t, smh, 16);
+  LCC_SHARED(long, red, [16]);
   uint16_t *Qs = smh, *Ks = Qs + 64 * LQ, *Vt = Ks + 64 * LQ;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int h = blockIdx.y, g = h / p.grp;
@@ -221,8 +227,8 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, floa
                                                                     const void *q, const void *k, const void *v,
                                                                     const float *lse, const float *delta) {
   constexpr int LQ = D + 8, LV = FL_BK + 8, NKD = D / 16, NDN = D / 8;
-  extern __shared__ __align__(16) uint16_t smh[];
-  __shared__ long red[16];
+  LCC_EXTERN_SHARED(uint16_t, smh, 16);
+  LCC_SHARED(long, red, [16]);
   uint16_t *Qs = smh, *Os = Qs + 64 * LQ, *Ks = Os + 64 * LQ, *Vs = Ks + 64 * LQ, *Kt = Vs + 64 * LQ;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int h = blockIdx.y, g = h / p.grp;
@@ -324,7 +330,7 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dkv_kernel(fl_p p, flo
                                                                      const void *q, const void *k, const void *v,
                                                                      const float *lse, const float *delta) {
   constexpr int LQ = D + 8, LV = FL_BQ + 8, NKD = D / 16, NDN = D / 8;
-  extern __shared__ __align__(16) uint16_t smh[];
+  LCC_EXTERN_SHARED(uint16_t, smh, 16);
   uint16_t *Ks = smh, *Vs = Ks + 64 * LQ, *Qs = Vs + 64 * LQ, *Qt = Qs + 64 * LQ, *Os = Qt + D * LV,
            *Ot = Os + 64 * LQ;
   float *L2s = (float *)(Ot + D * LV), *Dls = L2s + 64;
@@ -445,7 +451,7 @@ int fl_mma_fwd(void *out, float *lse, const void *q, const void *k, const void *
   int e = fl_prep(mma_fwd_kernel<D>, smem);
   if (e) return e;
   const dim3 grid((unsigned)((p.Tq + FL_BQ - 1) / FL_BQ), (unsigned)p.Hq);
-  mma_fwd_kernel<D><<<grid, FL_MMA_THREADS, smem, st>>>(p, out, lse, q, k, v);
+  LCC_LAUNCH(mma_fwd_kernel<D>, grid, FL_MMA_THREADS, smem, st)(p, out, lse, q, k, v);
   return (int)cudaGetLastError();
 }
 
@@ -458,8 +464,8 @@ int fl_mma_bwd(float *dq, float *dk, float *dv, const void *dout, const void *q,
   if (e) return e;
   const dim3 gq((unsigned)((p.Tq + FL_BQ - 1) / FL_BQ), (unsigned)p.Hq);
   const dim3 gk((unsigned)((p.Tk + FL_BK - 1) / FL_BK), (unsigned)p.Hkv);
-  mma_bwd_dq_kernel<D><<<gq, FL_MMA_THREADS, sq, st>>>(p, dq, dout, q, k, v, lse, delta);
-  mma_bwd_dkv_kernel<D><<<gk, FL_MMA_THREADS, skv, st>>>(p, dk, dv, dout, q, k, v, lse, delta);
+  LCC_LAUNCH(mma_bwd_dq_kernel<D>, gq, FL_MMA_THREADS, sq, st)(p, dq, dout, q, k, v, lse, delta);
+  LCC_LAUNCH(mma_bwd_dkv_kernel<D>, gk, FL_MMA_THREADS, skv, st)(p, dk, dv, dout, q, k, v, lse, delta);
   return (int)cudaGetLastError();
 }
 

@@ -156,11 +156,11 @@ __global__ void __launch_bounds__(128) ref_bwd_dkv_kernel(fl_p p, float *dk, flo
 int fl_ref_fwd(void *out, float *lse, const void *q, const void *k, const void *v, const fl_p &p, cudaStream_t st) {
   const dim3 grid((unsigned)((p.Tq + 127) / 128), (unsigned)p.Hq);
   if (p.D <= 64)
-    ref_fwd_kernel<64><<<grid, 128, 0, st>>>(p, out, lse, q, k, v);
+    LCC_LAUNCH(ref_fwd_kernel<64>, grid, 128, 0, st)(p, out, lse, q, k, v);
   else if (p.D <= 128)
-    ref_fwd_kernel<128><<<grid, 128, 0, st>>>(p, out, lse, q, k, v);
+    LCC_LAUNCH(ref_fwd_kernel<128>, grid, 128, 0, st)(p, out, lse, q, k, v);
   else
-    ref_fwd_kernel<FL_REF_MAXD><<<grid, 128, 0, st>>>(p, out, lse, q, k, v);
+    LCC_LAUNCH(ref_fwd_kernel<FL_REF_MAXD>, grid, 128, 0, st)(p, out, lse, q, k, v);
   return (int)cudaGetLastError();
 }
 
@@ -168,14 +168,14 @@ int fl_ref_bwd(float *dq, float *dk, float *dv, const void *dout, const void *q,
                const float *lse, const float *delta, const fl_p &p, cudaStream_t st) {
   const dim3 gq((unsigned)((p.Tq + 127) / 128), (unsigned)p.Hq), gk((unsigned)((p.Tk + 127) / 128), (unsigned)p.Hkv);
   if (p.D <= 64) {
-    ref_bwd_dq_kernel<64><<<gq, 128, 0, st>>>(p, dq, dout, q, k, v, lse, delta);
-    ref_bwd_dkv_kernel<64><<<gk, 128, 0, st>>>(p, dk, dv, dout, q, k, v, lse, delta);
+    LCC_LAUNCH(ref_bwd_dq_kernel<64>, gq, 128, 0, st)(p, dq, dout, q, k, v, lse, delta);
+    LCC_LAUNCH(ref_bwd_dkv_kernel<64>, gk, 128, 0, st)(p, dk, dv, dout, q, k, v, lse, delta);
   } else if (p.D <= 128) {
-    ref_bwd_dq_kernel<128><<<gq, 128, 0, st>>>(p, dq, dout, q, k, v, lse, delta);
-    ref_bwd_dkv_kernel<128><<<gk, 128, 0, st>>>(p, dk, dv, dout, q, k, v, lse, delta);
+    LCC_LAUNCH(ref_bwd_dq_kernel<128>, gq, 128, 0, st)(p, dq, dout, q, k, v, lse, delta);
+    LCC_LAUNCH(ref_bwd_dkv_kernel<128>, gk, 128, 0, st)(p, dk, dv, dout, q, k, v, lse, delta);
   } else {
-    ref_bwd_dq_kernel<FL_REF_MAXD><<<gq, 128, 0, st>>>(p, dq, dout, q, k, v, lse, delta);
-    ref_bwd_dkv_kernel<FL_REF_MAXD><<<gk, 128, 0, st>>>(p, dk, dv, dout, q, k, v, lse, delta);
+    LCC_LAUNCH(ref_bwd_dq_kernel<FL_REF_MAXD>, gq, 128, 0, st)(p, dq, dout, q, k, v, lse, delta);
+    LCC_LAUNCH(ref_bwd_dkv_kernel<FL_REF_MAXD>, gk, 128, 0, st)(p, dk, dv, dout, q, k, v, lse, delta);
   }
   return (int)cudaGetLastError();
 }

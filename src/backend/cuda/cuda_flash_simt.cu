@@ -98,8 +98,8 @@ template <int DM>
 __global__ void __launch_bounds__(FL_THREADS, 1) simt_fwd_kernel(fl_p p, void *out, float *lse, const void *q,
                                                               const void *k, const void *v) {
   constexpr int LD = DM + 1;
-  extern __shared__ float sm[];
-  __shared__ long red[16];
+  LCC_EXTERN_SHARED(float, sm, 16);
+  LCC_SHARED(long, red, [16]);
   float *Qs = sm, *Ks = Qs + FL_BQ * LD, *Vs = Ks + FL_BK * LD, *Ps = Vs + FL_BK * LD, *Pm = Ps + FL_BQ * FL_LDP;
   const int tid = threadIdx.x, r = tid >> 2, c = tid & 3, h = blockIdx.y, g = h / p.grp, D = p.D;
   const long i0 = (long)blockIdx.x * FL_BQ, i = i0 + r;
@@ -182,8 +182,8 @@ __global__ void __launch_bounds__(FL_THREADS, 1) simt_bwd_dq_kernel(fl_p p, floa
                                                                  const void *k, const void *v, const float *lse,
                                                                  const float *delta) {
   constexpr int LD = DM + 1;
-  extern __shared__ float sm[];
-  __shared__ long red[16];
+  LCC_EXTERN_SHARED(float, sm, 16);
+  LCC_SHARED(long, red, [16]);
   float *Qs = sm, *Os = Qs + FL_BQ * LD, *Ks = Os + FL_BQ * LD, *Vs = Ks + FL_BK * LD, *Ss = Vs + FL_BK * LD;
   const int tid = threadIdx.x, r = tid >> 2, c = tid & 3, h = blockIdx.y, g = h / p.grp, D = p.D;
   const long i0 = (long)blockIdx.x * FL_BQ, i = i0 + r;
@@ -245,7 +245,7 @@ __global__ void __launch_bounds__(FL_THREADS, 1) simt_bwd_dkv_kernel(fl_p p, flo
                                                                   const void *q, const void *k, const void *v,
                                                                   const float *lse, const float *delta) {
   constexpr int LD = DM + 1;
-  extern __shared__ float sm[];
+  LCC_EXTERN_SHARED(float, sm, 16);
   float *Ks = sm, *Vs = Ks + FL_BK * LD, *Qs = Vs + FL_BK * LD, *Os = Qs + FL_BQ * LD, *Ws = Os + FL_BQ * LD;
   float *L2s = Ws + FL_BK * FL_LDP, *Dls = L2s + FL_BQ;
   int *Los = (int *)(Dls + FL_BQ);
@@ -336,7 +336,7 @@ int fl_simt_fwd(void *out, float *lse, const void *q, const void *k, const void 
   int e = fl_prep(simt_fwd_kernel<DM>, smem);
   if (e) return e;
   const dim3 grid((unsigned)((p.Tq + FL_BQ - 1) / FL_BQ), (unsigned)p.Hq);
-  simt_fwd_kernel<DM><<<grid, FL_THREADS, smem, st>>>(p, out, lse, q, k, v);
+  LCC_LAUNCH(simt_fwd_kernel<DM>, grid, FL_THREADS, smem, st)(p, out, lse, q, k, v);
   return (int)cudaGetLastError();
 }
 
@@ -349,8 +349,8 @@ int fl_simt_bwd(float *dq, float *dk, float *dv, const void *dout, const void *q
   if (e) return e;
   const dim3 gq((unsigned)((p.Tq + FL_BQ - 1) / FL_BQ), (unsigned)p.Hq);
   const dim3 gk((unsigned)((p.Tk + FL_BK - 1) / FL_BK), (unsigned)p.Hkv);
-  simt_bwd_dq_kernel<DM><<<gq, FL_THREADS, smem, st>>>(p, dq, dout, q, k, v, lse, delta);
-  simt_bwd_dkv_kernel<DM><<<gk, FL_THREADS, smem, st>>>(p, dk, dv, dout, q, k, v, lse, delta);
+  LCC_LAUNCH(simt_bwd_dq_kernel<DM>, gq, FL_THREADS, smem, st)(p, dq, dout, q, k, v, lse, delta);
+  LCC_LAUNCH(simt_bwd_dkv_kernel<DM>, gk, FL_THREADS, smem, st)(p, dk, dv, dout, q, k, v, lse, delta);
   return (int)cudaGetLastError();
 }
 

@@ -28,7 +28,7 @@
 #include "backend/cuda/cuda_kern.h"
 #include "backend/cuda/cuda_fastexp.cuh"
 
-#include <cuda_runtime.h>
+#include "backend/cuda/cuda_compat.cuh"
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -122,8 +122,8 @@ __device__ __forceinline__ void ma_merge(float &bv, int &bi, float ov, int oi) {
 
 // Block-wide first maximum, the result in every thread (XB threads).
 __device__ __forceinline__ void block_maxarg(float &bv, int &bi) {
-  __shared__ float sv[XW];
-  __shared__ int si[XW];
+  LCC_SHARED(float, sv, [XW]);
+  LCC_SHARED(int, si, [XW]);
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) {
@@ -152,7 +152,7 @@ __device__ __forceinline__ void block_maxarg(float &bv, int &bi) {
 
 // Block-wide double sum in a fixed tree, the result in every thread (XB threads).
 __device__ __forceinline__ double block_sum(double s) {
-  __shared__ double ss[XW];
+  LCC_SHARED(double, ss, [XW]);
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(FULL, s, off);
@@ -228,8 +228,8 @@ __global__ void __launch_bounds__(XB) xent_tile_rows(float *logits, const int *t
 // as lc_xent_fwd_bwd; the misses as an integer count.
 __global__ void __launch_bounds__(CHUNKS) xent_tile_sum(const double *loss, const int *miss, int T, double *acc,
                                                         int count_wrong) {
-  __shared__ double part[CHUNKS];
-  __shared__ int mparts[CHUNKS];
+  LCC_SHARED(double, part, [CHUNKS]);
+  LCC_SHARED(int, mparts, [CHUNKS]);
   const int c = threadIdx.x;
   const int t0 = (int)((long long)T * c / CHUNKS), t1 = (int)((long long)T * (c + 1) / CHUNKS);
   double a = 0.0;
@@ -292,8 +292,8 @@ __global__ void __launch_bounds__(XB) xent_merge_k(void *stats, int T, const flo
 // CPU's serial order). An ignored row contributes -0.0, which leaves any sum unchanged.
 __global__ void __launch_bounds__(TB) xent_total_k(const void *stats, const int *targets, int T, double *acc,
                                                    int count_wrong) {
-  __shared__ double val[TB];
-  __shared__ int mw[TB / 32];
+  LCC_SHARED(double, val, [TB]);
+  LCC_SHARED(int, mw, [TB / 32]);
   const Stats s = stats_of(const_cast<void *>(stats), T);
   double total = 0.0; // thread 0's
   int mc = 0;
@@ -367,10 +367,10 @@ extern "C" int lcc_xent_tile(float *logits, const int *targets, int T, int V, fl
   if (T <= 0 || V <= 0) return (int)cudaSuccess;
   double *loss = static_cast<double *>(scratch);
   int *miss = reinterpret_cast<int *>(loss + T);
-  xent_tile_rows<<<T, XB, 0, st>>>(logits, targets, V, scale, loss, miss);
+  LCC_LAUNCH(xent_tile_rows, T, XB, 0, st)(logits, targets, V, scale, loss, miss);
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) {
-    xent_tile_sum<<<1, CHUNKS, 0, st>>>(loss, miss, T, acc, count_wrong);
+    LCC_LAUNCH(xent_tile_sum, 1, CHUNKS, 0, st)(loss, miss, T, acc, count_wrong);
     e = cudaGetLastError();
   }
   return (int)e;
@@ -380,21 +380,21 @@ extern "C" int lcc_xent_stats_init(void *stats, int T, cudaStream_t st) {
   if (T <= 0) return (int)cudaSuccess;
   int blocks = (T + 255) / 256;
   if (blocks > 4096) blocks = 4096;
-  xent_stats_init_k<<<blocks, 256, 0, st>>>(stats, T);
+  LCC_LAUNCH(xent_stats_init_k, blocks, 256, 0, st)(stats, T);
   return (int)cudaGetLastError();
 }
 
 extern "C" int lcc_xent_slice_merge(void *stats, int T, const float *logits, const int *targets, int t0, int m, int v0,
                                     int vs, cudaStream_t st) {
   if (m <= 0) return (int)cudaSuccess;
-  xent_merge_k<<<m, XB, 0, st>>>(stats, T, logits, targets, t0, v0, vs);
+  LCC_LAUNCH(xent_merge_k, m, XB, 0, st)(stats, T, logits, targets, t0, v0, vs);
   return (int)cudaGetLastError();
 }
 
 extern "C" int lcc_xent_slice_total(const void *stats, const int *targets, int T, double *acc, int count_wrong,
                                     cudaStream_t st) {
   if (T <= 0) return (int)cudaSuccess;
-  xent_total_k<<<1, TB, 0, st>>>(stats, targets, T, acc, count_wrong);
+  LCC_LAUNCH(xent_total_k, 1, TB, 0, st)(stats, targets, T, acc, count_wrong);
   return (int)cudaGetLastError();
 }
 
@@ -403,6 +403,6 @@ extern "C" int lcc_xent_slice_dlogits(float *logits, const void *stats, int T, c
   if (m <= 0 || vs <= 0) return (int)cudaSuccess;
   long long cy = ((long long)vs + DCH - 1) / DCH;
   if (cy > 65535) cy = 65535;
-  xent_dlogits_k<<<dim3((unsigned)m, (unsigned)cy), XB, 0, st>>>(logits, stats, T, targets, t0, v0, vs, scale);
+  LCC_LAUNCH(xent_dlogits_k, dim3((unsigned)m, (unsigned)cy), XB, 0, st)(logits, stats, T, targets, t0, v0, vs, scale);
   return (int)cudaGetLastError();
 }

@@ -1,0 +1,2 @@
+// The kernels of cuda_elem.cu for the CPU emulation (cuda_emu.h), compiled by the host C++ compiler.
+#include "backend/cuda/cuda_elem.cu"

@@ -1,0 +1,2 @@
+// The kernels of cuda_flash_mma.cu for the CPU emulation (cuda_emu.h), compiled by the host C++ compiler.
+#include "backend/cuda/cuda_flash_mma.cu"
