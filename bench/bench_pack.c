@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
   }
   const int S = atoi(argv[2]), n = argc > 3 ? atoi(argv[3]) : 8;
   lc_data d;
-  if (lc_data_open(&d, argv[1], 256, S) != LC_OK || lc_data_pack(&d, S, 1) != LC_OK) {
+  if (lc_data_open(&d, argv[1], 256, S) != LC_OK || lc_data_pack(&d, S, 1, 0) != LC_OK) {
     fprintf(stderr, "bench_pack: %s\n", lc_errmsg());
     return 1;
   }

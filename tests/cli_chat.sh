@@ -69,6 +69,16 @@ for path, m in ((sys.argv[1], mask), (sys.argv[2], bytes(n))):
 PY
 T="train --model tiny --seq 64 --batch 2 --steps 4 --lr 1e-3 --threads 1 --seed 3"
 "$BIN" $T --data "$TMP/m.tok" --log-json "$TMP/one.json" >"$TMP/out" 2>&1 && ok || bad "train masked: $(tail -3 "$TMP/out")"
+# The progress line shows each step's tokens and counted tokens; the summary both totals.
+python3 - "$TMP/out" "$TMP/one.json" <<'PY' && ok || bad "progress or summary without the counted tokens: $(grep -E '^(step|tokens)' "$TMP/out")"
+import json, re, sys
+out = open(sys.argv[1]).read()
+log = [json.loads(l) for l in open(sys.argv[2])]
+shown = [(int(a), int(b)) for a, b in re.findall(r"^step +\d+/4 .*\| tok (\d+) \(counted (\d+)\) \|", out, re.M)]
+assert shown == [(128, e["counted"]) for e in log], (shown, [e["counted"] for e in log])
+m = re.search(r"^tokens: 512 in .* tok/s\); (\d+) counted by the loss mask \(", out, re.M)
+assert m and int(m.group(1)) == sum(e["counted"] for e in log), m
+PY
 $MPI -np 2 "$BIN" $T --data "$TMP/m.tok" --cp 2 --log-json "$TMP/cp.json" >"$TMP/out" 2>&1 && ok || bad "train masked cp 2: $(tail -3 "$TMP/out")"
 $MPI -np 2 "$BIN" $T --data "$TMP/m.tok" --hp 2 --log-json "$TMP/hp.json" >"$TMP/out" 2>&1 && ok || bad "train masked hp 2: $(tail -3 "$TMP/out")"
 python3 - "$TMP/one.json" "$TMP/cp.json" "$TMP/hp.json" <<'PY' && ok || bad "masked losses differ across layouts"
@@ -125,4 +135,127 @@ assert abs(s - a["loss"] * a["counted"]) <= 1e-5 * abs(s), (s, a["loss"] * a["co
 assert abs(m["loss"] - c["loss"]) > 1e-6  # the mask changed what was scored
 PY
 expect_error "its loss mask counts none of the" eval --model tiny --seq 64 --data "$TMP/none.tok"
+# Packing conversations (--pack): each one whole in one sample, its mask token by token.
+# Conversations of random lengths 5..100 tokens (7 longer than --seq 64) in a version 3
+# file with a document index; the samples of two epochs seen through the test hook
+# LONGCTX_TEST_DUMP_SAMPLES (the whole sample, targets -100 where not counted).
+python3 - "$TMP/pk.tok" "$TMP/pk.json" <<'PY'
+import json, random, struct, sys
+r = random.Random(5)
+lens = [r.randrange(5, 60) for _ in range(40)] + [r.randrange(65, 101) for _ in range(7)]
+r.shuffle(lens)
+toks, mask, starts = [], [], []
+for n in lens:
+    starts.append(len(toks))
+    toks += [r.randrange(256) for _ in range(n)]
+    mask += [int(r.random() < 0.4) for _ in range(n)]
+n = len(toks)
+hdr = b"LCTOKENS" + struct.pack("<IIIIQ", 3, 2, 256, 1, n)
+open(sys.argv[1], "wb").write(hdr + struct.pack(f"<{n}H", *toks) + bytes(mask) +
+                              struct.pack(f"<Q{len(starts)}Q", len(starts), *starts))
+json.dump({"lens": lens, "starts": starts, "toks": toks, "mask": mask}, open(sys.argv[2], "w"))
+PY
+P="train --model tiny --seq 64 --batch 1 --lr 1e-3 --threads 1 --seed 4 --pack --data $TMP/pk.tok"
+long1=$(python3 -c "import json; l = json.load(open('$TMP/pk.json'))['lens']; i = next(i for i, x in enumerate(l) if x > 64); print(i, l[i])")
+expect_error "--pack: conversation ${long1% *} of $TMP/pk.tok (counting from 0) is ${long1#* } tokens, longer than --seq 64 (7 of 47 are): add --drop-long" $P --steps 1
+expect_error "it needs --pack" train --model tiny --seq 64 --steps 1 --drop-long --data "$TMP/pk.tok"
+"$BIN" $P --steps 1 --drop-long >"$TMP/out" 2>&1 && ok || bad "--pack --drop-long: $(tail -3 "$TMP/out")"
+grep -q "packing .* 40 conversations into .* sequences per epoch, 7 dropped (--drop-long: longer than S, [0-9]* tokens)" "$TMP/out" &&
+  ok || bad "--drop-long's count: $(grep packing "$TMP/out")"
+seqs=$(sed -n 's/.* into \([0-9]*\) sequences per epoch.*/\1/p' "$TMP/out")
+rm -f "$TMP/dump.jsonl"
+LONGCTX_TEST_DUMP_SAMPLES="$TMP/dump.jsonl" "$BIN" $P --drop-long --steps $((2 * seqs)) >"$TMP/out" 2>&1 &&
+  ok || bad "packed training: $(tail -3 "$TMP/out")"
+python3 - "$TMP/pk.json" "$TMP/dump.jsonl" "$seqs" <<'PY' && ok || bad "packed conversations are not whole, or their masks differ"
+import json, sys
+f = json.load(open(sys.argv[1]))
+toks, mask, starts, lens = f["toks"], f["mask"], f["starts"], f["lens"]
+S, seqs = 64, int(sys.argv[3])
+kept = {tuple(toks[a:a + n]): i for i, (a, n) in enumerate(zip(starts, lens)) if n <= S}
+samples = [json.loads(l) for l in open(sys.argv[2])]
+assert [s["sample"] for s in samples] == list(range(2 * seqs)), [s["sample"] for s in samples]
+for e in range(2):  # each epoch holds every kept conversation exactly once, none dropped
+    seen = []
+    for s in samples[e * seqs:(e + 1) * seqs]:
+        t, g, d = s["tok"], s["tgt"], s["doc"]
+        i = 0
+        while i < S:
+            j = i
+            while j < S and d[j] == d[i]: j += 1
+            assert d[i] == i, (s["sample"], i, d[i])  # a conversation starts where its run does
+            piece = tuple(t[i:j])
+            if piece in kept:
+                c = kept[piece]
+                a = starts[c]
+                seen.append(c)
+                for k in range(i, j):  # targets: the next token where it counts, -100 else
+                    q = a + k - i + 1
+                    want = toks[q] if k + 1 < j and mask[q] else -100
+                    assert g[k] == want, (s["sample"], c, k, g[k], want)
+            else:  # padding: one token per context, token 0, no target
+                assert j == i + 1 and t[i] == 0 and g[i] == -100, (s["sample"], i, piece)
+            i = j
+    assert sorted(seen) == sorted(kept.values()), (e, sorted(seen))
+PY
+# generate --chat --conversation: a multi-turn conversation's turns in the model's template,
+# then the assistant's header, token for token transformers' apply_chat_template(
+# add_generation_prompt=True) of the golden conversations without their last answer
+# (tests/data/chat/*.json gen_ids), for each template; on a tiny random Llama whose
+# vocabulary holds every tokenizer's ids.
+G="$TMP/gm"
+mkdir -p "$G"
+python3 - "$G" <<'PY'
+import json, random, struct, sys
+V, D, F, L = 3600, 16, 32, 1
+cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": D, "intermediate_size": F,
+       "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "num_hidden_layers": L, "vocab_size": V,
+       "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "max_position_embeddings": 4096, "tie_word_embeddings": True,
+       "hidden_act": "silu"}
+json.dump(cfg, open(sys.argv[1] + "/config.json", "w"))
+r = random.Random(3)
+shapes = {"model.embed_tokens.weight": [V, D], "model.norm.weight": [D]}
+for i in range(L):
+    p = f"model.layers.{i}."
+    shapes.update({p + "input_layernorm.weight": [D], p + "post_attention_layernorm.weight": [D],
+                   p + "self_attn.q_proj.weight": [16, D], p + "self_attn.k_proj.weight": [8, D],
+                   p + "self_attn.v_proj.weight": [8, D], p + "self_attn.o_proj.weight": [D, 16],
+                   p + "mlp.gate_proj.weight": [F, D], p + "mlp.up_proj.weight": [F, D], p + "mlp.down_proj.weight": [D, F]})
+hdr, blob = {}, b""
+for k, sh in shapes.items():
+    n = 1
+    for x in sh: n *= x
+    vals = [1.0] * n if k.endswith("norm.weight") else [r.gauss(0, 0.05) for _ in range(n)]
+    hdr[k] = {"dtype": "F32", "shape": sh, "data_offsets": [len(blob), len(blob) + 4 * n]}
+    blob += struct.pack(f"<{n}f", *vals)
+h = json.dumps(hdr).encode()
+h += b" " * (-len(h) % 8)
+open(sys.argv[1] + "/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + blob)
+PY
+for t in smollm2 qwen25 qwen3 llama3 mistral llama2; do
+  python3 - "$D/$t.json" "$G" "$SRC" "$TMP/conv_$t" <<'PY'
+import json, shutil, sys
+g = json.load(open(sys.argv[1]))
+shutil.copy(sys.argv[3] + "/" + g["tokenizer"], sys.argv[2] + "/tokenizer.json")
+json.dump({"chat_template": g["template"], "bos_token": g["bos"], "eos_token": g["eos"]},
+          open(sys.argv[2] + "/tokenizer_config.json", "w"))
+cases = [c for c in g["cases"] if len(c["messages"]) > 3][:2] + [g["cases"][1]]
+for k, c in enumerate(cases):
+    json.dump({"messages": c["messages"][:-1]}, open(f"{sys.argv[4]}_{k}.jsonl", "w"))
+    open(f"{sys.argv[4]}_{k}.ids", "w").write(" ".join(map(str, c["gen_ids"])))
+PY
+  for k in 0 1 2; do
+    "$BIN" generate --model "$G" --chat --conversation "$TMP/conv_${t}_$k.jsonl" --show-prompt-ids --max-new 2 \
+      --threads 1 >"$TMP/gout" 2>&1 && ok || bad "generate --conversation ($t $k): $(tail -2 "$TMP/gout")"
+    [ "$(sed -n 's/^# prompt ids: //p' "$TMP/gout")" = "$(cat "$TMP/conv_${t}_$k.ids")" ] && ok ||
+      bad "generate --conversation ($t $k): prompt ids differ from apply_chat_template's: $(grep '# prompt ids' "$TMP/gout")"
+  done
+done
+printf '%s\n' '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}' >"$TMP/ends.jsonl"
+expect_error "ends with an assistant turn: end it with the user's turn" generate --model "$G" --chat --conversation "$TMP/ends.jsonl"
+cat "$TMP/ends.jsonl" "$TMP/ends.jsonl" >"$TMP/two.jsonl"
+expect_error "holds 2 conversations: give a JSONL file of exactly one" generate --model "$G" --chat --conversation "$TMP/two.jsonl"
+expect_error "--conversation is a chat: add --chat" generate --model "$G" --conversation "$TMP/ends.jsonl"
+expect_error "not both" generate --model "$G" --chat --prompt hi --conversation "$TMP/ends.jsonl"
+printf '%s\n' '{"messages": [{"role": "robot", "content": "x"}]}' >"$TMP/robot.jsonl"
+expect_error 'unknown role "robot"' generate --model "$G" --chat --conversation "$TMP/robot.jsonl"
 finish cli_chat

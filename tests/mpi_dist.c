@@ -6,7 +6,9 @@
 //     with data parallelism and with selective checkpointing + tiles, equals one process;
 //  C. token layout round trip (shard then gather is the identity) and layout errors;
 //  F. loss masks (conversations): a step over a masked token file where one rank and one
-//     sequence (and, under dp, one group) have no counted target equals one process.
+//     sequence (and, under dp, one group) have no counted target equals one process;
+//     so do 3 steps of ZeRO 1, 2 and 3 over the world on it (dp, cp, 2D), a step with no
+//     counted target skipped alike.
 // Every rank checks its own part. A failed check ends the whole job at once (MPI_Abort)
 // after printing it: the other ranks would otherwise wait in their next collective until
 // ctest's timeout. `mpi_dist N --planted-failure` checks that (ctest mpi_dist_abort).
@@ -1314,6 +1316,83 @@ static void write_mask_file(void) {
   CHECK(found, "no batch of the masked file has the counts the cases need");
 }
 
+// The first sample at or after `from` of a batch of `batch` samples counting some target.
+static uint64_t counting_batch(uint64_t from, int batch) {
+  lc_data d;
+  CHECK(lc_data_open(&d, mask_path, 256, 64) == LC_OK, "mask data: %s", lc_errmsg());
+  int tok[64], tgt[64], doc[64], first, n = 0;
+  uint64_t i = from;
+  for (; n == 0; i += n == 0) {
+    n = 0;
+    for (int b = 0; b < batch; b++) n += masked_sample(&d, i + (uint64_t)b, tok, tgt, doc, &first);
+  }
+  lc_data_close(&d);
+  return i;
+}
+
+// ZeRO stage `stage` (a zero group of the whole world) under layout L with dp groups on the
+// masked batch equals one process at stage 0 over 3 steps: the masked batch (a rank, and
+// under dp whole groups, counting nothing), the batch after it (may count nothing at all:
+// then the step is skipped on every shard alike, loss exactly 0) and a later batch that
+// counts. Per step the loss (relative 1e-5: the same math summed in another order, ~1e-9
+// observed), the counted targets (exact) and the norm (1e-5); after the steps every
+// parameter, gathered tensor by tensor to rank 0, relative to max(its largest entry, 0.02)
+// within 5e-5 (test_step_case's bound and reason). A rank or group with no counted target
+// adds zero to the sharded gradient sums; a wrong divisor or a missing shard is O(1).
+static void test_masked_zero(layout L, lc_placement pl, int dp, int stage, lc_model_opts mo) {
+  if (L.hp * L.cp * dp != world->size || skipped_case("masked") || odd_world_skip(L)) return;
+  step_case c = {mo, 2, 0.0f, 3, FAM_LLAMA, 0, 0};
+  lc_comm *self;
+  lc_comm_self(&self);
+  lc_train_opts ro = step_opts(1, 1, 1, pl, 2 * dp, &c), o = step_opts(L.hp, L.cp, L.w, pl, 2 * dp, &c);
+  o.mopts.zero = stage, o.mopts.zero_group = world->size;
+  lc_trainer ref, tr;
+  CHECK(lc_trainer_init(&ref, &ro, self) == LC_OK, "masked zero reference init: %s", lc_errmsg());
+  CHECK(lc_trainer_init(&tr, &o, world) == LC_OK, "masked zero %d init: %s", stage, lc_errmsg());
+  ref.next_sample = tr.next_sample = mask_first;
+  char tag[120];
+  snprintf(tag, sizeof tag, "masked zero %d Z %d: dp %d hp %d cp %d w %d %s %s", stage, world->size, dp, L.hp, L.cp, L.w,
+           lc_placement_name(pl), lc_ckpt_name(mo.ckpt));
+  double worst_l = 0, worst_n = 0;
+  for (int k = 0; k < c.steps; k++) {
+    lc_step_metrics rm, m;
+    if (k == 2) ref.next_sample = tr.next_sample = counting_batch(ref.next_sample, 2 * dp);
+    CHECK(lc_trainer_step(&ref, &rm) == LC_OK && lc_trainer_step(&tr, &m) == LC_OK, "%s step: %s", tag, lc_errmsg());
+    CHECK(m.counted == rm.counted && (m.counted > 0 || k == 1), "%s step %d: counted %ld, one process %ld", tag, k + 1,
+          m.counted, rm.counted);
+    if (rm.counted == 0) {
+      CHECK(m.loss == 0 && m.grad_norm == 0 && m.skipped, "%s step %d: nothing counts, yet loss %g norm %g", tag, k + 1,
+            m.loss, m.grad_norm);
+      continue;
+    }
+    worst_l = fmax(worst_l, fabs(m.loss - rm.loss) / fabs(rm.loss));
+    worst_n = fmax(worst_n, fabs(m.grad_norm - rm.grad_norm) / rm.grad_norm);
+  }
+  CHECK(worst_l <= 1e-5 && worst_n <= 1e-5, "%s: loss error %.3g, grad norm error %.3g", tag, worst_l, worst_n);
+  lc_pstore *tp = lc_model_trainable(&tr.model), *rp = lc_model_trainable(&ref.model);
+  size_t big = 0;
+  for (int i = 0; i < tp->lay.n_tensors; i++) big = tp->lay.table[i].numel > big ? tp->lay.table[i].numel : big;
+  float *buf = malloc(sizeof(float) * big);
+  double worst_p = 0;
+  const char *wpn = "";
+  for (int i = 0; i < tp->lay.n_tensors; i++) {
+    const lc_param_info *p = &tp->lay.table[i];
+    const float *src = lc_pstore_tensor_ptr(tp, LC_PS_PARAMS, i);
+    if (!src) CHECK(lc_pstore_gather_tensor(tp, LC_PS_PARAMS, i, rank0 ? buf : NULL) == LC_OK, "gather: %s", lc_errmsg());
+    if (!rank0) continue;
+    const double e = rel_err_floor(src ? src : buf, rp->params + rp->lay.table[i].offset, p->numel, 0.02);
+    if (e > worst_p) worst_p = e, wpn = p->name;
+  }
+  free(buf);
+  CHECK(worst_p <= 5e-5, "%s: parameters after %d steps differ by %.3g (%s)", tag, c.steps, worst_p, wpn);
+  double ww[3] = {worst_l, worst_n, worst_p};
+  MPI_Allreduce(MPI_IN_PLACE, ww, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (rank0) printf("%-52s loss %.1e norm %.1e params %.1e (vs one process, zero 0)\n", tag, ww[0], ww[1], ww[2]);
+  lc_trainer_free(&tr);
+  lc_trainer_free(&ref);
+  lc_comm_destroy(self);
+}
+
 // Every layout of the world with the masked batch (2 sequences a rank: two passes, the
 // second counting nothing), data parallel over all ranks and dp x cp, dp x hp: = one process.
 static void test_masked(const layout *lays, int nl, lc_model_opts plain, lc_model_opts sel) {
@@ -1329,6 +1408,18 @@ static void test_masked(const layout *lays, int nl, lc_model_opts plain, lc_mode
   if (world->size >= 4) {
     test_step_case((layout){1, 2, 2}, LC_PLACE_CONTEXT_FIRST, world->size / 2, &c, "masked");
     test_step_case((layout){2, 1, 1}, LC_PLACE_HEAD_FIRST, world->size / 2, &c, "masked");
+  }
+  // ZeRO 1, 2, 3 on the masked batch: data parallel over every rank (whole groups count
+  // nothing), the ring, and 2D (heads, or dp x cp) with 4 ranks or more.
+  const int W = world->size;
+  test_masked_zero((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, W, 1, sel);
+  test_masked_zero((layout){1, W, W}, LC_PLACE_CONTEXT_FIRST, 1, 2, plain);
+  test_masked_zero((layout){1, 1, 1}, LC_PLACE_HEAD_FIRST, W, 3, plain);
+  if (W >= 4) {
+    test_masked_zero((layout){2, 2, 2}, LC_PLACE_HEAD_FIRST, W / 4, 3, sel);
+    test_masked_zero((layout){1, 2, 2}, LC_PLACE_CONTEXT_FIRST, W / 2, 2, sel);
+  } else {
+    test_masked_zero((layout){W, 1, 1}, LC_PLACE_HEAD_FIRST, 1, 3, sel);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank0) remove(mask_path);

@@ -244,7 +244,7 @@ static void test_data_mask(void) {
     lc_data d;
     const int S = 64;
     CHECK(lc_data_open(&d, p, 256, S) == LC_OK, "%s", lc_errmsg());
-    if (pack) CHECK(lc_data_pack(&d, S, 1) == LC_OK, "%s", lc_errmsg());
+    if (pack) CHECK(lc_data_pack(&d, S, 1, 0) == LC_OK, "%s", lc_errmsg());
     int tokens[64], targets[64], doc[64], wrong = 0, total = 0;
     for (uint64_t s = 0; s < 20; s++) {
       int counted = lc_data_sample_docs(&d, 7, s, tokens, targets, doc, S), c2 = 0;

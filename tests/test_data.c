@@ -294,7 +294,7 @@ static void test_pack_file(void) {
   close(mkstemp(path));
   CHECK(lc_tokfile_write_docs(path, toks, N, 2, N + 1, starts, (uint64_t)nd) == LC_OK, "write: %s", lc_errmsg());
   lc_data d;
-  CHECK(lc_data_open(&d, path, N + 1, S) == LC_OK && lc_data_pack(&d, S, 9) == LC_OK, "pack: %s", lc_errmsg());
+  CHECK(lc_data_open(&d, path, N + 1, S) == LC_OK && lc_data_pack(&d, S, 9, 0) == LC_OK, "pack: %s", lc_errmsg());
   char desc[300];
   lc_data_pack_desc(&d, desc, sizeof desc);
   const long seqs = d.packer.seqs0;
@@ -319,10 +319,10 @@ static void test_pack_file(void) {
   lc_data_close(&d);
   // Refusals: no document index, bytes, task:passkey.
   CHECK(lc_tokfile_write(path, toks, N, 2, N + 1) == LC_OK, "write without index");
-  CHECK(lc_data_open(&d, path, N + 1, S) == LC_OK && lc_data_pack(&d, S, 9) == LC_EINVAL &&
+  CHECK(lc_data_open(&d, path, N + 1, S) == LC_OK && lc_data_pack(&d, S, 9, 0) == LC_EINVAL &&
             strstr(lc_errmsg(), "no document index"), "no index: %s", lc_errmsg());
   lc_data_close(&d);
-  CHECK(lc_data_open(&d, "task:passkey", 256, 128) == LC_OK && lc_data_pack(&d, 128, 1) == LC_EINVAL, "passkey");
+  CHECK(lc_data_open(&d, "task:passkey", 256, 128) == LC_OK && lc_data_pack(&d, 128, 1, 0) == LC_EINVAL, "passkey");
   lc_data_close(&d);
   unlink(path);
 }
@@ -332,7 +332,7 @@ static void test_pack_file(void) {
 // last token of a document has none.
 static void test_pack_copy(void) {
   lc_data d;
-  CHECK(lc_data_open(&d, "task:copy", 256, 1024) == LC_OK && lc_data_pack(&d, 1024, 3) == LC_OK, "open");
+  CHECK(lc_data_open(&d, "task:copy", 256, 1024) == LC_OK && lc_data_pack(&d, 1024, 3, 0) == LC_OK, "open");
   int tok[1024], tgt[1024], doc[1024], bad = 0, docs = 0, longest = 0;
   for (uint64_t i = 0; i < 20; i++) {
     lc_data_sample_docs(&d, 3, i, tok, tgt, doc, 1024);

@@ -63,7 +63,7 @@ static void test_first_fit_exact(void) {
   uint64_t starts[8], vstart[8], count;
   visit_docs(11, len, n, starts, vstart, &count);
   lc_packer p;
-  CHECK(lc_packer_init(&p, 12, 11, starts, (uint64_t)n, count, start_of) == LC_OK, "init: %s", lc_errmsg());
+  CHECK(lc_packer_init(&p, 12, 11, starts, (uint64_t)n, count, start_of, 0) == LC_OK, "init: %s", lc_errmsg());
   CHECK(p.seqs0 == 3 && p.pad0 == 0 && p.split0 == 0, "exact fits: %ld sequences, %llu padding tokens (want 3, 0)",
         p.seqs0, (unsigned long long)p.pad0);
   const want_piece s0[] = {{1, 0, 8, 1}, {4, 0, 4, 1}}, s1[] = {{0, 0, 6, 1}, {2, 0, 4, 1}, {5, 0, 2, 1}},
@@ -87,7 +87,7 @@ static void test_first_fit_pieces(void) {
   uint64_t starts[4], vstart[4], count;
   visit_docs(5, len, n, starts, vstart, &count);
   lc_packer p;
-  CHECK(lc_packer_init(&p, 12, 5, starts, (uint64_t)n, count, start_of) == LC_OK, "init: %s", lc_errmsg());
+  CHECK(lc_packer_init(&p, 12, 5, starts, (uint64_t)n, count, start_of, 0) == LC_OK, "init: %s", lc_errmsg());
   CHECK(p.seqs0 == 3 && p.pad0 == 2 && p.split0 == 1, "pieces: %ld sequences, %llu padding, %llu cut (want 3, 2, 1)",
         p.seqs0, (unsigned long long)p.pad0, (unsigned long long)p.split0);
   const want_piece s0[] = {{0, 0, 12, 0}}, s1[] = {{0, 12, 3, 1}, {2, 0, 2, 1}, {3, 0, 7, 1}}, s2[] = {{1, 0, 10, 1}};
@@ -107,7 +107,7 @@ static void test_first_fit_window(void) {
   uint64_t starts[N], vstart[N], count;
   visit_docs(3, len, N, starts, vstart, &count);
   lc_packer p;
-  CHECK(lc_packer_init(&p, 12, 3, starts, N, count, start_of) == LC_OK, "init: %s", lc_errmsg());
+  CHECK(lc_packer_init(&p, 12, 3, starts, N, count, start_of, 0) == LC_OK, "init: %s", lc_errmsg());
   CHECK(p.seqs0 == N && p.pad0 == 5 * N, "window: %ld sequences, %llu padding (want %d, %d)", p.seqs0,
         (unsigned long long)p.pad0, N, 5 * N);
   for (int j = 0; j < N; j++) {

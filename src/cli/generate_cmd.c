@@ -22,7 +22,8 @@
 
 typedef struct {
   const char *model, *prompt, *prompt_ids, *precision, *kernels, *device, *adapter;
-  int chat;
+  const char *conversation; // --chat's multi-turn prompt: a JSONL file of one conversation
+  int chat, show_ids;
   int max_new, top_k, threads, seq;
   int max_new_given, seq_given;
   long seed;
@@ -100,8 +101,57 @@ static void print_token(int tok, int bytes, int first) {
   else printf("\\x%02x", tok);
 }
 
-// The prompt through the model's tokenizer (--chat: in its chat template); ids checked
-// against the model's vocabulary.
+// --conversation FILE: its one conversation (a JSONL record: messages, conversations or
+// prompt/completion, as prepare --chat reads them), ending with a user turn for the model
+// to answer. *c is freed by the caller.
+static lc_status read_conversation(const char *path, lc_conv *c) {
+  memset(c, 0, sizeof *c);
+  FILE *f = fopen(path, "rb");
+  if (!f) return lc_fail(LC_EIO, "--conversation %s: cannot open it (%s); give a JSONL file of one conversation", path,
+                         strerror(errno));
+  char *b = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (cap - n < 4096) {
+      char *q = realloc(b, cap = cap ? 2 * cap : 1 << 16);
+      if (!q) {
+        free(b), fclose(f);
+        return lc_fail(LC_ENOMEM, "out of memory reading %s", path);
+      }
+      b = q;
+    }
+    const size_t k = fread(b + n, 1, cap - n - 1, f);
+    if (!k) break;
+    n += k;
+  }
+  fclose(f);
+  b[n] = 0;
+  const char *rec = NULL;
+  size_t rlen = 0;
+  int records = 0;
+  for (char *line = b; line < b + n;) {
+    char *nl = memchr(line, '\n', (size_t)(b + n - line)), *end = nl ? nl : b + n;
+    if (strspn(line, " \t\r\f\v") < (size_t)(end - line) && !records++) rec = line, rlen = (size_t)(end - line);
+    line = end + 1;
+  }
+  lc_status st = LC_OK;
+  if (records != 1)
+    st = lc_fail(LC_EINVAL, "--conversation %s holds %d conversations: give a JSONL file of exactly one (one line)", path,
+                 records);
+  if (st == LC_OK && (st = lc_conv_parse(c, rec, rlen)) != LC_OK) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", lc_errmsg());
+    st = lc_fail(st, "--conversation %s: %s", path, why);
+  }
+  free(b);
+  if (st == LC_OK && (c->n == 0 || c->msgs[c->n - 1].role != LC_ROLE_USER))
+    st = lc_fail(LC_EINVAL, "--conversation %s ends with %s turn: end it with the user's turn the model is to answer", path,
+                 c->n ? (c->msgs[c->n - 1].role == LC_ROLE_ASSISTANT ? "an assistant" : "a system") : "no");
+  return st;
+}
+
+// The prompt through the model's tokenizer (--chat: in its chat template; --conversation:
+// its turns, then the assistant's header); ids checked against the model's vocabulary.
 static lc_status encode_prompt(const gen_flags *F, lc_tokenizer *tok, int vocab, int **out, int *n, int32_t *stop,
                                const char **form) {
   char *chat = NULL;
@@ -110,9 +160,12 @@ static lc_status encode_prompt(const gen_flags *F, lc_tokenizer *tok, int vocab,
     lc_chat_tpl ct;
     LC_TRY(lc_chat_tpl_recognise(&ct, tok, NULL));
     lc_conv_msg msg = {LC_ROLE_USER, (char *)F->prompt};
-    lc_conv conv = {&msg, 1, 0};
+    lc_conv one = {&msg, 1, 0}, file;
     size_t len = 0;
-    LC_TRY(lc_chat_render_text(&ct, &conv, 1, &chat, &len, NULL, NULL));
+    if (F->conversation) LC_TRY(read_conversation(F->conversation, &file));
+    lc_status rs = lc_chat_render_text(&ct, F->conversation ? &file : &one, 1, &chat, &len, NULL, NULL);
+    if (F->conversation) lc_conv_free(&file);
+    LC_TRY(rs);
     *stop = ct.eot, *form = ct.name;
     text = chat;
   }
@@ -144,9 +197,15 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_backend **be,
   lc_status st = lc_cli_threads(F->threads, &threads);
   if (st == LC_OK && !task && F->prompt && !strncmp(F->prompt, "task:", 5))
     st = lc_fail(LC_EINVAL, "--prompt %s: unknown built-in task prompt; use task:passkey or text", F->prompt);
-  if (st == LC_OK && !F->prompt == !F->prompt_ids)
+  if (st == LC_OK && !F->conversation && !F->prompt == !F->prompt_ids)
     st = lc_fail(LC_EINVAL, "give --prompt TEXT (or task:passkey) or --prompt-ids IDS, one of them");
-  if (st == LC_OK && F->chat && (!F->prompt || task)) st = lc_fail(LC_EINVAL, "--chat needs --prompt TEXT");
+  if (st == LC_OK && F->conversation && F->prompt_ids)
+    st = lc_fail(LC_EINVAL, "--conversation renders its turns with the tokenizer: leave out --prompt-ids");
+  if (st == LC_OK && F->conversation && !F->chat) st = lc_fail(LC_EINVAL, "--conversation is a chat: add --chat");
+  if (st == LC_OK && F->conversation && F->prompt)
+    st = lc_fail(LC_EINVAL, "give --prompt TEXT (one user turn) or --conversation FILE (its turns), not both");
+  if (st == LC_OK && F->chat && !F->conversation && (!F->prompt || task))
+    st = lc_fail(LC_EINVAL, "--chat needs --prompt TEXT or --conversation FILE");
   if (st == LC_OK && !task && F->seq_given)
     st = lc_fail(LC_EINVAL, "--seq applies only to --prompt task:passkey (the sample's length)");
   if (st == LC_OK && task && F->max_new < K)
@@ -229,11 +288,17 @@ static int run_generate(gen_flags *F, lc_arena *a, lc_model *m, lc_backend **be,
     printf("# a fresh task:passkey sample (seed %ld, %d prompt tokens): the key first appears at "
            "position %d, %d tokens before the answer\n",
            F->seed, n_prompt, key_at, n_prompt - key_at);
+  if (F->show_ids) {
+    printf("# prompt ids:");
+    for (int i = 0; i < n_prompt; i++) printf(" %d", (*prompt)[i]);
+    printf("\n");
+  }
   // Text models print text, token by token as it comes (held back inside a UTF-8
   // character); the prompt as given (--chat: the user's message after the template's form).
   lc_tok_stream *ts = NULL;
   if (tok) {
-    if (F->chat) printf("# chat (%s template): %s\n", form, F->prompt);
+    if (F->chat && F->conversation) printf("# chat (%s template): the conversation of %s\n", form, F->conversation);
+    else if (F->chat) printf("# chat (%s template): %s\n", form, F->prompt);
     else fputs(F->prompt, stdout);
     st = lc_tok_stream_new(tok, 1, &ts);
     if (st != LC_OK) {
@@ -311,6 +376,8 @@ int lc_cmd_generate(int argc, char **argv) {
       {"prompt", LC_ARG_STR, &F.prompt, "prompt text, encoded with the model's tokenizer (tokenizer.json of an HF directory, or the GGUF file's; vocab-256 models without one: its bytes), the continuation printed as text as it comes; or task:passkey: a fresh sample of the built-in task, cut before the key, and a check of the answer", 0},
       {"prompt-ids", LC_ARG_STR, &F.prompt_ids, "the prompt as token ids separated by spaces or commas, e.g. '1,15043,3186' (continuation printed as ids)", 0},
       {"chat", LC_ARG_BOOL, &F.chat, "put --prompt in the model's chat template as a user message (ChatML, Qwen3, Llama 3, Mistral/Llama 2 forms) and stop at the end of the assistant's turn", 0},
+      {"conversation", LC_ARG_STR, &F.conversation, "with --chat: a JSONL file of one conversation (messages, conversations or prompt/completion, as prepare --chat reads) ending with a user turn: its turns in the model's chat template, then the assistant's answer generated", 0},
+      {"show-prompt-ids", LC_ARG_BOOL, &F.show_ids, "print the prompt's token ids (after the chat template) on a '# prompt ids:' line", 0},
       {"max-new", LC_ARG_INT, &F.max_new, "tokens to generate (default 64; task:passkey: the key's 3)", 0},
       {"seq", LC_ARG_INT, &F.seq, "with --prompt task:passkey: the sample's length, as trained (default 256)", 0},
       {"temperature", LC_ARG_FLOAT, &F.temperature, "softmax temperature; 0 = greedy (default 0)", 0},
@@ -332,7 +399,7 @@ int lc_cmd_generate(int argc, char **argv) {
   lc_status st = lc_args_parse(argc, argv, flags, nf);
   F.max_new_given = lc_args_find(flags, nf, "max-new")->seen;
   F.seq_given = lc_args_find(flags, nf, "seq")->seen;
-  if (st == LC_OK && !F.prompt && !F.prompt_ids)
+  if (st == LC_OK && !F.prompt && !F.prompt_ids && !F.conversation)
     st = lc_fail(LC_EINVAL, "--prompt is required: give the text (or --prompt-ids token ids) to continue");
   if (st != LC_OK) {
     lc_cli_error(lc_errmsg());

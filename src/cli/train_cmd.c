@@ -35,7 +35,7 @@ typedef struct {
   const char *machine;    // --machine FILE: the time model's rates
   int save_every, keep;
   int seq, batch, threads, mlp_tile, loss_tile, hp, cp, window, eval_every, eval_samples, log_every;
-  int zero, zero_group, pack, attn_window, skip_nonfinite, vocab_slice, profile, offload_optimizer;
+  int zero, zero_group, pack, drop_long, attn_window, skip_nonfinite, vocab_slice, profile, offload_optimizer;
   int calib_run;          // --calibrate-from-run N: after N steps, this run's measured rates into the machine file
   float timeout;
   long steps, warmup, seed;
@@ -363,6 +363,8 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, train_flags *F, l
   o->mopts.zero = F->zero;
   o->mopts.zero_group = F->zero_group ? F->zero_group : w->size;
   o->pack = F->pack;
+  if (F->drop_long && !F->pack) return lc_fail(LC_EINVAL, "--drop-long leaves out documents too long to pack: it needs --pack");
+  o->drop_long = F->drop_long;
   o->skip_nonfinite = F->skip_nonfinite;
   LC_TRY(lc_cp_layout_parse(F->cp_layout ? F->cp_layout : (o->pack || o->cfg.sliding_window ? "balanced" : "zigzag"),
                             &o->mopts.cp_layout));
@@ -544,7 +546,9 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
     return LC_EXIT_USAGE;
   }
   int rc = LC_EXIT_OK;
-  lc_progress prog = {.tty = lc_stdout_is_terminal(), .t0 = lc_now(), .first_step = tr.step};
+  const int masked = tr.data.kind == LC_DATA_TOKENS && tr.data.tok.mask;
+  lc_progress prog = {.tty = lc_stdout_is_terminal(), .masked = masked, .t0 = lc_now(), .first_step = tr.step};
+  double all_tok = 0, all_counted = 0, all_s = 0; // the run's steps, for the summary
   double t_start = lc_now();
   lc_step_metrics m;
   long saved_at = -1;
@@ -605,6 +609,7 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
       rc = LC_EXIT_ERROR;
       break;
     }
+    all_tok += (double)m.tokens, all_counted += (double)m.counted, all_s += m.seconds;
     if (rank == 0) {
       if (m.skipped && m.counted == 0) {
         lc_progress_break(&prog);
@@ -672,6 +677,13 @@ static int run_train(int argc, char **argv, lc_flag *flags, int nf, train_flags 
       printf(" %s %s%s", lc_mem_cat_name((lc_mem_cat)c), lc_fmt_bytes(b, sizeof b, (double)dev->peak[c]),
              c + 1 < LC_MEM_NCAT ? "," : "\n");
     if (dev != &tr.arena) printf("host memory peak %s\n", lc_fmt_bytes(b, sizeof b, (double)tr.arena.peak_total));
+    if (all_s > 0) {
+      printf("tokens: %.0f in %.2f s of steps (%.0f tok/s)", all_tok, all_s, all_tok / all_s);
+      if (masked) // what the loss learned from: the assistant's tokens of conversations
+        printf("; %.0f counted by the loss mask (%.1f%%, %.0f counted tok/s)", all_counted,
+               all_tok > 0 ? 100 * all_counted / all_tok : 0.0, all_counted / all_s);
+      printf("\n");
+    }
     if (n_timed > 0 && pred_sum > 0)
       printf("time model: predicted %.4g s per step, measured %.4g s (mean of %d step%s after the first): %+.1f%%\n",
              pred_sum / n_timed, meas_sum / n_timed, n_timed, n_timed > 1 ? "s" : "", 100 * (pred_sum / meas_sum - 1));
@@ -726,6 +738,7 @@ int lc_cmd_train(int argc, char **argv) {
        "file (--machine, or the default one calibrate writes) and predict the following steps with them; 0: off", 0},
       {"profile", LC_ARG_BOOL, &F.profile, "at the end, the backend's ops one by one: calls, seconds and share of the step per step (mean of the steps after the first; ops timed where the device runs them synchronously, the CPU)", 0},
       {"pack", LC_ARG_BOOL, &F.pack, "fill each sequence with whole documents (a token file with a document index, or task:copy): each token sees only its own document, positions restart per document", 0},
+      {"drop-long", LC_ARG_BOOL, &F.drop_long, "with --pack: leave out documents longer than --seq (counted in the settings table) instead of cutting them; a file of conversations (a loss mask) needs it when one is longer", 0},
       {"rope-theta", LC_ARG_STR, &F.rope_theta, LC_CLI_ROPE_THETA_HELP, 0},
       {"rope-scaling", LC_ARG_STR, &F.rope_scaling, LC_CLI_ROPE_SCALING_HELP, 0},
       {"attn-window", LC_ARG_INT, &F.attn_window, "sliding-window attention: each token sees at most the N most recent tokens of its document (default: the model's sliding_window, else unlimited)", 0},

@@ -152,8 +152,10 @@ void lc_progress_line(lc_progress *p, const lc_step_metrics *m, long total) {
   char b[32];
   double done = (double)(m->step - p->first_step), el = lc_now() - p->t0;
   double eta = done > 0 ? el / done * (double)(total - m->step) : 0;
-  printf("%sstep %5ld/%ld | loss %.4f | lr %.2e | gnorm %.3f | %.0f tok/s | %.1f GFLOP/s | peak %s",
-         p->tty ? "\r\033[K" : "", m->step, total, m->loss, m->lr, m->grad_norm,
+  char tk[64] = "";
+  if (p->masked) snprintf(tk, sizeof tk, " | tok %ld (counted %ld)", m->tokens, m->counted);
+  printf("%sstep %5ld/%ld | loss %.4f | lr %.2e | gnorm %.3f%s | %.0f tok/s | %.1f GFLOP/s | peak %s",
+         p->tty ? "\r\033[K" : "", m->step, total, m->loss, m->lr, m->grad_norm, tk,
          m->tokens / m->seconds, flops / m->seconds / 1e9, lc_fmt_bytes(b, sizeof b, (double)m->peak_bytes));
   if (m->host_peak_bytes) printf(" (host %s)", lc_fmt_bytes(b, sizeof b, (double)m->host_peak_bytes));
   if (p->tty) printf(" | ETA %dm%02ds", (int)eta / 60, (int)eta % 60);

@@ -15,8 +15,10 @@ void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int th
 
 // Progress: on a terminal one status line rewritten in place (with ETA); otherwise (a
 // file, a pipe, CI) one line every --log-every steps.
+// masked (the data has a loss mask): the line shows the step's counted tokens beside all.
 typedef struct {
   int tty, open; // open: the in-place line is on screen without its newline
+  int masked;
   double t0;
   long first_step;
 } lc_progress;

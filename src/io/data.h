@@ -40,8 +40,11 @@ int lc_data_sample_docs(lc_data *d, uint64_t seed, uint64_t index, int *tokens, 
                         int S);
 // Samples become whole documents packed into S tokens (pack.h: the policy): token files
 // with a document index, or task:copy, whose samples become several independent copy
-// documents of long-tailed lengths. Clear errors for data without documents.
-lc_status lc_data_pack(lc_data *d, int S, uint64_t seed);
+// documents of long-tailed lengths. Clear errors for data without documents. A token file
+// with a loss mask holds conversations, never cut: one longer than S is an error unless
+// drop_long, which leaves out every document longer than S (any token file; counted in
+// the packer).
+lc_status lc_data_pack(lc_data *d, int S, uint64_t seed, int drop_long);
 // The packing of epoch 0 for the log: documents, sequences, pieces cut, padding share.
 void lc_data_pack_desc(const lc_data *d, char *buf, size_t cap);
 

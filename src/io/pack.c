@@ -83,6 +83,7 @@ static lc_status plan(lc_packer *pk, long e) {
   for (uint64_t d = 0; d < pk->n_docs && st == LC_OK; d++) {
     const uint64_t i = order[d], a = pk->doc_start(pk->src, i);
     const uint64_t b = i + 1 < pk->n_docs ? pk->doc_start(pk->src, i + 1) : pk->count;
+    if (pk->drop_long && b - a > (uint64_t)pk->S) continue; // left out (counted at init)
     split += b - a > (uint64_t)pk->S;
     for (uint64_t s0 = a; s0 < b && st == LC_OK; s0 += (uint64_t)pk->S) {
       uint64_t n = b - s0 < (uint64_t)pk->S ? b - s0 : (uint64_t)pk->S;
@@ -120,10 +121,18 @@ static lc_status plan(lc_packer *pk, long e) {
 }
 
 lc_status lc_packer_init(lc_packer *p, int S, uint64_t seed, const void *src, uint64_t n_docs, uint64_t count,
-                         lc_doc_start_fn doc_start) {
+                         lc_doc_start_fn doc_start, int drop_long) {
   memset(p, 0, sizeof *p);
   if (S < 1 || n_docs < 1) return lc_fail(LC_EINVAL, "packing needs S >= 1 and at least one document");
   p->S = S, p->seed = seed, p->src = src, p->n_docs = n_docs, p->count = count, p->doc_start = doc_start;
+  p->drop_long = drop_long;
+  for (uint64_t i = 0; drop_long && i < n_docs; i++) {
+    const uint64_t len = (i + 1 < n_docs ? doc_start(src, i + 1) : count) - doc_start(src, i);
+    if (len > (uint64_t)S) p->dropped++, p->dropped_tokens += len;
+  }
+  if (p->dropped == n_docs)
+    return lc_fail(LC_EINVAL, "--drop-long leaves no document: all %llu are longer than --seq %d; give a longer --seq",
+                   (unsigned long long)n_docs, S);
   p->epoch = -1;
   lc_status st = plan(p, 0);
   p->first_seq = st == LC_OK ? malloc(sizeof *p->first_seq * 2) : NULL;

@@ -6,8 +6,10 @@
 // token, across piece boundaries too. Pieces go first-fit into a window of up to 64 open
 // sequences; when a piece fits none and the window is full, the oldest open sequence is
 // closed and its free tail is padding (token 0, no label, each pad token its own context).
-// Nothing is dropped: every token of every document is in exactly one sequence of the
-// epoch, and the padding is counted (lc_packer.pad_tokens).
+// Nothing is dropped unless asked: every token of every document is in exactly one sequence
+// of the epoch, and the padding is counted (lc_packer.pad0). With drop_long, documents
+// longer than S are left out of every epoch instead of being cut (counted: dropped,
+// dropped_tokens); the others are then whole in one sequence each.
 #ifndef LC_PACK_H
 #define LC_PACK_H
 
@@ -29,6 +31,8 @@ typedef struct {
   uint64_t seed, n_docs, count; // documents and tokens of the source
   const void *src;
   lc_doc_start_fn doc_start;     // start of document i (document i ends at i+1's start or count)
+  int drop_long;                 // leave out documents longer than S (else cut into pieces)
+  uint64_t dropped, dropped_tokens; // with drop_long: documents (and their tokens) left out
   // The plan of the current epoch: sequence j is pieces[first[j] .. first[j+1]).
   long epoch;
   lc_piece *pieces;
@@ -45,8 +49,9 @@ typedef struct {
 } lc_packer;
 
 // Builds the epoch-0 plan (LC_ENOMEM on failure). n_docs >= 1, starts increasing from 0.
+// drop_long: documents longer than S are left out (LC_EINVAL when that leaves none).
 lc_status lc_packer_init(lc_packer *p, int S, uint64_t seed, const void *src, uint64_t n_docs, uint64_t count,
-                         lc_doc_start_fn doc_start);
+                         lc_doc_start_fn doc_start, int drop_long);
 void lc_packer_free(lc_packer *p);
 // The order in which epoch `epoch` visits the documents (a seeded shuffle of 0..n_docs-1).
 void lc_pack_order(uint64_t seed, long epoch, uint64_t n_docs, uint64_t *order);

@@ -66,6 +66,7 @@ static lc_status write_state(const lc_trainer *t, const char *dir) {
   cJSON_AddNumberToObject(j, "seq", o->seq);
   cJSON_AddNumberToObject(j, "batch", o->batch);
   cJSON_AddBoolToObject(j, "pack", o->pack);
+  cJSON_AddBoolToObject(j, "drop_long", o->drop_long);
   cJSON *s = cJSON_AddObjectToObject(j, "schedule");
   cJSON_AddNumberToObject(s, "lr", o->lr);
   cJSON_AddNumberToObject(s, "lr_min", o->lr_min);
@@ -430,6 +431,7 @@ lc_status lc_checkpoint_read_state(const char *path, lc_ckpt_state *s) {
   const cJSON *seq = cJSON_GetObjectItemCaseSensitive(j, "seq");
   const cJSON *batch = cJSON_GetObjectItemCaseSensitive(j, "batch");
   const cJSON *pack = cJSON_GetObjectItemCaseSensitive(j, "pack"); // absent in older checkpoints: off
+  const cJSON *drop_long = cJSON_GetObjectItemCaseSensitive(j, "drop_long"); // (likewise)
   // Counts as the writer writes them: whole numbers a step counter (long), a sample index
   // (uint64, exact in a double below 2^53) and an int hold.
   if (!j || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "longctx-checkpoint") != 0 ||
@@ -443,6 +445,7 @@ lc_status lc_checkpoint_read_state(const char *path, lc_ckpt_state *s) {
   s->seq = (int)seq->valuedouble;
   s->batch = (int)batch->valuedouble;
   s->pack = pack && cJSON_IsTrue(pack);
+  s->drop_long = drop_long && cJSON_IsTrue(drop_long);
   s->seed = strdup(seed->valuestring);
   s->data = strdup(data->valuestring);
   cJSON_Delete(j);
@@ -476,6 +479,8 @@ static lc_status read_state(lc_trainer *t, const char *dir) {
     st = mismatch(dir, "--seq", saved, now);
   } else if (s.pack != (t->o.pack != 0)) {
     st = mismatch(dir, "--pack", s.pack ? "on" : "off", t->o.pack ? "on" : "off");
+  } else if (s.drop_long != (t->o.drop_long != 0)) { // another set of documents: other samples
+    st = mismatch(dir, "--drop-long", s.drop_long ? "on" : "off", t->o.drop_long ? "on" : "off");
   } else if (s.batch != t->o.batch) {
     snprintf(saved, sizeof saved, "%d", s.batch);
     snprintf(now, sizeof now, "%d", t->o.batch);

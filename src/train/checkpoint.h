@@ -39,6 +39,7 @@ typedef struct {
   uint64_t next_sample; // < 2^53 (a JSON number)
   int seq, batch;       // >= 1
   int pack;             // 0 or 1 (absent: 0)
+  int drop_long;        // 0 or 1 (absent: 0)
   char *seed, *data;    // --seed (decimal, as written) and --data
 } lc_ckpt_state;
 // Reads a trainer_state.json (path) into *s: LC_EFORMAT with one line for a file longctx

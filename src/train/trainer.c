@@ -76,7 +76,7 @@ lc_status lc_trainer_init(lc_trainer *t, const lc_train_opts *o, lc_comm *world)
   // Files (and memory) may fail on some ranks only: agree before each collective, so that
   // every rank returns the error instead of some waiting forever (lc_comm_agree).
   lc_status st = lc_data_open(&t->data, o->data_spec, o->cfg.vocab, o->seq);
-  if (st == LC_OK && o->pack) st = lc_data_pack(&t->data, o->seq, o->seed);
+  if (st == LC_OK && o->pack) st = lc_data_pack(&t->data, o->seq, o->seed, o->drop_long);
   if ((st = lc_comm_agree(world, st)) != LC_OK) {
     lc_data_close(&t->data);
     return st;
@@ -212,6 +212,25 @@ static lc_pass_in attend_sequence(lc_trainer *t, int b) {
   return in;
 }
 
+// Test hook: LONGCTX_TEST_DUMP_SAMPLES=FILE appends each sample world rank 0 draws (whole,
+// before the layout cuts it) as a JSON line: its index, tokens, targets (-100: not counted)
+// and document starts, so the CLI tests can see what packing made of a file.
+static void dump_sample(const lc_trainer *t, uint64_t idx) {
+  const char *path = getenv("LONGCTX_TEST_DUMP_SAMPLES");
+  FILE *f = path && t->world->rank == 0 ? fopen(path, "a") : NULL;
+  if (!f) return;
+  const int *a[3] = {t->full_tok, t->full_tgt, t->full_doc};
+  static const char *const key[3] = {"tok", "tgt", "doc"};
+  fprintf(f, "{\"sample\": %llu", (unsigned long long)idx);
+  for (int k = 0; k < 3; k++) {
+    fprintf(f, ", \"%s\": [", key[k]);
+    for (int i = 0; i < t->o.seq; i++) fprintf(f, i ? ",%d" : "%d", a[k][i]);
+    fprintf(f, "]");
+  }
+  fprintf(f, "}\n");
+  fclose(f);
+}
+
 // This rank's tokens of the batch: its data-parallel group's sequences, its slice of each.
 // Returns this rank's counted targets; *pairs: its visible attention pairs; work[c]: the
 // attention work of each context rank over these sequences.
@@ -227,6 +246,7 @@ static long load_batch(lc_trainer *t, double *pairs, double *work) {
       free(w);
       return -1;
     }
+    dump_sample(t, idx);
     place_sequence(t, b, &counted, pairs);
     if (w) {
       lc_seq_layout_work(&t->lay[b], t->lo ? t->lo + (size_t)b * o->seq : NULL, w);

@@ -29,6 +29,7 @@ typedef struct {
   size_t head_chunk_budget; // auto: bytes per rank the predicted peak must fit (0: mem_cap; none: all)
   lc_placement placement;
   int pack;               // samples are whole documents packed into --seq tokens (io/pack.h)
+  int drop_long;          // with pack: documents longer than --seq left out (lc_data_pack)
   int skip_nonfinite;     // skip up to this many updates in a row whose loss or gradient norm is not finite
   lc_dtype save_dtype;    // model.safetensors of a checkpoint: LC_DT_F32 (0, the master weights) or LC_DT_BF16
   const char *device;     // backend/backend.h: NULL or "cpu"; "private" (tests); "cuda[:N]"
