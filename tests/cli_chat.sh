@@ -157,7 +157,10 @@ json.dump({"lens": lens, "starts": starts, "toks": toks, "mask": mask}, open(sys
 PY
 P="train --model tiny --seq 64 --batch 1 --lr 1e-3 --threads 1 --seed 4 --pack --data $TMP/pk.tok"
 long1=$(python3 -c "import json; l = json.load(open('$TMP/pk.json'))['lens']; i = next(i for i, x in enumerate(l) if x > 64); print(i, l[i])")
-expect_error "--pack: conversation ${long1% *} of $TMP/pk.tok (counting from 0) is ${long1#* } tokens, longer than --seq 64 (7 of 47 are): add --drop-long" $P --steps 1
+"$BIN" $P --steps 1 >"$TMP/out" 2>&1 && ok || bad "--pack, long conversations cut: $(tail -3 "$TMP/out")"
+grep -q "packing .* 47 conversations into .* sequences per epoch, 7 cut into pieces (longer than S; --drop-long leaves them out)" "$TMP/out" &&
+  ok || bad "the cut conversations' count: $(grep packing "$TMP/out")"
+cseqs=$(sed -n 's/.* into \([0-9]*\) sequences per epoch.*/\1/p' "$TMP/out")
 expect_error "it needs --pack" train --model tiny --seq 64 --steps 1 --drop-long --data "$TMP/pk.tok"
 "$BIN" $P --steps 1 --drop-long >"$TMP/out" 2>&1 && ok || bad "--pack --drop-long: $(tail -3 "$TMP/out")"
 grep -q "packing .* 40 conversations into .* sequences per epoch, 7 dropped (--drop-long: longer than S, [0-9]* tokens)" "$TMP/out" &&
@@ -166,12 +169,23 @@ seqs=$(sed -n 's/.* into \([0-9]*\) sequences per epoch.*/\1/p' "$TMP/out")
 rm -f "$TMP/dump.jsonl"
 LONGCTX_TEST_DUMP_SAMPLES="$TMP/dump.jsonl" "$BIN" $P --drop-long --steps $((2 * seqs)) >"$TMP/out" 2>&1 &&
   ok || bad "packed training: $(tail -3 "$TMP/out")"
-python3 - "$TMP/pk.json" "$TMP/dump.jsonl" "$seqs" <<'PY' && ok || bad "packed conversations are not whole, or their masks differ"
+LONGCTX_TEST_DUMP_SAMPLES="$TMP/dump_cut.jsonl" "$BIN" $P --steps $((2 * cseqs)) >"$TMP/out" 2>&1 &&
+  ok || bad "packed training, long conversations cut: $(tail -3 "$TMP/out")"
+# drop: every conversation of at most 64 tokens whole, once an epoch, the others absent; cut:
+# also each longer one as its first 64 tokens and the rest, the mask travelling with both
+# (the first piece's last target is the next token where it counts: labels run on across the cut)
+for mode in drop cut; do
+dump="$TMP/dump.jsonl"; n=$seqs
+[ $mode = cut ] && dump="$TMP/dump_cut.jsonl" && n=$cseqs
+python3 - "$TMP/pk.json" "$dump" "$n" $mode <<'PY' && ok || bad "packed conversations ($mode) are not whole, or their masks differ"
 import json, sys
 f = json.load(open(sys.argv[1]))
 toks, mask, starts, lens = f["toks"], f["mask"], f["starts"], f["lens"]
-S, seqs = 64, int(sys.argv[3])
-kept = {tuple(toks[a:a + n]): i for i, (a, n) in enumerate(zip(starts, lens)) if n <= S}
+S, seqs, cut = 64, int(sys.argv[3]), sys.argv[4] == "cut"
+kept = {}  # piece -> (conversation, its first token, whether it ends the conversation)
+for i, (a, n) in enumerate(zip(starts, lens)):
+    if n <= S: kept[tuple(toks[a:a + n])] = (i, a, True)
+    elif cut: kept[tuple(toks[a:a + S])], kept[tuple(toks[a + S:a + n])] = (i, a, False), (i, a + S, True)
 samples = [json.loads(l) for l in open(sys.argv[2])]
 assert [s["sample"] for s in samples] == list(range(2 * seqs)), [s["sample"] for s in samples]
 for e in range(2):  # each epoch holds every kept conversation exactly once, none dropped
@@ -185,18 +199,18 @@ for e in range(2):  # each epoch holds every kept conversation exactly once, non
             assert d[i] == i, (s["sample"], i, d[i])  # a conversation starts where its run does
             piece = tuple(t[i:j])
             if piece in kept:
-                c = kept[piece]
-                a = starts[c]
+                c, a, ends = kept[piece]
                 seen.append(c)
                 for k in range(i, j):  # targets: the next token where it counts, -100 else
                     q = a + k - i + 1
-                    want = toks[q] if k + 1 < j and mask[q] else -100
+                    want = toks[q] if (k + 1 < j or not ends) and mask[q] else -100
                     assert g[k] == want, (s["sample"], c, k, g[k], want)
             else:  # padding: one token per context, token 0, no target
                 assert j == i + 1 and t[i] == 0 and g[i] == -100, (s["sample"], i, piece)
             i = j
-    assert sorted(seen) == sorted(kept.values()), (e, sorted(seen))
+    assert sorted(seen) == sorted(c for c, _, _ in kept.values()), (e, sorted(seen))
 PY
+done
 # generate --chat --conversation: a multi-turn conversation's turns in the model's template,
 # then the assistant's header, token for token transformers' apply_chat_template(
 # add_generation_prompt=True) of the golden conversations without their last answer

@@ -738,7 +738,7 @@ int lc_cmd_train(int argc, char **argv) {
        "file (--machine, or the default one calibrate writes) and predict the following steps with them; 0: off", 0},
       {"profile", LC_ARG_BOOL, &F.profile, "at the end, the backend's ops one by one: calls, seconds and share of the step per step (mean of the steps after the first; ops timed where the device runs them synchronously, the CPU)", 0},
       {"pack", LC_ARG_BOOL, &F.pack, "fill each sequence with whole documents (a token file with a document index, or task:copy): each token sees only its own document, positions restart per document", 0},
-      {"drop-long", LC_ARG_BOOL, &F.drop_long, "with --pack: leave out documents longer than --seq (counted in the settings table) instead of cutting them; a file of conversations (a loss mask) needs it when one is longer", 0},
+      {"drop-long", LC_ARG_BOOL, &F.drop_long, "with --pack: leave out documents longer than --seq (counted in the settings table) instead of cutting them into --seq pieces", 0},
       {"rope-theta", LC_ARG_STR, &F.rope_theta, LC_CLI_ROPE_THETA_HELP, 0},
       {"rope-scaling", LC_ARG_STR, &F.rope_scaling, LC_CLI_ROPE_SCALING_HELP, 0},
       {"attn-window", LC_ARG_INT, &F.attn_window, "sliding-window attention: each token sees at most the N most recent tokens of its document (default: the model's sliding_window, else unlimited)", 0},

@@ -107,25 +107,6 @@ static void sample_rng(lc_rng *r, uint64_t seed, uint64_t index) {
 
 static uint64_t tok_doc_start(const void *src, uint64_t i) { return lc_tokfile_doc_start(src, i); }
 
-// A file with a loss mask holds conversations: one cut in pieces would train its later
-// answers without the turns they answer, so a conversation longer than S is an error
-// naming the first such and the ways out, unless drop_long leaves them out.
-static lc_status check_long_conversations(const lc_data *d, int S) {
-  uint64_t n_long = 0, first = 0, first_len = 0, longest = 0;
-  for (uint64_t i = 0; i < d->tok.n_docs; i++) {
-    const uint64_t a = lc_tokfile_doc_start(&d->tok, i);
-    const uint64_t len = (i + 1 < d->tok.n_docs ? lc_tokfile_doc_start(&d->tok, i + 1) : d->tok.count) - a;
-    if (len <= (uint64_t)S) continue;
-    if (!n_long++) first = i, first_len = len;
-    if (len > longest) longest = len;
-  }
-  if (!n_long) return LC_OK;
-  return lc_fail(LC_EINVAL, "--pack: conversation %llu of %s (counting from 0) is %llu tokens, longer than --seq %d "
-                 "(%llu of %llu are): add --drop-long to leave them out, or give --seq %llu or more",
-                 (unsigned long long)first, d->tok.path, (unsigned long long)first_len, S, (unsigned long long)n_long,
-                 (unsigned long long)d->tok.n_docs, (unsigned long long)longest);
-}
-
 lc_status lc_data_pack(lc_data *d, int S, uint64_t seed, int drop_long) {
   if (drop_long && d->kind != LC_DATA_TOKENS)
     return lc_fail(LC_EINVAL, "--drop-long leaves out documents of a token file longer than --seq; --data %s has none",
@@ -135,7 +116,6 @@ lc_status lc_data_pack(lc_data *d, int S, uint64_t seed, int drop_long) {
       if (d->tok.n_docs == 0)
         return lc_fail(LC_EINVAL, "--pack needs document boundaries, but %s has no document index; re-create it "
                        "with tools/prepare_data.py (one document per input file or JSONL record)", d->tok.path);
-      if (d->tok.mask && !drop_long) LC_TRY(check_long_conversations(d, S));
       LC_TRY(lc_packer_init(&d->packer, S, seed, &d->tok, d->tok.n_docs, d->tok.count, tok_doc_start, drop_long));
       break;
     case LC_DATA_TASK_COPY: break; // generates its documents
@@ -160,10 +140,11 @@ void lc_data_pack_desc(const lc_data *d, char *buf, size_t cap) {
              d->tok.mask ? "conversations" : "documents", d->packer.seqs0, (unsigned long long)d->packer.dropped,
              (unsigned long long)d->packer.dropped_tokens,
              100.0 * (double)d->packer.pad0 / ((double)d->packer.seqs0 * d->packer.S));
-  else
-    snprintf(buf, cap, "%llu %s into %ld sequences per epoch, %llu cut into pieces (longer than S), "
+  else // a conversation cut in pieces trains its later answers without the turns they answer: say so
+    snprintf(buf, cap, "%llu %s into %ld sequences per epoch, %llu cut into pieces (longer than S%s), "
              "%.2f%% padding", (unsigned long long)d->packer.n_docs, d->tok.mask ? "conversations" : "documents",
              d->packer.seqs0, (unsigned long long)d->packer.split0,
+             d->tok.mask && d->packer.split0 ? "; --drop-long leaves them out" : "",
              100.0 * (double)d->packer.pad0 / ((double)d->packer.seqs0 * d->packer.S));
 }
 
