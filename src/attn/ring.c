@@ -72,10 +72,14 @@ void lc_ring_mem(int cp, int window, long S, int chunks, int Hq, int Hkv, int D,
                      .Hkv = Hkv, .D = D, .causal = 1, .scale = 1.0f};
   s.bf16 = bf16;
   const lc_dtype kv = bf16 ? LC_DT_BF16 : LC_DT_F32;
-  m->fwd_comm = lc_bytes(kv, blk * n_kv_blocks(cp, window));
-  m->fwd_scratch = lc_bytes(LC_DT_F32, fwd_tmp_floats(poll_rows, Hq, D)) + lc_scratch_flash(&s, 0, 0, threads);
-  m->bwd_comm = lc_bytes(kv, blk * n_kv_blocks(cp, window)) + lc_bytes(LC_DT_F32, blk * n_d_blocks(cp, window));
-  m->bwd_scratch = lc_bytes(LC_DT_F32, bwd_tmp_floats(Tc, poll_rows, Hq)) + lc_scratch_flash(&s, 1, 0, threads);
+  lc_mem_parts *f = &m->fwd_parts, *b = &m->bwd_parts;
+  m->fwd_comm = lc_mem_part_add(f, "ring k/v buffers", LC_MEM_COMM, lc_bytes(kv, blk * n_kv_blocks(cp, window)));
+  m->fwd_scratch = lc_mem_part_add(f, "ring merge tiles", LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, fwd_tmp_floats(poll_rows, Hq, D))) +
+                   lc_mem_part_add(f, "flash attention workspace", LC_MEM_SCRATCH, lc_scratch_flash(&s, 0, 0, threads));
+  m->bwd_comm = lc_mem_part_add(b, "ring k/v buffers", LC_MEM_COMM, lc_bytes(kv, blk * n_kv_blocks(cp, window))) +
+                lc_mem_part_add(b, "ring dk/dv buffers", LC_MEM_COMM, lc_bytes(LC_DT_F32, blk * n_d_blocks(cp, window)));
+  m->bwd_scratch = lc_mem_part_add(b, "ring delta", LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, bwd_tmp_floats(Tc, poll_rows, Hq))) +
+                   lc_mem_part_add(b, "flash attention workspace", LC_MEM_SCRATCH, lc_scratch_flash(&s, 1, 0, threads));
 }
 
 static int inner_next(const geo *g) { return g->W * g->w + (g->i + 1) % g->w; }
