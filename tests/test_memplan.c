@@ -711,8 +711,13 @@ static void test_peak_detail(void) {
   CHECK(e.total_phase == LC_PHASE_ATTN_BWD, "issue's configuration peaks in the attention backward");
   CHECK(part_bytes(&e, "Ulysses chunk: 2 head-layout sets") == 2 * 3 * nq * 2, "two sets of q, out, dout in bf16: %zu",
         part_bytes(&e, "Ulysses chunk: 2 head-layout sets"));
-  CHECK(part_bytes(&e, "layer bwd: dq") == T * 4096 * 4 && part_bytes(&e, "residual gradient dx") == T * 4096 * 4,
-        "dq and dx: fp32 [T, 4096]");
+  // dq [T, 4096] fp32 is held in x_mid (HQ = C): no part of its own; x_mid's group is ln1 (bf16), x_mid, rstd1.
+  CHECK(part_bytes(&e, "layer bwd: dq") == 0 && part_bytes(&e, "ln1, x_mid") == T * (4096 * 2 + 4096 * 4 + 4) &&
+            part_bytes(&e, "residual gradient dx") == T * 4096 * 4,
+        "dq in x_mid; ln1, x_mid, rstd1 and dx by their shapes");
+  CHECK(part_bytes(&e, "ring k/v") == 0 && part_bytes(&e, "ring dk/dv") == 0, "pure Ulysses: the ring holds no block");
+  CHECK(e.total - e.persistent <= 181183 * T, "the issue's configuration at most 181,183 bytes per local token (209,855 "
+        "before the ring's in-place blocks and dq in x_mid): %zu", (e.total - e.persistent) / T);
   CHECK(part_bytes(&e, "checkpoint: layer input") == 4 * T * 4096 * 2, "4 layers' bf16 inputs in RAM");
 }
 

@@ -63,12 +63,16 @@ static size_t datt_floats(const lc_config *cfg, int T) {
   size_t HQ = (size_t)cfg->n_heads * cfg->head_dim, C = (size_t)cfg->dim;
   return (size_t)T * (HQ > C ? HQ : C);
 }
+// dq lives in x_mid's storage when it fits (HQ <= C): the MLP half of backward is the last
+// reader of x_mid (its norm's input), so during the attention half that fp32 [T,C] is free.
+static int dq_in_xmid(const lc_config *cfg) { return cfg->n_heads * cfg->head_dim <= cfg->dim; }
 static size_t attn_bwd_parts(const lc_config *cfg, int T, int bf16, lc_mem_parts *ps) {
   size_t HQ = (size_t)cfg->n_heads * cfg->head_dim, HKV = (size_t)cfg->n_kv_heads * cfg->head_dim;
   const int S = LC_MEM_SCRATCH;
   return lc_mem_part_add(ps, bf16 ? "layer bwd: dout area (dx, then datt, rounded)" : "layer bwd: dout area (datt, then dn1)", S,
                          AL64(lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, datt_floats(cfg, T)))) +
-         lc_mem_part_add(ps, "layer bwd: dq (token layout, fp32)", S, AL64(lc_bytes(LC_DT_F32, (size_t)T * HQ))) +
+         lc_mem_part_add(ps, "layer bwd: dq (token layout, fp32)", S,
+                         dq_in_xmid(cfg) ? 0 : AL64(lc_bytes(LC_DT_F32, (size_t)T * HQ))) +
          lc_mem_part_add(ps, "layer bwd: dk, dv (token layout, fp32)", S, 2 * AL64(lc_bytes(LC_DT_F32, (size_t)T * HKV)));
 }
 static size_t attn_bwd_bytes(const lc_config *cfg, int T, int bf16) { return attn_bwd_parts(cfg, T, bf16, NULL); }
@@ -403,13 +407,14 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   const size_t TC = (size_t)T * C, TQ = (size_t)T * HQ, TK = (size_t)T * HKV;
   LC_TRY(mlp_bwd(c, w, g, a, dx)); // dx: dL/dx_out -> dL/dx_mid
 
-  // Attention half (attn_bwd_bytes): the dout area, dq [T,HQ], dk, dv [T,HKV]; bf16: the fp32
-  // datt and dn1 in blocks of their own.
+  // Attention half (attn_bwd_bytes): the dout area, dq [T,HQ] (in x_mid, dead by now, when it
+  // fits: dq_in_xmid), dk, dv [T,HKV]; bf16: the fp32 datt and dn1 in blocks of their own.
   const int b16 = c->bf16;
   lc_buf_carver k;
   LC_TRY(block(c, attn_bwd_bytes(cfg, T, b16), "attention backward buffers", &k));
   const lc_buf dbuf = lc_buf_cut(&k, datt_floats(cfg, T), b16 ? LC_DT_BF16 : LC_DT_F32);
-  const lc_buf dq = lc_buf_cut(&k, TQ, LC_DT_F32), dk = lc_buf_cut(&k, TK, LC_DT_F32), dv = lc_buf_cut(&k, TK, LC_DT_F32);
+  const lc_buf dq = dq_in_xmid(cfg) ? lc_buf_view(a->x_mid, 0, TQ) : lc_buf_cut(&k, TQ, LC_DT_F32);
+  const lc_buf dk = lc_buf_cut(&k, TK, LC_DT_F32), dv = lc_buf_cut(&k, TK, LC_DT_F32);
   lc_buf datt = NONE, dn1 = NONE;
   if (b16) {
     const lc_status s0 = lc_buf_alloc(c->be, LC_MEM_SCRATCH, LC_DT_F32, TQ, 0, "attention output gradient (fp32)", &datt);

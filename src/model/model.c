@@ -170,7 +170,7 @@ void lc_model_pass_bytes(const lc_config *cfg, const lc_model_opts *o, int T,
 
 // The groups' names, as the carving below cuts them.
 static const char *const group_name[G_N] = {
-    [G_PROJ] = "ln1, x_mid, rstd1 (+ qk-norm)", [G_QKV] = "q, k, v (token layout)", [G_ATT] = "attention output",
+    [G_PROJ] = "ln1, x_mid (dq in the attention backward when HQ <= C), rstd1 (+ qk-norm)", [G_QKV] = "q, k, v (token layout)", [G_ATT] = "attention output",
     [G_SAVED] = "attention state kept (LSE; Ulysses head-layout q/k/v/out)", [G_MLP] = "MLP ln2, rstd2, gate, up, h"};
 static const char *const kept_name[G_N] = {
     [G_PROJ] = "checkpoint: ln1, x_mid, rstd1", [G_QKV] = "checkpoint: q, k, v", [G_ATT] = "checkpoint: attention output",
