@@ -630,7 +630,99 @@ static void test_offload(void) {
   }
 }
 
+// plan --peak-detail: the named buffers at the total peak are the total's own terms. Over
+// presets x policies x layouts x precision x ZeRO x offload: they sum to the total to the
+// byte, the checkpoint and activation parts to those categories' peaks, the scratch and comm
+// parts stay within theirs; every part is named and placed. At the issue's configuration
+// (Llama-3-8B, bf16, 8 ranks, hp 8, ZeRO 3, full, head chunk 1, both offloads) some parts
+// are checked against their shapes, worked by hand: T = S/8 local tokens, Tc = 8T tokens of
+// one query head (D 128) per stage, the one shared kv head per rank.
+static size_t part_bytes(const lc_mem_estimate *e, const char *prefix) {
+  size_t b = 0;
+  for (int i = 0; i < e->detail.n; i++)
+    if (!strncmp(e->detail.p[i].name, prefix, strlen(prefix))) b += e->detail.p[i].bytes;
+  return b;
+}
+static void check_detail(const char *label, const lc_mem_estimate *e) {
+  size_t sum = 0, cat[LC_MEM_NCAT] = {0};
+  int ok = 1;
+  for (int i = 0; i < e->detail.n; i++) {
+    const lc_mem_part *p = &e->detail.p[i];
+    sum += p->bytes;
+    ok &= p->name && p->name[0] && p->held && p->cat >= -1 && p->cat < LC_MEM_NCAT && p->bytes > 0;
+    if (p->cat >= 0) cat[p->cat] += p->bytes;
+  }
+  CHECK(ok, "%s: every part named, placed and non-empty", label);
+  CHECK(sum == e->total, "%s: the peak detail sums to %zu, the total is %zu", label, sum, e->total);
+  CHECK(cat[LC_MEM_CKPT] == e->peak[LC_MEM_CKPT] && cat[LC_MEM_ACT] == e->peak[LC_MEM_ACT],
+        "%s: checkpoint parts %zu (peak %zu), activation parts %zu (peak %zu)", label, cat[LC_MEM_CKPT],
+        e->peak[LC_MEM_CKPT], cat[LC_MEM_ACT], e->peak[LC_MEM_ACT]);
+  CHECK(cat[LC_MEM_SCRATCH] <= e->peak[LC_MEM_SCRATCH] && cat[LC_MEM_COMM] <= e->peak[LC_MEM_COMM],
+        "%s: scratch parts %zu <= %zu, comm parts %zu <= %zu", label, cat[LC_MEM_SCRATCH], e->peak[LC_MEM_SCRATCH],
+        cat[LC_MEM_COMM], e->peak[LC_MEM_COMM]);
+  if (!e->offload)
+    CHECK(cat[LC_MEM_PARAMS] == e->peak[LC_MEM_PARAMS] && cat[LC_MEM_OPTIM] == e->peak[LC_MEM_OPTIM],
+          "%s: params and optimizer parts", label);
+}
+
+static void test_peak_detail(void) {
+  static const char *presets[3] = {"tiny", "bench-s", "llama-3-8b"};
+  static const int lay[6][4] = {{1, 1, 1, 0}, {2, 1, 1, 0}, {2, 2, 2, 0}, {1, 4, 2, 0}, {4, 1, 1, 1}, {2, 2, 1, 1}};
+  const lc_ckpt_policy pols[3] = {LC_CKPT_NONE, LC_CKPT_SELECTIVE, LC_CKPT_FULL};
+  int n = 0;
+  for (int pi = 0; pi < 3; pi++)
+    for (int k = 0; k < 36; k++) {
+      lc_config c;
+      lc_config_preset(&c, presets[pi]);
+      const int *l = lay[k % 6];
+      lc_model_opts o;
+      memset(&o, 0, sizeof o);
+      o.ckpt = pols[k % 3];
+      o.precision = k / 6 % 2 ? LC_DT_BF16 : LC_DT_F32;
+      o.zero = k / 12;
+      o.mlp_tile = k % 4 ? 64 : 0;
+      o.loss_tile = k % 5 ? 32 : 0;
+      o.offload_optimizer = k % 7 == 3;
+      o.offload_dir = k % 5 == 2 ? "/nonexistent" : NULL;
+      const long S = (k % 2 ? 1024 : 512) * (pi == 2 ? 16 : 1);
+      const int hc = l[3] && c.n_heads / l[0] > 1 ? 1 : 0;
+      if (hc && lc_attn_2d_head_chunk_check(l[0], c.n_heads, c.n_kv_heads, hc) != LC_OK) continue;
+      lc_mem_estimate e;
+      if (lc_memplan_predict_hc(&c, &o, S, l[0], l[1], l[2], hc, 2, &e) != LC_OK) continue;
+      char label[96];
+      snprintf(label, sizeof label, "detail %s hp%d cp%d hc%d %s %s z%d%s", presets[pi], l[0], l[1], hc,
+               lc_ckpt_name(o.ckpt), o.precision == LC_DT_BF16 ? "bf16" : "fp32", o.zero, o.offload_optimizer ? " off" : "");
+      check_detail(label, &e);
+      n++;
+    }
+  CHECK(n >= 60, "peak detail checked on %d configurations", n);
+
+  // The issue's configuration.
+  lc_config c;
+  lc_config_preset(&c, "llama-3-8b");
+  lc_model_opts o;
+  memset(&o, 0, sizeof o);
+  o.ckpt = LC_CKPT_FULL, o.precision = LC_DT_BF16, o.zero = 3, o.offload_optimizer = 1, o.offload_dir = "/nonexistent";
+  o.mlp_tile = lc_memplan_auto_mlp_tile(3L << 20), o.loss_tile = lc_memplan_auto_loss_tile(3L << 20, c.vocab);
+  lc_mem_estimate e;
+  CHECK(lc_memplan_predict_hc(&c, &o, 3L << 20, 8, 1, 1, 1, 2, &e) == LC_OK, "issue's configuration: %s", lc_errmsg());
+  check_detail("llama-3-8b issue configuration", &e);
+  const size_t T = (size_t)e.T, nq = 8 * T * 128; // [Tc, 1 head, D] values
+  CHECK(e.total_phase == LC_PHASE_ATTN_BWD, "issue's configuration peaks in the attention backward");
+  CHECK(part_bytes(&e, "Ulysses chunk: 2 head-layout sets") == 2 * 3 * nq * 2, "two sets of q, out, dout in bf16: %zu",
+        part_bytes(&e, "Ulysses chunk: 2 head-layout sets"));
+  // dq [T, 4096] fp32 is held in x_mid (HQ = C): no part of its own; x_mid's group is ln1 (bf16), x_mid, rstd1.
+  CHECK(part_bytes(&e, "layer bwd: dq") == 0 && part_bytes(&e, "ln1, x_mid") == T * (4096 * 2 + 4096 * 4 + 4) &&
+            part_bytes(&e, "residual gradient dx") == T * 4096 * 4,
+        "dq in x_mid; ln1, x_mid, rstd1 and dx by their shapes");
+  CHECK(part_bytes(&e, "ring k/v") == 0 && part_bytes(&e, "ring dk/dv") == 0, "pure Ulysses: the ring holds no block");
+  CHECK(e.total - e.persistent <= 181184 * T, "the issue's configuration below 181,184 bytes per local token (209,855 "
+        "before the ring's in-place blocks and dq in x_mid): %zu", (e.total - e.persistent) / T);
+  CHECK(part_bytes(&e, "checkpoint: layer input") == 4 * T * 4096 * 2, "4 layers' bf16 inputs in RAM");
+}
+
 int main(void) {
+  test_peak_detail();
   test_qbase_padding();
   test_offload();
   test_lora();

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "backend/buf.h"
+#include "core/memparts.h"
 #include "core/status.h"
 #include "attn/seqlayout.h"
 
@@ -79,6 +80,7 @@ typedef struct {
   size_t saved;                 // kept per layer from forward to backward (== saved_bytes)
   size_t fwd_scratch, fwd_comm; // one forward call
   size_t bwd_scratch, bwd_comm; // one backward call
+  lc_mem_parts fwd_parts, bwd_parts; // the named buffers of each call's scratch + comm
 } lc_attn_mem;
 // `threads` <= 0: the current omp_get_max_threads().
 void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, int bf16, lc_attn_mem *m);

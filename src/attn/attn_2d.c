@@ -143,16 +143,23 @@ static size_t dkv_vals(const hchunk *c) { return c->shared ? c->nsh : c->nkv; }
 // then, in the pass's dtype (fp32, or 2 bytes in bf16, which the ring reads in place): the
 // send buffer of a set, 2 head-layout sets (the stage computed, the next arriving), and the
 // shared k, v.
-static size_t chunk_f32_vals(const hchunk *c, int bwd) {
-  size_t n = 2 * c->nq; // out of the ring or dq, and the exchange buffer
-  if (bwd) n += 2 * dkv_vals(c) + (c->shared ? 2 * c->nsh : 0); // dk, dv (+ their sums)
-  return n;
-}
-static size_t chunk_comm_bytes(const hchunk *c, int bwd, int bf16) {
+// (ps: the block's parts, named, for the memory model's peak detail; their sum is the block)
+static size_t chunk_comm_parts(const hchunk *c, int bwd, int bf16, lc_mem_parts *ps) {
   const size_t set = set_vals(c, bwd);
-  return lc_bytes(LC_DT_F32, chunk_f32_vals(c, bwd)) +
-         lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, 3 * set + (c->shared ? 2 * c->nsh : 0));
+  const lc_dtype dt = bf16 ? LC_DT_BF16 : LC_DT_F32, f32 = LC_DT_F32;
+  const int C = LC_MEM_COMM;
+  size_t b = lc_mem_part_add(ps, bwd ? "Ulysses chunk: dq of the ring (head layout)" : "Ulysses chunk: out of the ring (head layout)", C, lc_bytes(f32, c->nq)) +
+             lc_mem_part_add(ps, bwd ? "Ulysses chunk: dq exchange buffer" : "Ulysses chunk: out exchange buffer", C, lc_bytes(f32, c->nq));
+  if (bwd) {
+    b += lc_mem_part_add(ps, "Ulysses chunk: dk, dv of a stage (head layout)", C, lc_bytes(f32, 2 * dkv_vals(c)));
+    if (c->shared) b += lc_mem_part_add(ps, "Ulysses chunk: shared dk, dv summed over the stages", C, lc_bytes(f32, 2 * c->nsh));
+  }
+  b += lc_mem_part_add(ps, bwd ? "Ulysses chunk: send buffer of a set (q, out, dout, k, v)" : "Ulysses chunk: send buffer of a set (q, k, v)", C, lc_bytes(dt, set)) +
+       lc_mem_part_add(ps, "Ulysses chunk: 2 head-layout sets (the stage computed, the next arriving)", C, lc_bytes(dt, 2 * set));
+  if (c->shared) b += lc_mem_part_add(ps, "Ulysses chunk: shared k, v (head layout, kept for all stages)", C, lc_bytes(dt, 2 * c->nsh));
+  return b;
 }
+static size_t chunk_comm_bytes(const hchunk *c, int bwd, int bf16) { return chunk_comm_parts(c, bwd, bf16, NULL); }
 // bf16: the ring's fp32 output (head layout; hp = 1: the token layout), rounded into the
 // 2-byte output (q, k, v, out are 2 bytes).
 static size_t heads_scratch_bytes(const attn2d *x, int T, int bf16) { return bf16 ? lc_bytes(LC_DT_F32, sz_q(x, T)) : 0; }
@@ -204,16 +211,18 @@ lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq,
     const hchunk h = chunk_of(&x, T);
     lc_ring_mem(cp, window, S, chunks, h.N, h.Kc, D, poll_rows(), threads, bf16, m);
     m->saved = saved_bytes_of(&x, T, bf16);
-    m->fwd_comm += chunk_comm_bytes(&h, 0, bf16);
-    m->bwd_comm += chunk_comm_bytes(&h, 1, bf16);
+    m->fwd_comm += chunk_comm_parts(&h, 0, bf16, &m->fwd_parts);
+    m->bwd_comm += chunk_comm_parts(&h, 1, bf16, &m->bwd_parts);
     return LC_OK;
   }
   lc_ring_mem(cp, window, S, chunks, x.Hl, x.Hkvl, D, poll_rows(), threads, bf16, m);
   m->saved = saved_bytes_of(&x, T, bf16);
-  m->fwd_scratch += heads_scratch_bytes(&x, T, bf16);
+  m->fwd_scratch += lc_mem_part_add(&m->fwd_parts, "ring output in fp32 (head layout), rounded into out", LC_MEM_SCRATCH,
+                                    heads_scratch_bytes(&x, T, bf16));
   if (hp > 1) {
-    m->fwd_comm += fwd_comm_bytes(&x, T, bf16);
-    m->bwd_comm += bwd_comm_bytes(&x, T, bf16);
+    m->fwd_comm += lc_mem_part_add(&m->fwd_parts, "Ulysses all-to-all buffer", LC_MEM_COMM, fwd_comm_bytes(&x, T, bf16));
+    m->bwd_comm += lc_mem_part_add(&m->bwd_parts, "Ulysses backward buffers (dq, dk, dv, pack, dout in head layout)",
+                                   LC_MEM_COMM, bwd_comm_bytes(&x, T, bf16));
   }
   return LC_OK;
 }

@@ -28,8 +28,9 @@ void lc_attn_local_mem(int Hq, int Hkv, int D, int T, int threads, int bf16, lc_
   const lc_attn_geom g = shape_of(Hq, Hkv, D, T, bf16);
   memset(m, 0, sizeof *m);
   m->saved = lse_bytes(Hq, T);
-  m->fwd_scratch = lc_scratch_flash(&g, 0, bf16, threads);
-  m->bwd_scratch = lse_bytes(Hq, T) + lc_scratch_flash(&g, 1, 0, threads);
+  m->fwd_scratch = lc_mem_part_add(&m->fwd_parts, "flash attention workspace", LC_MEM_SCRATCH, lc_scratch_flash(&g, 0, bf16, threads));
+  m->bwd_scratch = lc_mem_part_add(&m->bwd_parts, "attention delta", LC_MEM_SCRATCH, lse_bytes(Hq, T)) +
+                   lc_mem_part_add(&m->bwd_parts, "flash attention workspace", LC_MEM_SCRATCH, lc_scratch_flash(&g, 1, 0, threads));
 }
 
 // The per-token first-key bounds as a buffer (*lo; empty: plain causal): the caller's lo_buf,

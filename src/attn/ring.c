@@ -51,8 +51,11 @@ static geo geometry(const lc_ring *r) {
 // several ranks, the outer prefetch when there are several windows. Backward adds
 // dk/dv blocks: one or two step accumulators, the incoming partial and the window total
 // (inner ring), and one block per outer step sent back to its owner.
-static int n_kv_blocks(int cp, int w) { return 1 + (w > 1 ? 2 : 0) + (cp / w > 1 ? 1 : 0); }
+// With one context rank (pure Ulysses) nothing travels: the kernel reads k and v and
+// accumulates dk and dv in place, and the ring holds no block at all.
+static int n_kv_blocks(int cp, int w) { return cp == 1 ? 0 : 1 + (w > 1 ? 2 : 0) + (cp / w > 1 ? 1 : 0); }
 static int n_d_blocks(int cp, int w) {
+  if (cp == 1) return 0;
   int outer = cp / w;
   return (w > 1 ? 2 : 1) + (w > 1 || outer > 1 ? 1 : 0) + (w > 1 ? 1 : 0) + (outer - 1);
 }
@@ -72,10 +75,14 @@ void lc_ring_mem(int cp, int window, long S, int chunks, int Hq, int Hkv, int D,
                      .Hkv = Hkv, .D = D, .causal = 1, .scale = 1.0f};
   s.bf16 = bf16;
   const lc_dtype kv = bf16 ? LC_DT_BF16 : LC_DT_F32;
-  m->fwd_comm = lc_bytes(kv, blk * n_kv_blocks(cp, window));
-  m->fwd_scratch = lc_bytes(LC_DT_F32, fwd_tmp_floats(poll_rows, Hq, D)) + lc_scratch_flash(&s, 0, 0, threads);
-  m->bwd_comm = lc_bytes(kv, blk * n_kv_blocks(cp, window)) + lc_bytes(LC_DT_F32, blk * n_d_blocks(cp, window));
-  m->bwd_scratch = lc_bytes(LC_DT_F32, bwd_tmp_floats(Tc, poll_rows, Hq)) + lc_scratch_flash(&s, 1, 0, threads);
+  lc_mem_parts *f = &m->fwd_parts, *b = &m->bwd_parts;
+  m->fwd_comm = lc_mem_part_add(f, "ring k/v buffers", LC_MEM_COMM, lc_bytes(kv, blk * n_kv_blocks(cp, window)));
+  m->fwd_scratch = lc_mem_part_add(f, "ring merge tiles", LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, fwd_tmp_floats(poll_rows, Hq, D))) +
+                   lc_mem_part_add(f, "flash attention workspace", LC_MEM_SCRATCH, lc_scratch_flash(&s, 0, 0, threads));
+  m->bwd_comm = lc_mem_part_add(b, "ring k/v buffers", LC_MEM_COMM, lc_bytes(kv, blk * n_kv_blocks(cp, window))) +
+                lc_mem_part_add(b, "ring dk/dv buffers", LC_MEM_COMM, lc_bytes(LC_DT_F32, blk * n_d_blocks(cp, window)));
+  m->bwd_scratch = lc_mem_part_add(b, "ring delta", LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, bwd_tmp_floats(Tc, poll_rows, Hq))) +
+                   lc_mem_part_add(b, "flash attention workspace", LC_MEM_SCRATCH, lc_scratch_flash(&s, 1, 0, threads));
 }
 
 static int inner_next(const geo *g) { return g->W * g->w + (g->i + 1) % g->w; }
@@ -252,15 +259,16 @@ static lc_status rotate(lc_ring *r, const geo *g, lc_buf start, const lc_buf xy[
 typedef struct {
   lc_ring *r;
   const geo *g;
-  lc_buf out, lse, q, tmp_o, tmp_l, tmp_a, pack;
+  lc_buf out, lse, q, k, v, tmp_o, tmp_l, tmp_a, pack;
 } fwd_step;
 
 static lc_status fwd_compute(void *arg, int j, int owner, lc_buf cur, lc_buf_req *reqs, int nreq) {
   (void)j;
   const fwd_step *f = arg;
   const size_t n = f->g->nkv;
-  return fwd_block(f->r, f->g, owner, f->out, f->lse, f->q, lc_buf_view(cur, 0, n), lc_buf_view(cur, n, n), f->tmp_o,
-                   f->tmp_l, f->tmp_a, f->pack, reqs, nreq);
+  const int inplace = f->g->cp == 1; // (n_kv_blocks: no block, k and v read where they are)
+  return fwd_block(f->r, f->g, owner, f->out, f->lse, f->q, inplace ? f->k : lc_buf_view(cur, 0, n),
+                   inplace ? f->v : lc_buf_view(cur, n, n), f->tmp_o, f->tmp_l, f->tmp_a, f->pack, reqs, nreq);
 }
 
 lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc_buf v) {
@@ -277,7 +285,7 @@ lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc
   lc_buf kb = {0}, tb = {0};
   lc_buf pack = {0}, lo = {0};
   lc_status st = ring_lo(r, &g, &lo);
-  if (st == LC_OK) st = block(r, LC_MEM_COMM, lc_bytes(kdt, blk) * n_kv_blocks(g.cp, g.w), "ring k/v buffers", &kb);
+  if (st == LC_OK && g.cp > 1) st = block(r, LC_MEM_COMM, lc_bytes(kdt, blk) * n_kv_blocks(g.cp, g.w), "ring k/v buffers", &kb);
   if (st == LC_OK) st = block(r, LC_MEM_SCRATCH, lc_bytes(LC_DT_F32, fwd_tmp_floats(P, H, D)), "ring merge tiles", &tb);
   if (st == LC_OK && pbytes)
     st = lc_buf_alloc(r->be, LC_MEM_SCRATCH, LC_DT_U8, pbytes, 0, "ring k/v chunk packed for the kernel", &pack);
@@ -287,13 +295,14 @@ lc_status lc_ring_fwd(lc_ring *r, lc_buf out, lc_buf lse, lc_buf q, lc_buf k, lc
                tmp_l = lc_buf_part(tb, lc_bytes(LC_DT_F32, (size_t)P * H * D), (size_t)P * H, LC_DT_F32),
                tmp_a = lc_buf_part(tb, lc_bytes(LC_DT_F32, (size_t)P * H * D + (size_t)P * H), (size_t)P * H, LC_DT_F32);
   const size_t bb = lc_bytes(kdt, blk);
-  lc_buf start = lc_buf_part(kb, 0, blk, kdt), xy[2] = {{0}, {0}}, onext = {0};
+  lc_buf start = {0}, xy[2] = {{0}, {0}}, onext = {0};
   size_t bp = bb;
+  if (g.cp > 1) start = lc_buf_part(kb, 0, blk, kdt);
   if (g.w > 1) xy[0] = lc_buf_part(kb, bp, blk, kdt), xy[1] = lc_buf_part(kb, bp + bb, blk, kdt), bp += 2 * bb;
   if (g.outer > 1) onext = lc_buf_part(kb, bp, blk, kdt);
-  st = kv_store(start, k, v, g.nkv);
-  fwd_step f = {.r = r, .g = &g, .out = out, .lse = lse, .q = q, .tmp_o = tmp_o, .tmp_l = tmp_l, .tmp_a = tmp_a,
-                .pack = pack};
+  if (g.cp > 1) st = kv_store(start, k, v, g.nkv);
+  fwd_step f = {.r = r, .g = &g, .out = out, .lse = lse, .q = q, .k = k, .v = v, .tmp_o = tmp_o, .tmp_l = tmp_l,
+                .tmp_a = tmp_a, .pack = pack};
   const rotation rt = {.nreq = 4, .compute = fwd_compute, .arg = &f};
   if (st == LC_OK) st = rotate(r, &g, start, xy, onext, &rt);
 done:
@@ -352,7 +361,7 @@ static lc_status bwd_block(lc_ring *r, const geo *g, int owner, lc_buf dq, lc_bu
 typedef struct {
   lc_ring *r;
   const geo *g;
-  lc_buf dq, dk, dv, dout, lse, delta, q, tmp_l, tmp_d, pack;
+  lc_buf dq, dk, dv, dout, lse, delta, q, k, v, tmp_l, tmp_d, pack;
   lc_buf bd[2], acc_in, total, db;
   size_t owner_blocks, blk;
   lc_buf_req *oreq;
@@ -360,6 +369,7 @@ typedef struct {
 
 static lc_status bwd_pre(void *arg, int j, lc_buf_req *reqs) {
   const bwd_step *b = arg;
+  if (b->g->cp == 1) return LC_OK; // dk, dv accumulate in place (zeroed by lc_ring_bwd)
   lc_status st = LC_OK;
   if (j > 0) st = lc_buf_irecv(b->r->ctx, b->acc_in, inner_prev(b->g), TAG_DKV, &reqs[4]);
   // acc was sent two steps ago: that send must be done before it is reused.
@@ -372,6 +382,10 @@ static lc_status bwd_compute(void *arg, int j, int owner, lc_buf cur, lc_buf_req
   const bwd_step *b = arg;
   const size_t n = b->g->nkv;
   const lc_buf acc = b->bd[j % 2];
+  if (b->g->cp == 1) // (n_kv_blocks, n_d_blocks: no blocks; the same sums, into dk and dv from zero)
+    return bwd_block(b->r, b->g, owner, b->dq, lc_buf_view(b->dk, 0, n), lc_buf_view(b->dv, 0, n), b->dout, b->lse,
+                     b->delta, b->q, lc_buf_view(b->k, 0, n), lc_buf_view(b->v, 0, n), b->tmp_l, b->tmp_d, b->pack, reqs,
+                     nreq);
   return bwd_block(b->r, b->g, owner, b->dq, lc_buf_view(acc, 0, n), lc_buf_view(acc, n, n), b->dout, b->lse, b->delta,
                    b->q, lc_buf_view(cur, 0, n), lc_buf_view(cur, n, n), b->tmp_l, b->tmp_d, b->pack, reqs, nreq);
 }
@@ -394,6 +408,7 @@ static lc_status bwd_post(void *arg, int j, lc_buf_req *reqs) {
 static lc_status bwd_hop_end(void *arg, int o, lc_buf_req *reqs, lc_status st) {
   const bwd_step *b = arg;
   const geo *g = b->g;
+  if (g->cp == 1) return st; // (dk, dv already hold this rank's block's sums)
   const lc_buf win = g->w > 1 ? b->total : b->bd[0];
   if (st == LC_OK && g->w > 1) {
     lc_buf_req rq;
@@ -435,8 +450,8 @@ lc_status lc_ring_bwd(lc_ring *r, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, 
   lc_buf_req *oreq = calloc((size_t)n_owner + 1, sizeof *oreq);
   lc_status st = oreq ? LC_OK : lc_fail(LC_ENOMEM, "out of memory for ring requests");
   if (st == LC_OK) st = ring_lo(r, &g, &lo);
-  if (st == LC_OK) st = block(r, LC_MEM_COMM, bb * n_kv_blocks(g.cp, g.w), "ring k/v buffers", &kvk);
-  if (st == LC_OK) st = block(r, LC_MEM_COMM, lc_bytes(f32, n_d), "ring dk/dv buffers", &dbk);
+  if (st == LC_OK && g.cp > 1) st = block(r, LC_MEM_COMM, bb * n_kv_blocks(g.cp, g.w), "ring k/v buffers", &kvk);
+  if (st == LC_OK && g.cp > 1) st = block(r, LC_MEM_COMM, lc_bytes(f32, n_d), "ring dk/dv buffers", &dbk);
   if (st == LC_OK) st = block(r, LC_MEM_SCRATCH, lc_bytes(f32, bwd_tmp_floats(g.Tc, P, H)), "ring delta", &tk);
   if (st == LC_OK && pbytes)
     st = lc_buf_alloc(r->be, LC_MEM_SCRATCH, LC_DT_U8, pbytes, 0, "ring k/v chunk packed for the kernel", &pack);
@@ -450,19 +465,19 @@ lc_status lc_ring_bwd(lc_ring *r, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, 
     st = lc_be_attn_delta(lc_buf_view(delta, (size_t)a * H * g.Lc, (size_t)H * g.Lc), lc_buf_view(dout, qo, nq),
                           lc_buf_view(out, qo, nq), (int)g.Lc, H, D);
   }
-  lc_buf start = lc_buf_part(kvk, 0, blk, kdt), xy[2] = {{0}, {0}}, onext = {0};
+  lc_buf start = g.cp > 1 ? lc_buf_part(kvk, 0, blk, kdt) : (lc_buf){0}, xy[2] = {{0}, {0}}, onext = {0};
   size_t kp = bb;
   if (g.w > 1) xy[0] = lc_buf_part(kvk, kp, blk, kdt), xy[1] = lc_buf_part(kvk, kp + bb, blk, kdt), kp += 2 * bb;
   if (g.outer > 1) onext = lc_buf_part(kvk, kp, blk, kdt);
-  const lc_buf db = lc_buf_part(dbk, 0, n_d, f32);
-  lc_buf bd[2] = {lc_buf_view(db, 0, blk), {0}}, acc_in = {0}, total = {0};
+  const lc_buf db = g.cp > 1 ? lc_buf_part(dbk, 0, n_d, f32) : (lc_buf){0};
+  lc_buf bd[2] = {g.cp > 1 ? lc_buf_view(db, 0, blk) : (lc_buf){0}, {0}}, acc_in = {0}, total = {0};
   size_t bp = blk;
   if (g.w > 1) bd[1] = lc_buf_view(db, bp, blk), bp += blk;
   if (g.w > 1 || g.outer > 1) acc_in = lc_buf_view(db, bp, blk), bp += blk;
   if (g.w > 1) total = lc_buf_view(db, bp, blk), bp += blk;
   const size_t owner_blocks = bp;
-  if (st == LC_OK) st = kv_store(start, k, v, g.nkv);
-  bwd_step b = {.r = r, .g = &g, .dq = dq, .dk = dk, .dv = dv, .dout = dout, .lse = lse, .delta = delta, .q = q,
+  if (st == LC_OK && g.cp > 1) st = kv_store(start, k, v, g.nkv);
+  bwd_step b = {.r = r, .g = &g, .dq = dq, .dk = dk, .dv = dv, .dout = dout, .lse = lse, .delta = delta, .q = q, .k = k, .v = v,
                 .tmp_l = tmp_l, .tmp_d = tmp_d, .pack = pack, .bd = {bd[0], bd[1]}, .acc_in = acc_in, .total = total,
                 .db = db, .owner_blocks = owner_blocks, .blk = blk, .oreq = oreq};
   const rotation rt = {.nreq = 7, .pre = bwd_pre, .compute = bwd_compute, .post = bwd_post, .hop_end = bwd_hop_end,

@@ -97,6 +97,9 @@ lc_status lc_cli_kernels(const char *spec);
 #include "plan/rates.h"
 // plan --auto / --longest (plan_auto.c): prints the search; the exit code.
 #include "plan/layout_search.h"
+// plan --peak-detail (plan_detail.c): the buffers live at the total peak, as a table.
+#include "model/memplan.h"
+void lc_plan_print_peak_detail(const lc_mem_estimate *e);
 int lc_plan_auto(const lc_config *cfg, const lc_model_opts *base, long S, const lc_search_opts *so, const lc_rates *r,
                  int auto_, int longest, int top, const char *model, double mem_gib, const char *extra,
                  const char *host_src);

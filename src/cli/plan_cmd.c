@@ -32,7 +32,7 @@ int lc_cmd_plan(int argc, char **argv) {
   const char *cp_layout = NULL, *offload = NULL;
   const char *head_chunk_s = "all";
   const char *machine = NULL, *hardware = NULL, *placement = "head-first";
-  int auto_ = 0, longest = 0, per_node = 0, top = 5, lora = 0;
+  int auto_ = 0, longest = 0, per_node = 0, top = 5, lora = 0, peak_detail = 0;
   const char *lora_targets = NULL, *base_dtype = NULL;
   float lora_dropout = 0;
   float budget_gib = 20.0f, gflops = 200.0f, host_mem_gib = 0;
@@ -75,6 +75,7 @@ int lc_cmd_plan(int argc, char **argv) {
       {"lora-targets", LC_ARG_STR, &lora_targets, "as train: the adapted projections (default all: q,k,v,o,gate,up,down)", 0},
       {"lora-dropout", LC_ARG_FLOAT, &lora_dropout, "as train: dropout on the adapters' input (its masked copies' scratch and passes)", 0},
       {"top", LC_ARG_INT, &top, "layouts --auto prints (default 5)", 0},
+      {"peak-detail", LC_ARG_BOOL, &peak_detail, "also list the buffers live at the total peak: each one's bytes, bytes per local token, category and the phase holding it (their sum is the total peak; one layout: not with --auto or --longest)", 0},
   };
   const int nf = (int)(sizeof flags / sizeof flags[0]);
   if (lc_args_wants_help(argc, argv)) {
@@ -134,6 +135,9 @@ int lc_cmd_plan(int argc, char **argv) {
       st = lc_fail(LC_EINVAL, "--%s is chosen by --auto/--longest (%s); leave it out", chosen[i],
                    i == 0 ? "per layout: all heads, or the largest chunk that fits" : i == 1 ? "the plain ring: windows are priced alike"
                    : i == 2 ? "one sequence per data-parallel group" : "the step time comes from the rates");
+  if (st == LC_OK && peak_detail && (auto_ || longest))
+    st = lc_fail(LC_EINVAL, "--peak-detail lists one layout's peak: give --seq and the layout (--hp, --cp, ...) instead of --%s",
+                 auto_ ? "auto" : "longest");
   if (st == LC_OK && longest && seq_s) st = lc_fail(LC_EINVAL, "--longest searches the sequence length: leave out --seq");
   if (st == LC_OK && lora < 0) st = lc_fail(LC_EINVAL, "--lora %d: give the adapters' rank (>= 1), or 0 for none", lora);
   if (st == LC_OK && lora_targets && !lora) st = lc_fail(LC_EINVAL, "--lora-targets needs --lora R");
@@ -309,6 +313,7 @@ int lc_cmd_plan(int argc, char **argv) {
   }
   snprintf(b2, sizeof b2, "%.0f", (double)(e.total - e.persistent) / (double)e.T);
   printf("| total peak | %s | %s (all but params, grads, optimizer) |\n", lc_fmt_bytes(b, sizeof b, (double)e.total), b2);
+  if (peak_detail) lc_plan_print_peak_detail(&e);
   if (e.offload)
     printf("\nModel states per rank in host memory (--offload-optimizer): %s held for the whole step (params + grads + "
            "AdamW), %s with the host's temporary units and a gradient's landing buffer; %.2f bytes per parameter. The "

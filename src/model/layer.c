@@ -63,11 +63,19 @@ static size_t datt_floats(const lc_config *cfg, int T) {
   size_t HQ = (size_t)cfg->n_heads * cfg->head_dim, C = (size_t)cfg->dim;
   return (size_t)T * (HQ > C ? HQ : C);
 }
-static size_t attn_bwd_bytes(const lc_config *cfg, int T, int bf16) {
+// dq lives in x_mid's storage when it fits (HQ <= C): the MLP half of backward is the last
+// reader of x_mid (its norm's input), so during the attention half that fp32 [T,C] is free.
+static int dq_in_xmid(const lc_config *cfg) { return cfg->n_heads * cfg->head_dim <= cfg->dim; }
+static size_t attn_bwd_parts(const lc_config *cfg, int T, int bf16, lc_mem_parts *ps) {
   size_t HQ = (size_t)cfg->n_heads * cfg->head_dim, HKV = (size_t)cfg->n_kv_heads * cfg->head_dim;
-  return AL64(lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, datt_floats(cfg, T))) + AL64(lc_bytes(LC_DT_F32, (size_t)T * HQ)) +
-         2 * AL64(lc_bytes(LC_DT_F32, (size_t)T * HKV));
+  const int S = LC_MEM_SCRATCH;
+  return lc_mem_part_add(ps, bf16 ? "layer bwd: dout area (dx, then datt, rounded)" : "layer bwd: dout area (datt, then dn1)", S,
+                         AL64(lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, datt_floats(cfg, T)))) +
+         lc_mem_part_add(ps, "layer bwd: dq (token layout, fp32)", S,
+                         dq_in_xmid(cfg) ? 0 : AL64(lc_bytes(LC_DT_F32, (size_t)T * HQ))) +
+         lc_mem_part_add(ps, "layer bwd: dk, dv (token layout, fp32)", S, 2 * AL64(lc_bytes(LC_DT_F32, (size_t)T * HKV)));
 }
+static size_t attn_bwd_bytes(const lc_config *cfg, int T, int bf16) { return attn_bwd_parts(cfg, T, bf16, NULL); }
 // bf16: the fp32 projection q, k or v is computed in before RoPE and rounding (T*HQ floats).
 static size_t proj_tmp_bytes(const lc_config *cfg, int T, int bf16) {
   return bf16 ? lc_bytes(LC_DT_F32, (size_t)T * cfg->n_heads * cfg->head_dim) : 0;
@@ -128,14 +136,20 @@ void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_
   const size_t mlp_bwd_mm = max3(max3(tiled ? max3(mm_fwd(cfg, LC_LORA_GATE, bf16, dt, dt, dt, tile, C, F), mm_fwd(cfg, LC_LORA_UP, bf16, dt, dt, dt, tile, C, F), 0) : 0, tiled ? lg_f : 0, 0),
                                  max3(mm_bwd(cfg, LC_LORA_DOWN, bf16, dt, dt, dt, tile, F, C), ld_b, 0),
                                  max3(max3(mm_bwd(cfg, LC_LORA_GATE, bf16, dt, dt, dt, tile, C, F), mm_bwd(cfg, LC_LORA_UP, bf16, dt, dt, dt, tile, C, F), 0), lg_b, 0));
-  m->mlp_fwd = (tiled ? mlp_fwd_bytes(cfg, tile, dt) : 0) + mlp_fwd_mm;
-  m->mlp_bwd = mlp_grad_bytes(cfg, tile, bf16) + (tiled ? mlp_fwd_bytes(cfg, tile, dt) : 0) + mlp_bwd_mm;
-  m->attn_bwd = attn_bwd_bytes(cfg, T, bf16);
+  memset(m, 0, sizeof *m);
+  const int S = LC_MEM_SCRATCH;
+  m->mlp_fwd = lc_mem_part_add(&m->mlp_fwd_parts, "MLP tile (norm, rstd, gate, up, h)", S, tiled ? mlp_fwd_bytes(cfg, tile, dt) : 0) +
+               lc_mem_part_add(&m->mlp_fwd_parts, "MLP GEMM operand packing", S, mlp_fwd_mm);
+  m->mlp_bwd = lc_mem_part_add(&m->mlp_bwd_parts, "MLP backward tile (dh, dg, du, dn2)", S, mlp_grad_bytes(cfg, tile, bf16)) +
+               lc_mem_part_add(&m->mlp_bwd_parts, "MLP recompute tile", S, tiled ? mlp_fwd_bytes(cfg, tile, dt) : 0) +
+               lc_mem_part_add(&m->mlp_bwd_parts, "MLP GEMM operand packing", S, mlp_bwd_mm);
+  m->attn_bwd = attn_bwd_parts(cfg, T, bf16, &m->attn_bwd_parts);
   const size_t lqkv_f = max3(lora_fwd_b(cfg, LC_LORA_Q, bf16, f32, dt, T, C, HQ), lora_fwd_b(cfg, LC_LORA_K, bf16, f32, dt, T, C, HKV),
                              lora_fwd_b(cfg, LC_LORA_V, bf16, f32, dt, T, C, HKV));
   const size_t proj_mm = proj_tmp_bytes(cfg, T, bf16) + max3(mm_fwd(cfg, LC_LORA_Q, bf16, f32, dt, dt, T, C, HQ),
                                                                 max3(mm_fwd(cfg, LC_LORA_K, bf16, f32, dt, dt, T, C, HKV), mm_fwd(cfg, LC_LORA_V, bf16, f32, dt, dt, T, C, HKV), 0), lqkv_f);
   m->attn_fwd_mm = max3(proj_mm, mm_fwd(cfg, LC_LORA_O, bf16, f32, dt, dt, T, HQ, C), lora_fwd_b(cfg, LC_LORA_O, bf16, f32, dt, T, HQ, C));
+  lc_mem_part_add(&m->attn_fwd_mm_parts, "projection GEMMs: fp32 q/k/v before rounding, operand packing", S, m->attn_fwd_mm);
   const size_t datt32 = bf16 ? lc_bytes(f32, (size_t)T * HQ) : 0, dn1 = bf16 ? lc_bytes(f32, (size_t)T * C) : 0;
   m->attn_bwd_mm = m->attn_bwd + max3(datt32 + max3(mm_bwd(cfg, LC_LORA_O, bf16, dt, dt, dt, T, HQ, C),
                                                     lora_bwd_b(cfg, LC_LORA_O, bf16, dt, dt, T, HQ, C), 0),
@@ -144,6 +158,9 @@ void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_
                                       dn1 + max3(max3(mm_bwd(cfg, LC_LORA_K, bf16, f32, dt, dt, T, C, HKV), mm_bwd(cfg, LC_LORA_V, bf16, f32, dt, dt, T, C, HKV), 0),
                                                  lora_bwd_b(cfg, LC_LORA_K, bf16, f32, dt, T, C, HKV),
                                                  lora_bwd_b(cfg, LC_LORA_V, bf16, f32, dt, T, C, HKV)));
+  lc_mem_parts_append(&m->attn_bwd_mm_parts, &m->attn_bwd_parts, NULL);
+  lc_mem_part_add(&m->attn_bwd_mm_parts, "projection GEMMs' backward: fp32 datt or dn1, operand packing", S,
+                  m->attn_bwd_mm - m->attn_bwd);
 }
 
 #define PAD16(n) (((size_t)(n) + 15) & ~(size_t)15)
@@ -390,13 +407,14 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   const size_t TC = (size_t)T * C, TQ = (size_t)T * HQ, TK = (size_t)T * HKV;
   LC_TRY(mlp_bwd(c, w, g, a, dx)); // dx: dL/dx_out -> dL/dx_mid
 
-  // Attention half (attn_bwd_bytes): the dout area, dq [T,HQ], dk, dv [T,HKV]; bf16: the fp32
-  // datt and dn1 in blocks of their own.
+  // Attention half (attn_bwd_bytes): the dout area, dq [T,HQ] (in x_mid, dead by now, when it
+  // fits: dq_in_xmid), dk, dv [T,HKV]; bf16: the fp32 datt and dn1 in blocks of their own.
   const int b16 = c->bf16;
   lc_buf_carver k;
   LC_TRY(block(c, attn_bwd_bytes(cfg, T, b16), "attention backward buffers", &k));
   const lc_buf dbuf = lc_buf_cut(&k, datt_floats(cfg, T), b16 ? LC_DT_BF16 : LC_DT_F32);
-  const lc_buf dq = lc_buf_cut(&k, TQ, LC_DT_F32), dk = lc_buf_cut(&k, TK, LC_DT_F32), dv = lc_buf_cut(&k, TK, LC_DT_F32);
+  const lc_buf dq = dq_in_xmid(cfg) ? lc_buf_view(a->x_mid, 0, TQ) : lc_buf_cut(&k, TQ, LC_DT_F32);
+  const lc_buf dk = lc_buf_cut(&k, TK, LC_DT_F32), dv = lc_buf_cut(&k, TK, LC_DT_F32);
   lc_buf datt = NONE, dn1 = NONE;
   if (b16) {
     const lc_status s0 = lc_buf_alloc(c->be, LC_MEM_SCRATCH, LC_DT_F32, TQ, 0, "attention output gradient (fp32)", &datt);

@@ -106,6 +106,9 @@ typedef struct {
   // fp32 projection each is computed in before RoPE and rounding into its 2-byte slot),
   // and those of backward on top of attn_bwd (attn_bwd_mm = attn_bwd + packing).
   size_t attn_fwd_mm, attn_bwd_mm;
+  // The same bytes as named parts (the memory model's peak detail): mlp_fwd, mlp_bwd,
+  // attn_bwd, and what attn_fwd_mm and attn_bwd_mm hold beyond attn_bwd.
+  lc_mem_parts mlp_fwd_parts, mlp_bwd_parts, attn_bwd_parts, attn_fwd_mm_parts, attn_bwd_mm_parts;
 } lc_layer_mem;
 // With cfg->lora (rank > 0) the adapters' calls (lc_lora_*_bytes) count at their GEMMs' moments.
 void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_layer_mem *m);

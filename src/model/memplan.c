@@ -230,6 +230,55 @@ static int default_threads(void) {
 #endif
 }
 
+// The buffers live at the total's peak (out->total_phase) as named parts, in the same terms
+// the total adds up: the persistent states, checkpoints and activations held for the step or
+// the pass; then the phase's moment, the strategy's call (scratch + comm) or the projection
+// GEMMs' moment (mm), whichever the total took; and ZeRO's or the offload's units in use.
+static void peak_detail(lc_mem_estimate *out, const lc_config *cfg, const lc_model_opts *o, const lc_attn_mem *am,
+                        const lc_layer_mem *lm, const size_t *s, const size_t *c,
+                        const size_t *mm, const size_t *zb) {
+  lc_mem_parts *d = &out->detail, tmp;
+  const int p = out->total_phase;
+  const char *ph = lc_mem_phase_name((lc_mem_phase)p);
+  memset(d, 0, sizeof *d);
+  if (!out->offload) { // (LoRA: the frozen base's and the adapters' states together)
+    lc_mem_part_add(d, "parameters", LC_MEM_PARAMS, out->peak[LC_MEM_PARAMS]);
+    lc_mem_part_add(d, "gradients (persistent)", LC_MEM_GRADS, out->model_states - out->peak[LC_MEM_PARAMS] -
+                                                                   out->peak[LC_MEM_OPTIM]);
+    lc_mem_part_add(d, "AdamW m and v", LC_MEM_OPTIM, out->peak[LC_MEM_OPTIM]);
+    for (int i = 0; i < d->n; i++) d->p[i].held = "the whole step";
+  }
+  memset(&tmp, 0, sizeof tmp);
+  lc_mem_parts ck, ac;
+  memset(&ck, 0, sizeof ck), memset(&ac, 0, sizeof ac);
+  lc_model_pass_parts(cfg, o, (int)out->T, am->saved, &ck, &ac);
+  if (out->offload) lc_mem_part_add(&ac, "token ids on the device (int32)", LC_MEM_ACT, lc_bytes(LC_DT_I32, (size_t)out->T));
+  lc_mem_parts_append(d, &ck, "forward to backward (its layer's)");
+  lc_mem_parts_append(d, &ac, "the whole pass");
+  const int call = s[p] + c[p] >= mm[p];
+  switch (p) {
+  case LC_PHASE_ATTN_FWD: lc_mem_parts_append(d, call ? &am->fwd_parts : &lm->attn_fwd_mm_parts, ph); break;
+  case LC_PHASE_MLP_FWD: lc_mem_parts_append(d, &lm->mlp_fwd_parts, ph); break;
+  case LC_PHASE_LOSS:
+    lc_mem_part_add(&tmp, "loss tile (normed rows, logits, their gradient)", LC_MEM_SCRATCH, s[p]);
+    lc_mem_parts_append(d, &tmp, ph);
+    break;
+  case LC_PHASE_MLP_BWD: lc_mem_parts_append(d, &lm->mlp_bwd_parts, ph); break;
+  case LC_PHASE_ATTN_BWD:
+    if (call) {
+      lc_mem_parts_append(d, &lm->attn_bwd_parts, ph);
+      lc_mem_parts_append(d, &am->bwd_parts, ph);
+    } else lc_mem_parts_append(d, &lm->attn_bwd_mm_parts, ph);
+    break;
+  default: break;
+  }
+  memset(&tmp, 0, sizeof tmp);
+  lc_mem_part_add(&tmp, out->offload ? "units in use: compute copies and gradients (device side of the offload)"
+                                     : "units in use: ZeRO's gathered weights and temporary gradients",
+                  -1, zb[p]);
+  lc_mem_parts_append(d, &tmp, ph);
+}
+
 lc_status lc_memplan_predict(const lc_config *cfg, const lc_model_opts *o, long seq, int hp, int cp,
                              int window, int threads, lc_mem_estimate *out) {
   return lc_memplan_predict_hc(cfg, o, seq, hp, cp, window, 0, threads, out);
@@ -330,7 +379,8 @@ lc_status lc_memplan_predict_hc(const lc_config *cfg, const lc_model_opts *o, lo
     LC_TRY(offload_transients(cfg, o, stage, Z, zg, zr, zb, LC_PHASE_N));
   }
 
-  size_t best = 0, grad_tmp = 0;
+  size_t best = 0, grad_tmp = 0, s0[LC_PHASE_N];
+  memcpy(s0, s, sizeof s0); // (s[] becomes each phase's scratch peak below)
   // bf16: the attention half's GEMMs pack operands while no communication buffer is live
   // (outside the strategy's calls): a moment of scratch alone within those phases.
   size_t mm[LC_PHASE_N] = {0};
@@ -349,6 +399,7 @@ lc_status lc_memplan_predict_hc(const lc_config *cfg, const lc_model_opts *o, lo
   out->model_states_peak = out->peak[LC_MEM_PARAMS] + out->peak[LC_MEM_GRADS] + out->peak[LC_MEM_OPTIM] +
                            out->peak[LC_MEM_GATHERED];
   out->total = out->persistent + out->peak[LC_MEM_CKPT] + out->peak[LC_MEM_ACT] + best;
+  peak_detail(out, cfg, o, &am, &lm, s0, c, mm, zb);
   return LC_OK;
 }
 

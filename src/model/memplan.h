@@ -58,6 +58,9 @@ typedef struct {
   // rounded copies and temporary gradients, one unit's landing buffer), per rank. 0 otherwise.
   int offload;
   size_t host_bytes;
+  // The buffers live at the moment of the total peak, named as the allocating code names
+  // them, each with its category and the phase holding it; their bytes sum to total.
+  lc_mem_parts detail;
 } lc_mem_estimate;
 
 // ZeRO's temporary units per phase of a training pass: the largest gathered weights

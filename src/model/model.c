@@ -168,6 +168,30 @@ void lc_model_pass_bytes(const lc_config *cfg, const lc_model_opts *o, int T,
   *act = shared;
 }
 
+// The groups' names, as the carving below cuts them.
+static const char *const group_name[G_N] = {
+    [G_PROJ] = "ln1, x_mid (dq in the attention backward when HQ <= C), rstd1 (+ qk-norm)", [G_QKV] = "q, k, v (token layout)", [G_ATT] = "attention output",
+    [G_SAVED] = "attention state kept (LSE; Ulysses head-layout q/k/v/out)", [G_MLP] = "MLP ln2, rstd2, gate, up, h"};
+static const char *const kept_name[G_N] = {
+    [G_PROJ] = "checkpoint: ln1, x_mid, rstd1", [G_QKV] = "checkpoint: q, k, v", [G_ATT] = "checkpoint: attention output",
+    [G_SAVED] = "checkpoint: attention state", [G_MLP] = "checkpoint: MLP ln2, gate, up, h"};
+
+void lc_model_pass_parts(const lc_config *cfg, const lc_model_opts *o, int T, size_t attn_saved_bytes,
+                         lc_mem_parts *ckpt, lc_mem_parts *act) {
+  const int C = cfg->dim, D = cfg->head_dim;
+  const act_sizes sz = act_group_sizes(cfg, T, attn_saved_bytes, !lc_tile_splits(o->mlp_tile, T),
+                                       lc_layer_act_dt(o->precision == LC_DT_BF16));
+  const act_plan pl = plan_acts(o);
+  const size_t n = lc_ckstore_bytes(cfg->n_layers, 1, o->offload_dir != NULL); // layers held in memory
+  lc_mem_part_add(ckpt, "checkpoint: layer input as stored", LC_MEM_CKPT, n * lc_bytes(xin_dtype(o), xin_elems(cfg, T)));
+  lc_mem_part_add(act, "final hidden state x_L (fp32)", LC_MEM_ACT, f32b((size_t)T * C));
+  lc_mem_part_add(act, "residual gradient dx (fp32)", LC_MEM_ACT, f32b((size_t)T * C));
+  lc_mem_part_add(act, "RoPE cos/sin tables", LC_MEM_ACT, 2 * f32b((size_t)T * (D / 2)));
+  for (int g = 0; g < G_N; g++)
+    if (pl.keep[g]) lc_mem_part_add(ckpt, kept_name[g], LC_MEM_CKPT, n * sz.g[g]);
+    else lc_mem_part_add(act, group_name[g], LC_MEM_ACT, sz.g[g]);
+}
+
 // Where each layer's checkpoint block holds what the policy keeps: the layer input (as
 // stored), then the kept groups; the rest of the layer's activations are views of the
 // shared working storage.

@@ -106,6 +106,10 @@ lc_status lc_model_fwd_bwd(lc_model *m, const lc_model_opts *o, lc_attn *attn, c
 void lc_model_pass_bytes(const lc_config *cfg, const lc_model_opts *o, int T,
                          size_t attn_saved_bytes, size_t *ckpt, size_t *act);
 
+// The same bytes as named parts (the memory model's peak detail): their sums are *ckpt and *act.
+void lc_model_pass_parts(const lc_config *cfg, const lc_model_opts *o, int T, size_t attn_saved_bytes,
+                         lc_mem_parts *ckpt, lc_mem_parts *act);
+
 // The RoPE tables [T, D/2] of the model's RoPE (with its scaling) at positions pos, for a
 // sequence whose largest position + 1 is rope_len (0: the largest of pos, + 1).
 void lc_model_rope_table(const lc_config *cfg, int rope_len, const int *pos, int T, float *cos_t, float *sin_t);
