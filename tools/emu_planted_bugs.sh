@@ -16,7 +16,7 @@ trap 'restore; rm -rf "$saved"' EXIT INT TERM
 
 # name | file | perl substitution (must change the file)
 bugs=(
-  "a: an A fragment one row group off (rows g+16 instead of g+8)|$k/cuda_flash_mma.cu|s/qf\[kk\]\[1\] = fl_lds32\(b \+ 8 \* LQ\);/qf[kk][1] = fl_lds32(b + 16 * LQ);/"
+  "a: an A fragment one row group off (ldmatrix rows g+16 instead of g+8)|$k/cuda_flash_mma.cu|s/base \+ \(\(mi & 1\) \* 8 \+ r\) \* ld \+ col0/base + ((mi \& 1) * 16 + r) * ld + col0/"
   "b: the mma forward's barrier before a tile's loads removed|$k/cuda_flash_mma.cu|s/^    __syncthreads\(\); \/\/ the previous tile is no longer read\n//m"
   "c: the causal skip of query blocks one block early (mma dk/dv)|$k/cuda_flash_mma.cu|s/p\.q_start \+ i0 \+ FL_BQ - 1 < kfirst\) break;/p.q_start + i0 + FL_BQ - 1 < kfirst + FL_BK) break;/"
   "d: a reduction order changed (the double shuffle tree's offsets reversed)|$k/cuda_elem.cu|s/for \(int off = 16; off > 0; off >>= 1\) v = __dadd_rn/for (int off = 1; off < 32; off <<= 1) v = __dadd_rn/"

@@ -9,8 +9,10 @@ namespace {
 // warps owns 64 query rows (warp w: rows 16w..16w+15) and walks the key tiles of 64 the
 // block can see. Per tile: S = Q K^T (mma), times sl2, masked, the online softmax (max rounded
 // up to an integer, the CPU's exp2), P rounded to bf16 and fed from the accumulators straight
-// into the A operand of O += P V (mma). Shared memory (bf16 bits): Q [64][D+8], K [64][D+8],
-// V transposed [D][64+8] (rows 16 bytes + 4 words apart: conflict-free fragment loads).
+// into the A operand of O += P V (mma). Shared memory (bf16 bits): Q, K, V [64][D+8], all
+// natural (rows 16 bytes apart beyond D: the 8 rows one ldmatrix phase reads fall in 8
+// distinct 16-byte bank groups, conflict-free). Fragments come from ldmatrix (fl_ldsm_*): A
+// and K's B fragments plain, V's B fragments with .trans (V is read transposed).
 // Fragment layouts (PTX ISA, m16n8k16, g = lane / 4, t = lane % 4):
 //   A (16x16, row): reg0 (g, 2t..2t+1), reg1 (g+8, 2t..), reg2 (g, 2t+8..), reg3 (g+8, 2t+8..)
 //   B (16x8, col):  reg0 (k 2t..2t+1, n g), reg1 (k 2t+8..2t+9, n g)
@@ -41,14 +43,54 @@ __device__ __forceinline__ uint32_t fl_bits(const void *x, int is16, size_t i) {
 __device__ __forceinline__ uint32_t fl_pack2(float lo, float hi) {
   return (__float_as_uint(fl_round_daz(lo)) >> 16) | (__float_as_uint(fl_round_daz(hi)) & 0xffff0000u);
 }
-__device__ __forceinline__ uint32_t fl_lds32(const uint16_t *p) { return *(const uint32_t *)p; }
+
+// ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16: lane 8 i + r gives row r of matrix i (16
+// bytes, 16-byte aligned, in shared memory); register i receives matrix i's (row g, cols 2t,
+// 2t+1), with .trans (rows 2t, 2t+1, col g) (PTX ISA 8.x, 9.7.14.5.15). One instruction per
+// four 8x8 tiles instead of 8 scalar shared loads per lane: a phase reads 8 whole 16-byte
+// rows. (The CPU emulation, emu/cuda_emu.h, gathers the warp's row addresses, checks each is
+// an aligned shared address, and reads by the same layout.)
+template <int TRANS>
+__device__ __forceinline__ void fl_ldsm_x4(uint32_t r[4], const uint16_t *row) {
+#ifdef LCC_EMU
+  lcc_emu::ldmatrix_x4<TRANS>(r, row, TRANS ? "ldmatrix.x4.trans" : "ldmatrix.x4");
+#else
+  const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+  if (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+#endif
+}
+// A fragment (16x16, row) of the 16-row slab at base (rows ld halves apart), columns
+// col0..col0+15: matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15) in the order a0..a3.
+__device__ __forceinline__ void fl_lda(uint32_t a[4], const uint16_t *base, int ld, int col0) {
+  const int lane = threadIdx.x & 31, mi = lane >> 3, r = lane & 7;
+  fl_ldsm_x4<0>(a, base + ((mi & 1) * 8 + r) * ld + col0 + (mi >> 1) * 8);
+}
+// B fragments of two n-tiles (n0, n0 + 8) from a tile stored [n][k] (rows ld halves apart),
+// k index k0..k0+15: b[0], b[1] for n-tile n0, b[2], b[3] for n-tile n0 + 8.
+__device__ __forceinline__ void fl_ldb2(uint32_t b[4], const uint16_t *base, int ld, int n0, int k0) {
+  const int lane = threadIdx.x & 31, mi = lane >> 3, r = lane & 7;
+  fl_ldsm_x4<0>(b, base + (n0 + (mi >> 1) * 8 + r) * ld + k0 + (mi & 1) * 8);
+}
+// The same from a tile stored [k][n] (read transposed: .trans), k index k0..k0+15.
+__device__ __forceinline__ void fl_ldb2t(uint32_t b[4], const uint16_t *base, int ld, int k0, int n0) {
+  const int lane = threadIdx.x & 31, mi = lane >> 3, r = lane & 7;
+  fl_ldsm_x4<1>(b, base + (k0 + (mi & 1) * 8 + r) * ld + n0 + (mi >> 1) * 8);
+}
 
 // 64 rows of D bf16 values (row r of the tile at element off + r * ld of x) into shared
-// memory: natural dn[r * LN + d] (LN > 0) and / or transposed dt[d * LT + r] (LT > 0); rows
-// past nrows are 0.
-template <int D, int LN, int LT, int NT>
-__device__ __forceinline__ void fl_load_bf16(uint16_t *dn, uint16_t *dt, const void *x, int is16, size_t off,
-                                             size_t ld, long nrows) {
+// memory dn[r * LN + d], two values per 4-byte store; rows past nrows are 0.
+template <int D, int LN, int NT>
+__device__ __forceinline__ void fl_load_bf16(uint16_t *dn, const void *x, int is16, size_t off, size_t ld,
+                                             long nrows) {
   for (int e = threadIdx.x; e < 64 * (D / 2); e += NT) {
     const int r = e / (D / 2), d = 2 * (e - r * (D / 2));
     uint32_t lo = 0, hi = 0;
@@ -57,26 +99,22 @@ __device__ __forceinline__ void fl_load_bf16(uint16_t *dn, uint16_t *dt, const v
       lo = fl_bits(x, is16, o);
       hi = fl_bits(x, is16, o + 1);
     }
-    if (LN > 0) *(uint32_t *)(dn + r * LN + d) = lo | (hi << 16);
-    if (LT > 0) {
-      dt[d * LT + r] = (uint16_t)lo;
-      dt[(d + 1) * LT + r] = (uint16_t)hi;
-    }
+    *(uint32_t *)(dn + r * LN + d) = lo | (hi << 16);
   }
 }
 
 template <int D>
 constexpr size_t fl_mma_fwd_smem() {
-  return sizeof(uint16_t) * (2 * 64 * (D + 8) + D * (64 + 8));
+  return sizeof(uint16_t) * (3 * 64 * (D + 8));
 }
 
 template <int D>
 __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *out, float *lse, const void *q,
                                                                  const void *k, const void *v) {
-  constexpr int LQ = D + 8, LV = FL_BK + 8, NKD = D / 16, NDN = D / 8;
+  constexpr int LQ = D + 8, NKD = D / 16, NDN = D / 8;
   LCC_EXTERN_SHARED(uint16_t, smh, 16);
   LCC_SHARED(long, red, [16]);
-  uint16_t *Qs = smh, *Ks = Qs + 64 * LQ, *Vt = Ks + 64 * LQ;
+  uint16_t *Qs = smh, *Ks = Qs + 64 * LQ, *Vs = Ks + 64 * LQ;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int h = blockIdx.y, g = h / p.grp;
   const long i0 = (long)blockIdx.x * FL_BQ;
@@ -93,36 +131,32 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *o
   }
   fl_block_minmax<FL_MMA_THREADS>(&bb, &be, red);
   const size_t ldq = (size_t)p.Hq * D, ldk = (size_t)p.Hkv * D;
-  fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Qs, nullptr, q, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
+  fl_load_bf16<D, LQ, FL_MMA_THREADS>(Qs, q, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
   __syncthreads();
   uint32_t qf[NKD][4];
 #pragma unroll
-  for (int kk = 0; kk < NKD; kk++) {
-    const uint16_t *b = Qs + (w * 16 + gq) * LQ + kk * 16 + 2 * tq;
-    qf[kk][0] = fl_lds32(b);
-    qf[kk][1] = fl_lds32(b + 8 * LQ);
-    qf[kk][2] = fl_lds32(b + 8);
-    qf[kk][3] = fl_lds32(b + 8 * LQ + 8);
-  }
+  for (int kk = 0; kk < NKD; kk++) fl_lda(qf[kk], Qs + w * 16 * LQ, LQ, kk * 16);
   float o[NDN][4];
 #pragma unroll
   for (int n = 0; n < NDN; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   for (long j0 = be > bb ? bb / FL_BK * FL_BK : be; j0 < be; j0 += FL_BK) {
     __syncthreads(); // the previous tile is no longer read
-    fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Ks, nullptr, k, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
-    fl_load_bf16<D, 0, LV, FL_MMA_THREADS>(nullptr, Vt, v, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
+    fl_load_bf16<D, LQ, FL_MMA_THREADS>(Ks, k, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
+    fl_load_bf16<D, LQ, FL_MMA_THREADS>(Vs, v, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
     __syncthreads();
     float sc[8][4];
 #pragma unroll
-    for (int n = 0; n < 8; n++) {
-      sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+    for (int n = 0; n < 8; n++) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
 #pragma unroll
-      for (int kk = 0; kk < NKD; kk++) {
-        const uint16_t *b = Ks + (n * 8 + gq) * LQ + kk * 16 + 2 * tq;
-        fl_mma(sc[n], qf[kk], fl_lds32(b), fl_lds32(b + 8));
+    for (int n = 0; n < 8; n += 2)
+#pragma unroll
+      for (int kk = 0; kk < NKD; kk++) { // each accumulator still sums its k-steps in order
+        uint32_t b[4];
+        fl_ldb2(b, Ks, LQ, n * 8, kk * 16);
+        fl_mma(sc[n], qf[kk], b[0], b[1]);
+        fl_mma(sc[n + 1], qf[kk], b[2], b[3]);
       }
-    }
 #pragma unroll
     for (int e = 0; e < 2; e++) { // row half: accumulator regs 2e, 2e+1
       float mx = -INFINITY;
@@ -170,9 +204,11 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *o
       a[2] = fl_pack2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
       a[3] = fl_pack2(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
 #pragma unroll
-      for (int n = 0; n < NDN; n++) {
-        const uint16_t *b = Vt + (n * 8 + gq) * LV + kk * 16 + 2 * tq;
-        fl_mma(o[n], a, fl_lds32(b), fl_lds32(b + 8));
+      for (int n = 0; n < NDN; n += 2) {
+        uint32_t b[4];
+        fl_ldb2t(b, Vs, LQ, kk * 16, n * 8);
+        fl_mma(o[n], a, b[0], b[1]);
+        fl_mma(o[n + 1], a, b[2], b[3]);
       }
     }
   }
@@ -192,44 +228,27 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *o
   }
 }
 
-// A fragment of the 16-row slab at base (rows ld halves apart), columns col0..col0+15.
-__device__ __forceinline__ void fl_lda(uint32_t a[4], const uint16_t *base, int ld, int col0) {
-  const int lane = threadIdx.x & 31;
-  const uint16_t *b = base + (lane >> 2) * ld + col0 + 2 * (lane & 3);
-  a[0] = fl_lds32(b);
-  a[1] = fl_lds32(b + 8 * ld);
-  a[2] = fl_lds32(b + 8);
-  a[3] = fl_lds32(b + 8 * ld + 8);
-}
-// B fragment: n index n0 + g along the rows of base (ld halves apart), k index k0.. along them.
-__device__ __forceinline__ void fl_ldb(uint32_t *b0, uint32_t *b1, const uint16_t *base, int ld, int n0, int k0) {
-  const int lane = threadIdx.x & 31;
-  const uint16_t *b = base + (n0 + (lane >> 2)) * ld + k0 + 2 * (lane & 3);
-  *b0 = fl_lds32(b);
-  *b1 = fl_lds32(b + 8);
-}
-
 // ---- tensor-core backward (bf16 = 1, D = 64 or 128) ----
 template <int D>
 constexpr size_t fl_mma_dq_smem() {
-  return sizeof(uint16_t) * (4 * 64 * (D + 8) + D * (64 + 8));
+  return sizeof(uint16_t) * (4 * 64 * (D + 8));
 }
 template <int D>
 constexpr size_t fl_mma_dkv_smem() {
-  return sizeof(uint16_t) * (4 * 64 * (D + 8) + 2 * D * (64 + 8)) + 3 * 64 * sizeof(float);
+  return sizeof(uint16_t) * (4 * 64 * (D + 8)) + 3 * 64 * sizeof(float);
 }
 
 // dq of a query block (4 warps x 16 rows) over its visible key tiles in order:
 // S = Q K^T, dP = dO V^T (mma), P, dS in fp32, dS rounded, dq += dS K (mma).
-// Shared: Q, dO, K, V natural [64][D+8]; K transposed [D][64+8].
+// Shared: Q, dO, K, V natural [64][D+8] (K read transposed by ldmatrix .trans for dS K).
 template <int D>
 __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, float *dq, const void *dout,
                                                                     const void *q, const void *k, const void *v,
                                                                     const float *lse, const float *delta) {
-  constexpr int LQ = D + 8, LV = FL_BK + 8, NKD = D / 16, NDN = D / 8;
+  constexpr int LQ = D + 8, NKD = D / 16, NDN = D / 8;
   LCC_EXTERN_SHARED(uint16_t, smh, 16);
   LCC_SHARED(long, red, [16]);
-  uint16_t *Qs = smh, *Os = Qs + 64 * LQ, *Ks = Os + 64 * LQ, *Vs = Ks + 64 * LQ, *Kt = Vs + 64 * LQ;
+  uint16_t *Qs = smh, *Os = Qs + 64 * LQ, *Ks = Os + 64 * LQ, *Vs = Ks + 64 * LQ;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int h = blockIdx.y, g = h / p.grp;
   const long i0 = (long)blockIdx.x * FL_BQ;
@@ -254,16 +273,16 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, floa
   fl_block_minmax<FL_MMA_THREADS>(&bb, &be, red);
   if (be <= bb) return; // uniform
   const size_t ldq = (size_t)p.Hq * D, ldk = (size_t)p.Hkv * D;
-  fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Qs, nullptr, q, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
-  fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Os, nullptr, dout, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
+  fl_load_bf16<D, LQ, FL_MMA_THREADS>(Qs, q, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
+  fl_load_bf16<D, LQ, FL_MMA_THREADS>(Os, dout, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
   float acc[NDN][4];
 #pragma unroll
   for (int n = 0; n < NDN; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
   const uint16_t *Qw = Qs + w * 16 * LQ, *Ow = Os + w * 16 * LQ;
   for (long j0 = bb / FL_BK * FL_BK; j0 < be; j0 += FL_BK) {
     __syncthreads();
-    fl_load_bf16<D, LQ, LV, FL_MMA_THREADS>(Ks, Kt, k, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
-    fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Vs, nullptr, v, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
+    fl_load_bf16<D, LQ, FL_MMA_THREADS>(Ks, k, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
+    fl_load_bf16<D, LQ, FL_MMA_THREADS>(Vs, v, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
     __syncthreads();
     float sc[8][4], dp[8][4];
 #pragma unroll
@@ -276,12 +295,14 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, floa
       fl_lda(qa, Qw, LQ, kk * 16);
       fl_lda(oa, Ow, LQ, kk * 16);
 #pragma unroll
-      for (int n = 0; n < 8; n++) {
-        uint32_t b0, b1;
-        fl_ldb(&b0, &b1, Ks, LQ, n * 8, kk * 16);
-        fl_mma(sc[n], qa, b0, b1);
-        fl_ldb(&b0, &b1, Vs, LQ, n * 8, kk * 16);
-        fl_mma(dp[n], oa, b0, b1);
+      for (int n = 0; n < 8; n += 2) {
+        uint32_t b[4];
+        fl_ldb2(b, Ks, LQ, n * 8, kk * 16);
+        fl_mma(sc[n], qa, b[0], b[1]);
+        fl_mma(sc[n + 1], qa, b[2], b[3]);
+        fl_ldb2(b, Vs, LQ, n * 8, kk * 16);
+        fl_mma(dp[n], oa, b[0], b[1]);
+        fl_mma(dp[n + 1], oa, b[2], b[3]);
       }
     }
 #pragma unroll
@@ -301,10 +322,11 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, floa
       a[2] = fl_pack2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
       a[3] = fl_pack2(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
 #pragma unroll
-      for (int n = 0; n < NDN; n++) {
-        uint32_t b0, b1;
-        fl_ldb(&b0, &b1, Kt, LV, n * 8, kk * 16);
-        fl_mma(acc[n], a, b0, b1);
+      for (int n = 0; n < NDN; n += 2) {
+        uint32_t b[4];
+        fl_ldb2t(b, Ks, LQ, kk * 16, n * 8);
+        fl_mma(acc[n], a, b[0], b[1]);
+        fl_mma(acc[n + 1], a, b[2], b[3]);
       }
     }
   }
@@ -324,16 +346,16 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, floa
 // dk, dv of a key block (4 warps x 16 keys) over the query blocks from the last to the
 // first and the kv group's q heads in order: S^T = K Q^T, dP^T = V dO^T (mma), P^T and dS^T
 // in fp32, rounded; dv += P^T dO, dk += dS^T Q (mma). Shared: K, V natural (the block's, for
-// the whole kernel); per item Q, dO natural [64][D+8] and transposed [D][64+8].
+// the whole kernel); per item Q, dO natural [64][D+8] (read transposed by ldmatrix .trans
+// for the dv and dk products).
 template <int D>
 __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dkv_kernel(fl_p p, float *dk, float *dv, const void *dout,
                                                                      const void *q, const void *k, const void *v,
                                                                      const float *lse, const float *delta) {
-  constexpr int LQ = D + 8, LV = FL_BQ + 8, NKD = D / 16, NDN = D / 8;
+  constexpr int LQ = D + 8, NKD = D / 16, NDN = D / 8;
   LCC_EXTERN_SHARED(uint16_t, smh, 16);
-  uint16_t *Ks = smh, *Vs = Ks + 64 * LQ, *Qs = Vs + 64 * LQ, *Qt = Qs + 64 * LQ, *Os = Qt + D * LV,
-           *Ot = Os + 64 * LQ;
-  float *L2s = (float *)(Ot + D * LV), *Dls = L2s + 64;
+  uint16_t *Ks = smh, *Vs = Ks + 64 * LQ, *Qs = Vs + 64 * LQ, *Os = Qs + 64 * LQ;
+  float *L2s = (float *)(Os + 64 * LQ), *Dls = L2s + 64;
   int *Los = (int *)(Dls + 64);
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3, g = blockIdx.y;
   const long j0 = (long)blockIdx.x * FL_BK;
@@ -342,8 +364,8 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dkv_kernel(fl_p p, flo
   long jr[2], kpos[2];
 #pragma unroll
   for (int e = 0; e < 2; e++) jr[e] = j0 + w * 16 + gq + 8 * e, kpos[e] = p.k_start + jr[e];
-  fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Ks, nullptr, k, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
-  fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Vs, nullptr, v, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
+  fl_load_bf16<D, LQ, FL_MMA_THREADS>(Ks, k, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
+  fl_load_bf16<D, LQ, FL_MMA_THREADS>(Vs, v, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
   float ak[NDN][4], av[NDN][4];
 #pragma unroll
   for (int n = 0; n < NDN; n++)
@@ -375,8 +397,8 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dkv_kernel(fl_p p, flo
         L2s[tid] = l2, Dls[tid] = dlv, Los[tid] = lov;
       }
       if (!__syncthreads_or(any)) continue;
-      fl_load_bf16<D, LQ, LV, FL_MMA_THREADS>(Qs, Qt, q, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
-      fl_load_bf16<D, LQ, LV, FL_MMA_THREADS>(Os, Ot, dout, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
+      fl_load_bf16<D, LQ, FL_MMA_THREADS>(Qs, q, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
+      fl_load_bf16<D, LQ, FL_MMA_THREADS>(Os, dout, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
       __syncthreads();
       float sc[8][4], dp[8][4];
 #pragma unroll
@@ -389,12 +411,14 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dkv_kernel(fl_p p, flo
         fl_lda(ka, Kw, LQ, kk * 16);
         fl_lda(va, Vw, LQ, kk * 16);
 #pragma unroll
-        for (int n = 0; n < 8; n++) {
-          uint32_t b0, b1;
-          fl_ldb(&b0, &b1, Qs, LQ, n * 8, kk * 16);
-          fl_mma(sc[n], ka, b0, b1);
-          fl_ldb(&b0, &b1, Os, LQ, n * 8, kk * 16);
-          fl_mma(dp[n], va, b0, b1);
+        for (int n = 0; n < 8; n += 2) {
+          uint32_t b[4];
+          fl_ldb2(b, Qs, LQ, n * 8, kk * 16);
+          fl_mma(sc[n], ka, b[0], b[1]);
+          fl_mma(sc[n + 1], ka, b[2], b[3]);
+          fl_ldb2(b, Os, LQ, n * 8, kk * 16);
+          fl_mma(dp[n], va, b[0], b[1]);
+          fl_mma(dp[n + 1], va, b[2], b[3]);
         }
       }
       uint32_t pa[4][4], da[4][4]; // P^T and dS^T as A fragments (keys x queries)
@@ -420,12 +444,14 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dkv_kernel(fl_p p, flo
 #pragma unroll
       for (int kk = 0; kk < FL_BQ / 16; kk++)
 #pragma unroll
-        for (int n = 0; n < NDN; n++) {
-          uint32_t b0, b1;
-          fl_ldb(&b0, &b1, Ot, LV, n * 8, kk * 16);
-          fl_mma(av[n], pa[kk], b0, b1);
-          fl_ldb(&b0, &b1, Qt, LV, n * 8, kk * 16);
-          fl_mma(ak[n], da[kk], b0, b1);
+        for (int n = 0; n < NDN; n += 2) {
+          uint32_t b[4];
+          fl_ldb2t(b, Os, LQ, kk * 16, n * 8);
+          fl_mma(av[n], pa[kk], b[0], b[1]);
+          fl_mma(av[n + 1], pa[kk], b[2], b[3]);
+          fl_ldb2t(b, Qs, LQ, kk * 16, n * 8);
+          fl_mma(ak[n], da[kk], b[0], b[1]);
+          fl_mma(ak[n + 1], da[kk], b[2], b[3]);
         }
     }
   }
