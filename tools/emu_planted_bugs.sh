@@ -19,6 +19,7 @@ bugs=(
   "a: an A fragment one row group off (ldmatrix rows g+16 instead of g+8)|$k/cuda_flash_mma.cu|s/base \+ \(\(mi & 1\) \* 8 \+ r\) \* ld \+ col0/base + ((mi \& 1) * 16 + r) * ld + col0/"
   "b: the mma forward's barrier before a tile's loads removed|$k/cuda_flash_mma.cu|s/^    __syncthreads\(\); \/\/ the previous tile is no longer read\n//m"
   "c: the causal skip of query blocks one block early (mma dk/dv)|$k/cuda_flash_mma.cu|s/p\.q_start \+ i0 \+ FL_BQ - 1 < kfirst\) break;/p.q_start + i0 + FL_BQ - 1 < kfirst + FL_BK) break;/"
+  "e: the mma forward's cp.async.wait_group before a K/V tile is read removed|$k/cuda_flash_mma.cu|s/^    fl_cp_wait<1>\(\); \/\/ this tile.s copies landed[^\n]*\n//m"
   "d: a reduction order changed (the double shuffle tree's offsets reversed)|$k/cuda_elem.cu|s/for \(int off = 16; off > 0; off >>= 1\) v = __dadd_rn/for (int off = 1; off < 32; off <<= 1) v = __dadd_rn/"
 )
 status=0

@@ -103,9 +103,62 @@ __device__ __forceinline__ void fl_load_bf16(uint16_t *dn, const void *x, int is
   }
 }
 
+// cp.async.cg.shared.global [dst], [src], 16, nsrc: 16 bytes from global to shared memory
+// without passing through registers (nsrc < 16: the rest zero-filled), then
+// cp.async.commit_group and cp.async.wait_group N (every group but the N most recent landed;
+// the thread's own copies: a barrier after the wait shows them to the block). The CPU
+// emulation performs a copy at the wait that covers it and reports any access before.
+__device__ __forceinline__ void fl_cp_async16(void *dst, const void *src, int nsrc) {
+#ifdef LCC_EMU
+  lcc_emu::cp_async_16(dst, src, nsrc);
+#else
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(nsrc) : "memory");
+#endif
+}
+__device__ __forceinline__ void fl_cp_commit() {
+#ifdef LCC_EMU
+  lcc_emu::cp_async_commit();
+#else
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void fl_cp_wait() {
+#ifdef LCC_EMU
+  LCC_EMU_CLOBBER();
+  lcc_emu::cp_async_wait(N);
+  LCC_EMU_CLOBBER();
+#else
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Whether the K/V tiles can come by cp.async: bf16 storage (fp32 inputs are rounded on the
+// way, through registers) at 16-byte aligned bases (each row and tile offset is a multiple of
+// D >= 64 elements, so every 16-byte chunk is then aligned).
+__device__ __forceinline__ int fl_async_ok(const void *k, const void *v, int kv16) {
+  return kv16 && ((uintptr_t)k & 15u) == 0 && ((uintptr_t)v & 15u) == 0;
+}
+// A 64-row tile as fl_load_bf16 loads it; with async, issued as cp.async copies of 16 bytes
+// (rows past nrows zero-filled), complete only after the covering fl_cp_wait.
+template <int D, int LN, int NT>
+__device__ __forceinline__ void fl_load_tile(uint16_t *dn, const void *x, int is16, int async, size_t off,
+                                             size_t ld, long nrows) {
+  if (!async) {
+    fl_load_bf16<D, LN, NT>(dn, x, is16, off, ld, nrows);
+    return;
+  }
+  const uint16_t *xs = (const uint16_t *)x + off;
+  for (int c = threadIdx.x; c < 64 * (D / 8); c += NT) {
+    const int r = c / (D / 8), d = 8 * (c - r * (D / 8));
+    const bool in = r < nrows;
+    fl_cp_async16(dn + r * LN + d, in ? xs + (size_t)r * ld + d : xs, in ? 16 : 0);
+  }
+}
+
 template <int D>
 constexpr size_t fl_mma_fwd_smem() {
-  return sizeof(uint16_t) * (3 * 64 * (D + 8));
+  return sizeof(uint16_t) * (5 * 64 * (D + 8)); // Q, then K and V twice (double-buffered)
 }
 
 template <int D>
@@ -114,7 +167,7 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *o
   constexpr int LQ = D + 8, NKD = D / 16, NDN = D / 8;
   LCC_EXTERN_SHARED(uint16_t, smh, 16);
   LCC_SHARED(long, red, [16]);
-  uint16_t *Qs = smh, *Ks = Qs + 64 * LQ, *Vs = Ks + 64 * LQ;
+  uint16_t *Qs = smh, *KV = Qs + 64 * LQ; // buffer b: K at KV + b * 128 LQ, V 64 LQ after
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int h = blockIdx.y, g = h / p.grp;
   const long i0 = (long)blockIdx.x * FL_BQ;
@@ -140,11 +193,29 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *o
 #pragma unroll
   for (int n = 0; n < NDN; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  for (long j0 = be > bb ? bb / FL_BK * FL_BK : be; j0 < be; j0 += FL_BK) {
+  // K/V double-buffered: tile t + 1 is in flight (cp.async) while tile t is computed
+  const long jb = be > bb ? bb / FL_BK * FL_BK : be;
+  const int async = fl_async_ok(k, v, p.kv16);
+  if (jb < be) {
+    fl_load_tile<D, LQ, FL_MMA_THREADS>(KV, k, p.kv16, async, (size_t)jb * ldk + (size_t)g * D, ldk, p.Tk - jb);
+    fl_load_tile<D, LQ, FL_MMA_THREADS>(KV + 64 * LQ, v, p.kv16, async, (size_t)jb * ldk + (size_t)g * D, ldk,
+                                        p.Tk - jb);
+  }
+  fl_cp_commit();
+  int buf = 0;
+  for (long j0 = jb; j0 < be; j0 += FL_BK, buf ^= 1) {
     __syncthreads(); // the previous tile is no longer read
-    fl_load_bf16<D, LQ, FL_MMA_THREADS>(Ks, k, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
-    fl_load_bf16<D, LQ, FL_MMA_THREADS>(Vs, v, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
-    __syncthreads();
+    const uint16_t *Ks = KV + buf * 128 * LQ, *Vs = Ks + 64 * LQ;
+    if (j0 + FL_BK < be) { // the next tile into the other buffer (read last in the previous step)
+      uint16_t *Kn = KV + (buf ^ 1) * 128 * LQ;
+      const long jn = j0 + FL_BK;
+      fl_load_tile<D, LQ, FL_MMA_THREADS>(Kn, k, p.kv16, async, (size_t)jn * ldk + (size_t)g * D, ldk, p.Tk - jn);
+      fl_load_tile<D, LQ, FL_MMA_THREADS>(Kn + 64 * LQ, v, p.kv16, async, (size_t)jn * ldk + (size_t)g * D, ldk,
+                                          p.Tk - jn);
+    }
+    fl_cp_commit();
+    fl_cp_wait<1>(); // this tile's copies landed (only the group just committed may be in flight)
+    __syncthreads(); // ... and every thread's are visible
     float sc[8][4];
 #pragma unroll
     for (int n = 0; n < 8; n++) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
