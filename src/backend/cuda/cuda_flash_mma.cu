@@ -156,6 +156,18 @@ __device__ __forceinline__ void fl_load_tile(uint16_t *dn, const void *x, int is
   }
 }
 
+// The query block of this CTA: with a causal mask the last query blocks see the most keys, so
+// they get the first block indices (the GPU starts blocks roughly in index order: the longest
+// ones start first and the short ones fill in behind them, no long block left for the tail).
+__device__ __forceinline__ unsigned fl_heavy_first(const fl_p &p) {
+  return p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+}
+// Whether every key of tile j0 is visible to both rows of every lane of the warp (warp-uniform):
+// then the tile needs no mask.
+__device__ __forceinline__ bool fl_tile_full(long j0, const long rb[2], const long re[2]) {
+  return __all_sync(0xffffffffu, j0 >= rb[0] && j0 >= rb[1] && j0 + FL_BK <= re[0] && j0 + FL_BK <= re[1]);
+}
+
 template <int D>
 constexpr size_t fl_mma_fwd_smem() {
   return sizeof(uint16_t) * (5 * 64 * (D + 8)); // Q, then K and V twice (double-buffered)
@@ -170,7 +182,7 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *o
   uint16_t *Qs = smh, *KV = Qs + 64 * LQ; // buffer b: K at KV + b * 128 LQ, V 64 LQ after
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int h = blockIdx.y, g = h / p.grp;
-  const long i0 = (long)blockIdx.x * FL_BQ;
+  const long i0 = (long)fl_heavy_first(p) * FL_BQ;
   long rb[2], re[2];
   long bb = p.Tk, be = 0;
 #pragma unroll
@@ -228,6 +240,7 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *o
         fl_mma(sc[n], qf[kk], b[0], b[1]);
         fl_mma(sc[n + 1], qf[kk], b[2], b[3]);
       }
+    const bool full = fl_tile_full(j0, rb, re); // masks only on a tile that straddles a bound
 #pragma unroll
     for (int e = 0; e < 2; e++) { // row half: accumulator regs 2e, 2e+1
       float mx = -INFINITY;
@@ -237,7 +250,7 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *o
         for (int x = 0; x < 2; x++) {
           const long j = j0 + n * 8 + 2 * tq + x;
           float s = __fmul_rn(sc[n][2 * e + x], p.sl2);
-          if (j < rb[e] || j >= re[e]) s = -INFINITY;
+          if (!full && (j < rb[e] || j >= re[e])) s = -INFINITY;
           sc[n][2 * e + x] = s;
           mx = s > mx ? s : mx;
         }
@@ -322,7 +335,7 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, floa
   uint16_t *Qs = smh, *Os = Qs + 64 * LQ, *Ks = Os + 64 * LQ, *Vs = Ks + 64 * LQ;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int h = blockIdx.y, g = h / p.grp;
-  const long i0 = (long)blockIdx.x * FL_BQ;
+  const long i0 = (long)fl_heavy_first(p) * FL_BQ;
   long rb[2], re[2];
   float l2[2], dl[2];
   long bb = p.Tk, be = 0;
@@ -376,13 +389,15 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, floa
         fl_mma(dp[n + 1], oa, b[2], b[3]);
       }
     }
+    const bool full = fl_tile_full(j0, rb, re); // masks only on a tile that straddles a bound
 #pragma unroll
     for (int n = 0; n < 8; n++)
 #pragma unroll
       for (int x = 0; x < 4; x++) {
         const int e = x >> 1;
         const long j = j0 + n * 8 + 2 * tq + (x & 1);
-        const float pr = (j < rb[e] || j >= re[e]) ? 0.0f : fl_exp2(__fsub_rn(__fmul_rn(sc[n][x], p.sl2), l2[e]));
+        const float pr = (!full && (j < rb[e] || j >= re[e])) ? 0.0f
+                                                               : fl_exp2(__fsub_rn(__fmul_rn(sc[n][x], p.sl2), l2[e]));
         sc[n][x] = __fmul_rn(__fmul_rn(pr, p.scale), __fsub_rn(dp[n][x], dl[e]));
       }
 #pragma unroll
@@ -492,6 +507,10 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dkv_kernel(fl_p p, flo
           fl_mma(dp[n + 1], va, b[2], b[3]);
         }
       }
+      // every (key, query) of the warp's 16 keys and the block's 64 queries visible (no document
+      // bounds, all in range, the last key at or before the first query): no mask (warp-uniform)
+      const bool full = __all_sync(0xffffffffu, !p.lo && jr[1] < p.Tk && i0 + FL_BQ <= p.Tq &&
+                                                    (!p.causal || kpos[1] <= p.q_start + i0));
       uint32_t pa[4][4], da[4][4]; // P^T and dS^T as A fragments (keys x queries)
 #pragma unroll
       for (int n = 0; n < 8; n++) {
@@ -500,9 +519,9 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dkv_kernel(fl_p p, flo
         for (int x = 0; x < 4; x++) {
           const int e = x >> 1, qi = n * 8 + 2 * tq + (x & 1);
           const long ii = i0 + qi;
-          bool vis = jr[e] < p.Tk && ii < p.Tq;
-          if (p.causal && kpos[e] > p.q_start + ii) vis = false;
-          if (p.lo && kpos[e] < (long)Los[qi]) vis = false;
+          bool vis = full || (jr[e] < p.Tk && ii < p.Tq);
+          if (!full && p.causal && kpos[e] > p.q_start + ii) vis = false;
+          if (!full && p.lo && kpos[e] < (long)Los[qi]) vis = false;
           pr[x] = vis ? fl_exp2(__fsub_rn(__fmul_rn(sc[n][x], p.sl2), L2s[qi])) : 0.0f;
           ds[x] = __fmul_rn(__fmul_rn(pr[x], p.scale), __fsub_rn(dp[n][x], Dls[qi]));
         }
