@@ -315,7 +315,7 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *o
 // ---- tensor-core backward (bf16 = 1, D = 64 or 128) ----
 template <int D>
 constexpr size_t fl_mma_dq_smem() {
-  return sizeof(uint16_t) * (4 * 64 * (D + 8));
+  return sizeof(uint16_t) * (6 * 64 * (D + 8)); // Q, dO, then K and V twice (double-buffered)
 }
 template <int D>
 constexpr size_t fl_mma_dkv_smem() {
@@ -324,7 +324,8 @@ constexpr size_t fl_mma_dkv_smem() {
 
 // dq of a query block (4 warps x 16 rows) over its visible key tiles in order:
 // S = Q K^T, dP = dO V^T (mma), P, dS in fp32, dS rounded, dq += dS K (mma).
-// Shared: Q, dO, K, V natural [64][D+8] (K read transposed by ldmatrix .trans for dS K).
+// Shared: Q, dO, K, V natural [64][D+8] (K read transposed by ldmatrix .trans for dS K); K/V
+// double-buffered by cp.async as in the forward.
 template <int D>
 __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, float *dq, const void *dout,
                                                                     const void *q, const void *k, const void *v,
@@ -332,7 +333,7 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, floa
   constexpr int LQ = D + 8, NKD = D / 16, NDN = D / 8;
   LCC_EXTERN_SHARED(uint16_t, smh, 16);
   LCC_SHARED(long, red, [16]);
-  uint16_t *Qs = smh, *Os = Qs + 64 * LQ, *Ks = Os + 64 * LQ, *Vs = Ks + 64 * LQ;
+  uint16_t *Qs = smh, *Os = Qs + 64 * LQ, *KV = Os + 64 * LQ; // buffer b: K at KV + b * 128 LQ, V after
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int h = blockIdx.y, g = h / p.grp;
   const long i0 = (long)fl_heavy_first(p) * FL_BQ;
@@ -363,10 +364,24 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, floa
 #pragma unroll
   for (int n = 0; n < NDN; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
   const uint16_t *Qw = Qs + w * 16 * LQ, *Ow = Os + w * 16 * LQ;
-  for (long j0 = bb / FL_BK * FL_BK; j0 < be; j0 += FL_BK) {
-    __syncthreads();
-    fl_load_bf16<D, LQ, FL_MMA_THREADS>(Ks, k, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
-    fl_load_bf16<D, LQ, FL_MMA_THREADS>(Vs, v, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
+  const long jb = bb / FL_BK * FL_BK;
+  const int async = fl_async_ok(k, v, p.kv16);
+  fl_load_tile<D, LQ, FL_MMA_THREADS>(KV, k, p.kv16, async, (size_t)jb * ldk + (size_t)g * D, ldk, p.Tk - jb);
+  fl_load_tile<D, LQ, FL_MMA_THREADS>(KV + 64 * LQ, v, p.kv16, async, (size_t)jb * ldk + (size_t)g * D, ldk, p.Tk - jb);
+  fl_cp_commit();
+  int buf = 0;
+  for (long j0 = jb; j0 < be; j0 += FL_BK, buf ^= 1) {
+    __syncthreads(); // the other buffer's tile is no longer read
+    const uint16_t *Ks = KV + buf * 128 * LQ, *Vs = Ks + 64 * LQ;
+    if (j0 + FL_BK < be) {
+      uint16_t *Kn = KV + (buf ^ 1) * 128 * LQ;
+      const long jn = j0 + FL_BK;
+      fl_load_tile<D, LQ, FL_MMA_THREADS>(Kn, k, p.kv16, async, (size_t)jn * ldk + (size_t)g * D, ldk, p.Tk - jn);
+      fl_load_tile<D, LQ, FL_MMA_THREADS>(Kn + 64 * LQ, v, p.kv16, async, (size_t)jn * ldk + (size_t)g * D, ldk,
+                                          p.Tk - jn);
+    }
+    fl_cp_commit();
+    fl_cp_wait<1>(); // (dq) this tile's copies landed
     __syncthreads();
     float sc[8][4], dp[8][4];
 #pragma unroll
