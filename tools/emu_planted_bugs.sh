@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Plants each of issue 49's four bugs (and a missing cp.async wait, e) in the CUDA kernels in
-# turn, rebuilds test_cuda_emu (the kernels on the CPU emulation of CUDA) and shows that it fails, with the check that caught
-# the bug; restores every file afterwards (also on Ctrl-C). A build directory whose tree has
+# turn, rebuilds test_cuda_emu (the kernels on the CPU emulation of CUDA) and shows that it
+# fails, with the check that caught the bug; restores every file afterwards (also on Ctrl-C). A build directory whose tree has
 # no CUDA backend (-DLC_CUDA=off) rebuilds only the emulated kernels, not nvcc's objects.
 #   usage: tools/emu_planted_bugs.sh [BUILD_DIR]    (default: build-nocuda)
 set -u
