@@ -43,7 +43,39 @@ __global__ void k_uninit(float *out) {
   out[threadIdx.x] = u[threadIdx.x & 1]; // u[0] never written
 }
 
+// ldmatrix.x4 and .x4.trans of a 16x16 tile of 16-bit values (element (r, c) = 16 r + c) in
+// dynamic shared memory, row addresses as for an mma A fragment; `bug` 1: the row addresses
+// 2 bytes off their 16-byte alignment; 2: row addresses in global memory.
+__global__ void k_ldmatrix(uint32_t *out, const uint16_t *glob, int bug) {
+  LCC_EXTERN_SHARED(uint16_t, t, 16);
+  const int l = threadIdx.x, mi = l >> 3, r = l & 7;
+  for (int e = l; e < 256; e += 32) t[e] = (uint16_t)e;
+  __syncthreads();
+  const uint16_t *base = bug == 2 ? glob : t;
+  const uint16_t *row = base + ((mi & 1) * 8 + r) * 16 + (mi >> 1) * 8 + (bug == 1 ? 1 : 0);
+  uint32_t a[4], b[4];
+  lcc_emu::ldmatrix_x4<0>(a, row, "ldmatrix.x4");
+  lcc_emu::ldmatrix_x4<1>(b, row, "ldmatrix.x4.trans");
+  for (int i = 0; i < 4; i++) out[8 * l + i] = a[i], out[8 * l + 4 + i] = b[i];
+}
+
 } // namespace
+
+// The values k_ldmatrix must give by the PTX ISA's layout (lane l = 4 g + t, matrix i at rows
+// 8 (i & 1), cols 8 (i >> 1) of the tile): plain (row g, cols 2t, 2t+1); .trans (rows 2t, 2t+1,
+// col g). 0: right.
+static int ldmatrix_values_wrong(const uint32_t *out) {
+  for (int l = 0; l < 32; l++) {
+    const int g = l >> 2, t = l & 3;
+    for (int i = 0; i < 4; i++) {
+      const int r0 = 8 * (i & 1), c0 = 8 * (i >> 1);
+      const uint32_t plain = (uint32_t)(16 * (r0 + g) + c0 + 2 * t) | (uint32_t)(16 * (r0 + g) + c0 + 2 * t + 1) << 16;
+      const uint32_t trans = (uint32_t)(16 * (r0 + 2 * t) + c0 + g) | (uint32_t)(16 * (r0 + 2 * t + 1) + c0 + g) << 16;
+      if (out[8 * l + i] != plain || out[8 * l + 4 + i] != trans) return 1;
+    }
+  }
+  return 0;
+}
 
 extern "C" long lcc_emu_selftest(int which, int *err) {
   static float x[256], out[256];
@@ -53,6 +85,14 @@ extern "C" long lcc_emu_selftest(int which, int *err) {
     LCC_LAUNCH(k_selftest, 2, 128, 0, nullptr)(out, x, which);
   } else if (which == 4) {
     LCC_LAUNCH(k_uninit, 1, 32, 0, nullptr)(out);
+  } else if (which >= 8) {
+    static uint16_t glob[256];
+    static uint32_t lout[256];
+    LCC_LAUNCH(k_ldmatrix, 1, 32, 256 * sizeof(uint16_t), nullptr)(lout, glob, which - 8);
+    *err = (int)cudaGetLastError();
+    const long f = lcc_emu_findings();
+    lcc_emu_reset_findings();
+    return which == 8 && ldmatrix_values_wrong(lout) ? -1 : f;
   } else {
     LCC_LAUNCH(k_selftest_dyn, 1, 64, 64 * sizeof(float), nullptr)(out, 64, which == 6);
   }

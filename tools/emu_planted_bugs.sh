@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Plants each of issue 49's four bugs in the CUDA kernels in turn, rebuilds test_cuda_emu (the
-# kernels on the CPU emulation of CUDA) and shows that it fails, with the check that caught
-# the bug; restores every file afterwards (also on Ctrl-C). A build directory whose tree has
+# Plants each of issue 49's four bugs (and a missing cp.async wait, e) in the CUDA kernels in
+# turn, rebuilds test_cuda_emu (the kernels on the CPU emulation of CUDA) and shows that it
+# fails, with the check that caught the bug; restores every file afterwards (also on Ctrl-C). A build directory whose tree has
 # no CUDA backend (-DLC_CUDA=off) rebuilds only the emulated kernels, not nvcc's objects.
 #   usage: tools/emu_planted_bugs.sh [BUILD_DIR]    (default: build-nocuda)
 set -u
@@ -16,9 +16,10 @@ trap 'restore; rm -rf "$saved"' EXIT INT TERM
 
 # name | file | perl substitution (must change the file)
 bugs=(
-  "a: an A fragment one row group off (rows g+16 instead of g+8)|$k/cuda_flash_mma.cu|s/qf\[kk\]\[1\] = fl_lds32\(b \+ 8 \* LQ\);/qf[kk][1] = fl_lds32(b + 16 * LQ);/"
+  "a: an A fragment one row group off (ldmatrix rows g+16 instead of g+8)|$k/cuda_flash_mma.cu|s/base \+ \(\(mi & 1\) \* 8 \+ r\) \* ld \+ col0/base + ((mi \& 1) * 16 + r) * ld + col0/"
   "b: the mma forward's barrier before a tile's loads removed|$k/cuda_flash_mma.cu|s/^    __syncthreads\(\); \/\/ the previous tile is no longer read\n//m"
   "c: the causal skip of query blocks one block early (mma dk/dv)|$k/cuda_flash_mma.cu|s/p\.q_start \+ i0 \+ FL_BQ - 1 < kfirst\) break;/p.q_start + i0 + FL_BQ - 1 < kfirst + FL_BK) break;/"
+  "e: the mma forward's cp.async.wait_group before a K/V tile is read removed|$k/cuda_flash_mma.cu|s/^    fl_cp_wait<1>\(\); \/\/ this tile.s copies landed[^\n]*\n//m"
   "d: a reduction order changed (the double shuffle tree's offsets reversed)|$k/cuda_elem.cu|s/for \(int off = 16; off > 0; off >>= 1\) v = __dadd_rn/for (int off = 1; off < 32; off <<= 1) v = __dadd_rn/"
 )
 status=0

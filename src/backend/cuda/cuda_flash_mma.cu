@@ -9,8 +9,10 @@ namespace {
 // warps owns 64 query rows (warp w: rows 16w..16w+15) and walks the key tiles of 64 the
 // block can see. Per tile: S = Q K^T (mma), times sl2, masked, the online softmax (max rounded
 // up to an integer, the CPU's exp2), P rounded to bf16 and fed from the accumulators straight
-// into the A operand of O += P V (mma). Shared memory (bf16 bits): Q [64][D+8], K [64][D+8],
-// V transposed [D][64+8] (rows 16 bytes + 4 words apart: conflict-free fragment loads).
+// into the A operand of O += P V (mma). Shared memory (bf16 bits): Q, K, V [64][D+8], all
+// natural (rows 16 bytes apart beyond D: the 8 rows one ldmatrix phase reads fall in 8
+// distinct 16-byte bank groups, conflict-free). Fragments come from ldmatrix (fl_ldsm_*): A
+// and K's B fragments plain, V's B fragments with .trans (V is read transposed).
 // Fragment layouts (PTX ISA, m16n8k16, g = lane / 4, t = lane % 4):
 //   A (16x16, row): reg0 (g, 2t..2t+1), reg1 (g+8, 2t..), reg2 (g, 2t+8..), reg3 (g+8, 2t+8..)
 //   B (16x8, col):  reg0 (k 2t..2t+1, n g), reg1 (k 2t+8..2t+9, n g)
@@ -41,14 +43,54 @@ __device__ __forceinline__ uint32_t fl_bits(const void *x, int is16, size_t i) {
 __device__ __forceinline__ uint32_t fl_pack2(float lo, float hi) {
   return (__float_as_uint(fl_round_daz(lo)) >> 16) | (__float_as_uint(fl_round_daz(hi)) & 0xffff0000u);
 }
-__device__ __forceinline__ uint32_t fl_lds32(const uint16_t *p) { return *(const uint32_t *)p; }
+
+// ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16: lane 8 i + r gives row r of matrix i (16
+// bytes, 16-byte aligned, in shared memory); register i receives matrix i's (row g, cols 2t,
+// 2t+1), with .trans (rows 2t, 2t+1, col g) (PTX ISA 8.x, 9.7.14.5.15). One instruction per
+// four 8x8 tiles instead of 8 scalar shared loads per lane: a phase reads 8 whole 16-byte
+// rows. (The CPU emulation, emu/cuda_emu.h, gathers the warp's row addresses, checks each is
+// an aligned shared address, and reads by the same layout.)
+template <int TRANS>
+__device__ __forceinline__ void fl_ldsm_x4(uint32_t r[4], const uint16_t *row) {
+#ifdef LCC_EMU
+  lcc_emu::ldmatrix_x4<TRANS>(r, row, TRANS ? "ldmatrix.x4.trans" : "ldmatrix.x4");
+#else
+  const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+  if (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a)
+                 : "memory");
+#endif
+}
+// A fragment (16x16, row) of the 16-row slab at base (rows ld halves apart), columns
+// col0..col0+15: matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15) in the order a0..a3.
+__device__ __forceinline__ void fl_lda(uint32_t a[4], const uint16_t *base, int ld, int col0) {
+  const int lane = threadIdx.x & 31, mi = lane >> 3, r = lane & 7;
+  fl_ldsm_x4<0>(a, base + ((mi & 1) * 8 + r) * ld + col0 + (mi >> 1) * 8);
+}
+// B fragments of two n-tiles (n0, n0 + 8) from a tile stored [n][k] (rows ld halves apart),
+// k index k0..k0+15: b[0], b[1] for n-tile n0, b[2], b[3] for n-tile n0 + 8.
+__device__ __forceinline__ void fl_ldb2(uint32_t b[4], const uint16_t *base, int ld, int n0, int k0) {
+  const int lane = threadIdx.x & 31, mi = lane >> 3, r = lane & 7;
+  fl_ldsm_x4<0>(b, base + (n0 + (mi >> 1) * 8 + r) * ld + k0 + (mi & 1) * 8);
+}
+// The same from a tile stored [k][n] (read transposed: .trans), k index k0..k0+15.
+__device__ __forceinline__ void fl_ldb2t(uint32_t b[4], const uint16_t *base, int ld, int k0, int n0) {
+  const int lane = threadIdx.x & 31, mi = lane >> 3, r = lane & 7;
+  fl_ldsm_x4<1>(b, base + (k0 + (mi & 1) * 8 + r) * ld + n0 + (mi >> 1) * 8);
+}
 
 // 64 rows of D bf16 values (row r of the tile at element off + r * ld of x) into shared
-// memory: natural dn[r * LN + d] (LN > 0) and / or transposed dt[d * LT + r] (LT > 0); rows
-// past nrows are 0.
-template <int D, int LN, int LT, int NT>
-__device__ __forceinline__ void fl_load_bf16(uint16_t *dn, uint16_t *dt, const void *x, int is16, size_t off,
-                                             size_t ld, long nrows) {
+// memory dn[r * LN + d], two values per 4-byte store; rows past nrows are 0.
+template <int D, int LN, int NT>
+__device__ __forceinline__ void fl_load_bf16(uint16_t *dn, const void *x, int is16, size_t off, size_t ld,
+                                             long nrows) {
   for (int e = threadIdx.x; e < 64 * (D / 2); e += NT) {
     const int r = e / (D / 2), d = 2 * (e - r * (D / 2));
     uint32_t lo = 0, hi = 0;
@@ -57,29 +99,90 @@ __device__ __forceinline__ void fl_load_bf16(uint16_t *dn, uint16_t *dt, const v
       lo = fl_bits(x, is16, o);
       hi = fl_bits(x, is16, o + 1);
     }
-    if (LN > 0) *(uint32_t *)(dn + r * LN + d) = lo | (hi << 16);
-    if (LT > 0) {
-      dt[d * LT + r] = (uint16_t)lo;
-      dt[(d + 1) * LT + r] = (uint16_t)hi;
-    }
+    *(uint32_t *)(dn + r * LN + d) = lo | (hi << 16);
   }
+}
+
+// cp.async.cg.shared.global [dst], [src], 16, nsrc: 16 bytes from global to shared memory
+// without passing through registers (nsrc < 16: the rest zero-filled), then
+// cp.async.commit_group and cp.async.wait_group N (every group but the N most recent landed;
+// the thread's own copies: a barrier after the wait shows them to the block). The CPU
+// emulation performs a copy at the wait that covers it and reports any access before.
+__device__ __forceinline__ void fl_cp_async16(void *dst, const void *src, int nsrc) {
+#ifdef LCC_EMU
+  lcc_emu::cp_async_16(dst, src, nsrc);
+#else
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(nsrc) : "memory");
+#endif
+}
+__device__ __forceinline__ void fl_cp_commit() {
+#ifdef LCC_EMU
+  lcc_emu::cp_async_commit();
+#else
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void fl_cp_wait() {
+#ifdef LCC_EMU
+  LCC_EMU_CLOBBER();
+  lcc_emu::cp_async_wait(N);
+  LCC_EMU_CLOBBER();
+#else
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Whether the K/V tiles can come by cp.async: bf16 storage (fp32 inputs are rounded on the
+// way, through registers) at 16-byte aligned bases (each row and tile offset is a multiple of
+// D >= 64 elements, so every 16-byte chunk is then aligned).
+__device__ __forceinline__ int fl_async_ok(const void *k, const void *v, int kv16) {
+  return kv16 && ((uintptr_t)k & 15u) == 0 && ((uintptr_t)v & 15u) == 0;
+}
+// A 64-row tile as fl_load_bf16 loads it; with async, issued as cp.async copies of 16 bytes
+// (rows past nrows zero-filled), complete only after the covering fl_cp_wait.
+template <int D, int LN, int NT>
+__device__ __forceinline__ void fl_load_tile(uint16_t *dn, const void *x, int is16, int async, size_t off,
+                                             size_t ld, long nrows) {
+  if (!async) {
+    fl_load_bf16<D, LN, NT>(dn, x, is16, off, ld, nrows);
+    return;
+  }
+  const uint16_t *xs = (const uint16_t *)x + off;
+  for (int c = threadIdx.x; c < 64 * (D / 8); c += NT) {
+    const int r = c / (D / 8), d = 8 * (c - r * (D / 8));
+    const bool in = r < nrows;
+    fl_cp_async16(dn + r * LN + d, in ? xs + (size_t)r * ld + d : xs, in ? 16 : 0);
+  }
+}
+
+// The query block of this CTA: with a causal mask the last query blocks see the most keys, so
+// they get the first block indices (the GPU starts blocks roughly in index order: the longest
+// ones start first and the short ones fill in behind them, no long block left for the tail).
+__device__ __forceinline__ unsigned fl_heavy_first(const fl_p &p) {
+  return p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+}
+// Whether every key of tile j0 is visible to both rows of every lane of the warp (warp-uniform):
+// then the tile needs no mask.
+__device__ __forceinline__ bool fl_tile_full(long j0, const long rb[2], const long re[2]) {
+  return __all_sync(0xffffffffu, j0 >= rb[0] && j0 >= rb[1] && j0 + FL_BK <= re[0] && j0 + FL_BK <= re[1]);
 }
 
 template <int D>
 constexpr size_t fl_mma_fwd_smem() {
-  return sizeof(uint16_t) * (2 * 64 * (D + 8) + D * (64 + 8));
+  return sizeof(uint16_t) * (5 * 64 * (D + 8)); // Q, then K and V twice (double-buffered)
 }
 
 template <int D>
 __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *out, float *lse, const void *q,
                                                                  const void *k, const void *v) {
-  constexpr int LQ = D + 8, LV = FL_BK + 8, NKD = D / 16, NDN = D / 8;
+  constexpr int LQ = D + 8, NKD = D / 16, NDN = D / 8;
   LCC_EXTERN_SHARED(uint16_t, smh, 16);
   LCC_SHARED(long, red, [16]);
-  uint16_t *Qs = smh, *Ks = Qs + 64 * LQ, *Vt = Ks + 64 * LQ;
+  uint16_t *Qs = smh, *KV = Qs + 64 * LQ; // buffer b: K at KV + b * 128 LQ, V 64 LQ after
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int h = blockIdx.y, g = h / p.grp;
-  const long i0 = (long)blockIdx.x * FL_BQ;
+  const long i0 = (long)fl_heavy_first(p) * FL_BQ;
   long rb[2], re[2];
   long bb = p.Tk, be = 0;
 #pragma unroll
@@ -93,36 +196,51 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *o
   }
   fl_block_minmax<FL_MMA_THREADS>(&bb, &be, red);
   const size_t ldq = (size_t)p.Hq * D, ldk = (size_t)p.Hkv * D;
-  fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Qs, nullptr, q, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
+  fl_load_bf16<D, LQ, FL_MMA_THREADS>(Qs, q, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
   __syncthreads();
   uint32_t qf[NKD][4];
 #pragma unroll
-  for (int kk = 0; kk < NKD; kk++) {
-    const uint16_t *b = Qs + (w * 16 + gq) * LQ + kk * 16 + 2 * tq;
-    qf[kk][0] = fl_lds32(b);
-    qf[kk][1] = fl_lds32(b + 8 * LQ);
-    qf[kk][2] = fl_lds32(b + 8);
-    qf[kk][3] = fl_lds32(b + 8 * LQ + 8);
-  }
+  for (int kk = 0; kk < NKD; kk++) fl_lda(qf[kk], Qs + w * 16 * LQ, LQ, kk * 16);
   float o[NDN][4];
 #pragma unroll
   for (int n = 0; n < NDN; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  for (long j0 = be > bb ? bb / FL_BK * FL_BK : be; j0 < be; j0 += FL_BK) {
+  // K/V double-buffered: tile t + 1 is in flight (cp.async) while tile t is computed
+  const long jb = be > bb ? bb / FL_BK * FL_BK : be;
+  const int async = fl_async_ok(k, v, p.kv16);
+  if (jb < be) {
+    fl_load_tile<D, LQ, FL_MMA_THREADS>(KV, k, p.kv16, async, (size_t)jb * ldk + (size_t)g * D, ldk, p.Tk - jb);
+    fl_load_tile<D, LQ, FL_MMA_THREADS>(KV + 64 * LQ, v, p.kv16, async, (size_t)jb * ldk + (size_t)g * D, ldk,
+                                        p.Tk - jb);
+  }
+  fl_cp_commit();
+  int buf = 0;
+  for (long j0 = jb; j0 < be; j0 += FL_BK, buf ^= 1) {
     __syncthreads(); // the previous tile is no longer read
-    fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Ks, nullptr, k, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
-    fl_load_bf16<D, 0, LV, FL_MMA_THREADS>(nullptr, Vt, v, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
-    __syncthreads();
+    const uint16_t *Ks = KV + buf * 128 * LQ, *Vs = Ks + 64 * LQ;
+    if (j0 + FL_BK < be) { // the next tile into the other buffer (read last in the previous step)
+      uint16_t *Kn = KV + (buf ^ 1) * 128 * LQ;
+      const long jn = j0 + FL_BK;
+      fl_load_tile<D, LQ, FL_MMA_THREADS>(Kn, k, p.kv16, async, (size_t)jn * ldk + (size_t)g * D, ldk, p.Tk - jn);
+      fl_load_tile<D, LQ, FL_MMA_THREADS>(Kn + 64 * LQ, v, p.kv16, async, (size_t)jn * ldk + (size_t)g * D, ldk,
+                                          p.Tk - jn);
+    }
+    fl_cp_commit();
+    fl_cp_wait<1>(); // this tile's copies landed (only the group just committed may be in flight)
+    __syncthreads(); // ... and every thread's are visible
     float sc[8][4];
 #pragma unroll
-    for (int n = 0; n < 8; n++) {
-      sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+    for (int n = 0; n < 8; n++) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
 #pragma unroll
-      for (int kk = 0; kk < NKD; kk++) {
-        const uint16_t *b = Ks + (n * 8 + gq) * LQ + kk * 16 + 2 * tq;
-        fl_mma(sc[n], qf[kk], fl_lds32(b), fl_lds32(b + 8));
+    for (int n = 0; n < 8; n += 2)
+#pragma unroll
+      for (int kk = 0; kk < NKD; kk++) { // each accumulator still sums its k-steps in order
+        uint32_t b[4];
+        fl_ldb2(b, Ks, LQ, n * 8, kk * 16);
+        fl_mma(sc[n], qf[kk], b[0], b[1]);
+        fl_mma(sc[n + 1], qf[kk], b[2], b[3]);
       }
-    }
+    const bool full = fl_tile_full(j0, rb, re); // masks only on a tile that straddles a bound
 #pragma unroll
     for (int e = 0; e < 2; e++) { // row half: accumulator regs 2e, 2e+1
       float mx = -INFINITY;
@@ -132,7 +250,7 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *o
         for (int x = 0; x < 2; x++) {
           const long j = j0 + n * 8 + 2 * tq + x;
           float s = __fmul_rn(sc[n][2 * e + x], p.sl2);
-          if (j < rb[e] || j >= re[e]) s = -INFINITY;
+          if (!full && (j < rb[e] || j >= re[e])) s = -INFINITY;
           sc[n][2 * e + x] = s;
           mx = s > mx ? s : mx;
         }
@@ -170,9 +288,11 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *o
       a[2] = fl_pack2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
       a[3] = fl_pack2(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
 #pragma unroll
-      for (int n = 0; n < NDN; n++) {
-        const uint16_t *b = Vt + (n * 8 + gq) * LV + kk * 16 + 2 * tq;
-        fl_mma(o[n], a, fl_lds32(b), fl_lds32(b + 8));
+      for (int n = 0; n < NDN; n += 2) {
+        uint32_t b[4];
+        fl_ldb2t(b, Vs, LQ, kk * 16, n * 8);
+        fl_mma(o[n], a, b[0], b[1]);
+        fl_mma(o[n + 1], a, b[2], b[3]);
       }
     }
   }
@@ -192,47 +312,31 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_fwd_kernel(fl_p p, void *o
   }
 }
 
-// A fragment of the 16-row slab at base (rows ld halves apart), columns col0..col0+15.
-__device__ __forceinline__ void fl_lda(uint32_t a[4], const uint16_t *base, int ld, int col0) {
-  const int lane = threadIdx.x & 31;
-  const uint16_t *b = base + (lane >> 2) * ld + col0 + 2 * (lane & 3);
-  a[0] = fl_lds32(b);
-  a[1] = fl_lds32(b + 8 * ld);
-  a[2] = fl_lds32(b + 8);
-  a[3] = fl_lds32(b + 8 * ld + 8);
-}
-// B fragment: n index n0 + g along the rows of base (ld halves apart), k index k0.. along them.
-__device__ __forceinline__ void fl_ldb(uint32_t *b0, uint32_t *b1, const uint16_t *base, int ld, int n0, int k0) {
-  const int lane = threadIdx.x & 31;
-  const uint16_t *b = base + (n0 + (lane >> 2)) * ld + k0 + 2 * (lane & 3);
-  *b0 = fl_lds32(b);
-  *b1 = fl_lds32(b + 8);
-}
-
 // ---- tensor-core backward (bf16 = 1, D = 64 or 128) ----
 template <int D>
 constexpr size_t fl_mma_dq_smem() {
-  return sizeof(uint16_t) * (4 * 64 * (D + 8) + D * (64 + 8));
+  return sizeof(uint16_t) * (6 * 64 * (D + 8)); // Q, dO, then K and V twice (double-buffered)
 }
 template <int D>
 constexpr size_t fl_mma_dkv_smem() {
-  return sizeof(uint16_t) * (4 * 64 * (D + 8) + 2 * D * (64 + 8)) + 3 * 64 * sizeof(float);
+  return sizeof(uint16_t) * (4 * 64 * (D + 8)) + 3 * 64 * sizeof(float);
 }
 
 // dq of a query block (4 warps x 16 rows) over its visible key tiles in order:
 // S = Q K^T, dP = dO V^T (mma), P, dS in fp32, dS rounded, dq += dS K (mma).
-// Shared: Q, dO, K, V natural [64][D+8]; K transposed [D][64+8].
+// Shared: Q, dO, K, V natural [64][D+8] (K read transposed by ldmatrix .trans for dS K); K/V
+// double-buffered by cp.async as in the forward.
 template <int D>
 __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, float *dq, const void *dout,
                                                                     const void *q, const void *k, const void *v,
                                                                     const float *lse, const float *delta) {
-  constexpr int LQ = D + 8, LV = FL_BK + 8, NKD = D / 16, NDN = D / 8;
+  constexpr int LQ = D + 8, NKD = D / 16, NDN = D / 8;
   LCC_EXTERN_SHARED(uint16_t, smh, 16);
   LCC_SHARED(long, red, [16]);
-  uint16_t *Qs = smh, *Os = Qs + 64 * LQ, *Ks = Os + 64 * LQ, *Vs = Ks + 64 * LQ, *Kt = Vs + 64 * LQ;
+  uint16_t *Qs = smh, *Os = Qs + 64 * LQ, *KV = Os + 64 * LQ; // buffer b: K at KV + b * 128 LQ, V after
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3;
   const int h = blockIdx.y, g = h / p.grp;
-  const long i0 = (long)blockIdx.x * FL_BQ;
+  const long i0 = (long)fl_heavy_first(p) * FL_BQ;
   long rb[2], re[2];
   float l2[2], dl[2];
   long bb = p.Tk, be = 0;
@@ -254,16 +358,30 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, floa
   fl_block_minmax<FL_MMA_THREADS>(&bb, &be, red);
   if (be <= bb) return; // uniform
   const size_t ldq = (size_t)p.Hq * D, ldk = (size_t)p.Hkv * D;
-  fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Qs, nullptr, q, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
-  fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Os, nullptr, dout, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
+  fl_load_bf16<D, LQ, FL_MMA_THREADS>(Qs, q, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
+  fl_load_bf16<D, LQ, FL_MMA_THREADS>(Os, dout, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
   float acc[NDN][4];
 #pragma unroll
   for (int n = 0; n < NDN; n++) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
   const uint16_t *Qw = Qs + w * 16 * LQ, *Ow = Os + w * 16 * LQ;
-  for (long j0 = bb / FL_BK * FL_BK; j0 < be; j0 += FL_BK) {
-    __syncthreads();
-    fl_load_bf16<D, LQ, LV, FL_MMA_THREADS>(Ks, Kt, k, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
-    fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Vs, nullptr, v, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
+  const long jb = bb / FL_BK * FL_BK;
+  const int async = fl_async_ok(k, v, p.kv16);
+  fl_load_tile<D, LQ, FL_MMA_THREADS>(KV, k, p.kv16, async, (size_t)jb * ldk + (size_t)g * D, ldk, p.Tk - jb);
+  fl_load_tile<D, LQ, FL_MMA_THREADS>(KV + 64 * LQ, v, p.kv16, async, (size_t)jb * ldk + (size_t)g * D, ldk, p.Tk - jb);
+  fl_cp_commit();
+  int buf = 0;
+  for (long j0 = jb; j0 < be; j0 += FL_BK, buf ^= 1) {
+    __syncthreads(); // the other buffer's tile is no longer read
+    const uint16_t *Ks = KV + buf * 128 * LQ, *Vs = Ks + 64 * LQ;
+    if (j0 + FL_BK < be) {
+      uint16_t *Kn = KV + (buf ^ 1) * 128 * LQ;
+      const long jn = j0 + FL_BK;
+      fl_load_tile<D, LQ, FL_MMA_THREADS>(Kn, k, p.kv16, async, (size_t)jn * ldk + (size_t)g * D, ldk, p.Tk - jn);
+      fl_load_tile<D, LQ, FL_MMA_THREADS>(Kn + 64 * LQ, v, p.kv16, async, (size_t)jn * ldk + (size_t)g * D, ldk,
+                                          p.Tk - jn);
+    }
+    fl_cp_commit();
+    fl_cp_wait<1>(); // (dq) this tile's copies landed
     __syncthreads();
     float sc[8][4], dp[8][4];
 #pragma unroll
@@ -276,21 +394,25 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, floa
       fl_lda(qa, Qw, LQ, kk * 16);
       fl_lda(oa, Ow, LQ, kk * 16);
 #pragma unroll
-      for (int n = 0; n < 8; n++) {
-        uint32_t b0, b1;
-        fl_ldb(&b0, &b1, Ks, LQ, n * 8, kk * 16);
-        fl_mma(sc[n], qa, b0, b1);
-        fl_ldb(&b0, &b1, Vs, LQ, n * 8, kk * 16);
-        fl_mma(dp[n], oa, b0, b1);
+      for (int n = 0; n < 8; n += 2) {
+        uint32_t b[4];
+        fl_ldb2(b, Ks, LQ, n * 8, kk * 16);
+        fl_mma(sc[n], qa, b[0], b[1]);
+        fl_mma(sc[n + 1], qa, b[2], b[3]);
+        fl_ldb2(b, Vs, LQ, n * 8, kk * 16);
+        fl_mma(dp[n], oa, b[0], b[1]);
+        fl_mma(dp[n + 1], oa, b[2], b[3]);
       }
     }
+    const bool full = fl_tile_full(j0, rb, re); // masks only on a tile that straddles a bound
 #pragma unroll
     for (int n = 0; n < 8; n++)
 #pragma unroll
       for (int x = 0; x < 4; x++) {
         const int e = x >> 1;
         const long j = j0 + n * 8 + 2 * tq + (x & 1);
-        const float pr = (j < rb[e] || j >= re[e]) ? 0.0f : fl_exp2(__fsub_rn(__fmul_rn(sc[n][x], p.sl2), l2[e]));
+        const float pr = (!full && (j < rb[e] || j >= re[e])) ? 0.0f
+                                                               : fl_exp2(__fsub_rn(__fmul_rn(sc[n][x], p.sl2), l2[e]));
         sc[n][x] = __fmul_rn(__fmul_rn(pr, p.scale), __fsub_rn(dp[n][x], dl[e]));
       }
 #pragma unroll
@@ -301,10 +423,11 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, floa
       a[2] = fl_pack2(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
       a[3] = fl_pack2(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
 #pragma unroll
-      for (int n = 0; n < NDN; n++) {
-        uint32_t b0, b1;
-        fl_ldb(&b0, &b1, Kt, LV, n * 8, kk * 16);
-        fl_mma(acc[n], a, b0, b1);
+      for (int n = 0; n < NDN; n += 2) {
+        uint32_t b[4];
+        fl_ldb2t(b, Ks, LQ, kk * 16, n * 8);
+        fl_mma(acc[n], a, b[0], b[1]);
+        fl_mma(acc[n + 1], a, b[2], b[3]);
       }
     }
   }
@@ -324,16 +447,16 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dq_kernel(fl_p p, floa
 // dk, dv of a key block (4 warps x 16 keys) over the query blocks from the last to the
 // first and the kv group's q heads in order: S^T = K Q^T, dP^T = V dO^T (mma), P^T and dS^T
 // in fp32, rounded; dv += P^T dO, dk += dS^T Q (mma). Shared: K, V natural (the block's, for
-// the whole kernel); per item Q, dO natural [64][D+8] and transposed [D][64+8].
+// the whole kernel); per item Q, dO natural [64][D+8] (read transposed by ldmatrix .trans
+// for the dv and dk products).
 template <int D>
 __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dkv_kernel(fl_p p, float *dk, float *dv, const void *dout,
                                                                      const void *q, const void *k, const void *v,
                                                                      const float *lse, const float *delta) {
-  constexpr int LQ = D + 8, LV = FL_BQ + 8, NKD = D / 16, NDN = D / 8;
+  constexpr int LQ = D + 8, NKD = D / 16, NDN = D / 8;
   LCC_EXTERN_SHARED(uint16_t, smh, 16);
-  uint16_t *Ks = smh, *Vs = Ks + 64 * LQ, *Qs = Vs + 64 * LQ, *Qt = Qs + 64 * LQ, *Os = Qt + D * LV,
-           *Ot = Os + 64 * LQ;
-  float *L2s = (float *)(Ot + D * LV), *Dls = L2s + 64;
+  uint16_t *Ks = smh, *Vs = Ks + 64 * LQ, *Qs = Vs + 64 * LQ, *Os = Qs + 64 * LQ;
+  float *L2s = (float *)(Os + 64 * LQ), *Dls = L2s + 64;
   int *Los = (int *)(Dls + 64);
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, gq = lane >> 2, tq = lane & 3, g = blockIdx.y;
   const long j0 = (long)blockIdx.x * FL_BK;
@@ -342,8 +465,8 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dkv_kernel(fl_p p, flo
   long jr[2], kpos[2];
 #pragma unroll
   for (int e = 0; e < 2; e++) jr[e] = j0 + w * 16 + gq + 8 * e, kpos[e] = p.k_start + jr[e];
-  fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Ks, nullptr, k, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
-  fl_load_bf16<D, LQ, 0, FL_MMA_THREADS>(Vs, nullptr, v, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
+  fl_load_bf16<D, LQ, FL_MMA_THREADS>(Ks, k, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
+  fl_load_bf16<D, LQ, FL_MMA_THREADS>(Vs, v, p.kv16, (size_t)j0 * ldk + (size_t)g * D, ldk, p.Tk - j0);
   float ak[NDN][4], av[NDN][4];
 #pragma unroll
   for (int n = 0; n < NDN; n++)
@@ -375,8 +498,8 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dkv_kernel(fl_p p, flo
         L2s[tid] = l2, Dls[tid] = dlv, Los[tid] = lov;
       }
       if (!__syncthreads_or(any)) continue;
-      fl_load_bf16<D, LQ, LV, FL_MMA_THREADS>(Qs, Qt, q, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
-      fl_load_bf16<D, LQ, LV, FL_MMA_THREADS>(Os, Ot, dout, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
+      fl_load_bf16<D, LQ, FL_MMA_THREADS>(Qs, q, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
+      fl_load_bf16<D, LQ, FL_MMA_THREADS>(Os, dout, p.q16, (size_t)i0 * ldq + (size_t)h * D, ldq, p.Tq - i0);
       __syncthreads();
       float sc[8][4], dp[8][4];
 #pragma unroll
@@ -389,14 +512,20 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dkv_kernel(fl_p p, flo
         fl_lda(ka, Kw, LQ, kk * 16);
         fl_lda(va, Vw, LQ, kk * 16);
 #pragma unroll
-        for (int n = 0; n < 8; n++) {
-          uint32_t b0, b1;
-          fl_ldb(&b0, &b1, Qs, LQ, n * 8, kk * 16);
-          fl_mma(sc[n], ka, b0, b1);
-          fl_ldb(&b0, &b1, Os, LQ, n * 8, kk * 16);
-          fl_mma(dp[n], va, b0, b1);
+        for (int n = 0; n < 8; n += 2) {
+          uint32_t b[4];
+          fl_ldb2(b, Qs, LQ, n * 8, kk * 16);
+          fl_mma(sc[n], ka, b[0], b[1]);
+          fl_mma(sc[n + 1], ka, b[2], b[3]);
+          fl_ldb2(b, Os, LQ, n * 8, kk * 16);
+          fl_mma(dp[n], va, b[0], b[1]);
+          fl_mma(dp[n + 1], va, b[2], b[3]);
         }
       }
+      // every (key, query) of the warp's 16 keys and the block's 64 queries visible (no document
+      // bounds, all in range, the last key at or before the first query): no mask (warp-uniform)
+      const bool full = __all_sync(0xffffffffu, !p.lo && jr[1] < p.Tk && i0 + FL_BQ <= p.Tq &&
+                                                    (!p.causal || kpos[1] <= p.q_start + i0));
       uint32_t pa[4][4], da[4][4]; // P^T and dS^T as A fragments (keys x queries)
 #pragma unroll
       for (int n = 0; n < 8; n++) {
@@ -405,9 +534,9 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dkv_kernel(fl_p p, flo
         for (int x = 0; x < 4; x++) {
           const int e = x >> 1, qi = n * 8 + 2 * tq + (x & 1);
           const long ii = i0 + qi;
-          bool vis = jr[e] < p.Tk && ii < p.Tq;
-          if (p.causal && kpos[e] > p.q_start + ii) vis = false;
-          if (p.lo && kpos[e] < (long)Los[qi]) vis = false;
+          bool vis = full || (jr[e] < p.Tk && ii < p.Tq);
+          if (!full && p.causal && kpos[e] > p.q_start + ii) vis = false;
+          if (!full && p.lo && kpos[e] < (long)Los[qi]) vis = false;
           pr[x] = vis ? fl_exp2(__fsub_rn(__fmul_rn(sc[n][x], p.sl2), L2s[qi])) : 0.0f;
           ds[x] = __fmul_rn(__fmul_rn(pr[x], p.scale), __fsub_rn(dp[n][x], Dls[qi]));
         }
@@ -420,12 +549,14 @@ __global__ void __launch_bounds__(FL_MMA_THREADS) mma_bwd_dkv_kernel(fl_p p, flo
 #pragma unroll
       for (int kk = 0; kk < FL_BQ / 16; kk++)
 #pragma unroll
-        for (int n = 0; n < NDN; n++) {
-          uint32_t b0, b1;
-          fl_ldb(&b0, &b1, Ot, LV, n * 8, kk * 16);
-          fl_mma(av[n], pa[kk], b0, b1);
-          fl_ldb(&b0, &b1, Qt, LV, n * 8, kk * 16);
-          fl_mma(ak[n], da[kk], b0, b1);
+        for (int n = 0; n < NDN; n += 2) {
+          uint32_t b[4];
+          fl_ldb2t(b, Os, LQ, kk * 16, n * 8);
+          fl_mma(av[n], pa[kk], b[0], b[1]);
+          fl_mma(av[n + 1], pa[kk], b[2], b[3]);
+          fl_ldb2t(b, Qs, LQ, kk * 16, n * 8);
+          fl_mma(ak[n], da[kk], b[0], b[1]);
+          fl_mma(ak[n + 1], da[kk], b[2], b[3]);
         }
     }
   }

@@ -60,6 +60,16 @@ struct unit {
   uint32_t w_wep, r_wep;
   uint16_t w_tid, r_tid;
   uint8_t r_multi, r_xwarp;
+  uint16_t async_tid; // 1 + the thread whose cp.async into this unit is pending; 0: none
+};
+
+// A cp.async of one thread: performed (and seen as that thread's write) at the
+// cp.async.wait_group that covers its group. group 0: issued, not yet committed.
+struct cp_rec {
+  unsigned char *dst;
+  const unsigned char *src;
+  int nsrc; // bytes read from src; the rest of the 16 are zero-filled
+  long group;
 };
 
 fiber g_f[kMaxThreads];
@@ -86,6 +96,8 @@ std::map<const void *, int> g_max_dyn;
 unsigned char *g_dyn; // kMaxDynSmem bytes
 std::vector<unit> g_dyn_shadow, g_static_shadow;
 uint64_t g_ep = 1, g_block_ep = 1;
+std::vector<cp_rec> g_cp[kMaxThreads]; // each thread's pending cp.async copies
+long g_cp_groups[kMaxThreads];         // each thread's committed cp.async groups
 
 } // namespace
 } // namespace lcc_emu
@@ -241,6 +253,20 @@ void deadlock() {
   g_failed = 1;
 }
 
+unit *unit_of(uintptr_t a); // (below)
+
+// Drops the copies a block issued and never waited for (harmless on the GPU while nothing
+// reads them) and their pending marks.
+void clear_async() {
+  for (int i = 0; i < kMaxThreads; i++) {
+    for (const cp_rec &c : g_cp[i])
+      for (int b = 0; b < 16; b += 2)
+        if (unit *u = unit_of((uintptr_t)c.dst + b)) u->async_tid = 0;
+    g_cp[i].clear();
+    g_cp_groups[i] = 0;
+  }
+}
+
 void run_block() {
   g_live = g_nthreads, g_bar_count = 0, g_bar_pred = 0;
   for (int i = 0; i < g_nthreads; i++) {
@@ -253,6 +279,7 @@ void run_block() {
   }
   for (int w = 0; w < (g_nthreads + 31) / 32; w++) g_w[w].count = 0, g_w[w].gen = 0, g_w[w].mem_ep = 0, g_w[w].op = "";
   g_block_ep = ++g_ep;
+  clear_async();
   // shared memory poisoned: a value read before it is written is NaN / -1
   if (__start_lcc_emu_shared && __stop_lcc_emu_shared)
     memset(__start_lcc_emu_shared, 0xff, (size_t)(__stop_lcc_emu_shared - __start_lcc_emu_shared));
@@ -277,6 +304,14 @@ void run_block() {
 // ---- shared-memory checks (the instrumentation's hooks land here)
 
 int warp_of(int lin) { return lin / 32; }
+
+// The shadow unit of a shared address (dynamic or static), or NULL.
+unit *unit_of(uintptr_t a) {
+  const uintptr_t d0 = (uintptr_t)g_dyn, s0 = (uintptr_t)__start_lcc_emu_shared, s1 = (uintptr_t)__stop_lcc_emu_shared;
+  if (g_dyn && a >= d0 && a < d0 + kMaxDynSmem) return &g_dyn_shadow[(a - d0) / 2];
+  if (s0 && a >= s0 && a < s1) return &g_static_shadow[(a - s0) / 2];
+  return nullptr;
+}
 
 void check_access(uintptr_t a, size_t n, int is_write) {
   if (!g_in_block || !g_cur) return;
@@ -309,6 +344,10 @@ void check_access(uintptr_t a, size_t n, int is_write) {
     auto ordered = [&](uint64_t ep, int tid, uint32_t wp) {
       return ep != g_ep || tid == me || (warp_of(tid) == wme && wp < wep);
     };
+    if (e->async_tid)
+      report("thread %d %s %s shared offset %zu while a cp.async of thread %d into it is pending (no "
+             "cp.async.wait_group covers it)",
+             me, is_write ? "writes" : "reads", region, 2 * u, e->async_tid - 1);
     if (!is_write) {
       if (e->w_ep < g_block_ep)
         report("thread %d reads %s shared offset %zu, never written in this block", me, region, 2 * u);
@@ -343,6 +382,22 @@ void check_access(uintptr_t a, size_t n, int is_write) {
 // ---- the header's entry points
 
 void *dyn_shared() { return g_dyn; }
+
+int shared_span_ok(const void *p, size_t n, size_t align, const char *op) {
+  if (!g_in_block || !g_cur) abort();
+  const uintptr_t a = (uintptr_t)p, d0 = (uintptr_t)g_dyn, s0 = (uintptr_t)__start_lcc_emu_shared,
+                  s1 = (uintptr_t)__stop_lcc_emu_shared;
+  if (a % align) {
+    report("%s by thread %d: shared address %p not %zu-byte aligned", op, g_cur->lin, p, align);
+    return 0;
+  }
+  const int in_dyn = a >= d0 && a + n <= d0 + g_cfg->smem, in_static = s0 && a >= s0 && a + n <= s1;
+  if (!in_dyn && !in_static) {
+    report("%s by thread %d: %zu bytes at %p are not in the block's shared memory", op, g_cur->lin, n, p);
+    return 0;
+  }
+  return 1;
+}
 void *opaque(void *p) { return p; }
 
 cudaError_t take_last_error() {
@@ -355,6 +410,47 @@ cudaError_t set_max_dyn_smem(const void *fn, int bytes) {
   if (bytes < 0 || (size_t)bytes > kMaxDynSmem) return cudaErrorInvalidValue;
   g_max_dyn[fn] = bytes;
   return cudaSuccess;
+}
+
+void cp_async_16(void *dst, const void *src, int nsrc) {
+  const char *op = "cp.async.cg.shared.global (16 bytes)";
+  if (!shared_span_ok(dst, 16, 16, op)) return;
+  if ((uintptr_t)src % 16 || nsrc < 0 || nsrc > 16) {
+    report("%s by thread %d: global source %p not 16-byte aligned or source size %d not in [0, 16]", op, g_cur->lin,
+           src, nsrc);
+    return;
+  }
+  // the issue: a write of the destination, racing with this epoch's other accesses; the bytes
+  // arrive later, so every access before the covering wait is reported
+  check_access((uintptr_t)dst, 16, 1);
+  for (int b = 0; b < 16; b += 2) unit_of((uintptr_t)dst + b)->async_tid = (uint16_t)(g_cur->lin + 1);
+  g_cp[g_cur->lin].push_back(cp_rec{(unsigned char *)dst, (const unsigned char *)src, nsrc, 0});
+}
+
+void cp_async_commit() {
+  const int me = g_cur->lin;
+  g_cp_groups[me]++;
+  for (cp_rec &c : g_cp[me])
+    if (!c.group) c.group = g_cp_groups[me];
+}
+
+// cp.async.wait_group n: every committed group but the n most recent is complete.
+void cp_async_wait(int n) {
+  const int me = g_cur->lin;
+  std::vector<cp_rec> &v = g_cp[me];
+  size_t keep = 0;
+  for (size_t i = 0; i < v.size(); i++) {
+    cp_rec c = v[i];
+    if (!c.group || c.group > g_cp_groups[me] - n) {
+      v[keep++] = c;
+      continue;
+    }
+    for (int b = 0; b < 16; b += 2) unit_of((uintptr_t)c.dst + b)->async_tid = 0;
+    check_access((uintptr_t)c.dst, 16, 1); // the bytes land now: this thread's write
+    memcpy(c.dst, c.src, (size_t)c.nsrc);
+    memset(c.dst + c.nsrc, 0, (size_t)(16 - c.nsrc));
+  }
+  v.resize(keep);
 }
 
 long findings() { return g_findings; }

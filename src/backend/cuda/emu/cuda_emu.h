@@ -164,6 +164,19 @@ int syncthreads_count(int pred);
 // the caller's next warp operation. orders_memory: __syncwarp (shared accesses of the warp's
 // lanes before it are ordered before those after it).
 const uint32_t *warp_gather(unsigned mask, const void *mine, int nwords, const char *op, int orders_memory);
+// Whether [p, p + n) lies in the block's shared memory (static, or the launch's dynamic size)
+// and p is align-aligned; reports a finding (op and thread named) where not.
+int shared_span_ok(const void *p, size_t n, size_t align, const char *op);
+// cp.async.cg.shared.global [dst], [src], 16, nsrc (nsrc bytes copied, the rest of the 16
+// zero-filled), cp.async.commit_group, cp.async.wait_group n (PTX ISA 8.x, "Data Movement and
+// Conversion Instructions: cp.async" and ": cp.async.wait_group"): the copy is recorded at
+// issue and performed at the wait that covers its group, as the issuing thread's write of the
+// 16 bytes; until then every access to them (by any thread) is reported, and they hold what
+// they held (the poison, or the previous tile). Another thread sees the bytes only after a
+// barrier that follows the wait, as on the GPU.
+void cp_async_16(void *dst, const void *src, int nsrc);
+void cp_async_commit();
+void cp_async_wait(int n);
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (cuda_emu.cpp)
 void mma_m16n8k16_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
 
@@ -265,6 +278,41 @@ static inline int __all_sync(unsigned mask, int pred) {
     if (((mask >> l) & 1u) && !all[16 * l]) return 0;
   return 1;
 }
+
+// ---- ldmatrix.sync.aligned.m8n8.x4{.trans}.shared.b16 (PTX ISA 8.x, section 9.7.14.5.15
+// "Warp-level matrix load instruction: ldmatrix"): four 8x8 matrices of 16-bit elements. Lane
+// 8 i + r supplies the shared address of row r of matrix i (a 16-byte row: 16-byte aligned, in
+// shared memory); destination register i of lane l = 4 g + t holds matrix i's elements
+// (row g, cols 2t, 2t+1) (lower column in the lower half), with .trans (rows 2t, 2t+1, col g):
+// the transposed matrix, the same layout as mma's B fragment. Emulated as a warp rendezvous
+// on the 32 row addresses, then each lane reads its own elements here: the reads are the
+// kernel translation unit's, so the race and unwritten-read checks see them as the receiving
+// lane's loads.
+namespace lcc_emu {
+template <int TRANS>
+inline void ldmatrix_x4(uint32_t r[4], const void *row, const char *op) {
+  uint32_t mine[3]; // the row address, and whether it is valid (an invalid row reads as 0xffff)
+  const uint64_t a = (uint64_t)(uintptr_t)row;
+  memcpy(mine, &a, 8);
+  mine[2] = (uint32_t)shared_span_ok(row, 16, 16, op);
+  const uint32_t *all = warp_gather(0xffffffffu, mine, 3, op, 0);
+  uint64_t rows[32];
+  int valid[32];
+  for (int l = 0; l < 32; l++) memcpy(&rows[l], all + 16 * l, 8), valid[l] = (int)all[16 * l + 2];
+  const unsigned lane = lane_id(), g = lane >> 2, t = lane & 3;
+  for (int i = 0; i < 4; i++) {
+    if (!TRANS) {
+      const int src = 8 * i + (int)g;
+      r[i] = valid[src] ? *(const uint32_t *)(uintptr_t)(rows[src] + 4 * t) : 0xffffffffu;
+    } else {
+      const int s0 = 8 * i + 2 * (int)t, s1 = s0 + 1;
+      const uint32_t lo = valid[s0] ? *(const uint16_t *)(uintptr_t)(rows[s0] + 2 * g) : 0xffffu;
+      const uint32_t hi = valid[s1] ? *(const uint16_t *)(uintptr_t)(rows[s1] + 2 * g) : 0xffffu;
+      r[i] = lo | (hi << 16);
+    }
+  }
+}
+} // namespace lcc_emu
 
 // ---- bit casts and integer intrinsics
 static inline uint32_t __float_as_uint(float f) {
