@@ -177,21 +177,42 @@ static void tile_scale(float *S, int nk, float c) {
   for (long e = 0; e < (long)nk * BQ; e++) S[e] *= c;
 }
 
+// The transposed pack is blocked by key tile: tr[g][key tile jb][d][BK/2 pairs], so the
+// D x BK/2 words one tile's product reads are contiguous (TR_LD words a row) instead of D
+// rows Tk2 words apart: at 32K keys those rows were 64 KiB apart, 64 pages a tile, and the
+// AMX forward at 32K ran at half its 8K rate. Tiles start at multiples of BK (key_range,
+// bwd_item), so a tile never crosses a block. Words per kv head: tr_blocks x D x TR_LD.
+#define TR_LD (BK / 2)
+static long tr_blocks(long Tk) { return (Tk + BK - 1) / BK; }
+// The first word of key tile j0's (a multiple of BK) transposed block of kv head g.
+static const uint32_t *tr_tile(const uint32_t *tr, long Tk, int D, int g, long j0) {
+  return tr + ((long)g * tr_blocks(Tk) + j0 / BK) * D * TR_LD;
+}
+
 // Per call: the k (or v) rows of every kv head as A operands, natural (pairs along d:
-// nat[g][j][d']) and transposed (pairs along keys: tr[g][d][j']; either may be NULL), by
-// the threads of the enclosing parallel region. x: fp32, or 2-byte bf16 (x16).
+// nat[g][j][d']) and transposed (pairs along keys, blocked by key tile: tr[g][jb][d][j' %
+// TR_LD], above; either may be NULL), by the threads of the enclosing parallel region.
+// x: fp32, or 2-byte bf16 (x16). Words of a last block past the keys (never read) are 0,
+// so a pack's bytes are a function of k and v alone.
 static void pack_kv(uint32_t *nat, uint32_t *tr, const void *x, int x16, int Tk, int Hkv, int D) {
   const int D2 = (D + 1) / 2;
-  const long Tk2 = (Tk + 1) / 2, ldx = (long)Hkv * D;
+  const long Tk2 = (Tk + 1) / 2, ldx = (long)Hkv * D, Tp = tr ? tr_blocks(Tk) * TR_LD : Tk2;
 #pragma omp for schedule(static)
-  for (long gj = 0; gj < (long)Hkv * Tk2; gj++) {
-    const int g = (int)(gj / Tk2);
-    const long j = gj % Tk2;
+  for (long gj = 0; gj < (long)Hkv * Tp; gj++) {
+    const int g = (int)(gj / Tp);
+    const long j = gj % Tp;
+    if (j >= Tk2) { // the last transposed block's padding
+      uint32_t *t = (uint32_t *)tr_tile(tr, Tk, D, g, 2 * j / BK * BK) + j % TR_LD;
+      for (int d = 0; d < D; d++) t[(long)d * TR_LD] = 0;
+      continue;
+    }
     const long a = (2 * j) * ldx + (long)g * D, b = a + ldx; // offsets of rows 2j and 2j+1
     const int hb = 2 * j + 1 < Tk;                          // row 2j+1 exists
-    if (tr)
+    if (tr) {
+      uint32_t *t = (uint32_t *)tr_tile(tr, Tk, D, g, 2 * j / BK * BK) + j % TR_LD;
       for (int d = 0; d < D; d++)
-        tr[((long)g * D + d) * Tk2 + j] = bf_pair(lc_elem_f32(x, x16, (size_t)a + d), hb ? lc_elem_f32(x, x16, (size_t)b + d) : 0.0f);
+        t[(long)d * TR_LD] = bf_pair(lc_elem_f32(x, x16, (size_t)a + d), hb ? lc_elem_f32(x, x16, (size_t)b + d) : 0.0f);
+    }
     if (nat)
       for (int r = 0; r < 2 && 2 * j + r < Tk; r++) {
         const long y = r ? b : a;

@@ -284,7 +284,7 @@ static long fwd_ws_floats(const lc_attn_shape *s) {
 // Words of the call's shared packed k/v (bf16 pairs, flash_bf16.h): forward KP (natural)
 // and VT (transposed); backward KP, KT (transposed) and VP (natural).
 static long kv_nat_words(const lc_attn_shape *s) { return (long)s->Hkv * s->Tk * ((s->D + 1) / 2); }
-static long kv_tr_words(const lc_attn_shape *s) { return (long)s->Hkv * s->D * ((s->Tk + 1) / 2); }
+static long kv_tr_words(const lc_attn_shape *s) { return (long)s->Hkv * tr_blocks(s->Tk) * s->D * TR_LD; }
 static long kv_pack_words(const lc_attn_shape *s, int bwd) {
   return kv_nat_words(s) * (bwd ? 2 : 1) + kv_tr_words(s);
 }
@@ -382,12 +382,11 @@ static void fwd_item(void *out, float *lse, const void *q, const void *k, const 
   // Qp = q pairs (unscaled: bf16-exact); St = K Qp, then scaled by scale * log2(e) in fp32.
   (void)k, (void)v, (void)ldk;
   const int D2 = (D + 1) / 2;
-  const long Tk2 = (s->Tk + 1) / 2;
   const float sl2 = (float)(s->scale * LOG2E);
   long ldqb = ldq;
   const float *qb = block_rows(w->x.Qw, q, s->q16, i0 * ldq + (long)h * D, &ldqb, nq, D);
   pack_qp(w->Qp, qb, ldqb, nq, D);
-  const uint32_t *kp = w->KP + (long)g * s->Tk * D2, *vt = w->VT + (long)g * D * Tk2;
+  const uint32_t *kp = w->KP + (long)g * s->Tk * D2;
   for (long j0 = kr.beg / BK * BK; j0 < kr.end; j0 += BK) {
     int nk = (int)(kr.end - j0 < BK ? kr.end - j0 : BK);
     t16_64(0, nk, D2, kp + j0 * D2, D2, w->Qp, w->S, NULL);
@@ -396,7 +395,7 @@ static void fwd_item(void *out, float *lse, const void *q, const void *k, const 
       tile_mask(w->S, nk, s->k_start + j0, s->q_start + i0, s->causal, lo, nq);
     tile_softmax(w->S, nk, w->m, w->l, w->alpha);
     pack_pp(w->Pp, w->S, nk);
-    t16_64(2, D, (nk + 1) / 2, vt + j0 / 2, Tk2, w->Pp, w->Ot, w->alpha);
+    t16_64(2, D, (nk + 1) / 2, tr_tile(w->VT, s->Tk, D, g, j0), TR_LD, w->Pp, w->Ot, w->alpha);
   }
 #else
   // Qt[d][i] = q * scale * log2(e); padded query columns are 0.
@@ -618,10 +617,9 @@ static void bwd_item(float *dq, const void *dout, const void *q, const void *k,
 #ifdef LC_FLASH_BF16
   (void)k, (void)v, (void)ldk;
   const int D2 = (D + 1) / 2;
-  const long Tk2 = (s->Tk + 1) / 2;
   const float sl2 = (float)(s->scale * LOG2E);
   const uint32_t *kp = w->KP + (long)g * s->Tk * D2, *vp = w->VP + (long)g * s->Tk * D2;
-  const uint32_t *kt = w->KT + (long)g * D * Tk2;
+
   for (long j0 = kbeg; j0 < kend; j0 += BK) {
     int nk = (int)(kend - j0 < BK ? kend - j0 : BK);
     t16_64(0, nk, D2, kp + j0 * D2, D2, Qp, w->S, NULL); // St = K Qp
@@ -636,7 +634,7 @@ static void bwd_item(float *dq, const void *dout, const void *q, const void *k,
     pack_pp(w->dSp, w->dP, nk);
     t16_acc(nk, (nq + 1) / 2, w->P16, BQ / 2, dOn2, Dp, dvb + (j0 - c0) * Dp, Dp, (int)Dp); // dV += Pt dO
     t16_acc(nk, (nq + 1) / 2, w->dS16, BQ / 2, Qn2, Dp, dkb + (j0 - c0) * Dp, Dp, (int)Dp); // dK += dSt Q
-    t16_64(1, D, (nk + 1) / 2, kt + j0 / 2, Tk2, w->dSp, w->dQt, NULL);                    // dQt += K^T dSt
+    t16_64(1, D, (nk + 1) / 2, tr_tile(w->KT, s->Tk, D, g, j0), TR_LD, w->dSp, w->dQt, NULL); // dQt += K^T dSt
   }
 #else
   for (long j0 = kbeg; j0 < kend; j0 += BK) {
