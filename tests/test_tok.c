@@ -453,7 +453,7 @@ static void check_errors(void) {
       {"\"ab\":2", "\"ab\":\"2\"", "a string"},
       {"\"ab\":2", "\"ab\":1", "already belongs"},
       {"\"type\":\"BPE\"", "\"type\":\"Unigram\"", "BPE tokenizers only"},
-      {"\"type\":\"BPE\"", "\"type\":\"BPE\",\"dropout\":0.1", "dropout"},
+      {"\"type\":\"BPE\"", "\"type\":\"BPE\",\"dropout\":0.1", "set \"dropout\": null"},
       {"\"type\":\"BPE\"", "\"type\":\"BPE\",\"continuing_subword_prefix\":\"##\"", "continuing_subword_prefix"},
       {"\"type\":\"BPE\"", "\"type\":\"BPE\",\"unk_token\":\"<unk>\"", "unk_token"},
       {"\"type\":\"BPE\"", "\"type\":\"BPE\",\"byte_fallback\":\"yes\"", "true or false"},

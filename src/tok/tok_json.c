@@ -16,7 +16,8 @@ static lc_status model_options(lc_tokenizer *t, const cJSON *m) {
                    t->label, lc_tok_show(ty));
   const cJSON *d = cJSON_GetObjectItemCaseSensitive(m, "dropout");
   if (d && !cJSON_IsNull(d) && !(cJSON_IsNumber(d) && d->valuedouble == 0))
-    return lc_fail(LC_EFORMAT, "%s: model.dropout is set; BPE dropout (random merges, for training) is not implemented", t->label);
+    return lc_fail(LC_EFORMAT, "%s: model.dropout is set; longctx tokenizes deterministically (no BPE dropout): set "
+                   "\"dropout\": null in the file's \"model\" to tokenize as tokenizers does without dropout", t->label);
   const char *fix[] = {"continuing_subword_prefix", "end_of_word_suffix"};
   for (int i = 0; i < 2; i++) {
     LC_TRY(lc_tj_str(t, m, fix[i], "model", 0, &s));
