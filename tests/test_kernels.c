@@ -171,15 +171,24 @@ static int *make_bounds(const acase *c) {
   return lo;
 }
 
-static void run_case(const acase *c, lc_rng *r, const lc_flash_variant *var, const lc_flash_variant *port, int bf16) {
+// A case's shape (bf16: a bf16 pass; lo: its key bounds or NULL, the caller frees it) and
+// random inputs q, k, v, dout drawn in that order (bf16: rounded to bf16 values).
+static lc_attn_shape case_draw(const acase *c, lc_rng *r, int bf16, int **lo, float **q, float **k, float **v,
+                               float **dout) {
   lc_attn_shape s = {c->Tq, c->Tk, c->Hq, c->Hkv, c->D, c->qs, c->ks, c->causal,
                      (float)(1.0 / sqrt((double)c->D)), NULL, bf16, NULL, 0, 0, 0};
-  int *lo = make_bounds(c);
-  s.lo = lo;
+  s.lo = *lo = make_bounds(c);
+  const long nq = (long)c->Tq * c->Hq * c->D, nk = (long)c->Tk * c->Hkv * c->D;
+  *q = lc_t_randn(r, nq, 1.0f), *k = lc_t_randn(r, nk, 1.0f), *v = lc_t_randn(r, nk, 1.0f), *dout = lc_t_randn(r, nq, 1.0f);
+  if (bf16) lc_bf16_round(*q, nq), lc_bf16_round(*k, nk), lc_bf16_round(*v, nk), lc_bf16_round(*dout, nq);
+  return s;
+}
+
+static void run_case(const acase *c, lc_rng *r, const lc_flash_variant *var, const lc_flash_variant *port, int bf16) {
+  int *lo;
+  float *q, *k, *v, *dout;
+  const lc_attn_shape s = case_draw(c, r, bf16, &lo, &q, &k, &v, &dout);
   const long nq = (long)c->Tq * c->Hq * c->D, nk = (long)c->Tk * c->Hkv * c->D, nl = (long)c->Hq * c->Tq;
-  float *q = lc_t_randn(r, nq, 1.0f), *k = lc_t_randn(r, nk, 1.0f), *v = lc_t_randn(r, nk, 1.0f),
-        *dout = lc_t_randn(r, nq, 1.0f);
-  if (bf16) lc_bf16_round(q, nq), lc_bf16_round(k, nk), lc_bf16_round(v, nk), lc_bf16_round(dout, nq);
   double *ro = malloc(8 * nq), *rl = malloc(8 * nl), *rdq = malloc(8 * nq), *rdk = malloc(8 * nk), *rdv = malloc(8 * nk);
   ref_fwd(ro, rl, q, k, v, &s);
   ref_bwd(rdq, rdk, rdv, dout, q, k, v, &s);
@@ -295,14 +304,10 @@ static void test_bf16_split(const lc_flash_variant *var, lc_rng *r) {
 //    arena peak must be the workspace it reports, and the workspace grows by at most the
 //    per-thread widened blocks (no copy of the call's inputs).
 static void run_in16(const acase *c, lc_rng *r, const lc_flash_variant *var) {
-  lc_attn_shape s = {c->Tq, c->Tk, c->Hq, c->Hkv, c->D, c->qs, c->ks, c->causal,
-                     (float)(1.0 / sqrt((double)c->D)), NULL, 1, NULL, 0, 0, 0};
-  int *lo = make_bounds(c);
-  s.lo = lo;
+  int *lo;
+  float *q, *k, *v, *dout;
+  lc_attn_shape s = case_draw(c, r, 1, &lo, &q, &k, &v, &dout);
   const long nq = (long)c->Tq * c->Hq * c->D, nk = (long)c->Tk * c->Hkv * c->D, nl = (long)c->Hq * c->Tq;
-  float *q = lc_t_randn(r, nq, 1.0f), *k = lc_t_randn(r, nk, 1.0f), *v = lc_t_randn(r, nk, 1.0f),
-        *dout = lc_t_randn(r, nq, 1.0f);
-  lc_bf16_round(q, nq), lc_bf16_round(k, nk), lc_bf16_round(v, nk), lc_bf16_round(dout, nq);
   uint16_t *q16 = malloc(2 * nq), *k16 = malloc(2 * nk), *v16 = malloc(2 * nk), *d16 = malloc(2 * nq);
   lc_bf16_pack(q16, q, nq), lc_bf16_pack(k16, k, nk), lc_bf16_pack(v16, v, nk), lc_bf16_pack(d16, dout, nq);
   float *o = malloc(4 * nq), *l = malloc(4 * nl), *dl = malloc(4 * nl), *dl16 = malloc(4 * nl);
@@ -480,10 +485,10 @@ static void test_tdpbf16ps_emulation(lc_rng *r, int hw) {
       }
     float ch[256];
     memcpy(ch, c, sizeof ch);
-    lc_flash_amx_emu_tdpbf16ps(c, a, b);
+    lc_flash_tdpbf16ps_amx_emu(c, a, b);
     for (int i = 0; i < 256; i++) bad += memcmp(&c[i], &want[i], 4) != 0;
     if (hw) {
-      lc_flash_amx_tdpbf16ps(ch, a, b);
+      lc_flash_tdpbf16ps_amx(ch, a, b);
       for (int i = 0; i < 256; i++) hwbad += memcmp(&ch[i], &c[i], 4) != 0;
     }
   }
@@ -503,14 +508,10 @@ static void test_amx_hw_vs_emu(lc_rng *r) {
   long differ = 0, total = 0;
   for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
     const acase *c = &cases[ci];
-    lc_attn_shape s = {c->Tq, c->Tk, c->Hq, c->Hkv, c->D, c->qs, c->ks, c->causal,
-                       (float)(1.0 / sqrt((double)c->D)), NULL, 1, NULL, 0, 0, 0};
-    int *lo = make_bounds(c);
-    s.lo = lo;
+    int *lo;
+    float *q, *k, *v, *dout;
+    const lc_attn_shape s = case_draw(c, r, 1, &lo, &q, &k, &v, &dout);
     const long nq = (long)c->Tq * c->Hq * c->D, nk = (long)c->Tk * c->Hkv * c->D, nl = (long)c->Hq * c->Tq;
-    float *q = lc_t_randn(r, nq, 1.0f), *k = lc_t_randn(r, nk, 1.0f), *v = lc_t_randn(r, nk, 1.0f),
-          *dout = lc_t_randn(r, nq, 1.0f);
-    lc_bf16_round(q, nq), lc_bf16_round(k, nk), lc_bf16_round(v, nk), lc_bf16_round(dout, nq);
     float *o[2], *l[2], *dq[2], *dk[2], *dv[2], *dl = malloc(4 * nl);
     lc_flash_test_set_key_chunk(c->chunk64 ? 64 : 0);
     for (int w = 0; w < 2; w++) {

@@ -146,4 +146,19 @@ static void t16_acc(int M, int K2, const uint32_t *A, long sar, const uint32_t *
   amx_mm(1, M, N, K2, A, sar, B, ldb, C, ldc, NULL);
 }
 
+// Test-only (tests/test_kernels.c): one TDPBF16PS on 16 x 16 dword tiles, c += a * b, on this
+// variant's tiles: lc_flash_tdpbf16ps_amx (the hardware; only where lc_flash_amx_ready()) and
+// lc_flash_tdpbf16ps_amx_emu (the emulation), compared with the SDM's pseudo-code and with
+// each other bit for bit. (This header is included once per variant file, flash_body.h.)
+void LC_FLASH_FN(tdpbf16ps)(float *c, const uint32_t *a, const uint32_t *b);
+void LC_FLASH_FN(tdpbf16ps)(float *c, const uint32_t *a, const uint32_t *b) {
+  TILE_CFG();
+  TILE_LOAD(0, c, 64);
+  TILE_LOAD(1, a, 64);
+  TILE_LOAD(2, b, 64);
+  TILE_DP(0, 1, 2);
+  TILE_STORE(0, c, 64);
+  TILE_RELEASE();
+}
+
 #endif

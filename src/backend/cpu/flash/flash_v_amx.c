@@ -9,17 +9,3 @@
 #endif
 #define LC_FLASH_FN(name) lc_flash_##name##_amx
 #include "backend/cpu/flash/flash_body.h"
-
-#if defined(__x86_64__)
-// Test-only: one real TDPBF16PS on 16 x 16 dword tiles, c += a * b (tests/test_kernels.c
-// compares it bit for bit with lc_flash_amx_emu_tdpbf16ps). Only where lc_flash_amx_ready().
-void lc_flash_amx_tdpbf16ps(float *c, const uint32_t *a, const uint32_t *b) {
-  TILE_CFG();
-  TILE_LOAD(0, c, 64);
-  TILE_LOAD(1, a, 64);
-  TILE_LOAD(2, b, 64);
-  TILE_DP(0, 1, 2);
-  TILE_STORE(0, c, 64);
-  TILE_RELEASE();
-}
-#endif

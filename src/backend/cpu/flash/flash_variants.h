@@ -26,11 +26,11 @@ const lc_flash_variant *lc_flash_variant_for(lc_kern_level level, int bf16);
 // CPU, and the count of tile instructions it saw on a thread without a tile configuration.
 const lc_flash_variant *lc_flash_variant_amx_emu(void);
 extern long lc_flash_amx_emu_faults;
-// Test-only (x86-64): one emulated TDPBF16PS, c[16][16] fp32 += a[16 rows][16 bf16 pairs] *
-// b[16 pair rows][16 columns of pairs], as flash_tile.h carries it out.
-void lc_flash_amx_emu_tdpbf16ps(float *c, const uint32_t *a, const uint32_t *b);
-// Test-only (x86-64, where lc_flash_amx_ready()): the same on the real tiles.
-void lc_flash_amx_tdpbf16ps(float *c, const uint32_t *a, const uint32_t *b);
+// Test-only (x86-64): one TDPBF16PS, c[16][16] fp32 += a[16 rows][16 bf16 pairs] *
+// b[16 pair rows][16 columns of pairs], emulated as flash_tile.h carries it out, or on the
+// real tiles (only where lc_flash_amx_ready()).
+void lc_flash_tdpbf16ps_amx_emu(float *c, const uint32_t *a, const uint32_t *b);
+void lc_flash_tdpbf16ps_amx(float *c, const uint32_t *a, const uint32_t *b);
 
 #define LC_FLASH_DECLARE(suf)                                                                  \
   lc_status lc_flash_fwd_##suf(void *out, float *lse, const void *q, const void *k,            \
