@@ -619,7 +619,6 @@ static void bwd_item(float *dq, const void *dout, const void *q, const void *k,
   const int D2 = (D + 1) / 2;
   const float sl2 = (float)(s->scale * LOG2E);
   const uint32_t *kp = w->KP + (long)g * s->Tk * D2, *vp = w->VP + (long)g * s->Tk * D2;
-
   for (long j0 = kbeg; j0 < kend; j0 += BK) {
     int nk = (int)(kend - j0 < BK ? kend - j0 : BK);
     t16_64(0, nk, D2, kp + j0 * D2, D2, Qp, w->S, NULL); // St = K Qp
