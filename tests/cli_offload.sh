@@ -39,6 +39,44 @@ pair hp2-z2 2 --model tiny --seq 64 --hp 2 --zero 2 --checkpoint full
 pair hp2cp2-z3 4 --model tiny --seq 64 --hp 2 --cp 2 --zero 3 --mlp-tile 16
 pair dp2cp2-z3g2 4 --model tiny --seq 64 --batch 2 --cp 2 --zero 3 --zero-group 2
 pair pack 2 --model tiny --seq 128 --cp 2 --pack --attn-window 32 --zero 1
+# Layer checkpoints offloaded from the private device (the store's slots staged through host
+# copies) at --offload-depth auto (full: 2 resident, put before the layer runs; selective:
+# 3), on 1 and 2 ranks, with the model states offloaded too: the in-RAM run's bits.
+ck() { # name np depth args...: the run with and without --offload-checkpoints; equal bits
+  local name=$1 np=$2 depth=$3; shift 3
+  local run=("$BIN" train)
+  [ "$np" -gt 1 ] && run=(timeout 120 $MPI -np "$np" "$BIN" train --threads 1)
+  mkdir -p "$TMP/ckoff"
+  "${run[@]}" --data task:copy --steps 3 --device private "$@" --log-json "$TMP/$name-a.jsonl" >"$TMP/$name-a.out" 2>&1 ||
+    { bad "$name in RAM: $(tail -2 "$TMP/$name-a.out")"; return; }
+  "${run[@]}" --data task:copy --steps 3 --device private --offload-checkpoints "$TMP/ckoff" --offload-depth "$depth" "$@" --log-json "$TMP/$name-b.jsonl" \
+    >"$TMP/$name-b.out" 2>&1 || { bad "$name offloaded: $(tail -2 "$TMP/$name-b.out")"; return; }
+  [ "$(lg "$TMP/$name-a.jsonl" | wc -l)" = 3 ] && [ "$(lg "$TMP/$name-a.jsonl")" = "$(lg "$TMP/$name-b.jsonl")" ] && ok ||
+    bad "$name: offloaded checkpoints $(lg "$TMP/$name-b.jsonl" | tr '\n' ' ') vs $(lg "$TMP/$name-a.jsonl" | tr '\n' ' ')"
+  [ -z "$(ls -A "$TMP/ckoff")" ] && ok || bad "$name left $(ls -A "$TMP/ckoff")"
+}
+ck ck-full-bf16 1 auto --model demo --seq 64 --checkpoint full --precision bf16 --offload-optimizer
+grep -q "(2 of 4 layers in RAM at once: --offload-depth auto)" "$TMP/ck-full-bf16-b.out" && ok || bad "ck-full-bf16: $(grep offload "$TMP/ck-full-bf16-b.out")"
+ck ck-sel-f32 1 auto --model demo --seq 64 --checkpoint selective
+ck ck-full-cp2 2 3 --model demo --seq 64 --cp 2 --checkpoint full --zero 3
+grep -q "(3 of 4 layers in RAM at once: --offload-depth set)" "$TMP/ck-full-cp2-b.out" && ok || bad "ck-full-cp2: $(grep offload "$TMP/ck-full-cp2-b.out")"
+# The longest S plan gives within a small cap (demo, 2 ranks, cp 2, bf16, full, ZeRO 3, checkpoints
+# offloaded at depth auto: 2 of 4 layers resident), run: its measured arena peak is the
+# predicted one to the byte (and so within the cap).
+"$BIN" plan --model demo --precision bf16 --hp 1 --cp 2 --gpus 2 --zero 3 --checkpoint full --threads 1 --mlp-tile 1024 \
+  --loss-tile 0 --offload-checkpoints "$TMP/ckoff" --longest --budget-gib 0.1 >"$TMP/lp.out" 2>&1 || bad "plan --longest (demo): $(tail -2 "$TMP/lp.out")"
+PRED=$(sed -n 's/^Longest S: [0-9]* tokens .*per rank (\([0-9]*\) bytes).*/\1/p' "$TMP/lp.out")
+LCMD=$(grep -A1 "^Longest S: [0-9]* tokens" "$TMP/lp.out" | sed -n 's/^  mpirun -np 2 longctx train //p')
+if [ -n "$PRED" ] && [ -n "$LCMD" ]; then
+  timeout 120 $MPI -np 2 "$BIN" train $LCMD --steps 1 --data task:copy --log-json "$TMP/lp.jsonl" >"$TMP/lp-run.out" 2>&1 ||
+    bad "the longest S's run: $(tail -2 "$TMP/lp-run.out")"
+  MEAS=$(python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).readline())['peak_bytes'])" "$TMP/lp.jsonl" 2>/dev/null)
+  [ "$MEAS" = "$PRED" ] && [ "$PRED" -le $((1024 * 1024 * 1024 / 10)) ] && ok || bad "longest S ($LCMD): measured peak $MEAS, predicted $PRED"
+  echo "longest S within 0.1 GiB: $LCMD: measured peak $MEAS bytes, predicted $PRED"
+else
+  bad "plan --longest (demo) printed no S or command: $(cat "$TMP/lp.out")"
+fi
+[ -z "$(ls -A "$TMP/ckoff")" ] && ok || bad "the longest run left $(ls -A "$TMP/ckoff")"
 # Two passes a step on one rank: each pass's gradient is added into the first's.
 "$BIN" train --model tiny --seq 64 --batch 2 --data task:copy --steps 3 --device private --log-json "$TMP/acc-a.jsonl" >/dev/null 2>&1 &&
   "$BIN" train --model tiny --seq 64 --batch 2 --data task:copy --steps 3 --device private --offload-optimizer \

@@ -252,9 +252,23 @@ OFF="--model bench-s --data $TMP/v32k.tok --seq 128 --threads 2 --warmup 0"
 mkdir -p "$TMP/off"
 "$BIN" train $OFF --steps 2 --log-json "$TMP/ram.jsonl" >/dev/null 2>&1 && ok || bad "bench-s in RAM"
 "$BIN" train $OFF --steps 2 --offload-checkpoints "$TMP/off" --log-json "$TMP/off.jsonl" >"$TMP/out" 2>"$TMP/err" && ok || bad "offload: $(cat "$TMP/err")"
-grep -q "offloaded to $TMP/off (4 of 8 layers in RAM" "$TMP/out" && ok || bad "settings table lacks the offload line"
+grep -q "offloaded to $TMP/off ([23] of 8 layers in RAM at once: --offload-depth auto)" "$TMP/out" && ok || bad "settings table lacks the offload line: $(grep offload "$TMP/out")"
 [ "$(losses "$TMP/ram.jsonl")" = "$(losses "$TMP/off.jsonl")" ] && ok || bad "offloaded losses $(losses "$TMP/off.jsonl") vs RAM $(losses "$TMP/ram.jsonl")"
 [ -z "$(ls -A "$TMP/off")" ] && ok || bad "offload left $(ls -A "$TMP/off")"
+# --offload-depth: full checkpointing puts a layer's input before it runs (auto: 2 resident),
+# the others after (auto: 3); any depth >= 2 gives the in-RAM losses.
+for pd in "full auto 2" "full 3 3" "selective auto 3" "selective 2 2"; do
+  set -- $pd
+  "$BIN" train $OFF --steps 2 --checkpoint $1 --log-json "$TMP/ram_$1.jsonl" >/dev/null 2>&1 || bad "bench-s $1 in RAM"
+  "$BIN" train $OFF --steps 2 --checkpoint $1 --offload-checkpoints "$TMP/off" --offload-depth $2 --log-json "$TMP/off_$1.jsonl" >"$TMP/out" 2>"$TMP/err" && ok || bad "offload $1 depth $2: $(cat "$TMP/err")"
+  grep -q "($3 of 8 layers in RAM at once: --offload-depth" "$TMP/out" && ok || bad "offload $1 depth $2: $(grep offload "$TMP/out")"
+  [ "$(losses "$TMP/ram_$1.jsonl")" = "$(losses "$TMP/off_$1.jsonl")" ] && ok || bad "offload $1 depth $2: losses $(losses "$TMP/off_$1.jsonl") vs RAM $(losses "$TMP/ram_$1.jsonl")"
+done
+[ -z "$(ls -A "$TMP/off")" ] && ok || bad "offload left $(ls -A "$TMP/off")"
+expect_error "--offload-depth '1': give the layer checkpoints kept in RAM, 2 or more" train $OFF --steps 1 --offload-checkpoints "$TMP/off" --offload-depth 1
+expect_error "--offload-depth 'two': give the layer checkpoints kept in RAM, 2 or more" train $OFF --steps 1 --offload-checkpoints "$TMP/off" --offload-depth two
+expect_error "--offload-depth sets how many layer checkpoints --offload-checkpoints keeps in RAM: add --offload-checkpoints DIR" train $OFF --steps 1 --offload-depth 3
+expect_error "--offload-depth sets how many layer checkpoints" plan --model llama-3-8b --seq 1M --offload-depth 3
 expect_error "--offload-checkpoints $TMP/nodir is not a directory" train $OFF --steps 1 --offload-checkpoints "$TMP/nodir"
 LONGCTX_TEST_OFFLOAD_ROOM=1000 expect_error "--offload-checkpoints $TMP/off has 0.0 MiB free but a pass writes up to" train $OFF --steps 1 --offload-checkpoints "$TMP/off"
 # (a pass writes at most 8 layers: the 9th write of the process falls in step 2 or 3)
@@ -262,7 +276,7 @@ LONGCTX_TEST_OFFLOAD_FAIL_WRITE=9 expect_error "writing layer" train $OFF --step
 grep -q "$TMP/off/longctx-ckpt-" "$TMP/err" && ok || bad "the write error does not name the directory: $(cat "$TMP/err")"
 [ -z "$(ls -A "$TMP/off")" ] && ok || bad "the failed run left $(ls -A "$TMP/off")"
 "$BIN" train $OFF --steps 2 --resume "$TMP/offck/checkpoint-1" >/dev/null 2>"$TMP/err" && ok || bad "resume from the checkpoint before the write error: $(cat "$TMP/err")"
-"$BIN" plan --model llama-3-8b --seq 1M --hp 8 --cp 8 --checkpoint full --offload-checkpoints /tmp | grep -q "^  offload    layer checkpoints on disk: 8.00 GiB written and read back per pass" && ok || bad "plan --offload-checkpoints: $("$BIN" plan --model llama-3-8b --seq 1M --hp 8 --cp 8 --checkpoint full --offload-checkpoints /tmp | grep offload)"
+"$BIN" plan --model llama-3-8b --seq 1M --hp 8 --cp 8 --checkpoint full --offload-checkpoints /tmp | grep -q "^  offload    layer checkpoints on disk: 8.00 GiB written and read back per pass (524288 bytes per local token each way); 2 of 32 layers in RAM (--offload-depth auto)" && ok || bad "plan --offload-checkpoints: $("$BIN" plan --model llama-3-8b --seq 1M --hp 8 --cp 8 --checkpoint full --offload-checkpoints /tmp | grep offload)"
 
 # The disk bandwidth that hides offload scales with the compute rate (--gflops).
 bw() { "$BIN" plan --model llama-3-8b --seq 1M --hp 8 --cp 8 --checkpoint full --offload-checkpoints /tmp --gflops "$1" | sed -n 's|^Offload stays hidden when the disk sustains \([0-9.]*\) \([KMGT]*i*B\)/s.*|\1 \2|p'; }

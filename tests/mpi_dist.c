@@ -1143,7 +1143,7 @@ static void test_private_steps(void) {
     enum { STEPS = 3 };
     double loss[2][STEPS], norm[2][STEPS];
     for (int d = 0; d < 2; d++) {
-      step_case c = {.mo = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0}, .kv_heads = 2, .steps = STEPS,
+      step_case c = {.mo = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0}, .kv_heads = 2, .steps = STEPS,
                      .clip = 1.0f, .family = FAM_LLAMA};
       c.mo.precision = cs[k].bf16 ? LC_DT_BF16 : LC_DT_F32;
       c.mo.zero = cs[k].stage, c.mo.zero_group = cs[k].group, c.mo.vocab_slice = cs[k].slice;
@@ -1463,7 +1463,7 @@ int main(int argc, char **argv) {
       test_attention_rows(lays[i], pls[(i + 1) % 2], 8, 2, 16, 12, 1);
       if (lays[i].hp > 1) test_attention_rows(lays[i], pls[i % 2], 8, 1, 16, 12, 1);
     }
-    lc_model_opts plain = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0}, sel = {LC_CKPT_SELECTIVE, 5, 7, 0, 0, 0, LC_DT_F32, NULL, 0, 0}, full = {LC_CKPT_FULL, 8, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
+    lc_model_opts plain = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0}, sel = {LC_CKPT_SELECTIVE, 5, 7, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0}, full = {LC_CKPT_FULL, 8, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0};
     for (int p = 0; p < 2; p++)
       for (int i = 0; i < nl; i++) test_step(lays[i], pls[p], 1, plain, "plain");
     // Data parallel x sequence parallel, and memory options.

@@ -295,7 +295,7 @@ static void test_vs_fp32(int tied) {
   lc_rng r;
   lc_rng_seed(&r, 17);
   lc_t_make_batch(&r, tok, tgt, pos, T, cfg.vocab);
-  lc_model_opts o32 = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0}, o16 = o32;
+  lc_model_opts o32 = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0}, o16 = o32;
   o16.precision = LC_DT_BF16;
   float *p0 = malloc(sizeof(float) * m.n_flat), *g32 = malloc(sizeof(float) * m.n_flat);
   memcpy(p0, m.params, sizeof(float) * m.n_flat);
@@ -353,7 +353,7 @@ static void test_policies(void) {
   lc_rng r;
   lc_rng_seed(&r, 5);
   lc_t_make_batch(&r, tok, tgt, pos, T, cfg.vocab);
-  lc_model_opts ref_o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_BF16, NULL, 0, 0};
+  lc_model_opts ref_o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_BF16, NULL, 0, 0, 0};
   double ref_loss = run(&m, &ref_o, tok, tgt, pos, T);
   float *ref = malloc(sizeof(float) * m.n_flat);
   memcpy(ref, m.grads, sizeof(float) * m.n_flat);
@@ -364,7 +364,7 @@ static void test_policies(void) {
   for (int a = 0; a < 3; a++)
     for (int b = 0; b < 3; b++)
       for (int c = 0; c < 2; c++) {
-        lc_model_opts o = {pols[a], mts[b], lts[c], 0, 0, 0, LC_DT_BF16, NULL, 0, 0};
+        lc_model_opts o = {pols[a], mts[b], lts[c], 0, 0, 0, LC_DT_BF16, NULL, 0, 0, 0};
         double loss = run(&m, &o, tok, tgt, pos, T);
         // Recomputation repeats the same operations (bit-identical); tiles change GEMM
         // shapes, so an fp32 sum may differ in its last bit and, rarely, round to the
@@ -404,7 +404,7 @@ static void test_memory(void) {
   for (int p = 0; p < 3; p++) {
     size_t ck[2], act[2], pk[2], pa[2];
     for (int b = 0; b < 2; b++) {
-      lc_model_opts o = {pols[p], 128, 0, 0, 0, 0, b ? LC_DT_BF16 : LC_DT_F32, NULL, 0, 0};
+      lc_model_opts o = {pols[p], 128, 0, 0, 0, 0, b ? LC_DT_BF16 : LC_DT_F32, NULL, 0, 0, 0};
       lc_arena_reset_peaks(&arena);
       size_t base_ck = arena.cur[LC_MEM_CKPT], base_act = arena.cur[LC_MEM_ACT];
       run(&m, &o, tok, tgt, pos, T);

@@ -26,7 +26,7 @@ int main(void) {
   lc_rng r;
   lc_rng_seed(&r, 4);
   for (long i = 0; i < n; i++) tok[i] = (int32_t)lc_rng_below(&r, 256);
-  const lc_model_opts o = {LC_CKPT_FULL, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
+  const lc_model_opts o = {LC_CKPT_FULL, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0};
   lc_attn attn;
   lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
   // The mask: tokens 3..24 masked (a long user turn), then every third counted, as assistant

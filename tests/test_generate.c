@@ -52,7 +52,7 @@ static double train_nll(lc_model *m, const int *x, int T, int t) {
     tgt[i] = i == t ? x[t + 1] : -100;
     pos[i] = i;
   }
-  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
+  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0};
   double loss = 0;
   lc_status st = lc_model_fwd_bwd(m, &o, &attn, NULL, x, tgt, pos, T, 1.0f, 0, &loss);
   CHECK(st == LC_OK, "fwd_bwd: %s", lc_errmsg());
@@ -168,7 +168,7 @@ static void test_long_prefill(int window, int steps) {
   lc_attn attn;
   lc_attn_local_init(&attn, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.head_dim);
   const lc_pass_in pin = {.attn = {.lo = window > 0 ? lo : NULL}};
-  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
+  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0};
   double want = 0;
   CHECK(lc_model_fwd_bwd(&m, &o, &attn, &pin, x, tgt, pos, T, 1.0f, 0, &want) == LC_OK, "fwd: %s",
         lc_errmsg());
@@ -211,7 +211,7 @@ static void test_long_prefill_dynamic(void) {
   for (int i = 0; i < N - 1; i++) tgt[i] = x[i + 1], pos[i] = i;
   lc_attn attn;
   lc_attn_local_init(&attn, m.cfg.n_heads, m.cfg.n_kv_heads, m.cfg.head_dim);
-  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
+  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0};
   double want = 0;
   CHECK(lc_model_fwd_bwd(&m, &o, &attn, NULL, x, tgt, pos, N - 1, 1.0f, 0, &want) == LC_OK, "fwd: %s", lc_errmsg());
   float *logits = malloc(sizeof(float) * (size_t)N * V);

@@ -161,7 +161,7 @@ static void check_case(const golden_case *gc) {
   int lo[37];
   for (int t = 0; t < S; t++) lo[t] = cfg.sliding_window > 0 && t - cfg.sliding_window + 1 > 0 ? t - cfg.sliding_window + 1 : 0;
   const lc_pass_in pin = {.attn = {.lo = cfg.sliding_window > 0 ? lo : NULL}};
-  const lc_model_opts opts[2] = {{LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0}, {LC_CKPT_SELECTIVE, 8, 5, 0, 0, 0, LC_DT_F32, NULL, 0, 0}};
+  const lc_model_opts opts[2] = {{LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0}, {LC_CKPT_SELECTIVE, 8, 5, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0}};
   for (int k = 0; k < 2; k++) {
     lc_model_zero_grads(&m);
     double ls = 0;
@@ -209,7 +209,7 @@ static void check_case(const golden_case *gc) {
   CHECK(st == LC_OK, "%s: %s", path, lc_errmsg());
   if (st == LC_OK) {
     float *loss16 = read_tensor(&g16, "loss", 1);
-    const lc_model_opts o16 = {LC_CKPT_SELECTIVE, 8, 5, 0, 0, 0, LC_DT_BF16, NULL, 0, 0};
+    const lc_model_opts o16 = {LC_CKPT_SELECTIVE, 8, 5, 0, 0, 0, LC_DT_BF16, NULL, 0, 0, 0};
     lc_model_zero_grads(&m);
     double ls = 0;
     st = lc_model_fwd_bwd(&m, &o16, &attn, &pin, tok, tgt, pos, S, 1.0f / counted, 1, &ls);
@@ -314,8 +314,8 @@ static void check_mask_case(void) {
     CHECK(c == 0 ? docs == 1 && counted == 19 : docs == 2 && counted == 22, "golden_mask %s: %d documents, %d counted",
           names[c], docs, counted);
     const lc_pass_in pin = {.attn = {.lo = docs > 1 ? lo : NULL}};
-    const lc_model_opts opts[2] = {{LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0},
-                                   {LC_CKPT_SELECTIVE, 8, 5, 0, 0, 0, LC_DT_F32, NULL, 0, 0}};
+    const lc_model_opts opts[2] = {{LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0},
+                                   {LC_CKPT_SELECTIVE, 8, 5, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0}};
     for (int k = 0; k < 2; k++) {
       lc_model_zero_grads(&m);
       double ls = 0;

@@ -94,9 +94,9 @@ static void golden_case(const lora_case *c) {
   const lc_param_layout *L = &ad->lay;
   // fp32 reference of the bf16 check below
   float *g32 = malloc(sizeof(float) * L->total);
-  const lc_model_opts opts[3] = {{LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0},
-                                 {LC_CKPT_SELECTIVE, 8, 5, 0, 0, 0, LC_DT_F32, NULL, 0, 0},
-                                 {LC_CKPT_FULL, 0, 0, 0, 0, 0, LC_DT_BF16, NULL, 0, 0}};
+  const lc_model_opts opts[3] = {{LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0},
+                                 {LC_CKPT_SELECTIVE, 8, 5, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0},
+                                 {LC_CKPT_FULL, 0, 0, 0, 0, 0, LC_DT_BF16, NULL, 0, 0, 0}};
   for (int k = 0; k < 3; k++) {
     lc_model_zero_grads(&m);
     double ls = 0;
@@ -231,8 +231,8 @@ static void dropout_case(const lora_case *c) {
   lc_attn attn;
   lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
   const lc_param_layout *L = &m.ad.lay;
-  const lc_model_opts opts[2] = {{LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0},
-                                 {LC_CKPT_SELECTIVE, 8, 5, 0, 0, 0, LC_DT_F32, NULL, 0, 0}};
+  const lc_model_opts opts[2] = {{LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0},
+                                 {LC_CKPT_SELECTIVE, 8, 5, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0}};
   for (int k = 0; k < 2; k++) {
     lc_lora_test_set_drop_rows(k ? 5 : 0);
     lc_model_zero_grads(&m);

@@ -69,7 +69,7 @@ static void test_fd(const char *variant) {
   lc_rng r;
   lc_rng_seed(&r, 11);
   lc_t_make_batch(&r, tok, tgt, pos, T, cfg.vocab);
-  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
+  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0};
   run(&m, &o, tok, tgt, pos, T, 1);
   float *g = malloc(sizeof(float) * m.n_flat);
   memcpy(g, m.grads, sizeof(float) * m.n_flat);
@@ -135,7 +135,7 @@ static void test_policies(const char *variant) {
   lc_rng r;
   lc_rng_seed(&r, 5);
   lc_t_make_batch(&r, tok, tgt, pos, T, cfg.vocab);
-  lc_model_opts ref_o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
+  lc_model_opts ref_o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0};
   double ref_loss = run(&m, &ref_o, tok, tgt, pos, T, 1);
   float *ref = malloc(sizeof(float) * m.n_flat);
   memcpy(ref, m.grads, sizeof(float) * m.n_flat);
@@ -146,7 +146,7 @@ static void test_policies(const char *variant) {
   for (int a = 0; a < 3; a++)
     for (int b = 0; b < 4; b++)
       for (int c = 0; c < 3; c++) {
-        lc_model_opts o = {pols[a], mts[b], lts[c], 0, 0, 0, LC_DT_F32, NULL, 0, 0};
+        lc_model_opts o = {pols[a], mts[b], lts[c], 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0};
         double loss = run(&m, &o, tok, tgt, pos, T, 1);
         // Same arithmetic in a different order (tiles change GEMM shapes and summation
         // order): fp32 rounding, relative ~1e-6. Bound: 1e-5 relative on the loss, and
@@ -185,7 +185,7 @@ static void test_vocab_slices(const char *variant) {
   lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
   for (int p = 0; p < 2; p++)
     for (int ti = 0; ti < 2; ti++) {
-      lc_model_opts ro = {p ? LC_CKPT_FULL : LC_CKPT_SELECTIVE, 0, tiles[ti], 0, 0, 0, precs[p], NULL, 0, 0};
+      lc_model_opts ro = {p ? LC_CKPT_FULL : LC_CKPT_SELECTIVE, 0, tiles[ti], 0, 0, 0, precs[p], NULL, 0, 0, 0};
       const double ref_loss = run(&m, &ro, tok, tgt, pos, T, 1);
       memcpy(ref, m.grads, sizeof(float) * m.n_flat);
       double gmax = 0, ls = 0;
@@ -245,7 +245,7 @@ static void test_memory_linear(void) {
   lc_model_init_random(&m, 1);
   const lc_ckpt_policy pols[] = {LC_CKPT_NONE, LC_CKPT_FULL, LC_CKPT_SELECTIVE};
   for (int a = 0; a < 3; a++) {
-    lc_model_opts o = {pols[a], 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
+    lc_model_opts o = {pols[a], 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0};
     double p1 = act_peak(&m, &o, 1024), p2 = act_peak(&m, &o, 2048);
     // Linear memory: doubling S at most doubles the activation peak, plus constant-size
     // kernel workspaces (hence 2.1, the bound). A quadratic buffer would give ~4x.
@@ -266,7 +266,7 @@ static void test_bad_tokens(void) {
   lc_attn attn;
   lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
   double loss = 0;
-  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
+  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0};
   lc_status st = lc_model_fwd_bwd(&m, &o, &attn, NULL, tok, tgt, pos, 4, 1.0f, 1, &loss);
   CHECK(st == LC_EINVAL && strstr(lc_errmsg(), "256") && strstr(lc_errmsg(), "position 2"),
         "out-of-vocab token: status %d, message '%s'", st, lc_errmsg());

@@ -76,7 +76,7 @@ static void test_transients(void) {
             for (int sl = 0; sl < 2; sl++) {
               if (stage == 0 && Z > 1) continue;
               lc_model_opts o = {(lc_ckpt_policy)pol, 0, 0, stage, Z, 0, prec ? LC_DT_BF16 : LC_DT_F32, NULL,
-                                 sl ? 1 + (int)(lc_rng_below(&r, (uint32_t)(cfg.vocab - 1))) : 0, 0};
+                                 sl ? 1 + (int)(lc_rng_below(&r, (uint32_t)(cfg.vocab - 1))) : 0, 0, 0};
               size_t G[LC_PHASE_N], R[LC_PHASE_N], GR[LC_PHASE_N], g[LC_PHASE_N], rr[LC_PHASE_N], gr[LC_PHASE_N];
               CHECK(lc_memplan_zero_transients(&cfg, &o, stage, Z, G, R, GR, LC_PHASE_N) == LC_OK, "walk: %s", lc_errmsg());
               ref_transients(&cfg, &o, stage, Z, g, rr, gr);
@@ -123,7 +123,7 @@ static void test_trace(int tied, int slice, lc_ckpt_policy pol, int grads, lc_dt
   const int T = 24;
   int tok[24], tgt[24], pos[24];
   for (int t = 0; t < T; t++) tok[t] = (t * 37 + 5) % cfg.vocab, tgt[t] = (t * 11 + 3) % cfg.vocab, pos[t] = t;
-  lc_model_opts o = {pol, 8, 8, 0, 0, 0, prec, NULL, slice, 0};
+  lc_model_opts o = {pol, 8, 8, 0, 0, 0, prec, NULL, slice, 0, 0};
   lc_attn attn;
   lc_attn_local_init(&attn, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
   lc_ps_trace tr = {0};

@@ -122,7 +122,7 @@ static void rates_by_shape(const char *path) {
   // a class scaled by f: its predicted term divided by f, the others unchanged
   lc_config c;
   lc_config_preset(&c, "bench-s");
-  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
+  lc_model_opts o = {LC_CKPT_NONE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0};
   lc_time_layout l = {.seq = 4096, .batch = 1, .world = 1, .hp = 1, .cp = 1};
   lc_rates a;
   lc_rates_default(&a, 2);
@@ -144,7 +144,7 @@ static void offload_terms(void) {
   lc_config c;
   lc_config_preset(&c, "demo");
   for (int b = 0; b < 2; b++) {
-    lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, b ? 3 : 0, 0, 0, b ? LC_DT_BF16 : LC_DT_F32, NULL, 0, 0};
+    lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, b ? 3 : 0, 0, 0, b ? LC_DT_BF16 : LC_DT_F32, NULL, 0, 0, 0};
     lc_rates r;
     flat_rates(&r, 100e9, 50e9, 10e9, 0, 1e30);
     r.optim_bw = 20e9;
@@ -178,12 +178,58 @@ static void offload_terms(void) {
   }
 }
 
+// 9. --offload-checkpoints (issue 50): one disk channel, each layer's checkpoint written at
+// its put and read back at the layer above's get, L writes and L - depth reads in all. With a
+// disk that moves a layer's checkpoint in half a layer's forward: full checkpointing at
+// depth 2 waits for nothing (a layer's input is put before it runs), selective at depth 2
+// waits that half-layer at every layer whose output needs the slot of the one just put
+// (L - 2 of them), at depth 3 nothing; a disk 100x slower makes the step wait. Whatever
+// waits is in the step and nothing else moves.
+static void ckpt_offload_terms(void) {
+  lc_config c;
+  lc_config_preset(&c, "bench-s");
+  const int L = c.n_layers;
+  const long S = 2048;
+  const struct { lc_ckpt_policy p; int depth, waits; } cs[] = {{LC_CKPT_FULL, 0, 0}, {LC_CKPT_FULL, 3, 0}, {LC_CKPT_SELECTIVE, 2, 1},
+                                                              {LC_CKPT_SELECTIVE, 0, 0}, {LC_CKPT_NONE, 3, 0}};
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+    lc_model_opts o = {cs[i].p, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, cs[i].depth};
+    lc_rates r;
+    flat_rates(&r, 100e9, 50e9, 10e9, 0, 1e30);
+    lc_mem_estimate me;
+    CHECK(lc_memplan_predict(&c, &o, S, 1, 1, 1, 1, &me) == LC_OK, "memplan: %s", lc_errmsg());
+    const double layer = (double)me.peak[LC_MEM_CKPT] / L; // in RAM: every layer's checkpoint
+    const lc_time_estimate e0 = predict(&c, &o, S, 1, 1, 1, &r);
+    o.offload_dir = "/nonexistent"; // (the time model reads no directory)
+    const int depth = lc_offload_depth(&o);
+    r.disk_bw = layer / (0.5 * e0.layer_fwd_s);
+    const lc_time_estimate e1 = predict(&c, &o, S, 1, 1, 1, &r);
+    const double w = layer / r.disk_bw, want_wait = cs[i].waits ? (L - 2) * w : 0;
+    CHECK(fabs(e1.ckpt_io_s - (2 * L - depth) * w) <= 1e-9 * e1.ckpt_io_s, "%s depth %d: disk busy %.9g s, want %.9g",
+          lc_ckpt_name(cs[i].p), depth, e1.ckpt_io_s, (2 * L - depth) * w);
+    CHECK(fabs(e1.ckpt_wait_s - want_wait) <= 1e-9 * e1.total_s, "%s depth %d: waited %.9g s, want %.9g", lc_ckpt_name(cs[i].p),
+          depth, e1.ckpt_wait_s, want_wait);
+    CHECK(fabs(e1.total_s - e0.total_s - e1.ckpt_wait_s) <= 1e-9 * e1.total_s && e1.compute_s == e0.compute_s &&
+              fabs(e1.exposed_comm_s - e0.exposed_comm_s) <= 1e-9 * e1.total_s && e0.ckpt_io_s == 0,
+          "%s depth %d: total %.9g -> %.9g (waited %.9g), compute %.9g -> %.9g", lc_ckpt_name(cs[i].p), depth, e0.total_s,
+          e1.total_s, e1.ckpt_wait_s, e0.compute_s, e1.compute_s);
+    r.disk_bw /= 100;
+    const lc_time_estimate e2 = predict(&c, &o, S, 1, 1, 1, &r);
+    CHECK(e2.ckpt_wait_s > 10 * w && fabs(e2.total_s - e0.total_s - e2.ckpt_wait_s) <= 1e-9 * e2.total_s,
+          "%s depth %d: a slow disk waited %.9g s", lc_ckpt_name(cs[i].p), depth, e2.ckpt_wait_s);
+    r.disk_bw = 0; // unknown: not priced
+    const lc_time_estimate e3 = predict(&c, &o, S, 1, 1, 1, &r);
+    CHECK(e3.ckpt_io_s == 0 && e3.total_s == e0.total_s, "%s: an unknown disk priced", lc_ckpt_name(cs[i].p));
+  }
+}
+
 int main(void) {
   offload_terms();
+  ckpt_offload_terms();
   lc_config cfg;
   lc_config_preset(&cfg, "demo");
   const long S = 4096;
-  lc_model_opts o = {LC_CKPT_SELECTIVE, 1024, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
+  lc_model_opts o = {LC_CKPT_SELECTIVE, 1024, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0};
   lc_rates r, r2;
   // 1. sum rule and scaling
   flat_rates(&r, 100e9, 50e9, 10e9, 0, 1e30);
@@ -331,7 +377,7 @@ int main(void) {
   lc_rates_default(&r, 2);
   lc_config tiny;
   lc_config_preset(&tiny, "tiny");
-  lc_model_opts base = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
+  lc_model_opts base = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0};
   for (int W = 1; W <= 8; W *= 2) {
     lc_search_opts so = {.world = W, .per_node = W > 2 ? 2 : 0, .threads = 1, .mem_cap = (size_t)1 << 40, .hp = -1,
                          .cp = -1, .zero = -1, .zero_group = -1, .ckpt = -1, .bf16 = -1, .context_first = -1};

@@ -43,6 +43,13 @@ lc_status lc_cli_model(const char *spec, lc_config *cfg);
 // How a LoRA run's frozen base is held, for the settings table and plan: its dtype, or
 // (QLoRA) the block types of its projections, the other weights' dtype, the store's bytes.
 const char *lc_cli_base_desc(const lc_config *cfg, char *buf, size_t cap);
+// --offload-depth N|auto (NULL: auto) into lc_model_opts.offload_depth (0: auto); one line
+// when it is malformed, below 2, or given without --offload-checkpoints (offload_dir NULL).
+lc_status lc_cli_offload_depth(const char *spec, const char *offload_dir, int *out);
+#define LC_CLI_OFFLOAD_DEPTH_HELP                                                                                      \
+  "with --offload-checkpoints: layer checkpoints kept in RAM at once, 2 or more; auto (default): 2 with --checkpoint "  \
+  "full (a layer's input is written while the layer computes forward, the next is read back while it computes "         \
+  "backward), else 3 (its kept activations are written while the next layer computes); more lets writes lag further"
 // --offload-optimizer's share of a predicted step (plan, train): the copies and the host's
 // gradient adds, and the host's AdamW, with the link they were priced at; indent before it.
 struct lc_rates;

@@ -65,6 +65,22 @@ lc_status lc_cli_head_chunk(const char *spec, int *out) {
   return LC_OK;
 }
 
+lc_status lc_cli_offload_depth(const char *spec, const char *offload_dir, int *out) {
+  *out = 0;
+  if (!spec) return LC_OK;
+  if (!offload_dir)
+    return lc_fail(LC_EINVAL, "--offload-depth sets how many layer checkpoints --offload-checkpoints keeps in RAM: add "
+                   "--offload-checkpoints DIR (or drop --offload-depth)");
+  if (!strcmp(spec, "auto")) return LC_OK;
+  char *end = NULL;
+  const long v = strtol(spec, &end, 10);
+  if (end == spec || *end || v < 2 || v > 1 << 20)
+    return lc_fail(LC_EINVAL, "--offload-depth '%s': give the layer checkpoints kept in RAM, 2 or more (the layer computed "
+                   "and the next), or auto", spec);
+  *out = (int)v;
+  return LC_OK;
+}
+
 lc_status lc_cli_threads(int threads, int *used) {
   if (threads < 0) return lc_fail(LC_EINVAL, "--threads %d: use a positive count (0 = default)", threads);
   if (threads > 0) omp_set_num_threads(threads);

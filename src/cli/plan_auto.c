@@ -97,8 +97,8 @@ int lc_plan_auto(const lc_config *cfg, const lc_model_opts *base, long S, const 
       return 1;
     }
     command(&b, model, so->world, extra, cmd, sizeof cmd);
-    printf("\nLongest S: %ld tokens (%.0fK), peak %.2f GiB per rank, predicted %.4g s per step (%.4g tokens/s):\n  %s\n",
-           L, L / 1024.0, (double)b.peak / GIB, b.t.total_s, b.t.tokens_per_s, cmd);
+    printf("\nLongest S: %ld tokens (%.0fK), peak %.2f GiB per rank (%zu bytes), predicted %.4g s per step (%.4g tokens/s):\n  %s\n",
+           L, L / 1024.0, (double)b.peak / GIB, b.peak, b.t.total_s, b.t.tokens_per_s, cmd);
     if (base->offload_optimizer) host_line(&b, so, host_src);
     host_dropped_line(lover, so, host_src);
     if (!auto_) return 0;

@@ -29,7 +29,7 @@ int lc_cmd_plan(int argc, char **argv) {
   const char *model = NULL, *seq_s = NULL, *ckpt = "selective", *prec = "fp32", *kernels = "auto";
   int batch = 1, hp = 1, cp = 1, window = 0, mlp_tile = -1, loss_tile = -1, threads = 0;
   int ranks = 0, zero = 0, zero_group = 0, pack = 0, attn_window = 0, doc_len = 0, vocab_slice = 0, offload_optim = 0;
-  const char *cp_layout = NULL, *offload = NULL;
+  const char *cp_layout = NULL, *offload = NULL, *offload_depth = NULL;
   const char *head_chunk_s = "all";
   const char *machine = NULL, *hardware = NULL, *placement = "head-first";
   int auto_ = 0, longest = 0, per_node = 0, top = 5, lora = 0, peak_detail = 0;
@@ -52,7 +52,8 @@ int lc_cmd_plan(int argc, char **argv) {
       {"attn-window", LC_ARG_INT, &attn_window, "sliding window: each token sees at most N most recent tokens", 0},
       {"cp-layout", LC_ARG_STR, &cp_layout, "zigzag | balanced (default: balanced with --pack or a window)", 0},
       {"checkpoint", LC_ARG_STR, &ckpt, "none | full | selective (default selective)", 0},
-      {"offload-checkpoints", LC_ARG_STR, &offload, "as train: layer checkpoints on disk (DIR is not touched here): 4 layers in RAM, the disk traffic printed", 0},
+      {"offload-checkpoints", LC_ARG_STR, &offload, "as train: layer checkpoints on disk (DIR is not touched here): --offload-depth layers in RAM, the disk traffic printed", 0},
+      {"offload-depth", LC_ARG_STR, &offload_depth, "as train: " LC_CLI_OFFLOAD_DEPTH_HELP, 0},
       {"vocab-slice", LC_ARG_INT, &vocab_slice, "as train: the embedding and LM head a slice of N vocabulary rows at a time (default 0: whole)", 0},
       {"offload-optimizer", LC_ARG_BOOL, &offload_optim, "as train: the model states (fp32 weights, gradients, AdamW m and v) in host memory; the device holds each unit's compute copy and gradient while in use (its peak below; the host's bytes printed apart; the predicted step adds the blocking copies over the --hardware file's host link, a memcpy on a CPU, and AdamW at the host's memory bandwidth)", 0},
       {"host-mem-gib", LC_ARG_FLOAT, &host_mem_gib, "with --offload-optimizer: host memory per node for the ranks' model states, GiB (default: a --hardware file's host_memory_per_node_gib, else this machine's RAM); --auto/--longest drop the layouts over it", 0},
@@ -83,7 +84,7 @@ int lc_cmd_plan(int argc, char **argv) {
     return 0;
   }
   lc_config cfg;
-  lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0};
+  lc_model_opts o = {LC_CKPT_SELECTIVE, 0, 0, 0, 0, 0, LC_DT_F32, NULL, 0, 0, 0};
   long S = 0;
   int used = 0;
   lc_status st = lc_args_parse(argc, argv, flags, nf);
@@ -187,6 +188,10 @@ int lc_cmd_plan(int argc, char **argv) {
   o.zero_group = zero_group ? zero_group : ranks;
   o.cp_layout = cl;
   o.offload_dir = offload;
+  if (lc_cli_offload_depth(offload_depth, offload, &o.offload_depth) != LC_OK) {
+    lc_cli_error(lc_errmsg());
+    return 2;
+  }
   o.vocab_slice = vocab_slice;
   o.offload_optimizer = offload_optim;
   const int mlp_auto = mlp_tile < 0, loss_auto = loss_tile < 0, sliced = lc_vocab_sliced(&o, cfg.vocab);
@@ -221,6 +226,7 @@ int lc_cmd_plan(int argc, char **argv) {
     // (a block type planned for every projection: train takes a GGUF file of that type)
     if (base_dtype) ADD(" --base-dtype %s", strcmp(base_dtype, "fp32") && strcmp(base_dtype, "bf16") ? "gguf" : base_dtype);
     if (offload) ADD(" --offload-checkpoints %s", offload);
+    if (o.offload_depth > 0) ADD(" --offload-depth %d", o.offload_depth);
     if (pack) ADD(" --pack");
     if (attn_window) ADD(" --attn-window %d", attn_window);
     if (cp_layout) ADD(" --cp-layout %s", cp_layout);
@@ -288,8 +294,9 @@ int lc_cmd_plan(int argc, char **argv) {
     size_t ac = 0;
     lc_model_pass_bytes(&cfg, &ram, (int)e.T, e.attn_saved_per_layer, &ck, &ac);
     printf("  %-10s layer checkpoints on disk: %s written and read back per pass (%.0f bytes per local token each way); "
-           "%d of %d layers in RAM\n", "offload", lc_fmt_bytes(b3, sizeof b3, (double)ck), (double)ck / (double)e.T,
-           cfg.n_layers < LC_CKS_SLOTS ? cfg.n_layers : LC_CKS_SLOTS, cfg.n_layers);
+           "%d of %d layers in RAM (--offload-depth %s)\n", "offload", lc_fmt_bytes(b3, sizeof b3, (double)ck),
+           (double)ck / (double)e.T, lc_ckstore_resident(cfg.n_layers, lc_offload_depth(&o)), cfg.n_layers,
+           o.offload_depth > 0 ? "set" : "auto");
   }
   if (cfg.lora.rank > 0) {
     char tg[128];
@@ -382,6 +389,9 @@ int lc_cmd_plan(int argc, char **argv) {
              "%.4g tokens/s. Rates: %s.\n", batch, te.total_s, te.compute_s, te.recompute_s, te.attn_kernel_s,
              te.exposed_comm_s, te.comm_s, te.optim_s, te.layer_fwd_s, te.layer_bwd_s, te.tokens_per_s, rates.source);
     if (o.offload_optimizer) lc_cli_offload_line(&rates, te.offload_s, te.optim_s, "");
+    if (offload && rates.disk_bw > 0 && lc_ckstore_resident(cfg.n_layers, lc_offload_depth(&o)) < cfg.n_layers)
+      printf("--offload-checkpoints: the disk busy %.4g s of the step (%.3g GB/s each way), %.4g s of it waited for "
+             "(in the step) with %d layers in RAM\n", te.ckpt_io_s, rates.disk_bw / 1e9, te.ckpt_wait_s, lc_offload_depth(&o));
     char pv[256];
     printf("Rates by class: %s.\n", lc_rates_provenance(&rates, pv, sizeof pv));
     if (rates.warning[0]) printf("Warning: %s\n", rates.warning);

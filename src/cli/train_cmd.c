@@ -29,7 +29,7 @@
 
 typedef struct {
   const char *model, *data, *ckpt, *log_json, *placement, *save, *resume, *cp_layout, *save_dtype, *precision, *kernels;
-  const char *rope_theta, *rope_scaling, *offload;
+  const char *rope_theta, *rope_scaling, *offload, *offload_depth;
   const char *device;     // --device cpu (backend/backend.h)
   const char *head_chunk; // --head-chunk N|auto|all
   const char *machine;    // --machine FILE: the time model's rates
@@ -335,6 +335,7 @@ static lc_status configure(lc_comm *w, lc_flag *flags, int nf, train_flags *F, l
   o->base_name = F->model;
   if (lc_args_find(flags, nf, "attn-window")->seen) o->cfg.sliding_window = F->attn_window;
   o->mopts.offload_dir = F->offload;
+  LC_TRY(lc_cli_offload_depth(F->offload_depth, F->offload, &o->mopts.offload_depth));
   o->mopts.vocab_slice = F->vocab_slice;
   o->mopts.offload_optimizer = F->offload_optimizer;
   const int mlp_auto = F->mlp_tile < 0, loss_auto = F->loss_tile < 0;
@@ -746,7 +747,8 @@ int lc_cmd_train(int argc, char **argv) {
       {"zero", LC_ARG_INT, &F.zero, "ZeRO stage: 0 replicated, 1 AdamW moments sharded, 2 + gradients, 3 + weights (default 0)", 0},
       {"zero-group", LC_ARG_INT, &F.zero_group, "ranks per zero group (consecutive; divides the world): each group holds one copy of the states split this many ways, groups are replicas (default: the whole world)", 0},
       {"checkpoint", LC_ARG_STR, &F.ckpt, "auto | none | selective | full: what each layer keeps for backward (none: everything, no recompute; selective: attention's output and state; full: its input only). auto (default): the fastest whose predicted peak fits --mem-limit, else this node's memory over its ranks", 0},
-      {"offload-checkpoints", LC_ARG_STR, &F.offload, "keep layer checkpoints in this directory instead of RAM: written by a thread after each layer's forward, read back ahead of its backward, removed after use; RAM then holds 4 layers' checkpoints (default: RAM)", 0},
+      {"offload-checkpoints", LC_ARG_STR, &F.offload, "keep layer checkpoints in this directory instead of RAM: written by a thread as each layer's forward completes it, read back ahead of its backward, removed after use; RAM then holds --offload-depth layers' checkpoints (default: RAM)", 0},
+      {"offload-depth", LC_ARG_STR, &F.offload_depth, LC_CLI_OFFLOAD_DEPTH_HELP, 0},
       {"offload-optimizer", LC_ARG_BOOL, &F.offload_optimizer, "keep the model states (fp32 master weights, gradients, AdamW moments) in host memory and run AdamW on the CPU cores; the device holds each unit's compute weights while it is used and its gradient until backward is done with it (a device other than the CPU: --device cuda, or private in tests; not with --lora or --vocab-slice)", 0},
       {"vocab-slice", LC_ARG_INT, &F.vocab_slice, "vocabulary rows per slice: the embedding and the LM head are used (under ZeRO 3 gathered) and their gradients reduced a slice of rows at a time, the loss merging its log-sum-exp across slices, so no rank holds a whole [vocab, dim] matrix or gradient; costs one more LM-head GEMM (default 0: whole)", 0},
       {"mlp-tile", LC_ARG_INT, &F.mlp_tile, "tokens per MLP tile, 0 = untiled (default auto: untiled when the predicted peak fits the memory --checkpoint auto uses, else 1024-token tiles above S = 1024)", 0},

@@ -100,8 +100,9 @@ void lc_train_print_settings(const lc_train_opts *o, const lc_trainer *t, int th
     printf("  %-14s embedding and LM head in %d slices of %d vocabulary rows (the loss merges them)\n", "vocabulary",
            lc_head_n_slices(o->cfg.vocab, o->mopts.vocab_slice), o->mopts.vocab_slice);
   if (o->mopts.offload_dir)
-    printf("  %-14s layer checkpoints offloaded to %s (%d of %d layers in RAM at once)\n", "offload", o->mopts.offload_dir,
-           o->cfg.n_layers < LC_CKS_SLOTS ? o->cfg.n_layers : LC_CKS_SLOTS, o->cfg.n_layers);
+    printf("  %-14s layer checkpoints offloaded to %s (%d of %d layers in RAM at once: --offload-depth %s)\n", "offload",
+           o->mopts.offload_dir, lc_ckstore_resident(o->cfg.n_layers, lc_offload_depth(&o->mopts)), o->cfg.n_layers,
+           o->mopts.offload_depth > 0 ? "set" : "auto");
   const lc_grid *g = &t->grid;
   printf("  %-14s %d process%s = dp %d x cp %d x hp %d, %s, ring window %d, attention %s, %d threads/rank, seed %llu\n",
          "layout", g->world, g->world > 1 ? "es" : "", g->dp, g->cp, g->hp,

@@ -1,5 +1,5 @@
 // The checkpoint store (ckstore.h). In RAM: one backend block, layer l at l x bytes. Offloaded:
-// LC_CKS_SLOTS backend slots and one I/O thread that runs a FIFO of jobs (write layer l from
+// `slots` backend slots and one I/O thread that runs a FIFO of jobs (write layer l from
 // its slot to its file; read it back into a slot). Each layer moves through
 //   FILLING -> QUEUED_W -> WRITING -> CLEAN (in a slot and on disk) -> DISK (slot reused)
 //   -> QUEUED_R -> READING -> READY -> INUSE -> DONE
@@ -53,10 +53,9 @@ struct lc_ckstore {
   int read_delay_ms, write_delay_ms, fail_write_at;
 };
 
-size_t lc_ckstore_bytes(int n_layers, size_t bytes, int offload) {
-  const int n = offload && n_layers > LC_CKS_SLOTS ? LC_CKS_SLOTS : n_layers;
-  return (size_t)n * bytes;
-}
+int lc_ckstore_resident(int n_layers, int slots) { return slots > 0 && n_layers > slots ? slots : n_layers; }
+
+size_t lc_ckstore_bytes(int n_layers, size_t bytes, int slots) { return (size_t)lc_ckstore_resident(n_layers, slots) * bytes; }
 
 static int env_int(const char *name) {
   const char *e = getenv(name);
@@ -196,14 +195,17 @@ static lc_status make_dir(lc_ckstore *s, const char *dir, size_t need) {
   return LC_OK;
 }
 
-lc_status lc_ckstore_open(lc_ckstore **out, int n_layers, size_t bytes, const char *dir, lc_backend *be) {
+lc_status lc_ckstore_open(lc_ckstore **out, int n_layers, size_t bytes, const char *dir, int slots, lc_backend *be) {
   *out = NULL;
+  if (dir && slots < LC_CKS_MIN_SLOTS)
+    return lc_fail(LC_EINVAL, "--offload-depth %d: the checkpoint offload needs at least %d layers in RAM (the one computed "
+                   "and the next): use --offload-depth %d or more, or auto", slots, LC_CKS_MIN_SLOTS, LC_CKS_MIN_SLOTS);
   lc_ckstore *s = calloc(1, sizeof *s);
   if (!s) return lc_fail(LC_ENOMEM, "out of memory for the checkpoint store");
   s->L = n_layers;
   s->bytes = bytes;
-  s->offload = dir != NULL && n_layers > LC_CKS_SLOTS;
-  s->nslots = s->offload ? LC_CKS_SLOTS : n_layers;
+  s->offload = dir != NULL && n_layers > slots;
+  s->nslots = s->offload ? slots : n_layers;
   lc_status st = LC_OK;
   if (s->offload) {
     s->slot_of = malloc(sizeof(int) * (size_t)n_layers);
@@ -223,11 +225,11 @@ lc_status lc_ckstore_open(lc_ckstore **out, int n_layers, size_t bytes, const ch
     s->fail_write_at = env_int("LONGCTX_TEST_OFFLOAD_FAIL_WRITE");
   }
   if (st == LC_OK) {
-    st = lc_buf_alloc(be, LC_MEM_CKPT, LC_DT_U8, lc_ckstore_bytes(n_layers, bytes, s->offload), 0, "layer checkpoints",
+    st = lc_buf_alloc(be, LC_MEM_CKPT, LC_DT_U8, lc_ckstore_bytes(n_layers, bytes, s->offload ? s->nslots : 0), 0, "layer checkpoints",
                       &s->blk);
     s->be = be;
     if (st == LC_OK && s->offload) { // the disk tier moves host memory: blk's own, or a copy's
-      s->base = lc_buf_host_mirror(s->blk, lc_ckstore_bytes(n_layers, bytes, 1), LC_MEM_CKPT,
+      s->base = lc_buf_host_mirror(s->blk, lc_ckstore_bytes(n_layers, bytes, s->nslots), LC_MEM_CKPT,
                                    "layer checkpoints (host staging)", &s->staged);
       if (!s->base) st = LC_ENOMEM;
     }

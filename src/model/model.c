@@ -164,7 +164,7 @@ void lc_model_pass_bytes(const lc_config *cfg, const lc_model_opts *o, int T,
                          size_t attn_saved_bytes, size_t *ckpt, size_t *act) {
   size_t per_layer, shared;
   pass_sizes(cfg, o, T, attn_saved_bytes, &per_layer, &shared);
-  *ckpt = lc_ckstore_bytes(cfg->n_layers, per_layer, o->offload_dir != NULL);
+  *ckpt = lc_ckstore_bytes(cfg->n_layers, per_layer, lc_offload_depth(o));
   *act = shared;
 }
 
@@ -182,7 +182,7 @@ void lc_model_pass_parts(const lc_config *cfg, const lc_model_opts *o, int T, si
   const act_sizes sz = act_group_sizes(cfg, T, attn_saved_bytes, !lc_tile_splits(o->mlp_tile, T),
                                        lc_layer_act_dt(o->precision == LC_DT_BF16));
   const act_plan pl = plan_acts(o);
-  const size_t n = lc_ckstore_bytes(cfg->n_layers, 1, o->offload_dir != NULL); // layers held in memory
+  const size_t n = lc_ckstore_bytes(cfg->n_layers, 1, lc_offload_depth(o)); // layers held in memory
   lc_mem_part_add(ckpt, "checkpoint: layer input as stored", LC_MEM_CKPT, n * lc_bytes(xin_dtype(o), xin_elems(cfg, T)));
   lc_mem_part_add(act, "final hidden state x_L (fp32)", LC_MEM_ACT, f32b((size_t)T * C));
   lc_mem_part_add(act, "residual gradient dx (fp32)", LC_MEM_ACT, f32b((size_t)T * C));
@@ -562,16 +562,18 @@ static lc_status ev_ckpt_free(pass *p, const lc_event *e) {
 static lc_status run_embed_fwd(pass *p, const lc_event *e) {
   LC_TRY(lc_ckstore_put_begin(p->cks, 0, &p->lbuf));
   carve_layer(&p->lcv, p->lbuf, &p->xs[0], &p->acts[0]);
-  const lc_buf x0 = p->bf16 ? p->xin_fwd[0] : p->xs[0]; // bf16: from the 2-byte copy
-  const lc_status st = e->op == LC_OP_EMBED_FWD_SLICED
-                           ? embed_fwd_sliced(p->ps, p->ad, p->embed_t, p->o->vocab_slice, p->tok, p->T,
-                                              p->cfg->dim, x0, lc_unit_layer(0))
-                           : embed_fwd(p->ps, p->tok, p->T, x0);
+  const lc_buf x0 = p->bf16 ? p->xin_fwd[0] : p->xs[0]; // bf16: the 2-byte copy packed from it
+  lc_status st = e->op == LC_OP_EMBED_FWD_SLICED
+                     ? embed_fwd_sliced(p->ps, p->ad, p->embed_t, p->o->vocab_slice, p->tok, p->T, p->cfg->dim, x0,
+                                        lc_unit_layer(0))
+                     : embed_fwd(p->ps, p->tok, p->T, x0);
+  if (st == LC_OK && p->bf16) st = lc_be_bf16_pack(p->xs[0], x0);
   lc_test_point("forward");
   return st;
 }
-// Layer l writes its output into layer l+1's checkpoint (fp32), so both are put before it
-// runs; l's is complete (may go to disk) once it has run.
+// Layer l writes its output into layer l+1's checkpoint (fp32; bf16: a working buffer,
+// packed into it at the end), so both are put before it runs. Its input is in its own
+// checkpoint before it runs (the schedule puts it then under full checkpointing).
 static lc_status run_layer_fwd(pass *p, const lc_event *e) {
   const int l = e->layer, L = p->L;
   if (l + 1 < L) {
@@ -580,8 +582,8 @@ static lc_status run_layer_fwd(pass *p, const lc_event *e) {
   }
   const lc_layer_weights *w = layer_w(p->m, l, &p->lw);
   if (!p->bf16) return lc_layer_fwd(&p->ctx, w, &p->acts[l], p->xs[l], l + 1 < L ? p->xs[l + 1] : p->xL, 0);
-  LC_TRY(lc_be_bf16_pack(p->xs[l], p->xin_fwd[l % 2]));
-  return lc_layer_fwd(&p->ctx, w, &p->acts[l], p->xin_fwd[l % 2], p->xin_fwd[(l + 1) % 2], 0);
+  LC_TRY(lc_layer_fwd(&p->ctx, w, &p->acts[l], p->xin_fwd[l % 2], p->xin_fwd[(l + 1) % 2], 0));
+  return l + 1 < L ? lc_be_bf16_pack(p->xs[l + 1], p->xin_fwd[(l + 1) % 2]) : LC_OK;
 }
 static lc_status ev_run(pass *p, const lc_event *e) {
   const int l = e->layer;
@@ -635,7 +637,7 @@ static lc_status pass_open(pass *p, const lc_pass_in *in, lc_attn *attn, const i
   pass_sizes(cfg, o, T, saved_bytes, &per_layer, &shared);
   const act_plan pl = plan_acts(o);
   const size_t TC = (size_t)T * C, half = (size_t)T * (D / 2);
-  LC_TRY(lc_ckstore_open(&p->cks, L, per_layer, o->offload_dir, be));
+  LC_TRY(lc_ckstore_open(&p->cks, L, per_layer, o->offload_dir, lc_offload_depth(o), be));
   LC_TRY(lc_buf_alloc(be, LC_MEM_ACT, LC_DT_U8, shared, 0, "layer activations", &p->act));
   p->acts = calloc((size_t)L, sizeof *p->acts);
   p->xs = calloc((size_t)L, sizeof *p->xs);

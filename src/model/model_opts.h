@@ -27,7 +27,20 @@ typedef struct {
                    // lc_head_slices); 0 or >= vocab: whole matrices
   int offload_optimizer; // the model states in host memory, AdamW on the CPU cores, the passes
                          // on the device (lc_pstore_offload)
+  int offload_depth; // with offload_dir: layer checkpoints resident in RAM (>= 2); 0: auto
 } lc_model_opts;
+
+// Layer checkpoints the offloaded store holds in RAM (0: no offload, every layer in RAM).
+// auto: the fewest that let every transfer overlap a layer's compute. Full checkpointing
+// puts a layer's checkpoint (its input) before the layer runs, so its write overlaps that
+// layer's forward with 2 resident (the layer and the output it fills); the other policies
+// keep groups the layer writes, so the write follows the layer and overlaps the next
+// one's forward with a third. Backward reads one layer ahead with 2.
+static inline int lc_offload_depth(const lc_model_opts *o) {
+  if (!o->offload_dir) return 0;
+  if (o->offload_depth > 0) return o->offload_depth;
+  return o->ckpt == LC_CKPT_FULL ? 2 : 3;
+}
 
 // Whether a pass takes the vocabulary matrices a slice at a time.
 static inline int lc_vocab_sliced(const lc_model_opts *o, int vocab) { return o->vocab_slice > 0 && o->vocab_slice < vocab; }

@@ -34,12 +34,16 @@ int lc_schedule_build(const lc_config *cfg, const lc_model_opts *o, int want_gra
     unit_ev(&s, LC_EV_RELEASE, E, -1);
   }
   // Layers: each with the next unit's gather posted (after the last: the final norm, or
-  // none when the sliced loss fetches its rows itself).
+  // none when the sliced loss fetches its rows itself). A layer's checkpoint is complete
+  // before it runs when the policy keeps only its input (full: its write overlaps the
+  // layer), else once it has run (the groups it keeps are written by it).
+  const int put_first = o->ckpt == LC_CKPT_FULL;
   for (int l = 0; l < L; l++) {
+    if (put_first) put(&s, LC_EV_CKPT_PUT, -1, -1, l, LC_OP_N);
     unit_ev(&s, LC_EV_ACQUIRE, lc_unit_layer(l), l + 1 < L ? lc_unit_layer(l + 1) : sliced ? -1 : F);
     run(&s, LC_OP_LAYER_FWD, l);
     unit_ev(&s, LC_EV_RELEASE, lc_unit_layer(l), -1);
-    put(&s, LC_EV_CKPT_PUT, -1, -1, l, LC_OP_N);
+    if (!put_first) put(&s, LC_EV_CKPT_PUT, -1, -1, l, LC_OP_N);
   }
   // Loss: a tied head is the embedding, acquired again; its gradient stays open to the end.
   const int bwd_first = want_grads ? lc_unit_layer(L - 1) : -1;

@@ -5,7 +5,9 @@
 
 #include "attn/attn.h"
 #include "attn/seqlayout.h"
+#include "model/ckstore.h"
 #include "model/loss.h"
+#include "model/memplan.h"
 #include "model/params.h"
 #include "model/pstore.h"
 #include "model/schedule.h"
@@ -277,6 +279,25 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   }
   lc_schedule_build(cfg, o, 1, ev, n);
   const int passes = batch / dp;
+  // --offload-checkpoints: one disk channel (the store's I/O thread, a FIFO) moves each
+  // layer's checkpoint out at its put and back ahead of its backward (read at the layer
+  // above's get); a layer put when `depth` are resident waits for the oldest one's write,
+  // a layer got waits for its read. The last `depth` layers never leave RAM. (Disk rate
+  // unknown: not priced.)
+  const int NL = cfg->n_layers, depth = lc_offload_depth(o), offl_ck = depth > 0 && NL > depth && r->disk_bw > 0;
+  double ck_io = 0, ck_w = 0, disk = 0, ck_wait = 0;
+  double *clean = offl_ck ? calloc((size_t)NL, sizeof(double)) : NULL, *back = offl_ck ? calloc((size_t)NL, sizeof(double)) : NULL;
+  if (offl_ck) {
+    lc_model_opts ram = *o;
+    ram.offload_dir = NULL;
+    lc_mem_estimate me;
+    const lc_status ms = lc_memplan_predict_hc(cfg, &ram, S, hp, cp, window, l->head_chunk, 1, &me);
+    if (ms != LC_OK || !clean || !back) {
+      free(ready), free(done), free(ev), free(clean), free(back);
+      return ms != LC_OK ? ms : lc_fail(LC_ENOMEM, "out of memory for the time model");
+    }
+    ck_w = (double)me.peak[LC_MEM_CKPT] / NL / r->disk_bw; // one layer's checkpoint, either way
+  }
   double t = 0, net = 0, comm = 0, compute = 0, recompute = 0, attn_kernel = 0, offl = 0;
   const int off = o->offload_optimizer;
   // A unit's weights as acquired (both stores' with LoRA) and its gradient (the adapters').
@@ -293,6 +314,17 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
     for (int i = 0; i < n; i++) {
       const lc_event *e = &ev[i];
       switch (e->kind) {
+      case LC_EV_CKPT_PUT:
+        if (offl_ck) disk = (t > disk ? t : disk) + ck_w, clean[e->layer] = disk, ck_io += ck_w;
+        break;
+      case LC_EV_CKPT_GET: {
+        if (!offl_ck) break;
+        const int lay = e->layer;
+        if (lay < NL - depth && back[lay] > t) ck_wait += back[lay] - t, t = back[lay];
+        if (lay - 1 >= 0 && lay - 1 < NL - depth) // the one below read ahead
+          disk = (t > disk ? t : disk) + ck_w, back[lay - 1] = disk, ck_io += ck_w;
+        break;
+      }
       case LC_EV_PREFETCH:
       case LC_EV_ACQUIRE: {
         const int u = e->unit;
@@ -340,6 +372,9 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
         break;
       }
       case LC_EV_RUN: {
+        const int into = e->layer + 1; // forward: the checkpoint the layer's output fills, taken first
+        if (offl_ck && e->op == LC_OP_LAYER_FWD && into < NL && into >= depth && clean[into - depth] > t)
+          ck_wait += clean[into - depth] - t, t = clean[into - depth];
         const double s = op_seconds(&k, e->op, &recompute, &attn_kernel);
         if (e->op == LC_OP_LAYER_FWD && e->layer == 0 && p == 0) out->layer_fwd_s = s;
         if (e->op == LC_OP_LAYER_BWD && e->layer == 0 && p == 0) out->layer_bwd_s = s;
@@ -363,7 +398,7 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   if ((stage == 1 || stage == 2) && Z > 1) after += lc_rates_coll_s(r, LC_COLL_ALLGATHER, Z, (double)za.params, inter_z);
   if (world > 1) after += 3 * lc_rates_coll_s(r, LC_COLL_ALLREDUCE, world, 8, inter_w);
   // (compute holds the attention's exposed exchanges: they sit inside the layers' time)
-  const double pass_comm_wait = offl > 0 && t - compute - offl < 0 ? 0 : t - compute - offl; // (rounding)
+  const double waited = t - compute - offl - ck_wait, pass_comm_wait = waited < 0 ? 0 : waited; // (rounding)
   out->passes = passes;
   out->recompute_s = recompute;
   out->attn_kernel_s = attn_kernel;
@@ -372,11 +407,13 @@ lc_status lc_time_predict(const lc_config *cfg, const lc_model_opts *o, const lc
   out->loss_s = k.loss_ew_s;
   out->optim_s = opt;
   out->offload_s = offl;
+  out->ckpt_io_s = ck_io;
+  out->ckpt_wait_s = ck_wait;
   out->comm_s = comm + k.attn_comm_s + k.sl_comm_s + after;
   out->exposed_comm_s = pass_comm_wait + k.attn_exposed_s + k.sl_exposed_s + after;
   out->compute_s = compute - k.attn_exposed_s - k.sl_exposed_s;
   out->total_s = t + opt + after;
   out->tokens_per_s = (double)batch * S / out->total_s;
-  free(ready), free(done), free(ev);
+  free(ready), free(done), free(ev), free(clean), free(back);
   return LC_OK;
 }

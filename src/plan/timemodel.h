@@ -43,6 +43,8 @@ typedef struct {
   double optim_s;        // optimizer (and the gradient norm; --offload-optimizer: the host's)
   double offload_s;      // --offload-optimizer: the units' copies up, their gradients down and
                          // added on the host (blocking: in total_s; 0 otherwise)
+  double ckpt_io_s;       // --offload-checkpoints: the disk's busy time (writes and reads)
+  double ckpt_wait_s;     // of which the step waits for (in total_s; 0 when hidden)
   double layer_fwd_s, layer_bwd_s; // one layer of one pass (attention communication included)
   int passes;            // sequences per rank per step
   double tokens_per_s;   // batch * seq / total_s (the whole job)
