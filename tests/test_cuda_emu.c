@@ -157,6 +157,22 @@ static uint16_t *to16(const float *x, size_t n) {
 
 #define EMU(call, what) CHECK((call) == 0, "%s: the launch failed", what)
 
+// bf16 values widened to fp32 (exact).
+static float *widened(const uint16_t *h, size_t n) {
+  float *x = malloc(4 * (n ? n : 1));
+  for (size_t i = 0; i < n; i++) x[i] = lc_bf16_widen(h[i]);
+  return x;
+}
+// Whether two buffers of the CPU backend hold the same bits (their views).
+static int same_bits(const pair *a, const pair *b) {
+  const size_t nb = lc_dtype_size(a->dt) * a->n;
+  unsigned char *x = malloc(nb + 1), *y = malloc(nb + 1);
+  const int ok = a->dt == b->dt && a->n == b->n && lc_buf_read(a->mid, x, LC_SYNC_TEST) == LC_OK &&
+                 lc_buf_read(b->mid, y, LC_SYNC_TEST) == LC_OK && !memcmp(x, y, nb);
+  free(x), free(y);
+  return ok;
+}
+
 // ---- the sum of squares in the kernel's documented fixed order (cuda_kern.h, cuda_elem.cu):
 // part j of LCC_SUMSQ_PARTS sums its range with 256 threads (thread t: elements b + t, b + t +
 // 256, ...), then the block's tree: per warp a shuffle-down tree (offsets 16, 8, 4, 2, 1; a
@@ -195,8 +211,19 @@ static void test_flat(void) {
   float *x = rnd(n, 1), *y = rnd(n, 1);
   pair a = mk(LC_DT_F32, y, n), b = mk(LC_DT_F32, x, n);
   CHECK(lc_be_add(a.mid, b.mid) == LC_OK, "add");
-  EMU(lcc_add(E(&a), E(&b), n, NULL), "add");
+  EMU(lcc_add(E(&a), E(&b), 0, n, NULL), "add");
   cmp(&a, "add", 0);
+  { // y += x in bf16 (a bf16 pass's layer input): the bits of adding its widened fp32 copy
+    uint16_t *x16 = to16(x, n);
+    float *xw = widened(x16, n);
+    pair ya = mk(LC_DT_F32, y, n), yb = mk(LC_DT_F32, y, n), b16 = mk(LC_DT_BF16, x16, n), bw = mk(LC_DT_F32, xw, n);
+    CHECK(lc_be_add(ya.mid, bw.mid) == LC_OK && lc_be_add(yb.mid, b16.mid) == LC_OK, "add bf16");
+    CHECK(same_bits(&ya, &yb), "add: a bf16 x is not its widened copy's bits");
+    EMU(lcc_add(E(&yb), E(&b16), 1, n, NULL), "add bf16");
+    cmp(&yb, "add bf16", 0);
+    fr(&ya), fr(&yb), fr(&b16), fr(&bw);
+    free(x16), free(xw);
+  }
   CHECK(lc_be_scale(a.mid, 0.731f) == LC_OK, "scale");
   EMU(lcc_scale(E(&a), n, 0.731f, NULL), "scale");
   cmp(&a, "scale", 0);
@@ -300,7 +327,7 @@ static void test_layer_elem(void) {
     for (int o16 = 0; o16 < 2; o16++) {
       pair out = mk(o16 ? LC_DT_BF16 : LC_DT_F32, NULL, TC);
       CHECK(lc_be_rmsnorm_fwd(out.mid, rs.mid, px.mid, pw.mid, T, C, 1e-5f) == LC_OK, "rmsnorm");
-      EMU(lcc_rmsnorm_fwd(E(&out), o16, E(&rs), E(&px), E(&pw), T, C, 1e-5f, NULL), "rmsnorm");
+      EMU(lcc_rmsnorm_fwd(E(&out), o16, E(&rs), E(&px), 0, E(&pw), T, C, 1e-5f, NULL), "rmsnorm");
       snprintf(w, sizeof w, "rmsnorm_fwd %s T %d C %d", o16 ? "bf16" : "fp32", T, C);
       cmp(&out, w, o16 ? 1e-2 : 1e-6);
       fr(&out);
@@ -311,7 +338,7 @@ static void test_layer_elem(void) {
       const lc_buf dinp = mode == 2 ? pdy.mid : pdi.mid, dwb = mode == 1 ? (lc_buf){0} : pdw.mid;
       CHECK(lc_be_rmsnorm_bwd(dinp, dwb, pdy.mid, px.mid, pw.mid, rs.mid, T, C, mode != 0) == LC_OK, "rmsnorm bwd");
       void *parts = malloc(lcc_rmsnorm_bwd_parts_bytes(T, C) + 1);
-      EMU(lcc_rmsnorm_bwd(mode == 2 ? E(&pdy) : E(&pdi), mode == 1 ? NULL : E(&pdw), E(&pdy), E(&px), E(&pw), E(&rs),
+      EMU(lcc_rmsnorm_bwd(mode == 2 ? E(&pdy) : E(&pdi), mode == 1 ? NULL : E(&pdw), E(&pdy), E(&px), 0, E(&pw), E(&rs),
                           T, C, mode != 0, mode == 1 ? NULL : parts, NULL),
           "rmsnorm bwd");
       free(parts);
@@ -319,6 +346,48 @@ static void test_layer_elem(void) {
       cmp(mode == 2 ? &pdy : &pdi, w, 1e-6);
       if (mode != 1) cmp(&pdw, "rmsnorm dw", 1e-6);
       fr(&pdy), fr(&pdi), fr(&pdw);
+    }
+    // x in bf16 (a bf16 pass's layer input read from its checkpoint): on the CPU the bits of its
+    // widened fp32 copy, forward and backward; the emulation against the CPU as above
+    {
+      uint16_t *x16 = to16(x, TC);
+      float *xw = widened(x16, TC);
+      pair p16 = mk(LC_DT_BF16, x16, TC), pwd = mk(LC_DT_F32, xw, TC), ra = mk(LC_DT_F32, NULL, (size_t)T),
+           rb = mk(LC_DT_F32, NULL, (size_t)T);
+      for (int o16 = 0; o16 < 2; o16++) {
+        pair oa = mk(o16 ? LC_DT_BF16 : LC_DT_F32, NULL, TC), ob = mk(o16 ? LC_DT_BF16 : LC_DT_F32, NULL, TC);
+        CHECK(lc_be_rmsnorm_fwd(oa.mid, ra.mid, pwd.mid, pw.mid, T, C, 1e-5f) == LC_OK &&
+                  lc_be_rmsnorm_fwd(ob.mid, rb.mid, p16.mid, pw.mid, T, C, 1e-5f) == LC_OK,
+              "rmsnorm bf16 x");
+        snprintf(w, sizeof w, "rmsnorm_fwd x bf16 %s T %d C %d", o16 ? "bf16" : "fp32", T, C);
+        CHECK(same_bits(&oa, &ob) && same_bits(&ra, &rb), "%s: not the widened copy's bits", w);
+        EMU(lcc_rmsnorm_fwd(E(&ob), o16, E(&rb), E(&p16), 1, E(&pw), T, C, 1e-5f, NULL), "rmsnorm bf16 x");
+        cmp(&ob, w, o16 ? 1e-2 : 1e-6);
+        cmp(&rb, "rmsnorm rstd (x bf16)", 1e-6);
+        fr(&oa), fr(&ob);
+      }
+      for (int mode = 0; mode < 3; mode++) {
+        pair ya = mk(LC_DT_F32, dy, TC), yb = mk(LC_DT_F32, dy, TC), ia = mk(LC_DT_F32, d0, TC), ib = mk(LC_DT_F32, d0, TC),
+             wa = mk(LC_DT_F32, dw0, (size_t)C), wb = mk(LC_DT_F32, dw0, (size_t)C);
+        pair *da = mode == 2 ? &ya : &ia, *db = mode == 2 ? &yb : &ib;
+        CHECK(lc_be_rmsnorm_bwd(da->mid, mode == 1 ? (lc_buf){0} : wa.mid, ya.mid, pwd.mid, pw.mid, ra.mid, T, C, mode != 0) ==
+                      LC_OK &&
+                  lc_be_rmsnorm_bwd(db->mid, mode == 1 ? (lc_buf){0} : wb.mid, yb.mid, p16.mid, pw.mid, rb.mid, T, C,
+                                    mode != 0) == LC_OK,
+              "rmsnorm bwd bf16 x");
+        snprintf(w, sizeof w, "rmsnorm_bwd x bf16 mode %d T %d C %d", mode, T, C);
+        CHECK(same_bits(da, db) && same_bits(&wa, &wb), "%s: not the widened copy's bits", w);
+        void *parts = malloc(lcc_rmsnorm_bwd_parts_bytes(T, C) + 1);
+        EMU(lcc_rmsnorm_bwd(E(db), mode == 1 ? NULL : E(&wb), E(&yb), E(&p16), 1, E(&pw), E(&rb), T, C, mode != 0,
+                            mode == 1 ? NULL : parts, NULL),
+            "rmsnorm bwd bf16 x");
+        free(parts);
+        cmp(db, w, 1e-6);
+        if (mode != 1) cmp(&wb, "rmsnorm dw (x bf16)", 1e-6);
+        fr(&ya), fr(&yb), fr(&ia), fr(&ib), fr(&wa), fr(&wb);
+      }
+      fr(&p16), fr(&pwd), fr(&ra), fr(&rb);
+      free(x16), free(xw);
     }
     // RoPE both ways on a real table
     int *pos = malloc(sizeof(int) * (size_t)T);

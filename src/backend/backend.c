@@ -293,7 +293,7 @@ lc_status lc_be_bf16_round(lc_buf x) {
 }
 
 lc_status lc_be_add(lc_buf y, lc_buf x) {
-  LC_TRY(need(same_be(y, x) && y.dt == LC_DT_F32 && x.dt == LC_DT_F32 && y.n == x.n, "add"));
+  LC_TRY(need(same_be(y, x) && y.dt == LC_DT_F32 && (x.dt == LC_DT_F32 || x.dt == LC_DT_BF16) && y.n == x.n, "add"));
   if (y.n) RUN(y.be, add, y, x);
   return LC_OK;
 }
@@ -326,7 +326,7 @@ static int is_act(lc_buf x) { return x.dt == LC_DT_F32 || x.dt == LC_DT_BF16; }
 static int is_wt(lc_buf x) { return is_act(x) || lc_dtype_is_quant(x.dt); }
 
 lc_status lc_be_rmsnorm_fwd(lc_buf out, lc_buf rstd, lc_buf x, lc_buf w, int T, int C, float eps) {
-  LC_TRY(need(same_be(out, rstd) && same_be(out, x) && same_be(out, w) && is_act(out) && is_f32(rstd) && is_f32(x) &&
+  LC_TRY(need(same_be(out, rstd) && same_be(out, x) && same_be(out, w) && is_act(out) && is_f32(rstd) && is_act(x) &&
                   is_f32(w) && out.n >= (size_t)T * C && x.n >= (size_t)T * C && rstd.n >= (size_t)T && w.n >= (size_t)C,
               "rmsnorm_fwd"));
   if (T > 0) RUN(out.be, rmsnorm_fwd, out, rstd, x, w, T, C, eps);
@@ -336,7 +336,7 @@ lc_status lc_be_rmsnorm_fwd(lc_buf out, lc_buf rstd, lc_buf x, lc_buf w, int T, 
 lc_status lc_be_rmsnorm_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, lc_buf rstd, int T, int C, int set) {
   lc_backend *be = dinp.be;
   LC_TRY(need(be && opt_be(dw, be) && same_be(dinp, dout) && same_be(dinp, inp) && same_be(dinp, w) &&
-                  same_be(dinp, rstd) && is_f32(dinp) && is_f32(dout) && is_f32(inp) && is_f32(w) && is_f32(rstd) &&
+                  same_be(dinp, rstd) && is_f32(dinp) && is_f32(dout) && is_act(inp) && is_f32(w) && is_f32(rstd) &&
                   (!dw.be || is_f32(dw)) && dinp.n >= (size_t)T * C,
               "rmsnorm_bwd"));
   if (T > 0) RUN(be, rmsnorm_bwd, dinp, dw, dout, inp, w, rstd, T, C, set);

@@ -276,10 +276,13 @@ lc_status lc_be_zero(lc_buf dst);
 lc_status lc_be_bf16_pack(lc_buf dst16, lc_buf src32);
 lc_status lc_be_bf16_unpack(lc_buf dst32, lc_buf src16);
 lc_status lc_be_bf16_round(lc_buf x32);
+// y (fp32) += x (fp32, or bf16: its exact widened values).
 lc_status lc_be_add(lc_buf y, lc_buf x);
 lc_status lc_be_scale(lc_buf x, float s);
 lc_status lc_be_sumsq_acc(lc_buf acc, lc_buf x);
 lc_status lc_be_adamw(lc_buf p, lc_buf g, lc_buf m, lc_buf v, const lc_adamw_args *a);
+// RMSNorm of x (fp32, or bf16: the bits of its widened fp32 copy) into out (fp32 or bf16),
+// and its backward reading the same x.
 lc_status lc_be_rmsnorm_fwd(lc_buf out, lc_buf rstd, lc_buf x, lc_buf w, int T, int C, float eps);
 lc_status lc_be_rmsnorm_bwd(lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, lc_buf rstd, int T, int C, int set);
 lc_status lc_be_matmul_fwd(lc_buf out, lc_buf inp, lc_buf w, int T, int K, int N, int bf16, lc_buf scratch);

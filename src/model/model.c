@@ -154,7 +154,8 @@ static void pass_sizes(const lc_config *cfg, const lc_model_opts *o, int T, size
   const act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled, lc_layer_act_dt(o->precision == LC_DT_BF16));
   const act_plan pl = plan_acts(o);
   size_t kept = lc_bytes(xin_dtype(o), xin_elems(cfg, T));
-  size_t shared = f32b((size_t)T * C) * 2 + 2 * f32b((size_t)T * (D / 2)); // x_L / dx, rope tables
+  // x_L (as a layer input is stored: bf16 in a bf16 pass), dx, the rope tables
+  size_t shared = al64(lc_bytes(xin_dtype(o), (size_t)T * C)) + f32b((size_t)T * C) + 2 * f32b((size_t)T * (D / 2));
   for (int g = 0; g < G_N; g++) *(pl.keep[g] ? &kept : &shared) += sz.g[g];
   *per_layer_out = kept;
   *shared_out = shared;
@@ -184,7 +185,9 @@ void lc_model_pass_parts(const lc_config *cfg, const lc_model_opts *o, int T, si
   const act_plan pl = plan_acts(o);
   const size_t n = lc_ckstore_bytes(cfg->n_layers, 1, lc_offload_depth(o)); // layers held in memory
   lc_mem_part_add(ckpt, "checkpoint: layer input as stored", LC_MEM_CKPT, n * lc_bytes(xin_dtype(o), xin_elems(cfg, T)));
-  lc_mem_part_add(act, "final hidden state x_L (fp32)", LC_MEM_ACT, f32b((size_t)T * C));
+  lc_mem_part_add(act, xin_dtype(o) == LC_DT_BF16 ? "final hidden state x_L (bf16)" : "final hidden state x_L (fp32)",
+                  LC_MEM_ACT, al64(lc_bytes(xin_dtype(o), (size_t)T * C)));
+  // (bf16: dx is also the forward's fp32 layer output before it is packed)
   lc_mem_part_add(act, "residual gradient dx (fp32)", LC_MEM_ACT, f32b((size_t)T * C));
   lc_mem_part_add(act, "RoPE cos/sin tables", LC_MEM_ACT, 2 * f32b((size_t)T * (D / 2)));
   for (int g = 0; g < G_N; g++)
@@ -499,8 +502,7 @@ typedef struct {
   layer_carver lcv;
   lc_ckstore *cks;    // layer checkpoints: in RAM, or offloaded with only the layers in flight resident
   lc_buf act, tok, lo, drows, xL, dx, dxg;
-  lc_buf xin_fwd[2];  // where layer l reads its input in forward (bf16: working fp32 buffers)
-  lc_buf xin;         // backward: the layer's input, widened from its checkpoint in bf16
+  lc_buf xin;         // backward: the layer's input, its checkpoint (bf16 in a bf16 pass)
   lc_buf lbuf;
   int *ident;         // dropout's rows when the caller gave none: 0..T-1
   lc_layer_acts *acts;
@@ -549,8 +551,8 @@ static lc_status ev_ckpt_get(pass *p, const lc_event *e) { // read ahead while t
   const int l = e->layer;                                     // the next one's read started
   LC_TRY(lc_ckstore_get(p->cks, l, l - 1, &p->lbuf));
   carve_layer(&p->lcv, p->lbuf, &p->xs[l], &p->acts[l]);
-  p->xin = p->xs[l];
-  return p->bf16 ? lc_be_bf16_unpack(p->xin = p->xL, p->xs[l]) : LC_OK;
+  p->xin = p->xs[l]; // (bf16: the norms and the residual add read the 2-byte values, widened exactly)
+  return LC_OK;
 }
 static lc_status ev_ckpt_free(pass *p, const lc_event *e) {
   lc_ckstore_release(p->cks, e->layer);
@@ -562,7 +564,7 @@ static lc_status ev_ckpt_free(pass *p, const lc_event *e) {
 static lc_status run_embed_fwd(pass *p, const lc_event *e) {
   LC_TRY(lc_ckstore_put_begin(p->cks, 0, &p->lbuf));
   carve_layer(&p->lcv, p->lbuf, &p->xs[0], &p->acts[0]);
-  const lc_buf x0 = p->bf16 ? p->xin_fwd[0] : p->xs[0]; // bf16: the 2-byte copy packed from it
+  const lc_buf x0 = p->bf16 ? p->dx : p->xs[0]; // bf16: dx (free in forward), packed into the 2-byte copy
   lc_status st = e->op == LC_OP_EMBED_FWD_SLICED
                      ? embed_fwd_sliced(p->ps, p->ad, p->embed_t, p->o->vocab_slice, p->tok, p->T, p->cfg->dim, x0,
                                         lc_unit_layer(0))
@@ -571,9 +573,10 @@ static lc_status run_embed_fwd(pass *p, const lc_event *e) {
   lc_test_point("forward");
   return st;
 }
-// Layer l writes its output into layer l+1's checkpoint (fp32; bf16: a working buffer,
-// packed into it at the end), so both are put before it runs. Its input is in its own
-// checkpoint before it runs (the schedule puts it then under full checkpointing).
+// Layer l reads its input from its checkpoint and writes its output into layer l+1's (fp32;
+// bf16: into dx, free in forward, then packed into it, or into x_L after the last layer),
+// so both are put before it runs. Its input is in its own checkpoint before it runs (the
+// schedule puts it then under full checkpointing).
 static lc_status run_layer_fwd(pass *p, const lc_event *e) {
   const int l = e->layer, L = p->L;
   if (l + 1 < L) {
@@ -582,8 +585,8 @@ static lc_status run_layer_fwd(pass *p, const lc_event *e) {
   }
   const lc_layer_weights *w = layer_w(p->m, l, &p->lw);
   if (!p->bf16) return lc_layer_fwd(&p->ctx, w, &p->acts[l], p->xs[l], l + 1 < L ? p->xs[l + 1] : p->xL, 0);
-  LC_TRY(lc_layer_fwd(&p->ctx, w, &p->acts[l], p->xin_fwd[l % 2], p->xin_fwd[(l + 1) % 2], 0));
-  return l + 1 < L ? lc_be_bf16_pack(p->xs[l + 1], p->xin_fwd[(l + 1) % 2]) : LC_OK;
+  LC_TRY(lc_layer_fwd(&p->ctx, w, &p->acts[l], p->xs[l], p->dx, 0));
+  return lc_be_bf16_pack(l + 1 < L ? p->xs[l + 1] : p->xL, p->dx); // (exact: the output is rounded to bf16)
 }
 static lc_status ev_run(pass *p, const lc_event *e) {
   const int l = e->layer;
@@ -661,15 +664,11 @@ static lc_status pass_open(pass *p, const lc_pass_in *in, lc_attn *attn, const i
   }
   p->ain.lo_buf = p->lo;
   lc_buf_carver ak = {p->act, 0};
-  p->xL = lc_buf_cut(&ak, TC, LC_DT_F32), p->dx = lc_buf_cut(&ak, TC, LC_DT_F32);
+  p->xL = lc_buf_cut(&ak, TC, xin_dtype(o)), p->dx = lc_buf_cut(&ak, TC, LC_DT_F32);
   const lc_buf rcos = lc_buf_cut(&ak, half, LC_DT_F32), rsin = lc_buf_cut(&ak, half, LC_DT_F32);
   p->lcv = (layer_carver){.cfg = cfg, .T = T, .adt = adt, .xdt = xin_dtype(o), .sz = sz, .pl = pl,
                           .xin_bytes = lc_bytes(xin_dtype(o), xin_elems(cfg, T))};
   carve_groups(&p->lcv, &p->lcv.shared, p->act, ak.at, 0); // the groups no layer keeps: shared working storage
-  // Where layer l reads its input in forward. fp32: the checkpoint itself. bf16: a working
-  // fp32 buffer (dx and xL alternate, so the last layer writes xL), packed into the
-  // checkpoint before the layer runs; backward widens the checkpoint into xL (free by then).
-  p->xin_fwd[0] = L % 2 == 0 ? p->xL : p->dx, p->xin_fwd[1] = L % 2 == 0 ? p->dx : p->xL;
   LC_TRY(lc_model_rope_table_buf(cfg, in->rope_len, pos, T, rcos, rsin));
   p->ctx = (lc_layer_ctx){.cfg = cfg, .attn = attn, .attn_in = &p->ain, .rope_cos = rcos, .rope_sin = rsin, .T = T,
                           .mlp_tile = mlp_untiled ? 0 : o->mlp_tile, .bf16 = p->bf16,

@@ -42,7 +42,17 @@ static lc_status cpu_sync(lc_backend *be, lc_stream s) { return LC_OK; }
 static void cpu_pack(lc_backend *be, lc_buf d, lc_buf s) { lc_kern()->bf16_pack(at(d), at(s), d.n); }
 static void cpu_unpack(lc_backend *be, lc_buf d, lc_buf s) { lc_kern()->bf16_unpack(at(d), at(s), d.n); }
 static void cpu_round(lc_backend *be, lc_buf x) { lc_kern()->bf16_round(at(x), x.n); }
-static void cpu_add(lc_backend *be, lc_buf y, lc_buf x) { lc_kern()->add(at(y), at(x), y.n); }
+static void cpu_add(lc_backend *be, lc_buf y, lc_buf x) {
+  if (x.dt != LC_DT_BF16) {
+    lc_kern()->add(at(y), at(x), y.n);
+    return;
+  }
+  float *yy = at(y); // a bf16 x (a bf16 pass's layer input): its exact widened values added
+  const uint16_t *xx = at(x);
+  const long n = (long)y.n;
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+  for (long i = 0; i < n; i++) yy[i] += lc_bf16_widen(xx[i]);
+}
 static void cpu_scale(lc_backend *be, lc_buf x, float s) { lc_kern()->scale(at(x), x.n, s); }
 static void cpu_sumsq_acc(lc_backend *be, lc_buf acc, lc_buf x) { *(double *)at(acc) += lc_kern()->sumsq(at(x), x.n); }
 static void cpu_adamw(lc_backend *be, lc_buf p, lc_buf g, lc_buf m, lc_buf v, const lc_adamw_args *a) {
@@ -51,11 +61,11 @@ static void cpu_adamw(lc_backend *be, lc_buf p, lc_buf g, lc_buf m, lc_buf v, co
 }
 
 static void cpu_rmsnorm_fwd(lc_backend *be, lc_buf out, lc_buf rstd, lc_buf x, lc_buf w, int T, int C, float eps) {
-  lc_rmsnorm_fwd_to(at(out), out.dt, at(rstd), at(x), at(w), T, C, eps);
+  lc_rmsnorm_fwd_to(at(out), out.dt, at(rstd), at(x), x.dt, at(w), T, C, eps);
 }
 static void cpu_rmsnorm_bwd(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, lc_buf rstd,
                             int T, int C, int set) {
-  (set ? lc_rmsnorm_bwd_set : lc_rmsnorm_bwd)(at(dinp), at(dw), at(dout), at(inp), at(w), at(rstd), T, C);
+  lc_rmsnorm_bwd_in(at(dinp), at(dw), at(dout), at(inp), inp.dt, at(w), at(rstd), T, C, set);
 }
 static lc_mm mm_of(lc_backend *be, int bf16, lc_buf scratch) {
   return (lc_mm){.bf16 = bf16, .arena = be->arena, .scratch = at(scratch), .scratch_bytes = lc_buf_bytes(scratch)};

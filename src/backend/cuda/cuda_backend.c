@@ -173,7 +173,9 @@ static lc_status cu_sync(lc_backend *be, lc_stream s) {
 static void cu_pack(lc_backend *be, lc_buf d, lc_buf s) { ck(be, lcc_bf16_pack(at(d), at(s), d.n, CS(be)), "bf16_pack"); }
 static void cu_unpack(lc_backend *be, lc_buf d, lc_buf s) { ck(be, lcc_bf16_unpack(at(d), at(s), d.n, CS(be)), "bf16_unpack"); }
 static void cu_round(lc_backend *be, lc_buf x) { ck(be, lcc_bf16_round(at(x), x.n, CS(be)), "bf16_round"); }
-static void cu_add(lc_backend *be, lc_buf y, lc_buf x) { ck(be, lcc_add(at(y), at(x), y.n, CS(be)), "add"); }
+static void cu_add(lc_backend *be, lc_buf y, lc_buf x) {
+  ck(be, lcc_add(at(y), at(x), x.dt == LC_DT_BF16, y.n, CS(be)), "add");
+}
 static void cu_scale(lc_backend *be, lc_buf x, float s) { ck(be, lcc_scale(at(x), x.n, s, CS(be)), "scale"); }
 static void cu_sumsq_acc(lc_backend *be, lc_buf acc, lc_buf x) {
   lc_buf parts;
@@ -190,7 +192,7 @@ static void cu_adamw(lc_backend *be, lc_buf p, lc_buf g, lc_buf m, lc_buf v, con
      "adamw");
 }
 static void cu_rmsnorm_fwd(lc_backend *be, lc_buf out, lc_buf rstd, lc_buf x, lc_buf w, int T, int C, float eps) {
-  ck(be, lcc_rmsnorm_fwd(at(out), out.dt == LC_DT_BF16, at(rstd), at(x), at(w), T, C, eps, CS(be)), "rmsnorm_fwd");
+  ck(be, lcc_rmsnorm_fwd(at(out), out.dt == LC_DT_BF16, at(rstd), at(x), x.dt == LC_DT_BF16, at(w), T, C, eps, CS(be)), "rmsnorm_fwd");
 }
 static void cu_rmsnorm_bwd(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout, lc_buf inp, lc_buf w, lc_buf rstd, int T,
                            int C, int set) {
@@ -200,7 +202,8 @@ static void cu_rmsnorm_bwd(lc_backend *be, lc_buf dinp, lc_buf dw, lc_buf dout, 
     ck(be, cudaErrorMemoryAllocation, "rmsnorm_bwd");
     return;
   }
-  ck(be, lcc_rmsnorm_bwd(at(dinp), at(dw), at(dout), at(inp), at(w), at(rstd), T, C, set, at(parts), CS(be)),
+  ck(be, lcc_rmsnorm_bwd(at(dinp), at(dw), at(dout), at(inp), inp.dt == LC_DT_BF16, at(w), at(rstd), T, C, set, at(parts),
+                         CS(be)),
      "rmsnorm_bwd");
   lc_buf_free(&parts);
 }

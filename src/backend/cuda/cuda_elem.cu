@@ -152,9 +152,9 @@ __global__ void k_bf16_unpack2d(float *__restrict__ dst, size_t ldd, const uint1
 
 // ------------------------------------------------------------------ flat fp32 ranges
 
-__global__ void k_add(float *y, const float *x, size_t n) {
+__global__ void k_add(float *y, const void *x, int x16, size_t n) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    y[i] = __fadd_rn(y[i], x[i]);
+    y[i] = __fadd_rn(y[i], elem_f32(x, x16, i));
 }
 
 __global__ void k_scale(float *x, size_t n, float s) {
@@ -221,16 +221,17 @@ __global__ void k_adamw(float *__restrict__ p, const float *__restrict__ g, floa
 constexpr int kNormThreads = 256;
 
 // One block per row: rstd = (float)(1 / sqrt(ss / C + eps)) with ss the double sum of x^2;
-// out = (x * rstd) * w (fp32, or rounded to bf16).
+// out = (x * rstd) * w (fp32, or rounded to bf16). x: fp32, or (in16) bf16 widened exactly.
 __global__ void __launch_bounds__(kNormThreads) k_rmsnorm_fwd(void *out, int out16, float *rstd,
-                                                              const float *inp,
+                                                              const void *inp, int in16,
                                                               const float *__restrict__ w, int T, int C, float eps) {
   LCC_SHARED(double, sh, [32]);
   for (int t = blockIdx.x; t < T; t += gridDim.x) {
-    const float *x = inp + (size_t)t * C;
+    const size_t row = (size_t)t * C;
+#define X(c) elem_f32(inp, in16, row + (size_t)(c))
     double ss = 0.0;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-      const double xc = (double)x[c];
+      const double xc = (double)X(c);
       ss = __dadd_rn(ss, __dmul_rn(xc, xc));
     }
     ss = block_sum_d(ss, sh);
@@ -238,11 +239,12 @@ __global__ void __launch_bounds__(kNormThreads) k_rmsnorm_fwd(void *out, int out
     if (threadIdx.x == 0) rstd[t] = r;
     if (out16) {
       uint16_t *o = (uint16_t *)out + (size_t)t * C;
-      for (int c = threadIdx.x; c < C; c += blockDim.x) o[c] = bf16_narrow(__fmul_rn(__fmul_rn(x[c], r), w[c]));
+      for (int c = threadIdx.x; c < C; c += blockDim.x) o[c] = bf16_narrow(__fmul_rn(__fmul_rn(X(c), r), w[c]));
     } else {
       float *o = (float *)out + (size_t)t * C;
-      for (int c = threadIdx.x; c < C; c += blockDim.x) o[c] = __fmul_rn(__fmul_rn(x[c], r), w[c]);
+      for (int c = threadIdx.x; c < C; c += blockDim.x) o[c] = __fmul_rn(__fmul_rn(X(c), r), w[c]);
     }
+#undef X
   }
 }
 
@@ -258,7 +260,7 @@ constexpr int kColThreads = 128;
 
 // parts[j*C + c] = sum over chunk j's rows t (ascending) of (double)((dy * x) * r), in double.
 __global__ void __launch_bounds__(kColThreads) k_rmsnorm_dw_parts(double *parts, const float *dout,
-                                                                  const float *__restrict__ inp,
+                                                                  const void *__restrict__ inp, int in16,
                                                                   const float *__restrict__ rstd, int T, int C,
                                                                   int R) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y;
@@ -267,7 +269,7 @@ __global__ void __launch_bounds__(kColThreads) k_rmsnorm_dw_parts(double *parts,
   double s = 0.0;
   for (int t = t0; t < t1; t++) {
     const size_t i = (size_t)t * C + c;
-    s = __dadd_rn(s, (double)__fmul_rn(__fmul_rn(dout[i], inp[i]), rstd[t]));
+    s = __dadd_rn(s, (double)__fmul_rn(__fmul_rn(dout[i], elem_f32(inp, in16, i)), rstd[t]));
   }
   parts[(size_t)j * C + c] = s;
 }
@@ -286,28 +288,30 @@ __global__ void __launch_bounds__(kColThreads) k_rmsnorm_dw_final(float *dw, con
 // double; dx (+)= (r*dy)*w - x*k in fp32. dinp may be dout: the dot's reads end at the block
 // sum's barriers, and each element is then read and written by one thread.
 __global__ void __launch_bounds__(kNormThreads) k_rmsnorm_dx(float *dinp, const float *dout,
-                                                             const float *inp,
+                                                             const void *inp, int in16,
                                                              const float *__restrict__ w,
                                                              const float *__restrict__ rstd, int T, int C, int set) {
   LCC_SHARED(double, sh, [32]);
   for (int t = blockIdx.x; t < T; t += gridDim.x) {
     const float *dy = dout + (size_t)t * C;
-    const float *x = inp + (size_t)t * C;
+    const size_t row = (size_t)t * C;
+#define X(c) elem_f32(inp, in16, row + (size_t)(c))
     float *dx = dinp + (size_t)t * C;
     const float r = rstd[t];
     double dot = 0.0;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
-      dot = __dadd_rn(dot, __dmul_rn((double)__fmul_rn(dy[c], w[c]), (double)x[c]));
+      dot = __dadd_rn(dot, __dmul_rn((double)__fmul_rn(dy[c], w[c]), (double)X(c)));
     dot = block_sum_d(dot, sh);
     const double rd = (double)r;
     const float k = (float)__ddiv_rn(__dmul_rn(__dmul_rn(__dmul_rn(rd, rd), rd), dot), (double)C);
     if (set) {
       for (int c = threadIdx.x; c < C; c += blockDim.x)
-        dx[c] = __fsub_rn(__fmul_rn(__fmul_rn(r, dy[c]), w[c]), __fmul_rn(x[c], k));
+        dx[c] = __fsub_rn(__fmul_rn(__fmul_rn(r, dy[c]), w[c]), __fmul_rn(X(c), k));
     } else {
       for (int c = threadIdx.x; c < C; c += blockDim.x)
-        dx[c] = __fadd_rn(dx[c], __fsub_rn(__fmul_rn(__fmul_rn(r, dy[c]), w[c]), __fmul_rn(x[c], k)));
+        dx[c] = __fadd_rn(dx[c], __fsub_rn(__fmul_rn(__fmul_rn(r, dy[c]), w[c]), __fmul_rn(X(c), k)));
     }
+#undef X
   }
 }
 
@@ -572,9 +576,9 @@ int lcc_bf16_unpack2d(float *dst, size_t ldd, const uint16_t *src, size_t lds, s
   return last_error();
 }
 
-int lcc_add(float *y, const float *x, size_t n, cudaStream_t st) {
+int lcc_add(float *y, const void *x, int x16, size_t n, cudaStream_t st) {
   if (n == 0) return 0;
-  LCC_LAUNCH(k_add, flat_blocks(n), kThreads, 0, st)(y, x, n);
+  LCC_LAUNCH(k_add, flat_blocks(n), kThreads, 0, st)(y, x, x16, n);
   return last_error();
 }
 
@@ -647,10 +651,10 @@ int lcc_adamw(float *p, const float *g, float *m, float *v, size_t n, float wd, 
   return last_error();
 }
 
-int lcc_rmsnorm_fwd(void *out, int out16, float *rstd, const float *x, const float *w, int T, int C, float eps,
+int lcc_rmsnorm_fwd(void *out, int out16, float *rstd, const void *x, int x16, const float *w, int T, int C, float eps,
                     cudaStream_t st) {
   if (T <= 0 || C <= 0) return 0;
-  LCC_LAUNCH(k_rmsnorm_fwd, row_blocks(T), kNormThreads, 0, st)(out, out16, rstd, x, w, T, C, eps);
+  LCC_LAUNCH(k_rmsnorm_fwd, row_blocks(T), kNormThreads, 0, st)(out, out16, rstd, x, x16, w, T, C, eps);
   return last_error();
 }
 
@@ -659,15 +663,15 @@ size_t lcc_rmsnorm_bwd_parts_bytes(int T, int C) {
   return (size_t)dw_chunks(T) * (size_t)C * sizeof(double);
 }
 
-int lcc_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
-                    int T, int C, int set, void *parts, cudaStream_t st) {
+int lcc_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const void *inp, int in16, const float *w,
+                    const float *rstd, int T, int C, int set, void *parts, cudaStream_t st) {
   if (T <= 0 || C <= 0) return 0;
   // dw first: dinp may be dout.
   if (dw) {
     if (!parts) return (int)cudaErrorInvalidValue;
     const int nch = dw_chunks(T), R = (T + nch - 1) / nch;
     const dim3 grid((unsigned)((C + kColThreads - 1) / kColThreads), (unsigned)nch, 1);
-    LCC_LAUNCH(k_rmsnorm_dw_parts, grid, kColThreads, 0, st)((double *)parts, dout, inp, rstd, T, C, R);
+    LCC_LAUNCH(k_rmsnorm_dw_parts, grid, kColThreads, 0, st)((double *)parts, dout, inp, in16, rstd, T, C, R);
     int e = last_error();
     if (e) return e;
     LCC_LAUNCH(k_rmsnorm_dw_final, (unsigned)((C + kColThreads - 1) / kColThreads), kColThreads, 0, st)(
@@ -675,7 +679,7 @@ int lcc_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp,
     e = last_error();
     if (e) return e;
   }
-  LCC_LAUNCH(k_rmsnorm_dx, row_blocks(T), kNormThreads, 0, st)(dinp, dout, inp, w, rstd, T, C, set);
+  LCC_LAUNCH(k_rmsnorm_dx, row_blocks(T), kNormThreads, 0, st)(dinp, dout, inp, in16, w, rstd, T, C, set);
   return last_error();
 }
 

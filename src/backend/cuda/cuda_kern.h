@@ -35,7 +35,7 @@ int lcc_bf16_unpack2d(float *dst, size_t ldd, const uint16_t *src, size_t lds, s
                       cudaStream_t st);
 
 // ---- flat fp32 ranges (backend/cpu/kern/kernels.h entries add, scale, sumsq, adamw)
-int lcc_add(float *y, const float *x, size_t n, cudaStream_t st);       // y += x
+int lcc_add(float *y, const void *x, int x16, size_t n, cudaStream_t st); // y += x (x16: x bf16, widened)
 int lcc_scale(float *x, size_t n, float s, cudaStream_t st);             // x *= s
 int lcc_fill(float *x, size_t n, float v, cudaStream_t st);              // x[i] = v
 // dst[r * ld_dst + i] += src[r * ld_src + i], r < rows, i < n
@@ -52,15 +52,17 @@ int lcc_adamw(float *p, const float *g, float *m, float *v, size_t n, float wd, 
               float lr, float step_size, float inv_sqrt_bc2, cudaStream_t st);
 
 // ---- RMSNorm (backend/cpu/ops/ops.h: lc_rmsnorm_fwd_to, lc_rmsnorm_bwd, lc_rmsnorm_bwd_set)
-// out [T,C]: fp32 (out16 = 0) or bf16 (out16 = 1, each value rounded); rstd [T]; x, w fp32.
-int lcc_rmsnorm_fwd(void *out, int out16, float *rstd, const float *x, const float *w, int T, int C, float eps,
+// out [T,C]: fp32 (out16 = 0) or bf16 (out16 = 1, each value rounded); rstd [T]; w fp32; x
+// fp32, or bf16 (x16 = 1: widened exactly, the bits of the widened fp32 copy).
+int lcc_rmsnorm_fwd(void *out, int out16, float *rstd, const void *x, int x16, const float *w, int T, int C, float eps,
                     cudaStream_t st);
 // dinp [T,C] += (set = 0) or = (set = 1) the input gradient (dinp may equal dout);
 // dw [C] += the weight gradient, NULL: skipped. dw's sum over the T rows in a fixed order:
 // `parts` is device scratch of lcc_rmsnorm_bwd_parts_bytes(T, C) bytes (NULL when dw is).
 size_t lcc_rmsnorm_bwd_parts_bytes(int T, int C);
-int lcc_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
-                    int T, int C, int set, void *parts, cudaStream_t st);
+// inp as x of the forward (in16: bf16).
+int lcc_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const void *inp, int in16, const float *w,
+                    const float *rstd, int T, int C, int set, void *parts, cudaStream_t st);
 
 // ---- RoPE in place on x [T,H,D] fp32 with tables cos/sin [T, D/2] (backend/cpu/ops/ops.h lc_rope_fwd,
 // lc_rope_bwd: the same pairing of dimensions)

@@ -58,9 +58,11 @@ size_t lc_matmul_bwd_bytes(int bf16, lc_dtype dout_dt, lc_dtype in_dt, lc_dtype 
 void lc_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *w, int T, int C,
                     float eps);
 // The same with out in out_dt: fp32 (lc_rmsnorm_fwd), or bf16 (each value rounded to
-// nearest even from the fp32 result: a bf16 pass's norm outputs, 2 bytes each).
-void lc_rmsnorm_fwd_to(void *out, lc_dtype out_dt, float *rstd, const float *inp, const float *w, int T, int C,
-                       float eps);
+// nearest even from the fp32 result: a bf16 pass's norm outputs, 2 bytes each), and inp in
+// in_dt: fp32, or bf16 (a bf16 pass's layer input read from its checkpoint; the bits of its
+// widened fp32 copy).
+void lc_rmsnorm_fwd_to(void *out, lc_dtype out_dt, float *rstd, const void *inp, lc_dtype in_dt, const float *w, int T,
+                       int C, float eps);
 // dinp[T,C] += d/dinp ; dw[C] += d/dw   (rstd from the forward)
 void lc_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                     const float *rstd, int T, int C);
@@ -68,6 +70,10 @@ void lc_rmsnorm_bwd(float *dinp, float *dw, const float *dout, const float *inp,
 // The same with dinp OVERWRITTEN (dinp may be dout: in place).
 void lc_rmsnorm_bwd_set(float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                         const float *rstd, int T, int C);
+// Either of the two (set: overwrite) with inp in in_dt: fp32, or bf16 (the bits of its widened
+// fp32 copy).
+void lc_rmsnorm_bwd_in(float *dinp, float *dw, const float *dout, const void *inp, lc_dtype in_dt, const float *w,
+                       const float *rstd, int T, int C, int set);
 
 // ---- bias.c: the bias of a linear layer ----
 // y[T,N] += b[N] on every row
