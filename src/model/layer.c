@@ -66,11 +66,15 @@ static size_t datt_floats(const lc_config *cfg, int T) {
 // dq lives in x_mid's storage when it fits (HQ <= C): the MLP half of backward is the last
 // reader of x_mid (its norm's input), so during the attention half that fp32 [T,C] is free.
 static int dq_in_xmid(const lc_config *cfg) { return cfg->n_heads * cfg->head_dim <= cfg->dim; }
+// bf16: the dout area (2 bytes [T, max(HQ, C)]) lives in ln1's storage when it fits (HQ <= C:
+// ln1 is [T, C] in 2 bytes). ln1's next reader is the q/k/v weight gradients after the
+// strategy's backward, so it is recomputed then (the same call as forward: the same bits).
+static int dout_in_ln1(const lc_config *cfg, int bf16) { return bf16 && cfg->n_heads * cfg->head_dim <= cfg->dim; }
 static size_t attn_bwd_parts(const lc_config *cfg, int T, int bf16, lc_mem_parts *ps) {
   size_t HQ = (size_t)cfg->n_heads * cfg->head_dim, HKV = (size_t)cfg->n_kv_heads * cfg->head_dim;
   const int S = LC_MEM_SCRATCH;
-  return lc_mem_part_add(ps, bf16 ? "layer bwd: dout area (dx, then datt, rounded)" : "layer bwd: dout area (datt, then dn1)", S,
-                         AL64(lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, datt_floats(cfg, T)))) +
+  return lc_mem_part_add(ps, bf16 ? "layer bwd: dout area (dx, then datt, rounded; in ln1 when HQ <= C)" : "layer bwd: dout area (datt, then dn1)", S,
+                         dout_in_ln1(cfg, bf16) ? 0 : AL64(lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, datt_floats(cfg, T)))) +
          lc_mem_part_add(ps, "layer bwd: dq (token layout, fp32)", S,
                          dq_in_xmid(cfg) ? 0 : AL64(lc_bytes(LC_DT_F32, (size_t)T * HQ))) +
          lc_mem_part_add(ps, "layer bwd: dk, dv (token layout, fp32)", S, 2 * AL64(lc_bytes(LC_DT_F32, (size_t)T * HKV)));
@@ -407,12 +411,14 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   const size_t TC = (size_t)T * C, TQ = (size_t)T * HQ, TK = (size_t)T * HKV;
   LC_TRY(mlp_bwd(c, w, g, a, dx)); // dx: dL/dx_out -> dL/dx_mid
 
-  // Attention half (attn_bwd_bytes): the dout area, dq [T,HQ] (in x_mid, dead by now, when it
-  // fits: dq_in_xmid), dk, dv [T,HKV]; bf16: the fp32 datt and dn1 in blocks of their own.
-  const int b16 = c->bf16;
+  // Attention half (attn_bwd_bytes): the dout area (bf16: in ln1 when it fits, dout_in_ln1),
+  // dq [T,HQ] (in x_mid, dead by now, when it fits: dq_in_xmid), dk, dv [T,HKV]; bf16: the
+  // fp32 datt and dn1 in blocks of their own.
+  const int b16 = c->bf16, in_ln1 = dout_in_ln1(cfg, b16);
   lc_buf_carver k;
   LC_TRY(block(c, attn_bwd_bytes(cfg, T, b16), "attention backward buffers", &k));
-  const lc_buf dbuf = lc_buf_cut(&k, datt_floats(cfg, T), b16 ? LC_DT_BF16 : LC_DT_F32);
+  const lc_buf dbuf = in_ln1 ? lc_buf_view(a->ln1, 0, datt_floats(cfg, T))
+                             : lc_buf_cut(&k, datt_floats(cfg, T), b16 ? LC_DT_BF16 : LC_DT_F32);
   const lc_buf dq = dq_in_xmid(cfg) ? lc_buf_view(a->x_mid, 0, TQ) : lc_buf_cut(&k, TQ, LC_DT_F32);
   const lc_buf dk = lc_buf_cut(&k, TK, LC_DT_F32), dv = lc_buf_cut(&k, TK, LC_DT_F32);
   lc_buf datt = NONE, dn1 = NONE;
@@ -449,6 +455,8 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   if (st == LC_OK) st = proj_bwd(c, dq, qn ? a->qp : NONE, a->rstdq, w->q_norm, g->q_norm, g->bq, cfg->n_heads, 1);
   if (st == LC_OK) st = proj_bwd(c, dk, qn ? a->kp : NONE, a->rstdk, w->k_norm, g->k_norm, g->bk, cfg->n_kv_heads, 1);
   if (st == LC_OK) st = proj_bwd(c, dv, NONE, NONE, NONE, NONE, g->bv, cfg->n_kv_heads, 0);
+  // ln1 back where the dout area was (the forward's call: the same values and rstd1)
+  if (st == LC_OK && in_ln1) st = lc_be_rmsnorm_fwd(a->ln1, a->rstd1, x_in, w->ln1, T, C, cfg->norm_eps);
   if (st == LC_OK && b16) st = lc_buf_alloc(c->be, LC_MEM_SCRATCH, LC_DT_F32, TC, 0, "n1 gradient (fp32)", &dn1);
   if (!b16) dn1 = lc_buf_view(dbuf, 0, TC);
   if (st == LC_OK) st = lc_be_matmul_bwd(dn1, g->wq, dq, a->ln1, w->wq, T, C, HQ, 0, b16, NONE);

@@ -147,6 +147,17 @@ static lc_dtype xin_dtype(const lc_model_opts *o) { return o->precision == LC_DT
 
 // Bytes per layer of checkpoint storage (the layer input as stored, then the groups the
 // policy keeps) and bytes of shared working storage.
+// x_L's bytes (the last layer's output as a layer input is stored: bf16 in a bf16 pass).
+static size_t xl_bytes(const lc_config *cfg, const lc_model_opts *o, int T) {
+  return al64(lc_bytes(xin_dtype(o), (size_t)T * cfg->dim));
+}
+// Whether x_L lives in the shared q/k/v group's storage: the loss is its only reader, after
+// the last layer's forward and before any layer's backward recomputes q/k/v there (full and
+// selective recompute them; under none every layer keeps its own, and x_L its own storage).
+static int xl_in_qkv(const lc_config *cfg, const lc_model_opts *o, int T, const act_sizes *sz, const act_plan *pl) {
+  return !pl->keep[G_QKV] && sz->g[G_QKV] >= xl_bytes(cfg, o, T);
+}
+
 static void pass_sizes(const lc_config *cfg, const lc_model_opts *o, int T, size_t saved_bytes,
                        size_t *per_layer_out, size_t *shared_out) {
   const int C = cfg->dim, D = cfg->head_dim;
@@ -154,8 +165,9 @@ static void pass_sizes(const lc_config *cfg, const lc_model_opts *o, int T, size
   const act_sizes sz = act_group_sizes(cfg, T, saved_bytes, mlp_untiled, lc_layer_act_dt(o->precision == LC_DT_BF16));
   const act_plan pl = plan_acts(o);
   size_t kept = lc_bytes(xin_dtype(o), xin_elems(cfg, T));
-  // x_L (as a layer input is stored: bf16 in a bf16 pass), dx, the rope tables
-  size_t shared = al64(lc_bytes(xin_dtype(o), (size_t)T * C)) + f32b((size_t)T * C) + 2 * f32b((size_t)T * (D / 2));
+  // x_L (unless in q/k/v's storage), dx, the rope tables
+  size_t shared = (xl_in_qkv(cfg, o, T, &sz, &pl) ? 0 : xl_bytes(cfg, o, T)) + f32b((size_t)T * C) +
+                  2 * f32b((size_t)T * (D / 2));
   for (int g = 0; g < G_N; g++) *(pl.keep[g] ? &kept : &shared) += sz.g[g];
   *per_layer_out = kept;
   *shared_out = shared;
@@ -185,8 +197,9 @@ void lc_model_pass_parts(const lc_config *cfg, const lc_model_opts *o, int T, si
   const act_plan pl = plan_acts(o);
   const size_t n = lc_ckstore_bytes(cfg->n_layers, 1, lc_offload_depth(o)); // layers held in memory
   lc_mem_part_add(ckpt, "checkpoint: layer input as stored", LC_MEM_CKPT, n * lc_bytes(xin_dtype(o), xin_elems(cfg, T)));
-  lc_mem_part_add(act, xin_dtype(o) == LC_DT_BF16 ? "final hidden state x_L (bf16)" : "final hidden state x_L (fp32)",
-                  LC_MEM_ACT, al64(lc_bytes(xin_dtype(o), (size_t)T * C)));
+  lc_mem_part_add(act, xin_dtype(o) == LC_DT_BF16 ? "final hidden state x_L (bf16; in q/k/v's storage when shared)"
+                                                  : "final hidden state x_L (fp32; in q/k/v's storage when shared)",
+                  LC_MEM_ACT, xl_in_qkv(cfg, o, T, &sz, &pl) ? 0 : xl_bytes(cfg, o, T));
   // (bf16: dx is also the forward's fp32 layer output before it is packed)
   lc_mem_part_add(act, "residual gradient dx (fp32)", LC_MEM_ACT, f32b((size_t)T * C));
   lc_mem_part_add(act, "RoPE cos/sin tables", LC_MEM_ACT, 2 * f32b((size_t)T * (D / 2)));
@@ -584,6 +597,7 @@ static lc_status run_layer_fwd(pass *p, const lc_event *e) {
     carve_layer(&p->lcv, p->lbuf, &p->xs[l + 1], &p->acts[l + 1]);
   }
   const lc_layer_weights *w = layer_w(p->m, l, &p->lw);
+  // (x_L may be q/k/v's storage: the layer writes its output after its attention, their last reader)
   if (!p->bf16) return lc_layer_fwd(&p->ctx, w, &p->acts[l], p->xs[l], l + 1 < L ? p->xs[l + 1] : p->xL, 0);
   LC_TRY(lc_layer_fwd(&p->ctx, w, &p->acts[l], p->xs[l], p->dx, 0));
   return lc_be_bf16_pack(l + 1 < L ? p->xs[l + 1] : p->xL, p->dx); // (exact: the output is rounded to bf16)
@@ -664,11 +678,18 @@ static lc_status pass_open(pass *p, const lc_pass_in *in, lc_attn *attn, const i
   }
   p->ain.lo_buf = p->lo;
   lc_buf_carver ak = {p->act, 0};
-  p->xL = lc_buf_cut(&ak, TC, xin_dtype(o)), p->dx = lc_buf_cut(&ak, TC, LC_DT_F32);
+  const int xl_qkv = xl_in_qkv(cfg, o, T, &sz, &pl);
+  if (!xl_qkv) p->xL = lc_buf_cut(&ak, TC, xin_dtype(o));
+  p->dx = lc_buf_cut(&ak, TC, LC_DT_F32);
   const lc_buf rcos = lc_buf_cut(&ak, half, LC_DT_F32), rsin = lc_buf_cut(&ak, half, LC_DT_F32);
   p->lcv = (layer_carver){.cfg = cfg, .T = T, .adt = adt, .xdt = xin_dtype(o), .sz = sz, .pl = pl,
                           .xin_bytes = lc_bytes(xin_dtype(o), xin_elems(cfg, T))};
   carve_groups(&p->lcv, &p->lcv.shared, p->act, ak.at, 0); // the groups no layer keeps: shared working storage
+  if (xl_qkv) { // (the shared group's start: after the shared groups before it)
+    size_t at = ak.at;
+    for (int g = 0; g < G_QKV; g++) at += pl.keep[g] ? 0 : sz.g[g];
+    p->xL = lc_buf_part(p->act, at, TC, xin_dtype(o));
+  }
   LC_TRY(lc_model_rope_table_buf(cfg, in->rope_len, pos, T, rcos, rsin));
   p->ctx = (lc_layer_ctx){.cfg = cfg, .attn = attn, .attn_in = &p->ain, .rope_cos = rcos, .rope_sin = rsin, .T = T,
                           .mlp_tile = mlp_untiled ? 0 : o->mlp_tile, .bf16 = p->bf16,
