@@ -147,7 +147,9 @@ static double op_seconds(cost *k, lc_op op, double *recompute, double *attn_kern
     const double rec = k->tiled ? mlp_gemms(k, 0, 0) + drop_ew(k, 0, GATE_UP) : 0; // tiled MLP recomputes gate/up per tile
     *recompute += rec;
     *attn_kernel += k->attn_bwd_s;
-    return attn_gemms(k, 1) + mlp_gemms(k, 1, 1) + rec + attention(k, 1) + ew(k, 2 * ewf) + drop_ew(k, 1, LC_LORA_ALL);
+    // bf16 with HQ <= C: ln1 recomputed after the attention call (its storage held the dout area)
+    const double ln1 = k->bf16 && (double)c->n_heads * c->head_dim <= C ? ew(k, 4.0 * T * C) : 0;
+    return attn_gemms(k, 1) + mlp_gemms(k, 1, 1) + rec + attention(k, 1) + ew(k, 2 * ewf) + ln1 + drop_ew(k, 1, LC_LORA_ALL);
   }
   case LC_OP_LOSS:
   case LC_OP_LOSS_SLICED: { // head forward + both backward products + softmax passes; slices: the logits twice
