@@ -816,6 +816,22 @@ static void test_chunks(layout L, lc_placement pl, int Hq, int Hkv, int bf16, in
     const double sent = g.head->bytes_sent + g.ctx->bytes_sent - b0, want = lc_attn_2d_bytes_per_layer(&at, T, 1, bf16);
     CHECK(sent == want, "%s: sent %.0f bytes, formulas %.0f", tag, sent, want);
     CHECK(ar.cur_total == 0, "%s: arena balanced", tag);
+    CHECK(at.dkv_late == lc_attn_2d_dkv_late(L.hp, Hq, Hkv, x ? N : 0) && at.dkv_late == (!x || Hkvl == 1),
+          "%s: dkv_late %d", tag, at.dkv_late);
+    if (at.dkv_late) { // dk, dv written over q (as the layer places them, here 2 heads further on, so a
+                       // stage's dk lands on a later stage's q): the same bits
+      const size_t qb = bf16 ? 2 * nq : 4 * nq, kb = 4 * ((nk + 15) & ~(size_t)15), sh = 2 * 4 * D,
+                   tot = qb > sh + 2 * kb ? qb : sh + 2 * kb;
+      unsigned char *qa = malloc(tot);
+      memcpy(qa, qi, qb);
+      float *dq2 = malloc(4 * nq);
+      CHECK(attn_bwd_host(&at, &ain, dq2, (float *)(qa + sh), (float *)(qa + sh + kb), di, o[x], saved[x], qa, ki, vi, T,
+                          &ar) == LC_OK,
+            "%s: bwd with dk, dv over q: %s", tag, lc_errmsg());
+      CHECK(!memcmp(dq2, dq[x], 4 * nq) && !memcmp(qa + sh, dk[x], 4 * nk) && !memcmp(qa + sh + kb, dv[x], 4 * nk),
+            "%s rank %d: dk, dv written over q differ", tag, world->rank);
+      free(qa), free(dq2);
+    }
     lc_attn_2d_free(&at);
     if (!x) continue;
     CHECK(!memcmp(o[0], o[1], ob), "%s rank %d: output differs from unchunked", tag, world->rank);

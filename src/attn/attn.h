@@ -52,6 +52,9 @@ struct lc_attn {
   // dq/dk/dv OVERWRITTEN, F32 (same shapes as q/k/v); `out` and `saved` from the forward.
   lc_status (*bwd)(lc_attn *a, const lc_attn_in *in, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out,
                    lc_buf saved, lc_buf q, lc_buf k, lc_buf v, int T);
+  // 1: bwd reads the token-layout q, k, v before it writes any of dk, dv, so dk and dv may
+  // lie in their storage (lc_attn_2d_dkv_late); 0: they may not.
+  int dkv_late;
   void *ctx;
   // The backend that holds the buffers and runs the kernels, set by the layer for each call
   // (model/layer.c, its only writer). Every strategy runs its kernels and copies through it.
@@ -106,6 +109,12 @@ lc_status lc_attn_2d_mem(int hp, int cp, int window, long S, int chunks, int Hq,
 // unchunked size, last) and returns how many (0 for an impossible hp). _check: LC_OK for 0
 // (all) or a valid N; else one line naming the valid values (hp = 1: no N is valid).
 int lc_attn_2d_head_chunks(int hp, int Hq, int Hkv, int *out, int cap);
+// Whether the 2D strategy's backward for hp ranks and head chunk N reads its token-layout
+// q, k, v before it writes dk, dv (lc_attn.dkv_late): Ulysses (hp > 1) unchunked (it reads
+// the head layout it kept) or chunked with one kv head per rank (dk, dv summed over the
+// stages and exchanged back after the last); not the ring alone (k, v read in place) nor
+// chunks with their own kv heads (each stage's dk, dv written while later stages read).
+int lc_attn_2d_dkv_late(int hp, int Hq, int Hkv, int head_chunk);
 lc_status lc_attn_2d_head_chunk_check(int hp, int Hq, int Hkv, int N);
 // Query heads per stage of a strategy from lc_attn_2d_init (Hq/hp when unchunked).
 int lc_attn_2d_head_chunk(const lc_attn *a);

@@ -47,6 +47,8 @@ typedef struct {
 } attn2d;
 
 static int chunked(const attn2d *x) { return x->hp > 1 && x->N < x->Hl; }
+// Whether bwd reads the token-layout q, k, v before it writes dk, dv (lc_attn.dkv_late).
+static int dkv_late(const attn2d *x) { return x->hp > 1 && (!chunked(x) || x->Hkvl == 1); }
 
 static void chunk_poll(void *arg) {
   attn2d *x = arg;
@@ -138,8 +140,10 @@ static size_t set_vals(const hchunk *c, int bwd) { return (bwd ? 3 : 1) * c->nq 
 static size_t dkv_vals(const hchunk *c) { return c->shared ? c->nsh : c->nkv; }
 // A call's communication block, carved in this order: fp32 first,
 //   forward:  out of the ring [Tc,N,D] | out exchange buffer [Tc,N,D]
-//   backward: dq [Tc,N,D] | dk, dv of a stage (+ shared: the sums over the stages) |
-//             exchange buffer [Tc,N,D]
+//   backward: dq [Tc,N,D] | dk, dv of a stage (+ shared: the sums over the stages); its
+//             exchanges back stage through the set the stage has computed (it holds
+//             3 x [Tc,N,D] values and more, >= [Tc,N,D] floats, and the shared head's
+//             [Tc,D] floats)
 // then, in the pass's dtype (fp32, or 2 bytes in bf16, which the ring reads in place): the
 // send buffer of a set, 2 head-layout sets (the stage computed, the next arriving), and the
 // shared k, v.
@@ -148,8 +152,9 @@ static size_t chunk_comm_parts(const hchunk *c, int bwd, int bf16, lc_mem_parts 
   const size_t set = set_vals(c, bwd);
   const lc_dtype dt = bf16 ? LC_DT_BF16 : LC_DT_F32, f32 = LC_DT_F32;
   const int C = LC_MEM_COMM;
+  // (backward: the exchanges back land in the set the stage has computed, dead by then)
   size_t b = lc_mem_part_add(ps, bwd ? "Ulysses chunk: dq of the ring (head layout)" : "Ulysses chunk: out of the ring (head layout)", C, lc_bytes(f32, c->nq)) +
-             lc_mem_part_add(ps, bwd ? "Ulysses chunk: dq exchange buffer" : "Ulysses chunk: out exchange buffer", C, lc_bytes(f32, c->nq));
+             (bwd ? 0 : lc_mem_part_add(ps, "Ulysses chunk: out exchange buffer", C, lc_bytes(f32, c->nq)));
   if (bwd) {
     b += lc_mem_part_add(ps, "Ulysses chunk: dk, dv of a stage (head layout)", C, lc_bytes(f32, 2 * dkv_vals(c)));
     if (c->shared) b += lc_mem_part_add(ps, "Ulysses chunk: shared dk, dv summed over the stages", C, lc_bytes(f32, 2 * c->nsh));
@@ -418,7 +423,7 @@ static lc_status chunk_alloc(lc_backend *be, const hchunk *h, int bwd, int bf16,
       b->dv_sum = lc_buf_part(b->comm, lc_bytes(f, at + h->nsh), h->nsh, f), at += 2 * h->nsh;
     }
   }
-  b->buf = lc_buf_part(b->comm, lc_bytes(f, at), lc_bytes(f, h->nq), LC_DT_U8), at += h->nq;
+  if (!bwd) b->buf = lc_buf_part(b->comm, lc_bytes(f, at), lc_bytes(f, h->nq), LC_DT_U8), at += h->nq;
   const size_t p = lc_bytes(f, at);
   b->send = lc_buf_part(b->comm, p, set, dt);
   b->set[0] = lc_buf_part(b->comm, p + lc_bytes(dt, set), set, dt);
@@ -468,6 +473,9 @@ static lc_status fwd_chunked(lc_attn *a, const lc_attn_in *in, lc_buf out, lc_bu
   return st != LC_OK ? st : s2;
 }
 
+// A buffer's bytes (U8), for the exchanges' staging.
+static lc_buf bytes_of(lc_buf b) { return lc_buf_part(b, 0, lc_buf_bytes(b), LC_DT_U8); }
+
 static lc_status bwd_chunked(lc_attn *a, const lc_attn_in *in, lc_buf dq, lc_buf dk, lc_buf dv, lc_buf dout, lc_buf out, lc_buf lse, lc_buf q,
                              lc_buf k, lc_buf v, int T) {
   attn2d *x = a->ctx;
@@ -476,8 +484,8 @@ static lc_status bwd_chunked(lc_attn *a, const lc_attn_in *in, lc_buf dq, lc_buf
   LC_TRY(chunk_alloc(a->be, &h, 1, in->bf16, &b));
   lc_status st = LC_OK;
   if (h.shared) {
-    st = shared_kv_in(x, a, b.ks, k, T, b.buf);
-    if (st == LC_OK) st = shared_kv_in(x, a, b.vs, v, T, b.buf);
+    st = shared_kv_in(x, a, b.ks, k, T, bytes_of(b.set[0])); // (set 0 is filled after this)
+    if (st == LC_OK) st = shared_kv_in(x, a, b.vs, v, T, bytes_of(b.set[0]));
   }
   // q, k, v, out and dout hold bf16 values in bf16 and travel as bf16; dq, dk, dv are fp32
   // sums and travel as fp32.
@@ -501,12 +509,15 @@ static lc_status bwd_chunked(lc_attn *a, const lc_attn_in *in, lc_buf dq, lc_buf
       st = lc_be_add(b.dk_sum, b.dk);
       if (st == LC_OK) st = lc_be_add(b.dv_sum, b.dv);
     }
-    if (st == LC_OK) st = back_exchange(x, dq, b.o, T, sel_q(x, a, c), b.buf, 0);
-    if (st == LC_OK && !h.shared) st = back_exchange(x, dk, b.dk, T, sel_kv(x, a, &h, c), b.buf, 0);
-    if (st == LC_OK && !h.shared) st = back_exchange(x, dv, b.dv, T, sel_kv(x, a, &h, c), b.buf, 0);
+    // The exchanges back land in this stage's set, read by its ring and not refilled before
+    // the next stage posts the one after it.
+    const lc_buf xb = bytes_of(s);
+    if (st == LC_OK) st = back_exchange(x, dq, b.o, T, sel_q(x, a, c), xb, 0);
+    if (st == LC_OK && !h.shared) st = back_exchange(x, dk, b.dk, T, sel_kv(x, a, &h, c), xb, 0);
+    if (st == LC_OK && !h.shared) st = back_exchange(x, dv, b.dv, T, sel_kv(x, a, &h, c), xb, 0);
   }
-  if (st == LC_OK && h.shared) st = back_exchange(x, dk, b.dk_sum, T, sel_kv(x, a, &h, 0), b.buf, 0);
-  if (st == LC_OK && h.shared) st = back_exchange(x, dv, b.dv_sum, T, sel_kv(x, a, &h, 0), b.buf, 0);
+  if (st == LC_OK && h.shared) st = back_exchange(x, dk, b.dk_sum, T, sel_kv(x, a, &h, 0), bytes_of(b.set[0]), 0);
+  if (st == LC_OK && h.shared) st = back_exchange(x, dv, b.dv_sum, T, sel_kv(x, a, &h, 0), bytes_of(b.set[0]), 0);
   lc_status s2 = wait_in(x);
   lc_buf_free(&b.comm);
   return st != LC_OK ? st : s2;
@@ -625,8 +636,17 @@ lc_status lc_attn_2d_init(lc_attn *a, lc_comm *head, lc_comm *ctx, int window, l
   a->saved_bytes = saved_bytes_2d;
   a->fwd = fwd_2d;
   a->bwd = bwd_2d;
+  a->dkv_late = dkv_late(x);
   a->ctx = x;
   return LC_OK;
+}
+
+int lc_attn_2d_dkv_late(int hp, int Hq, int Hkv, int head_chunk) {
+  if (hp < 1 || Hq % hp != 0) return 0;
+  attn2d x;
+  memset(&x, 0, sizeof x);
+  heads_2d(&x, hp, Hq, Hkv, 1, head_chunk);
+  return dkv_late(&x);
 }
 
 void lc_attn_2d_free(lc_attn *a) {

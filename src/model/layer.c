@@ -70,16 +70,23 @@ static int dq_in_xmid(const lc_config *cfg) { return cfg->n_heads * cfg->head_di
 // ln1 is [T, C] in 2 bytes). ln1's next reader is the q/k/v weight gradients after the
 // strategy's backward, so it is recomputed then (the same call as forward: the same bits).
 static int dout_in_ln1(const lc_config *cfg, int bf16) { return bf16 && cfg->n_heads * cfg->head_dim <= cfg->dim; }
-static size_t attn_bwd_parts(const lc_config *cfg, int T, int bf16, lc_mem_parts *ps) {
+// dk, dv (fp32 [T,HKV] each) live in q's storage ([T,HQ] in the act dtype) when the strategy
+// has read its token-layout q, k, v before it writes them (lc_attn.dkv_late) and they fit.
+static size_t dkv_bytes(const lc_config *cfg, int T) { return AL64(lc_bytes(LC_DT_F32, (size_t)T * cfg->n_kv_heads * cfg->head_dim)); }
+static int dkv_in_q(const lc_config *cfg, int T, int bf16, int late) {
+  return late && 2 * dkv_bytes(cfg, T) <= lc_bytes(lc_layer_act_dt(bf16), (size_t)T * cfg->n_heads * cfg->head_dim);
+}
+static size_t attn_bwd_parts(const lc_config *cfg, int T, int bf16, int late, lc_mem_parts *ps) {
   size_t HQ = (size_t)cfg->n_heads * cfg->head_dim, HKV = (size_t)cfg->n_kv_heads * cfg->head_dim;
   const int S = LC_MEM_SCRATCH;
   return lc_mem_part_add(ps, bf16 ? "layer bwd: dout area (dx, then datt, rounded; in ln1 when HQ <= C)" : "layer bwd: dout area (datt, then dn1)", S,
                          dout_in_ln1(cfg, bf16) ? 0 : AL64(lc_bytes(bf16 ? LC_DT_BF16 : LC_DT_F32, datt_floats(cfg, T)))) +
          lc_mem_part_add(ps, "layer bwd: dq (token layout, fp32)", S,
                          dq_in_xmid(cfg) ? 0 : AL64(lc_bytes(LC_DT_F32, (size_t)T * HQ))) +
-         lc_mem_part_add(ps, "layer bwd: dk, dv (token layout, fp32)", S, 2 * AL64(lc_bytes(LC_DT_F32, (size_t)T * HKV)));
+         lc_mem_part_add(ps, "layer bwd: dk, dv (token layout, fp32; in q when the strategy allows)", S,
+                         dkv_in_q(cfg, T, bf16, late) ? 0 : 2 * AL64(lc_bytes(LC_DT_F32, (size_t)T * HKV)));
 }
-static size_t attn_bwd_bytes(const lc_config *cfg, int T, int bf16) { return attn_bwd_parts(cfg, T, bf16, NULL); }
+static size_t attn_bwd_bytes(const lc_config *cfg, int T, int bf16, int late) { return attn_bwd_parts(cfg, T, bf16, late, NULL); }
 // bf16: the fp32 projection q, k or v is computed in before RoPE and rounding (T*HQ floats).
 static size_t proj_tmp_bytes(const lc_config *cfg, int T, int bf16) {
   return bf16 ? lc_bytes(LC_DT_F32, (size_t)T * cfg->n_heads * cfg->head_dim) : 0;
@@ -122,7 +129,7 @@ static size_t mm_bwd(const lc_config *cfg, int j, int bf16, lc_dtype d, lc_dtype
   return a > b ? a : b;
 }
 
-void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_layer_mem *m) {
+void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, int dkv_late, lc_layer_mem *m) {
   const int tiled = lc_tile_splits(mlp_tile, T), tile = tiled ? mlp_tile : T;
   const int C = cfg->dim, F = cfg->ffn, HQ = cfg->n_heads * cfg->head_dim, HKV = cfg->n_kv_heads * cfg->head_dim;
   const lc_dtype dt = lc_layer_act_dt(bf16), f32 = LC_DT_F32;
@@ -147,7 +154,7 @@ void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_
   m->mlp_bwd = lc_mem_part_add(&m->mlp_bwd_parts, "MLP backward tile (dh, dg, du, dn2)", S, mlp_grad_bytes(cfg, tile, bf16)) +
                lc_mem_part_add(&m->mlp_bwd_parts, "MLP recompute tile", S, tiled ? mlp_fwd_bytes(cfg, tile, dt) : 0) +
                lc_mem_part_add(&m->mlp_bwd_parts, "MLP GEMM operand packing", S, mlp_bwd_mm);
-  m->attn_bwd = attn_bwd_parts(cfg, T, bf16, &m->attn_bwd_parts);
+  m->attn_bwd = attn_bwd_parts(cfg, T, bf16, dkv_late, &m->attn_bwd_parts);
   const size_t lqkv_f = max3(lora_fwd_b(cfg, LC_LORA_Q, bf16, f32, dt, T, C, HQ), lora_fwd_b(cfg, LC_LORA_K, bf16, f32, dt, T, C, HKV),
                              lora_fwd_b(cfg, LC_LORA_V, bf16, f32, dt, T, C, HKV));
   const size_t proj_mm = proj_tmp_bytes(cfg, T, bf16) + max3(mm_fwd(cfg, LC_LORA_Q, bf16, f32, dt, dt, T, C, HQ),
@@ -414,13 +421,14 @@ lc_status lc_layer_bwd(const lc_layer_ctx *c, const lc_layer_weights *w, lc_laye
   // Attention half (attn_bwd_bytes): the dout area (bf16: in ln1 when it fits, dout_in_ln1),
   // dq [T,HQ] (in x_mid, dead by now, when it fits: dq_in_xmid), dk, dv [T,HKV]; bf16: the
   // fp32 datt and dn1 in blocks of their own.
-  const int b16 = c->bf16, in_ln1 = dout_in_ln1(cfg, b16);
+  const int b16 = c->bf16, in_ln1 = dout_in_ln1(cfg, b16), in_q = dkv_in_q(cfg, T, b16, c->attn->dkv_late);
   lc_buf_carver k;
-  LC_TRY(block(c, attn_bwd_bytes(cfg, T, b16), "attention backward buffers", &k));
+  LC_TRY(block(c, attn_bwd_bytes(cfg, T, b16, c->attn->dkv_late), "attention backward buffers", &k));
   const lc_buf dbuf = in_ln1 ? lc_buf_view(a->ln1, 0, datt_floats(cfg, T))
                              : lc_buf_cut(&k, datt_floats(cfg, T), b16 ? LC_DT_BF16 : LC_DT_F32);
   const lc_buf dq = dq_in_xmid(cfg) ? lc_buf_view(a->x_mid, 0, TQ) : lc_buf_cut(&k, TQ, LC_DT_F32);
-  const lc_buf dk = lc_buf_cut(&k, TK, LC_DT_F32), dv = lc_buf_cut(&k, TK, LC_DT_F32);
+  lc_buf_carver kq = {a->q, 0}; // (in_q: dk, dv in q's storage, read by then)
+  const lc_buf dk = lc_buf_cut(in_q ? &kq : &k, TK, LC_DT_F32), dv = lc_buf_cut(in_q ? &kq : &k, TK, LC_DT_F32);
   lc_buf datt = NONE, dn1 = NONE;
   if (b16) {
     const lc_status s0 = lc_buf_alloc(c->be, LC_MEM_SCRATCH, LC_DT_F32, TQ, 0, "attention output gradient (fp32)", &datt);

@@ -111,7 +111,8 @@ typedef struct {
   lc_mem_parts mlp_fwd_parts, mlp_bwd_parts, attn_bwd_parts, attn_fwd_mm_parts, attn_bwd_mm_parts;
 } lc_layer_mem;
 // With cfg->lora (rank > 0) the adapters' calls (lc_lora_*_bytes) count at their GEMMs' moments.
-void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, lc_layer_mem *m);
+// dkv_late: the strategy's lc_attn.dkv_late (dk, dv may lie in q's storage).
+void lc_layer_mem_bytes(const lc_config *cfg, int T, int mlp_tile, int bf16, int dkv_late, lc_layer_mem *m);
 
 // Backward. dx[T,C] holds dL/dx_out on entry and dL/dx_in on return. Weight gradients are
 // accumulated into g.

@@ -347,7 +347,8 @@ lc_status lc_memplan_predict_hc(const lc_config *cfg, const lc_model_opts *o, lo
 
   // Short-lived buffers, phase by phase.
   lc_layer_mem lm;
-  lc_layer_mem_bytes(cfg, Ti, o->mlp_tile, o->precision == LC_DT_BF16, &lm);
+  lc_layer_mem_bytes(cfg, Ti, o->mlp_tile, o->precision == LC_DT_BF16,
+                     hp * cp > 1 && lc_attn_2d_dkv_late(hp, cfg->n_heads, cfg->n_kv_heads, head_chunk), &lm);
   size_t *s = out->phase_scratch, *c = out->phase_comm;
   s[LC_PHASE_ATTN_FWD] = am.fwd_scratch, c[LC_PHASE_ATTN_FWD] = am.fwd_comm;
   s[LC_PHASE_MLP_FWD] = lm.mlp_fwd;
