@@ -145,8 +145,6 @@ static size_t xin_elems(const lc_config *cfg, int T) { return pad32((size_t)T * 
 // layer's output is then rounded to bf16, so the stored input is exact).
 static lc_dtype xin_dtype(const lc_model_opts *o) { return o->precision == LC_DT_BF16 ? LC_DT_BF16 : LC_DT_F32; }
 
-// Bytes per layer of checkpoint storage (the layer input as stored, then the groups the
-// policy keeps) and bytes of shared working storage.
 // x_L's bytes (the last layer's output as a layer input is stored: bf16 in a bf16 pass).
 static size_t xl_bytes(const lc_config *cfg, const lc_model_opts *o, int T) {
   return al64(lc_bytes(xin_dtype(o), (size_t)T * cfg->dim));
@@ -158,6 +156,8 @@ static int xl_in_qkv(const lc_config *cfg, const lc_model_opts *o, int T, const 
   return !pl->keep[G_QKV] && sz->g[G_QKV] >= xl_bytes(cfg, o, T);
 }
 
+// Bytes per layer of checkpoint storage (the layer input as stored, then the groups the
+// policy keeps) and bytes of shared working storage.
 static void pass_sizes(const lc_config *cfg, const lc_model_opts *o, int T, size_t saved_bytes,
                        size_t *per_layer_out, size_t *shared_out) {
   const int C = cfg->dim, D = cfg->head_dim;
