@@ -57,7 +57,8 @@ lc_status lc_tj_int(const lc_tokenizer *t, const cJSON *obj, const char *key, co
     return LC_OK;
   }
   const double d = cJSON_IsNumber(v) ? v->valuedouble : -1e300;
-  if (!cJSON_IsNumber(v) || d != (double)(long)d || d < (double)lo || d > (double)hi)
+  // (the range first: casting a double outside long's range is undefined; found by fuzz_tok)
+  if (!cJSON_IsNumber(v) || !(d >= (double)lo && d <= (double)hi) || d != (double)(long)d)
     return lc_fail(LC_EFORMAT, "%s: %s.%s is %s, an integer in %ld..%ld is needed", t->label, where, key,
                    cJSON_IsNumber(v) ? "out of range" : lc_tj_type(v), lo, hi);
   *out = (long)d;
